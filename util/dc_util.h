@@ -1,0 +1,109 @@
+/*
+ * dc_util.h - internal helpers shared by every layer (lowest layer).
+ *
+ * Not installed.  May include only the public header, libc and dc_config.h.
+ */
+#ifndef DC_UTIL_H
+#define DC_UTIL_H
+
+#include "dc_config.h"
+#include "deltacast.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* --- errors ------------------------------------------------------------- */
+
+/** Record `st` and a formatted detail for the calling thread; returns `st`
+ *  so that callers can write `return dc_error(DC_ERR_FORMAT, "...")`. */
+dc_status_t dc_error(dc_status_t st, const char *fmt, ...) DC_PRINTF(2, 3);
+
+/** Like dc_error(), appending ": strerror(errnum)". */
+dc_status_t dc_error_errno(dc_status_t st, int errnum, const char *fmt, ...)
+    DC_PRINTF(3, 4);
+
+/** Prefix the current thread's detail with "prefix: " (keeps its status). */
+void dc_error_prefix(const char *fmt, ...) DC_PRINTF(1, 2);
+
+/** Map an errno value to the closest status (ECONNRESET -> DC_ERR_RESET...). */
+dc_status_t dc_status_from_errno(int errnum);
+
+/* --- logging macros ------------------------------------------------------ */
+
+#define DC_LOG_ERROR(...) dc_log(DC_LOG_LEVEL_ERROR, __VA_ARGS__)
+#define DC_LOG_WARN(...)  dc_log(DC_LOG_LEVEL_WARN, __VA_ARGS__)
+#define DC_LOG_INFO(...)                                                      \
+    do {                                                                      \
+        if (dc_log_get_level() >= DC_LOG_LEVEL_INFO)                          \
+            dc_log(DC_LOG_LEVEL_INFO, __VA_ARGS__);                           \
+    } while (0)
+#define DC_LOG_DEBUG(...)                                                     \
+    do {                                                                      \
+        if (dc_log_get_level() >= DC_LOG_LEVEL_DEBUG)                         \
+            dc_log(DC_LOG_LEVEL_DEBUG, __VA_ARGS__);                          \
+    } while (0)
+
+/* --- small helpers ------------------------------------------------------- */
+
+#define DC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define DC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DC_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define DC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define DC_LIKELY(x) __builtin_expect(!!(x), 1)
+
+/** Monotonic clock in nanoseconds / seconds. */
+uint64_t dc_now_ns(void);
+double dc_now_s(void);
+
+/** Overflow-checked arithmetic: return false on overflow. */
+static inline bool dc_add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline bool dc_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* Little-endian loads and stores (the wire and file formats are LE). */
+static inline uint16_t dc_load_le16(const void *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v; /* x86-64 and aarch64 Linux are little-endian */
+}
+static inline uint32_t dc_load_le32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t dc_load_le64(const void *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline void dc_store_le16(void *p, uint16_t v) { memcpy(p, &v, 2); }
+static inline void dc_store_le32(void *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void dc_store_le64(void *p, uint64_t v) { memcpy(p, &v, 8); }
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "deltacast assumes a little-endian host"
+#endif
+
+/** Read/write exactly `len` bytes (retrying short transfers and EINTR).
+ *  Return DC_OK, DC_ERR_RESET on EOF before `len`, or the errno status. */
+dc_status_t dc_read_full(int fd, void *buf, size_t len);
+dc_status_t dc_write_full(int fd, const void *buf, size_t len);
+
+/** Number of online CPUs (>= 1). */
+int dc_cpu_count(void);
+
+/** Format a byte count as "1.50 GiB" into buf (returns buf). */
+const char *dc_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+
+#endif /* DC_UTIL_H */

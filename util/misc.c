@@ -1,0 +1,93 @@
+/* misc.c - clocks, full reads/writes, version and feature strings. */
+#include "dc_util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t dc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double dc_now_s(void)
+{
+    return (double)dc_now_ns() * 1e-9;
+}
+
+dc_status_t dc_read_full(int fd, void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return dc_error_errno(dc_status_from_errno(errno), errno, "read");
+        }
+        if (n == 0)
+            return dc_error(DC_ERR_RESET, "read: unexpected end of stream");
+        p += n;
+        len -= (size_t)n;
+    }
+    return DC_OK;
+}
+
+dc_status_t dc_write_full(int fd, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return dc_error_errno(dc_status_from_errno(errno), errno, "write");
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return DC_OK;
+}
+
+int dc_cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+const char *dc_fmt_bytes(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+const char *dc_version_string(void)
+{
+    return DC_VERSION_STRING;
+}
+
+#define DC_YN(x) ((x) ? "yes" : "no")
+
+const char *dc_build_features(void)
+{
+    static char buf[160];
+    if (!buf[0])
+        snprintf(buf, sizeof(buf), "verbs=%s ucx=%s cuda=%s tls=%s hwloc=%s isal=%s",
+                 DC_YN(DC_HAVE_VERBS), DC_YN(DC_HAVE_UCX), DC_YN(DC_HAVE_CUDA),
+                 DC_YN(DC_HAVE_TLS), DC_YN(DC_HAVE_HWLOC), DC_YN(DC_HAVE_ISAL));
+    return buf;
+}
