@@ -32,6 +32,11 @@ int dc_cmd_node(int argc, char **argv);
 int dc_cmd_perf(int argc, char **argv);
 int dc_cmd_demo(int argc, char **argv);
 
+/* `deltacast perf <what>`: argv[0] is "<what>" (perf/perf_*.c). */
+int dc_cmd_perf_link(int argc, char **argv);
+int dc_cmd_perf_codec(int argc, char **argv);
+int dc_cmd_perf_refit(int argc, char **argv);
+
 /* Print "deltacast CMD: <message>" and "Try 'deltacast CMD --help'." on
  * stderr; returns DC_EXIT_USAGE. */
 int dc_cli_usage_error(const char *cmd, const char *fmt, ...) DC_PRINTF(2, 3);

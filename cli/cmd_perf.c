@@ -1,37 +1,42 @@
-/* cmd_perf.c - `deltacast perf`. */
+/* cmd_perf.c - `deltacast perf link|codec|refit`: dispatch to perf/. */
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 static void dc_perf_help(FILE *fp)
 {
     fprintf(fp,
             "Usage: deltacast perf link|codec|refit [options]\n"
             "\n"
-            "Measure link bandwidth and latency, codec throughput and ratio, or an end-to-end refit.\n"
+            "Measure link bandwidth and latency, codec throughput and ratio, or an\n"
+            "end-to-end refit.  Figures are medians of several runs, printed next to\n"
+            "a baseline measured in the same run; --json for machine-readable output.\n"
             "\n"
-            "Options:\n"
-            "  --json                   machine-readable output\n"
-            "  -h, --help               show this help\n");
+            "Benchmarks:\n"
+            "  link     goodput, message rate and latency of a transport (like iperf3)\n"
+            "  codec    delta size vs entropy bound, encode/apply throughput\n"
+            "  refit    a whole refit job on this machine, delta vs dense\n"
+            "\n"
+            "Run 'deltacast perf <benchmark> --help' for its options.\n");
 }
 
 int dc_cmd_perf(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 0},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    optind = 1;
-    int c;
-    while ((c = dc_cli_getopt("perf", argc, argv, "h", opts)) != -1) {
-        if (c == 'h') {
-            dc_perf_help(stdout);
-            return DC_EXIT_OK;
-        }
-        if (c == '?')
-            return DC_EXIT_USAGE;
+    if (argc < 2) {
+        dc_perf_help(stderr);
+        return DC_EXIT_USAGE;
     }
-    return dc_cli_not_implemented("perf");
+    const char *what = argv[1];
+    if (strcmp(what, "-h") == 0 || strcmp(what, "--help") == 0) {
+        dc_perf_help(stdout);
+        return DC_EXIT_OK;
+    }
+    if (strcmp(what, "link") == 0)
+        return dc_cmd_perf_link(argc - 1, argv + 1);
+    if (strcmp(what, "codec") == 0)
+        return dc_cmd_perf_codec(argc - 1, argv + 1);
+    if (strcmp(what, "refit") == 0)
+        return dc_cmd_perf_refit(argc - 1, argv + 1);
+    return dc_cli_usage_error("perf", "unknown benchmark '%s' (link, codec, refit)", what);
 }

@@ -204,6 +204,30 @@ DC_API dc_status_t dc_parse_size(const char *s, uint64_t *out);
  */
 DC_API dc_status_t dc_parse_rate(const char *s, double *bits_per_second);
 
+/* ======================================================================== */
+/*  Checkpoints (safetensors) and the delta codec            [kernels/]     */
+/* ======================================================================== */
+
+/* (codec API: added by the codec work) */
+
+/* ======================================================================== */
+/*  Transports                                                 [verbs/]     */
+/* ======================================================================== */
+
+/* (transport API: added by the transport work) */
+
+/* ======================================================================== */
+/*  Topology and relay tree                         [topology/, tree/]      */
+/* ======================================================================== */
+
+/* (topology/tree API: added by the tree work) */
+
+/* ======================================================================== */
+/*  Refit engine                                              [engine/]     */
+/* ======================================================================== */
+
+/* (engine API: added by the engine work) */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,68 @@
+/*
+ * kern.h - host-memory kernels: checksums, digests, diff, scatter-apply.
+ *
+ * The portable C versions are the reference; AVX2 / AVX-512 versions are
+ * chosen once at run time (dc_kern_isa()).  The CUDA versions
+ * (kern_cuda.h) must produce the same bytes.
+ *
+ * Element widths are 1, 2, 4 or 8 bytes (dc_dtype_size()).  "Changed" is
+ * bitwise: two NaNs with different payloads differ, -0.0 != +0.0.
+ */
+#ifndef DC_KERN_H
+#define DC_KERN_H
+
+#include "util/dc_util.h"
+
+/** CRC32C (Castagnoli).  Chain with crc = dc_crc32c(crc, next, len);
+ *  start from 0.  Hardware accelerated (ISA-L or SSE4.2/PCLMUL). */
+uint32_t dc_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/** 128-bit end-to-end digest (XXH3-128). */
+typedef struct dc_digest {
+    uint64_t lo, hi;
+} dc_digest_t;
+dc_digest_t dc_digest128(const void *buf, size_t len);
+static inline int dc_digest_eq(dc_digest_t a, dc_digest_t b)
+{
+    return a.lo == b.lo && a.hi == b.hi;
+}
+
+/** Name of the instruction set the dispatcher chose: "avx512", "avx2",
+ *  "scalar".  DELTACAST_KERN_ISA=scalar|avx2|avx512 forces a lower one. */
+const char *dc_kern_isa(void);
+
+/** Number of elements of width `w` that differ between a and b. */
+size_t dc_kern_count_changed(const void *a, const void *b, size_t n, unsigned w);
+
+/**
+ * Find changed elements: for every i < n with a[i] != b[i] (bitwise), in
+ * increasing i, write pos[k] = i and xorw[k] = a[i] ^ b[i] (w bytes each,
+ * packed), for k < cap.  Returns the total number of changed elements (which
+ * may exceed cap: then only the first cap were written and the caller
+ * should choose a dense encoding).  n must be < 2^32.
+ */
+size_t dc_kern_diff(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                    void *xorw, size_t cap);
+
+/**
+ * Gather new values at positions: vals[k] = b[pos[k]].  pos is trusted
+ * (came from dc_kern_diff).
+ */
+void dc_kern_gather(const void *b, unsigned w, const uint32_t *pos, size_t count, void *vals);
+
+/**
+ * Scatter-apply, with positions from hostile input: checks that pos is
+ * strictly increasing and < n before touching dst; DC_ERR_FORMAT otherwise
+ * (dst untouched).
+ *   xor:  dst[pos[k]] ^= xorw[k]
+ *   put:  dst[pos[k]]  = vals[k]
+ */
+dc_status_t dc_kern_xor_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                const void *xorw, size_t count);
+dc_status_t dc_kern_put_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                const void *vals, size_t count);
+
+/** dst[i] ^= src[i] for `bytes` bytes. */
+void dc_kern_xor_dense(void *dst, const void *src, size_t bytes);
+
+#endif /* DC_KERN_H */

@@ -1,0 +1,20 @@
+/* perf_refit.c - `deltacast perf refit`. */
+#include "cli/cli.h"
+#include "perf/harness.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static void dc_perf_refit_help(FILE *fp)
+{
+    fprintf(fp, "Usage: deltacast perf refit [options]\n\n(not implemented yet)\n");
+}
+
+int dc_cmd_perf_refit(int argc, char **argv)
+{
+    if (dc_cli_wants_help(argc, argv)) {
+        dc_perf_refit_help(stdout);
+        return DC_EXIT_OK;
+    }
+    return dc_cli_not_implemented("perf refit");
+}
