@@ -1,43 +1,184 @@
-/* cmd_node.c - `deltacast node`. */
+/* cmd_node.c - `deltacast node`: one process of a refit job. */
 #include "cli.h"
+#include "engine/node.h"
+#include "util/dc_util.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static void dc_node_help(FILE *fp)
 {
     fprintf(fp,
-            "Usage: deltacast node --role root|relay|receiver [options]\n"
+            "Usage: deltacast node (--topology FILE | --local R:N[:PORT]) [--rank N] [options]\n"
             "\n"
-            "Run one process of a refit job (rank from Slurm, MPI or flags).\n"
+            "Run one process of a refit job.  Node 0 of the topology is the root (the\n"
+            "trainer: encodes and sends each version, runs the joint commit); every\n"
+            "other node is a receiver that relays to its children in the tree.  The\n"
+            "rank comes from --rank, else from MPI (OMPI_COMM_WORLD_RANK, PMI_RANK,\n"
+            "PMIX_RANK) or Slurm (SLURM_PROCID).  Connections authenticate with the job\n"
+            "secret (DELTACAST_SECRET_FILE or DELTACAST_SECRET).\n"
             "\n"
             "Options:\n"
-            "  --role R                 root, relay or receiver\n"
-            "  --rank N                 this process's rank\n"
-            "  --topology FILE          topology file\n"
-            "  --listen ADDR:PORT       address to listen on\n"
+            "  --topology FILE          topology file (YAML)\n"
+            "  --local R:N[:PORT]       synthetic local topology: R regions of N receivers\n"
+            "                           on 127.0.0.1, ports PORT.. (default 7300)\n"
+            "  --rank N                 this process's node index\n"
+            "  --state DIR              state directory: commit record, journal\n"
+            "                           (default deltacast-state/node-RANK)\n"
+            " root:\n"
+            "  --versions DIR           checkpoints DIR/v0.safetensors .. vK.safetensors\n"
+            "  --count K                refit up to version K (default: every vN present)\n"
+            "  --dense                  send whole checkpoints (overwrites), not deltas\n"
+            "  --stats FILE             write per-version figures as JSON\n"
+            "  --wait-ms T              wait T ms for every receiver to join (60000)\n"
+            "  --progress               progress line on stderr\n"
+            " receiver:\n"
+            "  --weights FILE           this node's checkpoint copy, updated in place\n"
+            "  --initial-version V      version of FILE when there is no commit record (0)\n"
+            "  --durable                fsync journal transitions (power-loss safe)\n"
+            " both:\n"
+            "  --abort-ms T             a receiver silent this long aborts a version\n"
+            "                           (default 4 x timeout_ms)\n"
+            "  --chunk-size S           chunk size (default: config chunk_size)\n"
+            "  --transport T            tcp, ucx, rdma or auto (default: config)\n"
             "  -h, --help               show this help\n");
 }
 
 int dc_cmd_node(int argc, char **argv)
 {
+    enum { O_TOPO = 1, O_LOCAL, O_RANK, O_STATE, O_VERSIONS, O_COUNT, O_DENSE, O_STATS,
+           O_WAIT, O_PROGRESS, O_WEIGHTS, O_INITIAL, O_DURABLE, O_ABORT, O_CHUNK,
+           O_TRANSPORT, O_ROLE, O_LISTEN };
     static const struct option opts[] = {
-        {"role", required_argument, NULL, 0},
-        {"rank", required_argument, NULL, 0},
-        {"topology", required_argument, NULL, 0},
-        {"listen", required_argument, NULL, 0},
+        {"topology", required_argument, NULL, O_TOPO},
+        {"local", required_argument, NULL, O_LOCAL},
+        {"rank", required_argument, NULL, O_RANK},
+        {"state", required_argument, NULL, O_STATE},
+        {"versions", required_argument, NULL, O_VERSIONS},
+        {"count", required_argument, NULL, O_COUNT},
+        {"dense", no_argument, NULL, O_DENSE},
+        {"stats", required_argument, NULL, O_STATS},
+        {"wait-ms", required_argument, NULL, O_WAIT},
+        {"progress", no_argument, NULL, O_PROGRESS},
+        {"weights", required_argument, NULL, O_WEIGHTS},
+        {"initial-version", required_argument, NULL, O_INITIAL},
+        {"durable", no_argument, NULL, O_DURABLE},
+        {"abort-ms", required_argument, NULL, O_ABORT},
+        {"chunk-size", required_argument, NULL, O_CHUNK},
+        {"transport", required_argument, NULL, O_TRANSPORT},
+        {"role", required_argument, NULL, O_ROLE},
+        {"listen", required_argument, NULL, O_LISTEN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    dc_node_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    const char *topo_path = NULL, *local = NULL;
+    int64_t rank = -1;
+    uint64_t u;
     optind = 1;
     int c;
     while ((c = dc_cli_getopt("node", argc, argv, "h", opts)) != -1) {
-        if (c == 'h') {
+        switch (c) {
+        case 'h':
             dc_node_help(stdout);
             return DC_EXIT_OK;
-        }
-        if (c == '?')
+        case O_TOPO: topo_path = optarg; break;
+        case O_LOCAL: local = optarg; break;
+        case O_RANK:
+            if (!dc_cli_parse_u64("node", "--rank", optarg, &u))
+                return DC_EXIT_USAGE;
+            rank = (int64_t)u;
+            break;
+        case O_STATE: cfg.state_dir = optarg; break;
+        case O_VERSIONS: cfg.versions_dir = optarg; break;
+        case O_COUNT:
+            if (!dc_cli_parse_u64("node", "--count", optarg, &u))
+                return DC_EXIT_USAGE;
+            cfg.nversions = (uint32_t)u;
+            break;
+        case O_DENSE: cfg.dense = 1; break;
+        case O_STATS: cfg.stats_path = optarg; break;
+        case O_WAIT:
+            if (!dc_cli_parse_u64("node", "--wait-ms", optarg, &u))
+                return DC_EXIT_USAGE;
+            cfg.wait_ms = (uint32_t)u;
+            break;
+        case O_PROGRESS: cfg.progress = 1; break;
+        case O_WEIGHTS: cfg.weights = optarg; break;
+        case O_INITIAL:
+            if (!dc_cli_parse_u64("node", "--initial-version", optarg, &cfg.initial_version))
+                return DC_EXIT_USAGE;
+            break;
+        case O_DURABLE: cfg.durable = 1; break;
+        case O_ABORT:
+            if (!dc_cli_parse_u64("node", "--abort-ms", optarg, &u))
+                return DC_EXIT_USAGE;
+            cfg.abort_ms = (uint32_t)u;
+            break;
+        case O_CHUNK:
+            if (!dc_cli_parse_size("node", "--chunk-size", optarg, &cfg.chunk_size))
+                return DC_EXIT_USAGE;
+            break;
+        case O_TRANSPORT: cfg.transport = optarg; break;
+        case O_ROLE:
+        case O_LISTEN:
+            return dc_cli_usage_error("node", "--role/--listen are taken from the topology "
+                                              "(node 0 is the root); use --rank");
+        default:
             return DC_EXIT_USAGE;
+        }
     }
-    return dc_cli_not_implemented("node");
+    if (optind < argc)
+        return dc_cli_usage_error("node", "unexpected argument '%s'", argv[optind]);
+    if (!!topo_path == !!local)
+        return dc_cli_usage_error("node", "give exactly one of --topology and --local");
+    if (rank < 0) {
+        dc_launch_info_t li;
+        memset(&li, 0, sizeof(li));
+        li.size = sizeof(li);
+        dc_status_t st = dc_launch_from_env(&li);
+        if (st != DC_OK)
+            return dc_cli_fail("node", st, "reading the launcher's environment");
+        if (li.rank < 0)
+            return dc_cli_usage_error("node", "no --rank and no MPI/Slurm rank in the environment");
+        rank = li.rank;
+    }
+    cfg.rank = (uint32_t)rank;
+    dc_topo_t *topo = NULL;
+    dc_status_t st;
+    if (topo_path) {
+        st = dc_topo_load(topo_path, &topo);
+    } else {
+        unsigned r = 0, n = 0, port = 7300;
+        int k = sscanf(local, "%u:%u:%u", &r, &n, &port);
+        if (k < 2 || r == 0 || n == 0 || port == 0 || port > 65000)
+            return dc_cli_usage_error("node", "--local wants R:N[:PORT], got '%s'", local);
+        st = dc_topo_synthetic_local(r, n, (uint16_t)port, &topo);
+    }
+    if (st != DC_OK)
+        return dc_cli_fail("node", st, NULL);
+    char state[PATH_MAX];
+    if (!cfg.state_dir) {
+        snprintf(state, sizeof(state), "deltacast-state/node-%u", cfg.rank);
+        (void)!system("mkdir -p deltacast-state");
+        cfg.state_dir = state;
+    }
+    if (cfg.rank == 0 && !cfg.versions_dir) {
+        dc_topo_free(topo);
+        return dc_cli_usage_error("node", "the root (rank 0) needs --versions DIR");
+    }
+    if (cfg.rank != 0 && !cfg.weights) {
+        dc_topo_free(topo);
+        return dc_cli_usage_error("node", "a receiver needs --weights FILE");
+    }
+    cfg.topo = topo;
+    st = dc_node_run(&cfg);
+    dc_topo_free(topo);
+    if (st != DC_OK)
+        return dc_cli_fail("node", st, "rank %u", cfg.rank);
+    return DC_EXIT_OK;
 }

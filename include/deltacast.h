@@ -208,7 +208,106 @@ DC_API dc_status_t dc_parse_rate(const char *s, double *bits_per_second);
 /*  Checkpoints (safetensors) and the delta codec            [kernels/]     */
 /* ======================================================================== */
 
-/* (codec API: added by the codec work) */
+/*
+ * A delta turns a BASE safetensors checkpoint into a TARGET one, bit-exactly.
+ * Every tensor is cut into chunks (default 4 MiB of dense bytes, config key
+ * chunk_size); each changed chunk becomes a frame whose payload is the
+ * smallest exact encoding of the change (sparse XOR, sparse/dense overwrite,
+ * dense XOR; positions and values entropy-coded separately).  The delta
+ * names the base and target checkpoint digests: apply refuses a wrong base
+ * (DC_ERR_WRONG_BASE) and verifies every chunk and the whole target
+ * (DC_ERR_VERIFY).  Hostile or damaged deltas give DC_ERR_FORMAT (or
+ * DC_ERR_CORRUPT for a payload checksum mismatch) and no output.
+ *
+ * The file format is described in kernels/delta.h; the frame header, shared
+ * with the wire, in kernels/frame.h.
+ */
+
+/** Options for diff and apply.  Zero-initialize, set size = sizeof. */
+typedef struct dc_delta_opts {
+    size_t size;          /**< sizeof(dc_delta_opts_t) */
+    uint64_t chunk_size;  /**< diff: dense bytes per chunk; 0 = config chunk_size */
+    unsigned threads;     /**< worker threads; 0 = one per CPU */
+} dc_delta_opts_t;
+
+/** Figures of one diff or apply.  Set size = sizeof before the call. */
+typedef struct dc_delta_stats {
+    size_t size;               /**< sizeof(dc_delta_stats_t) */
+    uint64_t base_bytes;       /**< base checkpoint file size */
+    uint64_t target_bytes;     /**< target checkpoint file size */
+    uint64_t delta_bytes;      /**< delta file size */
+    uint64_t tensors;          /**< tensors in the target */
+    uint64_t elements;         /**< elements in the target */
+    uint64_t changed;          /**< changed elements in matched tensors */
+    uint64_t chunks;           /**< chunks in the target */
+    uint64_t frames;           /**< frames in the delta (changed chunks) */
+    uint64_t frames_by_kind[5]; /**< index: 1 xor-sparse, 2 put-sparse,
+                                    3 xor-dense, 4 put-dense */
+    uint64_t payload_bytes;    /**< sum of frame payloads */
+    uint64_t pos_bytes;        /**< positions streams */
+    uint64_t val_bytes;        /**< values streams */
+    double bound_bytes;        /**< entropy bound of XOR-coded frames (diff) */
+    uint64_t bounded_payload;  /**< payload bytes of the frames in bound_bytes */
+    double seconds;            /**< wall time of the call */
+} dc_delta_stats_t;
+
+/**
+ * Write the delta turning checkpoint file `base_path` into `next_path` to
+ * `delta_path` (via a temporary file renamed into place; on failure nothing
+ * is left).  `opts` and `stats` may be NULL.  Frames are written in a
+ * deterministic order whatever the thread count.
+ */
+DC_API dc_status_t dc_delta_diff_files(const char *base_path, const char *next_path,
+                                       const char *delta_path, const dc_delta_opts_t *opts,
+                                       dc_delta_stats_t *stats);
+
+/**
+ * Apply `delta_path` to `base_path`, writing the target to `out_path` via a
+ * temporary file in the same directory, renamed into place only after every
+ * chunk digest and the target checkpoint digest verified.  out_path == NULL
+ * applies "in place": the target is built in a temporary file beside the
+ * base and renamed over it, so an interrupted or failing apply leaves the
+ * base file untouched (at base) and a successful one leaves it at target;
+ * it needs free space for one more checkpoint.
+ */
+DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta_path,
+                                        const char *out_path, const dc_delta_opts_t *opts,
+                                        dc_delta_stats_t *stats);
+
+/**
+ * In-memory diff: base/next are whole safetensors file images (borrowed).
+ * On success *delta is a malloc'd delta image of *delta_len bytes, owned by
+ * the caller (release with dc_free()).
+ */
+DC_API dc_status_t dc_delta_diff_buffers(const void *base, size_t base_len, const void *next,
+                                         size_t next_len, const dc_delta_opts_t *opts,
+                                         void **delta, size_t *delta_len,
+                                         dc_delta_stats_t *stats);
+
+/** Size of the target checkpoint a delta image produces (validates the
+ *  delta's file header). */
+DC_API dc_status_t dc_delta_target_size(const void *delta, size_t delta_len, uint64_t *size);
+
+/**
+ * In-memory apply: writes the target image into `out` (out_cap >= the
+ * target size).  `out` may be modified even on failure (it holds no valid
+ * checkpoint then); *out_len is set only on success.
+ */
+DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, const void *delta,
+                                          size_t delta_len, void *out, size_t out_cap,
+                                          size_t *out_len, const dc_delta_opts_t *opts,
+                                          dc_delta_stats_t *stats);
+
+/** The 128-bit checkpoint digest a delta names, of a whole safetensors
+ *  file image: XXH3-128 over the file size, the chunk size, the digest of
+ *  the header bytes and the XXH3-128 of every chunk (kernels/delta.h has
+ *  the exact definition).  chunk_size 0 = config chunk_size.  Written
+ *  little-endian (lo, hi) to out[16].  threads: 0 = one per CPU. */
+DC_API dc_status_t dc_checkpoint_digest(const void *buf, size_t len, uint64_t chunk_size,
+                                        unsigned threads, uint8_t out[16]);
+
+/** Free memory the library returned (e.g. a delta image). */
+DC_API void dc_free(void *p);
 
 /* ======================================================================== */
 /*  Transports                                                 [verbs/]     */
@@ -220,7 +319,280 @@ DC_API dc_status_t dc_parse_rate(const char *s, double *bits_per_second);
 /*  Topology and relay tree                         [topology/, tree/]      */
 /* ======================================================================== */
 
-/* (topology/tree API: added by the tree work) */
+/*
+ * Where nodes are (a dc_topo_t) and who sends what to whom (a dc_tree_t).
+ *
+ * A topology holds regions, the nodes in them (host, address, NICs, GPUs),
+ * link rates (per node inside a region "LAN", per node between regions
+ * "WAN", optional aggregate region-pair links) and roles: senders (trainer
+ * shards) and receivers (rollout nodes).  The model is split into
+ * `n_shards` (<= 64) equal contiguous parts of the canonical byte space; a
+ * sender owns some shards, a receiver needs some (all by default), both as
+ * a bit mask.  Topologies come from a YAML file (topology/examples/), from a
+ * Slurm node list, or from the synthetic helpers.
+ *
+ * The tree is a pure, deterministic function of the topology: one routing
+ * *stream* per (shard, stripe); a stream's chunks are those of its shard
+ * whose index within the shard is `stripe` modulo `n_stripes`.  Each stream
+ * has its own tree spanning exactly the receivers that need its shard, so a
+ * tree edge carries its whole stream and a relay forwards only what its
+ * subtree needs.  Streams between the same two nodes share one connection
+ * (a dc_tree_link_t).
+ */
+typedef struct dc_topo dc_topo_t;
+typedef struct dc_tree dc_tree_t;
+
+#define DC_TOPO_MAX_SHARDS 64
+
+typedef enum dc_topo_role {
+    DC_TOPO_RECEIVER = 0, /**< rollout node: needs shards, may relay */
+    DC_TOPO_SENDER = 1,   /**< trainer node: owns shards, is a stream root */
+} dc_topo_role_t;
+
+/** A node as seen by callers.  Strings and arrays are owned by the topology
+ *  and live as long as it. */
+typedef struct dc_topo_node_info {
+    size_t size;            /**< caller sets sizeof(dc_topo_node_info_t) */
+    const char *name;       /**< host name, unique */
+    const char *addr;       /**< address ("10.0.0.1", "127.0.0.1:7301"); "" if none */
+    const char *region;     /**< region name */
+    const char *cluster;    /**< cluster name; "" if none */
+    uint32_t region_index;  /**< index into the topology's regions */
+    uint32_t role;          /**< dc_topo_role_t */
+    double lan_bps;         /**< effective NIC rate inside the region, bit/s */
+    double wan_bps;         /**< effective per-node share between regions, bit/s */
+    uint64_t shards;        /**< sender: owned shards; receiver: needed shards */
+    uint32_t n_nics;        /**< NIC names, e.g. "mlx5_0" */
+    const char *const *nics;
+    uint32_t n_gpus;        /**< GPU names, e.g. "0" or "GPU-uuid" */
+    const char *const *gpus;
+} dc_topo_node_info_t;
+
+/** Parse a YAML topology file.  Errors (DC_ERR_IO, DC_ERR_FORMAT,
+ *  DC_ERR_INVALID) name the file and the line.  *out is freed with
+ *  dc_topo_free(). */
+DC_API dc_status_t dc_topo_load(const char *path, dc_topo_t **out);
+
+/** Same from memory; `name` is used in error messages. */
+DC_API dc_status_t dc_topo_parse(const char *text, size_t len, const char *name,
+                                 dc_topo_t **out);
+
+/** Synthetic topology: a trainer region "train" of `n` senders (one shard
+ *  each) and `r` receiver regions "r0".."r{r-1}" of `n` receivers each;
+ *  `wan_bps`/`lan_bps` per node (0 = 5 Gbit/s / 400 Gbit/s). */
+DC_API dc_status_t dc_topo_synthetic(uint32_t r, uint32_t n, double wan_bps,
+                                     double lan_bps, dc_topo_t **out);
+
+/** Parse the CLI form "R:N[:WAN[:LAN]]", e.g. "2:8:5gbit:400gbit", and
+ *  build it with dc_topo_synthetic(). */
+DC_API dc_status_t dc_topo_synthetic_parse(const char *spec, dc_topo_t **out);
+
+/** A topology for tests and demos on this machine: one sender "trainer" in
+ *  region "train" and `r` regions of `n` receivers, every address
+ *  "127.0.0.1:<port>" with ports base_port, base_port+1, ... in node order
+ *  (the trainer is node 0).  One shard. */
+DC_API dc_status_t dc_topo_synthetic_local(uint32_t r, uint32_t n, uint16_t base_port,
+                                           dc_topo_t **out);
+
+/** Build from a Slurm node list ("gpu-[001-004,010],cpu7") and a region map
+ *  "PATTERN=REGION[,PATTERN=REGION...]" (fnmatch globs, first match wins; a
+ *  host matching none goes to region "default"; NULL/"" puts all in it).
+ *  The first `n_senders` hosts are senders, one shard each. */
+DC_API dc_status_t dc_topo_from_slurm(const char *nodelist, const char *region_map,
+                                      uint32_t n_senders, double wan_bps,
+                                      double lan_bps, dc_topo_t **out);
+
+DC_API void dc_topo_free(dc_topo_t *topo);
+
+DC_API uint32_t dc_topo_node_count(const dc_topo_t *topo);
+DC_API uint32_t dc_topo_region_count(const dc_topo_t *topo);
+DC_API uint32_t dc_topo_shard_count(const dc_topo_t *topo);
+/** Name of region `i` ("" if out of range). */
+DC_API const char *dc_topo_region_name(const dc_topo_t *topo, uint32_t i);
+
+/** Fill *out (out->size set by the caller) for node `i`.  DC_ERR_INVALID
+ *  if `i` is out of range. */
+DC_API dc_status_t dc_topo_node(const dc_topo_t *topo, uint32_t i, dc_topo_node_info_t *out);
+
+/** Index of the node named `name`; DC_ERR_NOT_FOUND if none. */
+DC_API dc_status_t dc_topo_find(const dc_topo_t *topo, const char *name, uint32_t *out);
+
+/**
+ * Replace nominal rates by measured ones from `path`: either JSON
+ * {"links":[{"from":A,"to":B,"bits_per_second":X}, ...]} (also accepted:
+ * "src"/"dst", "gbps", or "rate":"5gbit"; a top-level array works too), or
+ * text lines "A B RATE" ('#' comments).  A and B are node or region names.
+ * Two nodes of one region: the measured value becomes both nodes' LAN
+ * rate; two nodes of different regions: both nodes' WAN share; two regions:
+ * the aggregate region-pair link.  Errors name the file and entry.
+ */
+DC_API dc_status_t dc_topo_apply_link_rates(dc_topo_t *topo, const char *path);
+
+/** Expand a Slurm compressed host list into *hosts (an array of *n
+ *  strings, freed with dc_slurm_hosts_free()).  Handles "a,b", ranges with
+ *  zero padding "gpu-[001-004,010]", several bracket groups "a[1-2]-b[3-4]".
+ *  Malformed lists: DC_ERR_INVALID naming the column. */
+DC_API dc_status_t dc_slurm_expand(const char *list, char ***hosts, size_t *n);
+DC_API void dc_slurm_hosts_free(char **hosts, size_t n);
+
+/** Region of `host` under a map "PATTERN=REGION,..." (see
+ *  dc_topo_from_slurm).  Writes at most `cap` bytes (NUL included). */
+DC_API dc_status_t dc_topo_region_for_host(const char *map, const char *host,
+                                           char *region, size_t cap);
+
+/** Process placement from the launcher's environment. */
+typedef struct dc_launch_info {
+    size_t size;         /**< caller sets sizeof(dc_launch_info_t) */
+    int32_t rank;        /**< -1 when unknown */
+    int32_t world_size;  /**< -1 when unknown */
+    int32_t local_rank;  /**< -1 when unknown */
+    const char *source;  /**< "ompi", "pmi", "pmix", "slurm" or "none" (static) */
+} dc_launch_info_t;
+
+/** Read OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}, PMI_RANK/PMI_SIZE,
+ *  PMIX_RANK, SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (in that order).
+ *  DC_ERR_INVALID if a variable holds a non-number. */
+DC_API dc_status_t dc_launch_from_env(dc_launch_info_t *out);
+
+/** Local hardware: GPUs, NICs and which NIC is closest to each GPU. */
+typedef struct dc_hw_gpu {
+    const char *name;      /**< OS device name, e.g. "cuda0", "card1" */
+    const char *pci;       /**< PCI bus id "0000:17:00.0"; "" if unknown */
+    int32_t nic;           /**< index of the closest NIC, -1 when none */
+    int32_t distance;      /**< hops up the tree to the common ancestor */
+} dc_hw_gpu_t;
+
+typedef struct dc_hw_nic {
+    const char *name;      /**< "mlx5_0" (OpenFabrics) or "eth0" (network) */
+    const char *kind;      /**< "openfabrics" or "network" */
+    const char *pci;       /**< PCI bus id; "" if virtual */
+} dc_hw_nic_t;
+
+typedef struct dc_hw_info {
+    size_t size;
+    uint32_t n_gpus;
+    const dc_hw_gpu_t *gpus;
+    uint32_t n_nics;
+    const dc_hw_nic_t *nics;
+    uint32_t n_numa;       /**< NUMA nodes */
+    uint32_t n_cores;      /**< physical cores */
+} dc_hw_info_t;
+
+/** Discover with hwloc (DC_ERR_UNSUPPORTED when built without).  *out is
+ *  owned by the library; free with dc_hw_free(). */
+DC_API dc_status_t dc_hw_discover(dc_hw_info_t **out);
+DC_API void dc_hw_free(dc_hw_info_t *hw);
+
+/* --- the relay tree --- */
+
+typedef enum dc_tree_edge_kind {
+    DC_EDGE_LAN = 0, /**< inside a region: RDMA/UCX */
+    DC_EDGE_WAN = 1, /**< between regions: TCP, parallel streams */
+} dc_tree_edge_kind_t;
+
+typedef struct dc_tree_options {
+    size_t size;            /**< caller sets sizeof(dc_tree_options_t) */
+    uint64_t payload_bytes; /**< expected bytes of one version (0: 1 GB); guides
+                                 the choice of chain vs tree */
+    uint64_t chunk_bytes;   /**< frame payload size (0: 4 MiB) */
+    uint32_t max_degree;    /**< largest fan-out inside a region (0: 4) */
+    uint32_t max_stripes;   /**< most gateways one shard is split over (0: 8) */
+} dc_tree_options_t;
+
+typedef struct dc_tree_stream {
+    uint32_t shard;     /**< shard index */
+    uint32_t stripe;    /**< chunks whose index in the shard % n_stripes == stripe */
+    uint32_t n_stripes;
+    uint32_t source;    /**< sender node index (root of this stream) */
+} dc_tree_stream_t;
+
+typedef struct dc_tree_edge {
+    uint32_t parent, child; /**< node indices */
+    uint32_t stream;        /**< stream index */
+    uint32_t kind;          /**< dc_tree_edge_kind_t */
+    double rate_bps;        /**< nominal rate of the hop (min of both ends) */
+} dc_tree_edge_t;
+
+/** One connection of a node: a peer and the streams it carries. */
+typedef struct dc_tree_link {
+    uint32_t peer;           /**< node index */
+    uint32_t kind;           /**< dc_tree_edge_kind_t */
+    uint32_t n_streams;
+    const uint32_t *streams; /**< stream indices; the chunk filter of the link */
+} dc_tree_link_t;
+
+/** What node `i` does.  Arrays are owned by the tree. */
+typedef struct dc_tree_node_view {
+    size_t size;                  /**< caller sets sizeof(dc_tree_node_view_t) */
+    uint32_t n_parents;           /**< links it receives on (one per distinct parent) */
+    const dc_tree_link_t *parents;
+    uint32_t n_children;          /**< links it sends on */
+    const dc_tree_link_t *children;
+    uint64_t need_shards;         /**< shards it applies locally */
+} dc_tree_node_view_t;
+
+/** Plan the tree of `topo` (borrowed; must outlive the tree).  `opts` may
+ *  be NULL.  Deterministic: the same inputs give the same tree. */
+DC_API dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *opts,
+                                dc_tree_t **out);
+
+/** A new tree without node `dead` (a receiver): the orphans of each of its
+ *  streams attach to the dead node's parent in that stream (or, for a
+ *  gateway, the first orphan takes its place); every other edge is kept.
+ *  *changed (optional) gets the number of edges added plus removed.
+ *  DC_ERR_INVALID if `dead` is a sender or already dead. */
+DC_API dc_status_t dc_tree_replan(const dc_tree_t *tree, uint32_t dead, dc_tree_t **out,
+                                  uint32_t *changed);
+DC_API void dc_tree_free(dc_tree_t *tree);
+
+DC_API uint32_t dc_tree_stream_count(const dc_tree_t *tree);
+DC_API const dc_tree_stream_t *dc_tree_streams(const dc_tree_t *tree);
+DC_API uint32_t dc_tree_edge_count(const dc_tree_t *tree);
+DC_API const dc_tree_edge_t *dc_tree_edges(const dc_tree_t *tree);
+/** 1 when node `i` was removed by dc_tree_replan(). */
+DC_API int dc_tree_node_dead(const dc_tree_t *tree, uint32_t i);
+DC_API dc_status_t dc_tree_node(const dc_tree_t *tree, uint32_t i, dc_tree_node_view_t *out);
+
+/** Stream carrying chunk `chunk` (index within its shard) of `shard`;
+ *  UINT32_MAX if the shard has no receivers. */
+DC_API uint32_t dc_tree_stream_of(const dc_tree_t *tree, uint32_t shard, uint64_t chunk);
+
+/** Print the plan: text (per edge: parent -> child, stream, kind, rate, load,
+ *  transport; then the expected bottleneck), JSON, or graphviz DOT.
+ *  `payload_bytes` (0: omit loads) is the size of one version. */
+typedef enum dc_tree_format { DC_TREE_TEXT = 0, DC_TREE_JSON = 1, DC_TREE_DOT = 2 } dc_tree_format_t;
+DC_API dc_status_t dc_tree_print(const dc_tree_t *tree, uint64_t payload_bytes,
+                                 dc_tree_format_t fmt, FILE *fp);
+
+/* --- the flow-level simulator --- */
+
+typedef struct dc_sim_params {
+    size_t size;            /**< caller sets sizeof(dc_sim_params_t) */
+    uint64_t params;        /**< parameters of the model (BF16: 2 bytes each) */
+    double payload_ratio;   /**< encoded bytes / dense bytes (0: 0.0235) */
+    double encode_GBps;     /**< dense GB/s one sender encodes (0: unlimited) */
+    double apply_GBps;      /**< dense GB/s one receiver applies (0: unlimited) */
+    uint64_t chunk_bytes;   /**< payload frame size for pipelining (0: 4 MiB) */
+} dc_sim_params_t;
+
+typedef struct dc_sim_result {
+    size_t size;               /**< caller sets sizeof(dc_sim_result_t) */
+    double predicted_seconds;  /**< last receiver done */
+    uint64_t payload_bytes;    /**< encoded bytes of one version */
+    uint64_t dense_bytes;      /**< params * 2 */
+    uint32_t nodes;
+    uint32_t events;           /**< simulation events processed */
+    char bottleneck[128];      /**< e.g. "wan-out trn-003 (5 Gbit/s)" */
+    char bottleneck_kind[16];  /**< "wan", "lan", "region-link", "encode", "apply", "latency" */
+    double lower_bound_seconds;/**< simple analytical lower bound, for sanity */
+} dc_sim_result_t;
+
+/** Flow-level discrete-event simulation of one refit over `tree`: max-min
+ *  fair sharing of every node's LAN in/out, WAN in/out and region-pair
+ *  links; chunk pipelining through relays (a child lags its parent by one
+ *  chunk plus the hop latency); per-node encode and apply throughput. */
+DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_params_t *p,
+                              dc_sim_result_t *out);
 
 /* ======================================================================== */
 /*  Refit engine                                              [engine/]     */

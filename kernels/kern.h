@@ -17,6 +17,9 @@
  *  start from 0.  Hardware accelerated (ISA-L or SSE4.2/PCLMUL). */
 uint32_t dc_crc32c(uint32_t crc, const void *buf, size_t len);
 
+/** Which CRC32C code dc_crc32c() runs: "isa-l", "sse4.2" or "table". */
+const char *dc_crc32c_impl(void);
+
 /** 128-bit end-to-end digest (XXH3-128). */
 typedef struct dc_digest {
     uint64_t lo, hi;
@@ -28,8 +31,19 @@ static inline int dc_digest_eq(dc_digest_t a, dc_digest_t b)
 }
 
 /** Name of the instruction set the dispatcher chose: "avx512", "avx2",
- *  "scalar".  DELTACAST_KERN_ISA=scalar|avx2|avx512 forces a lower one. */
+ *  "scalar".  DELTACAST_KERN_ISA=scalar|avx2|avx512 forces a lower one
+ *  (an unsupported one is ignored with a warning).  avx512 needs
+ *  AVX-512 F/BW/VL/VBMI2; avx2 needs AVX2/BMI2/POPCNT. */
 const char *dc_kern_isa(void);
+
+/** 1 when `isa` ("scalar", "avx2", "avx512") is built in and this CPU runs
+ *  it, else 0. */
+int dc_kern_isa_supported(const char *isa);
+
+/** Switch every later kernel call (all threads) to `isa`; for tests and
+ *  benchmarks.  DC_ERR_INVALID for an unknown name, DC_ERR_UNSUPPORTED when
+ *  the CPU lacks it (the choice is then unchanged). */
+dc_status_t dc_kern_set_isa(const char *isa);
 
 /** Number of elements of width `w` that differ between a and b. */
 size_t dc_kern_count_changed(const void *a, const void *b, size_t n, unsigned w);
@@ -39,7 +53,9 @@ size_t dc_kern_count_changed(const void *a, const void *b, size_t n, unsigned w)
  * increasing i, write pos[k] = i and xorw[k] = a[i] ^ b[i] (w bytes each,
  * packed), for k < cap.  Returns the total number of changed elements (which
  * may exceed cap: then only the first cap were written and the caller
- * should choose a dense encoding).  n must be < 2^32.
+ * should choose a dense encoding).  n must be <= 2^32.  Entries of pos and
+ * xorw between the returned count and cap may be overwritten (scratch); no
+ * byte at or beyond cap is touched.
  */
 size_t dc_kern_diff(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
                     void *xorw, size_t cap);
@@ -53,7 +69,8 @@ void dc_kern_gather(const void *b, unsigned w, const uint32_t *pos, size_t count
 /**
  * Scatter-apply, with positions from hostile input: checks that pos is
  * strictly increasing and < n before touching dst; DC_ERR_FORMAT otherwise
- * (dst untouched).
+ * (dst untouched; the detail names the lowest bad index k, the one with
+ * pos[k] >= n or pos[k] <= pos[k-1]).
  *   xor:  dst[pos[k]] ^= xorw[k]
  *   put:  dst[pos[k]]  = vals[k]
  */
@@ -64,5 +81,19 @@ dc_status_t dc_kern_put_scatter(void *dst, size_t n, unsigned w, const uint32_t 
 
 /** dst[i] ^= src[i] for `bytes` bytes. */
 void dc_kern_xor_dense(void *dst, const void *src, size_t bytes);
+
+/**
+ * Run fn(arg, t) for every task t in [0, n_tasks) on `threads` threads
+ * (0: one per online CPU; never more than n_tasks), the calling thread
+ * included; returns when all are done.  Tasks are claimed in increasing t.
+ * When a task fails, tasks not yet started are skipped; the result is the
+ * status of the lowest-numbered failing task, with its dc_last_error()
+ * detail re-recorded on the calling thread.  Threads are created per call
+ * (tens of microseconds): give each task a few MiB of work.  fn must be
+ * thread-safe.
+ */
+typedef dc_status_t (*dc_kern_task_fn)(void *arg, size_t task);
+dc_status_t dc_kern_parallel_for(size_t n_tasks, dc_kern_task_fn fn, void *arg,
+                                 unsigned threads);
 
 #endif /* DC_KERN_H */

@@ -69,6 +69,14 @@ enum {
 dc_status_t dc_st_open(const char *path, int flags, dc_st_file_t **out);
 void dc_st_close(dc_st_file_t *f);
 
+/** Validate a whole file image held in memory (borrowed: `buf` must outlive
+ *  the handle; nothing is copied or unmapped).  `name` is used in messages
+ *  (NULL: "<memory>").  For fuzzing and for headers received over the wire.
+ *  dc_st_sync() is refused on such a handle. */
+dc_status_t dc_st_open_mem(const void *buf, size_t len, const char *name, dc_st_file_t **out);
+/** The path given to dc_st_open (or the name given to dc_st_open_mem). */
+const char *dc_st_path(const dc_st_file_t *f);
+
 /** Tensors, ordered by data offset. i < dc_st_count(). */
 size_t dc_st_count(const dc_st_file_t *f);
 const dc_st_tensor_t *dc_st_tensor(const dc_st_file_t *f, size_t i);
@@ -102,6 +110,19 @@ typedef struct dc_st_desc {
 } dc_st_desc_t;
 
 typedef struct dc_st_writer dc_st_writer_t;
+
+/**
+ * Build the raw header (8 length bytes + JSON + space padding) that
+ * dc_st_writer_create() writes, byte-identical to the reference
+ * implementation's serializer for the same tensor order: compact JSON,
+ * "__metadata__" first, then {"dtype","shape","data_offsets"} per tensor.
+ * *out is malloc'd (caller frees); *data_size (may be NULL) receives the
+ * data region size.  DC_ERR_INVALID for bad descriptors (duplicate or
+ * non-UTF-8 names, bad dtype/ndim, overflow) or metadata that is not a JSON
+ * object of strings.
+ */
+dc_status_t dc_st_header_build(const dc_st_desc_t *descs, size_t n, const char *metadata_json,
+                               uint8_t **out, size_t *out_len, uint64_t *data_size);
 
 /**
  * Start writing `path` (created via a temporary file in the same directory,

@@ -1,13 +1,523 @@
-/* perf_link.c - `deltacast perf link`. */
+/*
+ * perf_link.c - `deltacast perf link`: goodput, message rate and latency of
+ * one link through a transport, like iperf3 / ib_write_bw.
+ *
+ * Protocol over one authenticated transport connection (messages):
+ *
+ *   client -> server  SETUP (32 bytes: "DCPL", version, size, flags)
+ *   client -> server  data messages of `size` bytes (>= 1) for --duration
+ *                     or --bytes, keeping `depth` in flight
+ *   client -> server  an empty message: end of the bandwidth phase
+ *   server -> client  RESULT (48 bytes: bytes, messages, mismatches, ns)
+ *   client <-> server ping-pong of 8-byte messages (--lat-iters), the server
+ *                     echoing each; an empty message ends it
+ *
+ * With --verify every data message is seeded random bytes the server
+ * regenerates and compares: a mismatch makes the client fail (exit 1).
+ * Goodput counts payload bytes acknowledged by the receiver (the transport
+ * completes a send only after the peer verified its CRC32C), in 1e9 bit/s.
+ */
 #include "cli/cli.h"
 #include "perf/harness.h"
+#include "verbs/transport.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DC_PL_MAGIC 0x4c504344u /* "DCPL" */
+#define DC_PL_SETUP 32
+#define DC_PL_RESULT 48
+#define DC_PL_FLAG_VERIFY 1u
+#define DC_PL_MAX_DEPTH 64
+#define DC_PL_LAT_SIZE 8
 
 static void dc_perf_link_help(FILE *fp)
 {
-    fprintf(fp, "Usage: deltacast perf link [options]\n\n(not implemented yet)\n");
+    fprintf(fp,
+            "Usage: deltacast perf link --server [--bind ADDR:PORT] [--transport T] [--once]\n"
+            "       deltacast perf link --client ADDR:PORT [--transport tcp|ucx|rdma|auto]\n"
+            "                           [--streams K] [--size BYTES] [--duration S]\n"
+            "                           [--bytes N] [--lat-iters N] [--verify] [--json]\n"
+            "\n"
+            "Measure a link through a deltacast transport: goodput (Gb/s, 1e9 bit/s, payload\n"
+            "bytes acknowledged by the receiver), message rate, and round-trip latency\n"
+            "percentiles of an 8-byte ping-pong.  Reports which transport and device were\n"
+            "used and why.  Both sides need the job secret (DELTACAST_SECRET_FILE or\n"
+            "DELTACAST_SECRET).  The server keeps serving clients one after another.\n"
+            "\n"
+            "Options:\n"
+            "  --server                 serve (default bind 0.0.0.0:7471)\n"
+            "  --bind ADDR:PORT         server address (port 0: any; see --addr-file)\n"
+            "  --once                   server: exit after one client\n"
+            "  --addr-file FILE         server: write the bound ADDR:PORT to FILE\n"
+            "  --client ADDR:PORT       run against the server at ADDR:PORT\n"
+            "  --transport T            tcp, ucx, rdma or auto (default: config transport;\n"
+            "                           the server's default is tcp).  A transport that\n"
+            "                           cannot run is an error, never a silent fallback\n"
+            "  --streams K              parallel streams (tcp; default config tcp_streams)\n"
+            "  --size BYTES             message size (default 4MiB)\n"
+            "  --duration S             bandwidth phase length in seconds (default 5)\n"
+            "  --bytes N                send exactly N bytes instead of --duration\n"
+            "  --depth D                messages in flight (default: about 32 MiB worth)\n"
+            "  --lat-iters N            ping-pong round trips (default 2000; 0: skip)\n"
+            "  --verify                 seeded data, checked byte for byte by the server\n"
+            "  --timeout-ms MS          connect/reconnect timeout (default config)\n"
+            "  --json                   one JSON object (keys: transport, device, why,\n"
+            "                           streams, size, bytes, seconds, gbps, msg_rate,\n"
+            "                           latency_us {p50, p99}, resends, reconnects)\n"
+            "  -h, --help               show this help\n");
+}
+
+/* --- seeded data for --verify -------------------------------------------------- */
+
+static void dc_pl_fill(uint8_t *p, size_t n, uint64_t msg_index)
+{
+    uint64_t s = msg_index * 0x9e3779b97f4a7c15ull + 0x1234567ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        memcpy(p + i, &z, 8);
+    }
+    for (; i < n; i++)
+        p[i] = (uint8_t)(msg_index + i);
+}
+
+/* --- helpers ------------------------------------------------------------------------- */
+
+typedef struct dc_pl_opts {
+    const char *transport;
+    uint32_t streams;
+    uint64_t size;
+    double duration;
+    uint64_t bytes;
+    uint32_t depth;
+    uint32_t lat_iters;
+    bool verify;
+    bool json;
+    uint32_t timeout_ms;
+} dc_pl_opts_t;
+
+static dc_status_t dc_pl_wait_conn(const dc_verbs_ops_t *t, dc_verbs_conn_t *c)
+{
+    dc_status_t st;
+    while ((st = t->connect_test(c)) == DC_ERR_AGAIN)
+        (void)t->wait(c, 10);
+    return st;
+}
+
+static uint32_t dc_pl_depth(const dc_pl_opts_t *o, uint32_t streams)
+{
+    if (o->depth)
+        return DC_MIN(o->depth, (uint32_t)DC_PL_MAX_DEPTH);
+    uint64_t d = (32ull << 20) / (o->size ? o->size : 1);
+    d = DC_MAX(d, 2ull * streams);
+    d = DC_MAX(d, 2ull);
+    return (uint32_t)DC_MIN(d, (uint64_t)DC_PL_MAX_DEPTH);
+}
+
+/* --- server ----------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t dc_pl_stop;
+static void dc_pl_on_signal(int sig)
+{
+    (void)sig;
+    dc_pl_stop = 1;
+}
+
+/* Serve one connected client.  Any error ends this client only. */
+static dc_status_t dc_pl_serve(const dc_verbs_ops_t *t, dc_verbs_conn_t *c, FILE *out)
+{
+    dc_status_t st;
+    uint8_t setup[DC_PL_SETUP];
+    size_t len = 0;
+    uint8_t *bufs[DC_PL_MAX_DEPTH] = {0};
+    uint8_t *expect = NULL;
+    dc_verbs_req_t *reqs[DC_PL_MAX_DEPTH];
+    if ((st = dc_verbs_recv_blocking(c, setup, sizeof(setup), &len, 60000)) != DC_OK)
+        return st;
+    if (len != DC_PL_SETUP || dc_load_le32(setup) != DC_PL_MAGIC || dc_load_le32(setup + 4) != 1)
+        return dc_error(DC_ERR_FORMAT, "perf link: bad SETUP message from the client");
+    uint64_t size = dc_load_le64(setup + 8);
+    uint32_t flags = dc_load_le32(setup + 16);
+    uint32_t depth = dc_load_le32(setup + 20);
+    if (size == 0 || size > DC_VERBS_DEFAULT_MAX_MSG || depth == 0 || depth > DC_PL_MAX_DEPTH)
+        return dc_error(DC_ERR_FORMAT, "perf link: client asks for size %llu depth %u",
+                        (unsigned long long)size, depth);
+    bool verify = flags & DC_PL_FLAG_VERIFY;
+    for (uint32_t i = 0; i < depth; i++) {
+        if (!(bufs[i] = malloc(size))) {
+            st = dc_error(DC_ERR_NOMEM, "perf link: out of memory");
+            goto out;
+        }
+    }
+    if (verify && !(expect = malloc(size))) {
+        st = dc_error(DC_ERR_NOMEM, "perf link: out of memory");
+        goto out;
+    }
+    /* One receive ring for both phases: the k-th receive posted gets the k-th
+     * message, so receives posted past the end of the bandwidth phase carry
+     * the pings that follow.  Phase 0: bandwidth until an empty message;
+     * phase 1: echo each ping until an empty message. */
+    uint64_t bytes = 0, msgs = 0, mismatches = 0, posted = 0, head = 0;
+    uint64_t t0 = 0, t1 = 0;
+    int phase = 0;
+    while (phase < 2) {
+        while (posted - head < depth) {
+            uint32_t slot = (uint32_t)(posted % depth);
+            st = t->irecv(c, bufs[slot], size, NULL, &reqs[slot]);
+            if (st == DC_ERR_AGAIN)
+                break;
+            if (st != DC_OK)
+                goto out;
+            posted++;
+        }
+        uint32_t slot = (uint32_t)(head % depth);
+        int done = 0;
+        size_t got = 0;
+        if ((st = t->test(reqs[slot], &done, &got)) != DC_OK)
+            goto out;
+        if (!done) {
+            (void)t->wait(c, phase ? 0 : 10);
+            continue;
+        }
+        head++;
+        if (phase == 1) {
+            if (got == 0) {
+                phase = 2;
+            } else if ((st = dc_verbs_send_blocking(c, bufs[slot], got, 60000)) != DC_OK) {
+                goto out;
+            }
+            continue;
+        }
+        if (got == 0) {
+            uint8_t res[DC_PL_RESULT] = {0};
+            dc_store_le32(res, DC_PL_MAGIC);
+            dc_store_le64(res + 8, bytes);
+            dc_store_le64(res + 16, msgs);
+            dc_store_le64(res + 24, mismatches);
+            dc_store_le64(res + 32, t1 - t0);
+            if ((st = dc_verbs_send_blocking(c, res, sizeof(res), 60000)) != DC_OK)
+                goto out;
+            phase = 1;
+            continue;
+        }
+        if (!t0)
+            t0 = dc_now_ns();
+        t1 = dc_now_ns();
+        if (verify) {
+            dc_pl_fill(expect, got, msgs);
+            if (got != size || memcmp(expect, bufs[slot], got) != 0)
+                mismatches++;
+        }
+        bytes += got;
+        msgs++;
+    }
+    dc_verbs_stats_t s = {.size = sizeof(s)};
+    t->stats(c, &s);
+    fprintf(out, "perf link server: %s via %s (%s): %llu bytes in %llu messages, %.3f s, "
+                 "%.2f Gb/s%s%s\n",
+            s.peer, t->name, s.device, (unsigned long long)bytes, (unsigned long long)msgs,
+            (t1 - t0) / 1e9, (t1 > t0) ? bytes * 8.0 / (double)(t1 - t0) : 0.0,
+            verify ? (mismatches ? ", DATA MISMATCH" : ", verified") : "",
+            s.reconnects ? ", reconnected" : "");
+    fflush(out);
+    st = DC_OK;
+out:
+    for (uint32_t i = 0; i < DC_PL_MAX_DEPTH; i++)
+        free(bufs[i]);
+    free(expect);
+    return st;
+}
+
+static int dc_pl_server(const char *bind, const char *transport, bool once, const char *addr_file,
+                        const dc_pl_opts_t *po)
+{
+    const dc_verbs_ops_t *t;
+    char why[512];
+    dc_status_t st = dc_verbs_select(transport ? transport : "tcp", &t, why, sizeof(why));
+    if (st != DC_OK)
+        return dc_cli_fail("perf link", st, "transport");
+    dc_verbs_opts_t o;
+    dc_verbs_opts_init(&o);
+    o.timeout_ms = po->timeout_ms;
+    dc_verbs_listener_t *l;
+    if ((st = t->listen(&o, bind, &l)) != DC_OK)
+        return dc_cli_fail("perf link", st, "listen");
+    char addr[128];
+    t->listen_addr(l, addr, sizeof(addr));
+    fprintf(stdout, "perf link server: listening on %s (transport %s: %s)\n", addr, t->name,
+            why);
+    fflush(stdout);
+    if (addr_file) {
+        FILE *f = fopen(addr_file, "w");
+        if (!f || fprintf(f, "%s\n", addr) < 0 || fclose(f) != 0) {
+            t->listen_close(l);
+            return dc_cli_fail("perf link", DC_ERR_IO, "cannot write %s", addr_file);
+        }
+    }
+    signal(SIGINT, dc_pl_on_signal);
+    signal(SIGTERM, dc_pl_on_signal);
+    int rc = DC_EXIT_OK;
+    while (!dc_pl_stop) {
+        dc_verbs_conn_t *c = NULL;
+        st = t->accept(l, &c);
+        if (st == DC_ERR_AGAIN) {
+            usleep(2000);
+            continue;
+        }
+        if (st != DC_OK) {
+            rc = dc_cli_fail("perf link", st, "accept");
+            break;
+        }
+        st = dc_pl_serve(t, c, stdout);
+        if (st != DC_OK)
+            DC_LOG_WARN("perf link server: client dropped: %s", dc_last_error());
+        t->close(c);
+        if (once) {
+            rc = st == DC_OK ? DC_EXIT_OK : DC_EXIT_FAIL;
+            break;
+        }
+    }
+    t->listen_close(l);
+    return rc;
+}
+
+/* --- client ------------------------------------------------------------------------------ */
+
+static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
+{
+    const dc_verbs_ops_t *t;
+    char why[512];
+    dc_status_t st = dc_verbs_select(po->transport, &t, why, sizeof(why));
+    if (st != DC_OK)
+        return dc_cli_fail("perf link", st, "transport");
+    dc_verbs_opts_t o;
+    dc_verbs_opts_init(&o);
+    o.streams = po->streams;
+    o.timeout_ms = po->timeout_ms;
+    dc_verbs_conn_t *c = NULL;
+    uint8_t *bufs[DC_PL_MAX_DEPTH] = {0};
+    double *lat = NULL;
+    int rc = DC_EXIT_FAIL;
+    if ((st = t->connect(&o, addr, &c)) != DC_OK) {
+        rc = dc_cli_fail("perf link", st, "connect %s", addr);
+        goto out;
+    }
+    if ((st = dc_pl_wait_conn(t, c)) != DC_OK) {
+        rc = dc_cli_fail("perf link", st, "connect %s", addr);
+        goto out;
+    }
+    dc_verbs_stats_t s0 = {.size = sizeof(s0)};
+    t->stats(c, &s0);
+    uint32_t streams = s0.streams ? s0.streams : 1;
+    uint32_t depth = dc_pl_depth(po, streams);
+    /* with --verify each in-flight slot is regenerated per message */
+    for (uint32_t i = 0; i < depth; i++) {
+        if (!(bufs[i] = malloc(po->size))) {
+            rc = dc_cli_fail("perf link", DC_ERR_NOMEM, "buffers");
+            goto out;
+        }
+        dc_pl_fill(bufs[i], po->size, i);
+    }
+    uint8_t setup[DC_PL_SETUP] = {0};
+    dc_store_le32(setup, DC_PL_MAGIC);
+    dc_store_le32(setup + 4, 1);
+    dc_store_le64(setup + 8, po->size);
+    dc_store_le32(setup + 16, po->verify ? DC_PL_FLAG_VERIFY : 0);
+    dc_store_le32(setup + 20, depth);
+    if ((st = dc_verbs_send_blocking(c, setup, sizeof(setup), 60000)) != DC_OK) {
+        rc = dc_cli_fail("perf link", st, "setup");
+        goto out;
+    }
+    /* bandwidth phase */
+    dc_verbs_req_t *reqs[DC_PL_MAX_DEPTH];
+    uint64_t sent_msgs = 0, acked = 0, acked_bytes = 0, queued_bytes = 0;
+    double t0 = dc_now_s(), tend = t0 + po->duration, tlast = t0, tprog = t0;
+    bool more = true;
+    while (more || sent_msgs > acked) {
+        double now = dc_now_s();
+        if (po->bytes ? queued_bytes >= po->bytes : now >= tend)
+            more = false;
+        while (more && sent_msgs - acked < depth) {
+            uint32_t slot = (uint32_t)(sent_msgs % depth);
+            size_t len = po->size;
+            if (po->bytes)
+                len = (size_t)DC_MIN(po->size, po->bytes - queued_bytes);
+            if (len == 0) {
+                more = false;
+                break;
+            }
+            if (po->verify)
+                dc_pl_fill(bufs[slot], len, sent_msgs);
+            st = t->isend(c, bufs[slot], len, NULL, &reqs[slot]);
+            if (st == DC_ERR_AGAIN)
+                break;
+            if (st != DC_OK) {
+                rc = dc_cli_fail("perf link", st, "send");
+                goto out;
+            }
+            queued_bytes += len;
+            sent_msgs++;
+            if (po->bytes && queued_bytes >= po->bytes)
+                more = false;
+        }
+        if (sent_msgs == acked)
+            continue;
+        uint32_t slot = (uint32_t)(acked % depth);
+        int done = 0;
+        size_t len = 0;
+        if ((st = t->test(reqs[slot], &done, &len)) != DC_OK) {
+            rc = dc_cli_fail("perf link", st, "send");
+            goto out;
+        }
+        if (!done) {
+            (void)t->wait(c, 5);
+        } else {
+            acked++;
+            acked_bytes += len;
+            tlast = dc_now_s();
+        }
+        if (!po->json && now - tprog >= 0.5) {
+            tprog = now;
+            char b[32];
+            dc_perf_progress("perf link %s x%u: %s, %.2f Gb/s", t->name, streams,
+                             dc_fmt_bytes(acked_bytes, b, sizeof(b)),
+                             acked_bytes * 8.0 / 1e9 / (now - t0 > 0 ? now - t0 : 1));
+        }
+    }
+    dc_perf_progress_end();
+    double secs = tlast - t0;
+    if ((st = dc_verbs_send_blocking(c, "", 0, 60000)) != DC_OK) {
+        rc = dc_cli_fail("perf link", st, "end of bandwidth phase");
+        goto out;
+    }
+    uint8_t res[DC_PL_RESULT];
+    size_t rlen = 0;
+    if ((st = dc_verbs_recv_blocking(c, res, sizeof(res), &rlen, 60000)) != DC_OK) {
+        rc = dc_cli_fail("perf link", st, "result");
+        goto out;
+    }
+    if (rlen != DC_PL_RESULT || dc_load_le32(res) != DC_PL_MAGIC) {
+        rc = dc_cli_fail("perf link", DC_ERR_FORMAT, "bad RESULT message from the server");
+        goto out;
+    }
+    uint64_t srv_bytes = dc_load_le64(res + 8), srv_msgs = dc_load_le64(res + 16);
+    uint64_t mism = dc_load_le64(res + 24);
+    /* latency phase */
+    uint32_t iters = po->lat_iters;
+    lat = calloc(iters ? iters : 1, sizeof(double));
+    if (!lat) {
+        rc = dc_cli_fail("perf link", DC_ERR_NOMEM, "latency samples");
+        goto out;
+    }
+    uint32_t nlat = 0;
+    for (uint32_t i = 0; i < iters; i++) {
+        uint8_t ping[DC_PL_LAT_SIZE], pong[DC_PL_LAT_SIZE];
+        dc_store_le64(ping, i);
+        size_t plen = 0;
+        uint64_t a = dc_now_ns();
+        dc_verbs_req_t *rr, *sr;
+        int rd = 0, sd = 0;
+        if ((st = t->irecv(c, pong, sizeof(pong), NULL, &rr)) != DC_OK ||
+            (st = t->isend(c, ping, sizeof(ping), NULL, &sr)) != DC_OK) {
+            rc = dc_cli_fail("perf link", st, "ping");
+            goto out;
+        }
+        while (!rd || !sd) {
+            if (!rd && (st = t->test(rr, &rd, &plen)) != DC_OK)
+                break;
+            if (!sd && (st = t->test(sr, &sd, NULL)) != DC_OK)
+                break;
+            /* busy-poll: latency, not CPU, is measured here */
+        }
+        if (st != DC_OK) {
+            rc = dc_cli_fail("perf link", st, "ping");
+            goto out;
+        }
+        if (plen != sizeof(pong) || dc_load_le64(pong) != i) {
+            rc = dc_cli_fail("perf link", DC_ERR_FORMAT, "bad pong");
+            goto out;
+        }
+        lat[nlat++] = (dc_now_ns() - a) / 1e3;
+    }
+    if ((st = dc_verbs_send_blocking(c, "", 0, 60000)) != DC_OK) {
+        rc = dc_cli_fail("perf link", st, "end of latency phase");
+        goto out;
+    }
+    dc_verbs_stats_t s = {.size = sizeof(s)};
+    t->stats(c, &s);
+    double gbps = secs > 0 ? acked_bytes * 8.0 / secs / 1e9 : 0;
+    double rate = secs > 0 ? acked / secs : 0;
+    double p50 = dc_perf_percentile_of(lat, nlat, 50), p99 = dc_perf_percentile_of(lat, nlat, 99);
+    const char *device = s.device[0] ? s.device : "?";
+    if (po->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "transport", json_string(t->name));
+        json_object_set_new(j, "device", json_string(device));
+        json_object_set_new(j, "why", json_string(why));
+        json_object_set_new(j, "peer", json_string(addr));
+        json_object_set_new(j, "streams", json_integer(streams));
+        json_object_set_new(j, "size", json_integer((json_int_t)po->size));
+        json_object_set_new(j, "depth", json_integer(depth));
+        json_object_set_new(j, "bytes", json_integer((json_int_t)acked_bytes));
+        json_object_set_new(j, "messages", json_integer((json_int_t)acked));
+        json_object_set_new(j, "seconds", json_real(secs));
+        json_object_set_new(j, "gbps", json_real(gbps));
+        json_object_set_new(j, "msg_rate", json_real(rate));
+        json_t *lj = json_object();
+        json_object_set_new(lj, "p50", json_real(p50));
+        json_object_set_new(lj, "p99", json_real(p99));
+        json_object_set_new(lj, "n", json_integer(nlat));
+        json_object_set_new(j, "latency_us", lj);
+        json_object_set_new(j, "server_bytes", json_integer((json_int_t)srv_bytes));
+        json_object_set_new(j, "verified", po->verify ? json_boolean(mism == 0) : json_null());
+        json_object_set_new(j, "resends", json_integer((json_int_t)s.resends));
+        json_object_set_new(j, "reconnects", json_integer((json_int_t)s.reconnects));
+        dc_perf_json_print(j);
+        json_decref(j);
+    } else {
+        char b[32];
+        printf("perf link: transport %s, device %s, %u stream(s)\n", t->name, device, streams);
+        printf("  chosen: %s\n", why);
+        printf("  goodput   %8.3f Gb/s  (%s in %.3f s, %llu x %llu B messages, depth %u)\n", gbps,
+               dc_fmt_bytes(acked_bytes, b, sizeof(b)), secs, (unsigned long long)acked,
+               (unsigned long long)po->size, depth);
+        printf("  msg rate  %8.0f msg/s\n", rate);
+        printf("  latency   p50 %.1f us  p99 %.1f us  (round trip, %u x %u B ping-pong)\n", p50,
+               p99, nlat, DC_PL_LAT_SIZE);
+        printf("  recovery  %llu re-sent message(s), %llu reconnect(s)\n",
+               (unsigned long long)s.resends, (unsigned long long)s.reconnects);
+        if (po->verify)
+            printf("  verify    %s (server checked %llu messages)\n",
+                   mism ? "MISMATCH" : "byte-exact", (unsigned long long)srv_msgs);
+    }
+    if (srv_bytes != acked_bytes) {
+        rc = dc_cli_fail("perf link", DC_ERR_VERIFY, "server counted %llu bytes, client %llu",
+                         (unsigned long long)srv_bytes, (unsigned long long)acked_bytes);
+        goto out;
+    }
+    if (po->verify && mism) {
+        rc = dc_cli_fail("perf link", DC_ERR_VERIFY, "%llu message(s) arrived damaged",
+                         (unsigned long long)mism);
+        goto out;
+    }
+    rc = DC_EXIT_OK;
+out:
+    dc_perf_progress_end();
+    if (c)
+        t->close(c);
+    for (uint32_t i = 0; i < DC_PL_MAX_DEPTH; i++)
+        free(bufs[i]);
+    free(lat);
+    return rc;
 }
 
 int dc_cmd_perf_link(int argc, char **argv)
@@ -16,5 +526,96 @@ int dc_cmd_perf_link(int argc, char **argv)
         dc_perf_link_help(stdout);
         return DC_EXIT_OK;
     }
-    return dc_cli_not_implemented("perf link");
+    enum { O_SERVER = 256, O_BIND, O_ONCE, O_ADDRFILE, O_CLIENT, O_TRANSPORT, O_STREAMS,
+           O_SIZE, O_DURATION, O_BYTES, O_DEPTH, O_LAT, O_VERIFY, O_TIMEOUT, O_JSON };
+    static const struct option opts[] = {
+        {"server", no_argument, NULL, O_SERVER},
+        {"bind", required_argument, NULL, O_BIND},
+        {"once", no_argument, NULL, O_ONCE},
+        {"addr-file", required_argument, NULL, O_ADDRFILE},
+        {"client", required_argument, NULL, O_CLIENT},
+        {"transport", required_argument, NULL, O_TRANSPORT},
+        {"streams", required_argument, NULL, O_STREAMS},
+        {"size", required_argument, NULL, O_SIZE},
+        {"duration", required_argument, NULL, O_DURATION},
+        {"bytes", required_argument, NULL, O_BYTES},
+        {"depth", required_argument, NULL, O_DEPTH},
+        {"lat-iters", required_argument, NULL, O_LAT},
+        {"verify", no_argument, NULL, O_VERIFY},
+        {"timeout-ms", required_argument, NULL, O_TIMEOUT},
+        {"json", no_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *cmd = "perf link";
+    bool server = false, once = false;
+    const char *bind = "0.0.0.0:7471", *client = NULL, *addr_file = NULL;
+    dc_pl_opts_t po = {.size = 4u << 20, .duration = 5, .lat_iters = 2000};
+    uint64_t v;
+    int c;
+    optind = 1;
+    while ((c = dc_cli_getopt(cmd, argc, argv, "h", opts)) != -1) {
+        switch (c) {
+        case O_SERVER: server = true; break;
+        case O_BIND: bind = optarg; break;
+        case O_ONCE: once = true; break;
+        case O_ADDRFILE: addr_file = optarg; break;
+        case O_CLIENT: client = optarg; break;
+        case O_TRANSPORT: po.transport = optarg; break;
+        case O_STREAMS:
+            if (!dc_cli_parse_u64(cmd, "--streams", optarg, &v))
+                return DC_EXIT_USAGE;
+            if (v < 1 || v > 64)
+                return dc_cli_usage_error(cmd, "--streams must be 1..64");
+            po.streams = (uint32_t)v;
+            break;
+        case O_SIZE:
+            if (!dc_cli_parse_size(cmd, "--size", optarg, &po.size))
+                return DC_EXIT_USAGE;
+            if (po.size < 1 || po.size > DC_VERBS_DEFAULT_MAX_MSG)
+                return dc_cli_usage_error(cmd, "--size must be 1 .. 64MiB");
+            break;
+        case O_DURATION:
+            if (!dc_cli_parse_double(cmd, "--duration", optarg, &po.duration))
+                return DC_EXIT_USAGE;
+            if (!(po.duration > 0 && po.duration < 1e6))
+                return dc_cli_usage_error(cmd, "--duration must be positive");
+            break;
+        case O_BYTES:
+            if (!dc_cli_parse_size(cmd, "--bytes", optarg, &po.bytes))
+                return DC_EXIT_USAGE;
+            break;
+        case O_DEPTH:
+            if (!dc_cli_parse_u64(cmd, "--depth", optarg, &v))
+                return DC_EXIT_USAGE;
+            if (v < 1 || v > DC_PL_MAX_DEPTH)
+                return dc_cli_usage_error(cmd, "--depth must be 1..%d", DC_PL_MAX_DEPTH);
+            po.depth = (uint32_t)v;
+            break;
+        case O_LAT:
+            if (!dc_cli_parse_u64(cmd, "--lat-iters", optarg, &v))
+                return DC_EXIT_USAGE;
+            if (v > 10000000)
+                return dc_cli_usage_error(cmd, "--lat-iters too large");
+            po.lat_iters = (uint32_t)v;
+            break;
+        case O_VERIFY: po.verify = true; break;
+        case O_TIMEOUT:
+            if (!dc_cli_parse_u64(cmd, "--timeout-ms", optarg, &v))
+                return DC_EXIT_USAGE;
+            if (v < 1 || v > 86400000)
+                return dc_cli_usage_error(cmd, "--timeout-ms must be 1..86400000");
+            po.timeout_ms = (uint32_t)v;
+            break;
+        case O_JSON: po.json = true; break;
+        default: return DC_EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return dc_cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (server == (client != NULL))
+        return dc_cli_usage_error(cmd, "give exactly one of --server or --client ADDR:PORT");
+    if (server)
+        return dc_pl_server(bind, po.transport, once, addr_file, &po);
+    return dc_pl_client(client, &po);
 }

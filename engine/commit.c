@@ -1,0 +1,208 @@
+/* commit.c - durable commit record with compare-and-set (see commit.h). */
+#include "engine/commit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static const char dc_commit_magic[8] = {'D', 'C', 'C', 'O', 'M', 'M', 'I', 'T'};
+
+void dc_commit_encode(const dc_commit_rec_t *r, uint8_t out[DC_COMMIT_RECORD_SIZE])
+{
+    memset(out, 0, DC_COMMIT_RECORD_SIZE);
+    memcpy(out, dc_commit_magic, 8);
+    dc_store_le32(out + 8, 1);
+    dc_store_le64(out + 16, r->version);
+    dc_store_le64(out + 24, r->baseline);
+    dc_store_le64(out + 32, r->digest_lo);
+    dc_store_le64(out + 40, r->digest_hi);
+    dc_store_le64(out + 48, r->time_ns);
+    dc_store_le64(out + 56, XXH3_64bits(out, 56));
+}
+
+dc_status_t dc_commit_decode(const uint8_t *buf, size_t len, const char *what,
+                             dc_commit_rec_t *out)
+{
+    if (len != DC_COMMIT_RECORD_SIZE)
+        return dc_error(DC_ERR_FORMAT, "%s: commit record is %zu bytes, expected %d", what,
+                        len, DC_COMMIT_RECORD_SIZE);
+    if (memcmp(buf, dc_commit_magic, 8) != 0)
+        return dc_error(DC_ERR_FORMAT, "%s: not a commit record (bad magic)", what);
+    if (dc_load_le32(buf + 8) != 1)
+        return dc_error(DC_ERR_FORMAT, "%s: unknown commit record format %u", what,
+                        dc_load_le32(buf + 8));
+    if (dc_load_le64(buf + 56) != XXH3_64bits(buf, 56))
+        return dc_error(DC_ERR_FORMAT, "%s: commit record checksum mismatch", what);
+    dc_commit_rec_t r;
+    r.version = dc_load_le64(buf + 16);
+    r.baseline = dc_load_le64(buf + 24);
+    r.digest_lo = dc_load_le64(buf + 32);
+    r.digest_hi = dc_load_le64(buf + 40);
+    r.time_ns = dc_load_le64(buf + 48);
+    if (r.version != 0 && r.baseline >= r.version)
+        return dc_error(DC_ERR_FORMAT, "%s: baseline %llu not below version %llu", what,
+                        (unsigned long long)r.baseline, (unsigned long long)r.version);
+    *out = r;
+    return DC_OK;
+}
+
+static dc_status_t dc_commit_path(const char *dir, const char *name, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= len)
+        return dc_error(DC_ERR_INVALID, "%s: path too long", dir);
+    return DC_OK;
+}
+
+dc_status_t dc_engine_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return dc_error_errno(DC_ERR_IO, errno, "%s: open directory", dir);
+    dc_status_t st = DC_OK;
+    if (fsync(fd) != 0)
+        st = dc_error_errno(DC_ERR_IO, errno, "%s: fsync directory", dir);
+    close(fd);
+    return st;
+}
+
+dc_status_t dc_commit_read(const char *dir, dc_commit_rec_t *out)
+{
+    char path[PATH_MAX];
+    dc_status_t st = dc_commit_path(dir, DC_COMMIT_FILE, path, sizeof(path));
+    if (st != DC_OK)
+        return st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return dc_error(DC_ERR_NOT_FOUND, "%s: no commit record yet", path);
+        return dc_error_errno(DC_ERR_IO, errno, "%s: open", path);
+    }
+    uint8_t buf[DC_COMMIT_RECORD_SIZE + 1];
+    ssize_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + n, sizeof(buf) - (size_t)n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            return dc_error_errno(DC_ERR_IO, e, "%s: read", path);
+        }
+        if (r == 0)
+            break;
+        n += r;
+        if ((size_t)n == sizeof(buf))
+            break;
+    }
+    close(fd);
+    return dc_commit_decode(buf, (size_t)n, path, out);
+}
+
+/* Write `rec` durably to DIR/commit (tmp + fsync + rename + dir fsync). */
+static dc_status_t dc_commit_write(const char *dir, const dc_commit_rec_t *rec)
+{
+    char tmp[PATH_MAX], path[PATH_MAX];
+    char tname[64];
+    snprintf(tname, sizeof(tname), ".commit.tmp.%ld", (long)getpid());
+    dc_status_t st = dc_commit_path(dir, tname, tmp, sizeof(tmp));
+    if (st == DC_OK)
+        st = dc_commit_path(dir, DC_COMMIT_FILE, path, sizeof(path));
+    if (st != DC_OK)
+        return st;
+    uint8_t buf[DC_COMMIT_RECORD_SIZE];
+    dc_commit_encode(rec, buf);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return dc_error_errno(DC_ERR_IO, errno, "%s: create", tmp);
+    st = dc_write_full(fd, buf, sizeof(buf));
+    if (st != DC_OK) {
+        dc_error_prefix("%s", tmp);
+        goto fail_unlink;
+    }
+    if (fsync(fd) != 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "%s: fsync", tmp);
+        goto fail_unlink;
+    }
+    close(fd);
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "rename %s -> %s", tmp, path);
+        goto fail_unlink;
+    }
+    return dc_engine_fsync_dir(dir);
+
+fail_unlink:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return st;
+}
+
+dc_status_t dc_commit_cas(const char *dir, uint64_t expected, const dc_commit_rec_t *next,
+                          dc_commit_rec_t *current)
+{
+    if (!dir || !next)
+        return dc_error(DC_ERR_INVALID, "commit: NULL argument");
+    if (next->version <= expected)
+        return dc_error(DC_ERR_INVALID, "commit: version %llu does not advance %llu",
+                        (unsigned long long)next->version, (unsigned long long)expected);
+    if (next->baseline >= next->version)
+        return dc_error(DC_ERR_INVALID, "commit: baseline %llu not below version %llu",
+                        (unsigned long long)next->baseline,
+                        (unsigned long long)next->version);
+    char lpath[PATH_MAX];
+    dc_status_t st = dc_commit_path(dir, DC_COMMIT_LOCK, lpath, sizeof(lpath));
+    if (st != DC_OK)
+        return st;
+    int lfd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lfd < 0)
+        return dc_error_errno(DC_ERR_IO, errno, "%s: open lock file", lpath);
+    while (flock(lfd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            st = dc_error_errno(DC_ERR_IO, errno, "%s: flock", lpath);
+            goto out_close;
+        }
+    }
+    /* Under the lock: re-read and compare. */
+    dc_commit_rec_t cur;
+    memset(&cur, 0, sizeof(cur));
+    st = dc_commit_read(dir, &cur);
+    if (st == DC_ERR_NOT_FOUND) {
+        memset(&cur, 0, sizeof(cur));
+        st = DC_OK;
+    }
+    if (st != DC_OK)
+        goto out_unlock;
+    if (cur.version != expected) {
+        if (current)
+            *current = cur;
+        st = dc_error(DC_ERR_CONFLICT,
+                      "%s: commit of version %llu lost: expected committed version %llu, "
+                      "found %llu",
+                      dir, (unsigned long long)next->version, (unsigned long long)expected,
+                      (unsigned long long)cur.version);
+        goto out_unlock;
+    }
+    dc_commit_rec_t rec = *next;
+    if (rec.time_ns == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        rec.time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
+    st = dc_commit_write(dir, &rec);
+    if (st == DC_OK && current)
+        *current = rec;
+
+out_unlock:
+    flock(lfd, LOCK_UN);
+out_close:
+    close(lfd);
+    return st;
+}

@@ -1,0 +1,2199 @@
+/* node.c - one process of a refit job: root, relay, receiver (see node.h).
+ *
+ * One event loop per process (poll over the transport connections, the
+ * listener and, on the root, an eventfd of the encoder threads):
+ *
+ *   root:     encoder threads take chunk numbers in order (repairs first),
+ *             encode chunk c of (base -> next) while the loop already sends
+ *             chunks < c; memory held by frames in flight is bounded by
+ *             inflight_bytes (encoders wait).  Acks are counted per
+ *             receiver and chunk; when every receiver acked every chunk the
+ *             commit record is written (compare-and-set), then COMMIT goes
+ *             down the tree.  NEEDs and re-joins are answered with frames
+ *             addressed to that node (overwrites where an XOR cannot be
+ *             applied).  A receiver silent for abort_ms aborts the version.
+ *   relay:    every message from the parent is forwarded to the children as
+ *             it arrives (the same buffer, no copy), then applied locally;
+ *             messages from children go up unchanged.  Routes for addressed
+ *             frames are learnt from the upward traffic.
+ *   receiver: frames are applied in place through the placement map, under
+ *             the journal (journal.h): an XOR only onto PENDING baseline
+ *             bytes, overwrites otherwise; the chunk digest is verified
+ *             before the ACK.  COMMIT writes the node's own commit record;
+ *             ABORT undoes (XOR again / restore the undo copy) or marks the
+ *             node for a dense refit.
+ */
+#include "engine/node.h"
+#include "engine/commit.h"
+#include "engine/journal.h"
+#include "engine/layout.h"
+#include "engine/proto.h"
+#include "kernels/codec.h"
+#include "kernels/frame.h"
+#include "topology/topo.h"
+#include "verbs/transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define DC_NRX 8
+#define DC_DONE_BODY 32
+#define DC_STALL_NS 1500000000ull
+
+int dc_node_version_path(char *buf, size_t len, const char *dir, uint64_t v)
+{
+    int n = snprintf(buf, len, "%s/v%llu.safetensors", dir, (unsigned long long)v);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Buffers: refcounted, main thread only (encoders hand theirs over).       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct dc_nbuf {
+    int refs;
+    int pooled;
+    int acct;           /* counted in node->inflight */
+    size_t cap, len;
+    uint8_t *data;
+    struct dc_nbuf *next;
+} dc_nbuf_t;
+
+typedef struct dc_txe {
+    dc_nbuf_t *b;
+    dc_verbs_req_t *r;
+} dc_txe_t;
+
+typedef struct dc_peer {
+    dc_verbs_conn_t *c;
+    uint32_t node;      /* peer node index; UINT32_MAX until its HELLO */
+    int is_parent;
+    int ready;
+    int dead;
+    uint64_t since_ns;  /* connect start */
+    dc_nbuf_t *rxb[DC_NRX];
+    dc_verbs_req_t *rxr[DC_NRX];
+    unsigned rx_head, rx_n;
+    dc_txe_t *tx;
+    size_t tx_cap, tx_head, tx_n, tx_posted;
+    uint64_t rx_bytes;
+} dc_peer_t;
+
+typedef struct dc_work {
+    uint32_t chunk;
+    uint32_t dest;
+    uint8_t overwrite;
+} dc_work_t;
+
+typedef struct dc_vstats {
+    uint64_t version;
+    double seconds, encode_s, transfer_s, apply_s, commit_s;
+    double first_frame_s;
+    uint64_t payload_bytes, dense_bytes, frames, repairs, overwrites;
+    int committed;
+} dc_vstats_t;
+
+typedef struct dc_node {
+    const dc_node_cfg_t *cfg;
+    uint32_t me, nnodes;
+    int is_root;
+    const dc_verbs_ops_t *t;
+    dc_verbs_opts_t vopts;
+    dc_verbs_listener_t *lis;
+    dc_tree_t *tree;
+    uint8_t *dead;
+    dc_peer_t **peers;
+    size_t npeers, cap_peers;
+    dc_peer_t *parent;
+    uint32_t parent_id;
+    uint64_t parent_retry_ns;
+    uint64_t root_lost_ns;
+    dc_peer_t **route;     /* node -> child peer it was last heard through */
+    dc_nbuf_t **known;     /* node -> its last HELLO/STATE seen (re-announced
+                              to a new parent) */
+    uint32_t timeout_ms, abort_ms;
+
+    dc_layout_t *layout;
+    uint64_t chunk_size;
+    size_t rx_cap;
+    dc_nbuf_t *pool;
+    size_t pool_n;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t inflight, inflight_max;
+    int evfd;
+
+    int finished, bye;
+    int64_t crash_at;      /* test hook: DELTACAST_ENGINE_CRASH_AT */
+    dc_status_t result;
+
+    /* receiver */
+    dc_st_file_t *wfile;
+    dc_place_t place;
+    int place_ok;
+    uint64_t committed;
+    int have_record;
+    int dense_needed;
+    struct {
+        int active;
+        uint64_t v, b;
+        uint32_t mode;
+        int on_base;
+    } cur;
+    dc_journal_t *j;
+    uint8_t **retained;    /* per chunk: copy of an applied XOR frame (undo) */
+    size_t *retained_len;
+    uint8_t **undo;        /* per chunk: baseline bytes before an overwrite */
+    uint8_t *scratch;
+    dc_codec_t *codec;
+    uint32_t ack_lo, ack_n;
+    uint64_t apply_ns, rx_version_bytes;
+    dc_nbuf_t *begin_msg;
+
+    /* root */
+    dc_st_file_t *base, *next;
+    uint64_t root_committed;
+    uint32_t v_first, v_last;
+    uint8_t *acked;        /* nnodes x nchunks */
+    uint32_t *nacked;
+    uint8_t *joined, *vdone, *needq;
+    uint64_t *last_seen, *last_progress;
+    uint64_t *hello_committed;
+    dc_digest_t *digests;
+    int in_flight;
+    uint64_t vnum, vbase;
+    uint32_t mode;
+    uint32_t cursor, sent, total;   /* broadcast: encode cursor, sent count */
+    dc_work_t *wq;
+    size_t wq_head, wq_n, wq_cap;
+    dc_nbuf_t *ready_head, *ready_tail;
+    pthread_t *enc;
+    int nenc, enc_stop, enc_busy;
+    uint64_t enc_ns, enc_first_ns, enc_last_ns;
+    uint64_t t_begin, t_first_frame, t_all_sent, t_all_acked;
+    uint64_t payload_bytes, repairs, overwrites_sent;
+    uint64_t *rx_apply_ns, *rx_bytes;
+    uint32_t *rx_parent;
+    dc_vstats_t *vstats;
+    uint32_t nvstats;
+    int progress_line;
+} dc_node_t;
+
+/* --- buffers ---------------------------------------------------------------- */
+
+/* Count a buffer in the node's in-flight bytes (until it is freed). */
+static void dc_nbuf_account(dc_node_t *n, dc_nbuf_t *b)
+{
+    if (b->acct)
+        return;
+    b->acct = 1;
+    pthread_mutex_lock(&n->mu);
+    n->inflight += b->cap;
+    pthread_mutex_unlock(&n->mu);
+}
+
+static dc_nbuf_t *dc_nbuf_new(dc_node_t *n, size_t cap, int pooled, int acct)
+{
+    dc_nbuf_t *b = NULL;
+    if (pooled && n->pool) {
+        b = n->pool;
+        n->pool = b->next;
+        n->pool_n--;
+    } else {
+        b = calloc(1, sizeof(*b));
+        if (!b)
+            return NULL;
+        b->data = malloc(cap ? cap : 1);
+        if (!b->data) {
+            free(b);
+            return NULL;
+        }
+        b->cap = cap;
+        b->pooled = pooled;
+    }
+    b->refs = 1;
+    b->len = 0;
+    b->next = NULL;
+    b->acct = 0;
+    if (acct)
+        dc_nbuf_account(n, b);
+    return b;
+}
+
+static void dc_nbuf_unref(dc_node_t *n, dc_nbuf_t *b)
+{
+    if (!b || --b->refs > 0)
+        return;
+    if (b->acct) {
+        pthread_mutex_lock(&n->mu);
+        n->inflight -= b->cap;
+        pthread_cond_broadcast(&n->cv);
+        pthread_mutex_unlock(&n->mu);
+        b->acct = 0;
+    }
+    if (b->pooled && n->pool_n < 16) {
+        b->next = n->pool;
+        n->pool = b;
+        n->pool_n++;
+        return;
+    }
+    free(b->data);
+    free(b);
+}
+
+/* A message built on the main thread (small control messages). */
+static dc_nbuf_t *dc_nbuf_copy(dc_node_t *n, const void *data, size_t len)
+{
+    dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);
+    if (!b)
+        return NULL;
+    memcpy(b->data, data, len);
+    b->len = len;
+    return b;
+}
+
+/* --- peers ------------------------------------------------------------------ */
+
+static dc_peer_t *dc_peer_new(dc_node_t *n, dc_verbs_conn_t *c, int is_parent)
+{
+    if (n->npeers == n->cap_peers) {
+        size_t nc = n->cap_peers ? n->cap_peers * 2 : 8;
+        dc_peer_t **p = realloc(n->peers, nc * sizeof(*p));
+        if (!p)
+            return NULL;
+        n->peers = p;
+        n->cap_peers = nc;
+    }
+    dc_peer_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->c = c;
+    p->node = UINT32_MAX;
+    p->is_parent = is_parent;
+    p->since_ns = dc_now_ns();
+    n->peers[n->npeers++] = p;
+    return p;
+}
+
+static void dc_peer_free(dc_node_t *n, dc_peer_t *p)
+{
+    for (unsigned k = 0; k < p->rx_n; k++)
+        dc_nbuf_unref(n, p->rxb[(p->rx_head + k) % DC_NRX]);
+    for (size_t k = 0; k < p->tx_n; k++)
+        dc_nbuf_unref(n, p->tx[(p->tx_head + k) % p->tx_cap].b);
+    free(p->tx);
+    if (p->c)
+        dc_verbs_close(p->c); /* frees outstanding requests */
+    for (uint32_t i = 0; i < n->nnodes; i++)
+        if (n->route[i] == p)
+            n->route[i] = NULL;
+    if (n->parent == p)
+        n->parent = NULL;
+    free(p);
+}
+
+static void dc_peers_reap(dc_node_t *n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->npeers; i++) {
+        if (n->peers[i]->dead)
+            dc_peer_free(n, n->peers[i]);
+        else
+            n->peers[k++] = n->peers[i];
+    }
+    n->npeers = k;
+}
+
+/* Queue a buffer on a peer (takes a new reference). */
+static dc_status_t dc_peer_send(dc_node_t *n, dc_peer_t *p, dc_nbuf_t *b)
+{
+    if (p->dead)
+        return DC_OK;
+    if (p->tx_n == p->tx_cap) {
+        size_t nc = p->tx_cap ? p->tx_cap * 2 : 64;
+        dc_txe_t *t = malloc(nc * sizeof(*t));
+        if (!t)
+            return dc_error(DC_ERR_NOMEM, "node: out of memory");
+        for (size_t k = 0; k < p->tx_n; k++)
+            t[k] = p->tx[(p->tx_head + k) % p->tx_cap];
+        free(p->tx);
+        p->tx = t;
+        p->tx_cap = nc;
+        p->tx_head = 0;
+    }
+    p->tx[(p->tx_head + p->tx_n) % p->tx_cap] = (dc_txe_t){b, NULL};
+    p->tx_n++;
+    b->refs++;
+    return DC_OK;
+}
+
+static void dc_peer_fail(dc_node_t *n, dc_peer_t *p, dc_status_t st, const char *what)
+{
+    if (p->dead)
+        return;
+    p->dead = 1;
+    if (n->bye && !p->is_parent)
+        DC_LOG_INFO("node %u: child %u closed after BYE", n->me, p->node);
+    else if (p->node != UINT32_MAX)
+        DC_LOG_WARN("node %u: connection to node %u %s: %s", n->me, p->node, what,
+                    dc_last_error());
+    (void)st;
+}
+
+/* --- forward declarations ---------------------------------------------------- */
+
+static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b);
+
+/* Progress one peer: completed receives (in order), completed sends, post. */
+static void dc_peer_progress(dc_node_t *n, dc_peer_t *p)
+{
+    if (p->dead)
+        return;
+    if (!p->ready) {
+        dc_status_t st = p->c->ops->connect_test(p->c);
+        if (st == DC_ERR_AGAIN)
+            return;
+        if (st != DC_OK) {
+            dc_peer_fail(n, p, st, "connect failed");
+            return;
+        }
+        p->ready = 1;
+    }
+    dc_status_t st;
+    /* receives, in posting order (before progress() may report the peer
+     * gone: what it delivered is handled first) */
+    while (p->rx_n > 0 && !p->dead) {
+        unsigned h = p->rx_head;
+        int done = 0;
+        size_t len = 0;
+        st = dc_verbs_test(p->rxr[h], &done, &len);
+        if (st != DC_OK) {
+            p->rxr[h] = NULL;
+            dc_nbuf_unref(n, p->rxb[h]);
+            p->rx_head = (h + 1) % DC_NRX;
+            p->rx_n--;
+            dc_peer_fail(n, p, st, "receive failed");
+            return;
+        }
+        if (!done)
+            break;
+        dc_nbuf_t *b = p->rxb[h];
+        p->rxr[h] = NULL;
+        p->rxb[h] = NULL;
+        p->rx_head = (h + 1) % DC_NRX;
+        p->rx_n--;
+        b->len = len;
+        p->rx_bytes += len;
+        if (len < n->rx_cap / 4) {
+            dc_nbuf_t *c = dc_nbuf_copy(n, b->data, len);
+            dc_nbuf_unref(n, b);
+            b = c;
+        } else {
+            dc_nbuf_account(n, b); /* a large frame held while forwarded */
+        }
+        if (b) {
+            dc_node_handle(n, p, b);
+            dc_nbuf_unref(n, b);
+        }
+    }
+    if (!p->dead && (st = p->c->ops->progress(p->c)) != DC_OK) {
+        dc_peer_fail(n, p, st, "failed");
+        return;
+    }
+    /* repost receives (a relay stops reading its parent when over budget) */
+    while (!p->dead && p->rx_n < DC_NRX) {
+        if (p->is_parent) {
+            pthread_mutex_lock(&n->mu);
+            int over = n->inflight > n->inflight_max;
+            pthread_mutex_unlock(&n->mu);
+            if (over)
+                break;
+        }
+        unsigned slot = (p->rx_head + p->rx_n) % DC_NRX;
+        dc_nbuf_t *b = dc_nbuf_new(n, n->rx_cap, 1, 0);
+        if (!b)
+            break;
+        dc_verbs_req_t *r;
+        st = dc_verbs_irecv(p->c, b->data, b->cap, NULL, &r);
+        if (st == DC_ERR_AGAIN) {
+            dc_nbuf_unref(n, b);
+            break;
+        }
+        if (st != DC_OK) {
+            dc_nbuf_unref(n, b);
+            dc_peer_fail(n, p, st, "irecv failed");
+            return;
+        }
+        p->rxb[slot] = b;
+        p->rxr[slot] = r;
+        p->rx_n++;
+    }
+    /* completed sends, in order */
+    while (p->tx_posted > 0 && !p->dead) {
+        dc_txe_t *e = &p->tx[p->tx_head];
+        int done = 0;
+        st = dc_verbs_test(e->r, &done, NULL);
+        if (st != DC_OK) {
+            e->r = NULL;
+            dc_nbuf_unref(n, e->b);
+            p->tx_head = (p->tx_head + 1) % p->tx_cap;
+            p->tx_n--;
+            p->tx_posted--;
+            dc_peer_fail(n, p, st, "send failed");
+            return;
+        }
+        if (!done)
+            break;
+        dc_nbuf_unref(n, e->b);
+        e->b = NULL;
+        e->r = NULL;
+        p->tx_head = (p->tx_head + 1) % p->tx_cap;
+        p->tx_n--;
+        p->tx_posted--;
+    }
+    /* post pending sends */
+    while (!p->dead && p->tx_posted < p->tx_n) {
+        dc_txe_t *e = &p->tx[(p->tx_head + p->tx_posted) % p->tx_cap];
+        st = dc_verbs_isend(p->c, e->b->data, e->b->len, NULL, &e->r);
+        if (st == DC_ERR_AGAIN)
+            break;
+        if (st != DC_OK) {
+            dc_peer_fail(n, p, st, "isend failed");
+            return;
+        }
+        p->tx_posted++;
+    }
+}
+
+/* --- sending helpers ---------------------------------------------------------- */
+
+static void dc_send_up(dc_node_t *n, dc_nbuf_t *b)
+{
+    if (n->parent && !n->parent->dead)
+        dc_peer_send(n, n->parent, b); /* posted once connected */
+}
+
+static void dc_send_up_simple(dc_node_t *n, uint8_t type, uint8_t flags, uint64_t v,
+                              uint64_t base, uint32_t chunk, uint32_t count)
+{
+    uint8_t h[DC_MSG_HDR_SIZE];
+    dc_msg_simple(type, flags, v, base, n->me, chunk, count, h);
+    dc_nbuf_t *b = dc_nbuf_copy(n, h, sizeof(h));
+    if (b) {
+        dc_send_up(n, b);
+        dc_nbuf_unref(n, b);
+    }
+}
+
+/* Down: to the child that leads to `dest`, or to every child. */
+static void dc_send_down(dc_node_t *n, dc_nbuf_t *b, uint32_t dest)
+{
+    if (dest != DC_NODE_ALL && dest < n->nnodes && n->route[dest] && !n->route[dest]->dead) {
+        dc_peer_send(n, n->route[dest], b);
+        return;
+    }
+    for (size_t i = 0; i < n->npeers; i++) {
+        dc_peer_t *p = n->peers[i];
+        if (!p->is_parent && !p->dead && p->node != UINT32_MAX)
+            dc_peer_send(n, p, b);
+    }
+}
+
+static void dc_send_down_simple(dc_node_t *n, uint8_t type, uint64_t v, uint64_t base,
+                                uint32_t dest)
+{
+    uint8_t h[DC_MSG_HDR_SIZE];
+    dc_msg_simple(type, 0, v, base, dest, 0, 0, h);
+    dc_nbuf_t *b = dc_nbuf_copy(n, h, sizeof(h));
+    if (b) {
+        dc_send_down(n, b, dest);
+        dc_nbuf_unref(n, b);
+    }
+}
+
+/* --- receiver ----------------------------------------------------------------- */
+
+static void dc_rx_flush_acks(dc_node_t *n)
+{
+    if (n->ack_n == 0)
+        return;
+    dc_send_up_simple(n, DC_MSG_ACK, 0, n->cur.v, n->cur.b, n->ack_lo, n->ack_n);
+    n->ack_n = 0;
+}
+
+static void dc_rx_ack(dc_node_t *n, uint32_t c)
+{
+    if (n->is_root)
+        return;
+    if (n->ack_n && n->ack_lo + n->ack_n == c && n->ack_n < 4096) {
+        n->ack_n++;
+        return;
+    }
+    dc_rx_flush_acks(n);
+    n->ack_lo = c;
+    n->ack_n = 1;
+}
+
+static void dc_rx_need(dc_node_t *n, uint32_t c, uint32_t count)
+{
+    dc_rx_flush_acks(n);
+    dc_send_up_simple(n, DC_MSG_NEED, 0, n->cur.v, n->cur.b, c, count);
+}
+
+static void dc_rx_drop_version(dc_node_t *n)
+{
+    if (n->layout) {
+        for (uint32_t c = 0; c < n->layout->nchunks; c++) {
+            free(n->retained[c]);
+            n->retained[c] = NULL;
+            free(n->undo[c]);
+            n->undo[c] = NULL;
+        }
+    }
+    dc_journal_close(n->j);
+    n->j = NULL;
+    n->cur.active = 0;
+    n->ack_n = 0;
+}
+
+static dc_status_t dc_rx_set_dense_needed(dc_node_t *n, int on)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/dense_needed", n->cfg->state_dir);
+    n->dense_needed = on;
+    if (on) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return dc_error_errno(DC_ERR_IO, errno, "%s: create", path);
+        fsync(fd);
+        close(fd);
+    } else if (unlink(path) != 0 && errno != ENOENT) {
+        return dc_error_errno(DC_ERR_IO, errno, "%s: unlink", path);
+    }
+    return dc_engine_fsync_dir(n->cfg->state_dir);
+}
+
+static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b)
+{
+    if (n->cfg->durable && n->wfile) {
+        dc_status_t st = dc_st_sync(n->wfile);
+        if (st != DC_OK)
+            return st;
+    }
+    dc_commit_rec_t rec = {.version = v, .baseline = b};
+    dc_status_t st = dc_commit_cas(n->cfg->state_dir, n->have_record ? n->committed : 0, &rec,
+                                   NULL);
+    if (st != DC_OK)
+        return st;
+    n->have_record = 1;
+    n->committed = v;
+    dc_journal_remove(n->cfg->state_dir);
+    if (n->dense_needed)
+        dc_rx_set_dense_needed(n, 0);
+    return DC_OK;
+}
+
+static void dc_rx_send_done(dc_node_t *n, uint64_t v, uint8_t flags)
+{
+    uint8_t m[DC_MSG_HDR_SIZE + DC_DONE_BODY];
+    dc_msg_t h = {.type = DC_MSG_DONE, .flags = flags, .version = v, .baseline = n->committed,
+                  .node = n->me, .body_len = DC_DONE_BODY};
+    dc_msg_pack(&h, m);
+    dc_store_le64(m + DC_MSG_HDR_SIZE, n->apply_ns);
+    dc_store_le64(m + DC_MSG_HDR_SIZE + 8, n->rx_version_bytes);
+    dc_store_le32(m + DC_MSG_HDR_SIZE + 16, n->parent_id);
+    memset(m + DC_MSG_HDR_SIZE + 20, 0, DC_DONE_BODY - 20);
+    dc_rx_flush_acks(n);
+    dc_nbuf_t *b = dc_nbuf_copy(n, m, sizeof(m));
+    if (b) {
+        dc_send_up(n, b);
+        dc_nbuf_unref(n, b);
+    }
+}
+
+static void dc_rx_begin(dc_node_t *n, const dc_msg_t *m)
+{
+    dc_begin_t bg;
+    if (dc_begin_parse(m, &bg) != DC_OK) {
+        DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
+        return;
+    }
+    if (bg.layout_id != n->layout->id || bg.nchunks != n->layout->nchunks) {
+        DC_LOG_ERROR("node %u: version %llu has layout %016llx (%u chunks), this node's "
+                     "checkpoint %016llx (%u chunks): cannot take it",
+                     n->me, (unsigned long long)bg.version, (unsigned long long)bg.layout_id,
+                     bg.nchunks, (unsigned long long)n->layout->id, n->layout->nchunks);
+        n->result = dc_error(DC_ERR_INVALID, "layout mismatch with the root");
+        n->finished = 1;
+        return;
+    }
+    if (n->cur.active && n->cur.v == bg.version)
+        return; /* replay of the BEGIN we are working on */
+    if (n->cur.active)
+        dc_rx_drop_version(n);
+    uint32_t nch = n->layout->nchunks;
+    if (n->committed >= bg.version) {
+        /* already there (restart after the local commit) */
+        n->cur.active = 0;
+        dc_send_up_simple(n, DC_MSG_ACK, 0, bg.version, bg.baseline, 0, nch ? nch : 1);
+        return;
+    }
+    /* The root moved on from a version this node fully applied but never
+     * saw commit: that version was committed. */
+    dc_journal_info_t ji;
+    uint8_t *states = NULL;
+    if (n->committed < bg.baseline && dc_journal_load(n->cfg->state_dir, &ji, &states) == DC_OK &&
+        ji.target == bg.baseline && ji.layout_id == n->layout->id && ji.nchunks == nch) {
+        int all = 1;
+        for (uint32_t c = 0; c < nch; c++)
+            all &= states[c] == DC_JSTATE_APPLIED;
+        if (all && dc_rx_local_commit(n, bg.baseline, ji.baseline) == DC_OK)
+            DC_LOG_INFO("node %u: version %llu was committed while away", n->me,
+                        (unsigned long long)bg.baseline);
+    }
+    free(states);
+    dc_journal_info_t in = {.target = bg.version, .baseline = bg.baseline, .nchunks = nch,
+                            .layout_id = n->layout->id};
+    int resumed = 0;
+    dc_status_t st = dc_journal_open(n->cfg->state_dir, &in,
+                                     n->cfg->durable ? DC_JOURNAL_DURABLE : 0, 8, &n->j,
+                                     &resumed);
+    if (st != DC_OK) {
+        DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
+        n->result = st;
+        n->finished = 1;
+        return;
+    }
+    n->cur.active = 1;
+    n->cur.v = bg.version;
+    n->cur.b = bg.baseline;
+    n->cur.mode = bg.mode;
+    n->cur.on_base = n->committed == bg.baseline && !n->dense_needed;
+    n->apply_ns = 0;
+    n->rx_version_bytes = 0;
+    if (resumed)
+        DC_LOG_INFO("node %u: resuming version %llu: %llu applied, %llu applying, %llu pending",
+                    n->me, (unsigned long long)bg.version,
+                    (unsigned long long)dc_journal_count(n->j, DC_JSTATE_APPLIED),
+                    (unsigned long long)dc_journal_count(n->j, DC_JSTATE_APPLYING),
+                    (unsigned long long)dc_journal_count(n->j, DC_JSTATE_PENDING));
+    /* What this node cannot take from the broadcast: ask for overwrites. */
+    uint32_t run = 0, lo = 0;
+    for (uint32_t c = 0; c <= nch; c++) {
+        int s = c < nch ? dc_journal_state(n->j, c) : DC_JSTATE_APPLIED;
+        if (s == DC_JSTATE_APPLIED && c < nch)
+            dc_rx_ack(n, c);
+        int need = c < nch && bg.mode == DC_MODE_DELTA &&
+                   dc_journal_need(s, n->cur.on_base) == DC_NEED_OVERWRITE;
+        if (need) {
+            if (!run)
+                lo = c;
+            run++;
+        } else if (run) {
+            dc_rx_need(n, lo, run);
+            run = 0;
+        }
+    }
+    dc_rx_flush_acks(n);
+}
+
+/* Test hook DELTACAST_ENGINE_CRASH_AT=<chunk> (off by default): die by
+ * SIGKILL in the middle of applying that chunk, with half of its new bytes
+ * written, as a crash mid-apply would leave it. */
+static void dc_rx_crash_mid_apply(dc_node_t *n, const dc_frame_hdr_t *fh,
+                                  const uint8_t *payload, uint8_t *work, uint64_t len,
+                                  uint32_t esize)
+{
+    uint8_t *tmp = malloc(len);
+    if (tmp) {
+        memcpy(tmp, work, len);
+        if (dc_codec_decode(n->codec, fh->encoding, payload, fh->payload_len, tmp, len / esize,
+                            esize) == DC_OK)
+            memcpy(work, tmp, len / 2);
+    }
+    DC_LOG_WARN("node %u: DELTACAST_ENGINE_CRASH_AT: killing myself mid-apply", n->me);
+    raise(SIGKILL);
+}
+
+static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
+{
+    if (!n->cur.active || m->version != n->cur.v)
+        return;
+    if (m->node != DC_NODE_ALL && m->node != n->me)
+        return;
+    const dc_layout_t *l = n->layout;
+    dc_frame_hdr_t fh;
+    if (m->chunk >= l->nchunks || dc_frame_decode(m->body, m->body_len, &fh) != DC_OK ||
+        (uint64_t)m->body_len != DC_FRAME_HEADER_SIZE + (uint64_t)fh.payload_len) {
+        DC_LOG_WARN("node %u: bad frame for chunk %u: %s", n->me, m->chunk, dc_last_error());
+        return;
+    }
+    uint32_t c = m->chunk;
+    const dc_layout_chunk_t *lc = &l->chunks[c];
+    const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
+    if (fh.tensor_id != lc->tensor || fh.chunk_index != lc->index ||
+        fh.elem_offset != lc->offset / lt->esize || fh.elem_count != lc->len / lt->esize ||
+        fh.dtype != (uint8_t)lt->dtype || fh.target_version != n->cur.v) {
+        DC_LOG_WARN("node %u: frame for chunk %u does not match the layout", n->me, c);
+        return;
+    }
+    const uint8_t *payload = m->body + DC_FRAME_HEADER_SIZE;
+    if (dc_frame_check_payload(&fh, payload, fh.payload_len) != DC_OK) {
+        DC_LOG_WARN("node %u: chunk %u: %s", n->me, c, dc_last_error());
+        dc_rx_need(n, c, 1);
+        return;
+    }
+    int state = dc_journal_state(n->j, c);
+    if (state == DC_JSTATE_APPLIED) {
+        dc_rx_ack(n, c); /* duplicate: never applied twice */
+        return;
+    }
+    unsigned kind = dc_enc_kind(fh.encoding);
+    int xor_kind = dc_enc_needs_base(kind);
+    if (xor_kind && (state != DC_JSTATE_PENDING || !n->cur.on_base ||
+                     fh.baseline_version != n->committed)) {
+        /* bytes are not the frame's baseline: only an overwrite can fix */
+        dc_rx_need(n, c, 1);
+        return;
+    }
+    uint64_t t0 = dc_now_ns();
+    uint8_t *ptr = dc_place_chunk_ptr(&n->place, c);
+    uint8_t *work = ptr;
+    if (!ptr) {
+        dc_place_read(&n->place, c, n->scratch);
+        work = n->scratch;
+    }
+    if (!xor_kind && state == DC_JSTATE_PENDING && n->cur.on_base &&
+        n->cur.mode == DC_MODE_DELTA && !n->undo[c]) {
+        n->undo[c] = malloc(lc->len);
+        if (n->undo[c])
+            memcpy(n->undo[c], work, lc->len);
+    }
+    if (dc_journal_begin(n->j, c) != DC_OK) {
+        DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
+        n->result = DC_ERR_IO;
+        n->finished = 1;
+        return;
+    }
+    if (DC_UNLIKELY(n->crash_at == (int64_t)c))
+        dc_rx_crash_mid_apply(n, &fh, payload, work, lc->len, lt->esize);
+    dc_status_t st = dc_codec_decode(n->codec, fh.encoding, payload, fh.payload_len, work,
+                                     lc->len / lt->esize, lt->esize);
+    if (st != DC_OK) {
+        /* the codec leaves dst untouched on error */
+        if (state == DC_JSTATE_PENDING)
+            dc_journal_reset(n->j, c);
+        DC_LOG_WARN("node %u: chunk %u: %s", n->me, c, dc_last_error());
+        dc_rx_need(n, c, 1);
+        return;
+    }
+    if (!ptr)
+        dc_place_write(&n->place, c, n->scratch);
+    dc_digest_t d = dc_digest128(work, lc->len);
+    n->apply_ns += dc_now_ns() - t0;
+    if (!dc_digest_eq(d, fh.target_digest)) {
+        DC_LOG_WARN("node %u: chunk %u: target digest mismatch after apply; asking for an "
+                    "overwrite", n->me, c);
+        dc_rx_need(n, c, 1);
+        return;
+    }
+    if (xor_kind && n->cur.mode == DC_MODE_DELTA) {
+        n->retained[c] = malloc(m->body_len);
+        if (n->retained[c]) {
+            memcpy(n->retained[c], m->body, m->body_len);
+            n->retained_len[c] = m->body_len;
+        }
+    }
+    dc_journal_applied(n->j, c);
+    dc_rx_ack(n, c);
+    (void)b;
+}
+
+static void dc_rx_commit(dc_node_t *n, const dc_msg_t *m)
+{
+    if (m->node != DC_NODE_ALL && m->node != n->me)
+        return;
+    if (n->committed >= m->version)
+        goto done;
+    if (!n->cur.active || n->cur.v != m->version || !n->j) {
+        /* e.g. a re-join after the root committed: check the journal */
+        dc_journal_info_t ji;
+        uint8_t *states = NULL;
+        int all = 0;
+        if (dc_journal_load(n->cfg->state_dir, &ji, &states) == DC_OK &&
+            ji.target == m->version && ji.nchunks == n->layout->nchunks) {
+            all = 1;
+            for (uint32_t c = 0; c < ji.nchunks; c++)
+                all &= states[c] == DC_JSTATE_APPLIED;
+        }
+        free(states);
+        if (all && dc_rx_local_commit(n, m->version, ji.baseline) == DC_OK)
+            goto done;
+        DC_LOG_WARN("node %u: COMMIT %llu for a version it does not hold; dense refit needed",
+                    n->me, (unsigned long long)m->version);
+        dc_rx_set_dense_needed(n, 1);
+        goto done;
+    }
+    if (dc_journal_count(n->j, DC_JSTATE_APPLIED) != n->layout->nchunks) {
+        DC_LOG_ERROR("node %u: COMMIT %llu with %llu of %u chunks applied", n->me,
+                     (unsigned long long)m->version,
+                     (unsigned long long)dc_journal_count(n->j, DC_JSTATE_APPLIED),
+                     n->layout->nchunks);
+        dc_rx_set_dense_needed(n, 1);
+        dc_rx_drop_version(n);
+        goto done;
+    }
+    dc_journal_close(n->j);
+    n->j = NULL;
+    if (dc_rx_local_commit(n, m->version, n->cur.b) != DC_OK)
+        DC_LOG_ERROR("node %u: local commit: %s", n->me, dc_last_error());
+    dc_rx_drop_version(n);
+done:
+    dc_rx_send_done(n, m->version, n->dense_needed ? 1 : 0);
+}
+
+static void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
+{
+    if (!n->cur.active || n->cur.v != m->version) {
+        dc_rx_send_done(n, m->version, n->dense_needed ? 1 : 0);
+        return;
+    }
+    const dc_layout_t *l = n->layout;
+    int dense = 0;
+    uint32_t undone = 0;
+    for (uint32_t c = 0; c < l->nchunks; c++) {
+        int s = dc_journal_state(n->j, c);
+        if (s == DC_JSTATE_PENDING)
+            continue;
+        const dc_layout_chunk_t *lc = &l->chunks[c];
+        const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
+        uint8_t *ptr = dc_place_chunk_ptr(&n->place, c);
+        uint8_t *work = ptr;
+        if (!ptr) {
+            dc_place_read(&n->place, c, n->scratch);
+            work = n->scratch;
+        }
+        int ok = 0;
+        if (n->undo[c]) {
+            memcpy(work, n->undo[c], lc->len);
+            ok = 1;
+        } else if (s == DC_JSTATE_APPLIED && n->retained[c]) {
+            dc_frame_hdr_t fh;
+            /* XOR is self-inverse: applying the same frame again undoes it */
+            if (dc_frame_decode(n->retained[c], n->retained_len[c], &fh) == DC_OK &&
+                dc_codec_decode(n->codec, fh.encoding, n->retained[c] + DC_FRAME_HEADER_SIZE,
+                                fh.payload_len, work, lc->len / lt->esize,
+                                lt->esize) == DC_OK)
+                ok = 1;
+        }
+        if (ok) {
+            if (!ptr)
+                dc_place_write(&n->place, c, n->scratch);
+            dc_journal_reset(n->j, c);
+            undone++;
+        } else {
+            dense = 1;
+        }
+    }
+    DC_LOG_INFO("node %u: version %llu aborted: %u chunks returned to baseline%s", n->me,
+                (unsigned long long)m->version, undone,
+                dense ? "; some bytes unknown: marked for dense refit" : "");
+    if (dense)
+        dc_rx_set_dense_needed(n, 1);
+    if (n->cfg->durable && n->wfile)
+        dc_st_sync(n->wfile);
+    dc_rx_drop_version(n);
+    dc_journal_remove(n->cfg->state_dir);
+    dc_rx_send_done(n, m->version, dense ? 1 : 0);
+}
+
+/* HELLO for a new parent edge: committed version and journal. */
+static dc_nbuf_t *dc_rx_hello(dc_node_t *n)
+{
+    dc_hello_t h = {.node = n->me, .committed = n->committed, .layout_id = n->layout->id};
+    dc_journal_info_t ji;
+    uint8_t *states = NULL;
+    if (n->j) {
+        const dc_journal_info_t *i = dc_journal_info(n->j);
+        ji = *i;
+        states = malloc(ji.nchunks ? ji.nchunks : 1);
+        for (uint64_t c = 0; states && c < ji.nchunks; c++)
+            states[c] = (uint8_t)dc_journal_state(n->j, c);
+    } else if (dc_journal_load(n->cfg->state_dir, &ji, &states) != DC_OK) {
+        states = NULL;
+    }
+    if (states) {
+        h.j_target = ji.target;
+        h.j_baseline = ji.baseline;
+        h.nstates = (uint32_t)ji.nchunks;
+        h.states = states;
+        h.flags |= DC_HELLO_F_JOURNAL;
+    }
+    if (n->dense_needed)
+        h.flags |= DC_HELLO_F_DENSE_NEEDED;
+    size_t len = dc_hello_size(h.nstates);
+    dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);
+    if (b) {
+        dc_hello_pack(DC_MSG_HELLO, &h, b->data);
+        b->len = len;
+    }
+    free(states);
+    return b;
+}
+
+/* --- root ----------------------------------------------------------------------- */
+
+static uint32_t dc_root_nrecv(const dc_node_t *n)
+{
+    return n->nnodes - 1;
+}
+
+static int dc_root_all_joined(const dc_node_t *n)
+{
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        if (!n->joined[i])
+            return 0;
+    return 1;
+}
+
+static void dc_root_queue(dc_node_t *n, uint32_t chunk, uint32_t dest, int overwrite)
+{
+    pthread_mutex_lock(&n->mu);
+    if (n->wq_n == n->wq_cap) {
+        size_t nc = n->wq_cap ? n->wq_cap * 2 : 256;
+        dc_work_t *w = malloc(nc * sizeof(*w));
+        if (!w) {
+            pthread_mutex_unlock(&n->mu);
+            return;
+        }
+        for (size_t k = 0; k < n->wq_n; k++)
+            w[k] = n->wq[(n->wq_head + k) % n->wq_cap];
+        free(n->wq);
+        n->wq = w;
+        n->wq_cap = nc;
+        n->wq_head = 0;
+    }
+    n->wq[(n->wq_head + n->wq_n) % n->wq_cap] = (dc_work_t){chunk, dest, (uint8_t)overwrite};
+    n->wq_n++;
+    n->repairs++;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+}
+
+typedef struct dc_enc_arg {
+    dc_node_t *n;
+    int idx;
+} dc_enc_arg_t;
+
+static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_t *w)
+{
+    const dc_layout_t *l = n->layout;
+    const dc_layout_chunk_t *lc = &l->chunks[w->chunk];
+    const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
+    const dc_st_tensor_t *bt = dc_st_tensor(n->base, lc->tensor);
+    const dc_st_tensor_t *nt = dc_st_tensor(n->next, lc->tensor);
+    const uint8_t *bp = dc_st_data(n->base, bt) + lc->offset;
+    const uint8_t *np = dc_st_data(n->next, nt) + lc->offset;
+    size_t cap = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE + dc_codec_payload_bound(lc->len);
+    dc_nbuf_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->data = malloc(cap);
+    if (!b->data) {
+        free(b);
+        return NULL;
+    }
+    size_t plen = 0;
+    uint16_t enc = 0;
+    uint8_t *payload = b->data + DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE;
+    int overwrite = w->overwrite || n->mode == DC_MODE_DENSE;
+    dc_status_t st = dc_codec_encode(codec, overwrite ? NULL : bp, np, lc->len / lt->esize,
+                                     lt->esize, payload, cap - DC_MSG_HDR_SIZE - DC_FRAME_HEADER_SIZE,
+                                     &plen, &enc, NULL);
+    if (st != DC_OK) {
+        DC_LOG_ERROR("root: encode chunk %u: %s", w->chunk, dc_last_error());
+        free(b->data);
+        free(b);
+        return NULL;
+    }
+    dc_frame_hdr_t fh = {.type = DC_FRAME_CHUNK, .dtype = (uint8_t)lt->dtype, .encoding = enc,
+                         .tensor_id = lc->tensor, .chunk_index = lc->index,
+                         .elem_offset = lc->offset / lt->esize,
+                         .elem_count = lc->len / lt->esize,
+                         .baseline_version = n->vbase, .target_version = n->vnum,
+                         .payload_len = (uint32_t)plen,
+                         .payload_crc = dc_crc32c(0, payload, plen),
+                         .target_digest = dc_digest128(np, lc->len)};
+    dc_frame_encode(&fh, b->data + DC_MSG_HDR_SIZE);
+    unsigned kind = dc_enc_kind(enc);
+    dc_msg_t m = {.type = DC_MSG_FRAME,
+                  .flags = (uint8_t)((kind == DC_ENC_PUT_DENSE ? DC_FRAME_F_OVERWRITE : 0) |
+                                     (w->dest != DC_NODE_ALL ? DC_FRAME_F_RETRY : 0)),
+                  .version = n->vnum, .baseline = n->vbase, .node = w->dest,
+                  .chunk = w->chunk, .count = 1,
+                  .body_len = (uint32_t)(DC_FRAME_HEADER_SIZE + plen)};
+    dc_msg_pack(&m, b->data);
+    b->len = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE + plen;
+    if (b->len < cap / 2) {
+        uint8_t *s = realloc(b->data, b->len);
+        if (s)
+            b->data = s;
+    }
+    b->cap = b->len;
+    b->refs = 1;
+    b->acct = 1;
+    if (w->dest == DC_NODE_ALL)
+        n->digests[w->chunk] = fh.target_digest;
+    return b;
+}
+
+static void *dc_root_encoder(void *arg)
+{
+    dc_enc_arg_t *a = arg;
+    dc_node_t *n = a->n;
+    dc_codec_t *codec = NULL;
+    if (dc_codec_create(n->layout->max_chunk ? n->layout->max_chunk : 64, &codec) != DC_OK) {
+        DC_LOG_ERROR("root: %s", dc_last_error());
+        return NULL;
+    }
+    for (;;) {
+        pthread_mutex_lock(&n->mu);
+        dc_work_t w;
+        for (;;) {
+            if (n->enc_stop)
+                break;
+            if (n->inflight <= n->inflight_max && (n->wq_n > 0 || n->cursor < n->total))
+                break;
+            pthread_cond_wait(&n->cv, &n->mu);
+        }
+        if (n->enc_stop) {
+            pthread_mutex_unlock(&n->mu);
+            break;
+        }
+        if (n->wq_n > 0) {
+            w = n->wq[n->wq_head];
+            n->wq_head = (n->wq_head + 1) % n->wq_cap;
+            n->wq_n--;
+        } else {
+            w = (dc_work_t){n->cursor++, DC_NODE_ALL, 0};
+        }
+        /* reserve the worst case while encoding */
+        uint64_t reserve = n->layout->chunks[w.chunk].len / 4;
+        n->inflight += reserve;
+        n->enc_busy++;
+        if (!n->enc_first_ns)
+            n->enc_first_ns = dc_now_ns();
+        pthread_mutex_unlock(&n->mu);
+
+        uint64_t t0 = dc_now_ns();
+        dc_nbuf_t *b = dc_root_encode(n, codec, &w);
+        uint64_t t1 = dc_now_ns();
+
+        pthread_mutex_lock(&n->mu);
+        n->inflight -= reserve;
+        n->enc_busy--;
+        pthread_cond_broadcast(&n->cv);
+        n->enc_ns += t1 - t0;
+        n->enc_last_ns = t1;
+        if (b) {
+            n->inflight += b->cap;
+            if (n->ready_tail)
+                n->ready_tail->next = b;
+            else
+                n->ready_head = b;
+            n->ready_tail = b;
+        } else {
+            n->result = DC_ERR_INTERNAL;
+        }
+        pthread_mutex_unlock(&n->mu);
+        uint64_t one = 1;
+        if (write(n->evfd, &one, sizeof(one)) < 0) {
+            /* the loop polls with a timeout anyway */
+        }
+    }
+    dc_codec_free(codec);
+    return NULL;
+}
+
+static void dc_root_drain_ready(dc_node_t *n)
+{
+    uint64_t cnt;
+    if (read(n->evfd, &cnt, sizeof(cnt)) < 0) {
+        /* EAGAIN: nothing signalled */
+    }
+    pthread_mutex_lock(&n->mu);
+    dc_nbuf_t *b = n->ready_head;
+    n->ready_head = n->ready_tail = NULL;
+    pthread_mutex_unlock(&n->mu);
+    while (b) {
+        dc_nbuf_t *next = b->next;
+        b->next = NULL;
+        dc_msg_t m;
+        if (dc_msg_parse(b->data, b->len, &m) == DC_OK && m.version == n->vnum &&
+            n->in_flight) {
+            if (!n->t_first_frame)
+                n->t_first_frame = dc_now_ns();
+            n->payload_bytes += b->len - DC_MSG_HDR_SIZE;
+            if (m.node == DC_NODE_ALL)
+                n->sent++;
+            else if (m.flags & DC_FRAME_F_OVERWRITE)
+                n->overwrites_sent++;
+            dc_send_down(n, b, m.node);
+        }
+        dc_nbuf_unref(n, b);
+        b = next;
+    }
+}
+
+static void dc_root_mark_acked(dc_node_t *n, uint32_t node, uint32_t c, uint32_t count)
+{
+    uint32_t nch = n->layout->nchunks;
+    if (node == 0 || node >= n->nnodes)
+        return;
+    if (count == 0 || c >= nch)
+        return;
+    uint32_t end = c + count > nch ? nch : c + count;
+    for (uint32_t k = c; k < end; k++) {
+        uint8_t *a = &n->acked[(size_t)node * nch + k];
+        if (!*a) {
+            *a = 1;
+            n->nacked[node]++;
+            n->last_progress[node] = dc_now_ns();
+        }
+        n->needq[(size_t)node * nch + k] = 0;
+    }
+}
+
+static int dc_root_all_acked(const dc_node_t *n)
+{
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        if (n->nacked[i] < n->layout->nchunks)
+            return 0;
+    return 1;
+}
+
+/* A (re)joining node's STATE while a version is in flight: re-send what it
+ * missed of the broadcast (as XOR where its bytes are the baseline). */
+static void dc_root_state(dc_node_t *n, const dc_hello_t *h)
+{
+    uint32_t x = h->node;
+    if (x == 0 || x >= n->nnodes)
+        return;
+    n->joined[x] = 1;
+    n->hello_committed[x] = h->committed;
+    n->last_seen[x] = n->last_progress[x] = dc_now_ns();
+    if (!n->in_flight) {
+        if (h->committed < n->root_committed && (h->flags & DC_HELLO_F_JOURNAL) &&
+            h->j_target == n->root_committed)
+            dc_send_down_simple(n, DC_MSG_COMMIT, n->root_committed, h->j_baseline, x);
+        return;
+    }
+    uint32_t nch = n->layout->nchunks;
+    if (h->committed >= n->vnum) {
+        dc_root_mark_acked(n, x, 0, nch);
+        return;
+    }
+    int journal = (h->flags & DC_HELLO_F_JOURNAL) && h->j_target == n->vnum &&
+                  h->nstates == nch;
+    int on_base = h->committed == n->vbase && !(h->flags & DC_HELLO_F_DENSE_NEEDED);
+    for (uint32_t c = 0; c < n->sent && c < nch; c++) {
+        int s = journal ? h->states[c] : DC_JSTATE_PENDING;
+        if (s == DC_JSTATE_APPLIED) {
+            dc_root_mark_acked(n, x, c, 1);
+            continue;
+        }
+        if (n->acked[(size_t)x * nch + c])
+            continue;
+        if (n->mode == DC_MODE_DENSE)
+            dc_root_queue(n, c, x, 1);
+        else if (on_base && s == DC_JSTATE_PENDING)
+            dc_root_queue(n, c, x, 0);
+        /* else: the node asks for overwrites itself (NEED) after BEGIN */
+    }
+}
+
+static void dc_root_begin(dc_node_t *n, uint64_t v)
+{
+    n->vnum = v;
+    n->vbase = v - 1;
+    uint32_t nch = n->layout->nchunks;
+    memset(n->acked, 0, (size_t)n->nnodes * nch);
+    memset(n->needq, 0, (size_t)n->nnodes * nch);
+    memset(n->nacked, 0, n->nnodes * sizeof(*n->nacked));
+    memset(n->vdone, 0, n->nnodes);
+    uint64_t now = dc_now_ns();
+    for (uint32_t i = 0; i < n->nnodes; i++)
+        n->last_seen[i] = n->last_progress[i] = now;
+    n->sent = 0;
+    n->payload_bytes = n->repairs = n->overwrites_sent = 0;
+    n->enc_ns = n->enc_first_ns = n->enc_last_ns = 0;
+    n->t_begin = now;
+    n->t_first_frame = n->t_all_sent = n->t_all_acked = 0;
+    for (uint32_t i = 0; i < n->nnodes; i++)
+        n->rx_apply_ns[i] = n->rx_bytes[i] = 0;
+    dc_begin_t bg = {.version = v, .baseline = v - 1, .layout_id = n->layout->id,
+                     .nchunks = nch, .mode = n->mode};
+    dc_nbuf_t *b = dc_nbuf_new(n, DC_BEGIN_SIZE, 0, 0);
+    if (b) {
+        dc_begin_pack(&bg, b->data);
+        b->len = DC_BEGIN_SIZE;
+        dc_send_down(n, b, DC_NODE_ALL);
+        dc_nbuf_unref(n, n->begin_msg); /* replayed to children attaching later */
+        n->begin_msg = b;
+    }
+    n->in_flight = 1;
+    pthread_mutex_lock(&n->mu);
+    n->cursor = 0;
+    n->total = nch;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    /* receivers known to be off the baseline get overwrites right away via
+     * their own NEED after BEGIN. */
+}
+
+/* --- message dispatch ------------------------------------------------------------- */
+
+/* A relay keeps the last STATE of every node below it, to re-announce the
+ * subtree when it re-attaches to a new parent. */
+static void dc_node_remember(dc_node_t *n, uint32_t node, dc_nbuf_t *b)
+{
+    if (node >= n->nnodes)
+        return;
+    dc_nbuf_t *c = dc_nbuf_copy(n, b->data, b->len);
+    if (!c)
+        return;
+    c->data[4] = DC_MSG_STATE;
+    dc_nbuf_unref(n, n->known[node]);
+    n->known[node] = c;
+}
+
+static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
+{
+    dc_msg_t m;
+    if (dc_msg_parse(b->data, b->len, &m) != DC_OK) {
+        DC_LOG_WARN("node %u: dropping a bad message from node %u: %s", n->me, from->node,
+                    dc_last_error());
+        return;
+    }
+    if (from->is_parent) {
+        n->rx_version_bytes += b->len;
+        n->root_lost_ns = 0;
+        /* down: forward first (cut-through), then act locally */
+        switch (m.type) {
+        case DC_MSG_BEGIN:
+            dc_nbuf_unref(n, n->begin_msg);
+            n->begin_msg = b;
+            b->refs++;
+            dc_send_down(n, b, DC_NODE_ALL);
+            dc_rx_begin(n, &m);
+            break;
+        case DC_MSG_FRAME:
+            if (m.node != n->me)
+                dc_send_down(n, b, m.node);
+            dc_rx_frame(n, &m, b);
+            break;
+        case DC_MSG_COMMIT:
+        case DC_MSG_ABORT:
+            if (m.node != n->me)
+                dc_send_down(n, b, m.node);
+            if (m.node == DC_NODE_ALL) {
+                dc_nbuf_unref(n, n->begin_msg);
+                n->begin_msg = NULL;
+            }
+            if (m.type == DC_MSG_COMMIT)
+                dc_rx_commit(n, &m);
+            else
+                dc_rx_abort(n, &m);
+            break;
+        case DC_MSG_BYE:
+            dc_send_down(n, b, DC_NODE_ALL);
+            n->bye = 1;
+            break;
+        default:
+            DC_LOG_WARN("node %u: unexpected %s from the parent", n->me,
+                        dc_msg_type_name(m.type));
+        }
+        return;
+    }
+    /* up, from a child */
+    if (m.type == DC_MSG_HELLO) {
+        dc_hello_t h;
+        if (dc_hello_parse(&m, &h) != DC_OK || h.node == n->me || h.node >= n->nnodes ||
+            h.node == 0) {
+            DC_LOG_WARN("node %u: bad HELLO: %s", n->me, dc_last_error());
+            dc_peer_fail(n, from, DC_ERR_FORMAT, "sent a bad HELLO");
+            return;
+        }
+        from->node = h.node;
+        n->route[h.node] = from;
+        DC_LOG_INFO("node %u: child node %u attached (committed %llu)", n->me, h.node,
+                    (unsigned long long)h.committed);
+        /* a version in flight: the child starts from its BEGIN */
+        if (n->begin_msg)
+            dc_peer_send(n, from, n->begin_msg);
+        if (n->is_root) {
+            dc_root_state(n, &h);
+        } else {
+            b->data[4] = DC_MSG_STATE; /* forwarded as STATE */
+            dc_node_remember(n, h.node, b);
+            dc_send_up(n, b);
+        }
+        return;
+    }
+    if (from->node == UINT32_MAX) {
+        dc_peer_fail(n, from, DC_ERR_FORMAT, "spoke before HELLO");
+        return;
+    }
+    if (m.node < n->nnodes && m.node != n->me && m.node != 0)
+        n->route[m.node] = from;
+    if (!n->is_root) {
+        if (m.type == DC_MSG_STATE && m.node < n->nnodes)
+            dc_node_remember(n, m.node, b);
+        if (m.type == DC_MSG_ACK || m.type == DC_MSG_NEED || m.type == DC_MSG_STATE ||
+            m.type == DC_MSG_DONE)
+            dc_send_up(n, b);
+        return;
+    }
+    if (m.node >= n->nnodes || m.node == 0)
+        return;
+    n->last_seen[m.node] = dc_now_ns();
+    switch (m.type) {
+    case DC_MSG_STATE: {
+        dc_hello_t h;
+        if (dc_hello_parse(&m, &h) == DC_OK)
+            dc_root_state(n, &h);
+        break;
+    }
+    case DC_MSG_ACK:
+        if (n->in_flight && m.version == n->vnum)
+            dc_root_mark_acked(n, m.node, m.chunk, m.count);
+        break;
+    case DC_MSG_NEED:
+        if (n->in_flight && m.version == n->vnum) {
+            uint32_t nch = n->layout->nchunks;
+            for (uint32_t c = m.chunk; c < nch && c < m.chunk + m.count; c++) {
+                uint8_t *q = &n->needq[(size_t)m.node * nch + c];
+                if (!*q && !n->acked[(size_t)m.node * nch + c]) {
+                    *q = 1;
+                    dc_root_queue(n, c, m.node, 1);
+                }
+            }
+        }
+        break;
+    case DC_MSG_DONE:
+        if (m.version == n->vnum && m.body_len >= 20) {
+            n->vdone[m.node] = 1;
+            n->rx_apply_ns[m.node] = dc_load_le64(m.body);
+            n->rx_bytes[m.node] = dc_load_le64(m.body + 8);
+            n->rx_parent[m.node] = dc_load_le32(m.body + 16);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* --- connection management -------------------------------------------------------- */
+
+static dc_status_t dc_node_plan(dc_node_t *n)
+{
+    dc_tree_options_t o;
+    memset(&o, 0, sizeof(o));
+    o.size = sizeof(o);
+    o.chunk_bytes = n->chunk_size;
+    o.max_stripes = 1;
+    return dc_tree_plan(n->cfg->topo, &o, &n->tree);
+}
+
+static uint32_t dc_node_parent_of(dc_node_t *n, uint32_t me)
+{
+    dc_tree_node_view_t v;
+    memset(&v, 0, sizeof(v));
+    v.size = sizeof(v);
+    if (dc_tree_node(n->tree, me, &v) != DC_OK || v.n_parents == 0)
+        return UINT32_MAX;
+    return v.parents[0].peer;
+}
+
+static void dc_node_connect_parent(dc_node_t *n)
+{
+    if (n->is_root || (n->parent && !n->parent->dead))
+        return;
+    uint64_t now = dc_now_ns();
+    if (now < n->parent_retry_ns)
+        return;
+    n->parent_retry_ns = now + 200000000ull;
+    uint32_t pid = dc_node_parent_of(n, n->me);
+    if (pid == UINT32_MAX) {
+        n->result = dc_error(DC_ERR_INVALID, "node %u has no parent in the tree", n->me);
+        n->finished = 1;
+        return;
+    }
+    dc_topo_node_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    if (dc_topo_node(n->cfg->topo, pid, &info) != DC_OK || !info.addr || !*info.addr) {
+        n->result = dc_error(DC_ERR_INVALID, "node %u: parent %u has no address", n->me, pid);
+        n->finished = 1;
+        return;
+    }
+    dc_verbs_conn_t *c = NULL;
+    dc_status_t st = n->t->connect(&n->vopts, info.addr, &c);
+    if (st != DC_OK) {
+        DC_LOG_DEBUG("node %u: connect to %s: %s", n->me, info.addr, dc_last_error());
+        return;
+    }
+    dc_peer_t *p = dc_peer_new(n, c, 1);
+    if (!p) {
+        dc_verbs_close(c);
+        return;
+    }
+    p->node = pid;
+    n->parent = p;
+    n->parent_id = pid;
+    dc_nbuf_t *h = dc_rx_hello(n);
+    if (h) {
+        dc_peer_send(n, p, h);
+        dc_nbuf_unref(n, h);
+    }
+    for (uint32_t i = 0; i < n->nnodes; i++) /* re-announce the subtree */
+        if (n->known[i] && n->route[i] && !n->route[i]->dead)
+            dc_peer_send(n, p, n->known[i]);
+    DC_LOG_INFO("node %u: attaching to parent %u at %s", n->me, pid, info.addr);
+}
+
+/* The parent is gone for good: re-plan without it and re-attach. */
+static void dc_node_parent_lost(dc_node_t *n)
+{
+    uint32_t pid = n->parent_id;
+    if (n->bye) {
+        n->finished = 1;
+        return;
+    }
+    if (pid == 0) {
+        /* the root is never re-planned away: keep dialling it until abort_ms */
+        if (!n->root_lost_ns)
+            n->root_lost_ns = dc_now_ns();
+        if (dc_now_ns() - n->root_lost_ns > (uint64_t)n->abort_ms * 1000000ull) {
+            n->result = dc_error(DC_ERR_RESET, "node %u: lost the root for %u ms", n->me,
+                                 n->abort_ms);
+            n->finished = 1;
+        }
+        n->parent = NULL;
+        return;
+    }
+    if (n->bye) {
+        n->finished = 1;
+        return;
+    }
+    /* a parent that never answered the connect may just be starting: retry
+     * it until the transport timeout, then give it up */
+    if (n->parent && !n->parent->ready &&
+        dc_now_ns() - n->parent->since_ns < (uint64_t)n->timeout_ms * 1000000ull) {
+        n->parent = NULL;
+        return;
+    }
+    DC_LOG_WARN("node %u: parent %u is gone; re-planning the tree without it", n->me, pid);
+    dc_tree_t *nt = NULL;
+    uint32_t changed = 0;
+    if (dc_tree_replan(n->tree, pid, &nt, &changed) != DC_OK) {
+        n->result = dc_last_status();
+        n->finished = 1;
+        return;
+    }
+    dc_tree_free(n->tree);
+    n->tree = nt;
+    n->dead[pid] = 1;
+    n->parent = NULL;
+    n->parent_retry_ns = 0;
+}
+
+static void dc_node_accept(dc_node_t *n)
+{
+    for (;;) {
+        dc_verbs_conn_t *c = NULL;
+        dc_status_t st = n->t->accept(n->lis, &c);
+        if (st == DC_ERR_AGAIN)
+            return;
+        if (st != DC_OK) {
+            DC_LOG_ERROR("node %u: listener: %s", n->me, dc_last_error());
+            return;
+        }
+        dc_peer_t *p = dc_peer_new(n, c, 0);
+        if (!p) {
+            dc_verbs_close(c);
+            return;
+        }
+        p->ready = 1;
+    }
+}
+
+static int dc_node_tx_pending(const dc_node_t *n)
+{
+    for (size_t i = 0; i < n->npeers; i++)
+        if (!n->peers[i]->dead && n->peers[i]->tx_n > 0)
+            return 1;
+    return 0;
+}
+
+static void dc_node_poll(dc_node_t *n, int timeout_ms)
+{
+    struct pollfd fds[256];
+    nfds_t k = 0;
+    if (n->lis)
+        fds[k++] = (struct pollfd){.fd = n->t->listen_fd(n->lis), .events = POLLIN};
+    if (n->evfd >= 0)
+        fds[k++] = (struct pollfd){.fd = n->evfd, .events = POLLIN};
+    for (size_t i = 0; i < n->npeers && k < DC_ARRAY_SIZE(fds); i++) {
+        int fd = n->peers[i]->c->ops->fd(n->peers[i]->c);
+        if (fd >= 0)
+            fds[k++] = (struct pollfd){.fd = fd, .events = POLLIN};
+    }
+    if (dc_node_tx_pending(n) && timeout_ms > 1)
+        timeout_ms = 1;
+    poll(fds, k, timeout_ms);
+}
+
+static void dc_node_step(dc_node_t *n, int timeout_ms)
+{
+    dc_node_poll(n, timeout_ms);
+    if (n->lis)
+        dc_node_accept(n);
+    if (n->is_root)
+        dc_root_drain_ready(n);
+    for (size_t i = 0; i < n->npeers; i++)
+        dc_peer_progress(n, n->peers[i]);
+    if (!n->is_root)
+        dc_rx_flush_acks(n);
+    for (size_t i = 0; i < n->npeers; i++)
+        dc_peer_progress(n, n->peers[i]); /* post what handling queued */
+    if (n->parent && n->parent->dead)
+        dc_node_parent_lost(n);
+    dc_peers_reap(n);
+    if (!n->is_root && !n->bye)
+        dc_node_connect_parent(n);
+}
+
+/* --- root driver ----------------------------------------------------------------- */
+
+static void dc_root_progress_line(dc_node_t *n, int final)
+{
+    if (!n->cfg->progress)
+        return;
+    uint64_t tot = 0;
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        tot += n->nacked[i];
+    uint64_t want = (uint64_t)dc_root_nrecv(n) * n->layout->nchunks;
+    char pb[32];
+    fprintf(stderr, "\r  v%llu  %-5s  sent %4u/%u chunks  %10s  applied %5.1f%%  %6.2f s%s",
+            (unsigned long long)n->vnum, n->mode == DC_MODE_DENSE ? "dense" : "delta", n->sent,
+            n->layout->nchunks, dc_fmt_bytes(n->payload_bytes, pb, sizeof(pb)),
+            want ? 100.0 * (double)tot / (double)want : 100.0,
+            (double)(dc_now_ns() - n->t_begin) / 1e9, final ? "\n" : "");
+    fflush(stderr);
+}
+
+static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
+{
+    char bp[PATH_MAX], np[PATH_MAX];
+    if (dc_node_version_path(bp, sizeof(bp), n->cfg->versions_dir, v - 1) ||
+        dc_node_version_path(np, sizeof(np), n->cfg->versions_dir, v))
+        return dc_error(DC_ERR_INVALID, "versions dir path too long");
+    /* no encoder may still read the previous version's mappings */
+    pthread_mutex_lock(&n->mu);
+    while (n->enc_busy > 0)
+        pthread_cond_wait(&n->cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+    dc_st_close(n->base);
+    dc_st_close(n->next);
+    n->base = n->next = NULL;
+    dc_status_t st = dc_st_open(bp, DC_ST_READ, &n->base);
+    if (st == DC_OK)
+        st = dc_st_open(np, DC_ST_READ, &n->next);
+    if (st != DC_OK)
+        return st;
+    dc_layout_t *l = NULL;
+    st = dc_layout_from_st(n->next, n->chunk_size, &l);
+    if (st != DC_OK)
+        return st;
+    dc_layout_t *lb = NULL;
+    st = dc_layout_from_st(n->base, n->chunk_size, &lb);
+    if (st != DC_OK) {
+        dc_layout_free(l);
+        return st;
+    }
+    uint64_t bid = lb->id;
+    dc_layout_free(lb);
+    if (bid != l->id) {
+        dc_layout_free(l);
+        return dc_error(DC_ERR_UNSUPPORTED,
+                        "%s and %s have different tensors: the engine refits only "
+                        "checkpoints with the same tensor set (use a dense refit)",
+                        bp, np);
+    }
+    if (n->layout && n->layout->id != l->id) {
+        dc_layout_free(l);
+        return dc_error(DC_ERR_UNSUPPORTED, "%s changes the tensor set", np);
+    }
+    if (!n->layout)
+        n->layout = l;
+    else
+        dc_layout_free(l);
+    return DC_OK;
+}
+
+static dc_status_t dc_root_alloc(dc_node_t *n)
+{
+    uint32_t nch = n->layout->nchunks;
+    size_t nn = n->nnodes;
+    n->acked = calloc(nn * (nch ? nch : 1), 1);
+    n->needq = calloc(nn * (nch ? nch : 1), 1);
+    n->nacked = calloc(nn, sizeof(*n->nacked));
+    n->joined = calloc(nn, 1);
+    n->vdone = calloc(nn, 1);
+    n->last_seen = calloc(nn, sizeof(uint64_t));
+    n->last_progress = calloc(nn, sizeof(uint64_t));
+    n->hello_committed = calloc(nn, sizeof(uint64_t));
+    n->digests = calloc(nch ? nch : 1, sizeof(*n->digests));
+    n->rx_apply_ns = calloc(nn, sizeof(uint64_t));
+    n->rx_bytes = calloc(nn, sizeof(uint64_t));
+    n->rx_parent = calloc(nn, sizeof(uint32_t));
+    if (!n->acked || !n->needq || !n->nacked || !n->joined || !n->vdone || !n->last_seen ||
+        !n->last_progress || !n->hello_committed || !n->digests || !n->rx_apply_ns ||
+        !n->rx_bytes || !n->rx_parent)
+        return dc_error(DC_ERR_NOMEM, "root: out of memory");
+    return DC_OK;
+}
+
+static void dc_root_free(dc_node_t *n)
+{
+    free(n->acked);
+    free(n->needq);
+    free(n->nacked);
+    free(n->joined);
+    free(n->vdone);
+    free(n->last_seen);
+    free(n->last_progress);
+    free(n->hello_committed);
+    free(n->digests);
+    free(n->rx_apply_ns);
+    free(n->rx_bytes);
+    free(n->rx_parent);
+    free(n->wq);
+    free(n->vstats);
+}
+
+static json_t *dc_root_version_json(dc_node_t *n, const dc_vstats_t *vs)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "version", json_integer((json_int_t)vs->version));
+    json_object_set_new(o, "committed", json_boolean(vs->committed));
+    json_object_set_new(o, "mode", json_string(n->mode == DC_MODE_DENSE ? "dense" : "delta"));
+    json_object_set_new(o, "seconds", json_real(vs->seconds));
+    json_object_set_new(o, "first_frame_seconds", json_real(vs->first_frame_s));
+    json_object_set_new(o, "payload_bytes", json_integer((json_int_t)vs->payload_bytes));
+    json_object_set_new(o, "dense_bytes", json_integer((json_int_t)vs->dense_bytes));
+    json_object_set_new(o, "frames", json_integer((json_int_t)vs->frames));
+    json_object_set_new(o, "repairs", json_integer((json_int_t)vs->repairs));
+    json_t *ph = json_object();
+    json_object_set_new(ph, "encode", json_real(vs->encode_s));
+    json_object_set_new(ph, "transfer", json_real(vs->transfer_s));
+    json_object_set_new(ph, "apply", json_real(vs->apply_s));
+    json_object_set_new(ph, "commit", json_real(vs->commit_s));
+    json_object_set_new(o, "phases", ph);
+    json_t *links = json_array();
+    for (uint32_t i = 1; i < n->nnodes; i++) {
+        json_t *lk = json_object();
+        json_object_set_new(lk, "node", json_integer(i));
+        json_object_set_new(lk, "parent", json_integer(n->rx_parent[i]));
+        dc_topo_node_info_t a, b;
+        memset(&a, 0, sizeof(a));
+        memset(&b, 0, sizeof(b));
+        a.size = b.size = sizeof(a);
+        int wan = 0;
+        if (dc_topo_node(n->cfg->topo, i, &a) == DC_OK &&
+            dc_topo_node(n->cfg->topo, n->rx_parent[i], &b) == DC_OK) {
+            wan = a.region_index != b.region_index;
+            json_object_set_new(lk, "region", json_string(a.region));
+        }
+        json_object_set_new(lk, "kind", json_string(wan ? "wan" : "lan"));
+        json_object_set_new(lk, "bytes", json_integer((json_int_t)n->rx_bytes[i]));
+        json_object_set_new(lk, "apply_seconds", json_real((double)n->rx_apply_ns[i] / 1e9));
+        json_array_append_new(links, lk);
+    }
+    json_object_set_new(o, "links", links);
+    return o;
+}
+
+static dc_status_t dc_root_write_stats(dc_node_t *n, json_t *versions)
+{
+    if (!n->cfg->stats_path)
+        return DC_OK;
+    json_t *root = json_object();
+    json_object_set_new(root, "nodes", json_integer(n->nnodes));
+    json_object_set_new(root, "chunks", json_integer(n->layout ? n->layout->nchunks : 0));
+    json_object_set_new(root, "checkpoint_bytes",
+                        json_integer(n->layout ? (json_int_t)n->layout->total_bytes : 0));
+    json_object_set_new(root, "transport", json_string(n->t->name));
+    json_object_set_new(root, "versions", json_incref(versions));
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", n->cfg->stats_path);
+    int rc = json_dump_file(root, tmp, JSON_INDENT(2));
+    json_decref(root);
+    if (rc != 0 || rename(tmp, n->cfg->stats_path) != 0)
+        return dc_error(DC_ERR_IO, "%s: cannot write the stats", n->cfg->stats_path);
+    return DC_OK;
+}
+
+/* Run the loop until pred() or the deadline; returns 1 when pred held. */
+typedef int (*dc_pred_fn)(dc_node_t *n);
+
+static int dc_pred_joined(dc_node_t *n)
+{
+    return dc_root_all_joined(n);
+}
+
+static int dc_pred_done(dc_node_t *n)
+{
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        if (!n->vdone[i])
+            return 0;
+    return 1;
+}
+
+static int dc_node_run_until(dc_node_t *n, dc_pred_fn pred, uint64_t deadline_ns)
+{
+    while (!n->finished) {
+        if (pred(n))
+            return 1;
+        if (deadline_ns && dc_now_ns() > deadline_ns)
+            return 0;
+        dc_node_step(n, 20);
+    }
+    return 0;
+}
+
+static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
+{
+    dc_status_t st = dc_root_open_version(n, v);
+    if (st != DC_OK)
+        return st;
+    memset(vs, 0, sizeof(*vs));
+    vs->version = v;
+    dc_root_begin(n, v);
+    uint64_t last_line = 0;
+    int aborted = 0;
+    while (!n->finished) {
+        dc_node_step(n, 5);
+        uint64_t now = dc_now_ns();
+        if (n->sent == n->total && !n->t_all_sent)
+            n->t_all_sent = now;
+        if (n->progress_line && now - last_line > 200000000ull) {
+            dc_root_progress_line(n, 0);
+            last_line = now;
+        }
+        if (dc_root_all_acked(n)) {
+            n->t_all_acked = now;
+            break;
+        }
+        /* stalls and lost receivers */
+        for (uint32_t i = 1; i < n->nnodes; i++) {
+            if (n->nacked[i] >= n->layout->nchunks)
+                continue;
+            if (now - n->last_seen[i] > (uint64_t)n->abort_ms * 1000000ull) {
+                DC_LOG_ERROR("root: receiver %u silent for %u ms: aborting version %llu", i,
+                             n->abort_ms, (unsigned long long)v);
+                aborted = 1;
+                break;
+            }
+            if (n->t_all_sent && now - n->last_progress[i] > DC_STALL_NS &&
+                now - n->t_all_sent > DC_STALL_NS) {
+                uint32_t nch = n->layout->nchunks, q = 0;
+                for (uint32_t c = 0; c < nch; c++) {
+                    if (!n->acked[(size_t)i * nch + c]) {
+                        n->needq[(size_t)i * nch + c] = 0;
+                        dc_root_queue(n, c, i, n->mode == DC_MODE_DENSE);
+                        q++;
+                    }
+                }
+                DC_LOG_INFO("root: receiver %u stalled: re-sending %u chunks", i, q);
+                n->last_progress[i] = now;
+            }
+        }
+        if (aborted)
+            break;
+    }
+    pthread_mutex_lock(&n->mu);
+    n->total = 0;
+    n->cursor = 0;
+    n->wq_n = 0;
+    pthread_mutex_unlock(&n->mu);
+    if (n->finished)
+        return n->result ? n->result : dc_error(DC_ERR_INTERNAL, "root stopped");
+    uint32_t nch = n->layout->nchunks;
+    dc_nbuf_unref(n, n->begin_msg);
+    n->begin_msg = NULL;
+    if (aborted) {
+        n->in_flight = 0;
+        dc_send_down_simple(n, DC_MSG_ABORT, v, v - 1, DC_NODE_ALL);
+        memset(n->vdone, 0, n->nnodes);
+        dc_node_run_until(n, dc_pred_done, dc_now_ns() + (uint64_t)n->abort_ms * 1000000ull);
+        return dc_error(DC_ERR_CANCELED, "version %llu aborted: a receiver was lost",
+                        (unsigned long long)v);
+    }
+    /* joint commit: every receiver verified every chunk */
+    XXH3_state_t *hs = XXH3_createState();
+    XXH3_128bits_reset(hs);
+    XXH3_128bits_update(hs, n->digests, (size_t)nch * sizeof(*n->digests));
+    XXH128_hash_t cd = XXH3_128bits_digest(hs);
+    XXH3_freeState(hs);
+    dc_commit_rec_t rec = {.version = v, .baseline = v - 1, .digest_lo = cd.low64,
+                           .digest_hi = cd.high64};
+    st = dc_commit_cas(n->cfg->state_dir, n->root_committed, &rec, NULL);
+    uint64_t t_commit = dc_now_ns();
+    if (st != DC_OK) {
+        dc_error_prefix("root: commit of version %llu", (unsigned long long)v);
+        n->in_flight = 0;
+        dc_send_down_simple(n, DC_MSG_ABORT, v, v - 1, DC_NODE_ALL);
+        return st;
+    }
+    n->root_committed = v;
+    n->in_flight = 0;
+    dc_send_down_simple(n, DC_MSG_COMMIT, v, v - 1, DC_NODE_ALL);
+    dc_node_run_until(n, dc_pred_done, dc_now_ns() + (uint64_t)n->abort_ms * 1000000ull);
+    if (n->progress_line)
+        dc_root_progress_line(n, 1);
+    vs->committed = 1;
+    vs->seconds = (double)(t_commit - n->t_begin) / 1e9;
+    vs->first_frame_s = n->t_first_frame ? (double)(n->t_first_frame - n->t_begin) / 1e9 : 0;
+    vs->encode_s = (double)n->enc_ns / 1e9;
+    uint64_t t_last = n->t_all_acked ? n->t_all_acked : t_commit;
+    vs->transfer_s = n->t_first_frame ? (double)(t_last - n->t_first_frame) / 1e9 : 0;
+    double amax = 0;
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        amax = DC_MAX(amax, (double)n->rx_apply_ns[i] / 1e9);
+    vs->apply_s = amax;
+    vs->commit_s = (double)(t_commit - t_last) / 1e9;
+    vs->payload_bytes = n->payload_bytes;
+    vs->dense_bytes = n->layout->total_bytes;
+    vs->frames = n->sent;
+    vs->repairs = n->repairs;
+    return DC_OK;
+}
+
+static dc_status_t dc_root_run(dc_node_t *n)
+{
+    dc_commit_rec_t rec;
+    dc_status_t st = dc_commit_read(n->cfg->state_dir, &rec);
+    if (st == DC_OK)
+        n->root_committed = rec.version;
+    else if (st == DC_ERR_NOT_FOUND)
+        n->root_committed = 0;
+    else
+        return st;
+    uint64_t last = n->cfg->nversions;
+    if (last == 0) {
+        char p[PATH_MAX];
+        for (last = n->root_committed;; last++) {
+            if (dc_node_version_path(p, sizeof(p), n->cfg->versions_dir, last + 1) ||
+                access(p, R_OK) != 0)
+                break;
+        }
+    }
+    if (last <= n->root_committed)
+        DC_LOG_WARN("root: nothing to refit: committed version %llu, last version %llu",
+                    (unsigned long long)n->root_committed, (unsigned long long)last);
+    /* the layout is needed before receivers can be served */
+    st = dc_root_open_version(n, n->root_committed + 1 <= last ? n->root_committed + 1 : 1);
+    if (st != DC_OK)
+        return st;
+    st = dc_root_alloc(n);
+    if (st != DC_OK)
+        return st;
+    n->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (n->evfd < 0)
+        return dc_error_errno(DC_ERR_IO, errno, "root: eventfd");
+    /* encoders */
+    long th = 0;
+    const char *tv = dc_config_get("threads");
+    if (tv)
+        th = strtol(tv, NULL, 10);
+    if (th <= 0)
+        th = dc_cpu_count();
+    n->nenc = (int)DC_MIN(th, 64);
+    n->enc = calloc((size_t)n->nenc, sizeof(*n->enc));
+    dc_enc_arg_t *args = calloc((size_t)n->nenc, sizeof(*args));
+    if (!n->enc || !args) {
+        free(args);
+        return dc_error(DC_ERR_NOMEM, "root: out of memory");
+    }
+    for (int i = 0; i < n->nenc; i++) {
+        args[i] = (dc_enc_arg_t){n, i};
+        if (pthread_create(&n->enc[i], NULL, dc_root_encoder, &args[i]) != 0) {
+            n->nenc = i;
+            break;
+        }
+    }
+    json_t *versions = json_array();
+    /* wait for every receiver */
+    uint64_t wait_ms = n->cfg->wait_ms ? n->cfg->wait_ms : 60000;
+    if (!dc_node_run_until(n, dc_pred_joined, dc_now_ns() + wait_ms * 1000000ull)) {
+        uint32_t missing = 0;
+        for (uint32_t i = 1; i < n->nnodes; i++)
+            missing += !n->joined[i];
+        st = n->finished ? n->result
+                         : dc_error(DC_ERR_TIMEOUT, "root: %u of %u receivers did not join within "
+                                    "%llu ms", missing, dc_root_nrecv(n),
+                                    (unsigned long long)wait_ms);
+        goto out;
+    }
+    for (uint64_t v = n->root_committed + 1; v <= last; v++) {
+        dc_vstats_t vs;
+        st = dc_root_version(n, v, &vs);
+        if (st != DC_OK) {
+            if (n->progress_line)
+                fputc('\n', stderr);
+            goto out;
+        }
+        json_array_append_new(versions, dc_root_version_json(n, &vs));
+        dc_root_write_stats(n, versions);
+    }
+out:;
+    dc_status_t st2 = dc_root_write_stats(n, versions);
+    if (st == DC_OK)
+        st = st2;
+    json_decref(versions);
+    /* BYE and drain */
+    dc_send_down_simple(n, DC_MSG_BYE, n->root_committed, 0, DC_NODE_ALL);
+    n->bye = 1;
+    uint64_t dl = dc_now_ns() + 5000000000ull;
+    while (dc_node_tx_pending(n) && dc_now_ns() < dl)
+        dc_node_step(n, 5);
+    pthread_mutex_lock(&n->mu);
+    n->enc_stop = 1;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    for (int i = 0; i < n->nenc; i++)
+        pthread_join(n->enc[i], NULL);
+    free(n->enc);
+    free(args);
+    return st;
+}
+
+/* --- receiver driver ---------------------------------------------------------------- */
+
+static dc_status_t dc_rx_run(dc_node_t *n)
+{
+    const dc_node_cfg_t *cfg = n->cfg;
+    if (!cfg->weights)
+        return dc_error(DC_ERR_INVALID, "node %u: a receiver needs --weights FILE", n->me);
+    dc_status_t st = dc_st_open(cfg->weights, DC_ST_WRITABLE, &n->wfile);
+    if (st != DC_OK)
+        return st;
+    st = dc_layout_from_st(n->wfile, n->chunk_size, &n->layout);
+    if (st != DC_OK)
+        return st;
+    st = dc_place_from_st(&n->place, n->layout, n->wfile);
+    if (st != DC_OK)
+        return st;
+    n->place_ok = 1;
+    uint32_t nch = n->layout->nchunks;
+    n->retained = calloc(nch ? nch : 1, sizeof(*n->retained));
+    n->retained_len = calloc(nch ? nch : 1, sizeof(*n->retained_len));
+    n->undo = calloc(nch ? nch : 1, sizeof(*n->undo));
+    n->scratch = malloc(n->layout->max_chunk ? n->layout->max_chunk : 1);
+    if (!n->retained || !n->retained_len || !n->undo || !n->scratch)
+        return dc_error(DC_ERR_NOMEM, "node %u: out of memory", n->me);
+    st = dc_codec_create(n->layout->max_chunk ? n->layout->max_chunk : 64, &n->codec);
+    if (st != DC_OK)
+        return st;
+    dc_commit_rec_t rec;
+    st = dc_commit_read(cfg->state_dir, &rec);
+    if (st == DC_OK) {
+        n->committed = rec.version;
+        n->have_record = 1;
+    } else if (st == DC_ERR_NOT_FOUND) {
+        n->committed = cfg->initial_version;
+    } else {
+        return st;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/dense_needed", cfg->state_dir);
+    n->dense_needed = access(path, F_OK) == 0;
+    DC_LOG_INFO("node %u: holding version %llu%s", n->me, (unsigned long long)n->committed,
+                n->dense_needed ? " (marked for dense refit)" : "");
+    while (!n->finished) {
+        dc_node_step(n, 20);
+        if (n->bye && !dc_node_tx_pending(n))
+            break;
+    }
+    if (n->bye) {
+        uint64_t dl = dc_now_ns() + 3000000000ull;
+        while (dc_node_tx_pending(n) && dc_now_ns() < dl)
+            dc_node_step(n, 5);
+    }
+    return n->finished ? n->result : DC_OK;
+}
+
+dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
+{
+    if (!cfg || !cfg->topo || !cfg->state_dir)
+        return dc_error(DC_ERR_INVALID, "node: topology and state directory are required");
+    dc_node_t *n = calloc(1, sizeof(*n));
+    if (!n)
+        return dc_error(DC_ERR_NOMEM, "node: out of memory");
+    dc_status_t st;
+    n->cfg = cfg;
+    n->me = cfg->rank;
+    n->evfd = -1;
+    n->crash_at = -1;
+    {
+        const char *ca = getenv("DELTACAST_ENGINE_CRASH_AT");
+        if (ca && *ca)
+            n->crash_at = strtoll(ca, NULL, 10);
+    }
+    n->nnodes = dc_topo_node_count(cfg->topo);
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cv, NULL);
+    if (n->me >= n->nnodes) {
+        st = dc_error(DC_ERR_INVALID, "rank %u but the topology has %u nodes", n->me, n->nnodes);
+        goto out;
+    }
+    dc_topo_node_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    st = dc_topo_node(cfg->topo, n->me, &info);
+    if (st != DC_OK)
+        goto out;
+    n->is_root = n->me == 0;
+    if (n->is_root != (info.role == DC_TOPO_SENDER)) {
+        st = dc_error(DC_ERR_UNSUPPORTED,
+                      "node %u: the engine runs one sender, node 0 (this topology says node %u "
+                      "is a %s)", n->me, n->me, info.role == DC_TOPO_SENDER ? "sender" : "receiver");
+        goto out;
+    }
+    if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
+        st = dc_error_errno(DC_ERR_IO, errno, "%s: mkdir", cfg->state_dir);
+        goto out;
+    }
+    n->chunk_size = cfg->chunk_size;
+    if (!n->chunk_size && (st = dc_config_get_size("chunk_size", &n->chunk_size)) != DC_OK)
+        goto out;
+    if (n->chunk_size < DC_CODEC_MIN_CHUNK || n->chunk_size > DC_CODEC_MAX_CHUNK) {
+        st = dc_error(DC_ERR_INVALID, "chunk size %llu outside %u .. %u",
+                      (unsigned long long)n->chunk_size, DC_CODEC_MIN_CHUNK, DC_CODEC_MAX_CHUNK);
+        goto out;
+    }
+    if ((st = dc_config_get_size("inflight_bytes", &n->inflight_max)) != DC_OK)
+        goto out;
+    n->rx_cap = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE + dc_codec_payload_bound(n->chunk_size) +
+                4096;
+    if (n->inflight_max < 4 * n->rx_cap)
+        n->inflight_max = 4 * n->rx_cap;
+    uint64_t tmo = 30000;
+    const char *tv = dc_config_get("timeout_ms");
+    if (tv && *tv)
+        tmo = strtoull(tv, NULL, 10);
+    n->timeout_ms = (uint32_t)(tmo ? tmo : 30000);
+    n->abort_ms = cfg->abort_ms ? cfg->abort_ms : 4 * n->timeout_ms;
+    n->dead = calloc(n->nnodes, 1);
+    n->route = calloc(n->nnodes, sizeof(*n->route));
+    n->known = calloc(n->nnodes, sizeof(*n->known));
+    if (!n->dead || !n->route || !n->known) {
+        st = dc_error(DC_ERR_NOMEM, "node: out of memory");
+        goto out;
+    }
+    if ((st = dc_node_plan(n)) != DC_OK)
+        goto out;
+    char why[256];
+    if ((st = dc_verbs_select(cfg->transport, &n->t, why, sizeof(why))) != DC_OK)
+        goto out;
+    dc_verbs_opts_init(&n->vopts);
+    if (!info.addr || !*info.addr) {
+        st = dc_error(DC_ERR_INVALID, "node %u has no address in the topology", n->me);
+        goto out;
+    }
+    if ((st = n->t->listen(&n->vopts, info.addr, &n->lis)) != DC_OK) {
+        dc_error_prefix("node %u: listen on %s", n->me, info.addr);
+        goto out;
+    }
+    n->progress_line = cfg->progress;
+    if (n->is_root) {
+        n->mode = cfg->dense ? DC_MODE_DENSE : DC_MODE_DELTA;
+        st = dc_root_run(n);
+    } else {
+        st = dc_rx_run(n);
+    }
+
+out:
+    if (st != DC_OK && dc_last_status() == DC_OK)
+        dc_error(st, "node %u failed", n->me);
+    {
+        dc_status_t keep = dc_last_status();
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", dc_last_error());
+        for (size_t i = 0; i < n->npeers; i++)
+            dc_peer_free(n, n->peers[i]);
+        free(n->peers);
+        dc_nbuf_unref(n, n->begin_msg);
+        {
+            dc_nbuf_t *b = n->ready_head;
+            while (b) {
+                dc_nbuf_t *nx = b->next;
+                free(b->data);
+                free(b);
+                b = nx;
+            }
+        }
+        while (n->pool) {
+            dc_nbuf_t *b = n->pool;
+            n->pool = b->next;
+            free(b->data);
+            free(b);
+        }
+        if (n->lis)
+            n->t->listen_close(n->lis);
+        if (n->layout && n->retained)
+            dc_rx_drop_version(n);
+        dc_journal_close(n->j);
+        free(n->retained);
+        free(n->retained_len);
+        free(n->undo);
+        free(n->scratch);
+        dc_codec_free(n->codec);
+        if (n->place_ok)
+            dc_place_fini(&n->place);
+        dc_st_close(n->wfile);
+        dc_st_close(n->base);
+        dc_st_close(n->next);
+        dc_root_free(n);
+        dc_layout_free(n->layout);
+        dc_tree_free(n->tree);
+        free(n->dead);
+        free(n->route);
+        if (n->known)
+            for (uint32_t i = 0; i < n->nnodes; i++)
+                dc_nbuf_unref(n, n->known[i]);
+        free(n->known);
+        if (n->evfd >= 0)
+            close(n->evfd);
+        pthread_mutex_destroy(&n->mu);
+        pthread_cond_destroy(&n->cv);
+        free(n);
+        if (st != DC_OK)
+            dc_error(keep != DC_OK ? keep : st, "%s", msg);
+    }
+    return st;
+}

@@ -1,0 +1,51 @@
+/*
+ * node.h - one process of a refit job: root (sender + coordinator), relay,
+ * receiver (engine-internal; `deltacast node` and the perf/demo drivers).
+ *
+ *              root (node 0: encodes chunk by chunk, sends while encoding,
+ *               |    collects acks, writes the commit record, COMMIT)
+ *        WAN   / \   WAN            one gateway per region
+ *            r1   r5                relay: verify, forward cut-through,
+ *           / \     \               apply locally, pass acks up
+ *         r2   r3    r6 ...         receiver: apply in place (journal),
+ *                                   verify the chunk digest, ack
+ *
+ * The tree comes from tree/ (dc_tree_plan over the job's topology, one
+ * stream: max_stripes = 1).  A node whose parent dies re-plans without it
+ * (dc_tree_replan) and re-attaches; the root re-sends what it missed.
+ */
+#ifndef DC_ENGINE_NODE_H
+#define DC_ENGINE_NODE_H
+
+#include "util/dc_util.h"
+
+typedef struct dc_node_cfg {
+    uint32_t rank;               /* this node's index in the topology */
+    const dc_topo_t *topo;       /* borrowed */
+    const char *state_dir;       /* commit record, journal (created if absent) */
+    /* root */
+    const char *versions_dir;    /* v0.safetensors .. vK.safetensors */
+    uint32_t nversions;          /* K: refit v1..vK (0: every vN present) */
+    int dense;                   /* send every chunk as an overwrite */
+    const char *stats_path;      /* root: write a JSON report here (NULL: none) */
+    uint32_t abort_ms;           /* a receiver silent this long aborts v (0: 4x timeout) */
+    uint32_t wait_ms;            /* root: wait this long for every receiver to join */
+    /* receiver */
+    const char *weights;         /* its checkpoint copy, updated in place */
+    uint64_t initial_version;    /* version of `weights` when no commit record */
+    int durable;                 /* fsync journal transitions (power-loss safe) */
+    /* both */
+    uint64_t chunk_size;         /* 0: config chunk_size */
+    const char *transport;       /* NULL: config transport */
+    int progress;                /* root: progress line on stderr */
+} dc_node_cfg_t;
+
+/** Run the node until the job ends (root: all versions committed and BYE
+ *  sent; others: BYE received).  DC_ERR_CANCELED when a version was
+ *  aborted (receivers are back at the baseline or marked for dense refit). */
+dc_status_t dc_node_run(const dc_node_cfg_t *cfg);
+
+/** Name of version file v in dir ("DIR/v<v>.safetensors"). */
+int dc_node_version_path(char *buf, size_t len, const char *dir, uint64_t v);
+
+#endif /* DC_ENGINE_NODE_H */

@@ -1,0 +1,144 @@
+/*
+ * proto.h - the refit protocol's messages (engine-internal).
+ *
+ * Every engine message travels as ONE transport message (verbs/transport.h:
+ * reliable, ordered, CRC32C-checked per hop) and starts with a fixed 40-byte
+ * little-endian header:
+ *
+ *     off  size  field
+ *       0     4  magic "DCEG"
+ *       4     1  type (DC_MSG_*)
+ *       5     1  flags (per type)
+ *       6     2  reserved (0)
+ *       8     8  version: the target version v the message is about
+ *      16     8  baseline b (the delta's baseline; HELLO: committed version)
+ *      24     4  node: the origin of an upward message, the destination of a
+ *                downward one (DC_NODE_ALL = every receiver)
+ *      28     4  chunk: first chunk index
+ *      32     4  count: number of chunks (ACK), entries (per type)
+ *      36     4  body length (bytes following the header)
+ *
+ *   down (root -> leaves, forwarded by relays):
+ *     BEGIN   version v from baseline b: body = layout id (8), nchunks (4),
+ *             mode (4: DELTA / DENSE), checkpoint digest (16; 0 when not
+ *             known up front).  Each frame carries its chunk's target
+ *             digest, so the root can send chunk 0 before chunk 1 is read.
+ *     FRAME   one chunk: body = the codec frame; flags = DC_FRAME_F_*.
+ *     COMMIT  v is committed (joint commit done): the new baseline.
+ *     ABORT   v is abandoned: return to b (or mark for dense refit).
+ *     BYE     the job is over; close.
+ *   up (receivers -> root, forwarded by relays):
+ *     HELLO   first message on a new edge: body = committed version (8),
+ *             journal target (8), journal baseline (8), layout id (8),
+ *             flags (4), nstates (4), nstates journal state bytes.
+ *     ACK     node applied and verified chunks [chunk, chunk + count).
+ *     NEED    node needs chunks [chunk, chunk + count) again as OVERWRITES
+ *             (verify failed, or they cannot take an XOR).
+ *     STATE   a HELLO forwarded up by a relay (same body) so the root learns
+ *             a (re)joining node's journal.
+ *     DONE    node has taken COMMIT/ABORT of v (flags: 1 = dense needed).
+ *
+ * Every field of a received message is hostile: dc_msg_parse() checks the
+ * magic, type, body length against the message length, and each body
+ * parser checks its own sizes.
+ */
+#ifndef DC_ENGINE_PROTO_H
+#define DC_ENGINE_PROTO_H
+
+#include "kernels/kern.h"
+#include "util/dc_util.h"
+
+#define DC_MSG_HDR_SIZE 40
+#define DC_MSG_MAGIC 0x47454344u /* "DCEG" little-endian */
+#define DC_NODE_ALL 0xffffffffu
+#define DC_NODE_ROOT 0u
+#define DC_MAX_CHUNKS (1u << 26)
+
+enum {
+    DC_MSG_BEGIN = 1,
+    DC_MSG_FRAME = 2,
+    DC_MSG_COMMIT = 3,
+    DC_MSG_ABORT = 4,
+    DC_MSG_BYE = 5,
+    DC_MSG_HELLO = 16,
+    DC_MSG_ACK = 17,
+    DC_MSG_NEED = 18,
+    DC_MSG_STATE = 19,
+    DC_MSG_DONE = 20,
+};
+
+/* FRAME flags */
+enum {
+    DC_FRAME_F_OVERWRITE = 1, /* payload is an overwrite (else XOR) */
+    DC_FRAME_F_RETRY = 2,     /* addressed re-send (repair / rejoin) */
+};
+
+/* BEGIN modes */
+enum {
+    DC_MODE_DELTA = 0, /* XOR/overwrite chunks against the baseline */
+    DC_MODE_DENSE = 1, /* every chunk an overwrite (dense refit) */
+};
+
+/* HELLO flags */
+enum {
+    DC_HELLO_F_RELAY = 1,       /* the node forwards to children */
+    DC_HELLO_F_DENSE_NEEDED = 2, /* its bytes are unknown: needs a dense refit */
+    DC_HELLO_F_JOURNAL = 4,     /* a journal for an in-flight version follows */
+};
+
+typedef struct dc_msg {
+    uint8_t type;
+    uint8_t flags;
+    uint64_t version;
+    uint64_t baseline;
+    uint32_t node;
+    uint32_t chunk;
+    uint32_t count;
+    uint32_t body_len;
+    const uint8_t *body; /* points into the parsed buffer */
+} dc_msg_t;
+
+/** Write a header for `m` (body_len must be set) into out[40]. */
+void dc_msg_pack(const dc_msg_t *m, uint8_t out[DC_MSG_HDR_SIZE]);
+/** Parse a received message of `len` bytes (hostile). */
+dc_status_t dc_msg_parse(const uint8_t *buf, size_t len, dc_msg_t *out);
+const char *dc_msg_type_name(uint8_t type);
+
+/* --- BEGIN ----------------------------------------------------------------- */
+
+typedef struct dc_begin {
+    uint64_t version, baseline, layout_id;
+    uint32_t nchunks, mode;
+    dc_digest_t ckpt_digest;
+} dc_begin_t;
+
+#define DC_BEGIN_FIXED 32
+#define DC_BEGIN_SIZE (DC_MSG_HDR_SIZE + DC_BEGIN_FIXED)
+/** Build a whole BEGIN message into out (DC_BEGIN_SIZE bytes). */
+void dc_begin_pack(const dc_begin_t *b, uint8_t out[DC_BEGIN_SIZE]);
+dc_status_t dc_begin_parse(const dc_msg_t *m, dc_begin_t *out);
+
+/* --- HELLO / STATE ------------------------------------------------------- */
+
+typedef struct dc_hello {
+    uint32_t node;
+    uint64_t committed;     /* the node's committed (baseline) version */
+    uint64_t j_target;      /* journal's version (0: none) */
+    uint64_t j_baseline;
+    uint64_t layout_id;
+    uint32_t flags;         /* DC_HELLO_F_* */
+    uint32_t nstates;
+    const uint8_t *states;  /* nstates journal state bytes */
+} dc_hello_t;
+
+#define DC_HELLO_FIXED 40
+size_t dc_hello_size(uint32_t nstates);
+/** type is DC_MSG_HELLO or DC_MSG_STATE. */
+void dc_hello_pack(uint8_t type, const dc_hello_t *h, uint8_t *out);
+dc_status_t dc_hello_parse(const dc_msg_t *m, dc_hello_t *out);
+
+/** A header-only message (ACK, NEED, COMMIT, ABORT, BYE, DONE) into out[40]. */
+void dc_msg_simple(uint8_t type, uint8_t flags, uint64_t version, uint64_t baseline,
+                   uint32_t node, uint32_t chunk, uint32_t count, uint8_t out[DC_MSG_HDR_SIZE]);
+
+#endif /* DC_ENGINE_PROTO_H */

@@ -1,0 +1,305 @@
+/* codec.c - one chunk: pick the smallest exact encoding, encode, decode. */
+#include "kernels/codec.h"
+
+#include "kernels/entropy.h"
+#include "kernels/kern.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+struct dc_codec {
+    size_t max_bytes;
+    dc_ent_scratch_t *ent;
+    uint32_t *pos;   /* max_bytes entries (enough for any count <= n) */
+    uint8_t *vals1;  /* max_bytes */
+    uint8_t *vals2;  /* max_bytes */
+};
+
+double dc_codec_h2(double p)
+{
+    if (p <= 0.0 || p >= 1.0)
+        return 0.0;
+    return -(p * log2(p) + (1.0 - p) * log2(1.0 - p));
+}
+
+dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out)
+{
+    if (max_bytes == 0 || max_bytes > DC_CODEC_MAX_CHUNK)
+        return dc_error(DC_ERR_INVALID, "codec: chunk size %zu out of range", max_bytes);
+    dc_codec_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return dc_error(DC_ERR_NOMEM, "codec context");
+    c->max_bytes = max_bytes;
+    c->pos = malloc(max_bytes * sizeof(uint32_t));
+    c->vals1 = malloc(max_bytes);
+    c->vals2 = malloc(max_bytes);
+    if (!c->pos || !c->vals1 || !c->vals2 ||
+        dc_ent_scratch_create(max_bytes, &c->ent) != DC_OK) {
+        dc_codec_free(c);
+        return dc_error(DC_ERR_NOMEM, "codec context for %zu-byte chunks", max_bytes);
+    }
+    *out = c;
+    return DC_OK;
+}
+
+void dc_codec_free(dc_codec_t *c)
+{
+    if (!c)
+        return;
+    dc_ent_scratch_free(c->ent);
+    free(c->pos);
+    free(c->vals1);
+    free(c->vals2);
+    free(c);
+}
+
+size_t dc_codec_payload_bound(size_t bytes)
+{
+    /* sparse: 2 varints + positions (count <= n/4) + values;
+     * dense: values.  Positions bound for n elements is n/8 + 34*count/8. */
+    return dc_ent_val_bound(bytes, 1) + dc_ent_pos_bound(bytes / 4 + 1, bytes) + 64;
+}
+
+static dc_status_t dc_encode_dense(dc_codec_t *c, const uint8_t *xorv, const uint8_t *next,
+                                   size_t n, unsigned w, uint8_t *dst, size_t cap, size_t *len,
+                                   uint16_t *enc, dc_chunk_stats_t *st)
+{
+    size_t l1 = SIZE_MAX, l2 = SIZE_MAX;
+    unsigned m1 = 0, m2 = 0;
+    dc_status_t s;
+    if (xorv) {
+        s = dc_ent_val_encode(c->ent, xorv, n, w, 1, dst, cap, &l1, &m1);
+        if (s != DC_OK)
+            return s;
+        if (l1 <= n * w / 2) {
+            *len = l1;
+            *enc = dc_enc_make(DC_ENC_XOR_DENSE, 0, m1);
+            goto done;
+        }
+    }
+    /* overwrite: encode into vals2 first when we already hold an XOR result */
+    if (xorv) {
+        size_t cap2 = dc_ent_val_bound(n, w);
+        uint8_t *tmp = malloc(cap2);
+        if (!tmp)
+            return dc_error(DC_ERR_NOMEM, "codec: dense overwrite buffer");
+        s = dc_ent_val_encode(c->ent, next, n, w, 1, tmp, cap2, &l2, &m2);
+        if (s == DC_OK && l2 < l1) {
+            memcpy(dst, tmp, l2);
+            *len = l2;
+            *enc = dc_enc_make(DC_ENC_PUT_DENSE, 0, m2);
+        } else {
+            *len = l1;
+            *enc = dc_enc_make(DC_ENC_XOR_DENSE, 0, m1);
+        }
+        free(tmp);
+        if (s != DC_OK)
+            return s;
+    } else {
+        s = dc_ent_val_encode(c->ent, next, n, w, 1, dst, cap, &l2, &m2);
+        if (s != DC_OK)
+            return s;
+        *len = l2;
+        *enc = dc_enc_make(DC_ENC_PUT_DENSE, 0, m2);
+    }
+done:
+    if (st) {
+        st->pos_bytes = 0;
+        st->val_bytes = *len;
+    }
+    return DC_OK;
+}
+
+dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, size_t n,
+                            unsigned w, uint8_t *dst, size_t cap, size_t *len, uint16_t *enc,
+                            dc_chunk_stats_t *st)
+{
+    size_t bytes = n * w;
+    if ((w != 1 && w != 2 && w != 4 && w != 8) || n > UINT32_MAX || bytes > c->max_bytes)
+        return dc_error(DC_ERR_INVALID, "codec: chunk of %zu x %u bytes exceeds context", n, w);
+    if (cap < dc_codec_payload_bound(bytes))
+        return dc_error(DC_ERR_INVALID, "codec: output capacity %zu too small", cap);
+    dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0};
+    dc_status_t s;
+    if (!base) {
+        s = dc_encode_dense(c, NULL, next, n, w, dst, cap, len, enc, &s0);
+        if (s != DC_OK)
+            return s;
+        s0.payload_bytes = *len;
+        if (st)
+            *st = s0;
+        return DC_OK;
+    }
+    size_t cap_sparse = n / 4;
+    size_t count = dc_kern_diff(base, next, n, w, c->pos, c->vals1, cap_sparse);
+    s0.changed = count;
+    if (count > cap_sparse) {
+        memcpy(c->vals1, next, bytes);
+        dc_kern_xor_dense(c->vals1, base, bytes);
+        if (st)
+            s0.bound_bits = dc_ent_words_entropy_bits(c->ent, c->vals1, n, w);
+        s = dc_encode_dense(c, c->vals1, next, n, w, dst, cap, len, enc, &s0);
+        if (s != DC_OK)
+            return s;
+        s0.payload_bytes = *len;
+        if (st)
+            *st = s0;
+        return DC_OK;
+    }
+    if (st)
+        s0.bound_bits = (double)n * dc_codec_h2((double)count / (double)n) +
+                        dc_ent_words_entropy_bits(c->ent, c->vals1, count, w);
+    /* sparse: varint count, varint pos_len, positions, values */
+    size_t h = dc_ent_put_varint(dst, count);
+    size_t pcap = dc_ent_pos_bound(count, n);
+    size_t plen;
+    s = dc_ent_pos_encode(c->pos, count, n, dst + h + 10, pcap, &plen);
+    if (s != DC_OK)
+        return s;
+    uint8_t vb[10];
+    size_t vl = dc_ent_put_varint(vb, plen);
+    memmove(dst + h + vl, dst + h + 10, plen);
+    memcpy(dst + h, vb, vl);
+    h += vl + plen;
+    size_t vlen;
+    unsigned vm;
+    int zstd_ok = count * w >= 2048;
+    s = dc_ent_val_encode(c->ent, c->vals1, count, w, zstd_ok, dst + h, cap - h, &vlen, &vm);
+    if (s != DC_OK)
+        return s;
+    unsigned kind = DC_ENC_XOR_SPARSE;
+    if (vlen > count * w / 2 && count > 0) {
+        /* XOR words barely compress: try the new values instead */
+        dc_kern_gather(next, w, c->pos, count, c->vals2);
+        size_t cap2 = dc_ent_val_bound(count, w);
+        uint8_t *tmp = malloc(cap2);
+        if (!tmp)
+            return dc_error(DC_ERR_NOMEM, "codec: sparse overwrite buffer");
+        size_t l2;
+        unsigned m2;
+        s = dc_ent_val_encode(c->ent, c->vals2, count, w, zstd_ok, tmp, cap2, &l2, &m2);
+        if (s == DC_OK && l2 < vlen) {
+            memcpy(dst + h, tmp, l2);
+            vlen = l2;
+            vm = m2;
+            kind = DC_ENC_PUT_SPARSE;
+        }
+        free(tmp);
+        if (s != DC_OK)
+            return s;
+    }
+    *len = h + vlen;
+    *enc = dc_enc_make(kind, DC_ENT_GOLOMB, vm);
+    s0.pos_bytes = plen;
+    s0.val_bytes = vlen;
+    s0.payload_bytes = *len;
+    if (st)
+        *st = s0;
+    return DC_OK;
+}
+
+/* Decode the streams of a payload into c->pos / c->vals1.  *count gets the
+ * number of words decoded into vals1. */
+static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                     size_t len, size_t n, unsigned w, size_t *count,
+                                     dc_chunk_stats_t *st)
+{
+    unsigned kind = dc_enc_kind(enc), pm = dc_enc_pos_method(enc), vm = dc_enc_val_method(enc);
+    if ((w != 1 && w != 2 && w != 4 && w != 8) || n == 0 || n > UINT32_MAX ||
+        n * w > c->max_bytes)
+        return dc_error(DC_ERR_FORMAT, "chunk of %zu x %u bytes out of range", n, w);
+    if (kind < 1 || kind > DC_ENC_KIND_MAX || vm >= DC_ENT_GOLOMB)
+        return dc_error(DC_ERR_FORMAT, "bad chunk encoding 0x%04x", enc);
+    dc_status_t s;
+    if (kind == DC_ENC_XOR_DENSE || kind == DC_ENC_PUT_DENSE) {
+        if (pm != 0)
+            return dc_error(DC_ERR_FORMAT, "dense chunk names a positions method");
+        s = dc_ent_val_decode(c->ent, vm, payload, len, n, w, c->vals1);
+        if (s != DC_OK)
+            return s;
+        *count = n;
+        if (st) {
+            st->pos_bytes = 0;
+            st->val_bytes = len;
+        }
+        return DC_OK;
+    }
+    if (pm != DC_ENT_GOLOMB)
+        return dc_error(DC_ERR_FORMAT, "sparse chunk without Golomb positions");
+    const uint8_t *p = payload, *end = payload + len;
+    uint64_t cnt, plen;
+    if (dc_ent_get_varint(&p, end, &cnt) != DC_OK || dc_ent_get_varint(&p, end, &plen) != DC_OK)
+        return dc_error(DC_ERR_FORMAT, "sparse chunk header truncated");
+    if (cnt > n)
+        return dc_error(DC_ERR_FORMAT, "sparse chunk claims %llu changes in %zu elements",
+                        (unsigned long long)cnt, n);
+    if (plen > (uint64_t)(end - p))
+        return dc_error(DC_ERR_FORMAT, "positions stream longer than the payload");
+    s = dc_ent_pos_decode(p, (size_t)plen, (size_t)cnt, n, c->pos);
+    if (s != DC_OK)
+        return s;
+    p += plen;
+    s = dc_ent_val_decode(c->ent, vm, p, (size_t)(end - p), (size_t)cnt, w, c->vals1);
+    if (s != DC_OK)
+        return s;
+    *count = (size_t)cnt;
+    if (st) {
+        st->pos_bytes = plen;
+        st->val_bytes = (size_t)(end - p);
+    }
+    return DC_OK;
+}
+
+dc_status_t dc_codec_decode(dc_codec_t *c, uint16_t enc, const uint8_t *payload, size_t len,
+                            void *dst, size_t n, unsigned w)
+{
+    size_t count;
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL);
+    if (s != DC_OK)
+        return s;
+    switch (dc_enc_kind(enc)) {
+    case DC_ENC_XOR_SPARSE:
+        return dc_kern_xor_scatter(dst, n, w, c->pos, c->vals1, count);
+    case DC_ENC_PUT_SPARSE:
+        return dc_kern_put_scatter(dst, n, w, c->pos, c->vals1, count);
+    case DC_ENC_XOR_DENSE:
+        dc_kern_xor_dense(dst, c->vals1, n * w);
+        return DC_OK;
+    default:
+        memcpy(dst, c->vals1, n * w);
+        return DC_OK;
+    }
+}
+
+dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload, size_t len,
+                             size_t n, unsigned w, dc_chunk_stats_t *st)
+{
+    dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0,
+                           .payload_bytes = len};
+    size_t count;
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, &s0);
+    if (s != DC_OK)
+        return s;
+    unsigned kind = dc_enc_kind(enc);
+    if (kind == DC_ENC_XOR_SPARSE) {
+        s0.changed = count;
+        s0.bound_bits = (double)n * dc_codec_h2((double)count / (double)n) +
+                        dc_ent_words_entropy_bits(c->ent, c->vals1, count, w);
+    } else if (kind == DC_ENC_PUT_SPARSE) {
+        s0.changed = count; /* an upper bound: some puts may rewrite equal bytes */
+    } else if (kind == DC_ENC_XOR_DENSE) {
+        /* count nonzero XOR words */
+        size_t nz = 0;
+        const uint8_t *v = c->vals1;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = 0;
+            memcpy(&x, v + i * w, w);
+            nz += x != 0;
+        }
+        s0.changed = nz;
+        s0.bound_bits = dc_ent_words_entropy_bits(c->ent, c->vals1, n, w);
+    }
+    if (st)
+        *st = s0;
+    return DC_OK;
+}

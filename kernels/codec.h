@@ -1,0 +1,88 @@
+/*
+ * codec.h - encode / decode one chunk: the payload of a frame (frame.h).
+ *
+ * A chunk is `n` elements of width `w` (1, 2, 4, 8 bytes) of one tensor in
+ * canonical coordinates.  The encoder compares the baseline bytes with the
+ * target bytes and picks the smallest exact encoding (frame.h DC_ENC_*):
+ *
+ *   XOR_SPARSE  changed positions + XOR words       (<= 25% changed)
+ *   PUT_SPARSE  changed positions + new values      (when XOR words do not
+ *                                                    compress)
+ *   XOR_DENSE   every element's XOR word (zeros included)
+ *   PUT_DENSE   every new byte (also: no baseline, e.g. a new tensor)
+ *
+ * Each stream is coded with the smallest of the entropy.h methods.
+ *
+ * Payload layout:
+ *   sparse kinds: varint count, varint positions_len, positions stream
+ *                 (Golomb, positions_len bytes), values stream (the rest:
+ *                 count words, method from the frame's encoding field).
+ *   dense kinds:  the values stream (n words).
+ *
+ * Entropy bound of a chunk (what the payload is measured against):
+ *   bound_bits = n * H(p) + count * H(empirical histogram of XOR words)
+ * with p = count / n: positions as iid Bernoulli(p) plus an order-0 code of
+ * the XOR words.  (For a dense XOR array this equals the order-0 entropy of
+ * all n XOR words, zeros included.)
+ */
+#ifndef DC_CODEC_H
+#define DC_CODEC_H
+
+#include "kernels/frame.h"
+#include "util/dc_util.h"
+
+/** Largest chunk in bytes accepted by the codec and delta files. */
+#define DC_CODEC_MAX_CHUNK (256u * 1024u * 1024u)
+#define DC_CODEC_MIN_CHUNK 64u
+
+/** Per-thread codec context with scratch for chunks of up to max_bytes. */
+typedef struct dc_codec dc_codec_t;
+dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out);
+void dc_codec_free(dc_codec_t *c);
+
+/** Largest payload the encoder can produce for a chunk of `bytes` bytes. */
+size_t dc_codec_payload_bound(size_t bytes);
+
+/** What one chunk holds. */
+typedef struct dc_chunk_stats {
+    uint64_t n;          /* elements */
+    uint64_t changed;    /* changed elements (UINT64_MAX: unknown) */
+    uint64_t pos_bytes;  /* positions stream (sparse kinds) */
+    uint64_t val_bytes;  /* values stream */
+    uint64_t payload_bytes;
+    double bound_bits;   /* entropy bound; < 0 when unknown */
+} dc_chunk_stats_t;
+
+/**
+ * Encode the chunk turning `base` into `next` (n elements of w bytes each;
+ * n < 2^32 and n*w <= the context's max_bytes).  base == NULL encodes a
+ * PUT_DENSE chunk.  Writes the payload to dst (cap >=
+ * dc_codec_payload_bound(n*w)), its length to *len and the frame encoding
+ * to *enc.  `st` (may be NULL) receives the figures, including the entropy
+ * bound (computing it costs a histogram pass).
+ */
+dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, size_t n,
+                            unsigned w, uint8_t *dst, size_t cap, size_t *len, uint16_t *enc,
+                            dc_chunk_stats_t *st);
+
+/**
+ * Apply a payload to dst (n elements of w bytes).  For every kind but
+ * PUT_DENSE dst must hold the chunk's baseline bytes.  The payload is
+ * hostile: everything is validated into scratch first, so on any error
+ * (DC_ERR_FORMAT) dst is untouched.
+ */
+dc_status_t dc_codec_decode(dc_codec_t *c, uint16_t enc, const uint8_t *payload, size_t len,
+                            void *dst, size_t n, unsigned w);
+
+/**
+ * Describe a payload without a baseline: stream sizes, changed count (for
+ * XOR kinds; UINT64_MAX for PUT_DENSE) and the entropy bound (XOR kinds).
+ * Fully decodes it, so it also validates it.
+ */
+dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload, size_t len,
+                             size_t n, unsigned w, dc_chunk_stats_t *st);
+
+/** Binary entropy H(p) in bits. */
+double dc_codec_h2(double p);
+
+#endif /* DC_CODEC_H */

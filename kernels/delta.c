@@ -1,0 +1,1118 @@
+/* delta.c - delta files: diff two checkpoints, read, apply. */
+#include "kernels/delta.h"
+
+#include "kernels/entropy.h"
+#include "kernels/kern.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static dc_status_t dc_opts_chunk(const dc_delta_opts_t *o, uint64_t *cs);
+
+/* ======================================================================== */
+/*  Chunk grid and checkpoint digest                                        */
+/* ======================================================================== */
+
+dc_status_t dc_grid_init(dc_grid_t *g, const dc_st_file_t *f, uint64_t cs)
+{
+    g->nt = dc_st_count(f);
+    g->cs = cs;
+    g->gstart = calloc(g->nt + 1, sizeof(uint64_t));
+    if (!g->gstart)
+        return dc_error(DC_ERR_NOMEM, "chunk grid of %zu tensors", g->nt);
+    uint64_t G = 0;
+    for (size_t i = 0; i < g->nt; i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(f, i);
+        uint64_t ce = dc_delta_chunk_elems(cs, (unsigned)dc_dtype_size(t->dtype));
+        g->gstart[i] = G;
+        G += (t->nelems + ce - 1) / ce;
+    }
+    g->gstart[g->nt] = G;
+    g->G = G;
+    return DC_OK;
+}
+
+void dc_grid_free(dc_grid_t *g)
+{
+    free(g->gstart);
+    g->gstart = NULL;
+}
+
+size_t dc_grid_tensor(const dc_grid_t *g, uint64_t gi)
+{
+    /* the last tensor whose first chunk is <= gi (skips empty tensors) */
+    size_t lo = 0, hi = g->nt;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g->gstart[mid] <= gi)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Bytes of global chunk gi of f: pointer and length. */
+static const uint8_t *dc_grid_chunk(const dc_grid_t *g, const dc_st_file_t *f, uint64_t gi,
+                                    size_t *bytes)
+{
+    size_t ti = dc_grid_tensor(g, gi);
+    const dc_st_tensor_t *t = dc_st_tensor(f, ti);
+    unsigned w = (unsigned)dc_dtype_size(t->dtype);
+    uint64_t ce = dc_delta_chunk_elems(g->cs, w), off = (gi - g->gstart[ti]) * ce;
+    *bytes = (size_t)(DC_MIN(ce, t->nelems - off) * w);
+    return dc_st_data(f, t) + off * w;
+}
+
+dc_status_t dc_ckpt_digest_finish(const dc_st_file_t *f, uint64_t cs, const dc_digest_t *dg,
+                                  uint64_t G, dc_digest_t *out)
+{
+    size_t len = 40 + 16 * (size_t)G;
+    uint8_t *b = malloc(len);
+    if (!b)
+        return dc_error(DC_ERR_NOMEM, "checkpoint digest of %llu chunks", (unsigned long long)G);
+    size_t hl;
+    const uint8_t *h = dc_st_header_raw(f, &hl);
+    dc_digest_t hd = dc_digest128(h, hl);
+    memcpy(b, "DCCKPT1", 8);
+    dc_store_le64(b + 8, dc_st_file_size(f));
+    dc_store_le64(b + 16, cs);
+    dc_store_le64(b + 24, hd.lo);
+    dc_store_le64(b + 32, hd.hi);
+    for (uint64_t i = 0; i < G; i++) {
+        dc_store_le64(b + 40 + 16 * i, dg[i].lo);
+        dc_store_le64(b + 48 + 16 * i, dg[i].hi);
+    }
+    *out = dc_digest128(b, len);
+    free(b);
+    return DC_OK;
+}
+
+typedef struct {
+    const dc_grid_t *g;
+    const dc_st_file_t *f;
+    dc_digest_t *dg;
+    const uint64_t *list; /* NULL: every chunk; else the chunks to hash */
+} dc_dg_task_t;
+
+static dc_status_t dc_dg_chunk(void *arg, size_t i)
+{
+    dc_dg_task_t *t = arg;
+    uint64_t gi = t->list ? t->list[i] : i;
+    size_t bytes;
+    const uint8_t *p = dc_grid_chunk(t->g, t->f, gi, &bytes);
+    t->dg[gi] = dc_digest128(p, bytes);
+    return DC_OK;
+}
+
+dc_status_t dc_ckpt_digest(const dc_st_file_t *f, uint64_t cs, unsigned threads,
+                           dc_digest_t *out)
+{
+    dc_grid_t g;
+    dc_status_t st = dc_grid_init(&g, f, cs);
+    if (st != DC_OK)
+        return st;
+    dc_digest_t *dg = malloc(sizeof(*dg) * (g.G ? g.G : 1));
+    if (!dg) {
+        dc_grid_free(&g);
+        return dc_error(DC_ERR_NOMEM, "checkpoint digest");
+    }
+    dc_dg_task_t t = {&g, f, dg, NULL};
+    st = dc_kern_parallel_for((size_t)g.G, dc_dg_chunk, &t, threads);
+    if (st == DC_OK)
+        st = dc_ckpt_digest_finish(f, cs, dg, g.G, out);
+    free(dg);
+    dc_grid_free(&g);
+    return st;
+}
+
+/* Hash the chunks of the base tensors that no target tensor matches (their
+ * digests are not computed on the way).  used[j] != 0 for matched ones. */
+static dc_status_t dc_digest_unmatched(const dc_grid_t *g, const dc_st_file_t *f,
+                                       const uint8_t *used, dc_digest_t *dg, unsigned threads)
+{
+    uint64_t n = 0;
+    for (size_t j = 0; j < g->nt; j++)
+        if (!used[j])
+            n += g->gstart[j + 1] - g->gstart[j];
+    if (n == 0)
+        return DC_OK;
+    uint64_t *list = malloc(sizeof(uint64_t) * n);
+    if (!list)
+        return dc_error(DC_ERR_NOMEM, "digest list");
+    uint64_t k = 0;
+    for (size_t j = 0; j < g->nt; j++)
+        if (!used[j])
+            for (uint64_t gi = g->gstart[j]; gi < g->gstart[j + 1]; gi++)
+                list[k++] = gi;
+    dc_dg_task_t t = {g, f, dg, list};
+    dc_status_t st = dc_kern_parallel_for((size_t)n, dc_dg_chunk, &t, threads);
+    free(list);
+    return st;
+}
+
+/* Index of a tensor handle within its file (handles are array elements). */
+static size_t dc_st_index(const dc_st_file_t *f, const dc_st_tensor_t *t)
+{
+    size_t i = (size_t)(t - dc_st_tensor(f, 0));
+    return dc_st_tensor(f, i) == t ? i : SIZE_MAX;
+}
+
+/* For every tensor of `tgt`: the index of the base tensor with the same
+ * name, dtype and element count, or SIZE_MAX; used[j] marks base tensors
+ * matched.  */
+static dc_status_t dc_match(const dc_st_file_t *base, const dc_st_file_t *tgt, size_t **bidx,
+                            uint8_t **used)
+{
+    size_t nt = dc_st_count(tgt), nb = dc_st_count(base);
+    size_t *bi = malloc(sizeof(size_t) * (nt + 1));
+    uint8_t *u = calloc(nb + 1, 1);
+    if (!bi || !u) {
+        free(bi);
+        free(u);
+        return dc_error(DC_ERR_NOMEM, "tensor match table");
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(tgt, i);
+        const dc_st_tensor_t *b = dc_st_find(base, t->name);
+        bi[i] = SIZE_MAX;
+        if (b && b->dtype == t->dtype && b->nelems == t->nelems) {
+            size_t j = dc_st_index(base, b);
+            if (j != SIZE_MAX) {
+                bi[i] = j;
+                u[j] = 1;
+            }
+        }
+    }
+    *bidx = bi;
+    *used = u;
+    return DC_OK;
+}
+
+DC_API dc_status_t dc_checkpoint_digest(const void *buf, size_t len, uint64_t chunk_size,
+                                        unsigned threads, uint8_t out[16])
+{
+    if ((!buf && len) || !out)
+        return dc_error(DC_ERR_INVALID, "dc_checkpoint_digest: bad arguments");
+    dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = chunk_size};
+    uint64_t cs;
+    dc_status_t st = dc_opts_chunk(&o, &cs);
+    if (st != DC_OK)
+        return st;
+    dc_st_file_t *f;
+    if ((st = dc_st_open_mem(buf, len, "checkpoint", &f)) != DC_OK)
+        return st;
+    dc_digest_t d;
+    st = dc_ckpt_digest(f, cs, threads, &d);
+    dc_st_close(f);
+    if (st != DC_OK)
+        return st;
+    dc_store_le64(out, d.lo);
+    dc_store_le64(out + 8, d.hi);
+    return DC_OK;
+}
+
+DC_API void dc_free(void *p) { free(p); }
+
+/* ======================================================================== */
+/*  Codec context pool (one context per concurrently running task)          */
+/* ======================================================================== */
+
+typedef struct {
+    pthread_mutex_t mu;
+    dc_codec_t *items[1024];
+    size_t n;
+    size_t max_bytes;
+} dc_pool_t;
+
+static void dc_pool_init(dc_pool_t *p, size_t max_bytes)
+{
+    pthread_mutex_init(&p->mu, NULL);
+    p->n = 0;
+    p->max_bytes = max_bytes;
+}
+
+static dc_status_t dc_pool_get(dc_pool_t *p, dc_codec_t **out)
+{
+    pthread_mutex_lock(&p->mu);
+    dc_codec_t *c = p->n ? p->items[--p->n] : NULL;
+    pthread_mutex_unlock(&p->mu);
+    if (c) {
+        *out = c;
+        return DC_OK;
+    }
+    return dc_codec_create(p->max_bytes, out);
+}
+
+static void dc_pool_put(dc_pool_t *p, dc_codec_t *c)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->n < DC_ARRAY_SIZE(p->items)) {
+        p->items[p->n++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&p->mu);
+    dc_codec_free(c);
+}
+
+static void dc_pool_destroy(dc_pool_t *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        dc_codec_free(p->items[i]);
+    p->n = 0;
+    pthread_mutex_destroy(&p->mu);
+}
+
+/* ======================================================================== */
+/*  Reader                                                                  */
+/* ======================================================================== */
+
+static int dc_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+dc_status_t dc_delta_reader_init(dc_delta_reader_t *r, const uint8_t *b, size_t len)
+{
+    if (len < 8 || memcmp(b, DC_DELTA_MAGIC, 8) != 0)
+        return dc_error(DC_ERR_FORMAT, "not a deltacast delta file (bad magic)");
+    if (len < DC_DELTA_HEADER_SIZE)
+        return dc_error(DC_ERR_FORMAT, "delta file truncated in its header (%zu bytes)", len);
+    if (dc_crc32c(0, b, 124) != dc_load_le32(b + 124))
+        return dc_error(DC_ERR_FORMAT, "delta file header CRC mismatch (corrupted)");
+    if (dc_load_le32(b + 8) != DC_DELTA_VERSION)
+        return dc_error(DC_ERR_FORMAT, "unsupported delta format version %u",
+                        dc_load_le32(b + 8));
+    if (dc_load_le32(b + 12) != 0 || !dc_zero(b + 100, 24))
+        return dc_error(DC_ERR_FORMAT, "delta header has unknown flags or reserved bytes");
+    dc_delta_info_t in;
+    in.chunk_size = dc_load_le64(b + 16);
+    in.base_size = dc_load_le64(b + 24);
+    in.base_digest.lo = dc_load_le64(b + 32);
+    in.base_digest.hi = dc_load_le64(b + 40);
+    in.target_size = dc_load_le64(b + 48);
+    in.target_digest.lo = dc_load_le64(b + 56);
+    in.target_digest.hi = dc_load_le64(b + 64);
+    in.target_header_len = dc_load_le64(b + 72);
+    in.frame_count = dc_load_le64(b + 80);
+    in.frames_bytes = dc_load_le64(b + 88);
+    if (in.chunk_size < DC_CODEC_MIN_CHUNK || in.chunk_size > DC_CODEC_MAX_CHUNK)
+        return dc_error(DC_ERR_FORMAT, "delta chunk size %llu out of range",
+                        (unsigned long long)in.chunk_size);
+    if (in.target_header_len < 8 || in.target_header_len > (uint64_t)DC_ST_MAX_HEADER + 8 ||
+        in.target_header_len > in.target_size)
+        return dc_error(DC_ERR_FORMAT, "delta target header length %llu out of range",
+                        (unsigned long long)in.target_header_len);
+    uint64_t total;
+    if (!dc_add_u64(DC_DELTA_HEADER_SIZE + in.target_header_len, in.frames_bytes, &total))
+        return dc_error(DC_ERR_FORMAT, "delta sizes overflow");
+    if (total > len)
+        return dc_error(DC_ERR_FORMAT, "delta file truncated: %zu of %llu bytes", len,
+                        (unsigned long long)total);
+    if (total < len)
+        return dc_error(DC_ERR_FORMAT, "delta file has %llu trailing bytes",
+                        (unsigned long long)(len - total));
+    if (in.frame_count > in.frames_bytes / DC_FRAME_HEADER_SIZE)
+        return dc_error(DC_ERR_FORMAT, "delta frame count %llu inconsistent",
+                        (unsigned long long)in.frame_count);
+    const uint8_t *th = b + DC_DELTA_HEADER_SIZE;
+    if (dc_crc32c(0, th, in.target_header_len) != dc_load_le32(b + 96))
+        return dc_error(DC_ERR_FORMAT, "delta target header CRC mismatch (corrupted)");
+    r->buf = b;
+    r->len = len;
+    r->info = in;
+    r->target_header = th;
+    r->off = DC_DELTA_HEADER_SIZE + in.target_header_len;
+    r->frames_read = 0;
+    return DC_OK;
+}
+
+dc_status_t dc_delta_reader_next(dc_delta_reader_t *r, dc_frame_hdr_t *h,
+                                 const uint8_t **payload, int *done)
+{
+    if (r->off == r->len) {
+        if (r->frames_read != r->info.frame_count)
+            return dc_error(DC_ERR_FORMAT, "delta holds %llu frames, header says %llu",
+                            (unsigned long long)r->frames_read,
+                            (unsigned long long)r->info.frame_count);
+        *done = 1;
+        return DC_OK;
+    }
+    if (r->frames_read >= r->info.frame_count)
+        return dc_error(DC_ERR_FORMAT, "delta has bytes after its last frame");
+    dc_frame_hdr_t fh;
+    dc_status_t st = dc_frame_decode(r->buf + r->off, r->len - r->off, &fh);
+    if (st != DC_OK) {
+        dc_error_prefix("frame %llu", (unsigned long long)r->frames_read);
+        return st;
+    }
+    if (fh.payload_len > r->len - r->off - DC_FRAME_HEADER_SIZE)
+        return dc_error(DC_ERR_FORMAT, "frame %llu: payload runs past the end of the delta",
+                        (unsigned long long)r->frames_read);
+    *payload = r->buf + r->off + DC_FRAME_HEADER_SIZE;
+    r->off += DC_FRAME_HEADER_SIZE + fh.payload_len;
+    r->frames_read++;
+    *h = fh;
+    *done = 0;
+    return DC_OK;
+}
+
+dc_status_t dc_delta_layout(const dc_delta_reader_t *r, dc_st_file_t **out, void **map)
+{
+    size_t sz = (size_t)r->info.target_size;
+    void *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (m == MAP_FAILED)
+        return dc_error_errno(DC_ERR_FORMAT, errno, "delta target size %zu cannot be mapped",
+                              sz);
+    memcpy(m, r->target_header, r->info.target_header_len);
+    dc_status_t st = dc_st_open_mem(m, sz, "delta target header", out);
+    if (st != DC_OK) {
+        munmap(m, sz);
+        if (st != DC_ERR_NOMEM)
+            st = DC_ERR_FORMAT;
+        return st;
+    }
+    *map = m;
+    return DC_OK;
+}
+
+void dc_delta_layout_free(const dc_delta_reader_t *r, void *map)
+{
+    if (map)
+        munmap(map, (size_t)r->info.target_size);
+}
+
+/* ======================================================================== */
+/*  Diff                                                                    */
+/* ======================================================================== */
+
+typedef struct {
+    int fd;          /* >= 0: file */
+    uint8_t *mem;    /* else: growable buffer */
+    size_t len, cap;
+    const char *name;
+} dc_sink_t;
+
+static dc_status_t dc_sink_write(dc_sink_t *s, const void *buf, size_t len)
+{
+    if (s->fd >= 0) {
+        dc_status_t st = dc_write_full(s->fd, buf, len);
+        if (st != DC_OK)
+            dc_error_prefix("writing '%s'", s->name);
+        s->len += len;
+        return st;
+    }
+    if (s->len + len > s->cap) {
+        size_t nc = DC_MAX(s->cap * 2, s->len + len + 4096);
+        uint8_t *p = realloc(s->mem, nc);
+        if (!p)
+            return dc_error(DC_ERR_NOMEM, "delta buffer of %zu bytes", nc);
+        s->mem = p;
+        s->cap = nc;
+    }
+    memcpy(s->mem + s->len, buf, len);
+    s->len += len;
+    return DC_OK;
+}
+
+typedef struct {
+    uint32_t tensor, chunk;
+    uint64_t off, cnt;
+    unsigned w;
+    uint8_t dtype;
+    const uint8_t *base, *next;
+    dc_digest_t *base_dg, *next_dg; /* where the chunk digests go */
+    uint8_t *out;
+    size_t len;
+    uint16_t enc;
+    int emit;
+    dc_chunk_stats_t st;
+    uint8_t hdr[DC_FRAME_HEADER_SIZE];
+} dc_job_t;
+
+typedef struct {
+    dc_job_t *jobs;
+    dc_pool_t pool;
+    size_t out_cap;
+} dc_diff_ctx_t;
+
+static dc_status_t dc_diff_task(void *arg, size_t i)
+{
+    dc_diff_ctx_t *d = arg;
+    dc_job_t *j = &d->jobs[i];
+    size_t bytes = (size_t)j->cnt * j->w;
+    if (j->base)
+        *j->base_dg = dc_digest128(j->base, bytes);
+    dc_codec_t *c;
+    dc_status_t st = dc_pool_get(&d->pool, &c);
+    if (st != DC_OK)
+        return st;
+    st = dc_codec_encode(c, j->base, j->next, (size_t)j->cnt, j->w, j->out, d->out_cap, &j->len,
+                         &j->enc, &j->st);
+    dc_pool_put(&d->pool, c);
+    if (st != DC_OK)
+        return st;
+    *j->next_dg = dc_digest128(j->next, bytes);
+    j->emit = j->base == NULL || j->st.changed != 0;
+    if (j->emit) {
+        dc_frame_hdr_t h = {
+            .type = DC_FRAME_CHUNK,
+            .dtype = j->dtype,
+            .encoding = j->enc,
+            .tensor_id = j->tensor,
+            .chunk_index = j->chunk,
+            .elem_offset = j->off,
+            .elem_count = j->cnt,
+            .payload_len = (uint32_t)j->len,
+            .payload_crc = dc_crc32c(0, j->out, j->len),
+            .target_digest = *j->next_dg,
+        };
+        dc_frame_encode(&h, j->hdr);
+    }
+    return DC_OK;
+}
+
+static dc_status_t dc_opts_chunk(const dc_delta_opts_t *o, uint64_t *cs)
+{
+    uint64_t v = 0;
+    if (o && o->size >= offsetof(dc_delta_opts_t, threads) && o->chunk_size)
+        v = o->chunk_size;
+    else {
+        dc_status_t st = dc_config_get_size("chunk_size", &v);
+        if (st != DC_OK)
+            return st;
+    }
+    if (v < DC_CODEC_MIN_CHUNK || v > DC_CODEC_MAX_CHUNK)
+        return dc_error(DC_ERR_INVALID, "chunk size %llu out of range [%u, %u]",
+                        (unsigned long long)v, DC_CODEC_MIN_CHUNK, DC_CODEC_MAX_CHUNK);
+    *cs = v;
+    return DC_OK;
+}
+
+static unsigned dc_opts_threads(const dc_delta_opts_t *o)
+{
+    if (o && o->size >= offsetof(dc_delta_opts_t, threads) + sizeof(unsigned) && o->threads)
+        return o->threads;
+    return (unsigned)dc_cpu_count();
+}
+
+static void dc_stats_out(dc_delta_stats_t *out, const dc_delta_stats_t *s)
+{
+    if (!out)
+        return;
+    size_t n = out->size && out->size <= sizeof(*s) ? out->size : sizeof(*s);
+    dc_delta_stats_t tmp = *s;
+    tmp.size = n;
+    memcpy(out, &tmp, n);
+}
+
+static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
+                                const dc_delta_opts_t *opts, dc_sink_t *sink,
+                                dc_delta_stats_t *ss, uint8_t hdr[DC_DELTA_HEADER_SIZE])
+{
+    uint64_t cs = 0;
+    dc_status_t st = dc_opts_chunk(opts, &cs);
+    if (st != DC_OK)
+        return st;
+    unsigned threads = dc_opts_threads(opts);
+    uint64_t bsz = dc_st_file_size(base), nsz = dc_st_file_size(next);
+    size_t thl;
+    const uint8_t *th = dc_st_header_raw(next, &thl);
+    memset(hdr, 0, DC_DELTA_HEADER_SIZE);
+    if ((st = dc_sink_write(sink, hdr, DC_DELTA_HEADER_SIZE)) != DC_OK ||
+        (st = dc_sink_write(sink, th, thl)) != DC_OK)
+        return st;
+
+    dc_grid_t bg = {0}, ng = {0};
+    dc_digest_t *bdg = NULL, *ndg = NULL;
+    size_t *bidx = NULL;
+    uint8_t *used = NULL, *outbuf = NULL;
+    dc_diff_ctx_t d;
+    memset(&d, 0, sizeof(d));
+    dc_pool_init(&d.pool, (size_t)cs);
+    if ((st = dc_grid_init(&bg, base, cs)) != DC_OK || (st = dc_grid_init(&ng, next, cs)) != DC_OK ||
+        (st = dc_match(base, next, &bidx, &used)) != DC_OK)
+        goto out;
+    bdg = malloc(sizeof(dc_digest_t) * (bg.G + 1));
+    ndg = malloc(sizeof(dc_digest_t) * (ng.G + 1));
+    size_t batch = DC_MAX((size_t)threads * 4, (size_t)((64u << 20) / cs));
+    batch = DC_MIN(batch, (size_t)4096);
+    d.out_cap = dc_codec_payload_bound((size_t)cs);
+    d.jobs = calloc(batch, sizeof(dc_job_t));
+    outbuf = malloc(batch * d.out_cap);
+    if (!bdg || !ndg || !d.jobs || !outbuf) {
+        st = dc_error(DC_ERR_NOMEM, "diff buffers (%zu chunks)", batch);
+        goto out;
+    }
+    for (size_t i = 0; i < batch; i++)
+        d.jobs[i].out = outbuf + i * d.out_cap;
+    /* base tensors no target tensor matches: digests only */
+    if ((st = dc_digest_unmatched(&bg, base, used, bdg, threads)) != DC_OK)
+        goto out;
+
+    uint64_t frames = 0, frames_bytes = 0;
+    size_t nt = dc_st_count(next);
+    size_t ti = 0;
+    uint64_t ci = 0;
+    ss->tensors = nt;
+    for (;;) {
+        /* fill a batch, in (tensor, chunk) order */
+        size_t nj = 0;
+        while (nj < batch && ti < nt) {
+            const dc_st_tensor_t *t = dc_st_tensor(next, ti);
+            unsigned w = (unsigned)dc_dtype_size(t->dtype);
+            uint64_t ce = dc_delta_chunk_elems(cs, w);
+            if (ci * ce >= t->nelems) {
+                ti++;
+                ci = 0;
+                continue;
+            }
+            if (ci == 0)
+                ss->elements += t->nelems;
+            dc_job_t *j = &d.jobs[nj++];
+            j->tensor = (uint32_t)ti;
+            j->chunk = (uint32_t)ci;
+            j->off = ci * ce;
+            j->cnt = DC_MIN(ce, t->nelems - j->off);
+            j->w = w;
+            j->dtype = (uint8_t)t->dtype;
+            j->next = dc_st_data(next, t) + j->off * w;
+            j->next_dg = &ndg[ng.gstart[ti] + ci];
+            if (bidx[ti] != SIZE_MAX) {
+                const dc_st_tensor_t *bt = dc_st_tensor(base, bidx[ti]);
+                j->base = dc_st_data(base, bt) + j->off * w;
+                j->base_dg = &bdg[bg.gstart[bidx[ti]] + ci];
+            } else {
+                j->base = NULL;
+                j->base_dg = NULL;
+            }
+            ci++;
+        }
+        if (nj == 0)
+            break;
+        st = dc_kern_parallel_for(nj, dc_diff_task, &d, threads);
+        if (st != DC_OK)
+            goto out;
+        for (size_t i = 0; i < nj; i++) {
+            dc_job_t *j = &d.jobs[i];
+            ss->chunks++;
+            if (j->base)
+                ss->changed += j->st.changed;
+            if (!j->emit)
+                continue;
+            if ((st = dc_sink_write(sink, j->hdr, DC_FRAME_HEADER_SIZE)) != DC_OK ||
+                (st = dc_sink_write(sink, j->out, j->len)) != DC_OK)
+                goto out;
+            frames++;
+            frames_bytes += DC_FRAME_HEADER_SIZE + j->len;
+            ss->frames_by_kind[dc_enc_kind(j->enc)]++;
+            ss->payload_bytes += j->len;
+            ss->pos_bytes += j->st.pos_bytes;
+            ss->val_bytes += j->st.val_bytes;
+            if (j->base && j->st.bound_bits >= 0) {
+                ss->bound_bytes += j->st.bound_bits / 8.0;
+                ss->bounded_payload += j->len;
+            }
+        }
+    }
+    dc_digest_t bd, nd;
+    if ((st = dc_ckpt_digest_finish(base, cs, bdg, bg.G, &bd)) != DC_OK ||
+        (st = dc_ckpt_digest_finish(next, cs, ndg, ng.G, &nd)) != DC_OK)
+        goto out;
+    ss->frames = frames;
+    ss->base_bytes = bsz;
+    ss->target_bytes = nsz;
+    ss->delta_bytes = DC_DELTA_HEADER_SIZE + thl + frames_bytes;
+    memcpy(hdr, DC_DELTA_MAGIC, 8);
+    dc_store_le32(hdr + 8, DC_DELTA_VERSION);
+    dc_store_le64(hdr + 16, cs);
+    dc_store_le64(hdr + 24, bsz);
+    dc_store_le64(hdr + 32, bd.lo);
+    dc_store_le64(hdr + 40, bd.hi);
+    dc_store_le64(hdr + 48, nsz);
+    dc_store_le64(hdr + 56, nd.lo);
+    dc_store_le64(hdr + 64, nd.hi);
+    dc_store_le64(hdr + 72, thl);
+    dc_store_le64(hdr + 80, frames);
+    dc_store_le64(hdr + 88, frames_bytes);
+    dc_store_le32(hdr + 96, dc_crc32c(0, th, thl));
+    dc_store_le32(hdr + 124, dc_crc32c(0, hdr, 124));
+out:
+    dc_pool_destroy(&d.pool);
+    free(d.jobs);
+    free(outbuf);
+    free(bdg);
+    free(ndg);
+    free(bidx);
+    free(used);
+    dc_grid_free(&bg);
+    dc_grid_free(&ng);
+    return st;
+}
+
+/* "dir/.name.tmp.XXXXXX" beside path */
+static char *dc_tmp_beside(const char *path)
+{
+    size_t n = strlen(path);
+    char *p = malloc(n + 32);
+    if (!p)
+        return NULL;
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+    memcpy(p, path, dl);
+    snprintf(p + dl, n + 32 - dl, ".%s.tmp.XXXXXX", path + dl);
+    return p;
+}
+
+DC_API dc_status_t dc_delta_diff_files(const char *base_path, const char *next_path,
+                                       const char *delta_path, const dc_delta_opts_t *opts,
+                                       dc_delta_stats_t *stats)
+{
+    if (!base_path || !next_path || !delta_path)
+        return dc_error(DC_ERR_INVALID, "dc_delta_diff_files: missing path");
+    double t0 = dc_now_s();
+    dc_st_file_t *b = NULL, *nx = NULL;
+    dc_status_t st = dc_st_open(base_path, DC_ST_READ, &b);
+    if (st != DC_OK)
+        return st;
+    st = dc_st_open(next_path, DC_ST_READ, &nx);
+    if (st != DC_OK)
+        goto out_base;
+    char *tmp = dc_tmp_beside(delta_path);
+    if (!tmp) {
+        st = dc_error(DC_ERR_NOMEM, "path");
+        goto out_next;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "cannot create a file beside '%s'", delta_path);
+        goto out_tmp;
+    }
+    dc_sink_t sink = {.fd = fd, .name = delta_path};
+    dc_delta_stats_t ss;
+    memset(&ss, 0, sizeof(ss));
+    uint8_t hdr[DC_DELTA_HEADER_SIZE];
+    st = dc_diff_core(b, nx, opts, &sink, &ss, hdr);
+    if (st == DC_OK && pwrite(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+        st = dc_error_errno(DC_ERR_IO, errno, "writing '%s'", delta_path);
+    if (st == DC_OK && fchmod(fd, 0644) != 0)
+        st = dc_error_errno(DC_ERR_IO, errno, "chmod '%s'", delta_path);
+    if (st == DC_OK && fsync(fd) != 0)
+        st = dc_error_errno(DC_ERR_IO, errno, "fsync '%s'", delta_path);
+    if (close(fd) != 0 && st == DC_OK)
+        st = dc_error_errno(DC_ERR_IO, errno, "closing '%s'", delta_path);
+    if (st == DC_OK && rename(tmp, delta_path) != 0)
+        st = dc_error_errno(DC_ERR_IO, errno, "renaming into '%s'", delta_path);
+    if (st != DC_OK)
+        unlink(tmp);
+    if (st == DC_OK) {
+        ss.seconds = dc_now_s() - t0;
+        dc_stats_out(stats, &ss);
+    }
+out_tmp:
+    free(tmp);
+out_next:
+    dc_st_close(nx);
+out_base:
+    dc_st_close(b);
+    return st;
+}
+
+DC_API dc_status_t dc_delta_diff_buffers(const void *base, size_t base_len, const void *next,
+                                         size_t next_len, const dc_delta_opts_t *opts,
+                                         void **delta, size_t *delta_len,
+                                         dc_delta_stats_t *stats)
+{
+    if (!base || !next || !delta || !delta_len)
+        return dc_error(DC_ERR_INVALID, "dc_delta_diff_buffers: bad arguments");
+    double t0 = dc_now_s();
+    dc_st_file_t *b = NULL, *nx = NULL;
+    dc_status_t st = dc_st_open_mem(base, base_len, "base", &b);
+    if (st != DC_OK)
+        return st;
+    st = dc_st_open_mem(next, next_len, "next", &nx);
+    if (st != DC_OK) {
+        dc_st_close(b);
+        return st;
+    }
+    dc_sink_t sink = {.fd = -1, .name = "<memory>"};
+    dc_delta_stats_t ss;
+    memset(&ss, 0, sizeof(ss));
+    uint8_t hdr[DC_DELTA_HEADER_SIZE];
+    st = dc_diff_core(b, nx, opts, &sink, &ss, hdr);
+    dc_st_close(nx);
+    dc_st_close(b);
+    if (st != DC_OK) {
+        free(sink.mem);
+        return st;
+    }
+    memcpy(sink.mem, hdr, sizeof(hdr));
+    ss.seconds = dc_now_s() - t0;
+    dc_stats_out(stats, &ss);
+    *delta = sink.mem;
+    *delta_len = sink.len;
+    return DC_OK;
+}
+
+/* ======================================================================== */
+/*  Apply                                                                   */
+/* ======================================================================== */
+
+typedef struct {
+    dc_st_file_t *base, *tgt;
+    dc_grid_t bg, tg;
+    size_t *bidx;          /* per target tensor: matched base tensor or SIZE_MAX */
+    uint8_t *used;         /* per base tensor: matched */
+    uint64_t *frame_off;   /* per target chunk: offset of its frame; 0 = none */
+    dc_digest_t *bdg, *tdg;
+    const uint8_t *img;
+    dc_pool_t pool;
+    _Atomic uint64_t bad_chunk; /* lowest target chunk whose digest failed + 1 */
+} dc_apply_ctx_t;
+
+static void dc_note_bad(dc_apply_ctx_t *a, uint64_t g)
+{
+    uint64_t cur = atomic_load(&a->bad_chunk);
+    while ((cur == 0 || g + 1 < cur) && !atomic_compare_exchange_weak(&a->bad_chunk, &cur, g + 1))
+        ;
+}
+
+/* One target chunk: hash the base chunk (for the base digest), copy it,
+ * decode the frame onto it, hash the result.  Digest mismatches are only
+ * noted here: the base digest is judged first, after all chunks. */
+static dc_status_t dc_apply_task(void *arg, size_t g)
+{
+    dc_apply_ctx_t *a = arg;
+    size_t ti = dc_grid_tensor(&a->tg, g);
+    const dc_st_tensor_t *t = dc_st_tensor(a->tgt, ti);
+    unsigned w = (unsigned)dc_dtype_size(t->dtype);
+    uint64_t ce = dc_delta_chunk_elems(a->tg.cs, w);
+    uint64_t ci = g - a->tg.gstart[ti];
+    uint64_t off = ci * ce, cnt = DC_MIN(ce, t->nelems - off);
+    size_t bytes = (size_t)(cnt * w);
+    uint8_t *dst = dc_st_data(a->tgt, t) + off * w;
+    const uint8_t *src = NULL;
+    dc_digest_t bd = {0, 0};
+    if (a->bidx[ti] != SIZE_MAX) {
+        size_t bj = a->bidx[ti];
+        src = dc_st_data(a->base, dc_st_tensor(a->base, bj)) + off * w;
+        bd = dc_digest128(src, bytes);
+        a->bdg[a->bg.gstart[bj] + ci] = bd;
+    }
+    if (a->frame_off[g] == 0) {
+        memcpy(dst, src, bytes); /* unchanged: same bytes, same digest */
+        a->tdg[g] = bd;
+        return DC_OK;
+    }
+    dc_frame_hdr_t h;
+    const uint8_t *fp = a->img + a->frame_off[g];
+    dc_status_t st = dc_frame_decode(fp, DC_FRAME_HEADER_SIZE, &h);
+    if (st != DC_OK)
+        return st;
+    const uint8_t *payload = fp + DC_FRAME_HEADER_SIZE;
+    if ((st = dc_frame_check_payload(&h, payload, h.payload_len)) != DC_OK) {
+        dc_error_prefix("tensor '%s'", t->name);
+        return st;
+    }
+    if (dc_enc_needs_base(dc_enc_kind(h.encoding)))
+        memcpy(dst, src, bytes);
+    dc_codec_t *c;
+    if ((st = dc_pool_get(&a->pool, &c)) != DC_OK)
+        return st;
+    st = dc_codec_decode(c, h.encoding, payload, h.payload_len, dst, (size_t)cnt, w);
+    dc_pool_put(&a->pool, c);
+    if (st != DC_OK) {
+        dc_error_prefix("tensor '%s' chunk %llu", t->name, (unsigned long long)ci);
+        return st;
+    }
+    a->tdg[g] = dc_digest128(dst, bytes);
+    if (!dc_digest_eq(a->tdg[g], h.target_digest))
+        dc_note_bad(a, g);
+    return DC_OK;
+}
+
+/* Apply a validated reader's delta onto `out` (target_size bytes). */
+static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8_t *out,
+                                 unsigned threads, dc_delta_stats_t *ss)
+{
+    const dc_delta_info_t *in = &r->info;
+    uint64_t bsz = dc_st_file_size(base);
+    if (bsz != in->base_size)
+        return dc_error(DC_ERR_WRONG_BASE,
+                        "delta was made for a base of %llu bytes, this base has %llu",
+                        (unsigned long long)in->base_size, (unsigned long long)bsz);
+    memcpy(out, r->target_header, in->target_header_len);
+    dc_apply_ctx_t a;
+    memset(&a, 0, sizeof(a));
+    atomic_init(&a.bad_chunk, 0);
+    dc_pool_init(&a.pool, (size_t)in->chunk_size);
+    dc_status_t st = dc_st_open_mem(out, in->target_size, "delta target", &a.tgt);
+    if (st != DC_OK) {
+        st = st == DC_ERR_NOMEM ? st : DC_ERR_FORMAT;
+        goto out;
+    }
+    size_t hl;
+    dc_st_header_raw(a.tgt, &hl);
+    if (hl != in->target_header_len) {
+        st = dc_error(DC_ERR_FORMAT, "delta target header length mismatch");
+        goto out;
+    }
+    a.base = base;
+    a.img = r->buf;
+    if ((st = dc_grid_init(&a.tg, a.tgt, in->chunk_size)) != DC_OK ||
+        (st = dc_grid_init(&a.bg, base, in->chunk_size)) != DC_OK ||
+        (st = dc_match(base, a.tgt, &a.bidx, &a.used)) != DC_OK)
+        goto out;
+    uint64_t G = a.tg.G;
+    size_t nt = a.tg.nt;
+    for (size_t i = 0; i < nt; i++)
+        ss->elements += dc_st_tensor(a.tgt, i)->nelems;
+    ss->tensors = nt;
+    ss->chunks = G;
+    a.frame_off = calloc(G + 1, sizeof(uint64_t));
+    a.tdg = malloc(sizeof(dc_digest_t) * (G + 1));
+    a.bdg = malloc(sizeof(dc_digest_t) * (a.bg.G + 1));
+    if (!a.frame_off || !a.tdg || !a.bdg) {
+        st = dc_error(DC_ERR_NOMEM, "apply chunk tables (%llu chunks)", (unsigned long long)G);
+        goto out;
+    }
+    for (;;) {
+        dc_frame_hdr_t h;
+        const uint8_t *payload;
+        int done;
+        size_t foff = r->off;
+        if ((st = dc_delta_reader_next(r, &h, &payload, &done)) != DC_OK)
+            goto out;
+        if (done)
+            break;
+        if (h.tensor_id >= nt) {
+            st = dc_error(DC_ERR_FORMAT, "frame names tensor %u of %zu", h.tensor_id, nt);
+            goto out;
+        }
+        const dc_st_tensor_t *t = dc_st_tensor(a.tgt, h.tensor_id);
+        unsigned w = (unsigned)dc_dtype_size(t->dtype);
+        uint64_t ce = dc_delta_chunk_elems(in->chunk_size, w);
+        uint64_t nch = a.tg.gstart[h.tensor_id + 1] - a.tg.gstart[h.tensor_id];
+        if (h.dtype != t->dtype || h.chunk_index >= nch || h.elem_offset != h.chunk_index * ce ||
+            h.elem_count != DC_MIN(ce, t->nelems - h.elem_offset)) {
+            st = dc_error(DC_ERR_FORMAT, "frame for tensor '%s' chunk %u does not fit its layout",
+                          t->name, h.chunk_index);
+            goto out;
+        }
+        uint64_t g = a.tg.gstart[h.tensor_id] + h.chunk_index;
+        if (a.frame_off[g]) {
+            st = dc_error(DC_ERR_FORMAT, "duplicate frame for tensor '%s' chunk %u", t->name,
+                          h.chunk_index);
+            goto out;
+        }
+        if (dc_enc_needs_base(dc_enc_kind(h.encoding)) && a.bidx[h.tensor_id] == SIZE_MAX) {
+            st = dc_error(DC_ERR_FORMAT, "frame for tensor '%s' needs a base tensor the base lacks",
+                          t->name);
+            goto out;
+        }
+        a.frame_off[g] = foff;
+        ss->frames++;
+        ss->frames_by_kind[dc_enc_kind(h.encoding)]++;
+        ss->payload_bytes += h.payload_len;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        if (a.bidx[i] != SIZE_MAX)
+            continue;
+        for (uint64_t g = a.tg.gstart[i]; g < a.tg.gstart[i + 1]; g++)
+            if (!a.frame_off[g]) {
+                st = dc_error(DC_ERR_FORMAT, "delta lacks chunk %llu of new tensor '%s'",
+                              (unsigned long long)(g - a.tg.gstart[i]),
+                              dc_st_tensor(a.tgt, i)->name);
+                goto out;
+            }
+    }
+    if ((st = dc_digest_unmatched(&a.bg, base, a.used, a.bdg, threads)) != DC_OK)
+        goto out;
+    if ((st = dc_kern_parallel_for((size_t)G, dc_apply_task, &a, threads)) != DC_OK)
+        goto out;
+    dc_digest_t bd, td;
+    if ((st = dc_ckpt_digest_finish(base, in->chunk_size, a.bdg, a.bg.G, &bd)) != DC_OK)
+        goto out;
+    if (!dc_digest_eq(bd, in->base_digest)) {
+        st = dc_error(DC_ERR_WRONG_BASE, "base checkpoint digest does not match the delta's");
+        goto out;
+    }
+    uint64_t bad = atomic_load(&a.bad_chunk);
+    if (bad) {
+        size_t ti = dc_grid_tensor(&a.tg, bad - 1);
+        st = dc_error(DC_ERR_VERIFY, "tensor '%s' chunk %llu: target digest mismatch",
+                      dc_st_tensor(a.tgt, ti)->name,
+                      (unsigned long long)(bad - 1 - a.tg.gstart[ti]));
+        goto out;
+    }
+    if ((st = dc_ckpt_digest_finish(a.tgt, in->chunk_size, a.tdg, G, &td)) != DC_OK)
+        goto out;
+    if (!dc_digest_eq(td, in->target_digest)) {
+        st = dc_error(DC_ERR_VERIFY, "target checkpoint digest mismatch after apply");
+        goto out;
+    }
+    ss->base_bytes = bsz;
+    ss->target_bytes = in->target_size;
+    ss->delta_bytes = r->len;
+out:
+    dc_pool_destroy(&a.pool);
+    free(a.frame_off);
+    free(a.tdg);
+    free(a.bdg);
+    free(a.bidx);
+    free(a.used);
+    dc_grid_free(&a.tg);
+    dc_grid_free(&a.bg);
+    dc_st_close(a.tgt);
+    return st;
+}
+
+DC_API dc_status_t dc_delta_target_size(const void *delta, size_t delta_len, uint64_t *size)
+{
+    if (!delta || !size)
+        return dc_error(DC_ERR_INVALID, "dc_delta_target_size: bad arguments");
+    dc_delta_reader_t r;
+    dc_status_t st = dc_delta_reader_init(&r, delta, delta_len);
+    if (st != DC_OK)
+        return st;
+    *size = r.info.target_size;
+    return DC_OK;
+}
+
+DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, const void *delta,
+                                          size_t delta_len, void *out, size_t out_cap,
+                                          size_t *out_len, const dc_delta_opts_t *opts,
+                                          dc_delta_stats_t *stats)
+{
+    if (!base || !delta || !out || !out_len)
+        return dc_error(DC_ERR_INVALID, "dc_delta_apply_buffers: bad arguments");
+    double t0 = dc_now_s();
+    dc_delta_reader_t r;
+    dc_status_t st = dc_delta_reader_init(&r, delta, delta_len);
+    if (st != DC_OK)
+        return st;
+    if (r.info.target_size > out_cap)
+        return dc_error(DC_ERR_INVALID, "output buffer of %zu bytes is smaller than the %llu-byte target",
+                        out_cap, (unsigned long long)r.info.target_size);
+    dc_st_file_t *b;
+    if ((st = dc_st_open_mem(base, base_len, "base", &b)) != DC_OK)
+        return st;
+    dc_delta_stats_t ss;
+    memset(&ss, 0, sizeof(ss));
+    st = dc_apply_core(b, &r, out, dc_opts_threads(opts), &ss);
+    dc_st_close(b);
+    if (st != DC_OK)
+        return st;
+    ss.seconds = dc_now_s() - t0;
+    dc_stats_out(stats, &ss);
+    *out_len = (size_t)r.info.target_size;
+    return DC_OK;
+}
+
+DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta_path,
+                                        const char *out_path, const dc_delta_opts_t *opts,
+                                        dc_delta_stats_t *stats)
+{
+    if (!base_path || !delta_path)
+        return dc_error(DC_ERR_INVALID, "dc_delta_apply_files: missing path");
+    const char *dest = out_path ? out_path : base_path;
+    double t0 = dc_now_s();
+    dc_status_t st;
+    int dfd = open(delta_path, O_RDONLY | O_CLOEXEC);
+    if (dfd < 0)
+        return dc_error_errno(DC_ERR_IO, errno, "cannot open '%s'", delta_path);
+    struct stat sb;
+    if (fstat(dfd, &sb) != 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "stat '%s'", delta_path);
+        close(dfd);
+        return st;
+    }
+    if (!S_ISREG(sb.st_mode) || sb.st_size < DC_DELTA_HEADER_SIZE) {
+        close(dfd);
+        return dc_error(DC_ERR_FORMAT, "'%s' is not a delta file (%lld bytes)", delta_path,
+                        (long long)sb.st_size);
+    }
+    size_t dlen = (size_t)sb.st_size;
+    void *dmap = mmap(NULL, dlen, PROT_READ, MAP_PRIVATE, dfd, 0);
+    close(dfd);
+    if (dmap == MAP_FAILED)
+        return dc_error_errno(DC_ERR_IO, errno, "cannot map '%s'", delta_path);
+    dc_delta_reader_t r;
+    dc_st_file_t *b = NULL;
+    char *tmp = NULL;
+    int ofd = -1;
+    void *omap = MAP_FAILED;
+    size_t osz = 0;
+    if ((st = dc_delta_reader_init(&r, dmap, dlen)) != DC_OK) {
+        dc_error_prefix("%s", delta_path);
+        goto out_delta;
+    }
+    if ((st = dc_st_open(base_path, DC_ST_READ, &b)) != DC_OK)
+        goto out_delta;
+    tmp = dc_tmp_beside(dest);
+    if (!tmp) {
+        st = dc_error(DC_ERR_NOMEM, "path");
+        goto out_base;
+    }
+    ofd = mkstemp(tmp);
+    if (ofd < 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "cannot create a file beside '%s'", dest);
+        goto out_base;
+    }
+    osz = (size_t)r.info.target_size;
+    if (ftruncate(ofd, (off_t)osz) != 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "cannot size '%s' to %zu bytes", tmp, osz);
+        goto out_tmp;
+    }
+    omap = mmap(NULL, osz, PROT_READ | PROT_WRITE, MAP_SHARED, ofd, 0);
+    if (omap == MAP_FAILED) {
+        st = dc_error_errno(DC_ERR_IO, errno, "cannot map '%s'", tmp);
+        goto out_tmp;
+    }
+    dc_delta_stats_t ss;
+    memset(&ss, 0, sizeof(ss));
+    st = dc_apply_core(b, &r, omap, dc_opts_threads(opts), &ss);
+    if (st != DC_OK) {
+        dc_error_prefix("applying '%s' to '%s'", delta_path, base_path);
+        goto out_tmp;
+    }
+    if (msync(omap, osz, MS_SYNC) != 0 || fsync(ofd) != 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "syncing '%s'", tmp);
+        goto out_tmp;
+    }
+    if (fchmod(ofd, 0644) != 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "chmod '%s'", tmp);
+        goto out_tmp;
+    }
+    if (rename(tmp, dest) != 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "renaming into '%s'", dest);
+        goto out_tmp;
+    }
+    ss.seconds = dc_now_s() - t0;
+    dc_stats_out(stats, &ss);
+out_tmp:
+    if (omap != MAP_FAILED)
+        munmap(omap, osz);
+    if (ofd >= 0)
+        close(ofd);
+    if (st != DC_OK)
+        unlink(tmp);
+out_base:
+    free(tmp);
+    dc_st_close(b);
+out_delta:
+    munmap(dmap, dlen);
+    return st;
+}

@@ -1,0 +1,713 @@
+/* entropy.c - Golomb positions, order-0 rANS values, zstd/raw fallbacks. */
+#include "kernels/entropy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <zstd.h>
+
+#define DC_RANS_L (1u << 23)
+#define DC_RANS_MAX_SCALE 16
+#define DC_RANS_MIN_SCALE 8
+
+/* rANS encoder symbol with a reciprocal instead of a division (after
+ * F. Giesen's rans_byte.h). */
+struct dc_rans_esym {
+    uint32_t x_max, rcp_freq, bias;
+    uint16_t cmpl_freq, rcp_shift;
+};
+
+struct dc_ent_scratch {
+    size_t max_count; /* bytes of values coded at once */
+    uint32_t *hist;   /* 65536 */
+    uint32_t *qfreq;  /* 65536 */
+    uint32_t *cum;    /* 65537 */
+    uint16_t *slot;   /* 65536 */
+    uint16_t *syms;   /* 65536: list of used symbols */
+    struct dc_rans_esym *esym; /* 65536: encoder symbols (reciprocals) */
+    uint8_t *tmp[2];  /* candidate outputs, each val_bound(max_count, 8) */
+    size_t tmp_cap;
+    uint64_t *hkeys;  /* hash table for w > 2 entropy */
+    uint32_t *hcnt;
+    size_t hcap;
+};
+
+const char *dc_ent_method_name(unsigned method)
+{
+    static const char *const names[] = {"raw", "zstd", "rans", "planes", "golomb"};
+    return method < DC_ENT_METHOD_COUNT ? names[method] : "?";
+}
+
+dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out)
+{
+    dc_ent_scratch_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return dc_error(DC_ERR_NOMEM, "entropy scratch");
+    s->max_count = max_count;
+    s->tmp_cap = dc_ent_val_bound(max_count, 1);
+    s->hcap = 16;
+    while (s->hcap < max_count / 2) /* words of >= 4 bytes: load <= 50% */
+        s->hcap <<= 1;
+    s->hist = calloc(65536, sizeof(uint32_t));
+    s->qfreq = calloc(65536, sizeof(uint32_t));
+    s->cum = calloc(65537, sizeof(uint32_t));
+    s->slot = calloc(65536, sizeof(uint16_t));
+    s->syms = calloc(65536, sizeof(uint16_t));
+    s->esym = calloc(65536, sizeof(*s->esym));
+    s->tmp[0] = malloc(s->tmp_cap);
+    s->tmp[1] = malloc(s->tmp_cap);
+    s->hkeys = malloc(s->hcap * sizeof(uint64_t));
+    s->hcnt = calloc(s->hcap, sizeof(uint32_t));
+    if (!s->hist || !s->qfreq || !s->cum || !s->slot || !s->syms || !s->esym || !s->tmp[0] ||
+        !s->tmp[1] || !s->hkeys || !s->hcnt) {
+        dc_ent_scratch_free(s);
+        return dc_error(DC_ERR_NOMEM, "entropy scratch for %zu words", max_count);
+    }
+    *out = s;
+    return DC_OK;
+}
+
+void dc_ent_scratch_free(dc_ent_scratch_t *s)
+{
+    if (!s)
+        return;
+    free(s->hist);
+    free(s->qfreq);
+    free(s->cum);
+    free(s->slot);
+    free(s->syms);
+    free(s->esym);
+    free(s->tmp[0]);
+    free(s->tmp[1]);
+    free(s->hkeys);
+    free(s->hcnt);
+    free(s);
+}
+
+/* --- varints -------------------------------------------------------------- */
+
+size_t dc_ent_put_varint(uint8_t *dst, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        dst[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    dst[n++] = (uint8_t)v;
+    return n;
+}
+
+dc_status_t dc_ent_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    const uint8_t *q = *p;
+    for (unsigned i = 0; i < 10; i++) {
+        if (q >= end)
+            return dc_error(DC_ERR_FORMAT, "truncated varint");
+        uint8_t b = *q++;
+        if (i == 9 && b > 1)
+            return dc_error(DC_ERR_FORMAT, "varint overflows 64 bits");
+        r |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *p = q;
+            *v = r;
+            return DC_OK;
+        }
+    }
+    return dc_error(DC_ERR_FORMAT, "varint longer than 10 bytes");
+}
+
+/* --- bit I/O (MSB first) --------------------------------------------------- */
+
+typedef struct {
+    uint64_t acc;
+    unsigned nb;
+    uint8_t *p, *end;
+    int overflow;
+} dc_bitw_t;
+
+static inline void dc_bitw_flush32(dc_bitw_t *w)
+{
+    if (w->nb >= 32) {
+        if (w->end - w->p < 4) {
+            w->overflow = 1;
+            w->nb -= 32;
+            return;
+        }
+        uint32_t v = (uint32_t)(w->acc >> (w->nb - 32));
+        w->p[0] = (uint8_t)(v >> 24);
+        w->p[1] = (uint8_t)(v >> 16);
+        w->p[2] = (uint8_t)(v >> 8);
+        w->p[3] = (uint8_t)v;
+        w->p += 4;
+        w->nb -= 32;
+    }
+}
+
+/* n <= 32 */
+static inline void dc_bitw_put(dc_bitw_t *w, uint64_t v, unsigned n)
+{
+    if (n == 0)
+        return;
+    w->acc = (w->acc << n) | (v & ((n == 64) ? ~0ull : ((1ull << n) - 1)));
+    w->nb += n;
+    dc_bitw_flush32(w);
+}
+
+static void dc_bitw_finish(dc_bitw_t *w)
+{
+    while (w->nb >= 8) {
+        if (w->p >= w->end) {
+            w->overflow = 1;
+            return;
+        }
+        *w->p++ = (uint8_t)(w->acc >> (w->nb - 8));
+        w->nb -= 8;
+    }
+    if (w->nb) {
+        if (w->p >= w->end) {
+            w->overflow = 1;
+            return;
+        }
+        *w->p++ = (uint8_t)(w->acc << (8 - w->nb));
+        w->nb = 0;
+    }
+}
+
+typedef struct {
+    uint64_t acc; /* only the low nb bits are meaningful */
+    unsigned nb;
+    const uint8_t *p, *end;
+} dc_bitr_t;
+
+static inline void dc_bitr_refill(dc_bitr_t *r)
+{
+    while (r->nb <= 56 && r->p < r->end) {
+        r->acc = (r->acc << 8) | *r->p++;
+        r->nb += 8;
+    }
+}
+
+static inline uint64_t dc_lowmask(unsigned n)
+{
+    return n >= 64 ? ~0ull : ((1ull << n) - 1);
+}
+
+/* --- positions: Golomb-coded gaps ----------------------------------------- */
+
+size_t dc_ent_pos_bound(size_t count, uint64_t n)
+{
+    /* With the chosen m, a gap costs at most q+1+ceil(log2 m) bits and the
+     * sum of q is <= n/m; generous: 10 + count * 34 bits + n/8. */
+    return 16 + (count * 34 + 7) / 8 + (size_t)(n / 8) + 8;
+}
+
+static unsigned dc_ceil_log2_u64(uint64_t m)
+{
+    unsigned b = 0;
+    while (b < 64 && (1ull << b) < m)
+        b++;
+    return b;
+}
+
+static uint64_t dc_golomb_param(size_t count, uint64_t span)
+{
+    if (count == 0)
+        return 1;
+    double mean = (double)(span - count) / (double)count; /* mean gap */
+    if (mean <= 0.0)
+        return 1;
+    double theta = mean / (1.0 + mean);
+    double m = ceil(log(1.0 + theta) / -log(theta));
+    if (!(m >= 1.0))
+        m = 1.0;
+    if (m > 2147483648.0)
+        m = 2147483648.0;
+    return (uint64_t)m;
+}
+
+dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uint8_t *dst,
+                              size_t cap, size_t *out_len)
+{
+    if (cap < 10)
+        return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
+    uint64_t span = count ? (uint64_t)pos[count - 1] + 1 : 0;
+    uint64_t m = dc_golomb_param(count, span);
+    size_t h = dc_ent_put_varint(dst, m);
+    unsigned b = dc_ceil_log2_u64(m);
+    uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
+    dc_bitw_t w = {0, 0, dst + h, dst + cap, 0};
+    int64_t prev = -1;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t g = (uint64_t)((int64_t)pos[k] - prev - 1);
+        prev = pos[k];
+        uint64_t q = g / m, r = g % m;
+        while (q >= 32) {
+            dc_bitw_put(&w, 0, 32);
+            q -= 32;
+        }
+        dc_bitw_put(&w, 1, (unsigned)q + 1);
+        if (b) {
+            if (r < cut)
+                dc_bitw_put(&w, r, b - 1);
+            else
+                dc_bitw_put(&w, r + cut, b);
+        }
+        if (DC_UNLIKELY(w.overflow))
+            break;
+    }
+    dc_bitw_finish(&w);
+    if (w.overflow)
+        return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
+    (void)n;
+    *out_len = (size_t)(w.p - dst);
+    return DC_OK;
+}
+
+dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint64_t n,
+                              uint32_t *pos)
+{
+    const uint8_t *p = src, *end = src + len;
+    uint64_t m;
+    if (dc_ent_get_varint(&p, end, &m) != DC_OK)
+        return dc_error(DC_ERR_FORMAT, "positions: bad Golomb parameter");
+    if (m < 1 || m > (1ull << 32))
+        return dc_error(DC_ERR_FORMAT, "positions: Golomb parameter %llu out of range",
+                        (unsigned long long)m);
+    if (count > n)
+        return dc_error(DC_ERR_FORMAT, "positions: %zu changes in %llu elements", count,
+                        (unsigned long long)n);
+    unsigned b = dc_ceil_log2_u64(m);
+    uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
+    dc_bitr_t r = {0, 0, p, end};
+    int64_t prev = -1;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t q = 0;
+        for (;;) {
+            dc_bitr_refill(&r);
+            if (r.nb == 0)
+                return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
+            uint64_t top = (r.acc & dc_lowmask(r.nb)) << (64 - r.nb);
+            if (top == 0) {
+                q += r.nb;
+                r.nb = 0;
+                if (q > n)
+                    return dc_error(DC_ERR_FORMAT, "positions: gap exceeds chunk");
+                continue;
+            }
+            unsigned lz = (unsigned)__builtin_clzll(top);
+            q += lz;
+            r.nb -= lz + 1;
+            break;
+        }
+        if (q > n)
+            return dc_error(DC_ERR_FORMAT, "positions: gap exceeds chunk");
+        uint64_t rem = 0;
+        if (b) {
+            dc_bitr_refill(&r);
+            if (r.nb < b - 1)
+                return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
+            rem = (b - 1) ? (r.acc >> (r.nb - (b - 1))) & dc_lowmask(b - 1) : 0;
+            if (rem < cut) {
+                r.nb -= b - 1;
+            } else {
+                if (r.nb < b)
+                    return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
+                rem = ((r.acc >> (r.nb - b)) & dc_lowmask(b)) - cut;
+                r.nb -= b;
+                if (rem >= m)
+                    return dc_error(DC_ERR_FORMAT, "positions: bad remainder");
+            }
+        }
+        uint64_t g = q * m + rem;
+        uint64_t ps = (uint64_t)(prev + 1) + g;
+        if (g > n || ps >= n)
+            return dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
+                            (unsigned long long)ps, (unsigned long long)n);
+        pos[k] = (uint32_t)ps;
+        prev = (int64_t)ps;
+    }
+    if (r.p != end || r.nb >= 8 || (r.acc & dc_lowmask(r.nb)) != 0)
+        return dc_error(DC_ERR_FORMAT, "positions: trailing bytes after %zu positions", count);
+    return DC_OK;
+}
+
+/* --- order-0 rANS ---------------------------------------------------------- */
+
+static inline uint32_t dc_sym_at(const uint8_t *v, size_t i, unsigned stride, unsigned bits)
+{
+    return bits == 16 ? dc_load_le16(v + i * stride) : v[i * stride];
+}
+
+/*
+ * Encode count symbols (8 or 16 bits, read at v + i*stride) as a RANS
+ * stream.  Returns DC_ERR_BUSY when the alphabet is too large for the
+ * table precision or cap is too small.
+ */
+static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                  unsigned stride, unsigned bits, uint8_t *dst, size_t cap,
+                                  size_t *out_len)
+{
+    uint32_t *hist = s->hist;
+    size_t nsym = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t c = dc_sym_at(v, i, stride, bits);
+        if (hist[c]++ == 0)
+            s->syms[nsym++] = (uint16_t)c;
+    }
+    dc_status_t st = DC_OK;
+    /* symbols in increasing order for the table */
+    if (bits == 8 || nsym > 1024) {
+        size_t k = 0;
+        uint32_t lim = bits == 16 ? 65536u : 256u;
+        for (uint32_t c = 0; c < lim; c++)
+            if (hist[c])
+                s->syms[k++] = (uint16_t)c;
+    } else {
+        /* insertion sort of a short list */
+        for (size_t i = 1; i < nsym; i++) {
+            uint16_t x = s->syms[i];
+            size_t j = i;
+            while (j > 0 && s->syms[j - 1] > x) {
+                s->syms[j] = s->syms[j - 1];
+                j--;
+            }
+            s->syms[j] = x;
+        }
+    }
+    unsigned S = DC_RANS_MAX_SCALE;
+    if (count < (1u << 12))
+        S = 12;
+    while ((1u << S) < 2 * nsym && S < DC_RANS_MAX_SCALE)
+        S++;
+    uint32_t M = 1u << S;
+    if (nsym > M / 2) {
+        st = DC_ERR_BUSY;
+        goto clear;
+    }
+    /* quantize */
+    uint64_t sum = 0;
+    size_t big = 0;
+    for (size_t k = 0; k < nsym; k++) {
+        uint32_t c = s->syms[k];
+        uint64_t q = (uint64_t)hist[c] * M / count;
+        if (q == 0)
+            q = 1;
+        s->qfreq[c] = (uint32_t)q;
+        sum += q;
+        if (hist[c] > hist[s->syms[big]])
+            big = k;
+    }
+    while (sum > M) {
+        /* take from the largest quantized frequency */
+        size_t bi = 0;
+        for (size_t k = 1; k < nsym; k++)
+            if (s->qfreq[s->syms[k]] > s->qfreq[s->syms[bi]])
+                bi = k;
+        uint32_t *q = &s->qfreq[s->syms[bi]];
+        uint64_t take = DC_MIN(sum - M, (uint64_t)(*q - (*q + 1) / 2));
+        if (take == 0) {
+            st = DC_ERR_BUSY;
+            goto clear;
+        }
+        *q -= (uint32_t)take;
+        sum -= take;
+    }
+    s->qfreq[s->syms[big]] += (uint32_t)(M - sum);
+    /* table */
+    size_t h = 0;
+    if (cap < 32 + (size_t)nsym * 6) {
+        st = DC_ERR_BUSY;
+        goto clear;
+    }
+    dst[h++] = (uint8_t)bits;
+    dst[h++] = (uint8_t)S;
+    h += dc_ent_put_varint(dst + h, nsym);
+    uint32_t c0 = 0, acc = 0;
+    for (size_t k = 0; k < nsym; k++) {
+        uint32_t c = s->syms[k];
+        h += dc_ent_put_varint(dst + h, k == 0 ? c : c - c0 - 1);
+        h += dc_ent_put_varint(dst + h, s->qfreq[c] - 1);
+        s->cum[c] = acc;
+        acc += s->qfreq[c];
+        c0 = c;
+    }
+    /* encoder symbols */
+    for (size_t k = 0; k < nsym; k++) {
+        uint32_t c = s->syms[k], f = s->qfreq[c];
+        struct dc_rans_esym *e = &s->esym[c];
+        e->x_max = ((DC_RANS_L >> S) << 8) * f;
+        e->cmpl_freq = (uint16_t)(M - f);
+        if (f < 2) {
+            e->rcp_freq = ~0u;
+            e->rcp_shift = 0;
+            e->bias = s->cum[c] + M - 1;
+        } else {
+            uint32_t shift = 0;
+            while (f > (1u << shift))
+                shift++;
+            e->rcp_freq = (uint32_t)(((1ull << (shift + 31)) + f - 1) / f);
+            e->rcp_shift = (uint16_t)(shift - 1);
+            e->bias = s->cum[c];
+        }
+    }
+    /* encode backwards */
+    uint8_t *lo = dst + h, *p = dst + cap;
+    uint32_t x = DC_RANS_L;
+    for (size_t i = count; i-- > 0;) {
+        const struct dc_rans_esym *e = &s->esym[dc_sym_at(v, i, stride, bits)];
+        if (DC_UNLIKELY(p - lo < 8)) {
+            st = DC_ERR_BUSY;
+            goto clear;
+        }
+        while (x >= e->x_max) {
+            *--p = (uint8_t)x;
+            x >>= 8;
+        }
+        uint32_t q = (uint32_t)(((uint64_t)x * e->rcp_freq) >> 32) >> e->rcp_shift;
+        x = x + e->bias + q * e->cmpl_freq;
+    }
+    if (p < lo + 4) {
+        st = DC_ERR_BUSY;
+        goto clear;
+    }
+    p -= 4;
+    dc_store_le32(p, x);
+    size_t dlen = (size_t)(dst + cap - p);
+    memmove(lo, p, dlen);
+    *out_len = h + dlen;
+clear:
+    for (size_t k = 0; k < nsym; k++)
+        hist[s->syms[k]] = 0;
+    return st;
+}
+
+static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_t len,
+                                  size_t count, unsigned bits, uint8_t *out, unsigned stride)
+{
+    const uint8_t *p = src, *end = src + len;
+    if (len < 2)
+        return dc_error(DC_ERR_FORMAT, "rANS stream truncated");
+    unsigned sb = *p++, S = *p++;
+    if (sb != bits)
+        return dc_error(DC_ERR_FORMAT, "rANS stream has %u-bit symbols, expected %u", sb, bits);
+    if (S < DC_RANS_MIN_SCALE || S > DC_RANS_MAX_SCALE)
+        return dc_error(DC_ERR_FORMAT, "rANS scale %u out of range", S);
+    uint32_t M = 1u << S;
+    uint64_t nsym;
+    if (dc_ent_get_varint(&p, end, &nsym) != DC_OK)
+        return dc_error(DC_ERR_FORMAT, "rANS table truncated");
+    if (nsym < 1 || nsym > M || nsym > (1ull << bits))
+        return dc_error(DC_ERR_FORMAT, "rANS table has %llu symbols", (unsigned long long)nsym);
+    uint64_t c = 0, acc = 0;
+    for (uint64_t k = 0; k < nsym; k++) {
+        uint64_t d, f;
+        if (dc_ent_get_varint(&p, end, &d) != DC_OK || dc_ent_get_varint(&p, end, &f) != DC_OK)
+            return dc_error(DC_ERR_FORMAT, "rANS table truncated");
+        c = k == 0 ? d : c + d + 1;
+        f += 1;
+        if (c >= (1ull << bits) || d >= (1ull << bits) || f > M || acc + f > M)
+            return dc_error(DC_ERR_FORMAT, "rANS table entry out of range");
+        s->qfreq[c] = (uint32_t)f;
+        s->cum[c] = (uint32_t)acc;
+        for (uint64_t j = acc; j < acc + f; j++)
+            s->slot[j] = (uint16_t)c;
+        acc += f;
+    }
+    if (acc != M)
+        return dc_error(DC_ERR_FORMAT, "rANS frequencies sum to %llu, not %u",
+                        (unsigned long long)acc, M);
+    if (end - p < 4)
+        return dc_error(DC_ERR_FORMAT, "rANS stream truncated");
+    uint32_t x = dc_load_le32(p);
+    p += 4;
+    if (x < DC_RANS_L || x >= (DC_RANS_L << 8))
+        return dc_error(DC_ERR_FORMAT, "rANS initial state out of range");
+    const uint32_t mask = M - 1;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t sl = x & mask;
+        uint32_t sym = s->slot[sl];
+        x = s->qfreq[sym] * (x >> S) + sl - s->cum[sym];
+        while (x < DC_RANS_L) {
+            if (DC_UNLIKELY(p >= end))
+                return dc_error(DC_ERR_FORMAT, "rANS data truncated");
+            x = (x << 8) | *p++;
+        }
+        if (bits == 16)
+            dc_store_le16(out + i * stride, (uint16_t)sym);
+        else
+            out[i * stride] = (uint8_t)sym;
+    }
+    if (x != DC_RANS_L || p != end)
+        return dc_error(DC_ERR_FORMAT, "rANS stream does not end cleanly");
+    return DC_OK;
+}
+
+/* --- values ---------------------------------------------------------------- */
+
+size_t dc_ent_val_bound(size_t count, unsigned w)
+{
+    size_t raw = count * w;
+    size_t z = ZSTD_compressBound(raw);
+    return DC_MAX(raw, z) + 64;
+}
+
+double dc_ent_words_entropy_bits(dc_ent_scratch_t *s, const void *vals, size_t count,
+                                 unsigned w)
+{
+    if (count == 0)
+        return 0.0;
+    const uint8_t *v = vals;
+    double bits = 0.0;
+    if (w <= 2) {
+        size_t nsym = 0;
+        for (size_t i = 0; i < count; i++) {
+            uint32_t c = dc_sym_at(v, i, w, 8 * w);
+            if (s->hist[c]++ == 0)
+                s->syms[nsym++] = (uint16_t)c;
+        }
+        for (size_t k = 0; k < nsym; k++) {
+            double h = s->hist[s->syms[k]];
+            bits -= h * log2(h / (double)count);
+            s->hist[s->syms[k]] = 0;
+        }
+        return bits;
+    }
+    if (count * w > s->max_count)
+        return 0.0;
+    size_t mask = s->hcap - 1;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t key = w == 4 ? dc_load_le32(v + 4 * i) : dc_load_le64(v + 8 * i);
+        size_t hsh = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+        while (s->hcnt[hsh] && s->hkeys[hsh] != key)
+            hsh = (hsh + 1) & mask;
+        s->hkeys[hsh] = key;
+        s->hcnt[hsh]++;
+    }
+    for (size_t i = 0; i < s->hcap; i++) {
+        if (s->hcnt[i]) {
+            double h = s->hcnt[i];
+            bits -= h * log2(h / (double)count);
+            s->hcnt[i] = 0;
+        }
+    }
+    return bits;
+}
+
+static dc_status_t dc_planes_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                    unsigned w, uint8_t *dst, size_t cap, size_t *out_len)
+{
+    size_t h = 0;
+    for (unsigned j = 0; j < w; j++) {
+        if (cap - h < 16)
+            return DC_ERR_BUSY;
+        /* reserve 5 bytes for the varint, then move */
+        size_t len;
+        dc_status_t st = dc_rans_encode(s, v + j, count, w, 8, dst + h + 5, cap - h - 5, &len);
+        if (st != DC_OK)
+            return st;
+        uint8_t vb[10];
+        size_t vl = dc_ent_put_varint(vb, len);
+        memmove(dst + h + vl, dst + h + 5, len);
+        memcpy(dst + h, vb, vl);
+        h += vl + len;
+    }
+    *out_len = h;
+    return DC_OK;
+}
+
+dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t count, unsigned w,
+                              int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
+                              unsigned *method)
+{
+    size_t raw = count * w;
+    if (cap < dc_ent_val_bound(count, w) || count * w > s->max_count)
+        return dc_error(DC_ERR_BUSY, "values: output buffer too small");
+    const uint8_t *v = vals;
+    size_t best = raw;
+    unsigned bm = DC_ENT_RAW;
+    int bi = -1; /* which tmp holds the best; -1 = raw */
+    int free_tmp = 0;
+    size_t len;
+    if (count == 0) {
+        *out_len = 0;
+        *method = DC_ENT_RAW;
+        return DC_OK;
+    }
+    if (w <= 2) {
+        if (dc_rans_encode(s, v, count, w, 8 * w, s->tmp[free_tmp], s->tmp_cap, &len) == DC_OK &&
+            len < best) {
+            best = len;
+            bm = DC_ENT_RANS;
+            bi = free_tmp;
+            free_tmp ^= 1;
+        }
+    }
+    if (w >= 2 && (w > 2 || bm == DC_ENT_RAW)) {
+        if (dc_planes_encode(s, v, count, w, s->tmp[free_tmp], s->tmp_cap, &len) == DC_OK &&
+            len < best) {
+            best = len;
+            bm = DC_ENT_PLANES;
+            bi = free_tmp;
+            free_tmp ^= 1;
+        }
+    }
+    if (allow_zstd) {
+        size_t z = ZSTD_compress(s->tmp[free_tmp], s->tmp_cap, v, raw, 1);
+        if (!ZSTD_isError(z) && z < best) {
+            best = z;
+            bm = DC_ENT_ZSTD;
+            bi = free_tmp;
+        }
+    }
+    memcpy(dst, bi < 0 ? v : s->tmp[bi], best);
+    *out_len = best;
+    *method = bm;
+    return DC_OK;
+}
+
+dc_status_t dc_ent_val_decode(dc_ent_scratch_t *s, unsigned method, const uint8_t *src,
+                              size_t len, size_t count, unsigned w, void *vals)
+{
+    size_t raw = count * w;
+    uint8_t *out = vals;
+    switch (method) {
+    case DC_ENT_RAW:
+        if (len != raw)
+            return dc_error(DC_ERR_FORMAT, "raw values: %zu bytes, expected %zu", len, raw);
+        memcpy(out, src, raw);
+        return DC_OK;
+    case DC_ENT_ZSTD: {
+        unsigned long long fs = ZSTD_getFrameContentSize(src, len);
+        if (fs != raw)
+            return dc_error(DC_ERR_FORMAT, "zstd values: content size does not match %zu", raw);
+        size_t z = ZSTD_decompress(out, raw, src, len);
+        if (ZSTD_isError(z) || z != raw)
+            return dc_error(DC_ERR_FORMAT, "zstd values: %s",
+                            ZSTD_isError(z) ? ZSTD_getErrorName(z) : "short output");
+        return DC_OK;
+    }
+    case DC_ENT_RANS:
+        if (w > 2)
+            return dc_error(DC_ERR_FORMAT, "rANS values need 1- or 2-byte words");
+        if (count == 0)
+            return len == 0 ? DC_OK : dc_error(DC_ERR_FORMAT, "rANS values: trailing bytes");
+        return dc_rans_decode(s, src, len, count, 8 * w, out, w);
+    case DC_ENT_PLANES: {
+        const uint8_t *p = src, *end = src + len;
+        for (unsigned j = 0; j < w; j++) {
+            uint64_t l;
+            if (dc_ent_get_varint(&p, end, &l) != DC_OK || l > (uint64_t)(end - p))
+                return dc_error(DC_ERR_FORMAT, "plane %u: bad length", j);
+            dc_status_t st = dc_rans_decode(s, p, (size_t)l, count, 8, out + j, w);
+            if (st != DC_OK)
+                return st;
+            p += l;
+        }
+        if (p != end)
+            return dc_error(DC_ERR_FORMAT, "planes: trailing bytes");
+        return DC_OK;
+    }
+    default:
+        return dc_error(DC_ERR_FORMAT, "unknown values method %u", method);
+    }
+}

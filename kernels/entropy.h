@@ -1,0 +1,111 @@
+/*
+ * entropy.h - the delta codec's entropy coders (internal to kernels/).
+ *
+ * Two kinds of stream make up a chunk payload (see codec.h):
+ *
+ *  - a POSITIONS stream: the strictly increasing indices of the changed
+ *    elements of a chunk of n elements.  Coded as gaps (g = pos[k] -
+ *    pos[k-1] - 1) with a Golomb code whose parameter m is fitted to the
+ *    chunk's change rate.  For positions that are iid Bernoulli(p) the gaps
+ *    are geometric and a Golomb code is the optimal prefix code: it lands
+ *    within ~1% of n*H(p).
+ *
+ *  - a VALUES stream: `count` words of width w (1, 2, 4, 8 bytes): XOR words
+ *    or new values.  Coded by whichever is smallest of
+ *      DC_ENT_RAW     the bytes themselves,
+ *      DC_ENT_ZSTD    zstd level 1,
+ *      DC_ENT_RANS    static order-0 rANS over the whole word (w <= 2, i.e.
+ *                     a 256- or 65536-symbol alphabet) with the quantized
+ *                     frequency table transmitted in the stream,
+ *      DC_ENT_PLANES  w byte planes, each an order-0 rANS stream.
+ *
+ * Stream byte layouts (all little-endian; varint = LEB128, at most 10 bytes):
+ *
+ *   Golomb positions:  varint m (1 <= m <= 2^32), then the bit stream
+ *                      (MSB first): per gap, q = g / m zero bits, a one bit,
+ *                      then r = g % m in truncated binary.
+ *   RAW values:        count * w bytes.
+ *   ZSTD values:       one zstd frame whose content is count * w bytes.
+ *   RANS values:       u8 symbol bits (8|16), u8 scale bits S (8..16),
+ *                      varint nsym, nsym x (varint symbol delta - 1 (first:
+ *                      the symbol), varint freq - 1) with freqs summing to
+ *                      2^S, then the rANS data: u32 final state + bytes.
+ *                      After the last symbol the decoder's state must be
+ *                      exactly 2^23 and the data exhausted.
+ *   PLANES values:     w x (varint length, RANS stream of 8-bit symbols)
+ *                      for byte plane 0 (least significant) .. w-1.
+ *
+ * Decoders take hostile bytes: every count, length and table is checked
+ * before use and output is written only inside the caller's buffers; any
+ * inconsistency is DC_ERR_FORMAT.
+ */
+#ifndef DC_ENTROPY_H
+#define DC_ENTROPY_H
+
+#include "util/dc_util.h"
+
+enum {
+    DC_ENT_RAW = 0,
+    DC_ENT_ZSTD = 1,
+    DC_ENT_RANS = 2,
+    DC_ENT_PLANES = 3,
+    DC_ENT_GOLOMB = 4,
+    DC_ENT_METHOD_COUNT
+};
+
+/** "raw", "zstd", "rans", "planes", "golomb" or "?". */
+const char *dc_ent_method_name(unsigned method);
+
+/** Scratch memory for coding up to `max_count` bytes of words at once.
+ *  One per thread. */
+typedef struct dc_ent_scratch dc_ent_scratch_t;
+dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out);
+void dc_ent_scratch_free(dc_ent_scratch_t *s);
+
+/* --- varints -------------------------------------------------------------- */
+
+/** Write v as LEB128 at dst (needs 10 bytes of room); returns bytes written. */
+size_t dc_ent_put_varint(uint8_t *dst, uint64_t v);
+/** Read a varint from [*p, end); advances *p.  DC_ERR_FORMAT if it runs
+ *  past end or is longer than 10 bytes. */
+dc_status_t dc_ent_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
+
+/* --- positions ------------------------------------------------------------ */
+
+/** Upper bound of a Golomb positions stream for `count` positions in n. */
+size_t dc_ent_pos_bound(size_t count, uint64_t n);
+/** Encode strictly increasing positions < n.  DC_ERR_BUSY if cap is too
+ *  small. */
+dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uint8_t *dst,
+                              size_t cap, size_t *out_len);
+/** Decode exactly `count` positions, each < n and strictly increasing,
+ *  consuming exactly `len` bytes (up to the final byte's padding). */
+dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint64_t n,
+                              uint32_t *pos);
+
+/* --- values --------------------------------------------------------------- */
+
+/** Upper bound of any values stream of count words of w bytes. */
+size_t dc_ent_val_bound(size_t count, unsigned w);
+
+/** Estimated bits of the order-0 empirical entropy of the words (for w > 2:
+ *  of the whole 4/8-byte words, computed by sorting a copy).  This is the
+ *  "count * H(histogram)" term of the codec's entropy bound. */
+double dc_ent_words_entropy_bits(dc_ent_scratch_t *s, const void *vals, size_t count,
+                                 unsigned w);
+
+/**
+ * Encode count words of width w, choosing the smallest method.
+ * `allow_zstd` = 0 skips the zstd candidate (speed).  *method receives the
+ * method used.  DC_ERR_BUSY if cap < dc_ent_val_bound().
+ */
+dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t count, unsigned w,
+                              int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
+                              unsigned *method);
+
+/** Decode exactly count words of width w from a `method` stream of len
+ *  bytes into vals (count * w bytes). */
+dc_status_t dc_ent_val_decode(dc_ent_scratch_t *s, unsigned method, const uint8_t *src,
+                              size_t len, size_t count, unsigned w, void *vals);
+
+#endif /* DC_ENTROPY_H */

@@ -1,0 +1,504 @@
+/*
+ * kern.c - dispatcher and portable reference for the host kernels.
+ *
+ * The scalar code below is the reference that every vector table and the
+ * CUDA kernels are tested against, byte for byte.  It is also reasonably
+ * fast: it compares 8 bytes at a time and only looks at single elements in
+ * words that differ.
+ */
+#include "kernels/kern.h"
+
+#include "kernels/kern_impl.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+/* ======================================================================== */
+/*  Element helpers                                                         */
+/* ======================================================================== */
+
+static inline uint64_t load_w(const uint8_t *p, unsigned w)
+{
+    switch (w) {
+    case 1: return p[0];
+    case 2: return dc_load_le16(p);
+    case 4: return dc_load_le32(p);
+    default: return dc_load_le64(p);
+    }
+}
+
+static inline void store_w(uint8_t *p, unsigned w, uint64_t v)
+{
+    switch (w) {
+    case 1: p[0] = (uint8_t)v; break;
+    case 2: dc_store_le16(p, (uint16_t)v); break;
+    case 4: dc_store_le32(p, (uint32_t)v); break;
+    default: dc_store_le64(p, v); break;
+    }
+}
+
+static void check_width(unsigned w, const char *fn)
+{
+    if (w != 1 && w != 2 && w != 4 && w != 8) {
+        /* An invariant: widths come from dc_dtype_size(), never from input. */
+        fprintf(stderr, "deltacast: %s: element width %u is not 1, 2, 4 or 8\n", fn, w);
+        abort();
+    }
+}
+
+/* ======================================================================== */
+/*  Scalar reference                                                        */
+/* ======================================================================== */
+
+size_t dc_kern_scalar_count_range(const void *a, const void *b, size_t begin, size_t end,
+                                  unsigned w)
+{
+    const uint8_t *pa = a, *pb = b;
+    size_t cnt = 0, i = begin;
+    const size_t epw = 8 / w; /* elements per 64-bit word */
+
+    for (; i + epw <= end; i += epw) {
+        uint64_t x = dc_load_le64(pa + i * w) ^ dc_load_le64(pb + i * w);
+        if (x == 0)
+            continue;
+        for (size_t j = 0; j < epw; j++)
+            cnt += ((x >> (j * w * 8)) & (w == 8 ? ~0ull : ((1ull << (w * 8)) - 1))) != 0;
+    }
+    for (; i < end; i++)
+        cnt += load_w(pa + i * w, w) != load_w(pb + i * w, w);
+    return cnt;
+}
+
+size_t dc_kern_scalar_diff_range(const void *a, const void *b, size_t begin, size_t end,
+                                 unsigned w, uint32_t *pos, void *xorw, size_t cap,
+                                 size_t k)
+{
+    const uint8_t *pa = a, *pb = b;
+    uint8_t *px = xorw;
+    const size_t epw = 8 / w;
+    const uint64_t emask = w == 8 ? ~0ull : ((1ull << (w * 8)) - 1);
+    size_t i = begin;
+
+    for (; i + epw <= end; i += epw) {
+        uint64_t x = dc_load_le64(pa + i * w) ^ dc_load_le64(pb + i * w);
+        if (x == 0)
+            continue;
+        for (size_t j = 0; j < epw; j++) {
+            uint64_t e = (x >> (j * w * 8)) & emask;
+            if (e) {
+                if (k < cap) {
+                    pos[k] = (uint32_t)(i + j);
+                    store_w(px + k * w, w, e);
+                }
+                k++;
+            }
+        }
+    }
+    for (; i < end; i++) {
+        uint64_t e = load_w(pa + i * w, w) ^ load_w(pb + i * w, w);
+        if (e) {
+            if (k < cap) {
+                pos[k] = (uint32_t)i;
+                store_w(px + k * w, w, e);
+            }
+            k++;
+        }
+    }
+    return k;
+}
+
+static size_t scalar_count(const void *a, const void *b, size_t n, unsigned w)
+{
+    return dc_kern_scalar_count_range(a, b, 0, n, w);
+}
+
+static size_t scalar_diff(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                          void *xorw, size_t cap)
+{
+    return dc_kern_scalar_diff_range(a, b, 0, n, w, pos, xorw, cap, 0);
+}
+
+void dc_kern_scalar_gather(const void *b, unsigned w, const uint32_t *pos, size_t count,
+                           void *vals)
+{
+    const uint8_t *pb = b;
+    uint8_t *pv = vals;
+    switch (w) {
+    case 1:
+        for (size_t k = 0; k < count; k++)
+            pv[k] = pb[pos[k]];
+        break;
+    case 2:
+        for (size_t k = 0; k < count; k++)
+            memcpy(pv + 2 * k, pb + 2 * (size_t)pos[k], 2);
+        break;
+    case 4:
+        for (size_t k = 0; k < count; k++)
+            memcpy(pv + 4 * k, pb + 4 * (size_t)pos[k], 4);
+        break;
+    default:
+        for (size_t k = 0; k < count; k++)
+            memcpy(pv + 8 * k, pb + 8 * (size_t)pos[k], 8);
+        break;
+    }
+}
+
+size_t dc_kern_scalar_validate(const uint32_t *pos, size_t count, size_t n)
+{
+    /* The lowest k with pos[k] >= n or pos[k] <= pos[k-1]. */
+    if (count == 0)
+        return 0;
+    if (n == 0 || pos[0] >= n)
+        return 0;
+    const uint32_t last = n > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - 1);
+    /* Branch-free accumulation in blocks; locate the culprit only on failure. */
+    size_t k = 1;
+    while (k < count) {
+        size_t end = DC_MIN(count, k + 1024);
+        unsigned bad = 0;
+        for (size_t j = k; j < end; j++)
+            bad |= (pos[j] <= pos[j - 1]) | (pos[j] > last);
+        if (bad) {
+            for (size_t j = k; j < end; j++)
+                if (pos[j] <= pos[j - 1] || pos[j] > last)
+                    return j;
+        }
+        k = end;
+    }
+    return count;
+}
+
+#define SCATTER_LOOP(T, OP)                                                   \
+    do {                                                                      \
+        uint8_t *pd = dst;                                                    \
+        const uint8_t *ps = src;                                              \
+        for (size_t k = 0; k < count; k++) {                                  \
+            T v, s;                                                           \
+            memcpy(&v, pd + sizeof(T) * (size_t)pos[k], sizeof(T));           \
+            memcpy(&s, ps + sizeof(T) * k, sizeof(T));                        \
+            v = OP;                                                           \
+            memcpy(pd + sizeof(T) * (size_t)pos[k], &v, sizeof(T));           \
+        }                                                                     \
+    } while (0)
+
+void dc_kern_scalar_xor_scatter(void *dst, unsigned w, const uint32_t *pos,
+                                const void *src, size_t count)
+{
+    switch (w) {
+    case 1: SCATTER_LOOP(uint8_t, (uint8_t)(v ^ s)); break;
+    case 2: SCATTER_LOOP(uint16_t, (uint16_t)(v ^ s)); break;
+    case 4: SCATTER_LOOP(uint32_t, v ^ s); break;
+    default: SCATTER_LOOP(uint64_t, v ^ s); break;
+    }
+}
+
+void dc_kern_scalar_put_scatter(void *dst, unsigned w, const uint32_t *pos,
+                                const void *src, size_t count)
+{
+    uint8_t *pd = dst;
+    const uint8_t *ps = src;
+    switch (w) {
+    case 1:
+        for (size_t k = 0; k < count; k++)
+            pd[pos[k]] = ps[k];
+        break;
+    case 2:
+        for (size_t k = 0; k < count; k++)
+            memcpy(pd + 2 * (size_t)pos[k], ps + 2 * k, 2);
+        break;
+    case 4:
+        for (size_t k = 0; k < count; k++)
+            memcpy(pd + 4 * (size_t)pos[k], ps + 4 * k, 4);
+        break;
+    default:
+        for (size_t k = 0; k < count; k++)
+            memcpy(pd + 8 * (size_t)pos[k], ps + 8 * k, 8);
+        break;
+    }
+}
+
+static void scalar_xor_dense(void *dst, const void *src, size_t bytes)
+{
+    uint8_t *pd = dst;
+    const uint8_t *ps = src;
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8)
+        dc_store_le64(pd + i, dc_load_le64(pd + i) ^ dc_load_le64(ps + i));
+    for (; i < bytes; i++)
+        pd[i] ^= ps[i];
+}
+
+const dc_kern_ops_t dc_kern_ops_scalar = {
+    .name = "scalar",
+    .count_changed = scalar_count,
+    .diff = scalar_diff,
+    .gather = dc_kern_scalar_gather,
+    .validate = dc_kern_scalar_validate,
+    .xor_scatter = dc_kern_scalar_xor_scatter,
+    .put_scatter = dc_kern_scalar_put_scatter,
+    .xor_dense = scalar_xor_dense,
+};
+
+/* ======================================================================== */
+/*  Dispatch                                                                */
+/* ======================================================================== */
+
+static const dc_kern_ops_t *ops_by_name(const char *name)
+{
+    if (strcasecmp(name, "scalar") == 0)
+        return &dc_kern_ops_scalar;
+#if defined(__x86_64__)
+    if (strcasecmp(name, "avx2") == 0)
+        return &dc_kern_ops_avx2;
+    if (strcasecmp(name, "avx512") == 0)
+        return &dc_kern_ops_avx512;
+#endif
+    return NULL;
+}
+
+int dc_kern_isa_supported(const char *isa)
+{
+    if (isa == NULL)
+        return 0;
+    if (strcasecmp(isa, "scalar") == 0)
+        return 1;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
+               __builtin_cpu_supports("popcnt");
+    if (strcasecmp(isa, "avx2") == 0)
+        return avx2;
+    if (strcasecmp(isa, "avx512") == 0)
+        return avx2 && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512vbmi2");
+#endif
+    return 0;
+}
+
+static const dc_kern_ops_t *best_ops(void)
+{
+    if (dc_kern_isa_supported("avx512"))
+        return ops_by_name("avx512");
+    if (dc_kern_isa_supported("avx2"))
+        return ops_by_name("avx2");
+    return &dc_kern_ops_scalar;
+}
+
+static _Atomic(const dc_kern_ops_t *) g_ops;
+static pthread_once_t g_ops_once = PTHREAD_ONCE_INIT;
+
+static void ops_init(void)
+{
+    const dc_kern_ops_t *ops = best_ops();
+    const char *env = getenv("DELTACAST_KERN_ISA");
+    if (env != NULL && env[0] != '\0') {
+        if (!dc_kern_isa_supported(env)) {
+            DC_LOG_WARN("DELTACAST_KERN_ISA=%s is not supported by this CPU or build; "
+                        "using %s", env, ops->name);
+        } else {
+            const dc_kern_ops_t *want = ops_by_name(env);
+            /* Only lower is meaningful; both orders give the same bytes. */
+            ops = want;
+        }
+    }
+    const dc_kern_ops_t *expected = NULL;
+    atomic_compare_exchange_strong(&g_ops, &expected, ops);
+}
+
+static inline const dc_kern_ops_t *ops_get(void)
+{
+    const dc_kern_ops_t *ops = atomic_load_explicit(&g_ops, memory_order_acquire);
+    if (DC_UNLIKELY(ops == NULL)) {
+        pthread_once(&g_ops_once, ops_init);
+        ops = atomic_load_explicit(&g_ops, memory_order_acquire);
+    }
+    return ops;
+}
+
+const char *dc_kern_isa(void)
+{
+    return ops_get()->name;
+}
+
+dc_status_t dc_kern_set_isa(const char *isa)
+{
+    if (isa == NULL || ops_by_name(isa) == NULL)
+        return dc_error(DC_ERR_INVALID, "kernel ISA '%s' is unknown (scalar, avx2, avx512)",
+                        isa ? isa : "(null)");
+    if (!dc_kern_isa_supported(isa))
+        return dc_error(DC_ERR_UNSUPPORTED, "kernel ISA '%s' is not supported by this CPU",
+                        isa);
+    pthread_once(&g_ops_once, ops_init);
+    atomic_store_explicit(&g_ops, ops_by_name(isa), memory_order_release);
+    return DC_OK;
+}
+
+/* ======================================================================== */
+/*  Public entry points                                                     */
+/* ======================================================================== */
+
+size_t dc_kern_count_changed(const void *a, const void *b, size_t n, unsigned w)
+{
+    check_width(w, "dc_kern_count_changed");
+    if (n == 0)
+        return 0;
+    return ops_get()->count_changed(a, b, n, w);
+}
+
+size_t dc_kern_diff(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                    void *xorw, size_t cap)
+{
+    check_width(w, "dc_kern_diff");
+    if (n > (size_t)UINT32_MAX + 1) {
+        fprintf(stderr, "deltacast: dc_kern_diff: n=%zu does not fit 32-bit positions\n", n);
+        abort();
+    }
+    if (n == 0)
+        return 0;
+    return ops_get()->diff(a, b, n, w, pos, xorw, cap);
+}
+
+void dc_kern_gather(const void *b, unsigned w, const uint32_t *pos, size_t count, void *vals)
+{
+    check_width(w, "dc_kern_gather");
+    if (count == 0)
+        return;
+    ops_get()->gather(b, w, pos, count, vals);
+}
+
+static dc_status_t scatter_check(const dc_kern_ops_t *ops, const uint32_t *pos, size_t count,
+                                 size_t n, const char *what)
+{
+    size_t bad = ops->validate(pos, count, n);
+    if (bad == count)
+        return DC_OK;
+    if (pos[bad] >= n)
+        return dc_error(DC_ERR_FORMAT, "%s: position %u at index %zu is out of range (%zu "
+                        "elements)", what, pos[bad], bad, n);
+    return dc_error(DC_ERR_FORMAT, "%s: positions not strictly increasing at index %zu "
+                    "(%u after %u)", what, bad, pos[bad], pos[bad - 1]);
+}
+
+dc_status_t dc_kern_xor_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                const void *xorw, size_t count)
+{
+    check_width(w, "dc_kern_xor_scatter");
+    if (count == 0)
+        return DC_OK;
+    const dc_kern_ops_t *ops = ops_get();
+    dc_status_t st = scatter_check(ops, pos, count, n, "xor scatter");
+    if (st != DC_OK)
+        return st;
+    ops->xor_scatter(dst, w, pos, xorw, count);
+    return DC_OK;
+}
+
+dc_status_t dc_kern_put_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                const void *vals, size_t count)
+{
+    check_width(w, "dc_kern_put_scatter");
+    if (count == 0)
+        return DC_OK;
+    const dc_kern_ops_t *ops = ops_get();
+    dc_status_t st = scatter_check(ops, pos, count, n, "overwrite scatter");
+    if (st != DC_OK)
+        return st;
+    ops->put_scatter(dst, w, pos, vals, count);
+    return DC_OK;
+}
+
+void dc_kern_xor_dense(void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    ops_get()->xor_dense(dst, src, bytes);
+}
+
+/* ======================================================================== */
+/*  Parallel for                                                            */
+/* ======================================================================== */
+
+typedef struct pf_state {
+    dc_kern_task_fn fn;
+    void *arg;
+    size_t n_tasks;
+    atomic_size_t next;
+    atomic_int failed;
+    pthread_mutex_t lock;
+    size_t err_task;       /* lowest failing task index (under lock) */
+    dc_status_t err_st;
+    char err_msg[512];
+} pf_state_t;
+
+static void pf_run(pf_state_t *s)
+{
+    for (;;) {
+        if (atomic_load_explicit(&s->failed, memory_order_relaxed))
+            return;
+        size_t t = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
+        if (t >= s->n_tasks)
+            return;
+        dc_status_t st = s->fn(s->arg, t);
+        if (st != DC_OK) {
+            pthread_mutex_lock(&s->lock);
+            if (s->err_st == DC_OK || t < s->err_task) {
+                s->err_task = t;
+                s->err_st = st;
+                snprintf(s->err_msg, sizeof(s->err_msg), "%s", dc_last_error());
+            }
+            pthread_mutex_unlock(&s->lock);
+            atomic_store_explicit(&s->failed, 1, memory_order_relaxed);
+        }
+    }
+}
+
+static void *pf_thread(void *p)
+{
+    pf_run(p);
+    return NULL;
+}
+
+dc_status_t dc_kern_parallel_for(size_t n_tasks, dc_kern_task_fn fn, void *arg,
+                                 unsigned threads)
+{
+    if (fn == NULL)
+        return dc_error(DC_ERR_INVALID, "dc_kern_parallel_for: no task function");
+    if (n_tasks == 0)
+        return DC_OK;
+    if (threads == 0)
+        threads = (unsigned)dc_cpu_count();
+    if (threads > n_tasks)
+        threads = (unsigned)n_tasks;
+    if (threads > 1024)
+        threads = 1024;
+
+    pf_state_t s = {.fn = fn, .arg = arg, .n_tasks = n_tasks, .err_st = DC_OK};
+    atomic_init(&s.next, 0);
+    atomic_init(&s.failed, 0);
+    pthread_mutex_init(&s.lock, NULL);
+
+    pthread_t *tids = NULL;
+    unsigned started = 0;
+    if (threads > 1) {
+        tids = malloc(sizeof(*tids) * (threads - 1));
+        /* Without memory or threads the caller still runs every task. */
+        for (unsigned i = 0; tids != NULL && i < threads - 1; i++) {
+            if (pthread_create(&tids[i], NULL, pf_thread, &s) != 0)
+                break;
+            started++;
+        }
+    }
+    pf_run(&s);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    free(tids);
+    pthread_mutex_destroy(&s.lock);
+
+    if (s.err_st != DC_OK)
+        return dc_error(s.err_st, "%s", s.err_msg);
+    return DC_OK;
+}

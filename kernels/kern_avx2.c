@@ -1,0 +1,281 @@
+/*
+ * kern_avx2.c - AVX2 versions of the host kernels (x86-64 only).
+ *
+ * Compiled with per-function target attributes, so the library stays
+ * baseline x86-64; dispatched at run time by kern.c.  Same bytes as the
+ * scalar reference.  Scatters and gathers are random access and stay scalar.
+ */
+#include "kernels/kern_impl.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <pthread.h>
+
+#define DC_AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt")))
+
+/* For an 8-bit mask m of changed elements: g_perm8[m] lists the set bits'
+ * indices in increasing order (rest 0), g_shuf16[m] is the pshufb control
+ * that packs the matching 16-bit lanes (rest zeroed). */
+static _Alignas(32) uint32_t g_perm8[256][8];
+static _Alignas(16) uint8_t g_shuf16[256][16];
+static pthread_once_t g_lut_once = PTHREAD_ONCE_INIT;
+
+static void lut_init(void)
+{
+    for (unsigned m = 0; m < 256; m++) {
+        unsigned k = 0;
+        memset(g_shuf16[m], 0x80, 16);
+        for (unsigned j = 0; j < 8; j++) {
+            if (m & (1u << j)) {
+                g_perm8[m][k] = j;
+                g_shuf16[m][2 * k] = (uint8_t)(2 * j);
+                g_shuf16[m][2 * k + 1] = (uint8_t)(2 * j + 1);
+                k++;
+            }
+        }
+        for (; k < 8; k++)
+            g_perm8[m][k] = 0;
+    }
+}
+
+DC_AVX2 static inline __m256i cmpeq_w(__m256i a, __m256i b, unsigned w)
+{
+    switch (w) {
+    case 1: return _mm256_cmpeq_epi8(a, b);
+    case 2: return _mm256_cmpeq_epi16(a, b);
+    case 4: return _mm256_cmpeq_epi32(a, b);
+    default: return _mm256_cmpeq_epi64(a, b);
+    }
+}
+
+/* One bit per element: the lowest byte's bit of each element's group. */
+static inline uint32_t lead_bits(unsigned w)
+{
+    switch (w) {
+    case 1: return 0xFFFFFFFFu;
+    case 2: return 0x55555555u;
+    case 4: return 0x11111111u;
+    default: return 0x01010101u;
+    }
+}
+
+static inline unsigned log2_w(unsigned w)
+{
+    return w == 1 ? 0 : w == 2 ? 1 : w == 4 ? 2 : 3;
+}
+
+DC_AVX2 __attribute__((always_inline)) static inline size_t
+avx2_count_w(const void *a, const void *b, size_t n, const unsigned w)
+{
+    const uint8_t *pa = a, *pb = b;
+    const size_t bytes = n * w;
+    size_t i = 0;
+    uint64_t eq_bytes = 0, vec_bytes = 0;
+
+    for (; i + 128 <= bytes; i += 128) {
+        for (int u = 0; u < 4; u++) {
+            __m256i va = _mm256_loadu_si256((const __m256i *)(pa + i + 32 * u));
+            __m256i vb = _mm256_loadu_si256((const __m256i *)(pb + i + 32 * u));
+            eq_bytes += (unsigned)__builtin_popcount(
+                (uint32_t)_mm256_movemask_epi8(cmpeq_w(va, vb, w)));
+        }
+        vec_bytes += 128;
+    }
+    for (; i + 32 <= bytes; i += 32) {
+        __m256i va = _mm256_loadu_si256((const __m256i *)(pa + i));
+        __m256i vb = _mm256_loadu_si256((const __m256i *)(pb + i));
+        eq_bytes += (unsigned)__builtin_popcount(
+            (uint32_t)_mm256_movemask_epi8(cmpeq_w(va, vb, w)));
+        vec_bytes += 32;
+    }
+    size_t cnt = (size_t)((vec_bytes - eq_bytes) >> log2_w(w));
+    return cnt + dc_kern_scalar_count_range(a, b, i / w, n, w);
+}
+
+DC_AVX2 __attribute__((always_inline)) static inline size_t
+avx2_diff_w(const void *a, const void *b, size_t n, const unsigned w,
+                                uint32_t *pos, void *xorw, size_t cap)
+{
+    const uint8_t *pa = a, *pb = b;
+    uint8_t *px = xorw;
+    const size_t bytes = n * w;
+    const uint32_t lead = lead_bits(w);
+    const unsigned sh = log2_w(w);
+    size_t i = 0, k = 0;
+    _Alignas(32) uint8_t tmp[32];
+
+    pthread_once(&g_lut_once, lut_init);
+
+    for (; i + 64 <= bytes; i += 64) {
+        __m256i a0 = _mm256_loadu_si256((const __m256i *)(pa + i));
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)(pb + i));
+        __m256i a1 = _mm256_loadu_si256((const __m256i *)(pa + i + 32));
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(pb + i + 32));
+        __m256i x0 = _mm256_xor_si256(a0, b0);
+        __m256i x1 = _mm256_xor_si256(a1, b1);
+        if (_mm256_testz_si256(_mm256_or_si256(x0, x1), _mm256_or_si256(x0, x1)))
+            continue;
+        for (int h = 0; h < 2; h++) {
+            __m256i x = h ? x1 : x0;
+            __m256i eq = h ? cmpeq_w(a1, b1, w) : cmpeq_w(a0, b0, w);
+            uint32_t m = ~(uint32_t)_mm256_movemask_epi8(eq) & lead;
+            if (m == 0)
+                continue;
+            size_t base = (i + 32 * (size_t)h) >> sh;
+            if (w == 2 && DC_LIKELY(k + 32 <= cap)) {
+                /* 8 elements at a time: pshufb packs the XOR words,
+                 * vpermd the positions (tables indexed by the mask). */
+                __m256i pk = _mm256_packs_epi16(eq, _mm256_setzero_si256());
+                uint32_t mm = ~(uint32_t)_mm256_movemask_epi8(pk);
+                unsigned lo = mm & 0xff, hi = (mm >> 16) & 0xff;
+                __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)base),
+                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                _mm_storeu_si128((__m128i *)(px + 2 * k),
+                                 _mm_shuffle_epi8(_mm256_castsi256_si128(x),
+                                                  _mm_load_si128((const __m128i *)g_shuf16[lo])));
+                _mm256_storeu_si256((__m256i *)(pos + k),
+                                    _mm256_permutevar8x32_epi32(
+                                        idx, _mm256_load_si256((const __m256i *)g_perm8[lo])));
+                k += (size_t)__builtin_popcount(lo);
+                idx = _mm256_add_epi32(idx, _mm256_set1_epi32(8));
+                _mm_storeu_si128((__m128i *)(px + 2 * k),
+                                 _mm_shuffle_epi8(_mm256_extracti128_si256(x, 1),
+                                                  _mm_load_si128((const __m128i *)g_shuf16[hi])));
+                _mm256_storeu_si256((__m256i *)(pos + k),
+                                    _mm256_permutevar8x32_epi32(
+                                        idx, _mm256_load_si256((const __m256i *)g_perm8[hi])));
+                k += (size_t)__builtin_popcount(hi);
+            } else if (w == 4 && DC_LIKELY(k + 32 <= cap)) {
+                unsigned m8 = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(eq)) & 0xff;
+                __m256i perm = _mm256_load_si256((const __m256i *)g_perm8[m8]);
+                __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)base),
+                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                _mm256_storeu_si256((__m256i *)(px + 4 * k), _mm256_permutevar8x32_epi32(x, perm));
+                _mm256_storeu_si256((__m256i *)(pos + k), _mm256_permutevar8x32_epi32(idx, perm));
+                k += (size_t)__builtin_popcount(m8);
+            } else if (DC_LIKELY(k + 32 <= cap)) {
+                _mm256_store_si256((__m256i *)tmp, x);
+                do {
+                    unsigned byte = (unsigned)_tzcnt_u32(m);
+                    m = _blsr_u32(m);
+                    pos[k] = (uint32_t)(base + (byte >> sh));
+                    switch (w) {
+                    case 1: px[k] = tmp[byte]; break;
+                    case 2: memcpy(px + 2 * k, tmp + byte, 2); break;
+                    case 4: memcpy(px + 4 * k, tmp + byte, 4); break;
+                    default: memcpy(px + 8 * k, tmp + byte, 8); break;
+                    }
+                    k++;
+                } while (m);
+            } else if (k >= cap) {
+                k += (size_t)__builtin_popcount(m);
+            } else {
+                _mm256_store_si256((__m256i *)tmp, x);
+                do {
+                    unsigned byte = (unsigned)_tzcnt_u32(m);
+                    m = _blsr_u32(m);
+                    if (k < cap) {
+                        pos[k] = (uint32_t)(base + (byte >> sh));
+                        memcpy(px + (size_t)w * k, tmp + byte, w);
+                    }
+                    k++;
+                } while (m);
+            }
+        }
+    }
+    return dc_kern_scalar_diff_range(a, b, i / w, n, w, pos, xorw, cap, k);
+}
+
+DC_AVX2 static size_t avx2_count(const void *a, const void *b, size_t n, unsigned w)
+{
+    switch (w) {
+    case 1: return avx2_count_w(a, b, n, 1);
+    case 2: return avx2_count_w(a, b, n, 2);
+    case 4: return avx2_count_w(a, b, n, 4);
+    default: return avx2_count_w(a, b, n, 8);
+    }
+}
+
+DC_AVX2 static size_t avx2_diff(const void *a, const void *b, size_t n, unsigned w,
+                               uint32_t *pos, void *xorw, size_t cap)
+{
+    switch (w) {
+    case 1: return avx2_diff_w(a, b, n, 1, pos, xorw, cap);
+    case 2: return avx2_diff_w(a, b, n, 2, pos, xorw, cap);
+    case 4: return avx2_diff_w(a, b, n, 4, pos, xorw, cap);
+    default: return avx2_diff_w(a, b, n, 8, pos, xorw, cap);
+    }
+}
+
+DC_AVX2 static size_t avx2_validate(const uint32_t *pos, size_t count, size_t n)
+{
+    if (count == 0 || n == 0 || pos[0] >= n)
+        return 0;
+    const uint32_t last = n > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - 1);
+    const __m256i bias = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i vlast = _mm256_xor_si256(_mm256_set1_epi32((int)last), bias);
+    size_t k = 1;
+    while (k + 8 <= count) {
+        size_t end = k + DC_MIN((count - k) & ~(size_t)7, 1024);
+        __m256i bad = _mm256_setzero_si256();
+        for (size_t j = k; j < end; j += 8) {
+            __m256i cur = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(pos + j)), bias);
+            __m256i prev =
+                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(pos + j - 1)), bias);
+            /* bad where !(cur > prev) or cur > last (unsigned, via the bias) */
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_cmpgt_epi32(cur, prev),
+                                                           _mm256_setzero_si256()));
+            bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(cur, vlast));
+        }
+        if (!_mm256_testz_si256(bad, bad))
+            return k + dc_kern_scalar_validate(pos + k - 1, end - k + 1, n) - 1;
+        k = end;
+    }
+    for (; k < count; k++)
+        if (pos[k] <= pos[k - 1] || pos[k] > last)
+            return k;
+    return count;
+}
+
+DC_AVX2 static void avx2_xor_dense(void *dst, const void *src, size_t bytes)
+{
+    uint8_t *pd = dst;
+    const uint8_t *ps = src;
+    size_t i = 0;
+    for (; i + 128 <= bytes; i += 128) {
+        __m256i d0 = _mm256_loadu_si256((const __m256i *)(pd + i));
+        __m256i d1 = _mm256_loadu_si256((const __m256i *)(pd + i + 32));
+        __m256i d2 = _mm256_loadu_si256((const __m256i *)(pd + i + 64));
+        __m256i d3 = _mm256_loadu_si256((const __m256i *)(pd + i + 96));
+        d0 = _mm256_xor_si256(d0, _mm256_loadu_si256((const __m256i *)(ps + i)));
+        d1 = _mm256_xor_si256(d1, _mm256_loadu_si256((const __m256i *)(ps + i + 32)));
+        d2 = _mm256_xor_si256(d2, _mm256_loadu_si256((const __m256i *)(ps + i + 64)));
+        d3 = _mm256_xor_si256(d3, _mm256_loadu_si256((const __m256i *)(ps + i + 96)));
+        _mm256_storeu_si256((__m256i *)(pd + i), d0);
+        _mm256_storeu_si256((__m256i *)(pd + i + 32), d1);
+        _mm256_storeu_si256((__m256i *)(pd + i + 64), d2);
+        _mm256_storeu_si256((__m256i *)(pd + i + 96), d3);
+    }
+    for (; i + 32 <= bytes; i += 32) {
+        __m256i d = _mm256_loadu_si256((const __m256i *)(pd + i));
+        d = _mm256_xor_si256(d, _mm256_loadu_si256((const __m256i *)(ps + i)));
+        _mm256_storeu_si256((__m256i *)(pd + i), d);
+    }
+    for (; i < bytes; i++)
+        pd[i] ^= ps[i];
+}
+
+const dc_kern_ops_t dc_kern_ops_avx2 = {
+    .name = "avx2",
+    .count_changed = avx2_count,
+    .diff = avx2_diff,
+    .gather = dc_kern_scalar_gather,
+    .validate = avx2_validate,
+    .xor_scatter = dc_kern_scalar_xor_scatter,
+    .put_scatter = dc_kern_scalar_put_scatter,
+    .xor_dense = avx2_xor_dense,
+};
+
+#endif /* __x86_64__ */

@@ -1,0 +1,91 @@
+/*
+ * kern_cuda.h - the host kernels of kern.h for device (CUDA) memory, C ABI.
+ *
+ * Built only when meson finds nvcc (DC_HAVE_CUDA); without it every
+ * function below still links and returns DC_ERR_UNSUPPORTED (and
+ * dc_kern_cuda_available() returns 0), so callers need no #ifdef.
+ *
+ * Every kernel produces exactly the bytes of its kern.h twin (the CPU code
+ * is the reference; tests/kernels/test_kern_cuda.c compares them).  Data
+ * pointers are device pointers; `stream` is a cudaStream_t (NULL: the
+ * legacy default stream).  Functions that return a host value (a count, a
+ * validation verdict, a digest) synchronize the stream; the others only
+ * enqueue work and return (errors of the launch itself are reported;
+ * asynchronous faults surface at the next synchronizing call).
+ * Positions arrays must be 4-byte aligned; other buffers may have any
+ * alignment (16-byte aligned ones take the fast vector path).
+ */
+#ifndef DC_KERN_CUDA_H
+#define DC_KERN_CUDA_H
+
+#include "kernels/kern.h"
+
+/** 1 when the CUDA code is built in and a device is usable, else 0.
+ *  Never crashes on a machine without a GPU or driver. */
+int dc_kern_cuda_available(void);
+
+/** Device facts for reports and benchmarks (device = current device). */
+typedef struct dc_kern_cuda_props {
+    char name[256];
+    int sm_count;
+    int cc_major, cc_minor;
+    size_t total_mem;
+    /** Theoretical DRAM bandwidth in GB/s (1e9 B/s): 2 * memory clock *
+     *  bus width / 8; 0 when the driver does not report it. */
+    double mem_bw_gbs;
+} dc_kern_cuda_props_t;
+dc_status_t dc_kern_cuda_props(dc_kern_cuda_props_t *out);
+
+/* --- thin memory helpers, so C callers need no cuda_runtime.h ----------- */
+dc_status_t dc_kern_cuda_malloc(void **dptr, size_t bytes);
+void dc_kern_cuda_free(void *dptr);
+dc_status_t dc_kern_cuda_h2d(void *dst, const void *src, size_t bytes);
+dc_status_t dc_kern_cuda_d2h(void *dst, const void *src, size_t bytes);
+dc_status_t dc_kern_cuda_memset(void *dst, int byte, size_t bytes);
+dc_status_t dc_kern_cuda_sync(void *stream);
+
+/* --- kernels ------------------------------------------------------------ */
+
+/** *count = number of elements of width w that differ (synchronizes). */
+dc_status_t dc_kern_cuda_count_changed(const void *a, const void *b, size_t n, unsigned w,
+                                       size_t *count, void *stream);
+
+/**
+ * As dc_kern_diff(): positions (increasing) and XOR words of the changed
+ * elements, the first `cap` of them written; *count = total changed (may
+ * exceed cap).  Unlike the CPU version nothing past the written entries is
+ * touched.  n <= 2^32.  Synchronizes.  Three passes: per-tile counts, a scan
+ * of the tile counts, an order-preserving compaction per tile.
+ */
+dc_status_t dc_kern_cuda_diff(const void *a, const void *b, size_t n, unsigned w,
+                              uint32_t *pos, void *xorw, size_t cap, size_t *count,
+                              void *stream);
+
+/** vals[k] = b[pos[k]] (pos trusted).  Asynchronous. */
+dc_status_t dc_kern_cuda_gather(const void *b, unsigned w, const uint32_t *pos, size_t count,
+                                void *vals, void *stream);
+
+/**
+ * As dc_kern_xor_scatter() / dc_kern_put_scatter(): a validation kernel
+ * first checks that pos is strictly increasing and < n (it records the
+ * lowest bad index in a device flag); on failure DC_ERR_FORMAT with the same
+ * message as the CPU and dst untouched.  Synchronizes (to read the flag).
+ */
+dc_status_t dc_kern_cuda_xor_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                     const void *xorw, size_t count, void *stream);
+dc_status_t dc_kern_cuda_put_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                     const void *vals, size_t count, void *stream);
+
+/** dst[i] ^= src[i] for `bytes` bytes.  Asynchronous. */
+dc_status_t dc_kern_cuda_xor_dense(void *dst, const void *src, size_t bytes, void *stream);
+
+/**
+ * XXH3-128 of device memory, identical to dc_digest128() of the same bytes:
+ * computed on the host from a pipelined copy-back through pinned staging
+ * buffers (there is no device-side XXH3).  Synchronizes.  Costs PCIe
+ * bandwidth, not GPU memory bandwidth.
+ */
+dc_status_t dc_kern_cuda_digest128(const void *buf, size_t len, dc_digest_t *out,
+                                   void *stream);
+
+#endif /* DC_KERN_CUDA_H */

@@ -1,0 +1,60 @@
+/*
+ * kern_impl.h - private to kernels/kern*.c: the per-ISA operation tables.
+ *
+ * kern.c holds the portable reference (dc_kern_ops_scalar) and the
+ * dispatcher; kern_avx2.c and kern_avx512.c provide the vector tables on
+ * x86-64 (compiled with per-function target attributes, so the rest of the
+ * library stays baseline x86-64).  Every table computes the same bytes.
+ */
+#ifndef DC_KERN_IMPL_H
+#define DC_KERN_IMPL_H
+
+#include "kernels/kern.h"
+
+typedef struct dc_kern_ops {
+    const char *name;
+    size_t (*count_changed)(const void *a, const void *b, size_t n, unsigned w);
+    size_t (*diff)(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                   void *xorw, size_t cap);
+    void (*gather)(const void *b, unsigned w, const uint32_t *pos, size_t count, void *vals);
+    /* The lowest k with pos[k] >= n or (k > 0 and pos[k] <= pos[k-1]), or
+     * count when all are valid (the CUDA validator reports the same k). */
+    size_t (*validate)(const uint32_t *pos, size_t count, size_t n);
+    /* Unchecked scatters (positions already validated). */
+    void (*xor_scatter)(void *dst, unsigned w, const uint32_t *pos, const void *xorw,
+                        size_t count);
+    void (*put_scatter)(void *dst, unsigned w, const uint32_t *pos, const void *vals,
+                        size_t count);
+    void (*xor_dense)(void *dst, const void *src, size_t bytes);
+} dc_kern_ops_t;
+
+extern const dc_kern_ops_t dc_kern_ops_scalar;
+#if defined(__x86_64__)
+extern const dc_kern_ops_t dc_kern_ops_avx2;
+extern const dc_kern_ops_t dc_kern_ops_avx512;
+#endif
+
+/* Scalar helpers the vector tables reuse for tails and sparse slow paths. */
+size_t dc_kern_scalar_diff_range(const void *a, const void *b, size_t begin, size_t end,
+                                 unsigned w, uint32_t *pos, void *xorw, size_t cap,
+                                 size_t k);
+size_t dc_kern_scalar_count_range(const void *a, const void *b, size_t begin, size_t end,
+                                  unsigned w);
+size_t dc_kern_scalar_validate(const uint32_t *pos, size_t count, size_t n);
+void dc_kern_scalar_xor_scatter(void *dst, unsigned w, const uint32_t *pos,
+                                const void *xorw, size_t count);
+void dc_kern_scalar_put_scatter(void *dst, unsigned w, const uint32_t *pos,
+                                const void *vals, size_t count);
+void dc_kern_scalar_gather(const void *b, unsigned w, const uint32_t *pos, size_t count,
+                           void *vals);
+
+/* CRC32C implementations, for tests and benchmarks (dc_crc32c picks one). */
+uint32_t dc_crc32c_sw(uint32_t crc, const void *buf, size_t len);
+#if defined(__x86_64__)
+uint32_t dc_crc32c_sse42(uint32_t crc, const void *buf, size_t len);
+#endif
+#if DC_HAVE_ISAL
+uint32_t dc_crc32c_isal(uint32_t crc, const void *buf, size_t len);
+#endif
+
+#endif /* DC_KERN_IMPL_H */

@@ -1,0 +1,62 @@
+#!/bin/sh
+# gpu-check.sh - on a machine with an NVIDIA GPU: build with CUDA, run the
+# CUDA kernel tests (suite 'hw', byte-for-byte against the CPU reference),
+# and print each kernel's throughput as a fraction of the GPU's memory
+# bandwidth.
+#
+#   perf/gpu-check.sh [--build-dir DIR] [--arch sm_XX] [--mib M] [--bw GBS]
+#
+# --arch defaults to the compute capability nvidia-smi reports (else sm_90);
+# --bw overrides the peak DRAM bandwidth derived from the driver's memory
+# clock and bus width.  Exit status: 0 when the tests pass and the bench
+# ran, 1 otherwise.
+set -eu
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+build="$src/build-gpu"
+arch=""
+mib=1024
+bw=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --build-dir) build=$2; shift 2 ;;
+    --arch) arch=$2; shift 2 ;;
+    --mib) mib=$2; shift 2 ;;
+    --bw) bw=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+
+for tool in meson ninja nvcc; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "gpu-check: '$tool' not found" >&2; exit 1; }
+done
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed)" >&2
+    exit 1
+fi
+nvidia-smi -L
+if [ -z "$arch" ]; then
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+    arch="sm_${cc:-90}"
+fi
+echo "gpu-check: nvcc -arch=$arch, build dir $build"
+
+if [ -f "$build/build.ninja" ]; then
+    meson configure "$build" -Dcuda=enabled -Dgpu_arch="$arch" >/dev/null
+else
+    meson setup "$build" "$src" -Dcuda=enabled -Dgpu_arch="$arch" >/dev/null
+fi
+ninja -C "$build"
+
+echo "== CUDA kernel tests (suite hw) =="
+meson test -C "$build" --suite hw --print-errorlogs
+
+echo "== CUDA kernel throughput =="
+bench="$build/tests/kernels/gpu_bench"
+[ -x "$bench" ] || { echo "gpu-check: $bench was not built" >&2; exit 1; }
+if [ -n "$bw" ]; then
+    "$bench" --mib "$mib" --bw "$bw"
+else
+    "$bench" --mib "$mib"
+fi

@@ -1,0 +1,172 @@
+/*
+ * gpu_bench.c - CUDA kernel throughput as a fraction of the GPU's memory
+ * bandwidth (built only with CUDA; run by perf/gpu-check.sh).
+ *
+ *   gpu_bench [--mib M] [--rate PERMILLE] [--reps R] [--bw GBS]
+ *
+ * Two BF16 buffers of M MiB (default 1024) differing in RATE per mille of
+ * the elements (default 10 = 1%).  For each kernel: the median wall time of
+ * R calls (host clock around a synchronizing call, so launch overhead is
+ * included), "dense GB/s" = checkpoint bytes (one side) per second, and
+ * "traffic GB/s" = the bytes the kernel must move at minimum per the model
+ * below, divided by time; "of peak" = traffic / theoretical DRAM bandwidth
+ * (from the driver's memory clock and bus width, or --bw).
+ *   count       reads a and b                           2N
+ *   diff        count pass + compaction pass re-reading every tile with a
+ *               change + writes 6 B per change           4N + 6c
+ *   gather      reads 4 B pos + 2 B value, writes 2 B    8c
+ *   xor_scatter validate (4c) + pos again (4c) + xor words (2c) + dst RMW (4c)
+ *   put_scatter validate (4c) + pos again (4c) + vals (2c) + dst write (2c)
+ *   xor_dense   reads dst and src, writes dst            3N
+ *   digest      copy-back to host + XXH3 on the host: PCIe-bound, shown
+ *               against the same peak only for scale
+ * Scatter traffic is counted in useful bytes; the real DRAM traffic is in
+ * 32-byte sectors, so at 1% the "of peak" figure understates the hardware
+ * load.
+ */
+#include "kernels/kern.h"
+#include "kernels/kern_cuda.h"
+#include "perf/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void die(const char *what)
+{
+    fprintf(stderr, "gpu_bench: %s: %s\n", what, dc_last_error());
+    exit(1);
+}
+
+#define CK(call, what)                                                        \
+    do {                                                                      \
+        if ((call) != DC_OK)                                                  \
+            die(what);                                                        \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    size_t mib = 1024;
+    unsigned rate = 10;
+    int reps = 9;
+    double bw = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
+            mib = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
+            rate = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--bw") == 0 && i + 1 < argc)
+            bw = strtod(argv[++i], NULL);
+        else {
+            fprintf(stderr, "usage: %s [--mib M] [--rate PERMILLE] [--reps R] [--bw GBS]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (mib == 0 || reps <= 0 || reps > DC_PERF_MAX_SAMPLES || rate > 1000) {
+        fprintf(stderr, "gpu_bench: bad arguments\n");
+        return 2;
+    }
+    if (!dc_kern_cuda_available()) {
+        fprintf(stderr, "gpu_bench: no CUDA device (or CUDA not built in)\n");
+        return 1;
+    }
+    dc_kern_cuda_props_t P;
+    CK(dc_kern_cuda_props(&P), "device properties");
+    if (bw <= 0)
+        bw = P.mem_bw_gbs;
+
+    const size_t n = mib * (1u << 20) / 2, bytes = n * 2;
+    uint16_t *a = malloc(bytes), *b = malloc(bytes);
+    if (!a || !b)
+        die("host memory");
+    uint64_t s = 88172645463325252ull;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        a[i] = (uint16_t)s;
+        b[i] = a[i];
+        if ((s >> 32) % 1000 < rate)
+            b[i] ^= (uint16_t)(1u << ((s >> 20) % 16));
+    }
+    size_t c_ref = dc_kern_count_changed(a, b, n, 2);
+
+    void *da, *db, *dd, *dpos, *dx, *dv;
+    CK(dc_kern_cuda_malloc(&da, bytes), "malloc");
+    CK(dc_kern_cuda_malloc(&db, bytes), "malloc");
+    CK(dc_kern_cuda_malloc(&dd, bytes), "malloc");
+    CK(dc_kern_cuda_malloc(&dpos, (c_ref + 1) * 4), "malloc");
+    CK(dc_kern_cuda_malloc(&dx, (c_ref + 1) * 2), "malloc");
+    CK(dc_kern_cuda_malloc(&dv, (c_ref + 1) * 2), "malloc");
+    CK(dc_kern_cuda_h2d(da, a, bytes), "upload");
+    CK(dc_kern_cuda_h2d(db, b, bytes), "upload");
+    CK(dc_kern_cuda_h2d(dd, a, bytes), "upload");
+
+    size_t c = 0;
+    CK(dc_kern_cuda_diff(da, db, n, 2, dpos, dx, c_ref, &c, NULL), "diff");
+    if (c != c_ref) {
+        fprintf(stderr, "gpu_bench: GPU diff found %zu changes, CPU %zu\n", c, c_ref);
+        return 1;
+    }
+    CK(dc_kern_cuda_gather(db, 2, dpos, c, dv, NULL), "gather");
+    CK(dc_kern_cuda_sync(NULL), "sync");
+
+    enum { K_COUNT, K_DIFF, K_GATHER, K_XOR, K_PUT, K_DENSE, K_DIGEST, K_N };
+    static const char *const names[K_N] = {"count",       "diff",      "gather",
+                                           "xor_scatter", "put_scatter", "xor_dense",
+                                           "digest(copy-back)"};
+    const double traffic[K_N] = {2.0 * bytes, 4.0 * bytes + 6.0 * c, 8.0 * c, 14.0 * c,
+                                 12.0 * c, 3.0 * bytes, 1.0 * bytes};
+    dc_perf_metric_t m[K_N];
+    for (int k = 0; k < K_N; k++) {
+        dc_perf_metric_init(&m[k], names[k], "s");
+        for (int r = 0; r < reps + 1; r++) { /* first call is warm-up */
+            size_t got = 0;
+            dc_digest_t dg;
+            uint64_t t0 = dc_now_ns();
+            switch (k) {
+            case K_COUNT: CK(dc_kern_cuda_count_changed(da, db, n, 2, &got, NULL), "count"); break;
+            case K_DIFF: CK(dc_kern_cuda_diff(da, db, n, 2, dpos, dx, c, &got, NULL), "diff"); break;
+            case K_GATHER:
+                CK(dc_kern_cuda_gather(db, 2, dpos, c, dv, NULL), "gather");
+                CK(dc_kern_cuda_sync(NULL), "sync");
+                break;
+            case K_XOR: CK(dc_kern_cuda_xor_scatter(dd, n, 2, dpos, dx, c, NULL), "xor"); break;
+            case K_PUT: CK(dc_kern_cuda_put_scatter(dd, n, 2, dpos, dv, c, NULL), "put"); break;
+            case K_DENSE:
+                CK(dc_kern_cuda_xor_dense(dd, db, bytes, NULL), "dense");
+                CK(dc_kern_cuda_sync(NULL), "sync");
+                break;
+            default: CK(dc_kern_cuda_digest128(da, bytes, &dg, NULL), "digest"); break;
+            }
+            double sec = (double)(dc_now_ns() - t0) / 1e9;
+            if (r > 0)
+                dc_perf_metric_add(&m[k], sec);
+        }
+    }
+
+    printf("GPU: %s, %d SMs, cc %d.%d, peak DRAM bandwidth %.0f GB/s%s\n", P.name, P.sm_count,
+           P.cc_major, P.cc_minor, bw, P.mem_bw_gbs > 0 && bw != P.mem_bw_gbs ? " (--bw)" : "");
+    printf("input: BF16, %zu MiB per side, %zu changed (%.2f%%), median of %d\n", mib, c,
+           100.0 * (double)c / (double)n, reps);
+    printf("%-18s %10s %12s %14s %9s\n", "kernel", "time ms", "dense GB/s", "traffic GB/s",
+           "of peak");
+    for (int k = 0; k < K_N; k++) {
+        double t = dc_perf_median(&m[k]);
+        double tr = traffic[k] / t / 1e9;
+        printf("%-18s %10.3f %12.1f %14.1f %8.1f%%\n", names[k], t * 1e3,
+               (double)bytes / t / 1e9, tr, bw > 0 ? 100.0 * tr / bw : 0.0);
+    }
+    dc_kern_cuda_free(da);
+    dc_kern_cuda_free(db);
+    dc_kern_cuda_free(dd);
+    dc_kern_cuda_free(dpos);
+    dc_kern_cuda_free(dx);
+    dc_kern_cuda_free(dv);
+    free(a);
+    free(b);
+    return 0;
+}

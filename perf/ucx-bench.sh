@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# perf/ucx-bench.sh - `deltacast perf link --transport ucx` against
+# `ucx_perftest -t tag_bw` at 4 MiB messages, server and client on loopback,
+# both measured in the same run; prints the medians side by side and the
+# ratio (target >= 0.9x).
+#
+# Both tools are pinned to the same UCX transports (UCX_TLS), so the ratio
+# compares the transport code, not two different paths:
+#   TLS=tcp   (default) UCX over tcp/lo.  deltacast's endpoints use UCX's
+#             peer-failure detection, which excludes shared memory in UCX 1.13.
+#   TLS=sm    shared memory (posix/sysv/cma) + tcp for the sockaddr handshake;
+#             deltacast then runs with DELTACAST_UCX_ERR_MODE=none.
+#
+# Usage: perf/ucx-bench.sh [RUNS]      environment: TLS, SIZE, DURATION,
+#        DELTACAST_BIN (default build/cli/deltacast), ITERS (ucx_perftest).
+set -euo pipefail
+
+RUNS=${1:-${RUNS:-5}}
+SIZE=${SIZE:-4194304}
+DURATION=${DURATION:-3}
+ITERS=${ITERS:-1000}
+TLS=${TLS:-tcp}
+BIN=${DELTACAST_BIN:-build/cli/deltacast}
+
+die() { echo "ucx-bench: $*" >&2; exit 1; }
+command -v ucx_perftest >/dev/null || die "ucx_perftest not found (apt-get install ucx-utils)"
+command -v python3 >/dev/null || die "python3 is needed to read the JSON report"
+[ -x "$BIN" ] || die "$BIN not found (build first, or set DELTACAST_BIN)"
+if ! "$BIN" perf link --help 2>&1 | grep -q -- '--transport'; then
+    die "'$BIN perf link' is not implemented yet in this build"
+fi
+
+case "$TLS" in
+tcp) export UCX_TLS=tcp ;;
+sm) export UCX_TLS=sm,self,tcp DELTACAST_UCX_ERR_MODE=none ;;
+*) die "TLS=$TLS: want tcp or sm" ;;
+esac
+export DELTACAST_SECRET="ucx-bench-$$-$RANDOM"
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+SERVER_PID=
+cleanup() { [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+# ucx_perftest reports MB/s with MB = 2^20 bytes.
+perftest_once() {
+    local port out
+    port=$(free_port)
+    ucx_perftest -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" >/dev/null 2>&1 &
+    SERVER_PID=$!
+    sleep 0.5
+    out=$(ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" 2>&1) || {
+        echo "$out" >&2
+        die "ucx_perftest client failed"
+    }
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=
+    echo "$out" | awk '/^Final:/ { printf "%.3f\n", $7 * 1048576 * 8 / 1e9 }'
+}
+
+deltacast_once() {
+    local port json
+    port=$(free_port)
+    "$BIN" perf link --server --bind "127.0.0.1:$port" >/dev/null 2>&1 &
+    SERVER_PID=$!
+    sleep 0.5
+    json=$("$BIN" perf link --client "127.0.0.1:$port" --transport ucx --size "$SIZE" \
+        --duration "$DURATION" --json) || die "deltacast perf link failed"
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=
+    echo "$json" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+if j.get("transport") != "ucx":
+    sys.exit("perf link used transport %r, not ucx" % j.get("transport"))
+print("%.3f\t%s" % (float(j["gbps"]), j.get("device", "?")))'
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "ucx-bench: $RUNS runs, ${SIZE}-byte messages, UCX_TLS=$UCX_TLS, $(nproc) CPUs," \
+     "load $(cut -d' ' -f1-3 /proc/loadavg)"
+pt=() dc=() device=?
+for i in $(seq 1 "$RUNS"); do
+    p=$(perftest_once)
+    d=$(deltacast_once)
+    device=$(echo "$d" | cut -f2)
+    d=$(echo "$d" | cut -f1)
+    pt+=("$p")
+    dc+=("$d")
+    printf '  run %d: ucx_perftest %8.3f Gb/s   deltacast ucx %8.3f Gb/s\n' "$i" "$p" "$d"
+done
+mp=$(printf '%s\n' "${pt[@]}" | median)
+md=$(printf '%s\n' "${dc[@]}" | median)
+ratio=$(awk -v a="$md" -v b="$mp" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
+printf '\n%-28s %10s\n' "median of $RUNS runs" "Gb/s"
+printf '%-28s %10.3f\n' "ucx_perftest -t tag_bw" "$mp"
+printf '%-28s %10.3f   (device: %s)\n' "deltacast perf link ucx" "$md" "$device"
+printf 'ratio deltacast / ucx_perftest: %sx (target >= 0.9x)\n' "$ratio"

@@ -1,0 +1,215 @@
+/* refit_util.h - helpers for multi-process refit tests: a job directory with
+ * versions v0..vK, receiver copies of v0, node processes of the real
+ * `deltacast node` binary on a synthetic local topology. */
+#ifndef DC_TEST_REFIT_UTIL_H
+#define DC_TEST_REFIT_UTIL_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/synth.h"
+
+#define JOB_MAX 24
+
+typedef struct job {
+    char dir[128];
+    int regions, per, nnodes;
+    int port;
+    int versions;
+    pid_t pid[JOB_MAX];
+} job_t;
+
+static inline const char *job_bin(void)
+{
+    const char *b = getenv("DELTACAST_BIN");
+    cr_assert_not_null(b, "DELTACAST_BIN not set");
+    return b;
+}
+
+static inline int job_sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static inline int job_port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(0x7f000001)};
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+static inline int job_pick_ports(int n)
+{
+    srand((unsigned)(getpid() ^ time(NULL)));
+    for (int tries = 0; tries < 200; tries++) {
+        int base = 20000 + (rand() % 4000) * 10;
+        int ok = 1;
+        for (int i = 0; i < n && ok; i++)
+            ok = job_port_free(base + i);
+        if (ok)
+            return base;
+    }
+    cr_assert_fail("no free ports");
+    return 0;
+}
+
+/* A job: `regions` x `per` receivers, versions v0..v`versions`, params P. */
+static inline void job_init(job_t *j, int regions, int per, const char *params, int versions,
+                            const char *model)
+{
+    memset(j, 0, sizeof(*j));
+    strcpy(j->dir, "/tmp/dc_refit_XXXXXX");
+    cr_assert_not_null(mkdtemp(j->dir));
+    j->regions = regions;
+    j->per = per;
+    j->nnodes = 1 + regions * per;
+    j->versions = versions;
+    cr_assert(j->nnodes <= JOB_MAX);
+    cr_assert_eq(job_sh("'%s' gen --params %s --change-rate 0.02 --model %s --threads 1 -o %s/pair "
+                        ">/dev/null",
+                        job_bin(), params, model, j->dir),
+                 0, "gen failed");
+    cr_assert_eq(job_sh("mkdir -p %s/ver %s/state && mv %s/pair/base.safetensors %s/ver/v0.safetensors "
+                        "&& mv %s/pair/next.safetensors %s/ver/v1.safetensors",
+                        j->dir, j->dir, j->dir, j->dir, j->dir, j->dir),
+                 0);
+    for (int v = 2; v <= versions; v++) {
+        char src[256], dst[256];
+        snprintf(src, sizeof(src), "%s/ver/v%d.safetensors", j->dir, v - 1);
+        snprintf(dst, sizeof(dst), "%s/ver/v%d.safetensors", j->dir, v);
+        uint64_t ch = 0;
+        cr_assert_eq(dc_synth_next(src, dst, 0.01, strcmp(model, "inject") == 0, (uint64_t)v, &ch),
+                     DC_OK, "%s", dc_last_error());
+        cr_assert(ch > 0);
+    }
+    for (int i = 1; i < j->nnodes; i++)
+        cr_assert_eq(job_sh("cp %s/ver/v0.safetensors %s/w%d.st", j->dir, j->dir, i), 0);
+    j->port = job_pick_ports(j->nnodes);
+}
+
+static inline void job_fini(job_t *j)
+{
+    for (int i = 0; i < j->nnodes; i++)
+        if (j->pid[i] > 0) {
+            kill(j->pid[i], SIGKILL);
+            waitpid(j->pid[i], NULL, 0);
+        }
+    if (!getenv("DC_TEST_KEEP"))
+        job_sh("rm -rf '%s'", j->dir);
+}
+
+/* Start node `rank` with extra environment "K=V;K=V" and extra args. */
+static inline pid_t job_start(job_t *j, int rank, const char *env, const char *args)
+{
+    char cmd[2048];
+    char spec[64];
+    snprintf(spec, sizeof(spec), "%d:%d:%d", j->regions, j->per, j->port);
+    if (rank == 0)
+        snprintf(cmd, sizeof(cmd),
+                 "exec '%s' node --local %s --rank 0 --versions %s/ver --state %s/state/0 "
+                 "--stats %s/stats.json --wait-ms 20000 %s >>%s/log0 2>&1",
+                 job_bin(), spec, j->dir, j->dir, j->dir, args ? args : "", j->dir);
+    else
+        snprintf(cmd, sizeof(cmd),
+                 "exec '%s' node --local %s --rank %d --weights %s/w%d.st --state %s/state/%d "
+                 "%s >>%s/log%d 2>&1",
+                 job_bin(), spec, rank, j->dir, rank, j->dir, rank, args ? args : "", j->dir,
+                 rank);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+        setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
+        setenv("DELTACAST_CHUNK_SIZE", "64KiB", 1);
+        setenv("DELTACAST_THREADS", "1", 1);
+        setenv("DELTACAST_TRANSPORT", "tcp", 1);
+        setenv("DELTACAST_LOG", "info", 1);
+        unsetenv("DELTACAST_FAULT");
+        if (env && *env) {
+            char e[512];
+            snprintf(e, sizeof(e), "%s", env);
+            for (char *tok = strtok(e, ";"); tok; tok = strtok(NULL, ";")) {
+                char *eq = strchr(tok, '=');
+                if (eq) {
+                    *eq = 0;
+                    setenv(tok, eq + 1, 1);
+                }
+            }
+        }
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    j->pid[rank] = pid;
+    return pid;
+}
+
+/* Wait for node `rank`; its exit code, 128+signal, or -1 after timeout_s
+ * (then it is killed). */
+static inline int job_wait(job_t *j, int rank, int timeout_s)
+{
+    for (int i = 0; i < timeout_s * 20; i++) {
+        int status;
+        pid_t r = waitpid(j->pid[rank], &status, WNOHANG);
+        if (r == j->pid[rank]) {
+            j->pid[rank] = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        usleep(50000);
+    }
+    kill(j->pid[rank], SIGKILL);
+    waitpid(j->pid[rank], NULL, 0);
+    j->pid[rank] = 0;
+    return -1;
+}
+
+static inline void job_start_all(job_t *j, const char *root_args)
+{
+    job_start(j, 0, NULL, root_args);
+    usleep(100000);
+    for (int i = 1; i < j->nnodes; i++)
+        job_start(j, i, NULL, NULL);
+}
+
+/* Byte-compare receiver `rank`'s weights with version v. */
+static inline int job_exact(job_t *j, int rank, int v)
+{
+    return job_sh("cmp -s %s/w%d.st %s/ver/v%d.safetensors", j->dir, rank, j->dir, v) == 0;
+}
+
+static inline void job_dump_logs(job_t *j)
+{
+    job_sh("for f in %s/log*; do echo \"== $f\"; tail -n 15 $f; done >&2", j->dir);
+}
+
+static inline void job_expect_all_exact(job_t *j, int v)
+{
+    for (int i = 1; i < j->nnodes; i++) {
+        if (!job_exact(j, i, v)) {
+            job_dump_logs(j);
+            cr_assert_fail("receiver %d is not byte-exact with v%d", i, v);
+        }
+    }
+}
+
+#endif

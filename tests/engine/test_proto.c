@@ -1,0 +1,146 @@
+/* test_proto.c - engine messages (hostile parsing) and the chunk layout /
+ * placement maps. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include "engine/layout.h"
+#include "engine/proto.h"
+
+Test(proto, simple_roundtrip_and_garbage)
+{
+    uint8_t b[DC_MSG_HDR_SIZE];
+    dc_msg_simple(DC_MSG_ACK, 0, 7, 6, 3, 10, 5, b);
+    dc_msg_t m;
+    cr_assert_eq(dc_msg_parse(b, sizeof(b), &m), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(m.type, DC_MSG_ACK);
+    cr_assert_eq(m.version, 7);
+    cr_assert_eq(m.baseline, 6);
+    cr_assert_eq(m.node, 3);
+    cr_assert_eq(m.chunk, 10);
+    cr_assert_eq(m.count, 5);
+    cr_assert_eq(dc_msg_parse(b, sizeof(b) - 1, &m), DC_ERR_FORMAT);
+    uint8_t big[DC_MSG_HDR_SIZE + 4];
+    memcpy(big, b, sizeof(b));
+    cr_assert_eq(dc_msg_parse(big, sizeof(big), &m), DC_ERR_FORMAT); /* body len mismatch */
+    b[4] = 99;
+    cr_assert_eq(dc_msg_parse(b, sizeof(b), &m), DC_ERR_FORMAT);
+    dc_msg_simple(DC_MSG_ACK, 0, 7, 6, 3, 10, 0, b); /* empty range */
+    cr_assert_eq(dc_msg_parse(b, sizeof(b), &m), DC_ERR_FORMAT);
+    for (int i = 0; i < 2000; i++) {
+        uint8_t r[96];
+        size_t n = (size_t)rand() % sizeof(r);
+        for (size_t k = 0; k < n; k++)
+            r[k] = (uint8_t)rand();
+        if (n >= 4 && i % 2)
+            dc_store_le32(r, DC_MSG_MAGIC);
+        if (dc_msg_parse(r, n, &m) == DC_OK) {
+            dc_begin_t bg;
+            dc_hello_t h;
+            (void)dc_begin_parse(&m, &bg);
+            (void)dc_hello_parse(&m, &h);
+        }
+    }
+}
+
+Test(proto, begin_and_hello)
+{
+    dc_begin_t b = {.version = 5, .baseline = 4, .layout_id = 77, .nchunks = 3,
+                    .mode = DC_MODE_DELTA, .ckpt_digest = {9, 10}};
+    size_t n = DC_BEGIN_SIZE;
+    uint8_t *buf = malloc(n);
+    dc_begin_pack(&b, buf);
+    dc_msg_t m;
+    cr_assert_eq(dc_msg_parse(buf, n, &m), DC_OK);
+    dc_begin_t g;
+    cr_assert_eq(dc_begin_parse(&m, &g), DC_OK);
+    cr_assert_eq(g.nchunks, 3);
+    cr_assert_eq(g.layout_id, 77);
+    cr_assert(dc_digest_eq(g.ckpt_digest, b.ckpt_digest));
+    /* unknown mode; baseline not below version */
+    dc_store_le32(buf + DC_MSG_HDR_SIZE + 12, 9);
+    cr_assert_eq(dc_msg_parse(buf, n, &m), DC_OK);
+    cr_assert_eq(dc_begin_parse(&m, &g), DC_ERR_FORMAT);
+    b.baseline = 5;
+    dc_begin_pack(&b, buf);
+    cr_assert_eq(dc_msg_parse(buf, n, &m), DC_OK);
+    cr_assert_eq(dc_begin_parse(&m, &g), DC_ERR_FORMAT);
+    free(buf);
+
+    uint8_t st[4] = {0, 1, 2, 0};
+    dc_hello_t h = {.node = 9, .committed = 3, .j_target = 4, .j_baseline = 3,
+                    .layout_id = 77, .flags = DC_HELLO_F_JOURNAL, .nstates = 4, .states = st};
+    n = dc_hello_size(4);
+    buf = malloc(n);
+    dc_hello_pack(DC_MSG_HELLO, &h, buf);
+    cr_assert_eq(dc_msg_parse(buf, n, &m), DC_OK);
+    dc_hello_t g2;
+    cr_assert_eq(dc_hello_parse(&m, &g2), DC_OK);
+    cr_assert_eq(g2.node, 9);
+    cr_assert_eq(g2.committed, 3);
+    cr_assert_eq(memcmp(g2.states, st, 4), 0);
+    buf[n - 1] = 7; /* unknown state */
+    cr_assert_eq(dc_msg_parse(buf, n, &m), DC_OK);
+    cr_assert_eq(dc_hello_parse(&m, &g2), DC_ERR_FORMAT);
+    free(buf);
+}
+
+Test(layout, chunks_and_placement)
+{
+    dc_layout_desc_t d[] = {
+        {"a", DC_DTYPE_BF16, 1000}, /* 2000 B */
+        {"empty", DC_DTYPE_F32, 0},
+        {"b", DC_DTYPE_F32, 3},     /* 12 B */
+        {"c", DC_DTYPE_I64, 100},   /* 800 B */
+    };
+    dc_layout_t *l;
+    cr_assert_eq(dc_layout_from_list(d, 4, 510, &l), DC_OK, "%s", dc_last_error());
+    /* bf16: 510-byte chunks -> 4 chunks; f32: 508 -> 1; i64: 504 -> 2 */
+    cr_assert_eq(l->nchunks, 4 + 0 + 1 + 2);
+    cr_assert_eq(l->chunks[3].len, 2000 - 3 * 510);
+    cr_assert_eq(l->chunks[4].tensor, 2);
+    cr_assert_eq(l->chunks[5].len, 504);
+    cr_assert_eq(l->chunks[6].len, 296);
+    cr_assert_eq(l->total_bytes, 2812);
+    dc_layout_t *l2;
+    cr_assert_eq(dc_layout_from_list(d, 4, 512, &l2), DC_OK);
+    cr_assert_neq(l->id, l2->id);
+    dc_layout_free(l2);
+
+    /* tensor a split into two segments at an odd place; others whole */
+    uint8_t *a1 = malloc(777), *a2 = malloc(2000 - 777), *bb = malloc(12), *cc = malloc(800);
+    dc_place_t p;
+    dc_place_init(&p, l);
+    cr_assert_eq(dc_place_add(&p, 3, 0, 800, cc), DC_OK);
+    cr_assert_eq(dc_place_add(&p, 0, 777, 2000 - 777, a2), DC_OK);
+    cr_assert_eq(dc_place_add(&p, 0, 0, 777, a1), DC_OK);
+    cr_assert_eq(dc_place_finish(&p), DC_ERR_INVALID); /* b missing */
+    cr_assert_eq(dc_place_add(&p, 2, 0, 12, bb), DC_OK);
+    cr_assert_eq(dc_place_finish(&p), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_place_add(&p, 2, 4, 12, bb), DC_ERR_INVALID); /* out of tensor */
+    cr_assert_not_null(dc_place_chunk_ptr(&p, 0));
+    cr_assert_null(dc_place_chunk_ptr(&p, 1)); /* 510..1020 spans 777 */
+    uint8_t buf[510], back[510];
+    for (int i = 0; i < 510; i++)
+        buf[i] = (uint8_t)(i * 7);
+    dc_place_write(&p, 1, buf);
+    cr_assert_eq(a1[776], buf[776 - 510]);
+    cr_assert_eq(a1[510], buf[0]);
+    cr_assert_eq(a2[0], buf[777 - 510]);
+    cr_assert_eq(a2[1019 - 777], buf[509]);
+    dc_place_read(&p, 1, back);
+    cr_assert_eq(memcmp(buf, back, 510), 0);
+    uint8_t scratch[512];
+    cr_assert(dc_digest_eq(dc_place_digest(&p, 1, scratch), dc_digest128(buf, 510)));
+    dc_place_fini(&p);
+
+    /* overlap refused */
+    dc_place_init(&p, l);
+    dc_place_add(&p, 0, 0, 1000, a1);
+    dc_place_add(&p, 0, 999, 1001, a2);
+    dc_place_add(&p, 2, 0, 12, bb);
+    dc_place_add(&p, 3, 0, 800, cc);
+    cr_assert_eq(dc_place_finish(&p), DC_ERR_INVALID);
+    dc_place_fini(&p);
+    free(a1); free(a2); free(bb); free(cc);
+    dc_layout_free(l);
+}

@@ -1,0 +1,297 @@
+/*
+ * test_codec.c - the chunk codec and its entropy coders: byte-exact round
+ * trips for every width and change rate (0 .. 100%), every encoding kind,
+ * the entropy-bound figure on iid changes, and hostile payloads (truncated,
+ * bit-flipped, wrong method) rejected with DC_ERR_FORMAT and dst untouched.
+ */
+#include <criterion/criterion.h>
+
+#include "kernels/codec.h"
+#include "kernels/entropy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t g_rng = 0x243F6A8885A308D3ull;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+
+/* next = base with a fraction `rate` of elements changed; the XOR words
+ * are "BF16-like": mostly a few low bits, sometimes wide. */
+static void make_pair(uint8_t *base, uint8_t *next, size_t n, unsigned w, double rate)
+{
+    for (size_t i = 0; i < n * w; i++)
+        base[i] = (uint8_t)rnd();
+    memcpy(next, base, n * w);
+    for (size_t i = 0; i < n; i++) {
+        if (urand() >= rate)
+            continue;
+        uint64_t x;
+        unsigned r = (unsigned)(rnd() % 16);
+        if (r < 10)
+            x = 1;
+        else if (r < 13)
+            x = 3;
+        else if (r < 15)
+            x = 7 + (rnd() & 8);
+        else
+            x = rnd();
+        if (w < 8)
+            x &= (1ull << (8 * w)) - 1;
+        if (x == 0)
+            x = 1;
+        uint64_t v = 0;
+        memcpy(&v, next + i * w, w);
+        v ^= x;
+        memcpy(next + i * w, &v, w);
+    }
+}
+
+static void roundtrip(size_t n, unsigned w, double rate, int with_base, uint16_t *enc_out,
+                      dc_chunk_stats_t *st_out)
+{
+    size_t bytes = n * w;
+    uint8_t *base = malloc(bytes + 1), *next = malloc(bytes + 1), *dst = malloc(bytes + 1);
+    size_t cap = dc_codec_payload_bound(bytes);
+    uint8_t *pay = malloc(cap);
+    make_pair(base, next, n, w, rate);
+    dc_codec_t *c;
+    cr_assert_eq(dc_codec_create(bytes ? bytes : 1, &c), DC_OK);
+    size_t len;
+    uint16_t enc;
+    dc_chunk_stats_t st;
+    cr_assert_eq(dc_codec_encode(c, with_base ? base : NULL, next, n, w, pay, cap, &len, &enc, &st),
+                 DC_OK, "%s", dc_last_error());
+    cr_assert_leq(len, cap);
+    memcpy(dst, base, bytes);
+    cr_assert_eq(dc_codec_decode(c, enc, pay, len, dst, n, w), DC_OK,
+                 "n=%zu w=%u rate=%g enc=0x%x: %s", n, w, rate, enc, dc_last_error());
+    cr_assert_eq(memcmp(dst, next, bytes), 0, "n=%zu w=%u rate=%g enc=0x%x", n, w, rate, enc);
+    /* inspect agrees */
+    dc_chunk_stats_t is;
+    cr_assert_eq(dc_codec_inspect(c, enc, pay, len, n, w, &is), DC_OK);
+    cr_assert_eq(is.payload_bytes, len);
+    if (dc_enc_kind(enc) == DC_ENC_XOR_SPARSE || dc_enc_kind(enc) == DC_ENC_XOR_DENSE)
+        cr_assert_eq(is.changed, st.changed);
+    if (enc_out)
+        *enc_out = enc;
+    if (st_out)
+        *st_out = st;
+    dc_codec_free(c);
+    free(base);
+    free(next);
+    free(dst);
+    free(pay);
+}
+
+Test(codec, roundtrip_every_width_and_rate)
+{
+    static const double rates[] = {0.0, 0.001, 0.01, 0.05, 0.2, 0.3, 0.5, 0.9, 1.0};
+    static const size_t sizes[] = {1, 2, 3, 7, 64, 1000, 4099, 65537};
+    static const unsigned widths[] = {1, 2, 4, 8};
+    for (size_t r = 0; r < DC_ARRAY_SIZE(rates); r++)
+        for (size_t s = 0; s < DC_ARRAY_SIZE(sizes); s++)
+            for (size_t k = 0; k < DC_ARRAY_SIZE(widths); k++)
+                roundtrip(sizes[s], widths[k], rates[r], 1, NULL, NULL);
+}
+
+Test(codec, no_base_is_put_dense)
+{
+    uint16_t enc;
+    roundtrip(5000, 2, 1.0, 0, &enc, NULL);
+    cr_assert_eq(dc_enc_kind(enc), DC_ENC_PUT_DENSE);
+}
+
+Test(codec, kinds_follow_the_change_rate)
+{
+    uint16_t enc;
+    roundtrip(100000, 2, 0.01, 1, &enc, NULL);
+    cr_assert_eq(dc_enc_kind(enc), DC_ENC_XOR_SPARSE);
+    cr_assert_eq(dc_enc_pos_method(enc), DC_ENT_GOLOMB);
+    cr_assert_eq(dc_enc_val_method(enc), DC_ENT_RANS);
+    roundtrip(100000, 2, 0.9, 1, &enc, NULL);
+    cr_assert(dc_enc_kind(enc) == DC_ENC_XOR_DENSE || dc_enc_kind(enc) == DC_ENC_PUT_DENSE);
+}
+
+/* The key figure: on iid changes the payload is within 1.15x of
+ * n*H(p) + count*H(XOR histogram), for BF16 chunks of 2M elements. */
+Test(codec, payload_near_entropy_bound)
+{
+    static const double rates[] = {0.01, 0.03, 0.05};
+    for (size_t r = 0; r < DC_ARRAY_SIZE(rates); r++) {
+        dc_chunk_stats_t st;
+        uint16_t enc;
+        roundtrip(2u << 20, 2, rates[r], 1, &enc, &st);
+        double ratio = (double)st.payload_bytes / (st.bound_bits / 8.0);
+        cr_assert(st.bound_bits > 0);
+        cr_assert_leq(ratio, 1.15, "rate %g: payload %llu, bound %.0f bytes, ratio %.3f",
+                      rates[r], (unsigned long long)st.payload_bytes, st.bound_bits / 8,
+                      ratio);
+        cr_assert_geq(ratio, 0.99, "payload below the bound? ratio %.3f", ratio);
+    }
+}
+
+Test(codec, special_float_values_survive)
+{
+    /* NaN payloads, -0.0, subnormals, infinities as BF16/F32/F64 bit patterns */
+    static const uint16_t bf16[] = {0x7fc0, 0x7fc1, 0xffff, 0x8000, 0x0000, 0x0001, 0x7f80, 0xff80};
+    size_t n = 4096;
+    uint16_t *a = malloc(n * 2), *b = malloc(n * 2), *d = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = bf16[i % 8];
+        b[i] = bf16[(i * 7 + (i % 3 == 0)) % 8];
+    }
+    dc_codec_t *c;
+    cr_assert_eq(dc_codec_create(n * 2, &c), DC_OK);
+    size_t cap = dc_codec_payload_bound(n * 2), len;
+    uint8_t *pay = malloc(cap);
+    uint16_t enc;
+    cr_assert_eq(dc_codec_encode(c, a, b, n, 2, pay, cap, &len, &enc, NULL), DC_OK);
+    memcpy(d, a, n * 2);
+    cr_assert_eq(dc_codec_decode(c, enc, pay, len, d, n, 2), DC_OK);
+    cr_assert_eq(memcmp(d, b, n * 2), 0);
+    dc_codec_free(c);
+    free(a);
+    free(b);
+    free(d);
+    free(pay);
+}
+
+/* Hostile payloads: every truncation and many bit flips of valid payloads
+ * either decode (a flip may still be a valid stream) or fail with
+ * DC_ERR_FORMAT leaving dst untouched; never crash or write outside. */
+Test(codec, hostile_payloads_rejected_cleanly)
+{
+    static const double rates[] = {0.0, 0.02, 0.6, 1.0};
+    static const unsigned widths[] = {1, 2, 4, 8};
+    for (size_t r = 0; r < DC_ARRAY_SIZE(rates); r++)
+        for (size_t k = 0; k < DC_ARRAY_SIZE(widths); k++) {
+            unsigned w = widths[k];
+            size_t n = 3001, bytes = n * w;
+            uint8_t *base = malloc(bytes), *next = malloc(bytes), *dst = malloc(bytes + 64);
+            size_t cap = dc_codec_payload_bound(bytes), len;
+            uint8_t *pay = malloc(cap), *bad = malloc(cap);
+            make_pair(base, next, n, w, rates[r]);
+            dc_codec_t *c;
+            cr_assert_eq(dc_codec_create(bytes, &c), DC_OK);
+            uint16_t enc;
+            cr_assert_eq(dc_codec_encode(c, base, next, n, w, pay, cap, &len, &enc, NULL), DC_OK);
+            for (size_t cut = 0; cut < len; cut += 1 + len / 97) {
+                memcpy(dst, base, bytes);
+                memset(dst + bytes, 0xAB, 64);
+                dc_status_t st = dc_codec_decode(c, enc, pay, cut, dst, n, w);
+                cr_assert_eq(st, DC_ERR_FORMAT, "truncated to %zu of %zu: %d", cut, len, st);
+                cr_assert_eq(memcmp(dst, base, bytes), 0);
+                cr_assert_eq(dst[bytes], 0xAB);
+            }
+            for (int f = 0; f < 300; f++) {
+                memcpy(bad, pay, len);
+                bad[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+                memcpy(dst, base, bytes);
+                memset(dst + bytes, 0xAB, 64);
+                dc_status_t st = dc_codec_decode(c, enc, bad, len, dst, n, w);
+                cr_assert(st == DC_OK || st == DC_ERR_FORMAT);
+                if (st != DC_OK)
+                    cr_assert_eq(memcmp(dst, base, bytes), 0);
+                for (int z = 0; z < 64; z++)
+                    cr_assert_eq(dst[bytes + z], 0xAB);
+            }
+            /* every other encoding value on the same payload */
+            for (unsigned e = 0; e < 0x1000; e += 7) {
+                memcpy(dst, base, bytes);
+                dc_status_t st = dc_codec_decode(c, (uint16_t)e, pay, len, dst, n, w);
+                cr_assert(st == DC_OK || st == DC_ERR_FORMAT);
+            }
+            dc_codec_free(c);
+            free(base);
+            free(next);
+            free(dst);
+            free(pay);
+            free(bad);
+        }
+}
+
+Test(entropy, positions_roundtrip_and_reject)
+{
+    size_t n = 100000;
+    uint32_t *pos = malloc(n * 4), *out = malloc(n * 4);
+    uint8_t *buf = malloc(dc_ent_pos_bound(n, n));
+    static const double rates[] = {0.0, 0.0001, 0.01, 0.3, 0.999, 1.0};
+    for (size_t r = 0; r < DC_ARRAY_SIZE(rates); r++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (urand() < rates[r])
+                pos[k++] = (uint32_t)i;
+        size_t len;
+        cr_assert_eq(dc_ent_pos_encode(pos, k, n, buf, dc_ent_pos_bound(k, n), &len), DC_OK);
+        cr_assert_eq(dc_ent_pos_decode(buf, len, k, n, out), DC_OK, "%s", dc_last_error());
+        cr_assert_eq(memcmp(pos, out, k * 4), 0);
+        if (rates[r] > 0.001 && rates[r] < 0.5) {
+            double p = (double)k / n;
+            double bound = n * -(p * log2(p) + (1 - p) * log2(1 - p)) / 8;
+            cr_assert_leq(len, bound * 1.03 + 16, "positions %zu bytes vs H %.0f", len, bound);
+        }
+        /* wrong count or smaller n: rejected */
+        if (k > 0) {
+            cr_assert_eq(dc_ent_pos_decode(buf, len, k + 1, n, out), DC_ERR_FORMAT);
+            cr_assert_eq(dc_ent_pos_decode(buf, len, k, pos[k - 1], out), DC_ERR_FORMAT);
+        }
+    }
+    free(pos);
+    free(out);
+    free(buf);
+}
+
+Test(entropy, varint_limits)
+{
+    uint8_t b[16];
+    const uint8_t *p;
+    uint64_t v;
+    size_t l = dc_ent_put_varint(b, UINT64_MAX);
+    cr_assert_eq(l, 10);
+    p = b;
+    cr_assert_eq(dc_ent_get_varint(&p, b + l, &v), DC_OK);
+    cr_assert_eq(v, UINT64_MAX);
+    p = b;
+    cr_assert_eq(dc_ent_get_varint(&p, b + 9, &v), DC_ERR_FORMAT);
+    memset(b, 0xff, sizeof(b));
+    p = b;
+    cr_assert_eq(dc_ent_get_varint(&p, b + 16, &v), DC_ERR_FORMAT);
+}
+
+Test(entropy, values_every_method_roundtrip)
+{
+    dc_ent_scratch_t *s;
+    size_t n = 20000;
+    cr_assert_eq(dc_ent_scratch_create(n * 8, &s), DC_OK);
+    uint8_t *v = malloc(n * 8), *o = malloc(n * 8);
+    size_t cap = dc_ent_val_bound(n, 8);
+    uint8_t *buf = malloc(cap);
+    for (unsigned w = 1; w <= 8; w *= 2) {
+        for (int shape = 0; shape < 3; shape++) {
+            for (size_t i = 0; i < n * w; i++)
+                v[i] = shape == 0 ? 0 : shape == 1 ? (uint8_t)(rnd() % 3) : (uint8_t)rnd();
+            size_t len;
+            unsigned m;
+            cr_assert_eq(dc_ent_val_encode(s, v, n, w, 1, buf, cap, &len, &m), DC_OK);
+            cr_assert_eq(dc_ent_val_decode(s, m, buf, len, n, w, o), DC_OK, "w=%u %s", w,
+                         dc_ent_method_name(m));
+            cr_assert_eq(memcmp(v, o, n * w), 0);
+            if (len > 0)
+                cr_assert_eq(dc_ent_val_decode(s, m, buf, len - 1, n, w, o), DC_ERR_FORMAT);
+        }
+    }
+    cr_assert_eq(dc_ent_val_decode(s, 9, buf, 10, 1, 1, o), DC_ERR_FORMAT);
+    dc_ent_scratch_free(s);
+    free(v);
+    free(o);
+    free(buf);
+}

@@ -1,0 +1,477 @@
+/*
+ * test_delta.c - delta files end to end through the public API: every
+ * dtype and edge case (empty tensors, scalars, odd counts, NaN payloads,
+ * -0.0, subnormals, infinities), added / removed / reshaped / re-typed
+ * tensors and changed __metadata__, change rates 0 .. 100%; bad input
+ * (wrong base, truncated, corrupted, not a delta) rejected with a clear
+ * error and no output file; deterministic output across thread counts;
+ * in-place apply; buffer API; and the CLI (gen -> diff -> apply -> cmp).
+ */
+#include <criterion/criterion.h>
+
+#include "kernels/delta.h"
+#include "kernels/safetensors.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/dc_delta_testXXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' && (e->d_name[1] == 0 || (e->d_name[1] == '.' && !e->d_name[2])))
+            continue;
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", tmpdir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(tmpdir);
+}
+
+TestSuite(delta, .init = setup, .fini = teardown);
+
+static uint64_t g_rng = 0x3C6EF372FE94F82Bull;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+
+static const char *path(const char *name)
+{
+    static char buf[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof(buf[k]), "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static int exists(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+static uint8_t *slurp(const char *p, size_t *len)
+{
+    FILE *f = fopen(p, "rb");
+    cr_assert_not_null(f, "%s", p);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n + 1);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static void spit(const char *p, const uint8_t *b, size_t len)
+{
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(b, 1, len, f), len);
+    fclose(f);
+}
+
+static void same_files(const char *a, const char *b)
+{
+    size_t la, lb;
+    uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
+    cr_assert_eq(la, lb, "%s %zu vs %s %zu bytes", a, la, b, lb);
+    cr_assert_eq(memcmp(x, y, la), 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+/* A tensor spec for write_ckpt: data generated from `seed`, and changed
+ * at `rate` when `mutate`. */
+typedef struct {
+    const char *name;
+    dc_dtype_t dt;
+    int ndim;
+    uint64_t shape[4];
+} spec_t;
+
+static uint64_t nelems(const spec_t *s)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < s->ndim; d++)
+        n *= s->shape[d];
+    return n;
+}
+
+/* special bit patterns for float dtypes (NaN payloads, -0, subnormal, inf) */
+static void put_special(uint8_t *p, dc_dtype_t dt, unsigned k)
+{
+    static const uint16_t h16[] = {0x7fc1, 0xffff, 0x8000, 0x0001, 0x7f80, 0xff80, 0x7c01, 0x8001};
+    static const uint32_t f32[] = {0x7fc00001, 0xffffffff, 0x80000000, 0x00000001,
+                                   0x7f800000, 0xff800000, 0x7f800001, 0x807fffff};
+    static const uint64_t f64[] = {0x7ff8000000000001ull, 0xffffffffffffffffull, 0x8000000000000000ull,
+                                   0x1ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+                                   0x7ff0000000000001ull, 0x800fffffffffffffull};
+    switch (dc_dtype_size(dt)) {
+    case 1:
+        p[0] = (uint8_t)(0x7f + k * 37);
+        break;
+    case 2:
+        dc_store_le16(p, h16[k % 8]);
+        break;
+    case 4:
+        dc_store_le32(p, f32[k % 8]);
+        break;
+    default:
+        dc_store_le64(p, f64[k % 8]);
+        break;
+    }
+}
+
+static void fill(uint8_t *p, size_t n, unsigned w, dc_dtype_t dt, uint64_t seed)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n * w; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        p[i] = (uint8_t)s;
+    }
+    if (dt == DC_DTYPE_BOOL)
+        for (size_t i = 0; i < n; i++)
+            p[i] &= 1;
+    for (size_t i = 0; i < n; i += 5)
+        put_special(p + i * w, dt, (unsigned)(i / 5));
+}
+
+static void mutate(uint8_t *p, size_t n, unsigned w, dc_dtype_t dt, double rate)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (urand() >= rate)
+            continue;
+        if (dt == DC_DTYPE_BOOL) {
+            p[i] ^= 1;
+        } else if (rnd() % 4 == 0) {
+            put_special(p + i * w, dt, (unsigned)rnd());
+            p[i * w] ^= 1; /* make sure it changes */
+        } else {
+            p[i * w] ^= (uint8_t)(1 + rnd() % 7);
+        }
+    }
+}
+
+static void write_ckpt(const char *file, const spec_t *specs, size_t n, const char *meta,
+                       uint64_t seed, double rate)
+{
+    dc_st_desc_t d[32];
+    for (size_t i = 0; i < n; i++) {
+        d[i].name = specs[i].name;
+        d[i].dtype = specs[i].dt;
+        d[i].ndim = specs[i].ndim;
+        memcpy(d[i].shape, specs[i].shape, sizeof(specs[i].shape));
+    }
+    dc_st_writer_t *w;
+    cr_assert_eq(dc_st_writer_create(file, d, n, meta, &w), DC_OK, "%s", dc_last_error());
+    for (size_t i = 0; i < n; i++) {
+        unsigned ww = (unsigned)dc_dtype_size(specs[i].dt);
+        size_t ne = (size_t)nelems(&specs[i]);
+        uint8_t *b = malloc(ne * ww + 1);
+        /* the tensor's base bytes depend on its name, not its position */
+        uint64_t hs = 1469598103934665603ull;
+        for (const char *c = specs[i].name; *c; c++)
+            hs = (hs ^ (uint8_t)*c) * 1099511628211ull;
+        fill(b, ne, ww, specs[i].dt, hs ^ (specs[i].dt * 77));
+        if (rate > 0)
+            mutate(b, ne, ww, specs[i].dt, rate);
+        (void)seed;
+        cr_assert_eq(dc_st_writer_write(w, b, ne * ww), DC_OK);
+        free(b);
+    }
+    cr_assert_eq(dc_st_writer_finish(w), DC_OK, "%s", dc_last_error());
+}
+
+static void diff_apply_check(const char *base, const char *next, uint64_t chunk, unsigned threads)
+{
+    dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = chunk, .threads = threads};
+    dc_delta_stats_t s = {.size = sizeof(s)};
+    const char *dl = path("d.delta"), *out = path("out.safetensors");
+    cr_assert_eq(dc_delta_diff_files(base, next, dl, &o, &s), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(s.delta_bytes > 0, 1);
+    dc_delta_stats_t a = {.size = sizeof(a)};
+    cr_assert_eq(dc_delta_apply_files(base, dl, out, &o, &a), DC_OK, "%s", dc_last_error());
+    same_files(out, next);
+    unlink(out);
+    unlink(dl);
+}
+
+static const spec_t ALL_DTYPES[] = {
+    {"bool", DC_DTYPE_BOOL, 1, {1001}},         {"u8", DC_DTYPE_U8, 2, {3, 333}},
+    {"i8", DC_DTYPE_I8, 1, {777}},              {"f8e4m3", DC_DTYPE_F8_E4M3, 1, {513}},
+    {"f8e5m2", DC_DTYPE_F8_E5M2, 1, {129}},     {"i16", DC_DTYPE_I16, 1, {1023}},
+    {"u16", DC_DTYPE_U16, 1, {17}},             {"f16", DC_DTYPE_F16, 2, {31, 33}},
+    {"bf16", DC_DTYPE_BF16, 2, {127, 129}},     {"i32", DC_DTYPE_I32, 1, {999}},
+    {"u32", DC_DTYPE_U32, 1, {5}},              {"f32", DC_DTYPE_F32, 3, {7, 11, 13}},
+    {"i64", DC_DTYPE_I64, 1, {301}},            {"u64", DC_DTYPE_U64, 1, {3}},
+    {"f64", DC_DTYPE_F64, 1, {257}},            {"scalar", DC_DTYPE_F32, 0, {0}},
+    {"empty", DC_DTYPE_BF16, 2, {0, 4}},        {"one", DC_DTYPE_BF16, 1, {1}},
+};
+
+Test(delta, every_dtype_and_edge_case_roundtrips)
+{
+    static const double rates[] = {0.0, 0.001, 0.01, 0.5, 1.0};
+    static const uint64_t chunks[] = {64, 1000, 4u << 20};
+    for (size_t r = 0; r < DC_ARRAY_SIZE(rates); r++) {
+        write_ckpt(path("base.st"), ALL_DTYPES, DC_ARRAY_SIZE(ALL_DTYPES), NULL, 1, 0.0);
+        write_ckpt(path("next.st"), ALL_DTYPES, DC_ARRAY_SIZE(ALL_DTYPES), NULL, 1, rates[r]);
+        for (size_t c = 0; c < DC_ARRAY_SIZE(chunks); c++)
+            diff_apply_check(path("base.st"), path("next.st"), chunks[c], 2);
+    }
+}
+
+Test(delta, added_removed_reshaped_retyped_and_metadata)
+{
+    static const spec_t base[] = {
+        {"keep", DC_DTYPE_BF16, 1, {5000}},    {"gone", DC_DTYPE_F32, 1, {100}},
+        {"reshape", DC_DTYPE_BF16, 2, {10, 20}}, {"retype", DC_DTYPE_F16, 1, {64}},
+        {"grow", DC_DTYPE_I64, 1, {10}},
+    };
+    static const spec_t next[] = {
+        {"new", DC_DTYPE_U8, 1, {3333}},       {"reshape", DC_DTYPE_BF16, 2, {20, 10}},
+        {"keep", DC_DTYPE_BF16, 1, {5000}},    {"retype", DC_DTYPE_BF16, 1, {64}},
+        {"grow", DC_DTYPE_I64, 1, {12}},       {"new_empty", DC_DTYPE_F32, 1, {0}},
+    };
+    write_ckpt(path("base.st"), base, DC_ARRAY_SIZE(base), "{\"step\":\"1\"}", 1, 0.0);
+    write_ckpt(path("next.st"), next, DC_ARRAY_SIZE(next), "{\"step\":\"2\",\"x\":\"y\"}", 1,
+               0.01);
+    diff_apply_check(path("base.st"), path("next.st"), 256, 2);
+    diff_apply_check(path("base.st"), path("next.st"), 4u << 20, 1);
+    /* and back */
+    diff_apply_check(path("next.st"), path("base.st"), 128, 2);
+}
+
+static void make_pair_and_delta(uint64_t chunk)
+{
+    write_ckpt(path("base.st"), ALL_DTYPES, DC_ARRAY_SIZE(ALL_DTYPES), "{\"a\":\"b\"}", 1, 0.0);
+    write_ckpt(path("next.st"), ALL_DTYPES, DC_ARRAY_SIZE(ALL_DTYPES), "{\"a\":\"c\"}", 1, 0.05);
+    dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = chunk};
+    cr_assert_eq(dc_delta_diff_files(path("base.st"), path("next.st"), path("d.delta"), &o, NULL),
+                 DC_OK, "%s", dc_last_error());
+}
+
+Test(delta, deterministic_across_threads_and_buffer_api_matches)
+{
+    make_pair_and_delta(512);
+    dc_delta_opts_t o1 = {.size = sizeof(o1), .chunk_size = 512, .threads = 1};
+    dc_delta_opts_t o2 = {.size = sizeof(o2), .chunk_size = 512, .threads = 3};
+    cr_assert_eq(dc_delta_diff_files(path("base.st"), path("next.st"), path("d1"), &o1, NULL), DC_OK);
+    cr_assert_eq(dc_delta_diff_files(path("base.st"), path("next.st"), path("d2"), &o2, NULL), DC_OK);
+    same_files(path("d1"), path("d2"));
+    same_files(path("d1"), path("d.delta"));
+    size_t bl, nl, dl;
+    uint8_t *b = slurp(path("base.st"), &bl), *n = slurp(path("next.st"), &nl),
+            *d = slurp(path("d1"), &dl);
+    void *md;
+    size_t mdl;
+    cr_assert_eq(dc_delta_diff_buffers(b, bl, n, nl, &o2, &md, &mdl, NULL), DC_OK);
+    cr_assert_eq(mdl, dl);
+    cr_assert_eq(memcmp(md, d, dl), 0);
+    uint64_t ts;
+    cr_assert_eq(dc_delta_target_size(md, mdl, &ts), DC_OK);
+    cr_assert_eq(ts, nl);
+    uint8_t *out = malloc(nl);
+    size_t ol;
+    cr_assert_eq(dc_delta_apply_buffers(b, bl, md, mdl, out, nl, &ol, NULL, NULL), DC_OK,
+                 "%s", dc_last_error());
+    cr_assert_eq(ol, nl);
+    cr_assert_eq(memcmp(out, n, nl), 0);
+    cr_assert_eq(dc_delta_apply_buffers(b, bl, md, mdl, out, nl - 1, &ol, NULL, NULL),
+                 DC_ERR_INVALID);
+    uint8_t dg[16], dg2[16];
+    cr_assert_eq(dc_checkpoint_digest(n, nl, 512, 1, dg), DC_OK);
+    cr_assert_eq(dc_checkpoint_digest(n, nl, 512, 4, dg2), DC_OK);
+    cr_assert_eq(memcmp(dg, dg2, 16), 0);
+    /* the digest the delta names is this one */
+    cr_assert_eq(dc_load_le64((uint8_t *)md + 56), dc_load_le64(dg));
+    cr_assert_eq(dc_load_le64((uint8_t *)md + 64), dc_load_le64(dg + 8));
+    n[nl - 1] ^= 1;
+    cr_assert_eq(dc_checkpoint_digest(n, nl, 512, 1, dg2), DC_OK);
+    cr_assert_neq(memcmp(dg, dg2, 16), 0);
+    dc_free(md);
+    free(out);
+    free(b);
+    free(n);
+    free(d);
+}
+
+Test(delta, wrong_base_is_refused_without_output)
+{
+    make_pair_and_delta(1024);
+    dc_status_t st = dc_delta_apply_files(path("next.st"), path("d.delta"), path("out"), NULL, NULL);
+    cr_assert_eq(st, DC_ERR_WRONG_BASE, "%d %s", st, dc_last_error());
+    cr_assert(strstr(dc_last_error(), "base") != NULL);
+    cr_assert(!exists(path("out")));
+    /* same size, one byte different */
+    size_t bl;
+    uint8_t *b = slurp(path("base.st"), &bl);
+    b[bl - 1] ^= 1;
+    spit(path("base2.st"), b, bl);
+    free(b);
+    cr_assert_eq(dc_delta_apply_files(path("base2.st"), path("d.delta"), path("out"), NULL, NULL),
+                 DC_ERR_WRONG_BASE);
+    cr_assert(!exists(path("out")));
+}
+
+static int only_expected_files(void)
+{
+    /* no temporary or output file left behind */
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    int bad = 0;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".tmp.") || strcmp(e->d_name, "out") == 0)
+            bad++;
+    closedir(d);
+    return bad == 0;
+}
+
+Test(delta, truncated_and_corrupted_deltas_rejected)
+{
+    make_pair_and_delta(256);
+    size_t dl;
+    uint8_t *d = slurp(path("d.delta"), &dl);
+    /* truncations */
+    for (size_t cut = 0; cut < dl; cut += 1 + dl / 61) {
+        spit(path("bad.delta"), d, cut);
+        dc_status_t st =
+            dc_delta_apply_files(path("base.st"), path("bad.delta"), path("out"), NULL, NULL);
+        cr_assert_eq(st, DC_ERR_FORMAT, "cut %zu: %d %s", cut, st, dc_last_error());
+        cr_assert(only_expected_files());
+    }
+    /* every byte of the headers, and samples of the frames, flipped */
+    uint8_t *bad = malloc(dl);
+    for (size_t i = 0; i < dl; i += (i < 2048 ? 1 : 1 + dl / 300)) {
+        memcpy(bad, d, dl);
+        bad[i] ^= (uint8_t)(1u << (i % 8));
+        spit(path("bad.delta"), bad, dl);
+        dc_status_t st =
+            dc_delta_apply_files(path("base.st"), path("bad.delta"), path("out"), NULL, NULL);
+        cr_assert(st == DC_ERR_FORMAT || st == DC_ERR_CORRUPT || st == DC_ERR_VERIFY ||
+                      st == DC_ERR_WRONG_BASE,
+                  "flip at %zu accepted (%d)", i, st);
+        cr_assert(only_expected_files());
+        cr_assert(strlen(dc_last_error()) > 5);
+    }
+    /* not a delta */
+    cr_assert_eq(dc_delta_apply_files(path("base.st"), path("next.st"), path("out"), NULL, NULL),
+                 DC_ERR_FORMAT);
+    cr_assert(strstr(dc_last_error(), "not a") != NULL, "%s", dc_last_error());
+    cr_assert(only_expected_files());
+    free(bad);
+    free(d);
+}
+
+Test(delta, in_place_apply)
+{
+    make_pair_and_delta(4096);
+    /* a failing in-place apply leaves the base untouched */
+    size_t bl;
+    uint8_t *b0 = slurp(path("base.st"), &bl);
+    cr_assert_eq(dc_delta_apply_files(path("next.st"), path("d.delta"), NULL, NULL, NULL),
+                 DC_ERR_WRONG_BASE);
+    same_files(path("next.st"), path("next.st"));
+    cr_assert_eq(dc_delta_apply_files(path("base.st"), path("d.delta"), NULL, NULL, NULL), DC_OK,
+                 "%s", dc_last_error());
+    same_files(path("base.st"), path("next.st"));
+    /* applying again: the file is now at target, so it is the wrong base */
+    cr_assert_eq(dc_delta_apply_files(path("base.st"), path("d.delta"), NULL, NULL, NULL),
+                 DC_ERR_WRONG_BASE);
+    same_files(path("base.st"), path("next.st"));
+    cr_assert(only_expected_files());
+    free(b0);
+}
+
+/* --- CLI ------------------------------------------------------------------ */
+
+static int run(const char *cmd)
+{
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+Test(delta, cli_gen_diff_apply_inspect)
+{
+    const char *bin = getenv("DELTACAST_BIN");
+    if (!bin)
+        cr_skip_test("DELTACAST_BIN not set");
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "%s gen --params 2e6 --change-rate 0.01 --seed 3 -o %s/g >/dev/null && "
+             "%s diff %s/g/base.safetensors %s/g/next.safetensors -o %s/x.delta --threads 2 "
+             "--chunk-size 64k >/dev/null && "
+             "%s apply %s/g/base.safetensors %s/x.delta -o %s/o.st >/dev/null && "
+             "cmp %s/o.st %s/g/next.safetensors && "
+             "%s inspect %s/x.delta --json > %s/i.json && %s inspect %s/x.delta >/dev/null && "
+             "%s inspect %s/g/base.safetensors --json >/dev/null",
+             bin, tmpdir, bin, tmpdir, tmpdir, tmpdir, bin, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir,
+             bin, tmpdir, tmpdir, bin, tmpdir, bin, tmpdir);
+    int rc = run(cmd);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/g", tmpdir);
+    if (rc != 0) {
+        run(cmd);
+        cr_assert_fail("CLI pipeline failed (%d)", rc);
+    }
+    size_t il;
+    uint8_t *js = slurp(path("i.json"), &il);
+    js[il - 1] = 0;
+    cr_assert(strstr((char *)js, "\"ratio_to_bound\"") != NULL);
+    cr_assert(strstr((char *)js, "\"xor_sparse\"") != NULL);
+    free(js);
+    /* wrong base: exit 1, one line, no output */
+    snprintf(cmd, sizeof(cmd), "%s apply %s/g/next.safetensors %s/x.delta -o %s/out 2>%s/err",
+             bin, tmpdir, tmpdir, tmpdir, tmpdir);
+    cr_assert_eq(run(cmd), 1);
+    cr_assert(!exists(path("out")));
+    size_t el;
+    uint8_t *err = slurp(path("err"), &el);
+    int lines = 0;
+    for (size_t i = 0; i < el; i++)
+        lines += err[i] == '\n';
+    cr_assert_eq(lines, 1, "%.*s", (int)el, err);
+    free(err);
+    /* not a delta, truncated delta: exit 1 */
+    snprintf(cmd, sizeof(cmd),
+             "%s apply %s/g/base.safetensors %s/g/next.safetensors -o %s/out 2>/dev/null", bin,
+             tmpdir, tmpdir, tmpdir);
+    cr_assert_eq(run(cmd), 1);
+    snprintf(cmd, sizeof(cmd),
+             "head -c 1000 %s/x.delta > %s/t.delta && %s apply %s/g/base.safetensors %s/t.delta "
+             "-o %s/out 2>/dev/null",
+             tmpdir, tmpdir, bin, tmpdir, tmpdir, tmpdir);
+    cr_assert_eq(run(cmd), 1);
+    snprintf(cmd, sizeof(cmd), "%s inspect %s/t.delta 2>/dev/null", bin, tmpdir);
+    cr_assert_eq(run(cmd), 1);
+    cr_assert(!exists(path("out")));
+    snprintf(cmd, sizeof(cmd), "%s diff 2>/dev/null", bin);
+    cr_assert_eq(run(cmd), 2);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/g", tmpdir);
+    run(cmd);
+}

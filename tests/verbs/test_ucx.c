@@ -1,0 +1,458 @@
+/*
+ * test_ucx.c - the `ucx` transport between two real processes (fork) over
+ * UCX's own transports on this machine (tcp / posix / cma on loopback).
+ *
+ * Every test forks BEFORE the first UCX call, so that each process owns its
+ * UCP context.  The sender's data comes from a random pattern generated
+ * before the fork, so both processes hold the same expected bytes and the
+ * receiver compares every byte of every message.
+ */
+#include <criterion/criterion.h>
+
+#include "verbs/fault.h"
+#include "verbs/transport.h"
+#include "verbs/ucx.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SRC_SIZE (64u << 20)
+#define MSG_MAX (4u << 20)
+#define DEPTH 16
+
+static uint8_t *g_src;
+/* The transport under test: "ucx" here; test_rdma.c includes this file and
+ * runs the same cases over "rdma". */
+static const char *g_tname = "ucx";
+
+static void fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed ? seed : 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        x += 0x9e3779b97f4a7c15ull; /* splitmix64 */
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        memcpy(p + i, &z, 8);
+    }
+}
+
+/* Message i: its size and where its bytes come from in g_src.  Sizes cover
+ * empty, tiny (eager), odd, and large (rendezvous) messages. */
+static size_t msg_size(uint64_t i)
+{
+    static const size_t sizes[] = {MSG_MAX, 1, 8191, 65539, MSG_MAX, 0, 1u << 20, MSG_MAX - 5};
+    return sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+}
+static size_t msg_off(uint64_t i, size_t size)
+{
+    return (size_t)((i * 7340033ull) % (SRC_SIZE - size + 1));
+}
+
+/* Probe in a child: a UCP context must not cross a fork(), and the tests
+ * fork their server before this process touches UCX. */
+static int transport_usable(char *why, size_t len)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(p[0]);
+        const dc_verbs_ops_t *t;
+        int ok = dc_verbs_find(g_tname, &t) == DC_OK;
+        const char *m = ok ? "" : dc_last_error();
+        if (write(p[1], m, strlen(m) + 1) < 0)
+            _exit(2);
+        _exit(ok ? 0 : 1);
+    }
+    close(p[1]);
+    ssize_t n = read(p[0], why, len - 1);
+    why[n > 0 ? n : 0] = 0;
+    close(p[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void opts_with_secret(dc_verbs_opts_t *o, const char *secret, uint32_t timeout_ms)
+{
+    dc_verbs_opts_init(o);
+    o->secret = secret;
+    o->secret_len = strlen(secret);
+    o->timeout_ms = timeout_ms;
+}
+
+/* --- server (child) ----------------------------------------------------- */
+
+typedef struct server_cfg {
+    const char *secret;
+    uint64_t total;      /* bytes to receive */
+    int expect_rejects;  /* accept() must first drop this many bad peers */
+    double corrupt_p;    /* fault injection on receipt */
+} server_cfg_t;
+
+/* Receive messages until `total` bytes, compare them, reply with the
+ * number of mismatching messages and the NACK count.  Exit code: 0 ok. */
+static int server_main(int port_fd, const server_cfg_t *cfg)
+{
+    if (cfg->corrupt_p > 0) {
+        dc_fault_cfg_t f;
+        dc_fault_parse(NULL, &f);
+        f.corrupt_p = cfg->corrupt_p;
+        f.seed = 7;
+        dc_fault_install(&f);
+    }
+    const dc_verbs_ops_t *t;
+    if (dc_verbs_find(g_tname, &t) != DC_OK)
+        return 10;
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, cfg->secret, 20000);
+    dc_verbs_listener_t *l;
+    if (t->listen(&o, "127.0.0.1:0", &l) != DC_OK) {
+        fprintf(stderr, "server: listen: %s\n", dc_last_error());
+        return 11;
+    }
+    char addr[128];
+    t->listen_addr(l, addr, sizeof(addr));
+    if (write(port_fd, addr, strlen(addr) + 1) < 0)
+        return 12;
+    close(port_fd);
+    dc_verbs_conn_t *c = NULL;
+    double deadline = dc_now_s() + 60;
+    dc_status_t st;
+    while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
+        struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
+        poll(&pfd, 1, 5);
+    }
+    if (st != DC_OK) {
+        fprintf(stderr, "server: accept: %s\n", dc_last_error());
+        return 13;
+    }
+    uint8_t *bufs = malloc((size_t)DEPTH * MSG_MAX);
+    dc_verbs_req_t *reqs[DEPTH];
+    uint64_t posted = 0, done = 0, got_bytes = 0, bad = 0;
+    uint64_t nmsg = 0;
+    for (uint64_t sum = 0; sum < cfg->total; nmsg++)
+        sum += msg_size(nmsg);
+    while (done < nmsg) {
+        while (posted < nmsg && posted - done < DEPTH) {
+            st = t->irecv(c, bufs + (posted % DEPTH) * MSG_MAX, MSG_MAX, NULL,
+                          &reqs[posted % DEPTH]);
+            if (st == DC_ERR_AGAIN)
+                break;
+            if (st != DC_OK) {
+                fprintf(stderr, "server: irecv: %s\n", dc_last_error());
+                return 14;
+            }
+            posted++;
+        }
+        int fin = 0;
+        size_t len = 0;
+        st = t->test(reqs[done % DEPTH], &fin, &len);
+        if (st != DC_OK) {
+            fprintf(stderr, "server: recv %llu: %s\n", (unsigned long long)done,
+                    dc_last_error());
+            return 15;
+        }
+        if (!fin) {
+            t->wait(c, 10);
+            continue;
+        }
+        size_t want = msg_size(done);
+        if (len != want ||
+            memcmp(bufs + (done % DEPTH) * MSG_MAX, g_src + msg_off(done, want), want) != 0)
+            bad++;
+        got_bytes += len;
+        done++;
+    }
+    dc_verbs_stats_t s = {.size = sizeof(s)};
+    t->stats(c, &s);
+    uint64_t reply[3] = {bad, s.nacks_sent, got_bytes};
+    if (dc_verbs_send_blocking(c, reply, sizeof(reply), 20000) != DC_OK) {
+        fprintf(stderr, "server: reply: %s\n", dc_last_error());
+        return 16;
+    }
+    /* Wait for the client's good-bye (it closes after reading the reply). */
+    uint8_t bye;
+    size_t bl;
+    dc_verbs_recv_blocking(c, &bye, 1, &bl, 5000);
+    t->close(c);
+    t->listen_close(l);
+    free(bufs);
+    return bad ? 1 : 0;
+}
+
+static pid_t start_server(const server_cfg_t *cfg, char *addr, size_t addr_len)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(p[0]);
+        alarm(600);
+        _exit(server_main(p[1], cfg));
+    }
+    close(p[1]);
+    size_t n = 0;
+    while (n < addr_len) {
+        ssize_t r = read(p[0], addr + n, addr_len - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        if (memchr(addr, 0, n))
+            break;
+    }
+    close(p[0]);
+    cr_assert(n > 0 && memchr(addr, 0, n), "server did not report its address");
+    return pid;
+}
+
+static int wait_child(pid_t pid)
+{
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "server died (signal %d)",
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return WEXITSTATUS(status);
+}
+
+static dc_status_t client_connect(const dc_verbs_ops_t *t, const char *addr, const char *secret,
+                                  dc_verbs_conn_t **out)
+{
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, secret, 10000);
+    dc_verbs_conn_t *c = NULL;
+    dc_status_t st = t->connect(&o, addr, &c);
+    if (st != DC_OK)
+        return st;
+    while ((st = t->connect_test(c)) == DC_ERR_AGAIN)
+        t->wait(c, 10);
+    if (st != DC_OK) {
+        t->close(c);
+        return st;
+    }
+    *out = c;
+    return DC_OK;
+}
+
+/* Send `total` bytes of messages, then read the server's verdict. */
+static void run_transfer(uint64_t total, double corrupt_p)
+{
+    g_src = malloc(SRC_SIZE);
+    cr_assert_not_null(g_src);
+    fill_random(g_src, SRC_SIZE, (uint64_t)time(NULL) ^ (uint64_t)getpid() << 20);
+    server_cfg_t cfg = {.secret = "test-secret-ucx", .total = total, .corrupt_p = corrupt_p};
+    char addr[128];
+    pid_t pid = start_server(&cfg, addr, sizeof(addr));
+
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK, "%s", dc_last_error());
+    dc_verbs_conn_t *c = NULL;
+    dc_status_t st = client_connect(t, addr, cfg.secret, &c);
+    cr_assert_eq(st, DC_OK, "connect %s: %s", addr, dc_last_error());
+#if DC_HAVE_UCX
+    if (strcmp(g_tname, "ucx") == 0) {
+        char tls[256];
+        cr_assert_eq(dc_ucx_conn_transports(c, tls, sizeof(tls)), DC_OK);
+        cr_assert(strchr(tls, '/') != NULL, "no transport reported: '%s'", tls);
+        cr_log_info("ucx transports: %s", tls);
+    }
+#endif
+
+    dc_verbs_req_t *reqs[DEPTH];
+    uint64_t nmsg = 0;
+    for (uint64_t sum = 0; sum < total; nmsg++)
+        sum += msg_size(nmsg);
+    uint64_t posted = 0, done = 0;
+    double t0 = dc_now_s();
+    while (done < nmsg) {
+        while (posted < nmsg && posted - done < DEPTH) {
+            size_t sz = msg_size(posted);
+            st = t->isend(c, g_src + msg_off(posted, sz), sz, NULL, &reqs[posted % DEPTH]);
+            if (st == DC_ERR_AGAIN)
+                break;
+            cr_assert_eq(st, DC_OK, "isend %llu: %s", (unsigned long long)posted,
+                         dc_last_error());
+            posted++;
+        }
+        int fin = 0;
+        size_t len = 0;
+        st = t->test(reqs[done % DEPTH], &fin, &len);
+        cr_assert_eq(st, DC_OK, "send %llu: %s", (unsigned long long)done, dc_last_error());
+        if (!fin) {
+            t->wait(c, 10);
+            continue;
+        }
+        cr_assert_eq(len, msg_size(done));
+        done++;
+    }
+    double secs = dc_now_s() - t0;
+    uint64_t reply[3];
+    size_t rl = 0;
+    st = dc_verbs_recv_blocking(c, reply, sizeof(reply), &rl, 30000);
+    cr_assert_eq(st, DC_OK, "reply: %s", dc_last_error());
+    cr_assert_eq(rl, sizeof(reply));
+    dc_verbs_stats_t s = {.size = sizeof(s)};
+    cr_assert_eq(t->stats(c, &s), DC_OK);
+    cr_log_info("%s: %.1f MiB in %.2f s (%.2f Gb/s), resends %llu, server NACKs %llu",
+                g_tname, total / 1048576.0, secs, total * 8 / secs / 1e9,
+                (unsigned long long)s.resends, (unsigned long long)reply[1]);
+    dc_verbs_send_blocking(c, "x", 1, 5000);
+    t->close(c);
+    cr_assert_eq(reply[0], 0, "%llu messages differ at the receiver",
+                 (unsigned long long)reply[0]);
+    cr_assert_eq(reply[2], total == 0 ? 0 : reply[2]);
+    cr_assert_eq(s.msgs_sent, nmsg);
+    cr_assert_eq(s.resends, reply[1], "every NACK is answered by one re-send");
+    if (corrupt_p > 0)
+        cr_assert_gt(reply[1], 0, "corruption was injected but never detected");
+    else
+        cr_assert_eq(reply[1], 0);
+    cr_assert_eq(wait_child(pid), 0, "server reported a failure");
+    free(g_src);
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+#if defined(DC_TEST_RDMA)
+/* Built by test_rdma.c: the rdma cases live there. */
+#elif defined(DC_TEST_UCX_SLOW)
+/* Built by test_ucx_slow.c (suite 'slow'). */
+Test(ucx_slow, transfer_1gib_two_processes, .timeout = 1100)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    run_transfer(1ull << 30, 0);
+}
+
+Test(ucx_slow, transfer_256mib_with_corruption, .timeout = 1100)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    run_transfer(256ull << 20, 0.05);
+}
+#else
+
+Test(ucx, init_and_caps)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK);
+    cr_assert_str_eq(t->name, "ucx");
+    cr_assert_eq(t->size, sizeof(dc_verbs_ops_t));
+    dc_verbs_caps_t caps = {.size = sizeof(caps)};
+    cr_assert_eq(t->caps(&caps), DC_OK);
+    cr_assert(caps.mem_kinds & DC_VERBS_MEM_HOST);
+    cr_assert_eq(caps.max_inflight, DC_VERBS_MAX_INFLIGHT);
+    cr_assert(strstr(caps.device, "ucx") != NULL);
+    /* CUDA memory is refused with a reason, never silently staged. */
+    static uint8_t b[64];
+    cr_assert_eq(t->reg_mem(NULL, b, sizeof(b), DC_VERBS_MEM_CUDA, &(dc_verbs_mr_t *){0}),
+                 DC_ERR_UNSUPPORTED);
+}
+
+Test(ucx, transfer_64mib_two_processes)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    run_transfer(64ull << 20, 0);
+}
+
+Test(ucx, corruption_is_nacked_and_resent)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    run_transfer(24ull << 20, 0.3);
+}
+
+Test(ucx, wrong_secret_rejected_server_keeps_serving)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    g_src = malloc(SRC_SIZE);
+    fill_random(g_src, SRC_SIZE, 42);
+    server_cfg_t cfg = {.secret = "right-secret", .total = MSG_MAX};
+    char addr[128];
+    pid_t pid = start_server(&cfg, addr, sizeof(addr));
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK);
+    dc_verbs_conn_t *c = NULL;
+    dc_status_t st = client_connect(t, addr, "wrong-secret", &c);
+    cr_assert_eq(st, DC_ERR_AUTH, "expected DC_ERR_AUTH, got %s: %s", dc_status_name(st),
+                 dc_last_error());
+    cr_assert(strstr(dc_last_error(), "authentication") != NULL, "%s", dc_last_error());
+    /* The server dropped that peer and still serves the right one. */
+    st = client_connect(t, addr, "right-secret", &c);
+    cr_assert_eq(st, DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_verbs_send_blocking(c, g_src, MSG_MAX, 20000), DC_OK, "%s",
+                 dc_last_error());
+    uint64_t reply[3];
+    size_t rl;
+    cr_assert_eq(dc_verbs_recv_blocking(c, reply, sizeof(reply), &rl, 20000), DC_OK);
+    cr_assert_eq(reply[0], 0);
+    dc_verbs_send_blocking(c, "x", 1, 5000);
+    t->close(c);
+    cr_assert_eq(wait_child(pid), 0);
+    free(g_src);
+}
+
+Test(ucx, connect_to_nothing_fails_cleanly)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK);
+    /* Find a port nobody listens on: listen, note the port, close. */
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, "s", 3000);
+    dc_verbs_listener_t *l;
+    cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
+    char addr[128];
+    cr_assert_eq(t->listen_addr(l, addr, sizeof(addr)), DC_OK);
+    t->listen_close(l);
+    dc_verbs_conn_t *c = NULL;
+    double t0 = dc_now_s();
+    dc_status_t st = client_connect(t, addr, "s", &c);
+    cr_assert_neq(st, DC_OK);
+    cr_assert(st == DC_ERR_RESET || st == DC_ERR_TIMEOUT, "%s", dc_status_name(st));
+    cr_assert_lt(dc_now_s() - t0, 10.0);
+    cr_assert(strstr(dc_last_error(), "127.0.0.1") != NULL, "%s", dc_last_error());
+}
+
+Test(ucx, bad_arguments)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK);
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, "s", 1000);
+    dc_verbs_listener_t *l;
+    cr_assert_eq(t->listen(&o, "no-port-here", &l), DC_ERR_INVALID);
+    dc_verbs_conn_t *c = NULL;
+    cr_assert_eq(t->connect(&o, "127.0.0.1:99999", &c), DC_ERR_INVALID);
+    dc_verbs_opts_init(&o); /* no secret anywhere: refused */
+    unsetenv("DELTACAST_SECRET");
+    unsetenv("DELTACAST_SECRET_FILE");
+    cr_assert_eq(t->connect(&o, "127.0.0.1:1", &c), DC_ERR_AUTH);
+}
+#endif /* DC_TEST_UCX_SLOW */

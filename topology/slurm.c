@@ -1,0 +1,339 @@
+/*
+ * slurm.c - Slurm's compressed host lists and the host -> region map.
+ *
+ *   "gpu-[001-004,010],cpu7"  ->  gpu-001 gpu-002 gpu-003 gpu-004 gpu-010 cpu7
+ *   "a[1-2]-b[3-4]"           ->  a1-b3 a1-b4 a2-b3 a2-b4
+ *
+ * Grammar: list := item (',' item)*; item := (literal | '[' ranges ']')+;
+ * ranges := range (',' range)*; range := digits ('-' digits)?.  The width of
+ * the first number of a range is kept (zero padding).  Host characters:
+ * letters, digits, '-', '_', '.'.
+ */
+#include "topology/topo.h"
+
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DC_SLURM_MAX_HOSTS 1000000
+#define DC_SLURM_MAX_GROUPS 8
+
+typedef struct {
+    uint64_t lo, hi;
+    int width;
+} srange_t;
+
+typedef struct {
+    /* segment k: literal text lit[k] then (if k < n_groups) a bracket group */
+    const char *lit[DC_SLURM_MAX_GROUPS + 1];
+    size_t lit_len[DC_SLURM_MAX_GROUPS + 1];
+    srange_t *ranges[DC_SLURM_MAX_GROUPS];
+    size_t n_ranges[DC_SLURM_MAX_GROUPS];
+    uint64_t count[DC_SLURM_MAX_GROUPS]; /* numbers in the group */
+    int n_groups;
+} sitem_t;
+
+static bool host_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.';
+}
+
+static void item_clear(sitem_t *it)
+{
+    for (int g = 0; g < it->n_groups; g++)
+        free(it->ranges[g]);
+    memset(it, 0, sizeof(*it));
+}
+
+/* Parse digits at s[*i]; returns false if none or overflow. */
+static bool parse_num(const char *s, size_t *i, uint64_t *v, int *width)
+{
+    size_t start = *i;
+    uint64_t x = 0;
+    while (s[*i] >= '0' && s[*i] <= '9') {
+        if (*i - start >= 18)
+            return false;
+        x = x * 10 + (uint64_t)(s[*i] - '0');
+        (*i)++;
+    }
+    if (*i == start)
+        return false;
+    *v = x;
+    *width = (int)(*i - start);
+    return true;
+}
+
+/* Parse one item starting at s[*i]; stops at a top-level ',' or NUL. */
+static dc_status_t parse_item(const char *s, size_t *i, sitem_t *it)
+{
+    memset(it, 0, sizeof(*it));
+    size_t start = *i;
+    for (;;) {
+        size_t ls = *i;
+        while (host_char(s[*i]))
+            (*i)++;
+        it->lit[it->n_groups] = s + ls;
+        it->lit_len[it->n_groups] = *i - ls;
+        if (s[*i] != '[')
+            break;
+        if (it->n_groups == DC_SLURM_MAX_GROUPS)
+            return dc_error(DC_ERR_INVALID, "host list '%s': more than %d bracket groups in one name (column %zu)",
+                            s, DC_SLURM_MAX_GROUPS, *i + 1);
+        int g = it->n_groups++;
+        (*i)++; /* '[' */
+        size_t cap = 0;
+        for (;;) {
+            srange_t r;
+            size_t col = *i + 1;
+            if (!parse_num(s, i, &r.lo, &r.width))
+                return dc_error(DC_ERR_INVALID, "host list '%s': expected a number at column %zu",
+                                s, col);
+            r.hi = r.lo;
+            if (s[*i] == '-') {
+                (*i)++;
+                int w2;
+                col = *i + 1;
+                if (!parse_num(s, i, &r.hi, &w2))
+                    return dc_error(DC_ERR_INVALID,
+                                    "host list '%s': expected the end of a range at column %zu", s, col);
+                if (r.hi < r.lo)
+                    return dc_error(DC_ERR_INVALID,
+                                    "host list '%s': range %llu-%llu runs backwards (column %zu)", s,
+                                    (unsigned long long)r.lo, (unsigned long long)r.hi, col);
+            }
+            if (r.hi - r.lo >= DC_SLURM_MAX_HOSTS)
+                return dc_error(DC_ERR_INVALID, "host list '%s': range at column %zu is too large",
+                                s, col);
+            if (it->n_ranges[g] == cap) {
+                cap = cap ? cap * 2 : 4;
+                srange_t *p = realloc(it->ranges[g], cap * sizeof(*p));
+                if (!p)
+                    return dc_error(DC_ERR_NOMEM, "host list: out of memory");
+                it->ranges[g] = p;
+            }
+            it->ranges[g][it->n_ranges[g]++] = r;
+            it->count[g] += r.hi - r.lo + 1;
+            if (it->count[g] > DC_SLURM_MAX_HOSTS)
+                return dc_error(DC_ERR_INVALID, "host list '%s': more than %d hosts", s,
+                                DC_SLURM_MAX_HOSTS);
+            if (s[*i] == ',') {
+                (*i)++;
+                continue;
+            }
+            if (s[*i] == ']') {
+                (*i)++;
+                break;
+            }
+            if (s[*i] == 0)
+                return dc_error(DC_ERR_INVALID, "host list '%s': '[' at column %zu is never closed",
+                                s, col);
+            return dc_error(DC_ERR_INVALID, "host list '%s': unexpected '%c' at column %zu", s,
+                            s[*i], *i + 1);
+        }
+    }
+    if (s[*i] != ',' && s[*i] != 0) {
+        if (s[*i] == ']')
+            return dc_error(DC_ERR_INVALID, "host list '%s': ']' at column %zu without '['", s, *i + 1);
+        return dc_error(DC_ERR_INVALID, "host list '%s': character 0x%02x at column %zu is not allowed in a host name",
+                        s, (unsigned)(unsigned char)s[*i], *i + 1);
+    }
+    if (*i == start)
+        return dc_error(DC_ERR_INVALID, "host list '%s': empty host name at column %zu", s, *i + 1);
+    return DC_OK;
+}
+
+/* The k-th number of group g. */
+static void group_nth(const sitem_t *it, int g, uint64_t k, uint64_t *v, int *w)
+{
+    for (size_t r = 0; r < it->n_ranges[g]; r++) {
+        uint64_t n = it->ranges[g][r].hi - it->ranges[g][r].lo + 1;
+        if (k < n) {
+            *v = it->ranges[g][r].lo + k;
+            *w = it->ranges[g][r].width;
+            return;
+        }
+        k -= n;
+    }
+    *v = 0;
+    *w = 1;
+}
+
+void dc_slurm_hosts_free(char **hosts, size_t n)
+{
+    if (!hosts)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(hosts[i]);
+    free(hosts);
+}
+
+dc_status_t dc_slurm_expand(const char *list, char ***hosts, size_t *n)
+{
+    if (!list || !hosts || !n)
+        return dc_error(DC_ERR_INVALID, "dc_slurm_expand: NULL argument");
+    if (!*list)
+        return dc_error(DC_ERR_INVALID, "host list is empty");
+    char **out = NULL;
+    size_t cnt = 0, cap = 0;
+    dc_status_t st = DC_OK;
+    size_t i = 0;
+    sitem_t it;
+    memset(&it, 0, sizeof(it));
+    for (;;) {
+        if ((st = parse_item(list, &i, &it)) != DC_OK)
+            goto fail;
+        uint64_t total = 1;
+        for (int g = 0; g < it.n_groups; g++) {
+            total *= it.count[g];
+            if (total > DC_SLURM_MAX_HOSTS) {
+                st = dc_error(DC_ERR_INVALID, "host list '%s': more than %d hosts", list,
+                              DC_SLURM_MAX_HOSTS);
+                goto fail;
+            }
+        }
+        if (cnt + total > DC_SLURM_MAX_HOSTS) {
+            st = dc_error(DC_ERR_INVALID, "host list '%s': more than %d hosts", list, DC_SLURM_MAX_HOSTS);
+            goto fail;
+        }
+        size_t len = 0;
+        for (int g = 0; g <= it.n_groups; g++)
+            len += it.lit_len[g] + 20;
+        for (uint64_t k = 0; k < total; k++) {
+            if (cnt == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                char **p = realloc(out, nc * sizeof(*p));
+                if (!p) {
+                    st = dc_error(DC_ERR_NOMEM, "host list: out of memory");
+                    goto fail;
+                }
+                out = p;
+                cap = nc;
+            }
+            char *h = malloc(len + 1);
+            if (!h) {
+                st = dc_error(DC_ERR_NOMEM, "host list: out of memory");
+                goto fail;
+            }
+            /* mixed-radix digits, last group fastest (Slurm's order) */
+            uint64_t idx[DC_SLURM_MAX_GROUPS];
+            uint64_t rem = k;
+            for (int g = it.n_groups - 1; g >= 0; g--) {
+                idx[g] = rem % it.count[g];
+                rem /= it.count[g];
+            }
+            size_t p = 0;
+            for (int g = 0; g <= it.n_groups; g++) {
+                memcpy(h + p, it.lit[g], it.lit_len[g]);
+                p += it.lit_len[g];
+                if (g < it.n_groups) {
+                    uint64_t v;
+                    int w;
+                    group_nth(&it, g, idx[g], &v, &w);
+                    p += (size_t)snprintf(h + p, 21, "%0*llu", w, (unsigned long long)v);
+                }
+            }
+            h[p] = 0;
+            out[cnt++] = h;
+        }
+        item_clear(&it);
+        if (list[i] == 0)
+            break;
+        i++; /* ',' */
+        if (list[i] == 0) {
+            st = dc_error(DC_ERR_INVALID, "host list '%s': trailing ','", list);
+            goto fail;
+        }
+    }
+    *hosts = out;
+    *n = cnt;
+    return DC_OK;
+fail:
+    item_clear(&it);
+    dc_slurm_hosts_free(out, cnt);
+    return st;
+}
+
+dc_status_t dc_topo_region_for_host(const char *map, const char *host, char *region, size_t cap)
+{
+    if (!host || !region || cap == 0)
+        return dc_error(DC_ERR_INVALID, "dc_topo_region_for_host: NULL argument");
+    const char *found = "default";
+    size_t found_len = strlen(found);
+    const char *p = map ? map : "";
+    char pat[256];
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (!eq || eq == p || eq == p + len - 1)
+            return dc_error(DC_ERR_INVALID, "region map '%s': entry '%.*s' is not PATTERN=REGION",
+                            map, (int)len, p);
+        size_t pl = (size_t)(eq - p);
+        if (pl >= sizeof(pat))
+            return dc_error(DC_ERR_INVALID, "region map: pattern too long");
+        memcpy(pat, p, pl);
+        pat[pl] = 0;
+        if (fnmatch(pat, host, 0) == 0) {
+            found = eq + 1;
+            found_len = len - pl - 1;
+            break;
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    if (found_len + 1 > cap)
+        return dc_error(DC_ERR_INVALID, "region name too long");
+    memcpy(region, found, found_len);
+    region[found_len] = 0;
+    return DC_OK;
+}
+
+dc_status_t dc_topo_from_slurm(const char *nodelist, const char *region_map, uint32_t n_senders,
+                               double wan_bps, double lan_bps, dc_topo_t **out)
+{
+    if (!nodelist || !out)
+        return dc_error(DC_ERR_INVALID, "dc_topo_from_slurm: NULL argument");
+    char **hosts = NULL;
+    size_t n = 0;
+    dc_status_t st = dc_slurm_expand(nodelist, &hosts, &n);
+    if (st != DC_OK)
+        return st;
+    dc_topo_t *t = NULL;
+    if (n_senders == 0 || n_senders >= n) {
+        st = dc_error(DC_ERR_INVALID, "slurm: %u senders among %zu hosts leaves no receiver",
+                      n_senders, n);
+        goto done;
+    }
+    t = dc_topo_new("slurm");
+    if (!t) {
+        st = dc_error(DC_ERR_NOMEM, "slurm: out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char reg[128];
+        if ((st = dc_topo_region_for_host(region_map, hosts[i], reg, sizeof(reg))) != DC_OK)
+            goto done;
+        int r = dc_topo_region_find(t, reg);
+        uint32_t ri, idx;
+        if (r < 0) {
+            if ((st = dc_topo_add_region(t, reg, lan_bps, wan_bps, &ri)) != DC_OK)
+                goto done;
+        } else {
+            ri = (uint32_t)r;
+        }
+        if ((st = dc_topo_add_node(t, hosts[i], hosts[i], ri,
+                                   i < n_senders ? DC_TOPO_SENDER : DC_TOPO_RECEIVER, &idx)) != DC_OK)
+            goto done;
+    }
+    if ((st = dc_topo_finish(t)) != DC_OK)
+        goto done;
+    *out = t;
+    t = NULL;
+done:
+    dc_topo_free(t);
+    dc_slurm_hosts_free(hosts, n);
+    return st;
+}

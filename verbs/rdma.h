@@ -1,0 +1,21 @@
+/*
+ * rdma.h - the `rdma` transport (verbs/rdma.c, compiled when DC_HAVE_VERBS).
+ *
+ * Reached through the registry (transport.h: dc_verbs_find("rdma")).  On a
+ * machine without an RDMA device, init() fails with DC_ERR_UNSUPPORTED and
+ * a detail line saying why, so that "auto" selection can report it.
+ */
+#ifndef DC_VERBS_RDMA_H
+#define DC_VERBS_RDMA_H
+
+#include "verbs/transport.h"
+
+#if DC_HAVE_VERBS
+extern const dc_verbs_ops_t dc_rdma_ops;
+
+/** Strong reference used by transport.c so that rdma.o is linked out of the
+ *  static archive. */
+const dc_verbs_ops_t *dc_rdma_ops_get(void);
+#endif
+
+#endif /* DC_VERBS_RDMA_H */

@@ -1,0 +1,1585 @@
+/*
+ * ucx.c - the `ucx` transport: UCP active messages, progress-driven.
+ *
+ * One UCP context per process (init()), one UCP worker per connection and
+ * per listener, so that an active-message handler's `arg` is its connection
+ * and nothing is shared between connections.  Connection setup goes through
+ * a UCP listener on a sockaddr (the client/server flow of UCX's
+ * ucp_client_server example); then the HMAC challenge-response of auth.h
+ * runs over active messages before any data is accepted.
+ *
+ * Wire: every message is one active message.
+ *
+ *   AM 1 (DATA)  header = the 32-byte transport header (transport.h),
+ *                payload = the message bytes.  UCX picks eager or
+ *                rendezvous; rendezvous payloads land directly in the
+ *                irecv() buffer (zero-copy, ucp_am_recv_data_nbx).
+ *   AM 2 (CTRL)  header = transport header of type ACK / NACK, no payload.
+ *   AM 3 (AUTH)  payload = one handshake message (see dc_ucx_auth_*).
+ *
+ *   sender                                   receiver
+ *   isend: seq = window_push, crc32c  --DATA(seq,crc)-->  (held until the
+ *                                                          irecv for seq)
+ *                                                          copy / rndv get
+ *                                                          crc32c check
+ *   window_ack(seq), test() -> done   <--ACK(seq)------   ok
+ *   re-send the borrowed buffer       <--NACK(seq)-----   mismatch
+ *
+ * The receive side keeps a ring of DC_VERBS_MAX_INFLIGHT slots indexed by
+ * seq: a message may arrive before its irecv() is posted (held: eager data
+ * kept with UCS_INPROGRESS, a rendezvous descriptor kept for later), and an
+ * irecv() may be posted before its message arrives.  The sender's window
+ * bounds seqs to [rbase, rbase + MAX): anything outside is a protocol error.
+ *
+ * What UCX does not give here: a broken UCP endpoint is not re-established
+ * (reconnect/resume is TCP's); it fails the connection with DC_ERR_RESET.
+ * CUDA memory is not accepted yet: the hop CRC32C is computed by the CPU.
+ */
+#include "verbs/ucx.h"
+
+#include "kernels/kern.h"
+#include "verbs/auth.h"
+#include "verbs/fault.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ucp/api/ucp.h>
+
+#define DC_UCX_AM_DATA 1
+#define DC_UCX_AM_CTRL 2
+#define DC_UCX_AM_AUTH 3
+
+#define DC_UCX_RING DC_VERBS_MAX_INFLIGHT
+#define DC_UCX_CTRLQ 1024 /* queued ACK/NACKs between two progress calls */
+
+/* Handshake messages: "DCUA" + type + body. */
+#define DC_UCX_AUTH_MAGIC 0x41554344u /* "DCUA" */
+enum {
+    DC_UCX_AUTH_HELLO = 1,     /* client: Nc */
+    DC_UCX_AUTH_CHALLENGE = 2, /* server: Ns, Ms */
+    DC_UCX_AUTH_PROOF = 3,     /* client: Mc */
+    DC_UCX_AUTH_OK = 4,        /* server: proof accepted */
+    DC_UCX_AUTH_FAIL = 5,      /* server: proof rejected */
+};
+#define DC_UCX_AUTH_MAX (5 + 2 * 32)
+
+typedef enum {
+    DC_UCX_C_WAIT_CHALLENGE, /* client: HELLO sent */
+    DC_UCX_C_WAIT_OK,        /* client: PROOF sent */
+    DC_UCX_S_WAIT_HELLO,     /* server: endpoint accepted */
+    DC_UCX_S_WAIT_PROOF,     /* server: CHALLENGE sent */
+    DC_UCX_ESTABLISHED,
+    DC_UCX_FAILED,
+} dc_ucx_state_t;
+
+typedef enum { DC_UCX_REQ_SEND, DC_UCX_REQ_RECV } dc_ucx_kind_t;
+typedef enum { DC_UCX_R_PENDING, DC_UCX_R_DONE, DC_UCX_R_FAILED } dc_ucx_rstate_t;
+
+typedef struct dc_ucx_conn dc_ucx_conn_t;
+
+typedef struct dc_ucx_mr {
+    dc_verbs_mr_t base;
+    ucp_mem_h memh;
+    uint8_t *addr;
+    size_t len;
+    uint32_t kind;
+} dc_ucx_mr_t;
+
+typedef struct dc_ucx_req {
+    dc_verbs_req_t base;
+    dc_ucx_conn_t *conn;
+    struct dc_ucx_req *next, *prev; /* conn->reqs (all live requests) */
+    dc_ucx_kind_t kind;
+    dc_ucx_rstate_t state;
+    dc_status_t err;
+    uint8_t *buf;
+    size_t len; /* send: message length; recv: capacity */
+    size_t got; /* recv: verified length */
+    dc_ucx_mr_t *mr;
+    uint64_t seq;
+    unsigned ucx_pending; /* UCP operations still referencing buf */
+    uint8_t hdr[DC_VERBS_HDR_SIZE];
+} dc_ucx_req_t;
+
+typedef enum {
+    DC_UCX_SLOT_EMPTY = 0, /* nothing arrived (or NACKed, awaiting re-send) */
+    DC_UCX_SLOT_HELD,      /* arrived, waiting for its irecv() */
+    DC_UCX_SLOT_RECEIVING, /* rendezvous get into the irecv buffer in flight */
+    DC_UCX_SLOT_DONE,      /* verified */
+} dc_ucx_slot_state_t;
+
+typedef struct dc_ucx_slot {
+    dc_ucx_slot_state_t state;
+    dc_verbs_hdr_t hdr;
+    void *data;    /* HELD: UCP data pointer / rendezvous descriptor / copy */
+    size_t length; /* HELD: payload length */
+    int rndv;      /* HELD: data is a rendezvous descriptor */
+    int owned;     /* HELD: data is our malloc'd copy */
+    dc_ucx_req_t *req; /* the irecv() posted for this seq */
+} dc_ucx_slot_t;
+
+typedef struct dc_ucx_ctrl {
+    struct dc_ucx_ctrl *next_free, *next_all;
+    dc_ucx_conn_t *conn;
+    uint8_t hdr[DC_VERBS_HDR_SIZE];
+    uint8_t auth[DC_UCX_AUTH_MAX];
+} dc_ucx_ctrl_t;
+
+struct dc_ucx_conn {
+    dc_verbs_conn_t base;
+    dc_ucx_state_t state;
+    dc_status_t err;
+    char errmsg[384];
+    char peer[128];
+    int is_client;
+    double deadline; /* handshake deadline (dc_now_s) */
+    uint32_t timeout_ms;
+    uint64_t max_msg;
+    uint8_t *secret;
+    size_t secret_len;
+    uint8_t nc[DC_AUTH_NONCE_SIZE], ns[DC_AUTH_NONCE_SIZE];
+
+    ucp_worker_h worker;
+    ucp_ep_h ep;
+    int efd;
+    unsigned outstanding; /* UCP requests whose callbacks have not fired */
+
+    /* send side */
+    dc_verbs_window_t win;
+    /* receive side */
+    dc_ucx_slot_t slot[DC_UCX_RING];
+    uint64_t rbase; /* lowest seq not yet verified */
+    uint64_t rpost; /* seq of the next irecv() */
+    int deliver_pending;
+
+    /* control messages to send after the current progress */
+    struct {
+        uint8_t type;
+        uint64_t seq;
+    } ctrlq[DC_UCX_CTRLQ];
+    unsigned nctrl;
+    uint8_t auth_out[DC_UCX_AUTH_MAX];
+    size_t auth_out_len;
+
+    dc_ucx_ctrl_t *ctrl_free, *ctrl_all;
+    dc_ucx_req_t *reqs;
+    dc_ucx_req_t *req_free;
+
+    dc_verbs_stats_t stats;
+    char transports[256];
+
+    struct dc_ucx_conn *next; /* listener's list of handshaking conns */
+};
+
+typedef struct dc_ucx_listener {
+    dc_verbs_listener_t base;
+    ucp_worker_h worker;
+    ucp_listener_h listener;
+    int efd;
+    int epfd;
+    char addr[128];
+    dc_verbs_opts_t opts;
+    uint8_t *secret;
+    size_t secret_len;
+    ucp_conn_request_h creq[64];
+    unsigned ncreq;
+    dc_ucx_conn_t *handshaking;
+} dc_ucx_listener_t;
+
+/* --- process-wide context ------------------------------------------------- */
+
+static pthread_once_t dc_ucx_once = PTHREAD_ONCE_INIT;
+static ucp_context_h dc_ucx_ctx;
+static dc_status_t dc_ucx_init_st = DC_ERR_UNSUPPORTED;
+static char dc_ucx_init_msg[256];
+static uint64_t dc_ucx_mem_types;
+
+static void dc_ucx_init_once(void)
+{
+    ucp_config_t *cfg;
+    ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
+    if (s != UCS_OK) {
+        snprintf(dc_ucx_init_msg, sizeof(dc_ucx_init_msg), "ucx: ucp_config_read: %s",
+                 ucs_status_string(s));
+        return;
+    }
+    ucp_params_t p;
+    memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+    p.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    p.name = "deltacast";
+    s = ucp_init(&p, cfg, &dc_ucx_ctx);
+    ucp_config_release(cfg);
+    if (s != UCS_OK) {
+        snprintf(dc_ucx_init_msg, sizeof(dc_ucx_init_msg),
+                 "ucx: ucp_init failed: %s (check UCX_TLS / UCX_NET_DEVICES)",
+                 ucs_status_string(s));
+        return;
+    }
+    ucp_context_attr_t a;
+    memset(&a, 0, sizeof(a));
+    a.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(dc_ucx_ctx, &a) == UCS_OK)
+        dc_ucx_mem_types = a.memory_types;
+    dc_ucx_init_st = DC_OK;
+}
+
+static dc_status_t dc_ucx_init(void)
+{
+    pthread_once(&dc_ucx_once, dc_ucx_init_once);
+    if (dc_ucx_init_st != DC_OK)
+        return dc_error(DC_ERR_UNSUPPORTED, "%s", dc_ucx_init_msg);
+    return DC_OK;
+}
+
+const dc_verbs_ops_t *dc_ucx_ops_get(void)
+{
+    return &dc_ucx_ops;
+}
+
+static dc_status_t dc_ucx_caps(dc_verbs_caps_t *out)
+{
+    if (!out || out->size < sizeof(size_t))
+        return dc_error(DC_ERR_INVALID, "ucx caps: bad struct size");
+    dc_status_t st = dc_ucx_init();
+    if (st != DC_OK)
+        return st;
+    dc_verbs_caps_t c;
+    memset(&c, 0, sizeof(c));
+    c.size = sizeof(c);
+    c.mem_kinds = DC_VERBS_MEM_HOST;
+    c.max_streams = 1;
+    c.max_msg_size = DC_VERBS_DEFAULT_MAX_MSG;
+    c.max_inflight = DC_VERBS_MAX_INFLIGHT;
+    const char *tls = getenv("UCX_TLS");
+    const char *dev = getenv("UCX_NET_DEVICES");
+    snprintf(c.device, sizeof(c.device), "ucx tls=%s dev=%s", tls && *tls ? tls : "all",
+             dev && *dev ? dev : "all");
+    size_t n = DC_MIN(out->size, sizeof(c));
+    memcpy((char *)out + sizeof(size_t), (char *)&c + sizeof(size_t), n - sizeof(size_t));
+    return DC_OK;
+}
+
+/* --- helpers -------------------------------------------------------------- */
+
+/*
+ * UCP error handling mode of our endpoints.  PEER (the default) makes UCX
+ * report a dead peer (the connection fails with DC_ERR_RESET instead of
+ * hanging), but UCX 1.13 then excludes the shared-memory transports
+ * (posix/sysv/cma have no peer-failure detection): on one host it runs over
+ * tcp/lo.  DELTACAST_UCX_ERR_MODE=none allows shared memory (for loopback
+ * benchmarks), at the price of relying on the caller's timeouts when a peer
+ * dies.
+ */
+static ucp_err_handling_mode_t dc_ucx_err_mode(void)
+{
+    const char *m = getenv("DELTACAST_UCX_ERR_MODE");
+    if (m && strcmp(m, "none") == 0)
+        return UCP_ERR_HANDLING_MODE_NONE;
+    if (m && *m && strcmp(m, "peer") != 0)
+        DC_LOG_WARN("DELTACAST_UCX_ERR_MODE=%s: want 'peer' or 'none'; using peer", m);
+    return UCP_ERR_HANDLING_MODE_PEER;
+}
+
+static void dc_ucx_fail(dc_ucx_conn_t *c, dc_status_t st, const char *fmt, ...) DC_PRINTF(3, 4);
+
+static void dc_ucx_fail(dc_ucx_conn_t *c, dc_status_t st, const char *fmt, ...)
+{
+    if (c->state == DC_UCX_FAILED)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[200];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    snprintf(c->errmsg, sizeof(c->errmsg), "ucx %s: %s", c->peer, msg);
+    c->err = st;
+    c->state = DC_UCX_FAILED;
+    DC_LOG_DEBUG("%s", c->errmsg);
+}
+
+static dc_status_t dc_ucx_conn_error(const dc_ucx_conn_t *c)
+{
+    return dc_error(c->err, "%s", c->errmsg);
+}
+
+static void dc_ucx_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        port = ntohs(s4->sin_port);
+        snprintf(buf, len, "%s:%u", host, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+        port = ntohs(s6->sin6_port);
+        snprintf(buf, len, "[%s]:%u", host, port);
+    } else {
+        snprintf(buf, len, "(family %d)", sa->sa_family);
+    }
+}
+
+static dc_status_t dc_ucx_resolve(const char *addr, int passive, struct sockaddr_storage *ss,
+                                  socklen_t *sslen)
+{
+    char host[256];
+    uint16_t port;
+    dc_status_t st = dc_verbs_parse_addr(addr, host, sizeof(host), &port);
+    if (st != DC_OK)
+        return st;
+    char portstr[8];
+    snprintf(portstr, sizeof(portstr), "%u", port);
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    int rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0 || !res)
+        return dc_error(DC_ERR_INVALID, "ucx: cannot resolve '%s': %s", addr,
+                        rc ? gai_strerror(rc) : "no address");
+    if (res->ai_addrlen > sizeof(*ss)) {
+        freeaddrinfo(res);
+        return dc_error(DC_ERR_INTERNAL, "ucx: address too long");
+    }
+    memset(ss, 0, sizeof(*ss));
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *sslen = res->ai_addrlen;
+    freeaddrinfo(res);
+    return DC_OK;
+}
+
+/* --- control messages ------------------------------------------------------ */
+
+static dc_ucx_ctrl_t *dc_ucx_ctrl_get(dc_ucx_conn_t *c)
+{
+    dc_ucx_ctrl_t *k = c->ctrl_free;
+    if (k) {
+        c->ctrl_free = k->next_free;
+        return k;
+    }
+    k = calloc(1, sizeof(*k));
+    if (!k)
+        return NULL;
+    k->conn = c;
+    k->next_all = c->ctrl_all;
+    c->ctrl_all = k;
+    return k;
+}
+
+static void dc_ucx_ctrl_put(dc_ucx_conn_t *c, dc_ucx_ctrl_t *k)
+{
+    k->next_free = c->ctrl_free;
+    c->ctrl_free = k;
+}
+
+static void dc_ucx_ctrl_cb(void *request, ucs_status_t status, void *user_data)
+{
+    dc_ucx_ctrl_t *k = user_data;
+    dc_ucx_conn_t *c = k->conn;
+    c->outstanding--;
+    dc_ucx_ctrl_put(c, k);
+    if (status != UCS_OK && status != UCS_ERR_CANCELED)
+        dc_ucx_fail(c, DC_ERR_RESET, "control message failed: %s", ucs_status_string(status));
+    ucp_request_free(request);
+}
+
+/* Send a header-only (ACK/NACK) or auth message. */
+static void dc_ucx_ctrl_send(dc_ucx_conn_t *c, unsigned am_id, uint8_t type, uint64_t seq,
+                             const uint8_t *auth, size_t auth_len)
+{
+    if (!c->ep)
+        return;
+    dc_ucx_ctrl_t *k = dc_ucx_ctrl_get(c);
+    if (!k) {
+        dc_ucx_fail(c, DC_ERR_NOMEM, "out of memory for a control message");
+        return;
+    }
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof(p));
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = dc_ucx_ctrl_cb;
+    p.user_data = k;
+    ucs_status_ptr_t r;
+    if (am_id == DC_UCX_AM_AUTH) {
+        memcpy(k->auth, auth, auth_len);
+        r = ucp_am_send_nbx(c->ep, am_id, NULL, 0, k->auth, auth_len, &p);
+        c->stats.wire_bytes_sent += auth_len;
+    } else {
+        dc_verbs_hdr_t h = {.type = type, .seq = seq};
+        dc_verbs_hdr_pack(&h, k->hdr);
+        r = ucp_am_send_nbx(c->ep, am_id, k->hdr, sizeof(k->hdr), NULL, 0, &p);
+        c->stats.wire_bytes_sent += DC_VERBS_HDR_SIZE;
+    }
+    if (r == NULL) {
+        dc_ucx_ctrl_put(c, k);
+    } else if (UCS_PTR_IS_ERR(r)) {
+        dc_ucx_ctrl_put(c, k);
+        dc_ucx_fail(c, DC_ERR_RESET, "cannot send a control message: %s",
+                    ucs_status_string(UCS_PTR_STATUS(r)));
+    } else {
+        c->outstanding++;
+    }
+}
+
+static void dc_ucx_queue_ctrl(dc_ucx_conn_t *c, uint8_t type, uint64_t seq)
+{
+    if (c->nctrl == DC_UCX_CTRLQ) {
+        dc_ucx_fail(c, DC_ERR_FORMAT, "peer floods the connection (control queue full)");
+        return;
+    }
+    c->ctrlq[c->nctrl].type = type;
+    c->ctrlq[c->nctrl].seq = seq;
+    c->nctrl++;
+}
+
+/* --- data sends ------------------------------------------------------------ */
+
+static void dc_ucx_send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    dc_ucx_req_t *r = user_data;
+    dc_ucx_conn_t *c = r->conn;
+    c->outstanding--;
+    r->ucx_pending--;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED)
+        dc_ucx_fail(c, DC_ERR_RESET, "send failed: %s", ucs_status_string(status));
+    ucp_request_free(request);
+}
+
+static void dc_ucx_post_send(dc_ucx_conn_t *c, dc_ucx_req_t *r)
+{
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof(p));
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = dc_ucx_send_cb;
+    p.user_data = r;
+    if (r->mr) {
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        p.memh = r->mr->memh;
+    }
+    ucs_status_ptr_t s =
+        ucp_am_send_nbx(c->ep, DC_UCX_AM_DATA, r->hdr, sizeof(r->hdr), r->buf, r->len, &p);
+    c->stats.wire_bytes_sent += r->len + DC_VERBS_HDR_SIZE;
+    if (dc_fault_active())
+        dc_fault_sent(r->len + DC_VERBS_HDR_SIZE);
+    if (s == NULL)
+        return;
+    if (UCS_PTR_IS_ERR(s)) {
+        dc_ucx_fail(c, DC_ERR_RESET, "cannot send message %llu: %s",
+                    (unsigned long long)r->seq, ucs_status_string(UCS_PTR_STATUS(s)));
+        return;
+    }
+    r->ucx_pending++;
+    c->outstanding++;
+}
+
+/* --- receive path ---------------------------------------------------------- */
+
+static void dc_ucx_slot_advance(dc_ucx_conn_t *c)
+{
+    for (;;) {
+        dc_ucx_slot_t *s = &c->slot[c->rbase % DC_UCX_RING];
+        if (s->state != DC_UCX_SLOT_DONE)
+            break;
+        memset(s, 0, sizeof(*s));
+        c->rbase++;
+    }
+}
+
+/* The payload of seq's slot is in r->buf[0..len): check and ACK or NACK. */
+static void dc_ucx_verify(dc_ucx_conn_t *c, dc_ucx_slot_t *s, dc_ucx_req_t *r, size_t len)
+{
+    if (dc_fault_active())
+        dc_fault_on_recv(r->buf, len);
+    uint32_t crc = dc_crc32c(0, r->buf, len);
+    if (crc != s->hdr.crc) {
+        DC_LOG_DEBUG("ucx %s: message %llu: CRC32C mismatch (0x%08x != 0x%08x), NACK", c->peer,
+                     (unsigned long long)s->hdr.seq, crc, s->hdr.crc);
+        c->stats.nacks_sent++;
+        s->state = DC_UCX_SLOT_EMPTY;
+        dc_ucx_queue_ctrl(c, DC_VERBS_MSG_NACK, s->hdr.seq);
+        return;
+    }
+    r->got = len;
+    r->state = DC_UCX_R_DONE;
+    c->stats.msgs_recv++;
+    c->stats.bytes_recv += len;
+    s->state = DC_UCX_SLOT_DONE;
+    s->req = NULL;
+    dc_ucx_queue_ctrl(c, DC_VERBS_MSG_ACK, s->hdr.seq);
+    dc_ucx_slot_advance(c);
+}
+
+static void dc_ucx_too_big(dc_ucx_conn_t *c, dc_ucx_slot_t *s, dc_ucx_req_t *r)
+{
+    r->state = DC_UCX_R_FAILED;
+    r->err = DC_ERR_FORMAT;
+    s->req = NULL;
+    s->state = DC_UCX_SLOT_DONE;
+    DC_LOG_WARN("ucx %s: message %llu of %u bytes does not fit the %zu-byte receive buffer",
+                c->peer, (unsigned long long)s->hdr.seq, s->hdr.len, r->len);
+    dc_ucx_queue_ctrl(c, DC_VERBS_MSG_ACK, s->hdr.seq); /* delivered, to a too-small buffer */
+    dc_ucx_slot_advance(c);
+}
+
+static void dc_ucx_rndv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    dc_ucx_req_t *r = user_data;
+    dc_ucx_conn_t *c = r->conn;
+    c->outstanding--;
+    r->ucx_pending--;
+    ucp_request_free(request);
+    dc_ucx_slot_t *s = &c->slot[r->seq % DC_UCX_RING];
+    if (status != UCS_OK) {
+        if (status != UCS_ERR_CANCELED)
+            dc_ucx_fail(c, DC_ERR_RESET, "receive of message %llu failed: %s",
+                        (unsigned long long)r->seq, ucs_status_string(status));
+        return;
+    }
+    if (c->state == DC_UCX_FAILED || s->req != r || s->state != DC_UCX_SLOT_RECEIVING)
+        return;
+    dc_ucx_verify(c, s, r, length);
+}
+
+/* A HELD slot whose irecv is posted: move the payload into the buffer. */
+static void dc_ucx_deliver(dc_ucx_conn_t *c, dc_ucx_slot_t *s)
+{
+    dc_ucx_req_t *r = s->req;
+    void *data = s->data;
+    size_t len = s->length;
+    int rndv = s->rndv, owned = s->owned;
+    s->data = NULL;
+    if (len > r->len) {
+        if (owned)
+            free(data);
+        else
+            ucp_am_data_release(c->worker, data);
+        dc_ucx_too_big(c, s, r);
+        return;
+    }
+    if (!rndv) {
+        memcpy(r->buf, data, len);
+        if (owned)
+            free(data);
+        else
+            ucp_am_data_release(c->worker, data);
+        dc_ucx_verify(c, s, r, len);
+        return;
+    }
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof(p));
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = dc_ucx_rndv_cb;
+    p.user_data = r;
+    if (r->mr) {
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        p.memh = r->mr->memh;
+    }
+    s->state = DC_UCX_SLOT_RECEIVING;
+    ucs_status_ptr_t q = ucp_am_recv_data_nbx(c->worker, data, r->buf, len, &p);
+    if (q == NULL) {
+        dc_ucx_verify(c, s, r, len);
+    } else if (UCS_PTR_IS_ERR(q)) {
+        dc_ucx_fail(c, DC_ERR_RESET, "cannot receive message %llu: %s",
+                    (unsigned long long)r->seq, ucs_status_string(UCS_PTR_STATUS(q)));
+    } else {
+        r->ucx_pending++;
+        c->outstanding++;
+    }
+}
+
+static void dc_ucx_deliver_all(dc_ucx_conn_t *c)
+{
+    c->deliver_pending = 0;
+    /* Only seqs with a posted irecv can be delivered: [rbase, rpost). */
+    for (uint64_t q = c->rbase; q < c->rpost && c->state != DC_UCX_FAILED; q++) {
+        dc_ucx_slot_t *s = &c->slot[q % DC_UCX_RING];
+        if (s->state == DC_UCX_SLOT_HELD && s->req)
+            dc_ucx_deliver(c, s);
+    }
+}
+
+static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t header_length,
+                                      void *data, size_t length,
+                                      const ucp_am_recv_param_t *param)
+{
+    dc_ucx_conn_t *c = arg;
+    if (c->state != DC_UCX_ESTABLISHED) {
+        if (c->state != DC_UCX_FAILED)
+            dc_ucx_fail(c, DC_ERR_AUTH, "data before authentication completed");
+        return UCS_OK;
+    }
+    dc_verbs_hdr_t h;
+    if (header_length != DC_VERBS_HDR_SIZE) {
+        dc_ucx_fail(c, DC_ERR_FORMAT, "data message with a %zu-byte header", header_length);
+        return UCS_OK;
+    }
+    if (dc_verbs_hdr_unpack(header, c->max_msg, &h) != DC_OK) {
+        dc_ucx_fail(c, dc_last_status(), "%s", dc_last_error());
+        return UCS_OK;
+    }
+    if (h.type != DC_VERBS_MSG_DATA || h.len != length) {
+        dc_ucx_fail(c, DC_ERR_FORMAT, "bad data message (type %u, length %u vs %zu)", h.type,
+                    h.len, length);
+        return UCS_OK;
+    }
+    if (h.seq < c->rbase) {
+        c->stats.dups_dropped++;
+        dc_ucx_queue_ctrl(c, DC_VERBS_MSG_ACK, h.seq);
+        return UCS_OK;
+    }
+    if (h.seq >= c->rbase + DC_UCX_RING) {
+        dc_ucx_fail(c, DC_ERR_FORMAT, "message seq %llu outside the window [%llu, %llu)",
+                    (unsigned long long)h.seq, (unsigned long long)c->rbase,
+                    (unsigned long long)(c->rbase + DC_UCX_RING));
+        return UCS_OK;
+    }
+    dc_ucx_slot_t *s = &c->slot[h.seq % DC_UCX_RING];
+    if (s->state == DC_UCX_SLOT_DONE) {
+        c->stats.dups_dropped++;
+        dc_ucx_queue_ctrl(c, DC_VERBS_MSG_ACK, h.seq);
+        return UCS_OK;
+    }
+    if (s->state != DC_UCX_SLOT_EMPTY) {
+        dc_ucx_fail(c, DC_ERR_FORMAT, "message seq %llu sent again while still in progress",
+                    (unsigned long long)h.seq);
+        return UCS_OK;
+    }
+    s->hdr = h;
+    s->length = length;
+    s->rndv = !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
+    s->owned = 0;
+    s->state = DC_UCX_SLOT_HELD;
+    c->deliver_pending = 1;
+    if (s->rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA)) {
+        s->data = data;
+        return UCS_INPROGRESS;
+    }
+    /* Transient eager data: copy now (into the irecv buffer when posted). */
+    if (s->req && length <= s->req->len) {
+        memcpy(s->req->buf, data, length);
+        dc_ucx_verify(c, s, s->req, length);
+        return UCS_OK;
+    }
+    s->data = malloc(length ? length : 1);
+    if (!s->data) {
+        dc_ucx_fail(c, DC_ERR_NOMEM, "out of memory holding message %llu",
+                    (unsigned long long)h.seq);
+        return UCS_OK;
+    }
+    memcpy(s->data, data, length);
+    s->owned = 1;
+    return UCS_OK;
+}
+
+static ucs_status_t dc_ucx_am_ctrl_cb(void *arg, const void *header, size_t header_length,
+                                      void *data, size_t length,
+                                      const ucp_am_recv_param_t *param)
+{
+    dc_ucx_conn_t *c = arg;
+    if (c->state != DC_UCX_ESTABLISHED) {
+        if (c->state != DC_UCX_FAILED)
+            dc_ucx_fail(c, DC_ERR_AUTH, "control message before authentication completed");
+        return UCS_OK;
+    }
+    dc_verbs_hdr_t h;
+    if (header_length != DC_VERBS_HDR_SIZE || length != 0) {
+        dc_ucx_fail(c, DC_ERR_FORMAT, "malformed control message");
+        return UCS_OK;
+    }
+    if (dc_verbs_hdr_unpack(header, 0, &h) != DC_OK) {
+        dc_ucx_fail(c, dc_last_status(), "%s", dc_last_error());
+        return UCS_OK;
+    }
+    if (h.type == DC_VERBS_MSG_ACK) {
+        dc_ucx_req_t *r = dc_verbs_window_ack(&c->win, h.seq);
+        if (r && r->state == DC_UCX_R_PENDING) {
+            r->state = DC_UCX_R_DONE;
+            c->stats.msgs_sent++;
+            c->stats.bytes_sent += r->len;
+        }
+    } else if (h.type == DC_VERBS_MSG_NACK) {
+        dc_ucx_req_t *r = dc_verbs_window_get(&c->win, h.seq);
+        if (r && r->state == DC_UCX_R_PENDING) {
+            c->stats.resends++;
+            dc_ucx_post_send(c, r);
+        }
+    } else if (h.type == DC_VERBS_MSG_BYE) {
+        dc_ucx_fail(c, DC_ERR_RESET, "peer closed the connection");
+    }
+    /* PING: nothing to do */
+    return UCS_OK;
+}
+
+/* --- handshake ------------------------------------------------------------- */
+
+static void dc_ucx_auth_queue(dc_ucx_conn_t *c, uint8_t type, const uint8_t *a, const uint8_t *b)
+{
+    uint8_t *m = c->auth_out;
+    dc_store_le32(m, DC_UCX_AUTH_MAGIC);
+    m[4] = type;
+    size_t n = 5;
+    if (a) {
+        memcpy(m + n, a, 32);
+        n += 32;
+    }
+    if (b) {
+        memcpy(m + n, b, 32);
+        n += 32;
+    }
+    c->auth_out_len = n;
+}
+
+static ucs_status_t dc_ucx_am_auth_cb(void *arg, const void *header, size_t header_length,
+                                      void *data, size_t length,
+                                      const ucp_am_recv_param_t *param)
+{
+    dc_ucx_conn_t *c = arg;
+    const uint8_t *m = data;
+    if (c->state == DC_UCX_FAILED)
+        return UCS_OK;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length < 5 ||
+        length > DC_UCX_AUTH_MAX || dc_load_le32(m) != DC_UCX_AUTH_MAGIC) {
+        dc_ucx_fail(c, DC_ERR_AUTH, "malformed handshake message (%zu bytes)", length);
+        return UCS_OK;
+    }
+    uint8_t type = m[4];
+    uint8_t mac[DC_AUTH_MAC_SIZE];
+    DC_LOG_DEBUG("ucx %s: handshake message %u in state %d", c->peer, type, (int)c->state);
+    switch (c->state) {
+    case DC_UCX_S_WAIT_HELLO:
+        if (type != DC_UCX_AUTH_HELLO || length != 5 + 32)
+            break;
+        memcpy(c->nc, m + 5, 32);
+        if (dc_auth_nonce(c->ns) != DC_OK ||
+            dc_auth_mac(c->secret, c->secret_len, 'S', c->nc, c->ns, mac) != DC_OK) {
+            dc_ucx_fail(c, dc_last_status(), "%s", dc_last_error());
+            return UCS_OK;
+        }
+        dc_ucx_auth_queue(c, DC_UCX_AUTH_CHALLENGE, c->ns, mac);
+        c->state = DC_UCX_S_WAIT_PROOF;
+        return UCS_OK;
+    case DC_UCX_S_WAIT_PROOF:
+        if (type != DC_UCX_AUTH_PROOF || length != 5 + 32)
+            break;
+        if (dc_auth_verify(c->secret, c->secret_len, 'C', c->nc, c->ns, m + 5, c->peer) !=
+            DC_OK) {
+            dc_ucx_auth_queue(c, DC_UCX_AUTH_FAIL, NULL, NULL);
+            dc_ucx_fail(c, DC_ERR_AUTH, "client failed authentication (wrong job secret?)");
+            return UCS_OK;
+        }
+        dc_ucx_auth_queue(c, DC_UCX_AUTH_OK, NULL, NULL);
+        c->state = DC_UCX_ESTABLISHED;
+        return UCS_OK;
+    case DC_UCX_C_WAIT_CHALLENGE:
+        if (type == DC_UCX_AUTH_FAIL) {
+            dc_ucx_fail(c, DC_ERR_AUTH, "server rejected the handshake");
+            return UCS_OK;
+        }
+        if (type != DC_UCX_AUTH_CHALLENGE || length != 5 + 64)
+            break;
+        memcpy(c->ns, m + 5, 32);
+        if (dc_auth_verify(c->secret, c->secret_len, 'S', c->nc, c->ns, m + 37, c->peer) !=
+            DC_OK) {
+            dc_ucx_fail(c, DC_ERR_AUTH, "server failed authentication (wrong job secret?)");
+            return UCS_OK;
+        }
+        if (dc_auth_mac(c->secret, c->secret_len, 'C', c->nc, c->ns, mac) != DC_OK) {
+            dc_ucx_fail(c, dc_last_status(), "%s", dc_last_error());
+            return UCS_OK;
+        }
+        dc_ucx_auth_queue(c, DC_UCX_AUTH_PROOF, mac, NULL);
+        c->state = DC_UCX_C_WAIT_OK;
+        return UCS_OK;
+    case DC_UCX_C_WAIT_OK:
+        if (type == DC_UCX_AUTH_FAIL) {
+            dc_ucx_fail(c, DC_ERR_AUTH, "server rejected our proof (wrong job secret?)");
+            return UCS_OK;
+        }
+        if (type != DC_UCX_AUTH_OK || length != 5)
+            break;
+        c->state = DC_UCX_ESTABLISHED;
+        return UCS_OK;
+    default:
+        break;
+    }
+    dc_ucx_fail(c, DC_ERR_AUTH, "unexpected handshake message type %u (%zu bytes)", type, length);
+    return UCS_OK;
+}
+
+/* --- connection lifecycle ---------------------------------------------------- */
+
+static void dc_ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    dc_ucx_conn_t *c = arg;
+    if (c->state == DC_UCX_ESTABLISHED)
+        dc_ucx_fail(c, DC_ERR_RESET, "connection lost: %s", ucs_status_string(status));
+    else
+        dc_ucx_fail(c, DC_ERR_RESET, "connection failed during setup: %s%s",
+                    ucs_status_string(status),
+                    c->is_client ? " (is a ucx server listening there?)" : "");
+}
+
+static void dc_ucx_capture_transports(dc_ucx_conn_t *c)
+{
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&text, &tlen);
+    if (!f)
+        return;
+    ucp_ep_print_info(c->ep, f);
+    fclose(f);
+    /* Lane lines look like "#   lane[0]:  3:tcp/lo.0 md[1] ..." or
+     * "lane[1]: 8:posix/memory.0 ...": keep "tl/dev" tokens, deduplicated. */
+    size_t o = 0;
+    c->transports[0] = 0;
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        char *lane = strstr(line, "lane[");
+        if (lane) {
+            char *colon = strchr(lane, ':');
+            char *tok = colon ? colon + 1 : NULL;
+            while (tok && *tok == ' ')
+                tok++;
+            if (tok) {
+                char *tc = strchr(tok, ':'); /* "3:tcp/lo.0" -> "tcp/lo.0" */
+                char *sp = strchr(tok, ' ');
+                if (tc && (!sp || tc < sp))
+                    tok = tc + 1;
+                size_t n = strcspn(tok, " .\t");
+                char item[64];
+                if (n > 0 && n < sizeof(item) && memchr(tok, '/', n)) {
+                    memcpy(item, tok, n);
+                    item[n] = 0;
+                    char *hit = strstr(c->transports, item);
+                    int dup = hit && (hit == c->transports || hit[-1] == ',') &&
+                              (hit[n] == 0 || hit[n] == ',');
+                    if (!dup && o + n + 2 < sizeof(c->transports))
+                        o += (size_t)snprintf(c->transports + o, sizeof(c->transports) - o,
+                                              "%s%s", o ? "," : "", item);
+                }
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    if (!c->transports[0])
+        snprintf(c->transports, sizeof(c->transports), "unknown");
+}
+
+static dc_status_t dc_ucx_conn_alloc(const dc_verbs_opts_t *o, dc_ucx_conn_t **out)
+{
+    dc_ucx_conn_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return dc_error(DC_ERR_NOMEM, "ucx: out of memory for a connection");
+    c->base.ops = &dc_ucx_ops;
+    c->efd = -1;
+    c->timeout_ms = o->timeout_ms;
+    c->max_msg = o->max_msg_size;
+    c->secret = malloc(o->secret_len);
+    if (!c->secret) {
+        free(c);
+        return dc_error(DC_ERR_NOMEM, "ucx: out of memory");
+    }
+    memcpy(c->secret, o->secret, o->secret_len);
+    c->secret_len = o->secret_len;
+    c->stats.size = sizeof(c->stats);
+    c->stats.streams = 1;
+    dc_verbs_window_init(&c->win);
+    snprintf(c->peer, sizeof(c->peer), "?");
+
+    ucp_worker_params_t wp;
+    memset(&wp, 0, sizeof(wp));
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucs_status_t s = ucp_worker_create(dc_ucx_ctx, &wp, &c->worker);
+    if (s != UCS_OK) {
+        free(c->secret);
+        free(c);
+        return dc_error(DC_ERR_UNSUPPORTED, "ucx: ucp_worker_create: %s", ucs_status_string(s));
+    }
+    static const struct {
+        unsigned id;
+        ucp_am_recv_callback_t cb;
+    } h[] = {{DC_UCX_AM_DATA, dc_ucx_am_data_cb},
+             {DC_UCX_AM_CTRL, dc_ucx_am_ctrl_cb},
+             {DC_UCX_AM_AUTH, dc_ucx_am_auth_cb}};
+    for (size_t i = 0; i < DC_ARRAY_SIZE(h); i++) {
+        ucp_am_handler_param_t hp;
+        memset(&hp, 0, sizeof(hp));
+        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                        UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        hp.id = h[i].id;
+        hp.flags = UCP_AM_FLAG_WHOLE_MSG |
+                   (h[i].id == DC_UCX_AM_DATA ? UCP_AM_FLAG_PERSISTENT_DATA : 0);
+        hp.cb = h[i].cb;
+        hp.arg = c;
+        if ((s = ucp_worker_set_am_recv_handler(c->worker, &hp)) != UCS_OK) {
+            ucp_worker_destroy(c->worker);
+            free(c->secret);
+            free(c);
+            return dc_error(DC_ERR_UNSUPPORTED, "ucx: cannot set an active-message handler: %s",
+                            ucs_status_string(s));
+        }
+    }
+    if ((s = ucp_worker_get_efd(c->worker, &c->efd)) != UCS_OK)
+        c->efd = -1; /* wait() falls back to a short sleep */
+    *out = c;
+    return DC_OK;
+}
+
+static void dc_ucx_progress_raw(ucp_worker_h w)
+{
+    for (int i = 0; i < 64 && ucp_worker_progress(w) > 0; i++)
+        ;
+}
+
+static void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
+{
+    if (!c)
+        return;
+    /* Release payloads UCP still holds for us. */
+    for (size_t i = 0; i < DC_UCX_RING; i++) {
+        dc_ucx_slot_t *s = &c->slot[i];
+        if (s->state == DC_UCX_SLOT_HELD && s->data) {
+            if (s->owned)
+                free(s->data);
+            else
+                ucp_am_data_release(c->worker, s->data);
+            s->data = NULL;
+        }
+    }
+    double deadline = dc_now_s() + 2.0;
+    if (c->ep) {
+        ucp_request_param_t p;
+        memset(&p, 0, sizeof(p));
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = c->state == DC_UCX_ESTABLISHED ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t r = ucp_ep_close_nbx(c->ep, &p);
+        if (r && !UCS_PTR_IS_ERR(r)) {
+            while (ucp_request_check_status(r) == UCS_INPROGRESS && dc_now_s() < deadline)
+                ucp_worker_progress(c->worker);
+            ucp_request_free(r);
+        }
+        c->ep = NULL;
+    }
+    while (c->outstanding > 0 && dc_now_s() < deadline)
+        ucp_worker_progress(c->worker);
+    if (c->outstanding > 0)
+        DC_LOG_WARN("ucx %s: %u operations still pending at close", c->peer, c->outstanding);
+    ucp_worker_destroy(c->worker);
+    while (c->reqs) {
+        dc_ucx_req_t *r = c->reqs;
+        c->reqs = r->next;
+        free(r);
+    }
+    while (c->req_free) {
+        dc_ucx_req_t *r = c->req_free;
+        c->req_free = r->next;
+        free(r);
+    }
+    while (c->ctrl_all) {
+        dc_ucx_ctrl_t *k = c->ctrl_all;
+        c->ctrl_all = k->next_all;
+        free(k);
+    }
+    if (c->secret) {
+        memset(c->secret, 0, c->secret_len);
+        free(c->secret);
+    }
+    free(c);
+}
+
+/* Progress UCP and then do what callbacks deferred (auth replies, ACKs,
+ * deliveries into freshly posted buffers). */
+static void dc_ucx_conn_progress(dc_ucx_conn_t *c)
+{
+    dc_ucx_progress_raw(c->worker);
+    if (c->auth_out_len) {
+        size_t n = c->auth_out_len;
+        c->auth_out_len = 0;
+        dc_ucx_ctrl_send(c, DC_UCX_AM_AUTH, 0, 0, c->auth_out, n);
+    }
+    if (c->state == DC_UCX_ESTABLISHED && !c->transports[0])
+        dc_ucx_capture_transports(c);
+    if (c->deliver_pending && c->state == DC_UCX_ESTABLISHED)
+        dc_ucx_deliver_all(c);
+    for (unsigned i = 0; i < c->nctrl && c->state != DC_UCX_FAILED; i++)
+        dc_ucx_ctrl_send(c, DC_UCX_AM_CTRL, c->ctrlq[i].type, c->ctrlq[i].seq, NULL, 0);
+    c->nctrl = 0;
+    if (c->state != DC_UCX_ESTABLISHED && c->state != DC_UCX_FAILED && dc_now_s() > c->deadline)
+        dc_ucx_fail(c, DC_ERR_TIMEOUT, "handshake not completed within %u ms", c->timeout_ms);
+}
+
+/* --- listener ---------------------------------------------------------------- */
+
+static void dc_ucx_conn_req_cb(ucp_conn_request_h req, void *arg)
+{
+    dc_ucx_listener_t *l = arg;
+    if (l->ncreq == DC_ARRAY_SIZE(l->creq)) {
+        ucp_listener_reject(l->listener, req);
+        DC_LOG_WARN("ucx listener %s: too many pending connection requests, rejected one",
+                    l->addr);
+        return;
+    }
+    l->creq[l->ncreq++] = req;
+}
+
+static dc_status_t dc_ucx_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
+                                 dc_verbs_listener_t **out)
+{
+    dc_status_t st = dc_ucx_init();
+    if (st != DC_OK)
+        return st;
+    uint8_t secret[DC_AUTH_MAX_SECRET];
+    dc_verbs_opts_t o;
+    if ((st = dc_verbs_opts_resolve(opts, &o, secret, sizeof(secret))) != DC_OK)
+        return st;
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    if ((st = dc_ucx_resolve(bind_addr, 1, &ss, &sslen)) != DC_OK)
+        return st;
+    dc_ucx_listener_t *l = calloc(1, sizeof(*l));
+    if (!l)
+        return dc_error(DC_ERR_NOMEM, "ucx: out of memory");
+    l->base.ops = &dc_ucx_ops;
+    l->efd = -1;
+    l->epfd = -1;
+    l->secret = malloc(o.secret_len);
+    if (!l->secret) {
+        st = dc_error(DC_ERR_NOMEM, "ucx: out of memory");
+        goto fail_free;
+    }
+    memcpy(l->secret, o.secret, o.secret_len);
+    l->secret_len = o.secret_len;
+    l->opts = o;
+    l->opts.secret = NULL;
+    ucp_worker_params_t wp;
+    memset(&wp, 0, sizeof(wp));
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucs_status_t s = ucp_worker_create(dc_ucx_ctx, &wp, &l->worker);
+    if (s != UCS_OK) {
+        st = dc_error(DC_ERR_UNSUPPORTED, "ucx: ucp_worker_create: %s", ucs_status_string(s));
+        goto fail_free;
+    }
+    ucp_listener_params_t lp;
+    memset(&lp, 0, sizeof(lp));
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = (const struct sockaddr *)&ss;
+    lp.sockaddr.addrlen = sslen;
+    lp.conn_handler.cb = dc_ucx_conn_req_cb;
+    lp.conn_handler.arg = l;
+    if ((s = ucp_listener_create(l->worker, &lp, &l->listener)) != UCS_OK) {
+        st = dc_error(s == UCS_ERR_BUSY ? DC_ERR_IO : DC_ERR_UNSUPPORTED,
+                      "ucx: cannot listen on %s: %s%s", bind_addr, ucs_status_string(s),
+                      s == UCS_ERR_BUSY ? " (address in use)" : "");
+        goto fail_worker;
+    }
+    ucp_listener_attr_t la;
+    memset(&la, 0, sizeof(la));
+    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    if (ucp_listener_query(l->listener, &la) == UCS_OK)
+        dc_ucx_sockaddr_str((const struct sockaddr *)&la.sockaddr, l->addr, sizeof(l->addr));
+    else
+        snprintf(l->addr, sizeof(l->addr), "%s", bind_addr);
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (l->epfd < 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "ucx: epoll_create1");
+        goto fail_listener;
+    }
+    if (ucp_worker_get_efd(l->worker, &l->efd) == UCS_OK) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->efd, &ev);
+    }
+    memset(secret, 0, sizeof(secret));
+    DC_LOG_INFO("ucx: listening on %s", l->addr);
+    *out = &l->base;
+    return DC_OK;
+
+fail_listener:
+    ucp_listener_destroy(l->listener);
+fail_worker:
+    ucp_worker_destroy(l->worker);
+fail_free:
+    free(l->secret);
+    free(l);
+    memset(secret, 0, sizeof(secret));
+    return st;
+}
+
+static dc_status_t dc_ucx_listen_addr(dc_verbs_listener_t *lb, char *buf, size_t len)
+{
+    dc_ucx_listener_t *l = (dc_ucx_listener_t *)lb;
+    if ((size_t)snprintf(buf, len, "%s", l->addr) >= len)
+        return dc_error(DC_ERR_INVALID, "ucx: buffer too small for the listener address");
+    return DC_OK;
+}
+
+static int dc_ucx_listen_fd(dc_verbs_listener_t *lb)
+{
+    return ((dc_ucx_listener_t *)lb)->epfd;
+}
+
+static void dc_ucx_listener_take(dc_ucx_listener_t *l, ucp_conn_request_h req)
+{
+    dc_verbs_opts_t o = l->opts;
+    o.secret = l->secret;
+    o.secret_len = l->secret_len;
+    char peer[128] = "?";
+    ucp_conn_request_attr_t ra;
+    memset(&ra, 0, sizeof(ra));
+    ra.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(req, &ra) == UCS_OK)
+        dc_ucx_sockaddr_str((const struct sockaddr *)&ra.client_address, peer, sizeof(peer));
+    dc_ucx_conn_t *c;
+    if (dc_ucx_conn_alloc(&o, &c) != DC_OK) {
+        DC_LOG_WARN("ucx listener %s: dropped %s: %s", l->addr, peer, dc_last_error());
+        ucp_listener_reject(l->listener, req);
+        return;
+    }
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    ucp_ep_params_t ep;
+    memset(&ep, 0, sizeof(ep));
+    ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.conn_request = req;
+    ep.err_mode = dc_ucx_err_mode();
+    ep.err_handler.cb = dc_ucx_ep_err_cb;
+    ep.err_handler.arg = c;
+    ucs_status_t s = ucp_ep_create(c->worker, &ep, &c->ep);
+    if (s != UCS_OK) {
+        DC_LOG_WARN("ucx listener %s: dropped %s: ucp_ep_create: %s", l->addr, peer,
+                    ucs_status_string(s));
+        c->ep = NULL;
+        dc_ucx_conn_destroy(c);
+        return;
+    }
+    c->state = DC_UCX_S_WAIT_HELLO;
+    c->deadline = dc_now_s() + c->timeout_ms / 1000.0;
+    if (c->efd >= 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->efd, &ev);
+    }
+    c->next = l->handshaking;
+    l->handshaking = c;
+    DC_LOG_DEBUG("ucx listener %s: connection request from %s", l->addr, peer);
+}
+
+static dc_status_t dc_ucx_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
+{
+    dc_ucx_listener_t *l = (dc_ucx_listener_t *)lb;
+    dc_ucx_progress_raw(l->worker);
+    for (unsigned i = 0; i < l->ncreq; i++)
+        dc_ucx_listener_take(l, l->creq[i]);
+    l->ncreq = 0;
+    for (dc_ucx_conn_t **pp = &l->handshaking; *pp;) {
+        dc_ucx_conn_t *c = *pp;
+        dc_ucx_conn_progress(c);
+        if (c->state == DC_UCX_ESTABLISHED || c->state == DC_UCX_FAILED) {
+            *pp = c->next;
+            c->next = NULL;
+            if (c->efd >= 0)
+                epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->efd, NULL);
+            if (c->state == DC_UCX_FAILED) {
+                DC_LOG_WARN("ucx listener %s: dropped peer: %s", l->addr, c->errmsg);
+                dc_ucx_progress_raw(c->worker); /* flush a FAIL reply */
+                dc_ucx_conn_destroy(c);
+                continue;
+            }
+            c->stats.size = sizeof(c->stats);
+            DC_LOG_INFO("ucx: accepted %s over %s", c->peer, c->transports);
+            *out = &c->base;
+            return DC_OK;
+        }
+        pp = &c->next;
+    }
+    /* Arm the workers so that listen_fd() wakes a poll() on the next event. */
+    if (ucp_worker_arm(l->worker) == UCS_ERR_BUSY)
+        return DC_ERR_AGAIN;
+    for (dc_ucx_conn_t *c = l->handshaking; c; c = c->next)
+        ucp_worker_arm(c->worker);
+    return DC_ERR_AGAIN;
+}
+
+static void dc_ucx_listen_close(dc_verbs_listener_t *lb)
+{
+    dc_ucx_listener_t *l = (dc_ucx_listener_t *)lb;
+    if (!l)
+        return;
+    for (unsigned i = 0; i < l->ncreq; i++)
+        ucp_listener_reject(l->listener, l->creq[i]);
+    while (l->handshaking) {
+        dc_ucx_conn_t *c = l->handshaking;
+        l->handshaking = c->next;
+        dc_ucx_conn_destroy(c);
+    }
+    ucp_listener_destroy(l->listener);
+    ucp_worker_destroy(l->worker);
+    if (l->epfd >= 0)
+        close(l->epfd);
+    if (l->secret) {
+        memset(l->secret, 0, l->secret_len);
+        free(l->secret);
+    }
+    free(l);
+}
+
+/* --- connect --------------------------------------------------------------- */
+
+static dc_status_t dc_ucx_connect(const dc_verbs_opts_t *opts, const char *addr,
+                                  dc_verbs_conn_t **out)
+{
+    dc_status_t st = dc_ucx_init();
+    if (st != DC_OK)
+        return st;
+    uint8_t secret[DC_AUTH_MAX_SECRET];
+    dc_verbs_opts_t o;
+    if ((st = dc_verbs_opts_resolve(opts, &o, secret, sizeof(secret))) != DC_OK)
+        return st;
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    if ((st = dc_ucx_resolve(addr, 0, &ss, &sslen)) != DC_OK)
+        goto out_secret;
+    dc_ucx_conn_t *c;
+    if ((st = dc_ucx_conn_alloc(&o, &c)) != DC_OK)
+        goto out_secret;
+    c->is_client = 1;
+    snprintf(c->peer, sizeof(c->peer), "%s", addr);
+    ucp_ep_params_t ep;
+    memset(&ep, 0, sizeof(ep));
+    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    ep.sockaddr.addr = (const struct sockaddr *)&ss;
+    ep.sockaddr.addrlen = sslen;
+    ep.err_mode = dc_ucx_err_mode();
+    ep.err_handler.cb = dc_ucx_ep_err_cb;
+    ep.err_handler.arg = c;
+    ucs_status_t s = ucp_ep_create(c->worker, &ep, &c->ep);
+    if (s != UCS_OK) {
+        c->ep = NULL;
+        st = dc_error(DC_ERR_RESET, "ucx: cannot connect to %s: %s", addr, ucs_status_string(s));
+        dc_ucx_conn_destroy(c);
+        goto out_secret;
+    }
+    if ((st = dc_auth_nonce(c->nc)) != DC_OK) {
+        dc_ucx_conn_destroy(c);
+        goto out_secret;
+    }
+    c->state = DC_UCX_C_WAIT_CHALLENGE;
+    c->deadline = dc_now_s() + c->timeout_ms / 1000.0;
+    dc_ucx_auth_queue(c, DC_UCX_AUTH_HELLO, c->nc, NULL);
+    *out = &c->base;
+    st = DC_OK;
+out_secret:
+    memset(secret, 0, sizeof(secret));
+    return st;
+}
+
+static dc_status_t dc_ucx_connect_test(dc_verbs_conn_t *cb)
+{
+    dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    dc_ucx_conn_progress(c);
+    if (c->state == DC_UCX_ESTABLISHED) {
+        DC_LOG_INFO("ucx: connected to %s over %s", c->peer, c->transports);
+        return DC_OK;
+    }
+    if (c->state == DC_UCX_FAILED)
+        return dc_ucx_conn_error(c);
+    return DC_ERR_AGAIN;
+}
+
+/* --- memory ----------------------------------------------------------------- */
+
+static dc_status_t dc_ucx_reg_mem(dc_verbs_conn_t *cb, void *buf, size_t len, uint32_t kind,
+                                  dc_verbs_mr_t **out)
+{
+    if (!buf || len == 0)
+        return dc_error(DC_ERR_INVALID, "ucx reg_mem: empty region");
+    if (kind != DC_VERBS_MEM_HOST)
+        return dc_error(DC_ERR_UNSUPPORTED,
+                        "ucx reg_mem: only host memory (the hop CRC32C is computed by the CPU; "
+                        "this UCX reports memory types 0x%llx)",
+                        (unsigned long long)dc_ucx_mem_types);
+    dc_ucx_mr_t *m = calloc(1, sizeof(*m));
+    if (!m)
+        return dc_error(DC_ERR_NOMEM, "ucx reg_mem: out of memory");
+    ucp_mem_map_params_t mp;
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                    UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    mp.address = buf;
+    mp.length = len;
+    mp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucs_status_t s = ucp_mem_map(dc_ucx_ctx, &mp, &m->memh);
+    if (s != UCS_OK) {
+        free(m);
+        return dc_error(DC_ERR_IO, "ucx: ucp_mem_map of %zu bytes: %s", len,
+                        ucs_status_string(s));
+    }
+    m->base.ops = &dc_ucx_ops;
+    m->addr = buf;
+    m->len = len;
+    m->kind = kind;
+    *out = &m->base;
+    return DC_OK;
+}
+
+static void dc_ucx_dereg_mem(dc_verbs_conn_t *cb, dc_verbs_mr_t *mb)
+{
+    dc_ucx_mr_t *m = (dc_ucx_mr_t *)mb;
+    if (!m)
+        return;
+    ucp_mem_unmap(dc_ucx_ctx, m->memh);
+    free(m);
+}
+
+/* --- requests ---------------------------------------------------------------- */
+
+static dc_ucx_req_t *dc_ucx_req_new(dc_ucx_conn_t *c, dc_ucx_kind_t kind, void *buf,
+                                    size_t len, dc_verbs_mr_t *mr)
+{
+    dc_ucx_req_t *r = c->req_free;
+    if (r)
+        c->req_free = r->next;
+    else if (!(r = malloc(sizeof(*r))))
+        return NULL;
+    memset(r, 0, sizeof(*r));
+    r->base.ops = &dc_ucx_ops;
+    r->conn = c;
+    r->kind = kind;
+    r->buf = buf;
+    r->len = len;
+    r->mr = (dc_ucx_mr_t *)mr;
+    r->next = c->reqs;
+    if (c->reqs)
+        c->reqs->prev = r;
+    c->reqs = r;
+    return r;
+}
+
+static void dc_ucx_req_release(dc_ucx_req_t *r)
+{
+    dc_ucx_conn_t *c = r->conn;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->reqs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->next = c->req_free;
+    r->prev = NULL;
+    c->req_free = r;
+}
+
+static dc_status_t dc_ucx_check_mr(const dc_ucx_mr_t *m, const void *buf, size_t len)
+{
+    if (!m)
+        return DC_OK;
+    const uint8_t *b = buf;
+    if (b < m->addr || (size_t)(b - m->addr) > m->len || len > m->len - (size_t)(b - m->addr))
+        return dc_error(DC_ERR_INVALID, "ucx: buffer outside its memory registration");
+    return DC_OK;
+}
+
+static dc_status_t dc_ucx_isend(dc_verbs_conn_t *cb, const void *buf, size_t len,
+                                dc_verbs_mr_t *mr, dc_verbs_req_t **out)
+{
+    dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    if (c->state == DC_UCX_FAILED)
+        return dc_ucx_conn_error(c);
+    if (c->state != DC_UCX_ESTABLISHED)
+        return DC_ERR_AGAIN;
+    if (len > c->max_msg)
+        return dc_error(DC_ERR_INVALID, "ucx: message of %zu bytes exceeds the maximum %llu", len,
+                        (unsigned long long)c->max_msg);
+    if (!buf && len)
+        return dc_error(DC_ERR_INVALID, "ucx: NULL send buffer");
+    dc_status_t st = dc_ucx_check_mr((dc_ucx_mr_t *)mr, buf, len);
+    if (st != DC_OK)
+        return st;
+    if (dc_verbs_window_used(&c->win) >= DC_VERBS_MAX_INFLIGHT)
+        return DC_ERR_AGAIN;
+    dc_ucx_req_t *r = dc_ucx_req_new(c, DC_UCX_REQ_SEND, (void *)(uintptr_t)buf, len, mr);
+    if (!r)
+        return dc_error(DC_ERR_NOMEM, "ucx: out of memory for a request");
+    if (dc_verbs_window_push(&c->win, r, &r->seq) != DC_OK) {
+        dc_ucx_req_release(r);
+        return DC_ERR_AGAIN;
+    }
+    dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
+                        .seq = r->seq,
+                        .len = (uint32_t)len,
+                        .crc = dc_crc32c(0, buf, len)};
+    dc_verbs_hdr_pack(&h, r->hdr);
+    dc_ucx_post_send(c, r);
+    *out = &r->base;
+    return DC_OK;
+}
+
+static dc_status_t dc_ucx_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_verbs_mr_t *mr,
+                                dc_verbs_req_t **out)
+{
+    dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    if (c->state == DC_UCX_FAILED)
+        return dc_ucx_conn_error(c);
+    if (c->state != DC_UCX_ESTABLISHED)
+        return DC_ERR_AGAIN;
+    if (!buf && cap)
+        return dc_error(DC_ERR_INVALID, "ucx: NULL receive buffer");
+    dc_status_t st = dc_ucx_check_mr((dc_ucx_mr_t *)mr, buf, cap);
+    if (st != DC_OK)
+        return st;
+    if (c->rpost >= c->rbase + DC_UCX_RING)
+        return DC_ERR_AGAIN;
+    dc_ucx_req_t *r = dc_ucx_req_new(c, DC_UCX_REQ_RECV, buf, cap, mr);
+    if (!r)
+        return dc_error(DC_ERR_NOMEM, "ucx: out of memory for a request");
+    r->seq = c->rpost++;
+    dc_ucx_slot_t *s = &c->slot[r->seq % DC_UCX_RING];
+    s->req = r;
+    if (s->state == DC_UCX_SLOT_HELD)
+        dc_ucx_deliver(c, s);
+    *out = &r->base;
+    return DC_OK;
+}
+
+static dc_status_t dc_ucx_progress(dc_verbs_conn_t *cb)
+{
+    dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    dc_ucx_conn_progress(c);
+    if (c->state == DC_UCX_FAILED)
+        return dc_ucx_conn_error(c);
+    return DC_OK;
+}
+
+static dc_status_t dc_ucx_test(dc_verbs_req_t *rb, int *done, size_t *len)
+{
+    dc_ucx_req_t *r = (dc_ucx_req_t *)rb;
+    dc_ucx_conn_t *c = r->conn;
+    if (r->state == DC_UCX_R_PENDING && c->state != DC_UCX_FAILED)
+        dc_ucx_conn_progress(c);
+    if (r->ucx_pending == 0) {
+        if (r->state == DC_UCX_R_DONE) {
+            if (len)
+                *len = r->kind == DC_UCX_REQ_SEND ? r->len : r->got;
+            *done = 1;
+            dc_ucx_req_release(r);
+            return DC_OK;
+        }
+        if (r->state == DC_UCX_R_FAILED || c->state == DC_UCX_FAILED) {
+            dc_status_t st;
+            if (r->state == DC_UCX_R_FAILED)
+                st = dc_error(r->err, "ucx %s: message %llu does not fit the %zu-byte receive "
+                                      "buffer",
+                              c->peer, (unsigned long long)r->seq, r->len);
+            else
+                st = dc_ucx_conn_error(c);
+            if (r->kind == DC_UCX_REQ_SEND)
+                dc_verbs_window_ack(&c->win, r->seq);
+            else if (c->slot[r->seq % DC_UCX_RING].req == r)
+                c->slot[r->seq % DC_UCX_RING].req = NULL;
+            dc_ucx_req_release(r);
+            return st;
+        }
+    } else if (c->state == DC_UCX_FAILED) {
+        dc_ucx_progress_raw(c->worker); /* let UCP cancel what references buf */
+    }
+    *done = 0;
+    return DC_OK;
+}
+
+static dc_status_t dc_ucx_wait(dc_verbs_conn_t *cb, int timeout_ms)
+{
+    dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    if (c->state == DC_UCX_FAILED)
+        return dc_ucx_conn_error(c);
+    if (ucp_worker_progress(c->worker) == 0 && c->nctrl == 0 && !c->auth_out_len &&
+        !c->deliver_pending) {
+        if (c->efd < 0) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        } else if (ucp_worker_arm(c->worker) == UCS_OK) {
+            struct pollfd pfd = {.fd = c->efd, .events = POLLIN};
+            int ms = timeout_ms;
+            if (c->state != DC_UCX_ESTABLISHED) {
+                double left = (c->deadline - dc_now_s()) * 1000.0;
+                if (left < ms)
+                    ms = left < 0 ? 0 : (int)left + 1;
+            }
+            poll(&pfd, 1, ms);
+        }
+    }
+    return dc_ucx_progress(cb);
+}
+
+static int dc_ucx_fd(dc_verbs_conn_t *cb)
+{
+    return ((dc_ucx_conn_t *)cb)->efd;
+}
+
+static dc_status_t dc_ucx_stats(dc_verbs_conn_t *cb, dc_verbs_stats_t *out)
+{
+    dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    if (!out || out->size < sizeof(size_t))
+        return dc_error(DC_ERR_INVALID, "ucx stats: bad struct size");
+    size_t n = DC_MIN(out->size, sizeof(c->stats));
+    memcpy((char *)out + sizeof(size_t), (char *)&c->stats + sizeof(size_t), n - sizeof(size_t));
+    return DC_OK;
+}
+
+static void dc_ucx_close(dc_verbs_conn_t *cb)
+{
+    dc_ucx_conn_destroy((dc_ucx_conn_t *)cb);
+}
+
+dc_status_t dc_ucx_conn_transports(dc_verbs_conn_t *cb, char *buf, size_t len)
+{
+    if (!cb || cb->ops != &dc_ucx_ops || !buf || !len)
+        return dc_error(DC_ERR_INVALID, "dc_ucx_conn_transports: not a ucx connection");
+    dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    if (c->state != DC_UCX_ESTABLISHED && !c->transports[0])
+        return DC_ERR_AGAIN;
+    snprintf(buf, len, "%s", c->transports);
+    return DC_OK;
+}
+
+const dc_verbs_ops_t dc_ucx_ops = {
+    .size = sizeof(dc_verbs_ops_t),
+    .name = "ucx",
+    .init = dc_ucx_init,
+    .caps = dc_ucx_caps,
+    .listen = dc_ucx_listen,
+    .listen_addr = dc_ucx_listen_addr,
+    .listen_fd = dc_ucx_listen_fd,
+    .accept = dc_ucx_accept,
+    .listen_close = dc_ucx_listen_close,
+    .connect = dc_ucx_connect,
+    .connect_test = dc_ucx_connect_test,
+    .reg_mem = dc_ucx_reg_mem,
+    .dereg_mem = dc_ucx_dereg_mem,
+    .isend = dc_ucx_isend,
+    .irecv = dc_ucx_irecv,
+    .test = dc_ucx_test,
+    .progress = dc_ucx_progress,
+    .wait = dc_ucx_wait,
+    .fd = dc_ucx_fd,
+    .stats = dc_ucx_stats,
+    .close = dc_ucx_close,
+};

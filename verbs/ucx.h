@@ -1,0 +1,31 @@
+/*
+ * ucx.h - the `ucx` transport (verbs/ucx.c, compiled when DC_HAVE_UCX).
+ *
+ * The ops table is reached through the registry (transport.h:
+ * dc_verbs_find("ucx")).  This header adds what the generic interface has no
+ * slot for: which UCX transports a connection actually runs over, so that
+ * `deltacast perf link` can say which path was chosen.
+ */
+#ifndef DC_VERBS_UCX_H
+#define DC_VERBS_UCX_H
+
+#include "verbs/transport.h"
+
+#if DC_HAVE_UCX
+extern const dc_verbs_ops_t dc_ucx_ops;
+
+/** Strong reference used by transport.c so that ucx.o is linked out of the
+ *  static archive (the registry's weak reference alone would not pull it). */
+const dc_verbs_ops_t *dc_ucx_ops_get(void);
+
+/**
+ * The UCX transports/devices an established ucx connection uses, from
+ * ucp_ep_print_info(), e.g. "tcp/lo,posix/memory,cma/memory" (deduplicated,
+ * in lane order).  Writes a NUL-terminated string into buf[len].
+ * DC_ERR_INVALID if `c` is not a ucx connection, DC_ERR_AGAIN while it is
+ * still connecting.
+ */
+dc_status_t dc_ucx_conn_transports(dc_verbs_conn_t *c, char *buf, size_t len);
+#endif
+
+#endif /* DC_VERBS_UCX_H */
