@@ -1,0 +1,92 @@
+/*
+ * cuda_emu.h - a CPU emulation of the CUDA thread model, just enough to run
+ * kernels/kern_cuda.cu without a GPU (blocks run one after another, each
+ * thread of a block is a std::thread; __syncthreads and __shfl_up_sync are
+ * barriers).  It checks the kernels' logic (indexing, scans, ordering, caps,
+ * validation) against the CPU reference, not performance or the memory
+ * model.  Used by tests/kernels/cuda_emu_check.sh; g++ >= 12 (C++20).
+ */
+#pragma once
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+#define DC_CUDA_EMULATION 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+struct uint4 { unsigned x, y, z, w; };
+struct dim { unsigned x; };
+inline thread_local dim threadIdx, blockIdx, blockDim, gridDim;
+inline std::barrier<> *g_bar;
+inline std::vector<std::barrier<> *> g_warp_bars;
+inline unsigned long long g_shfl[1024];
+inline void __syncthreads() { g_bar->arrive_and_wait(); }
+template <typename T> T __shfl_up_sync(unsigned, T v, int d) {
+    unsigned t = threadIdx.x, w = t / 32, lane = t % 32;
+    g_shfl[t] = (unsigned long long)v;
+    g_warp_bars[w]->arrive_and_wait();
+    T r = lane >= (unsigned)d ? (T)g_shfl[t - d] : v;
+    g_warp_bars[w]->arrive_and_wait();
+    return r;
+}
+template <typename T> T __ldg(const T *p) { return *p; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline std::mutex g_atomic_mu;
+inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
+    std::lock_guard<std::mutex> l(g_atomic_mu); unsigned long long o = *p; if (v < o) *p = v; return o; }
+
+template <typename K> struct emu_launcher {
+    unsigned g, b; K k;
+    template <typename... A> void operator()(A... args) {
+        for (unsigned bi = 0; bi < g; bi++) {
+            std::barrier<> bar(b);
+            std::vector<std::barrier<> *> wb;
+            for (unsigned w = 0; w < (b + 31) / 32; w++) wb.push_back(new std::barrier<>(std::min(32u, b - w * 32)));
+            g_bar = &bar; g_warp_bars = wb;
+            std::vector<std::thread> ts;
+            for (unsigned t = 0; t < b; t++)
+                ts.emplace_back([&, t, bi] { threadIdx.x = t; blockIdx.x = bi; blockDim.x = b; gridDim.x = g; k(args...); });
+            for (auto &t : ts) t.join();
+            for (auto *p : wb) delete p;
+        }
+    }
+};
+template <typename K> emu_launcher<K> emu_launch(unsigned g, unsigned b, K k) { return {g, b, k}; }
+#define DC_LAUNCH(kernel, grid, block, stream) emu_launch((unsigned)(grid), (unsigned)(block), kernel)
+
+// runtime API
+enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorNoDevice = 100, cudaErrorInsufficientDriver = 35 };
+typedef void *cudaStream_t; typedef void *cudaEvent_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost };
+enum cudaDeviceAttr { cudaDevAttrMemoryClockRate, cudaDevAttrGlobalMemoryBusWidth };
+#define cudaEventDisableTiming 2
+struct cudaDeviceProp { char name[256]; int multiProcessorCount, major, minor; size_t totalGlobalMem; };
+inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
+inline const char *cudaGetErrorName(cudaError_t) { return "cudaErrorEmu"; }
+inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) { strcpy(p->name, "emu"); p->multiProcessorCount = 1; p->major = 9; p->minor = 0; p->totalGlobalMem = 1; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) { *v = a == cudaDevAttrMemoryClockRate ? 1000 : 64; return cudaSuccess; }
+inline cudaError_t cudaMalloc(void **p, size_t n) { *p = aligned_alloc(256, (n + 255) / 256 * 256); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
+inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
+inline cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
+inline cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) { return cudaMemcpy(d, s, n, k); }
+inline cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { return cudaMemset(d, v, n); }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, int) { *e = (void *)1; return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
