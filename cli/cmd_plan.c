@@ -14,7 +14,8 @@
 static void dc_plan_help(FILE *fp)
 {
     fprintf(fp,
-            "Usage: deltacast plan (--topology FILE | --synthetic R:N[:WAN[:LAN]]) [--json|--dot]\n"
+            "Usage: deltacast plan (--topology FILE | --synthetic R:N[:WAN[:LAN]] |\n"
+            "                       --nodelist LIST | --slurm) [--json|--dot]\n"
             "                      [--link-rates FILE] [--dead HOST]...\n"
             "                      [--simulate --params P --change-rate R [--payload-ratio Z]\n"
             "                       [--encode-gbps X] [--apply-gbps Y] [--chunk SIZE]]\n"
@@ -26,6 +27,11 @@ static void dc_plan_help(FILE *fp)
             "  --topology FILE          YAML topology file (see topology/examples/)\n"
             "  --synthetic SPEC         R receiver regions of N nodes plus a trainer region of N\n"
             "                           senders; WAN per node (default 5gbit), LAN (400gbit)\n"
+            "  --nodelist LIST          Slurm host list, e.g. 'trn-[01-08],roll-[001-064]'\n"
+            "  --slurm                  the host list of $SLURM_JOB_NODELIST\n"
+            "  --region-map MAP         with a host list: 'PATTERN=REGION,...' (globs; first\n"
+            "                           match wins; others go to region 'default')\n"
+            "  --senders K              with a host list: the first K hosts are senders (1)\n"
             "  --link-rates FILE        measured rates replacing nominal ones (JSON or 'A B RATE')\n"
             "  --dead HOST              re-plan as if HOST died (repeatable)\n"
             "  --json                   JSON output\n"
@@ -106,7 +112,7 @@ static double parse_count(const char *s, bool *ok)
 
 int dc_cmd_plan(int argc, char **argv)
 {
-    enum { O_TOPO = 1, O_SYN, O_JSON, O_DOT, O_SIM, O_PARAMS, O_CR, O_ENC, O_APPLY, O_RATIO, O_LINKS, O_DEAD, O_CHUNK, O_HW };
+    enum { O_TOPO = 1, O_SYN, O_JSON, O_DOT, O_SIM, O_PARAMS, O_CR, O_ENC, O_APPLY, O_RATIO, O_LINKS, O_DEAD, O_CHUNK, O_HW, O_NODELIST, O_SLURM, O_RMAP, O_SENDERS };
     static const struct option opts[] = {
         {"topology", required_argument, NULL, O_TOPO},
         {"synthetic", required_argument, NULL, O_SYN},
@@ -122,10 +128,15 @@ int dc_cmd_plan(int argc, char **argv)
         {"dead", required_argument, NULL, O_DEAD},
         {"chunk", required_argument, NULL, O_CHUNK},
         {"hw", no_argument, NULL, O_HW},
+        {"nodelist", required_argument, NULL, O_NODELIST},
+        {"slurm", no_argument, NULL, O_SLURM},
+        {"region-map", required_argument, NULL, O_RMAP},
+        {"senders", required_argument, NULL, O_SENDERS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *topo_path = NULL, *synth = NULL, *links = NULL;
+    const char *topo_path = NULL, *synth = NULL, *links = NULL, *nodelist = NULL, *rmap = NULL;
+    uint64_t senders = 1;
     const char *dead[64];
     int n_dead = 0;
     bool json = false, dot = false, sim = false, hw = false, ok;
@@ -144,6 +155,19 @@ int dc_cmd_plan(int argc, char **argv)
         case O_DOT: dot = true; break;
         case O_SIM: sim = true; break;
         case O_HW: hw = true; break;
+        case O_NODELIST: nodelist = optarg; break;
+        case O_SLURM:
+            nodelist = getenv("SLURM_JOB_NODELIST");
+            if (!nodelist || !*nodelist)
+                return dc_cli_usage_error("plan", "--slurm: SLURM_JOB_NODELIST is not set");
+            break;
+        case O_RMAP: rmap = optarg; break;
+        case O_SENDERS:
+            if (!dc_cli_parse_u64("plan", "--senders", optarg, &senders))
+                return DC_EXIT_USAGE;
+            if (senders == 0 || senders > 1000000)
+                return dc_cli_usage_error("plan", "--senders must be in 1..1000000");
+            break;
         case O_LINKS: links = optarg; break;
         case O_DEAD:
             if (n_dead == 64)
@@ -193,8 +217,11 @@ int dc_cmd_plan(int argc, char **argv)
         return dc_cli_usage_error("plan", "unexpected argument '%s'", argv[optind]);
     if (hw)
         return plan_hw(json);
-    if (!topo_path == !synth)
-        return dc_cli_usage_error("plan", "give exactly one of --topology FILE or --synthetic R:N[:WAN[:LAN]]");
+    if ((topo_path != NULL) + (synth != NULL) + (nodelist != NULL) != 1)
+        return dc_cli_usage_error("plan", "give exactly one of --topology FILE, --synthetic R:N[:WAN[:LAN]], "
+                                          "--nodelist LIST or --slurm");
+    if (!nodelist && rmap)
+        return dc_cli_usage_error("plan", "--region-map goes with --nodelist or --slurm");
     if (json && dot)
         return dc_cli_usage_error("plan", "--json and --dot exclude each other");
     if (sim && dot)
@@ -205,7 +232,9 @@ int dc_cmd_plan(int argc, char **argv)
     dc_topo_t *topo = NULL;
     dc_tree_t *tree = NULL;
     int rc = DC_EXIT_FAIL;
-    dc_status_t st = topo_path ? dc_topo_load(topo_path, &topo) : dc_topo_synthetic_parse(synth, &topo);
+    dc_status_t st = topo_path ? dc_topo_load(topo_path, &topo)
+                     : synth   ? dc_topo_synthetic_parse(synth, &topo)
+                               : dc_topo_from_slurm(nodelist, rmap, (uint32_t)senders, 0, 0, &topo);
     if (st != DC_OK) {
         if (st == DC_ERR_INVALID && synth)
             return dc_cli_usage_error("plan", "--synthetic: %s", dc_last_error());

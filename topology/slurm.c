@@ -82,6 +82,7 @@ static dc_status_t parse_item(const char *s, size_t *i, sitem_t *it)
             return dc_error(DC_ERR_INVALID, "host list '%s': more than %d bracket groups in one name (column %zu)",
                             s, DC_SLURM_MAX_GROUPS, *i + 1);
         int g = it->n_groups++;
+        size_t open_col = *i + 1;
         (*i)++; /* '[' */
         size_t cap = 0;
         for (;;) {
@@ -128,7 +129,7 @@ static dc_status_t parse_item(const char *s, size_t *i, sitem_t *it)
             }
             if (s[*i] == 0)
                 return dc_error(DC_ERR_INVALID, "host list '%s': '[' at column %zu is never closed",
-                                s, col);
+                                s, open_col);
             return dc_error(DC_ERR_INVALID, "host list '%s': unexpected '%c' at column %zu", s,
                             s[*i], *i + 1);
         }

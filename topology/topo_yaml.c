@@ -438,6 +438,44 @@ static dc_status_t parse_root(yctx_t *c, yaml_node_t *root)
     return DC_OK;
 }
 
+/* libyaml's document loader slows down badly on deep nesting; a topology
+ * is at most ~6 levels deep, so reject anything deeper than 32 with the
+ * streaming parser (linear) before loading. */
+#define DC_TOPO_MAX_DEPTH 32
+static dc_status_t prescan(const char *text, size_t len, const char *name)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    dc_status_t st = DC_OK;
+    if (!yaml_parser_initialize(&parser))
+        return dc_error(DC_ERR_NOMEM, "%s: yaml parser init failed", name);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int depth = 0;
+    for (;;) {
+        if (!yaml_parser_parse(&parser, &ev)) {
+            st = dc_error(DC_ERR_FORMAT, "%s:%zu:%zu: YAML error: %s%s%s", name, parser.problem_mark.line + 1,
+                          parser.problem_mark.column + 1, parser.problem ? parser.problem : "unknown",
+                          parser.context ? " " : "", parser.context ? parser.context : "");
+            break;
+        }
+        yaml_event_type_t ty = ev.type;
+        size_t line = ev.start_mark.line + 1;
+        yaml_event_delete(&ev);
+        if (ty == YAML_SEQUENCE_START_EVENT || ty == YAML_MAPPING_START_EVENT) {
+            if (++depth > DC_TOPO_MAX_DEPTH) {
+                st = dc_error(DC_ERR_FORMAT, "%s:%zu: nested deeper than %d levels", name, line, DC_TOPO_MAX_DEPTH);
+                break;
+            }
+        } else if (ty == YAML_SEQUENCE_END_EVENT || ty == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (ty == YAML_STREAM_END_EVENT) {
+            break;
+        }
+    }
+    yaml_parser_delete(&parser);
+    return st;
+}
+
 dc_status_t dc_topo_parse(const char *text, size_t len, const char *name, dc_topo_t **out)
 {
     if (!text || !out)
@@ -447,6 +485,8 @@ dc_status_t dc_topo_parse(const char *text, size_t len, const char *name, dc_top
     yaml_parser_t parser;
     yaml_document_t doc;
     dc_status_t st = DC_OK;
+    if ((st = prescan(text, len, name)) != DC_OK)
+        return st;
     if (!yaml_parser_initialize(&parser))
         return dc_error(DC_ERR_NOMEM, "%s: yaml parser init failed", name);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);

@@ -64,7 +64,7 @@ Test(slurm, malformed_lists)
     expect_bad("a,,b", "empty host name at column 3");
     expect_bad(",a", "empty host name at column 1");
     expect_bad("a,", "trailing ','");
-    expect_bad("gpu-[001-004", "never closed");
+    expect_bad("gpu-[001-004", "'[' at column 5 is never closed");
     expect_bad("gpu-[001-004,", "expected a number at column 14");
     expect_bad("gpu-001]", "without '['");
     expect_bad("gpu-[]", "expected a number at column 6");

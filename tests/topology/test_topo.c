@@ -102,6 +102,15 @@ Test(topo, validation_errors_name_the_line)
     bad(HEAD "      - {host: r, nics: mlx5_0}\n", "t.yaml:5: nics must be a list");
     bad("defaults: {wan_latency: soon}\n" HEAD "      - {host: r}\n", "t.yaml:1: wan_latency");
     bad("regions:\n  - nodes: []\n", "t.yaml:2: region without 'name'");
+    {
+        /* deep nesting is refused before libyaml's loader (slow on it) */
+        static char deep[300001];
+        memcpy(deep, "regions: ", 9);
+        memset(deep + 9, '[', 100000);
+        memset(deep + 100009, ']', 100000);
+        deep[200009] = 0;
+        bad(deep, "t.yaml:1: nested deeper than 32 levels");
+    }
     bad("regions:\n  - name: a\n    nodes:\n      - {host: s, role: sender, shards: [0]}\n"
         "      - {host: s2, role: sender}\n      - {host: r}\n", "t.yaml:5: sender 's2' owns no shard");
 }
@@ -249,4 +258,30 @@ Test(topo, fuzz_mutated_files)
         }
     }
     cr_assert(ok > 0 && ok < 3000, "%u of 3000 mutants parsed", ok);
+}
+
+/* `deltacast perf link --json` results (peer = ADDR:PORT, gbps) with a
+ * "from" added, one per line. */
+Test(topo, link_rates_from_perf_link_json_lines)
+{
+    dc_topo_t *t = NULL;
+    cr_assert_eq(dc_topo_synthetic_local(1, 2, 7300, &t), DC_OK);
+    const char *p = write_tmp("{\"transport\": \"tcp\", \"peer\": \"127.0.0.1:7301\", \"gbps\": 3.0, \"from\": \"trainer\"}\n"
+                              "{\"transport\": \"rdma\", \"peer\": \"127.0.0.1:7302\", \"gbps\": 50, \"from\": \"r0-n0\"}\n");
+    cr_assert_eq(dc_topo_apply_link_rates(t, p), DC_OK, "%s", dc_last_error());
+    unlink(p);
+    dc_topo_node_info_t n = {.size = sizeof(n)};
+    cr_assert_eq(dc_topo_node(t, 1, &n), DC_OK);
+    cr_assert_str_eq(n.name, "r0-n0");
+    cr_assert_eq(n.wan_bps, 3e9);
+    cr_assert_eq(n.lan_bps, 50e9);
+    cr_assert_eq(dc_topo_node(t, 0, &n), DC_OK);
+    cr_assert_eq(n.wan_bps, 3e9);
+    cr_assert_eq(dc_topo_node(t, 2, &n), DC_OK);
+    cr_assert_eq(n.lan_bps, 50e9);
+    p = write_tmp("{\"peer\": \"127.0.0.1:7301\", \"gbps\": 3.0, \"from\": \"trainer\"}\n{\"peer\": ");
+    cr_assert_eq(dc_topo_apply_link_rates(t, p), DC_ERR_FORMAT);
+    cr_assert(strstr(dc_last_error(), "JSON error near byte") != NULL, "%s", dc_last_error());
+    unlink(p);
+    dc_topo_free(t);
 }

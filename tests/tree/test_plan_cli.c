@@ -161,3 +161,22 @@ Test(plan_cli, errors)
     cr_assert(strstr(R.err, ":4: node 's': role 'boss'") != NULL, "%s", R.err);
     cr_assert(strchr(R.err, '\n') == R.err + strlen(R.err) - 1, "one line: %s", R.err);
 }
+
+Test(plan_cli, slurm_nodelist)
+{
+    run("--nodelist 'trn-[1-2],roll-a[01-03],roll-b[01-02]' --region-map 'trn-*=train,roll-a*=a,roll-b*=b' "
+        "--senders 2");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "7 nodes") && strstr(R.out, "3 regions"), "%s", R.out);
+    cr_assert(strstr(R.out, "trn-1 -> roll-a") != NULL, "%s", R.out);
+    run("--nodelist 'n[1-3' --senders 1");
+    cr_assert_eq(R.code, 1);
+    cr_assert(strstr(R.err, "never closed") != NULL, "%s", R.err);
+    run("--synthetic 1:2 --region-map 'a=b'");
+    cr_assert_eq(R.code, 2);
+    setenv("SLURM_JOB_NODELIST", "t1,r[1-4]", 1);
+    run("--slurm --json");
+    unsetenv("SLURM_JOB_NODELIST");
+    cr_assert_eq(R.code, 0, "%s", R.err);
+    cr_assert(strstr(R.out, "\"r4\"") != NULL, "%s", R.out);
+}
