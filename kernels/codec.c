@@ -188,6 +188,18 @@ dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, s
         if (s != DC_OK)
             return s;
     }
+    if (h + vlen > bytes + 16) {
+        /* pathological positions: a dense encoding is never larger than raw */
+        memcpy(c->vals1, next, bytes);
+        dc_kern_xor_dense(c->vals1, base, bytes);
+        s = dc_encode_dense(c, c->vals1, next, n, w, dst, cap, len, enc, &s0);
+        if (s != DC_OK)
+            return s;
+        s0.payload_bytes = *len;
+        if (st)
+            *st = s0;
+        return DC_OK;
+    }
     *len = h + vlen;
     *enc = dc_enc_make(kind, DC_ENT_GOLOMB, vm);
     s0.pos_bytes = plen;

@@ -464,6 +464,9 @@ static dc_status_t dc_diff_task(void *arg, size_t i)
     dc_pool_put(&d->pool, c);
     if (st != DC_OK)
         return st;
+    if (j->len > DC_FRAME_MAX_PAYLOAD)
+        return dc_error(DC_ERR_INTERNAL, "chunk payload of %zu bytes exceeds the frame limit",
+                        j->len);
     *j->next_dg = dc_digest128(j->next, bytes);
     j->emit = j->base == NULL || j->st.changed != 0;
     if (j->emit) {
@@ -1059,6 +1062,17 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
         dc_error_prefix("%s", delta_path);
         goto out_delta;
     }
+    {
+        /* validate the target layout before reserving space for it */
+        dc_st_file_t *lay;
+        void *lmap;
+        if ((st = dc_delta_layout(&r, &lay, &lmap)) != DC_OK) {
+            dc_error_prefix("%s", delta_path);
+            goto out_delta;
+        }
+        dc_st_close(lay);
+        dc_delta_layout_free(&r, lmap);
+    }
     if ((st = dc_st_open(base_path, DC_ST_READ, &b)) != DC_OK)
         goto out_delta;
     tmp = dc_tmp_beside(dest);
@@ -1072,8 +1086,13 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
         goto out_base;
     }
     osz = (size_t)r.info.target_size;
-    if (ftruncate(ofd, (off_t)osz) != 0) {
-        st = dc_error_errno(DC_ERR_IO, errno, "cannot size '%s' to %zu bytes", tmp, osz);
+    /* reserve the blocks now: a full disk is an error here, not a SIGBUS
+     * when the mapping is written */
+    int fe = posix_fallocate(ofd, 0, (off_t)osz);
+    if (fe == EOPNOTSUPP || fe == EINVAL)
+        fe = ftruncate(ofd, (off_t)osz) != 0 ? errno : 0;
+    if (fe != 0) {
+        st = dc_error_errno(DC_ERR_IO, fe, "cannot allocate %zu bytes for '%s'", osz, dest);
         goto out_tmp;
     }
     omap = mmap(NULL, osz, PROT_READ | PROT_WRITE, MAP_SHARED, ofd, 0);

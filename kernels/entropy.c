@@ -651,7 +651,11 @@ dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t coun
             free_tmp ^= 1;
         }
     }
-    if (allow_zstd) {
+    /* zstd level 1 only where it can plausibly beat the order-0 coder:
+     * streams that order-0 coding leaves above a quarter of their raw size
+     * (dense values, wide words).  Sparse BF16 XOR words code to ~0.2x raw
+     * with rANS and zstd never wins there; skipping it saves encode time. */
+    if (allow_zstd && (best > raw / 4 || w >= 4)) {
         size_t z = ZSTD_compress(s->tmp[free_tmp], s->tmp_cap, v, raw, 1);
         if (!ZSTD_isError(z) && z < best) {
             best = z;

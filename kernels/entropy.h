@@ -96,7 +96,8 @@ double dc_ent_words_entropy_bits(dc_ent_scratch_t *s, const void *vals, size_t c
 
 /**
  * Encode count words of width w, choosing the smallest method.
- * `allow_zstd` = 0 skips the zstd candidate (speed).  *method receives the
+ * `allow_zstd` = 0 skips the zstd candidate (speed); zstd is also skipped
+ * for 1-2-byte words that order-0 rANS already codes below 1/4 of raw.  *method receives the
  * method used.  DC_ERR_BUSY if cap < dc_ent_val_bound().
  */
 dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t count, unsigned w,

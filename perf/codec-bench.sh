@@ -5,11 +5,12 @@
 # with 1 thread and all cores) and runs xdelta3 -e -s and zstd --patch-from
 # on the same pairs in the same run, side by side.
 #
-#   perf/codec-bench.sh [--params N] [--dir DIR] [--runs R]
+#   perf/codec-bench.sh [--params N] [--dir DIR] [--runs R] [--cases LIST]
 #                       [--baseline-runs R] [--baseline-timeout SEC]
 #                       [--keep] [--json FILE]
 #
-# Defaults: --params 1e8, --dir /dev/shm/deltacast-codec-bench (a tmpfs, so
+# --cases: comma list of opt1,inj3,inj5 (default all; at 1e9 params one
+# case at a time keeps tmpfs use near 8 GB).  Defaults: --params 1e8, --dir /dev/shm/deltacast-codec-bench (a tmpfs, so
 # that disk speed does not decide the comparison), --runs 3,
 # --baseline-runs 1, --baseline-timeout 600 (xdelta3 at 1e9 params takes
 # minutes: a run past the timeout is killed and reported as "timeout").
@@ -24,16 +25,18 @@ BRUNS=1
 BTIMEOUT=600
 KEEP=0
 JSON=
+CASES=opt1,inj3,inj5
 while [ $# -gt 0 ]; do
     case "$1" in
     --params) PARAMS=$2; shift 2 ;;
     --dir) DIR=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
+    --cases) CASES=$2; shift 2 ;;
     --baseline-runs) BRUNS=$2; shift 2 ;;
     --baseline-timeout) BTIMEOUT=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --json) JSON=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "codec-bench.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -53,7 +56,8 @@ done
 
 # space: two files of 2 bytes per param per case, plus a delta and one
 # output per case while measuring
-need_mb=$(awk -v p="$PARAMS" 'BEGIN { printf "%d", p * 2 * 3 * 3 / 1e6 + 64 }')
+ncases=$(echo "$CASES" | tr ',' '\n' | grep -c .)
+need_mb=$(awk -v p="$PARAMS" -v n="$ncases" 'BEGIN { printf "%d", p * 2 * (2 * n + 2) / 1e6 + 64 }')
 mkdir -p "$DIR"
 avail_mb=$(df -Pm "$DIR" | awk 'NR == 2 { print $4 }')
 if [ "$avail_mb" -lt "$need_mb" ]; then
@@ -62,6 +66,7 @@ if [ "$avail_mb" -lt "$need_mb" ]; then
 fi
 
 gen() { # name model rate
+    case ",$CASES," in *",$1,"*) ;; *) return 0 ;; esac
     if [ ! -f "$DIR/$1/next.safetensors" ]; then
         echo "== gen $1: --params $PARAMS --model $2 --change-rate $3"
         "$BIN" gen --params "$PARAMS" --model "$2" --change-rate "$3" --seed 1 -o "$DIR/$1"
@@ -72,7 +77,7 @@ gen inj3 inject 0.03
 gen inj5 inject 0.05
 
 echo "== deltacast perf codec (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-"$BIN" perf codec --dir "$DIR" --runs "$RUNS" --baseline-runs "$BRUNS" \
+"$BIN" perf codec --dir "$DIR" --cases "$CASES" --runs "$RUNS" --baseline-runs "$BRUNS" \
     --baseline-timeout "$BTIMEOUT" $BASE_OPT ${JSON:+--json-file "$JSON"}
 [ -z "$JSON" ] || echo "JSON written to $JSON"
 if [ "$KEEP" = 0 ]; then

@@ -43,6 +43,7 @@ static void dc_perf_codec_help(FILE *fp)
             "Usage: deltacast perf codec [--dir DIR] [--params N] [--runs R] [--threads T]\n"
             "                            [--chunk-size S] [--cases LIST] [--no-baselines]\n"
             "                            [--baseline-runs R] [--baseline-timeout SEC] [--json]\n"
+            "                            [--json-file FILE]\n"
             "\n"
             "Measure the delta codec on gen pairs: delta size (%% of the checkpoint), ratio\n"
             "to the entropy bound, encode (diff+encode+compress) and apply throughput with\n"
