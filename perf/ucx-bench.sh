@@ -64,11 +64,11 @@ perftest_once() {
 deltacast_once() {
     local port json
     port=$(free_port)
-    "$BIN" perf link --server --bind "127.0.0.1:$port" >/dev/null 2>&1 &
+    "$BIN" perf link --server --bind "127.0.0.1:$port" --transport ucx --once >/dev/null 2>&1 &
     SERVER_PID=$!
     sleep 0.5
     json=$("$BIN" perf link --client "127.0.0.1:$port" --transport ucx --size "$SIZE" \
-        --duration "$DURATION" --json) || die "deltacast perf link failed"
+        --duration "$DURATION" --lat-iters 200 --json) || die "deltacast perf link failed"
     kill "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
     SERVER_PID=

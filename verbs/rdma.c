@@ -929,6 +929,7 @@ static void dc_rdma_on_auth(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
     uint8_t mac[DC_AUTH_MAC_SIZE];
     uint8_t type = len ? m[0] : 0;
     switch (c->state) {
+    case DC_RDMA_S_ACCEPTING: /* the HELLO may complete before ESTABLISHED is read */
     case DC_RDMA_S_WAIT_HELLO:
         if (type != DC_RDMA_AUTH_HELLO || len != 33)
             break;
@@ -1132,7 +1133,7 @@ static void dc_rdma_on_established(dc_rdma_conn_t *c, const struct rdma_cm_event
         }
         dc_rdma_auth_queue(c, DC_RDMA_AUTH_HELLO, c->nc, NULL);
         c->state = DC_RDMA_C_WAIT_CHALLENGE;
-    } else {
+    } else if (c->state == DC_RDMA_S_ACCEPTING) {
         c->state = DC_RDMA_S_WAIT_HELLO;
     }
 }
@@ -1276,6 +1277,14 @@ static void dc_rdma_conn_destroy(dc_rdma_conn_t *c)
 {
     if (!c)
         return;
+    if (c->state == DC_RDMA_ESTABLISHED) {
+        /* Queued ACKs go out (and complete) before the disconnect. */
+        dc_rdma_flush_ctrl(c);
+        double deadline = dc_now_s() + 1.0;
+        while (c->sq_done < c->sq_posted && c->state == DC_RDMA_ESTABLISHED &&
+               dc_now_s() < deadline)
+            dc_rdma_poll_cq(c);
+    }
     if (c->id && c->qp && !c->disconnected)
         rdma_disconnect(c->id);
     if (c->qp)
@@ -1796,7 +1805,7 @@ static dc_status_t dc_rdma_test(dc_verbs_req_t *rb, int *done, size_t *len)
 {
     dc_rdma_req_t *r = (dc_rdma_req_t *)rb;
     dc_rdma_conn_t *c = r->conn;
-    if (r->state == DC_RDMA_R_PENDING && c->state != DC_RDMA_FAILED)
+    if ((r->state == DC_RDMA_R_PENDING || c->nctrl) && c->state != DC_RDMA_FAILED)
         dc_rdma_conn_progress(c);
     if (r->wrs == 0 && !r->queued) {
         if (r->state == DC_RDMA_R_DONE) {
@@ -1855,6 +1864,8 @@ static int dc_rdma_fd(dc_verbs_conn_t *cb)
 static dc_status_t dc_rdma_stats(dc_verbs_conn_t *cb, dc_verbs_stats_t *out)
 {
     dc_rdma_conn_t *c = (dc_rdma_conn_t *)cb;
+    snprintf(c->stats.device, sizeof(c->stats.device), "%s", dc_rdma_dev);
+    snprintf(c->stats.peer, sizeof(c->stats.peer), "%s", c->peer);
     if (!out || out->size < sizeof(size_t))
         return dc_error(DC_ERR_INVALID, "rdma stats: bad struct size");
     size_t n = DC_MIN(out->size, sizeof(c->stats));

@@ -31,9 +31,21 @@
  * irecv() may be posted before its message arrives.  The sender's window
  * bounds seqs to [rbase, rbase + MAX): anything outside is a protocol error.
  *
- * What UCX does not give here: a broken UCP endpoint is not re-established
- * (reconnect/resume is TCP's); it fails the connection with DC_ERR_RESET.
- * CUDA memory is not accepted yet: the hop CRC32C is computed by the CPU.
+ * Reconnect and resume (transport.h, "Hop reliability"): a connection that
+ * loses its endpoint after authentication goes BROKEN.  The client re-dials
+ * the same sockaddr with the same 64-bit session id and a higher epoch in
+ * its HELLO; after the handshake the server's listener (accept()) finds the
+ * accepted connection of that session and hands it the new worker and
+ * endpoint.  Both sides then re-send every un-ACKED message in seq order;
+ * the receivers drop duplicates (ACKing them again), so nothing is lost or
+ * duplicated.  Half-received messages are discarded (they were not ACKed).
+ * An orderly close sends BYE first, so the peer fails (DC_ERR_RESET) instead
+ * of re-dialing.  Recovery gives up after timeout_ms.  The fault hook's
+ * drop_after= cuts the connection before the message that crosses the
+ * limit (a UCP message cannot be truncated), corrupt= damages received
+ * payloads before their CRC32C check.
+ *
+ * Not done: CUDA memory (the hop CRC32C is computed by the CPU).
  */
 #include "verbs/ucx.h"
 
@@ -72,6 +84,7 @@ enum {
     DC_UCX_AUTH_FAIL = 5,      /* server: proof rejected */
 };
 #define DC_UCX_AUTH_MAX (5 + 2 * 32)
+#define DC_UCX_HELLO_LEN (5 + 32 + 12) /* Nc, session id, epoch */
 
 typedef enum {
     DC_UCX_C_WAIT_CHALLENGE, /* client: HELLO sent */
@@ -79,6 +92,7 @@ typedef enum {
     DC_UCX_S_WAIT_HELLO,     /* server: endpoint accepted */
     DC_UCX_S_WAIT_PROOF,     /* server: CHALLENGE sent */
     DC_UCX_ESTABLISHED,
+    DC_UCX_BROKEN, /* was established, endpoint lost: re-dial / wait re-attach */
     DC_UCX_FAILED,
 } dc_ucx_state_t;
 
@@ -86,6 +100,13 @@ typedef enum { DC_UCX_REQ_SEND, DC_UCX_REQ_RECV } dc_ucx_kind_t;
 typedef enum { DC_UCX_R_PENDING, DC_UCX_R_DONE, DC_UCX_R_FAILED } dc_ucx_rstate_t;
 
 typedef struct dc_ucx_conn dc_ucx_conn_t;
+typedef struct dc_ucx_listener dc_ucx_listener_t;
+
+/* The error-handler argument of one endpoint: re-targeted when a re-dialed
+ * endpoint is adopted by the connection it resumes. */
+typedef struct dc_ucx_epref {
+    dc_ucx_conn_t *c;
+} dc_ucx_epref_t;
 
 typedef struct dc_ucx_mr {
     dc_verbs_mr_t base;
@@ -142,6 +163,17 @@ struct dc_ucx_conn {
     char errmsg[384];
     char peer[128];
     int is_client;
+    /* reconnect / resume */
+    uint64_t session;   /* client: random id; server: the peer's */
+    uint32_t epoch;     /* client: dial count; server: the peer's last */
+    struct sockaddr_storage raddr; /* client: where to re-dial */
+    socklen_t raddr_len;
+    int reconnecting;   /* client: re-dial handshake in progress */
+    int resend_pending; /* re-send the un-ACKed window after a resume */
+    double broken_deadline, next_dial;
+    dc_ucx_epref_t *epref;
+    dc_ucx_listener_t *lst;        /* server: registry that can re-attach us */
+    struct dc_ucx_conn *reg_next;
     double deadline; /* handshake deadline (dc_now_s) */
     uint32_t timeout_ms;
     uint64_t max_msg;
@@ -181,8 +213,10 @@ struct dc_ucx_conn {
     struct dc_ucx_conn *next; /* listener's list of handshaking conns */
 };
 
-typedef struct dc_ucx_listener {
+struct dc_ucx_listener {
     dc_verbs_listener_t base;
+    unsigned refs;      /* the caller's + one per registered connection */
+    dc_ucx_conn_t *reg; /* accepted connections, by session, for re-attach */
     ucp_worker_h worker;
     ucp_listener_h listener;
     int efd;
@@ -194,7 +228,7 @@ typedef struct dc_ucx_listener {
     ucp_conn_request_h creq[64];
     unsigned ncreq;
     dc_ucx_conn_t *handshaking;
-} dc_ucx_listener_t;
+};
 
 /* --- process-wide context ------------------------------------------------- */
 
@@ -308,6 +342,28 @@ static void dc_ucx_fail(dc_ucx_conn_t *c, dc_status_t st, const char *fmt, ...)
     DC_LOG_DEBUG("%s", c->errmsg);
 }
 
+/* The endpoint broke: an established connection is recovered (re-dial or
+ * re-attach, then resume); anything else fails. */
+static void dc_ucx_break(dc_ucx_conn_t *c, const char *what, ucs_status_t status)
+{
+    if (c->state == DC_UCX_ESTABLISHED) {
+        DC_LOG_INFO("ucx %s: %s%s%s%s: recovering", c->peer, what, status ? " (" : "",
+                    status ? ucs_status_string(status) : "", status ? ")" : "");
+        c->state = DC_UCX_BROKEN;
+        c->broken_deadline = dc_now_s() + c->timeout_ms / 1000.0;
+        c->next_dial = 0;
+        return;
+    }
+    if (c->state == DC_UCX_BROKEN)
+        return;
+    if (c->reconnecting && c->state != DC_UCX_FAILED) {
+        c->state = DC_UCX_BROKEN; /* the re-dial failed: try again until the deadline */
+        c->next_dial = dc_now_s() + 0.1;
+        return;
+    }
+    dc_ucx_fail(c, DC_ERR_RESET, "%s: %s", what, ucs_status_string(status));
+}
+
 static dc_status_t dc_ucx_conn_error(const dc_ucx_conn_t *c)
 {
     return dc_error(c->err, "%s", c->errmsg);
@@ -393,7 +449,7 @@ static void dc_ucx_ctrl_cb(void *request, ucs_status_t status, void *user_data)
     c->outstanding--;
     dc_ucx_ctrl_put(c, k);
     if (status != UCS_OK && status != UCS_ERR_CANCELED)
-        dc_ucx_fail(c, DC_ERR_RESET, "control message failed: %s", ucs_status_string(status));
+        dc_ucx_break(c, "control message failed", status);
     ucp_request_free(request);
 }
 
@@ -428,8 +484,7 @@ static void dc_ucx_ctrl_send(dc_ucx_conn_t *c, unsigned am_id, uint8_t type, uin
         dc_ucx_ctrl_put(c, k);
     } else if (UCS_PTR_IS_ERR(r)) {
         dc_ucx_ctrl_put(c, k);
-        dc_ucx_fail(c, DC_ERR_RESET, "cannot send a control message: %s",
-                    ucs_status_string(UCS_PTR_STATUS(r)));
+        dc_ucx_break(c, "cannot send a control message", UCS_PTR_STATUS(r));
     } else {
         c->outstanding++;
     }
@@ -455,7 +510,7 @@ static void dc_ucx_send_cb(void *request, ucs_status_t status, void *user_data)
     c->outstanding--;
     r->ucx_pending--;
     if (status != UCS_OK && status != UCS_ERR_CANCELED)
-        dc_ucx_fail(c, DC_ERR_RESET, "send failed: %s", ucs_status_string(status));
+        dc_ucx_break(c, "send failed", status);
     ucp_request_free(request);
 }
 
@@ -470,16 +525,28 @@ static void dc_ucx_post_send(dc_ucx_conn_t *c, dc_ucx_req_t *r)
         p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
         p.memh = r->mr->memh;
     }
+    if (c->state != DC_UCX_ESTABLISHED || !c->ep)
+        return; /* re-sent from the window after the resume */
+    size_t want = r->len + DC_VERBS_HDR_SIZE;
+    if (dc_fault_active()) {
+        size_t lim = dc_fault_send_limit(want);
+        if (lim < want) {
+            /* A UCP message is atomic: cut the connection before it. */
+            dc_fault_sent(lim);
+            if (dc_fault_drop_due())
+                dc_ucx_break(c, "fault injection cut the connection", UCS_OK);
+            return;
+        }
+    }
     ucs_status_ptr_t s =
         ucp_am_send_nbx(c->ep, DC_UCX_AM_DATA, r->hdr, sizeof(r->hdr), r->buf, r->len, &p);
-    c->stats.wire_bytes_sent += r->len + DC_VERBS_HDR_SIZE;
+    c->stats.wire_bytes_sent += want;
     if (dc_fault_active())
-        dc_fault_sent(r->len + DC_VERBS_HDR_SIZE);
+        dc_fault_sent(want);
     if (s == NULL)
         return;
     if (UCS_PTR_IS_ERR(s)) {
-        dc_ucx_fail(c, DC_ERR_RESET, "cannot send message %llu: %s",
-                    (unsigned long long)r->seq, ucs_status_string(UCS_PTR_STATUS(s)));
+        dc_ucx_break(c, "cannot send a message", UCS_PTR_STATUS(s));
         return;
     }
     r->ucx_pending++;
@@ -545,8 +612,7 @@ static void dc_ucx_rndv_cb(void *request, ucs_status_t status, size_t length, vo
     dc_ucx_slot_t *s = &c->slot[r->seq % DC_UCX_RING];
     if (status != UCS_OK) {
         if (status != UCS_ERR_CANCELED)
-            dc_ucx_fail(c, DC_ERR_RESET, "receive of message %llu failed: %s",
-                        (unsigned long long)r->seq, ucs_status_string(status));
+            dc_ucx_break(c, "receive failed", status);
         return;
     }
     if (c->state == DC_UCX_FAILED || s->req != r || s->state != DC_UCX_SLOT_RECEIVING)
@@ -593,8 +659,7 @@ static void dc_ucx_deliver(dc_ucx_conn_t *c, dc_ucx_slot_t *s)
     if (q == NULL) {
         dc_ucx_verify(c, s, r, len);
     } else if (UCS_PTR_IS_ERR(q)) {
-        dc_ucx_fail(c, DC_ERR_RESET, "cannot receive message %llu: %s",
-                    (unsigned long long)r->seq, ucs_status_string(UCS_PTR_STATUS(q)));
+        dc_ucx_break(c, "cannot receive a message", UCS_PTR_STATUS(q));
     } else {
         r->ucx_pending++;
         c->outstanding++;
@@ -618,6 +683,8 @@ static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t head
 {
     dc_ucx_conn_t *c = arg;
     if (c->state != DC_UCX_ESTABLISHED) {
+        if (c->state == DC_UCX_BROKEN || c->reconnecting)
+            return UCS_OK; /* from the lost endpoint: re-sent after the resume */
         if (c->state != DC_UCX_FAILED)
             dc_ucx_fail(c, DC_ERR_AUTH, "data before authentication completed");
         return UCS_OK;
@@ -691,6 +758,8 @@ static ucs_status_t dc_ucx_am_ctrl_cb(void *arg, const void *header, size_t head
 {
     dc_ucx_conn_t *c = arg;
     if (c->state != DC_UCX_ESTABLISHED) {
+        if (c->state == DC_UCX_BROKEN || c->reconnecting)
+            return UCS_OK;
         if (c->state != DC_UCX_FAILED)
             dc_ucx_fail(c, DC_ERR_AUTH, "control message before authentication completed");
         return UCS_OK;
@@ -743,13 +812,21 @@ static void dc_ucx_auth_queue(dc_ucx_conn_t *c, uint8_t type, const uint8_t *a, 
     c->auth_out_len = n;
 }
 
+static void dc_ucx_queue_hello(dc_ucx_conn_t *c)
+{
+    dc_ucx_auth_queue(c, DC_UCX_AUTH_HELLO, c->nc, NULL);
+    dc_store_le64(c->auth_out + 37, c->session);
+    dc_store_le32(c->auth_out + 45, c->epoch);
+    c->auth_out_len = DC_UCX_HELLO_LEN;
+}
+
 static ucs_status_t dc_ucx_am_auth_cb(void *arg, const void *header, size_t header_length,
                                       void *data, size_t length,
                                       const ucp_am_recv_param_t *param)
 {
     dc_ucx_conn_t *c = arg;
     const uint8_t *m = data;
-    if (c->state == DC_UCX_FAILED)
+    if (c->state == DC_UCX_FAILED || c->state == DC_UCX_BROKEN)
         return UCS_OK;
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length < 5 ||
         length > DC_UCX_AUTH_MAX || dc_load_le32(m) != DC_UCX_AUTH_MAGIC) {
@@ -761,9 +838,11 @@ static ucs_status_t dc_ucx_am_auth_cb(void *arg, const void *header, size_t head
     DC_LOG_DEBUG("ucx %s: handshake message %u in state %d", c->peer, type, (int)c->state);
     switch (c->state) {
     case DC_UCX_S_WAIT_HELLO:
-        if (type != DC_UCX_AUTH_HELLO || length != 5 + 32)
+        if (type != DC_UCX_AUTH_HELLO || length != DC_UCX_HELLO_LEN)
             break;
         memcpy(c->nc, m + 5, 32);
+        c->session = dc_load_le64(m + 37);
+        c->epoch = dc_load_le32(m + 45);
         if (dc_auth_nonce(c->ns) != DC_OK ||
             dc_auth_mac(c->secret, c->secret_len, 'S', c->nc, c->ns, mac) != DC_OK) {
             dc_ucx_fail(c, dc_last_status(), "%s", dc_last_error());
@@ -812,6 +891,11 @@ static ucs_status_t dc_ucx_am_auth_cb(void *arg, const void *header, size_t head
         if (type != DC_UCX_AUTH_OK || length != 5)
             break;
         c->state = DC_UCX_ESTABLISHED;
+        if (c->reconnecting) {
+            c->reconnecting = 0;
+            c->resend_pending = 1;
+            c->stats.reconnects++;
+        }
         return UCS_OK;
     default:
         break;
@@ -824,9 +908,16 @@ static ucs_status_t dc_ucx_am_auth_cb(void *arg, const void *header, size_t head
 
 static void dc_ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-    dc_ucx_conn_t *c = arg;
-    if (c->state == DC_UCX_ESTABLISHED)
-        dc_ucx_fail(c, DC_ERR_RESET, "connection lost: %s", ucs_status_string(status));
+    dc_ucx_epref_t *ref = arg;
+    dc_ucx_conn_t *c = ref->c;
+    if (!c || c->ep != ep)
+        return; /* an endpoint already replaced */
+    if (c->state == DC_UCX_ESTABLISHED || c->state == DC_UCX_BROKEN || c->reconnecting)
+        dc_ucx_break(c, "connection lost", status);
+    else if (c->state == DC_UCX_S_WAIT_PROOF)
+        dc_ucx_fail(c, DC_ERR_AUTH, "peer left during authentication: it rejected our proof "
+                                    "(different job secret?) (%s)",
+                    ucs_status_string(status));
     else
         dc_ucx_fail(c, DC_ERR_RESET, "connection failed during setup: %s%s",
                     ucs_status_string(status),
@@ -882,6 +973,31 @@ static void dc_ucx_capture_transports(dc_ucx_conn_t *c)
         snprintf(c->transports, sizeof(c->transports), "unknown");
 }
 
+static ucs_status_t dc_ucx_set_handlers(ucp_worker_h w, dc_ucx_conn_t *c)
+{
+    static const struct {
+        unsigned id;
+        ucp_am_recv_callback_t cb;
+    } h[] = {{DC_UCX_AM_DATA, dc_ucx_am_data_cb},
+             {DC_UCX_AM_CTRL, dc_ucx_am_ctrl_cb},
+             {DC_UCX_AM_AUTH, dc_ucx_am_auth_cb}};
+    for (size_t i = 0; i < DC_ARRAY_SIZE(h); i++) {
+        ucp_am_handler_param_t hp;
+        memset(&hp, 0, sizeof(hp));
+        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                        UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        hp.id = h[i].id;
+        hp.flags = UCP_AM_FLAG_WHOLE_MSG |
+                   (h[i].id == DC_UCX_AM_DATA ? UCP_AM_FLAG_PERSISTENT_DATA : 0);
+        hp.cb = h[i].cb;
+        hp.arg = c;
+        ucs_status_t s = ucp_worker_set_am_recv_handler(w, &hp);
+        if (s != UCS_OK)
+            return s;
+    }
+    return UCS_OK;
+}
+
 static dc_status_t dc_ucx_conn_alloc(const dc_verbs_opts_t *o, dc_ucx_conn_t **out)
 {
     dc_ucx_conn_t *c = calloc(1, sizeof(*c));
@@ -913,30 +1029,16 @@ static dc_status_t dc_ucx_conn_alloc(const dc_verbs_opts_t *o, dc_ucx_conn_t **o
         free(c);
         return dc_error(DC_ERR_UNSUPPORTED, "ucx: ucp_worker_create: %s", ucs_status_string(s));
     }
-    static const struct {
-        unsigned id;
-        ucp_am_recv_callback_t cb;
-    } h[] = {{DC_UCX_AM_DATA, dc_ucx_am_data_cb},
-             {DC_UCX_AM_CTRL, dc_ucx_am_ctrl_cb},
-             {DC_UCX_AM_AUTH, dc_ucx_am_auth_cb}};
-    for (size_t i = 0; i < DC_ARRAY_SIZE(h); i++) {
-        ucp_am_handler_param_t hp;
-        memset(&hp, 0, sizeof(hp));
-        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                        UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        hp.id = h[i].id;
-        hp.flags = UCP_AM_FLAG_WHOLE_MSG |
-                   (h[i].id == DC_UCX_AM_DATA ? UCP_AM_FLAG_PERSISTENT_DATA : 0);
-        hp.cb = h[i].cb;
-        hp.arg = c;
-        if ((s = ucp_worker_set_am_recv_handler(c->worker, &hp)) != UCS_OK) {
-            ucp_worker_destroy(c->worker);
-            free(c->secret);
-            free(c);
-            return dc_error(DC_ERR_UNSUPPORTED, "ucx: cannot set an active-message handler: %s",
-                            ucs_status_string(s));
-        }
+    c->epref = calloc(1, sizeof(*c->epref));
+    if (!c->epref || (s = dc_ucx_set_handlers(c->worker, c)) != UCS_OK) {
+        ucp_worker_destroy(c->worker);
+        free(c->epref);
+        free(c->secret);
+        free(c);
+        return dc_error(DC_ERR_UNSUPPORTED, "ucx: cannot set an active-message handler: %s",
+                        ucs_status_string(s));
     }
+    c->epref->c = c;
     if ((s = ucp_worker_get_efd(c->worker, &c->efd)) != UCS_OK)
         c->efd = -1; /* wait() falls back to a short sleep */
     *out = c;
@@ -949,27 +1051,19 @@ static void dc_ucx_progress_raw(ucp_worker_h w)
         ;
 }
 
-static void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
+/*
+ * Close the endpoint and drain every UCP operation that references our
+ * buffers; then release held payloads and reset half-received slots (the
+ * peer re-sends whatever we did not ACK).  The worker stays.
+ */
+static void dc_ucx_drop_ep(dc_ucx_conn_t *c, int force)
 {
-    if (!c)
-        return;
-    /* Release payloads UCP still holds for us. */
-    for (size_t i = 0; i < DC_UCX_RING; i++) {
-        dc_ucx_slot_t *s = &c->slot[i];
-        if (s->state == DC_UCX_SLOT_HELD && s->data) {
-            if (s->owned)
-                free(s->data);
-            else
-                ucp_am_data_release(c->worker, s->data);
-            s->data = NULL;
-        }
-    }
     double deadline = dc_now_s() + 2.0;
     if (c->ep) {
         ucp_request_param_t p;
         memset(&p, 0, sizeof(p));
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = c->state == DC_UCX_ESTABLISHED ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+        p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         ucs_status_ptr_t r = ucp_ep_close_nbx(c->ep, &p);
         if (r && !UCS_PTR_IS_ERR(r)) {
             while (ucp_request_check_status(r) == UCS_INPROGRESS && dc_now_s() < deadline)
@@ -981,8 +1075,62 @@ static void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
     while (c->outstanding > 0 && dc_now_s() < deadline)
         ucp_worker_progress(c->worker);
     if (c->outstanding > 0)
-        DC_LOG_WARN("ucx %s: %u operations still pending at close", c->peer, c->outstanding);
-    ucp_worker_destroy(c->worker);
+        DC_LOG_WARN("ucx %s: %u operations still pending after closing the endpoint", c->peer,
+                    c->outstanding);
+    if (c->epref) {
+        c->epref->c = NULL;
+        free(c->epref);
+        c->epref = NULL;
+    }
+    for (size_t i = 0; i < DC_UCX_RING; i++) {
+        dc_ucx_slot_t *s = &c->slot[i];
+        if (s->state == DC_UCX_SLOT_HELD && s->data) {
+            if (s->owned)
+                free(s->data);
+            else
+                ucp_am_data_release(c->worker, s->data);
+        }
+        if (s->state == DC_UCX_SLOT_HELD || s->state == DC_UCX_SLOT_RECEIVING) {
+            s->state = DC_UCX_SLOT_EMPTY;
+            s->data = NULL;
+            s->owned = 0;
+        }
+    }
+    c->nctrl = 0;
+    c->auth_out_len = 0;
+    c->deliver_pending = 0;
+    c->transports[0] = 0;
+}
+
+static void dc_ucx_listener_unref(dc_ucx_listener_t *l);
+
+static void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
+{
+    if (!c)
+        return;
+    if (c->lst) {
+        dc_ucx_listener_t *l = c->lst;
+        for (dc_ucx_conn_t **pp = &l->reg; *pp; pp = &(*pp)->reg_next)
+            if (*pp == c) {
+                *pp = c->reg_next;
+                break;
+            }
+        c->lst = NULL;
+        dc_ucx_listener_unref(l);
+    }
+    if (c->worker) {
+        if (c->state == DC_UCX_ESTABLISHED && c->ep) {
+            /* Flush queued ACKs, then say good-bye: the peer must not mistake
+             * an orderly close for a broken link and re-dial. */
+            for (unsigned i = 0; i < c->nctrl; i++)
+                dc_ucx_ctrl_send(c, DC_UCX_AM_CTRL, c->ctrlq[i].type, c->ctrlq[i].seq, NULL, 0);
+            c->nctrl = 0;
+            dc_ucx_ctrl_send(c, DC_UCX_AM_CTRL, DC_VERBS_MSG_BYE, 0, NULL, 0);
+        }
+        dc_ucx_drop_ep(c, c->state != DC_UCX_ESTABLISHED);
+        ucp_worker_destroy(c->worker);
+    }
+    free(c->epref);
     while (c->reqs) {
         dc_ucx_req_t *r = c->reqs;
         c->reqs = r->next;
@@ -1007,9 +1155,34 @@ static void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
 
 /* Progress UCP and then do what callbacks deferred (auth replies, ACKs,
  * deliveries into freshly posted buffers). */
+static void dc_ucx_redial(dc_ucx_conn_t *c);
+
 static void dc_ucx_conn_progress(dc_ucx_conn_t *c)
 {
+    if (c->state == DC_UCX_BROKEN) {
+        if (c->ep)
+            dc_ucx_drop_ep(c, 1);
+        if (dc_now_s() > c->broken_deadline)
+            dc_ucx_fail(c, DC_ERR_RESET,
+                        c->is_client ? "connection lost and not re-established within %u ms"
+                                     : "connection lost and the peer did not re-attach within "
+                                       "%u ms",
+                        c->timeout_ms);
+        else if (c->is_client && dc_now_s() >= c->next_dial)
+            dc_ucx_redial(c);
+    }
     dc_ucx_progress_raw(c->worker);
+    if (c->state == DC_UCX_ESTABLISHED && c->resend_pending) {
+        /* Resume: every un-ACKed message again, in seq order. */
+        c->resend_pending = 0;
+        for (uint64_t q = c->win.base; q < c->win.next && c->state == DC_UCX_ESTABLISHED; q++) {
+            dc_ucx_req_t *r = dc_verbs_window_get(&c->win, q);
+            if (r && r->state == DC_UCX_R_PENDING) {
+                c->stats.resends++;
+                dc_ucx_post_send(c, r);
+            }
+        }
+    }
     if (c->auth_out_len) {
         size_t n = c->auth_out_len;
         c->auth_out_len = 0;
@@ -1022,7 +1195,8 @@ static void dc_ucx_conn_progress(dc_ucx_conn_t *c)
     for (unsigned i = 0; i < c->nctrl && c->state != DC_UCX_FAILED; i++)
         dc_ucx_ctrl_send(c, DC_UCX_AM_CTRL, c->ctrlq[i].type, c->ctrlq[i].seq, NULL, 0);
     c->nctrl = 0;
-    if (c->state != DC_UCX_ESTABLISHED && c->state != DC_UCX_FAILED && dc_now_s() > c->deadline)
+    if (c->state != DC_UCX_ESTABLISHED && c->state != DC_UCX_FAILED &&
+        c->state != DC_UCX_BROKEN && dc_now_s() > c->deadline)
         dc_ucx_fail(c, DC_ERR_TIMEOUT, "handshake not completed within %u ms", c->timeout_ms);
 }
 
@@ -1058,6 +1232,7 @@ static dc_status_t dc_ucx_listen(const dc_verbs_opts_t *opts, const char *bind_a
     if (!l)
         return dc_error(DC_ERR_NOMEM, "ucx: out of memory");
     l->base.ops = &dc_ucx_ops;
+    l->refs = 1;
     l->efd = -1;
     l->epfd = -1;
     l->secret = malloc(o.secret_len);
@@ -1161,7 +1336,7 @@ static void dc_ucx_listener_take(dc_ucx_listener_t *l, ucp_conn_request_h req)
     ep.conn_request = req;
     ep.err_mode = dc_ucx_err_mode();
     ep.err_handler.cb = dc_ucx_ep_err_cb;
-    ep.err_handler.arg = c;
+    ep.err_handler.arg = c->epref;
     ucs_status_t s = ucp_ep_create(c->worker, &ep, &c->ep);
     if (s != UCS_OK) {
         DC_LOG_WARN("ucx listener %s: dropped %s: ucp_ep_create: %s", l->addr, peer,
@@ -1179,6 +1354,45 @@ static void dc_ucx_listener_take(dc_ucx_listener_t *l, ucp_conn_request_h req)
     c->next = l->handshaking;
     l->handshaking = c;
     DC_LOG_DEBUG("ucx listener %s: connection request from %s", l->addr, peer);
+}
+
+/*
+ * A re-dial `t` of the session of the accepted connection `e` passed the
+ * handshake: `e` takes over t's worker and endpoint (its old ones are
+ * dropped), resumes, and re-sends what the peer has not ACKed.  `t` is
+ * freed.  The connection's fd() changes (the new worker's).
+ */
+static void dc_ucx_adopt(dc_ucx_listener_t *l, dc_ucx_conn_t *e, dc_ucx_conn_t *t)
+{
+    dc_ucx_drop_ep(e, 1);
+    ucp_worker_destroy(e->worker);
+    e->worker = t->worker;
+    e->efd = t->efd;
+    e->ep = t->ep;
+    e->epref = t->epref;
+    e->epref->c = e;
+    t->worker = NULL;
+    t->ep = NULL;
+    t->epref = NULL;
+    if (dc_ucx_set_handlers(e->worker, e) != UCS_OK) {
+        dc_ucx_fail(e, DC_ERR_INTERNAL, "cannot move the active-message handlers");
+        return;
+    }
+    e->epoch = t->epoch;
+    e->state = DC_UCX_ESTABLISHED;
+    e->resend_pending = 1;
+    e->stats.reconnects++;
+    snprintf(e->peer, sizeof(e->peer), "%s", t->peer);
+    /* t's handshake replies may still be in flight on the adopted worker. */
+    double deadline = dc_now_s() + 2.0;
+    while (t->outstanding > 0 && dc_now_s() < deadline)
+        ucp_worker_progress(e->worker);
+    if (t->outstanding > 0)
+        DC_LOG_WARN("ucx %s: handshake replies still pending after the re-attach", e->peer);
+    else
+        dc_ucx_conn_destroy(t); /* no worker: frees the shell and its control slots */
+    DC_LOG_INFO("ucx listener %s: %s re-attached session %016llx (epoch %u)", l->addr, e->peer,
+                (unsigned long long)e->session, e->epoch);
 }
 
 static dc_status_t dc_ucx_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
@@ -1202,7 +1416,24 @@ static dc_status_t dc_ucx_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
                 dc_ucx_conn_destroy(c);
                 continue;
             }
-            c->stats.size = sizeof(c->stats);
+            dc_ucx_conn_t *e = l->reg;
+            while (e && e->session != c->session)
+                e = e->reg_next;
+            if (e) {
+                if (c->epoch > e->epoch && e->state != DC_UCX_FAILED) {
+                    dc_ucx_adopt(l, e, c);
+                } else {
+                    DC_LOG_WARN("ucx listener %s: dropped %s: stale re-dial of session "
+                                "%016llx (epoch %u)",
+                                l->addr, c->peer, (unsigned long long)c->session, c->epoch);
+                    dc_ucx_conn_destroy(c);
+                }
+                continue;
+            }
+            c->lst = l;
+            l->refs++;
+            c->reg_next = l->reg;
+            l->reg = c;
             DC_LOG_INFO("ucx: accepted %s over %s", c->peer, c->transports);
             *out = &c->base;
             return DC_OK;
@@ -1220,7 +1451,14 @@ static dc_status_t dc_ucx_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
 static void dc_ucx_listen_close(dc_verbs_listener_t *lb)
 {
     dc_ucx_listener_t *l = (dc_ucx_listener_t *)lb;
-    if (!l)
+    if (l)
+        dc_ucx_listener_unref(l);
+}
+
+/* Freed when the caller closed it and no accepted connection remains. */
+static void dc_ucx_listener_unref(dc_ucx_listener_t *l)
+{
+    if (--l->refs > 0)
         return;
     for (unsigned i = 0; i < l->ncreq; i++)
         ucp_listener_reject(l->listener, l->creq[i]);
@@ -1242,6 +1480,50 @@ static void dc_ucx_listen_close(dc_verbs_listener_t *lb)
 
 /* --- connect --------------------------------------------------------------- */
 
+/* Create the client endpoint towards c->raddr (a fresh error-handler ref). */
+static ucs_status_t dc_ucx_dial(dc_ucx_conn_t *c)
+{
+    if (!c->epref) {
+        if (!(c->epref = calloc(1, sizeof(*c->epref))))
+            return UCS_ERR_NO_MEMORY;
+        c->epref->c = c;
+    }
+    ucp_ep_params_t ep;
+    memset(&ep, 0, sizeof(ep));
+    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    ep.sockaddr.addr = (const struct sockaddr *)&c->raddr;
+    ep.sockaddr.addrlen = c->raddr_len;
+    ep.err_mode = dc_ucx_err_mode();
+    ep.err_handler.cb = dc_ucx_ep_err_cb;
+    ep.err_handler.arg = c->epref;
+    ucs_status_t s = ucp_ep_create(c->worker, &ep, &c->ep);
+    if (s != UCS_OK)
+        c->ep = NULL;
+    return s;
+}
+
+/* Re-dial a broken client connection: same session, next epoch; the
+ * handshake runs again, then the un-ACKed window is re-sent. */
+static void dc_ucx_redial(dc_ucx_conn_t *c)
+{
+    c->next_dial = dc_now_s() + 0.2;
+    if (dc_auth_nonce(c->nc) != DC_OK) {
+        dc_ucx_fail(c, dc_last_status(), "%s", dc_last_error());
+        return;
+    }
+    if (dc_ucx_dial(c) != UCS_OK)
+        return; /* try again at next_dial */
+    c->epoch++;
+    c->reconnecting = 1;
+    c->state = DC_UCX_C_WAIT_CHALLENGE;
+    c->deadline = c->broken_deadline;
+    dc_ucx_queue_hello(c);
+    DC_LOG_INFO("ucx %s: re-dialing (session %016llx, epoch %u)", c->peer,
+                (unsigned long long)c->session, c->epoch);
+}
+
 static dc_status_t dc_ucx_connect(const dc_verbs_opts_t *opts, const char *addr,
                                   dc_verbs_conn_t **out)
 {
@@ -1261,30 +1543,24 @@ static dc_status_t dc_ucx_connect(const dc_verbs_opts_t *opts, const char *addr,
         goto out_secret;
     c->is_client = 1;
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
-    ucp_ep_params_t ep;
-    memset(&ep, 0, sizeof(ep));
-    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    ep.sockaddr.addr = (const struct sockaddr *)&ss;
-    ep.sockaddr.addrlen = sslen;
-    ep.err_mode = dc_ucx_err_mode();
-    ep.err_handler.cb = dc_ucx_ep_err_cb;
-    ep.err_handler.arg = c;
-    ucs_status_t s = ucp_ep_create(c->worker, &ep, &c->ep);
-    if (s != UCS_OK) {
-        c->ep = NULL;
-        st = dc_error(DC_ERR_RESET, "ucx: cannot connect to %s: %s", addr, ucs_status_string(s));
+    memcpy(&c->raddr, &ss, sslen);
+    c->raddr_len = sslen;
+    uint8_t sid[DC_AUTH_NONCE_SIZE];
+    if ((st = dc_auth_nonce(sid)) != DC_OK || (st = dc_auth_nonce(c->nc)) != DC_OK) {
         dc_ucx_conn_destroy(c);
         goto out_secret;
     }
-    if ((st = dc_auth_nonce(c->nc)) != DC_OK) {
+    c->session = dc_load_le64(sid);
+    c->epoch = 1;
+    ucs_status_t s = dc_ucx_dial(c);
+    if (s != UCS_OK) {
+        st = dc_error(DC_ERR_RESET, "ucx: cannot connect to %s: %s", addr, ucs_status_string(s));
         dc_ucx_conn_destroy(c);
         goto out_secret;
     }
     c->state = DC_UCX_C_WAIT_CHALLENGE;
     c->deadline = dc_now_s() + c->timeout_ms / 1000.0;
-    dc_ucx_auth_queue(c, DC_UCX_AUTH_HELLO, c->nc, NULL);
+    dc_ucx_queue_hello(c);
     *out = &c->base;
     st = DC_OK;
 out_secret:
@@ -1473,7 +1749,9 @@ static dc_status_t dc_ucx_test(dc_verbs_req_t *rb, int *done, size_t *len)
 {
     dc_ucx_req_t *r = (dc_ucx_req_t *)rb;
     dc_ucx_conn_t *c = r->conn;
-    if (r->state == DC_UCX_R_PENDING && c->state != DC_UCX_FAILED)
+    /* Progress also when ACKs are queued (an irecv can complete from a held
+     * message at once, and its ACK must still go out). */
+    if ((r->state == DC_UCX_R_PENDING || c->nctrl) && c->state != DC_UCX_FAILED)
         dc_ucx_conn_progress(c);
     if (r->ucx_pending == 0) {
         if (r->state == DC_UCX_R_DONE) {
@@ -1537,6 +1815,13 @@ static int dc_ucx_fd(dc_verbs_conn_t *cb)
 static dc_status_t dc_ucx_stats(dc_verbs_conn_t *cb, dc_verbs_stats_t *out)
 {
     dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    /* device: the UCX transports/devices of the endpoint's lanes */
+    size_t dn = strnlen(c->transports, sizeof(c->stats.device) - 1);
+    memcpy(c->stats.device, c->transports, dn);
+    c->stats.device[dn] = 0;
+    dn = strnlen(c->peer, sizeof(c->stats.peer) - 1);
+    memcpy(c->stats.peer, c->peer, dn);
+    c->stats.peer[dn] = 0;
     if (!out || out->size < sizeof(size_t))
         return dc_error(DC_ERR_INVALID, "ucx stats: bad struct size");
     size_t n = DC_MIN(out->size, sizeof(c->stats));

@@ -13,8 +13,11 @@
 #include "verbs/transport.h"
 #include "verbs/ucx.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -164,6 +167,12 @@ static int server_main(int port_fd, const server_cfg_t *cfg)
         }
         if (!fin) {
             t->wait(c, 10);
+            /* Keep the listener progressed: a cut connection re-attaches here. */
+            dc_verbs_conn_t *extra;
+            if (t->accept(l, &extra) == DC_OK) {
+                fprintf(stderr, "server: unexpected second connection\n");
+                return 17;
+            }
             continue;
         }
         size_t want = msg_size(done);
@@ -175,7 +184,7 @@ static int server_main(int port_fd, const server_cfg_t *cfg)
     }
     dc_verbs_stats_t s = {.size = sizeof(s)};
     t->stats(c, &s);
-    uint64_t reply[3] = {bad, s.nacks_sent, got_bytes};
+    uint64_t reply[4] = {bad, s.nacks_sent, got_bytes, s.reconnects};
     if (dc_verbs_send_blocking(c, reply, sizeof(reply), 20000) != DC_OK) {
         fprintf(stderr, "server: reply: %s\n", dc_last_error());
         return 16;
@@ -245,8 +254,10 @@ static dc_status_t client_connect(const dc_verbs_ops_t *t, const char *addr, con
     return DC_OK;
 }
 
-/* Send `total` bytes of messages, then read the server's verdict. */
-static void run_transfer(uint64_t total, double corrupt_p)
+/* Send `total` bytes of messages, then read the server's verdict.  With
+ * `cut_every` > 0, this (sending) process cuts its connection after every
+ * `cut_every` bytes, `cuts` times (fault injection drop_after). */
+static void run_transfer_cut(uint64_t total, double corrupt_p, uint64_t cut_every, uint64_t cuts)
 {
     g_src = malloc(SRC_SIZE);
     cr_assert_not_null(g_src);
@@ -254,6 +265,13 @@ static void run_transfer(uint64_t total, double corrupt_p)
     server_cfg_t cfg = {.secret = "test-secret-ucx", .total = total, .corrupt_p = corrupt_p};
     char addr[128];
     pid_t pid = start_server(&cfg, addr, sizeof(addr));
+    if (cut_every) {
+        dc_fault_cfg_t f;
+        cr_assert_eq(dc_fault_parse(NULL, &f), DC_OK);
+        f.drop_after = cut_every;
+        f.drop_count = cuts;
+        dc_fault_install(&f);
+    }
 
     const dc_verbs_ops_t *t;
     cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK, "%s", dc_last_error());
@@ -297,7 +315,7 @@ static void run_transfer(uint64_t total, double corrupt_p)
         done++;
     }
     double secs = dc_now_s() - t0;
-    uint64_t reply[3];
+    uint64_t reply[4];
     size_t rl = 0;
     st = dc_verbs_recv_blocking(c, reply, sizeof(reply), &rl, 30000);
     cr_assert_eq(st, DC_OK, "reply: %s", dc_last_error());
@@ -307,19 +325,36 @@ static void run_transfer(uint64_t total, double corrupt_p)
     cr_log_info("%s: %.1f MiB in %.2f s (%.2f Gb/s), resends %llu, server NACKs %llu",
                 g_tname, total / 1048576.0, secs, total * 8 / secs / 1e9,
                 (unsigned long long)s.resends, (unsigned long long)reply[1]);
+    if (cut_every) {
+        dc_fault_stats_t fs;
+        dc_fault_get_stats(&fs);
+        cr_log_info("cuts: %llu fired, client reconnects %llu, server re-attaches %llu",
+                    (unsigned long long)fs.dropped, (unsigned long long)s.reconnects,
+                    (unsigned long long)reply[3]);
+        cr_assert_eq(fs.dropped, cuts, "the cut fault fired %llu times, want %llu",
+                     (unsigned long long)fs.dropped, (unsigned long long)cuts);
+        cr_assert_eq(s.reconnects, cuts);
+        cr_assert_eq(reply[3], cuts);
+    }
     dc_verbs_send_blocking(c, "x", 1, 5000);
     t->close(c);
     cr_assert_eq(reply[0], 0, "%llu messages differ at the receiver",
                  (unsigned long long)reply[0]);
     cr_assert_eq(reply[2], total == 0 ? 0 : reply[2]);
     cr_assert_eq(s.msgs_sent, nmsg);
-    cr_assert_eq(s.resends, reply[1], "every NACK is answered by one re-send");
+    if (!cut_every)
+        cr_assert_eq(s.resends, reply[1], "every NACK is answered by one re-send");
     if (corrupt_p > 0)
         cr_assert_gt(reply[1], 0, "corruption was injected but never detected");
     else
         cr_assert_eq(reply[1], 0);
     cr_assert_eq(wait_child(pid), 0, "server reported a failure");
     free(g_src);
+}
+
+static void run_transfer(uint64_t total, double corrupt_p)
+{
+    run_transfer_cut(total, corrupt_p, 0, 0);
 }
 
 /* --- tests --------------------------------------------------------------- */
@@ -342,6 +377,14 @@ Test(ucx_slow, transfer_256mib_with_corruption, .timeout = 1100)
     if (!transport_usable(why, sizeof(why)))
         cr_skip_test("ucx unavailable here: %s", why);
     run_transfer(256ull << 20, 0.05);
+}
+
+Test(ucx_slow, transfer_256mib_with_cuts_and_corruption, .timeout = 1100)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    run_transfer_cut(256ull << 20, 0.05, 60000000, 3);
 }
 #else
 
@@ -381,6 +424,14 @@ Test(ucx, corruption_is_nacked_and_resent)
     run_transfer(24ull << 20, 0.3);
 }
 
+Test(ucx, cut_connections_resume_exactly)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    run_transfer_cut(48ull << 20, 0, 15000000, 2);
+}
+
 Test(ucx, wrong_secret_rejected_server_keeps_serving)
 {
     char why[512];
@@ -398,12 +449,27 @@ Test(ucx, wrong_secret_rejected_server_keeps_serving)
     cr_assert_eq(st, DC_ERR_AUTH, "expected DC_ERR_AUTH, got %s: %s", dc_status_name(st),
                  dc_last_error());
     cr_assert(strstr(dc_last_error(), "authentication") != NULL, "%s", dc_last_error());
-    /* The server dropped that peer and still serves the right one. */
+    /* Garbage from a raw TCP socket at the listener's port. */
+    char host[64];
+    uint16_t port;
+    cr_assert_eq(dc_verbs_parse_addr(addr, host, sizeof(host), &port), DC_OK);
+    for (int k = 0; k < 3; k++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+        inet_pton(AF_INET, host, &sa.sin_addr);
+        cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        uint8_t junk[4096];
+        fill_random(junk, sizeof(junk), 99 + (uint64_t)k);
+        ssize_t w = write(fd, junk, k == 0 ? 7 : sizeof(junk));
+        (void)w;
+        close(fd);
+    }
+    /* The server dropped those peers and still serves the right one. */
     st = client_connect(t, addr, "right-secret", &c);
     cr_assert_eq(st, DC_OK, "%s", dc_last_error());
     cr_assert_eq(dc_verbs_send_blocking(c, g_src, MSG_MAX, 20000), DC_OK, "%s",
                  dc_last_error());
-    uint64_t reply[3];
+    uint64_t reply[4];
     size_t rl;
     cr_assert_eq(dc_verbs_recv_blocking(c, reply, sizeof(reply), &rl, 20000), DC_OK);
     cr_assert_eq(reply[0], 0);
@@ -411,6 +477,76 @@ Test(ucx, wrong_secret_rejected_server_keeps_serving)
     t->close(c);
     cr_assert_eq(wait_child(pid), 0);
     free(g_src);
+}
+
+/* A receive buffer smaller than the message fails that receive with
+ * DC_ERR_FORMAT; the connection keeps working for the next message. */
+static int small_server(int port_fd)
+{
+    const dc_verbs_ops_t *t;
+    if (dc_verbs_find("ucx", &t) != DC_OK)
+        return 10;
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, "small", 20000);
+    dc_verbs_listener_t *l;
+    if (t->listen(&o, "127.0.0.1:0", &l) != DC_OK)
+        return 11;
+    char addr[128];
+    t->listen_addr(l, addr, sizeof(addr));
+    if (write(port_fd, addr, strlen(addr) + 1) < 0)
+        return 12;
+    close(port_fd);
+    dc_verbs_conn_t *c = NULL;
+    dc_status_t st;
+    double deadline = dc_now_s() + 30;
+    while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline)
+        usleep(1000);
+    if (st != DC_OK)
+        return 13;
+    uint8_t small[100], big[200000];
+    size_t len = 0;
+    st = dc_verbs_recv_blocking(c, small, sizeof(small), &len, 20000);
+    if (st != DC_ERR_FORMAT)
+        return 14;
+    st = dc_verbs_recv_blocking(c, big, sizeof(big), &len, 20000);
+    if (st != DC_OK || len != 150000 || big[0] != 0x5a || big[len - 1] != 0x5a)
+        return 15;
+    uint8_t bye;
+    dc_verbs_recv_blocking(c, &bye, 1, &len, 5000);
+    t->close(c);
+    t->listen_close(l);
+    return 0;
+}
+
+Test(ucx, receive_buffer_too_small)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        alarm(60);
+        _exit(small_server(p[1]));
+    }
+    close(p[1]);
+    char addr[128] = "";
+    cr_assert(read(p[0], addr, sizeof(addr) - 1) > 0);
+    close(p[0]);
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
+    dc_verbs_conn_t *c = NULL;
+    cr_assert_eq(client_connect(t, addr, "small", &c), DC_OK, "%s", dc_last_error());
+    static uint8_t msg[150000];
+    memset(msg, 0x5a, sizeof(msg));
+    cr_assert_eq(dc_verbs_send_blocking(c, msg, 150000, 20000), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_verbs_send_blocking(c, msg, 150000, 20000), DC_OK, "%s", dc_last_error());
+    dc_verbs_send_blocking(c, "x", 1, 5000);
+    t->close(c);
+    cr_assert_eq(wait_child(pid), 0, "server side check failed");
 }
 
 Test(ucx, connect_to_nothing_fails_cleanly)
