@@ -19,6 +19,7 @@
  */
 #include "cli/cli.h"
 #include "perf/harness.h"
+#include "verbs/fault.h"
 #include "verbs/transport.h"
 
 #include <errno.h>
@@ -56,8 +57,8 @@ static void dc_perf_link_help(FILE *fp)
             "  --once                   server: exit after one client\n"
             "  --addr-file FILE         server: write the bound ADDR:PORT to FILE\n"
             "  --client ADDR:PORT       run against the server at ADDR:PORT\n"
-            "  --transport T            tcp, ucx, rdma or auto (default: config transport;\n"
-            "                           the server's default is tcp).  A transport that\n"
+            "  --transport T            tcp, ucx, rdma or auto (default: config transport, auto;\n"
+            "                           both sides must use the same).  A transport that\n"
             "                           cannot run is an error, never a silent fallback\n"
             "  --streams K              parallel streams (tcp; default config tcp_streams)\n"
             "  --size BYTES             message size (default 4MiB)\n"
@@ -66,6 +67,7 @@ static void dc_perf_link_help(FILE *fp)
             "  --depth D                messages in flight (default: about 32 MiB worth)\n"
             "  --lat-iters N            ping-pong round trips (default 2000; 0: skip)\n"
             "  --verify                 seeded data, checked byte for byte by the server\n"
+            "                           (else one buffer is re-sent, as iperf3 does)\n"
             "  --timeout-ms MS          connect/reconnect timeout (default config)\n"
             "  --json                   one JSON object (keys: transport, device, why,\n"
             "                           streams, size, bytes, seconds, gbps, msg_rate,\n"
@@ -152,11 +154,21 @@ static dc_status_t dc_pl_serve(const dc_verbs_ops_t *t, dc_verbs_conn_t *c, FILE
         return dc_error(DC_ERR_FORMAT, "perf link: client asks for size %llu depth %u",
                         (unsigned long long)size, depth);
     bool verify = flags & DC_PL_FLAG_VERIFY;
+    /* Without --verify every receive lands in one buffer (the bytes are
+     * still CRC-checked by the transport), as iperf3 reads into one buffer;
+     * fault injection needs separate buffers (it re-checks whole messages). */
+    bool shared = !verify && !dc_fault_active();
+    uint8_t *slotp[DC_PL_MAX_DEPTH];
     for (uint32_t i = 0; i < depth; i++) {
+        if (shared && i > 0) {
+            slotp[i] = bufs[0];
+            continue;
+        }
         if (!(bufs[i] = malloc(size))) {
             st = dc_error(DC_ERR_NOMEM, "perf link: out of memory");
             goto out;
         }
+        slotp[i] = bufs[i];
     }
     if (verify && !(expect = malloc(size))) {
         st = dc_error(DC_ERR_NOMEM, "perf link: out of memory");
@@ -172,7 +184,7 @@ static dc_status_t dc_pl_serve(const dc_verbs_ops_t *t, dc_verbs_conn_t *c, FILE
     while (phase < 2) {
         while (posted - head < depth) {
             uint32_t slot = (uint32_t)(posted % depth);
-            st = t->irecv(c, bufs[slot], size, NULL, &reqs[slot]);
+            st = t->irecv(c, slotp[slot], size, NULL, &reqs[slot]);
             if (st == DC_ERR_AGAIN)
                 break;
             if (st != DC_OK)
@@ -185,14 +197,14 @@ static dc_status_t dc_pl_serve(const dc_verbs_ops_t *t, dc_verbs_conn_t *c, FILE
         if ((st = t->test(reqs[slot], &done, &got)) != DC_OK)
             goto out;
         if (!done) {
-            (void)t->wait(c, phase ? 0 : 10);
+            (void)t->wait(c, 10);
             continue;
         }
         head++;
         if (phase == 1) {
             if (got == 0) {
                 phase = 2;
-            } else if ((st = dc_verbs_send_blocking(c, bufs[slot], got, 60000)) != DC_OK) {
+            } else if ((st = dc_verbs_send_blocking(c, slotp[slot], got, 60000)) != DC_OK) {
                 goto out;
             }
             continue;
@@ -214,7 +226,7 @@ static dc_status_t dc_pl_serve(const dc_verbs_ops_t *t, dc_verbs_conn_t *c, FILE
         t1 = dc_now_ns();
         if (verify) {
             dc_pl_fill(expect, got, msgs);
-            if (got != size || memcmp(expect, bufs[slot], got) != 0)
+            if (got != size || memcmp(expect, slotp[slot], got) != 0)
                 mismatches++;
         }
         bytes += got;
@@ -242,7 +254,7 @@ static int dc_pl_server(const char *bind, const char *transport, bool once, cons
 {
     const dc_verbs_ops_t *t;
     char why[512];
-    dc_status_t st = dc_verbs_select(transport ? transport : "tcp", &t, why, sizeof(why));
+    dc_status_t st = dc_verbs_select(transport, &t, why, sizeof(why));
     if (st != DC_OK)
         return dc_cli_fail("perf link", st, "transport");
     dc_verbs_opts_t o;
@@ -319,13 +331,21 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
     t->stats(c, &s0);
     uint32_t streams = s0.streams ? s0.streams : 1;
     uint32_t depth = dc_pl_depth(po, streams);
-    /* with --verify each in-flight slot is regenerated per message */
+    /* With --verify each in-flight slot has its own buffer, regenerated per
+     * message; otherwise one buffer is sent over and over (as iperf3 and
+     * ib_write_bw do: the link is measured, not the memory system). */
+    uint8_t *slotp[DC_PL_MAX_DEPTH];
     for (uint32_t i = 0; i < depth; i++) {
+        if (!po->verify && i > 0) {
+            slotp[i] = bufs[0];
+            continue;
+        }
         if (!(bufs[i] = malloc(po->size))) {
             rc = dc_cli_fail("perf link", DC_ERR_NOMEM, "buffers");
             goto out;
         }
         dc_pl_fill(bufs[i], po->size, i);
+        slotp[i] = bufs[i];
     }
     uint8_t setup[DC_PL_SETUP] = {0};
     dc_store_le32(setup, DC_PL_MAGIC);
@@ -356,8 +376,8 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
                 break;
             }
             if (po->verify)
-                dc_pl_fill(bufs[slot], len, sent_msgs);
-            st = t->isend(c, bufs[slot], len, NULL, &reqs[slot]);
+                dc_pl_fill(slotp[slot], len, sent_msgs);
+            st = t->isend(c, slotp[slot], len, NULL, &reqs[slot]);
             if (st == DC_ERR_AGAIN)
                 break;
             if (st != DC_OK) {
@@ -431,12 +451,20 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
             rc = dc_cli_fail("perf link", st, "ping");
             goto out;
         }
+        /* the round trip ends when the pong is here; the ping's own
+         * completion (the server's ACK) is collected outside the timing */
+        uint64_t b = 0;
         while (!rd || !sd) {
             if (!rd && (st = t->test(rr, &rd, &plen)) != DC_OK)
                 break;
+            if (rd && !b)
+                b = dc_now_ns();
             if (!sd && (st = t->test(sr, &sd, NULL)) != DC_OK)
                 break;
-            /* busy-poll: latency, not CPU, is measured here */
+            /* block in the transport's poll rather than spin: on a shared
+             * machine a spinning client steals the server's CPU */
+            if (!rd || !sd)
+                (void)t->wait(c, 10);
         }
         if (st != DC_OK) {
             rc = dc_cli_fail("perf link", st, "ping");
@@ -446,7 +474,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
             rc = dc_cli_fail("perf link", DC_ERR_FORMAT, "bad pong");
             goto out;
         }
-        lat[nlat++] = (dc_now_ns() - a) / 1e3;
+        lat[nlat++] = (b - a) / 1e3;
     }
     if ((st = dc_verbs_send_blocking(c, "", 0, 60000)) != DC_OK) {
         rc = dc_cli_fail("perf link", st, "end of latency phase");

@@ -129,6 +129,8 @@ typedef struct dc_tcp_stream {
     size_t olen, ooff;
     dc_tcp_req_t *cur; /* data message whose payload follows obuf */
     size_t poff;
+    size_t crc_upto;   /* payload bytes of cur already in scrc */
+    uint32_t scrc;     /* running CRC32C of cur, sent as its trailer */
     bool wblocked;
     /* receive side */
     uint8_t *rbuf;
@@ -140,6 +142,10 @@ typedef struct dc_tcp_stream {
     dc_tcp_req_t *rr;
     size_t doff;
     uint32_t crc;
+    bool rready; /* the socket may have bytes (epoll said so, or not yet EAGAIN) */
+    bool in_trailer;
+    uint8_t trl[4];
+    size_t toff;
 } dc_tcp_stream_t;
 
 typedef enum {
@@ -406,6 +412,9 @@ static void dc_tcp_stream_reset(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     s->in_payload = s->rblocked = s->discard = false;
     s->rr = NULL;
     s->doff = 0;
+    s->in_trailer = false;
+    s->toff = 0;
+    s->rready = true;
 }
 
 static void dc_tcp_stream_events(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
@@ -439,8 +448,10 @@ static void dc_tcp_break(dc_tcp_conn_t *c, const char *why)
     /* drain what already arrived: complete messages count (and move rbase,
      * which the reconnect handshake reports); partial ones are discarded */
     for (uint32_t i = 0; i < c->k; i++)
-        if (c->st[i].fd >= 0)
+        if (c->st[i].fd >= 0) {
+            c->st[i].rready = true;
             (void)dc_tcp_stream_recv(c, &c->st[i]);
+        }
     for (uint32_t i = 0; i < c->k; i++)
         dc_tcp_stream_reset(c, &c->st[i]);
     if (!c->is_server)
@@ -494,12 +505,17 @@ static void dc_tcp_stream_load(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t id
         }
         dc_tcp_req_t *r = dc_tcp_txq_pop(c);
         if (r) {
-            dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA, .stream = (uint16_t)idx,
-                                .seq = r->seq, .len = (uint32_t)r->len, .crc = r->crc};
+            /* the CRC32C goes in a trailer: each piece is checksummed just
+             * before it is written, while it is in cache */
+            dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA, .flags = DC_VERBS_HDR_F_TRAILER,
+                                .stream = (uint16_t)idx, .seq = r->seq,
+                                .len = (uint32_t)r->len};
             dc_verbs_hdr_pack(&h, s->obuf + s->olen);
             s->olen += DC_VERBS_HDR_SIZE;
             s->cur = r;
             s->poff = 0;
+            s->crc_upto = 0;
+            s->scrc = 0;
             r->on_wire = true;
         }
     }
@@ -512,8 +528,13 @@ static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint
     size_t budget = DC_TCP_BUDGET;
     for (;;) {
         dc_tcp_stream_load(c, s, idx);
+        if (s->cur && s->poff == s->crc_upto && s->crc_upto < s->cur->len) {
+            size_t piece = DC_MIN(s->cur->len - s->crc_upto, (size_t)DC_TCP_RBUF);
+            s->scrc = dc_crc32c(s->scrc, s->cur->sbuf + s->crc_upto, piece);
+            s->crc_upto += piece;
+        }
         size_t a = s->olen - s->ooff;
-        size_t b = s->cur ? s->cur->len - s->poff : 0;
+        size_t b = s->cur ? s->crc_upto - s->poff : 0;
         if (a + b == 0) {
             s->wblocked = false;
             return DC_OK;
@@ -562,8 +583,13 @@ static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint
         if (s->cur) {
             s->poff += w;
             if (s->poff == s->cur->len && s->ooff == s->olen) {
+                /* payload done: its CRC32C trailer is the next output */
                 s->cur->on_wire = false;
                 s->cur = NULL;
+                s->olen = s->ooff = 0;
+                dc_store_le32(s->obuf, s->scrc);
+                s->olen = 4;
+                continue;
             }
         }
         if ((size_t)n < want) {
@@ -629,6 +655,8 @@ static dc_status_t dc_tcp_on_header(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
         s->rblocked = true;
         return DC_ERR_AGAIN;
     }
+    if (s->rblocked)
+        s->rready = true; /* EPOLLIN was off while paused */
     s->rblocked = false;
     s->in_payload = true;
     s->doff = 0;
@@ -691,6 +719,17 @@ static dc_status_t dc_tcp_on_payload_done(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     return DC_OK;
 }
 
+/* All payload bytes are in: wait for the CRC trailer, or finish now. */
+static dc_status_t dc_tcp_payload_end(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
+{
+    if (s->h.flags & DC_VERBS_HDR_F_TRAILER) {
+        s->in_trailer = true;
+        s->toff = 0;
+        return DC_OK;
+    }
+    return dc_tcp_on_payload_done(c, s);
+}
+
 static void dc_tcp_payload_take(dc_tcp_stream_t *s, const uint8_t *src, size_t n)
 {
     if (!s->discard) {
@@ -710,7 +749,8 @@ static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     dc_status_t st;
     for (;;) {
         /* consume the buffer */
-        while (s->rblocked || s->rpos < s->rlen || (s->in_payload && s->doff == s->h.len)) {
+        while (s->rblocked || s->rpos < s->rlen ||
+               (s->in_payload && !s->in_trailer && s->doff == s->h.len)) {
             if (!s->in_payload) {
                 if (s->rblocked) {
                     st = dc_tcp_on_header(c, s);
@@ -741,28 +781,43 @@ static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
                 }
                 continue;
             }
+            if (s->in_trailer) {
+                size_t n = DC_MIN(4 - s->toff, s->rlen - s->rpos);
+                memcpy(s->trl + s->toff, s->rbuf + s->rpos, n);
+                s->toff += n;
+                s->rpos += n;
+                if (s->toff == 4) {
+                    s->h.crc = dc_load_le32(s->trl);
+                    s->in_trailer = false;
+                    if ((st = dc_tcp_on_payload_done(c, s)) != DC_OK)
+                        return st;
+                }
+                continue;
+            }
             size_t n = DC_MIN((size_t)s->h.len - s->doff, s->rlen - s->rpos);
             dc_tcp_payload_take(s, s->rbuf + s->rpos, n);
             s->rpos += n;
-            if (s->doff == s->h.len && (st = dc_tcp_on_payload_done(c, s)) != DC_OK)
+            if (s->doff == s->h.len && (st = dc_tcp_payload_end(c, s)) != DC_OK)
                 return st;
         }
         if (s->rblocked)
             return DC_OK;
-        if (budget == 0)
+        if (budget == 0 || !s->rready)
             return DC_OK;
         /* buffer empty: read more, straight into the user buffer when the
          * rest of a large payload is expected */
         ssize_t n;
-        if (s->in_payload && !s->discard && s->h.len - s->doff >= DC_TCP_DIRECT_MIN) {
+        if (s->in_payload && !s->in_trailer && !s->discard &&
+            s->h.len - s->doff >= DC_TCP_DIRECT_MIN) {
             uint8_t *dst = s->rr->rbuf + s->doff;
-            n = recv(s->fd, dst, s->h.len - s->doff, MSG_DONTWAIT);
+            /* bounded chunks: the CRC then reads bytes still in cache */
+            n = recv(s->fd, dst, DC_MIN((size_t)s->h.len - s->doff, DC_TCP_RBUF), MSG_DONTWAIT);
             if (n > 0) {
                 if (!dc_fault_active())
                     s->crc = dc_crc32c(s->crc, dst, (size_t)n);
                 s->doff += (size_t)n;
                 budget -= DC_MIN(budget, (size_t)n);
-                if (s->doff == s->h.len && (st = dc_tcp_on_payload_done(c, s)) != DC_OK)
+                if (s->doff == s->h.len && (st = dc_tcp_payload_end(c, s)) != DC_OK)
                     return st;
                 continue;
             }
@@ -779,8 +834,10 @@ static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
             return dc_error(DC_ERR_RESET, "end of stream");
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            s->rready = false;
             return DC_OK;
+        }
         return dc_error_errno(dc_status_from_errno(errno), errno, "recv");
     }
 }
@@ -818,6 +875,12 @@ static dc_status_t dc_tcp_progress_conn(dc_tcp_conn_t *c)
             return c->state == C_FAILED ? dc_error(c->err, "%s", c->errmsg) : DC_OK;
     }
     uint32_t k = c->k;
+    /* one epoll_wait(0) instead of a recv() that fails per idle stream */
+    struct epoll_event ev[DC_TCP_MAX_STREAMS];
+    int nev = epoll_wait(c->epfd, ev, DC_TCP_MAX_STREAMS, 0);
+    for (int e = 0; e < nev; e++)
+        if (ev[e].data.u32 < k && (ev[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+            c->st[ev[e].data.u32].rready = true;
     for (uint32_t j = 0; j < k; j++) {
         uint32_t i = (c->rr_next + j) % k;
         dc_tcp_stream_t *s = &c->st[i];
@@ -1538,7 +1601,6 @@ static dc_status_t dc_tcp_isend(dc_verbs_conn_t *cb, const void *buf, size_t len
     r->is_send = true;
     r->sbuf = buf;
     r->len = len;
-    r->crc = len ? dc_crc32c(0, buf, len) : 0;
     uint64_t seq;
     if (dc_verbs_window_push(&c->swin, r, &seq) != DC_OK) {
         r->in_use = false;

@@ -313,11 +313,15 @@ dc_status_t dc_verbs_recv_blocking(dc_verbs_conn_t *c, void *buf, size_t cap, si
  *   off size field
  *    0   4   magic  "DCVM" (0x4d564344 LE)
  *    4   1   type   DC_VERBS_MSG_DATA / _ACK / _NACK / _PING / _BYE
- *    5   1   flags  (0)
+ *    5   1   flags  DC_VERBS_HDR_F_TRAILER or 0
  *    6   2   stream index the message was written on (diagnostics)
  *    8   8   seq    message sequence number, from 0, per direction
  *   16   4   len    payload length (DATA), 0 otherwise
- *   20   4   crc    CRC32C (dc_crc32c, kernels/kern.h) of the payload
+ *   20   4   crc    CRC32C (dc_crc32c, kernels/kern.h) of the payload;
+ *                   with DC_VERBS_HDR_F_TRAILER it is 0 here and the CRC32C
+ *                   follows the payload as 4 LE bytes instead (so that a
+ *                   streaming sender checksums each piece just before it
+ *                   writes it, while the bytes are in cache: tcp does this)
  *   24   4   hcrc   CRC32C of bytes 0..23 (a damaged header is detected
  *                   before `len` is trusted)
  *   28   4   reserved (0)
@@ -342,6 +346,7 @@ dc_status_t dc_verbs_recv_blocking(dc_verbs_conn_t *c, void *buf, size_t cap, si
 
 #define DC_VERBS_HDR_SIZE 32
 #define DC_VERBS_HDR_MAGIC 0x4d564344u /* "DCVM" little-endian */
+#define DC_VERBS_HDR_F_TRAILER 0x01u   /* CRC32C follows the payload */
 
 enum {
     DC_VERBS_MSG_DATA = 1,

@@ -1,0 +1,92 @@
+/* proc.h - run the deltacast CLI as a separate process (tests/verbs). */
+#ifndef DC_TEST_VERBS_PROC_H
+#define DC_TEST_VERBS_PROC_H
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static inline const char *proc_bin(void)
+{
+    const char *b = getenv("DELTACAST_BIN");
+    return b && *b ? b : "deltacast";
+}
+
+/* Spawn argv with extra env "K=V" strings (NULL-terminated), stdout and
+ * stderr to `log` (appended).  Returns the pid. */
+static inline pid_t proc_spawn(char *const argv[], const char *const env[], const char *log)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        if (log) {
+            int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            if (fd >= 0) {
+                dup2(fd, 1);
+                dup2(fd, 2);
+                close(fd);
+            }
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static inline int proc_wait(pid_t pid, double timeout_s)
+{
+    double waited = 0;
+    int st = 0;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (waited > timeout_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        usleep(10000);
+        waited += 0.01;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Wait for a file to hold one line; returns it (static buffer). */
+static inline const char *proc_read_line(const char *path, double timeout_s)
+{
+    static char line[256];
+    for (double w = 0; w < timeout_s; w += 0.02) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            bool ok = fgets(line, sizeof(line), f) && strchr(line, '\n');
+            fclose(f);
+            if (ok) {
+                line[strcspn(line, "\n")] = 0;
+                return line;
+            }
+        }
+        usleep(20000);
+    }
+    return NULL;
+}
+
+static inline bool proc_file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char buf[1024];
+    bool found = false;
+    while (!found && fgets(buf, sizeof(buf), f))
+        found = strstr(buf, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+#endif /* DC_TEST_VERBS_PROC_H */

@@ -1,0 +1,214 @@
+/* test_auth.c - HMAC challenge-response, secret loading, and a real server
+ * that rejects a wrong secret and raw garbage while it keeps serving. */
+#include "proc.h"
+#include "verbs/auth.h"
+#include "verbs/transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <jansson.h>
+#include <sys/socket.h>
+
+static const uint8_t K1[] = "secret-one", K2[] = "secret-two";
+
+Test(auth, mac_verifies_only_with_the_same_secret_and_role)
+{
+    uint8_t nc[32], ns[32], mac[32];
+    cr_assert_eq(dc_auth_nonce(nc), DC_OK);
+    cr_assert_eq(dc_auth_nonce(ns), DC_OK);
+    cr_assert(memcmp(nc, ns, 32) != 0);
+    cr_assert_eq(dc_auth_mac(K1, sizeof(K1), 'C', nc, ns, mac), DC_OK);
+    cr_assert_eq(dc_auth_verify(K1, sizeof(K1), 'C', nc, ns, mac, "t"), DC_OK);
+    cr_assert_eq(dc_auth_verify(K2, sizeof(K2), 'C', nc, ns, mac, "t"), DC_ERR_AUTH);
+    /* reflection: a client proof is not a server proof */
+    cr_assert_eq(dc_auth_verify(K1, sizeof(K1), 'S', nc, ns, mac, "t"), DC_ERR_AUTH);
+    /* replay with another nonce */
+    uint8_t ns2[32];
+    dc_auth_nonce(ns2);
+    cr_assert_eq(dc_auth_verify(K1, sizeof(K1), 'C', nc, ns2, mac, "t"), DC_ERR_AUTH);
+    for (int i = 0; i < 32; i++) {
+        uint8_t bad[32];
+        memcpy(bad, mac, 32);
+        bad[i] ^= 1;
+        cr_assert_eq(dc_auth_verify(K1, sizeof(K1), 'C', nc, ns, bad, "t"), DC_ERR_AUTH);
+    }
+    cr_assert(strstr(dc_last_error(), "failed authentication"));
+}
+
+Test(auth, secret_sources)
+{
+    uint8_t buf[64];
+    size_t len = 0;
+    dc_config_set("secret_file", "");
+    dc_config_set("secret", "");
+    cr_assert_eq(dc_auth_load_secret(NULL, 0, buf, sizeof(buf), &len), DC_ERR_AUTH);
+    cr_assert_eq(dc_auth_load_secret("xyz", 3, buf, sizeof(buf), &len), DC_OK);
+    cr_assert_eq(len, 3);
+    cr_assert_eq(dc_auth_load_secret("xyz", 0, buf, sizeof(buf), &len), DC_ERR_AUTH);
+    cr_assert_eq(dc_config_set("secret", "from-env"), DC_OK);
+    cr_assert_eq(dc_auth_load_secret(NULL, 0, buf, sizeof(buf), &len), DC_OK);
+    cr_assert_eq(len, 8);
+    cr_assert(memcmp(buf, "from-env", 8) == 0);
+    char path[] = "/tmp/dc-secret-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, "file-secret\n", 12), 12);
+    close(fd);
+    cr_assert_eq(dc_config_set("secret_file", path), DC_OK); /* the file wins */
+    cr_assert_eq(dc_auth_load_secret(NULL, 0, buf, sizeof(buf), &len), DC_OK);
+    cr_assert_eq(len, 11, "trailing newline stripped");
+    cr_assert(memcmp(buf, "file-secret", 11) == 0);
+    cr_assert_eq(dc_auth_load_secret(NULL, 0, buf, 4, &len), DC_ERR_INVALID);
+    unlink(path);
+    cr_assert_eq(dc_auth_load_secret(NULL, 0, buf, sizeof(buf), &len), DC_ERR_IO);
+    dc_config_set("secret_file", NULL);
+    dc_config_set("secret", NULL);
+}
+
+static int raw_connect(const char *addr)
+{
+    char host[64];
+    uint16_t port;
+    cr_assert_eq(dc_verbs_parse_addr(addr, host, sizeof(host), &port), DC_OK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, host, &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static int good_client(const char *addr, const char *log)
+{
+    char *argv[] = {(char *)proc_bin(), "perf", "link", "--client", (char *)addr,
+                    "--transport", "tcp", "--streams", "3", "--size", "1MiB", "--bytes",
+                    "8MiB", "--verify", "--lat-iters", "10", "--json", NULL};
+    const char *env[] = {"DELTACAST_SECRET=the-right-one", NULL};
+    return proc_wait(proc_spawn(argv, env, log), 60);
+}
+
+Test(auth, server_rejects_wrong_secret_and_garbage_and_keeps_serving)
+{
+    char dir[] = "/tmp/dc-auth-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char addr_file[256], slog[256], clog[256];
+    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
+    snprintf(slog, sizeof(slog), "%s/server.log", dir);
+    snprintf(clog, sizeof(clog), "%s/client.log", dir);
+    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
+                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, NULL};
+    const char *senv[] = {"DELTACAST_SECRET=the-right-one", "DELTACAST_TIMEOUT_MS=3000",
+                          "DELTACAST_LOG=info", NULL};
+    pid_t srv = proc_spawn(sargv, senv, slog);
+    const char *a = proc_read_line(addr_file, 20);
+    cr_assert(a, "server did not start");
+    char addr[256];
+    snprintf(addr, sizeof(addr), "%s", a);
+
+    /* 1. wrong secret, through the API: the client sees DC_ERR_AUTH */
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
+    dc_verbs_opts_t o;
+    dc_verbs_opts_init(&o);
+    o.secret = "not-the-secret";
+    o.secret_len = strlen("not-the-secret");
+    o.timeout_ms = 5000;
+    dc_verbs_conn_t *c;
+    cr_assert_eq(t->connect(&o, addr, &c), DC_OK);
+    dc_status_t st;
+    while ((st = t->connect_test(c)) == DC_ERR_AGAIN)
+        t->wait(c, 10);
+    cr_assert_eq(st, DC_ERR_AUTH, "wrong secret gave %s: %s", dc_status_name(st), dc_last_error());
+    t->close(c);
+
+    /* 2. garbage from a raw socket */
+    int g = raw_connect(addr);
+    char junk[200];
+    memset(junk, 'G', sizeof(junk));
+    cr_assert_eq(write(g, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+    /* 3. a raw socket that says nothing and stays open (stalls) */
+    int quiet = raw_connect(addr);
+    /* 4. a correct client, while the staller is pending */
+    cr_assert_eq(good_client(addr, clog), 0, "good client failed (see %s)", clog);
+    /* 5. a client that sends a valid HELLO and then garbage instead of a proof */
+    int h = raw_connect(addr);
+    uint8_t hello[40] = {'D', 'C', 'T', 'H', 1, 0, 0, 0};
+    cr_assert_eq(write(h, hello, sizeof(hello)), 40);
+    uint8_t chal[72];
+    cr_assert_eq(dc_read_full(h, chal, sizeof(chal)), DC_OK);
+    uint8_t proof[64];
+    memset(proof, 0xab, sizeof(proof));
+    cr_assert_eq(write(h, proof, sizeof(proof)), 64);
+    /* 6. and another correct client afterwards */
+    cr_assert_eq(good_client(addr, clog), 0, "second good client failed (see %s)", clog);
+    sleep(4); /* the staller's handshake deadline (3 s) passes */
+    close(g);
+    close(quiet);
+    close(h);
+    kill(srv, SIGTERM);
+    cr_assert_eq(proc_wait(srv, 20), 0, "server did not exit cleanly");
+    cr_assert(proc_file_contains(slog, "failed authentication"), "no log line for the wrong "
+                                                                 "secret (see %s)", slog);
+    cr_assert(proc_file_contains(slog, "sent garbage"), "no log line for garbage");
+    cr_assert(proc_file_contains(slog, "did not complete the handshake"), "staller not dropped");
+    cr_assert_eq(proc_file_contains(slog, "verified"), true, "server did not verify data");
+}
+
+Test(auth, server_survives_a_client_killed_mid_transfer_and_reports_json)
+{
+    char dir[] = "/tmp/dc-kill-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char addr_file[256], slog[256], clog[256], jlog[256];
+    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
+    snprintf(slog, sizeof(slog), "%s/server.log", dir);
+    snprintf(clog, sizeof(clog), "%s/client.log", dir);
+    snprintf(jlog, sizeof(jlog), "%s/client.json", dir);
+    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
+                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, NULL};
+    const char *senv[] = {"DELTACAST_SECRET=the-right-one", "DELTACAST_TIMEOUT_MS=1500", NULL};
+    pid_t srv = proc_spawn(sargv, senv, slog);
+    const char *a = proc_read_line(addr_file, 20);
+    cr_assert(a, "server did not start");
+    char addr[256];
+    snprintf(addr, sizeof(addr), "%s", a);
+    /* a client that is killed in the middle of its bandwidth phase */
+    char *kargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
+                     "--duration", "30", "--lat-iters", "0", NULL};
+    const char *cenv[] = {"DELTACAST_SECRET=the-right-one", NULL};
+    pid_t victim = proc_spawn(kargv, cenv, clog);
+    usleep(700000);
+    kill(victim, SIGKILL);
+    cr_assert_eq(proc_wait(victim, 10), -1);
+    /* the next client is served once the server gives the victim up */
+    char *gargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
+                     "--streams", "2", "--size", "64KiB", "--bytes", "4MiB", "--lat-iters",
+                     "50", "--json", "--timeout-ms", "20000", NULL};
+    int rc = proc_wait(proc_spawn(gargv, cenv, jlog), 60);
+    kill(srv, SIGTERM);
+    cr_assert_eq(proc_wait(srv, 20), 0);
+    cr_assert_eq(rc, 0, "client after the killed one failed (see %s, %s)", jlog, slog);
+    FILE *f = fopen(jlog, "r");
+    cr_assert(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *brace = strchr(buf, '{');
+    cr_assert(brace, "no JSON output");
+    json_error_t je;
+    json_t *j = json_loads(brace, JSON_DISABLE_EOF_CHECK, &je);
+    cr_assert(j, "bad JSON: %s", je.text);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "transport")), "tcp");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "device")), "lo");
+    cr_assert_eq(json_integer_value(json_object_get(j, "streams")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(j, "bytes")), 4 << 20);
+    cr_assert(json_real_value(json_object_get(j, "seconds")) > 0);
+    cr_assert(json_real_value(json_object_get(j, "gbps")) > 0);
+    json_t *lat = json_object_get(j, "latency_us");
+    cr_assert(json_is_object(lat));
+    double p50 = json_real_value(json_object_get(lat, "p50"));
+    double p99 = json_real_value(json_object_get(lat, "p99"));
+    cr_assert(p50 > 0 && p99 >= p50, "p50 %f p99 %f", p50, p99);
+    cr_assert(strstr(json_string_value(json_object_get(j, "why")), "tcp"));
+    json_decref(j);
+    cr_assert(proc_file_contains(slog, "client dropped"), "the killed client was not reported");
+}

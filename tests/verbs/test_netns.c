@@ -1,0 +1,116 @@
+/*
+ * test_netns.c - a slow link for real: two network namespaces joined by a
+ * veth pair shaped with `tc qdisc tbf rate 1gbit`; `deltacast perf link`
+ * (4 TCP streams, --verify) runs across it and must arrive byte-exact at
+ * no more than the shaped rate.  Skips (with the reason) when not root or
+ * when `ip netns` is not usable.  Addresses 10.77.N.{1,2} exist only inside
+ * the namespaces this test creates and deletes.
+ */
+#include "proc.h"
+
+#include <jansson.h>
+
+static char ns_a[64], ns_b[64];
+static int ns_made;
+
+#include <stdarg.h>
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    char full[1100];
+    snprintf(full, sizeof(full), "%s >/dev/null 2>&1", cmd);
+    return system(full);
+}
+
+static void ns_cleanup(void)
+{
+    if (ns_made) {
+        sh("ip netns del %s", ns_a);
+        sh("ip netns del %s", ns_b);
+        ns_made = 0;
+    }
+}
+
+/* Returns NULL on success or the reason to skip. */
+static const char *ns_setup(int net)
+{
+    if (geteuid() != 0)
+        return "needs root to create network namespaces";
+    snprintf(ns_a, sizeof(ns_a), "dct-%d-a", (int)getpid());
+    snprintf(ns_b, sizeof(ns_b), "dct-%d-b", (int)getpid());
+    if (sh("ip netns add %s", ns_a) != 0)
+        return "`ip netns add` failed (no network namespace support here)";
+    if (sh("ip netns add %s", ns_b) != 0) {
+        sh("ip netns del %s", ns_a);
+        return "`ip netns add` failed";
+    }
+    ns_made = 1;
+    if (sh("ip link add dcva netns %s type veth peer name dcvb netns %s", ns_a, ns_b) ||
+        sh("ip -n %s addr add 10.77.%d.1/24 dev dcva", ns_a, net) ||
+        sh("ip -n %s addr add 10.77.%d.2/24 dev dcvb", ns_b, net) ||
+        sh("ip -n %s link set dcva up", ns_a) || sh("ip -n %s link set dcvb up", ns_b) ||
+        sh("ip -n %s link set lo up", ns_a) || sh("ip -n %s link set lo up", ns_b) ||
+        sh("tc -n %s qdisc add dev dcva root tbf rate 1gbit burst 256kb latency 20ms", ns_a) ||
+        sh("tc -n %s qdisc add dev dcvb root tbf rate 1gbit burst 256kb latency 20ms", ns_b)) {
+        ns_cleanup();
+        return "veth/tc setup failed (missing veth or sch_tbf?)";
+    }
+    return NULL;
+}
+
+Test(netns, shaped_1gbit_veth_exact, .fini = ns_cleanup)
+{
+    int net = 100 + (int)(getpid() % 150);
+    const char *why = ns_setup(net);
+    if (why)
+        cr_skip_test("%s", why);
+    char dir[] = "/tmp/dc-netns-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char addr_file[256], slog[256], cout[256], bind[64];
+    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
+    snprintf(slog, sizeof(slog), "%s/server.log", dir);
+    snprintf(cout, sizeof(cout), "%s/client.json", dir);
+    snprintf(bind, sizeof(bind), "10.77.%d.2:0", net);
+    char *sargv[] = {"ip", "netns", "exec", ns_b, (char *)proc_bin(), "perf", "link", "--server",
+                     "--transport", "tcp", "--bind", bind, "--addr-file", addr_file, "--once",
+                     NULL};
+    const char *env[] = {"DELTACAST_SECRET=netns-secret", NULL};
+    pid_t srv = proc_spawn(sargv, env, slog);
+    const char *a = proc_read_line(addr_file, 20);
+    cr_assert(a, "server did not start (see %s)", slog);
+    char addr[256];
+    snprintf(addr, sizeof(addr), "%s", a);
+    char *cargv[] = {"ip", "netns", "exec", ns_a, (char *)proc_bin(), "perf", "link", "--client",
+                     addr, "--transport", "tcp", "--streams", "4", "--size", "1MiB", "--bytes",
+                     "48MiB", "--verify", "--lat-iters", "20", "--json", NULL};
+    int rc = proc_wait(proc_spawn(cargv, env, cout), 120);
+    int src = proc_wait(srv, 30);
+    cr_assert_eq(rc, 0, "client failed (see %s)", cout);
+    cr_assert_eq(src, 0, "server failed (see %s)", slog);
+    /* the JSON object follows any log lines: find its first '{' */
+    FILE *f = fopen(cout, "r");
+    cr_assert(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *brace = strchr(buf, '{');
+    cr_assert(brace, "no JSON in %s", cout);
+    json_error_t je;
+    json_t *j = json_loads(brace, JSON_DISABLE_EOF_CHECK, &je);
+    cr_assert(j, "bad JSON: %s", je.text);
+    cr_assert(json_is_true(json_object_get(j, "verified")), "data not byte-exact");
+    cr_assert_eq(json_integer_value(json_object_get(j, "bytes")), 48 << 20);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "device")), "dcva");
+    double gbps = json_real_value(json_object_get(j, "gbps"));
+    cr_assert_leq(gbps, 1.05, "faster than the 1 Gbit/s shaping (%.3f): shaping not in effect",
+                  gbps);
+    cr_assert_gt(gbps, 0.2, "far below the shaped rate: %.3f Gb/s", gbps);
+    json_decref(j);
+}
