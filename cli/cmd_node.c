@@ -28,6 +28,9 @@ static void dc_node_help(FILE *fp)
             "  --rank N                 this process's node index\n"
             "  --state DIR              state directory: commit record, journal\n"
             "                           (default deltacast-state/node-RANK)\n"
+            "  In --weights and --state, %%r is replaced by the rank, so one command line\n"
+            "  serves every rank: mpirun -np 5 deltacast node --topology t.yaml \\\n"
+            "    --versions ckpt/ --weights w%%r.st --state st/%%r\n"
             " root:\n"
             "  --versions DIR           checkpoints DIR/v0.safetensors .. vK.safetensors\n"
             "  --count K                refit up to version K (default: every vN present)\n"
@@ -45,6 +48,27 @@ static void dc_node_help(FILE *fp)
             "  --chunk-size S           chunk size (default: config chunk_size)\n"
             "  --transport T            tcp, ucx, rdma or auto (default: config)\n"
             "  -h, --help               show this help\n");
+}
+
+/* Copy `in` to `out`, replacing every "%r" with the rank. */
+static int dc_node_subst_rank(char *out, size_t len, const char *in, uint32_t rank)
+{
+    size_t k = 0;
+    for (const char *p = in; *p; p++) {
+        if (p[0] == '%' && p[1] == 'r') {
+            int n = snprintf(out + k, len - k, "%u", rank);
+            if (n < 0 || (size_t)n >= len - k)
+                return -1;
+            k += (size_t)n;
+            p++;
+        } else {
+            if (k + 1 >= len)
+                return -1;
+            out[k++] = *p;
+        }
+    }
+    out[k] = 0;
+    return 0;
 }
 
 int dc_cmd_node(int argc, char **argv)
@@ -148,6 +172,21 @@ int dc_cmd_node(int argc, char **argv)
         rank = li.rank;
     }
     cfg.rank = (uint32_t)rank;
+    /* one command line for every rank (mpirun, srun): "%r" in a path is the
+     * rank; root-only and receiver-only options are ignored by the others */
+    char wbuf[PATH_MAX], sbuf[PATH_MAX];
+    if (cfg.weights && dc_node_subst_rank(wbuf, sizeof(wbuf), cfg.weights, cfg.rank) != 0)
+        return dc_cli_usage_error("node", "--weights path too long");
+    if (cfg.weights)
+        cfg.weights = wbuf;
+    if (cfg.state_dir && dc_node_subst_rank(sbuf, sizeof(sbuf), cfg.state_dir, cfg.rank) != 0)
+        return dc_cli_usage_error("node", "--state path too long");
+    if (cfg.state_dir)
+        cfg.state_dir = sbuf;
+    if (cfg.rank == 0)
+        cfg.weights = NULL;
+    else
+        cfg.versions_dir = NULL, cfg.stats_path = NULL, cfg.progress = 0;
     dc_topo_t *topo = NULL;
     dc_status_t st;
     if (topo_path) {

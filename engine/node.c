@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -100,7 +101,7 @@ typedef struct dc_vstats {
     uint64_t version;
     double seconds, encode_s, transfer_s, apply_s, commit_s;
     double first_frame_s;
-    uint64_t payload_bytes, dense_bytes, frames, repairs, overwrites;
+    uint64_t payload_bytes, repair_bytes, dense_bytes, frames, repairs, overwrites;
     int committed;
 } dc_vstats_t;
 
@@ -164,6 +165,8 @@ typedef struct dc_node {
 
     /* root */
     dc_st_file_t *base, *next;
+    uint64_t next_version;  /* version `next` maps (0: none) */
+    int base_fd, next_fd;   /* the same files, read with pread by the encoders */
     uint64_t root_committed;
     uint32_t v_first, v_last;
     uint8_t *acked;        /* nnodes x nchunks */
@@ -183,7 +186,7 @@ typedef struct dc_node {
     int nenc, enc_stop, enc_busy;
     uint64_t enc_ns, enc_first_ns, enc_last_ns;
     uint64_t t_begin, t_first_frame, t_all_sent, t_all_acked;
-    uint64_t payload_bytes, repairs, overwrites_sent;
+    uint64_t payload_bytes, repair_bytes, repairs, overwrites_sent;
     uint64_t *rx_apply_ns, *rx_bytes;
     uint32_t *rx_parent;
     dc_vstats_t *vstats;
@@ -809,6 +812,18 @@ static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
         dc_rx_need(n, c, 1);
         return;
     }
+    if (n->cfg->durable && n->wfile) {
+        /* the bytes reach the disk before the journal may say APPLIED */
+        uint8_t *cp = dc_place_chunk_ptr(&n->place, c);
+        if (cp) {
+            uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+            uintptr_t a = (uintptr_t)cp & ~(pg - 1);
+            if (msync((void *)a, (size_t)((uintptr_t)cp + lc->len - a), MS_SYNC) != 0)
+                DC_LOG_WARN("node %u: msync chunk %u: %s", n->me, c, strerror(errno));
+        } else if (dc_st_sync(n->wfile) != DC_OK) {
+            DC_LOG_WARN("node %u: %s", n->me, dc_last_error());
+        }
+    }
     if (xor_kind && n->cur.mode == DC_MODE_DELTA) {
         n->retained[c] = malloc(m->body_len);
         if (n->retained[c]) {
@@ -997,15 +1012,42 @@ typedef struct dc_enc_arg {
     int idx;
 } dc_enc_arg_t;
 
-static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_t *w)
+/* Read a chunk's bytes with pread into buf (cheaper than faulting the
+ * mapping in page by page); NULL when that fails (use the mapping). */
+static const uint8_t *dc_root_pread(int fd, const dc_st_file_t *f, const dc_st_tensor_t *t,
+                                   uint64_t off, uint64_t len, uint8_t *buf)
+{
+    if (fd < 0 || !buf)
+        return NULL;
+    uint64_t pos = dc_st_data_offset(f) + t->begin + off, done = 0;
+    while (done < len) {
+        ssize_t r = pread(fd, buf + done, len - done, (off_t)(pos + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return NULL;
+        done += (uint64_t)r;
+    }
+    return buf;
+}
+
+static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_t *w,
+                                 uint8_t *bbuf, uint8_t *nbuf)
 {
     const dc_layout_t *l = n->layout;
     const dc_layout_chunk_t *lc = &l->chunks[w->chunk];
     const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
     const dc_st_tensor_t *bt = dc_st_tensor(n->base, lc->tensor);
     const dc_st_tensor_t *nt = dc_st_tensor(n->next, lc->tensor);
-    const uint8_t *bp = dc_st_data(n->base, bt) + lc->offset;
-    const uint8_t *np = dc_st_data(n->next, nt) + lc->offset;
+    int overwrite = w->overwrite || n->mode == DC_MODE_DENSE;
+    const uint8_t *bp = overwrite ? NULL
+                                  : dc_root_pread(n->base_fd, n->base, bt, lc->offset, lc->len,
+                                                  bbuf);
+    const uint8_t *np = dc_root_pread(n->next_fd, n->next, nt, lc->offset, lc->len, nbuf);
+    if (!bp)
+        bp = dc_st_data(n->base, bt) + lc->offset;
+    if (!np)
+        np = dc_st_data(n->next, nt) + lc->offset;
     size_t cap = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE + dc_codec_payload_bound(lc->len);
     dc_nbuf_t *b = calloc(1, sizeof(*b));
     if (!b)
@@ -1018,7 +1060,6 @@ static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_
     size_t plen = 0;
     uint16_t enc = 0;
     uint8_t *payload = b->data + DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE;
-    int overwrite = w->overwrite || n->mode == DC_MODE_DENSE;
     dc_status_t st = dc_codec_encode(codec, overwrite ? NULL : bp, np, lc->len / lt->esize,
                                      lt->esize, payload, cap - DC_MSG_HDR_SIZE - DC_FRAME_HEADER_SIZE,
                                      &plen, &enc, NULL);
@@ -1068,6 +1109,8 @@ static void *dc_root_encoder(void *arg)
         DC_LOG_ERROR("root: %s", dc_last_error());
         return NULL;
     }
+    size_t mc = n->layout->max_chunk ? n->layout->max_chunk : 1;
+    uint8_t *bbuf = malloc(mc), *nbuf = malloc(mc); /* NULL: read the mapping */
     for (;;) {
         pthread_mutex_lock(&n->mu);
         dc_work_t w;
@@ -1098,7 +1141,7 @@ static void *dc_root_encoder(void *arg)
         pthread_mutex_unlock(&n->mu);
 
         uint64_t t0 = dc_now_ns();
-        dc_nbuf_t *b = dc_root_encode(n, codec, &w);
+        dc_nbuf_t *b = dc_root_encode(n, codec, &w, bbuf, nbuf);
         uint64_t t1 = dc_now_ns();
 
         pthread_mutex_lock(&n->mu);
@@ -1124,6 +1167,8 @@ static void *dc_root_encoder(void *arg)
         }
     }
     dc_codec_free(codec);
+    free(bbuf);
+    free(nbuf);
     return NULL;
 }
 
@@ -1145,11 +1190,14 @@ static void dc_root_drain_ready(dc_node_t *n)
             n->in_flight) {
             if (!n->t_first_frame)
                 n->t_first_frame = dc_now_ns();
-            n->payload_bytes += b->len - DC_MSG_HDR_SIZE;
-            if (m.node == DC_NODE_ALL)
+            if (m.node == DC_NODE_ALL) {
                 n->sent++;
-            else if (m.flags & DC_FRAME_F_OVERWRITE)
-                n->overwrites_sent++;
+                n->payload_bytes += b->len - DC_MSG_HDR_SIZE;
+            } else {
+                n->repair_bytes += b->len - DC_MSG_HDR_SIZE;
+                if (m.flags & DC_FRAME_F_OVERWRITE)
+                    n->overwrites_sent++;
+            }
             dc_send_down(n, b, m.node);
         }
         dc_nbuf_unref(n, b);
@@ -1237,7 +1285,7 @@ static void dc_root_begin(dc_node_t *n, uint64_t v)
     for (uint32_t i = 0; i < n->nnodes; i++)
         n->last_seen[i] = n->last_progress[i] = now;
     n->sent = 0;
-    n->payload_bytes = n->repairs = n->overwrites_sent = 0;
+    n->payload_bytes = n->repair_bytes = n->repairs = n->overwrites_sent = 0;
     n->enc_ns = n->enc_first_ns = n->enc_last_ns = 0;
     n->t_begin = now;
     n->t_first_frame = n->t_all_sent = n->t_all_acked = 0;
@@ -1616,12 +1664,34 @@ static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
     while (n->enc_busy > 0)
         pthread_cond_wait(&n->cv, &n->mu);
     pthread_mutex_unlock(&n->mu);
-    dc_st_close(n->base);
-    dc_st_close(n->next);
-    n->base = n->next = NULL;
-    dc_status_t st = dc_st_open(bp, DC_ST_READ, &n->base);
+    dc_status_t st = DC_OK;
+    if (n->next && n->next_version == v - 1) {
+        /* the previous target is this baseline: keep its (warm) mapping */
+        dc_st_close(n->base);
+        if (n->base_fd >= 0)
+            close(n->base_fd);
+        n->base = n->next;
+        n->base_fd = n->next_fd;
+        n->next = NULL;
+        n->next_fd = -1;
+    } else {
+        dc_st_close(n->base);
+        dc_st_close(n->next);
+        n->base = n->next = NULL;
+        if (n->base_fd >= 0)
+            close(n->base_fd);
+        if (n->next_fd >= 0)
+            close(n->next_fd);
+        n->base_fd = n->next_fd = -1;
+        st = dc_st_open(bp, DC_ST_READ, &n->base);
+        if (st == DC_OK)
+            n->base_fd = open(bp, O_RDONLY | O_CLOEXEC);
+    }
     if (st == DC_OK)
         st = dc_st_open(np, DC_ST_READ, &n->next);
+    if (st == DC_OK)
+        n->next_fd = open(np, O_RDONLY | O_CLOEXEC);
+    n->next_version = st == DC_OK ? v : 0;
     if (st != DC_OK)
         return st;
     dc_layout_t *l = NULL;
@@ -1707,6 +1777,7 @@ static json_t *dc_root_version_json(dc_node_t *n, const dc_vstats_t *vs)
     json_object_set_new(o, "dense_bytes", json_integer((json_int_t)vs->dense_bytes));
     json_object_set_new(o, "frames", json_integer((json_int_t)vs->frames));
     json_object_set_new(o, "repairs", json_integer((json_int_t)vs->repairs));
+    json_object_set_new(o, "repair_bytes", json_integer((json_int_t)vs->repair_bytes));
     json_t *ph = json_object();
     json_object_set_new(ph, "encode", json_real(vs->encode_s));
     json_object_set_new(ph, "transfer", json_real(vs->transfer_s));
@@ -1795,10 +1866,15 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     dc_root_begin(n, v);
     uint64_t last_line = 0;
     int aborted = 0;
+    /* a receiver with no ack progress this long after everything was
+     * delivered to the root's children gets its missing chunks again */
+    uint64_t stall_ns = DC_MAX(DC_STALL_NS, 2ull * n->timeout_ms * 1000000ull);
     while (!n->finished) {
         dc_node_step(n, 5);
         uint64_t now = dc_now_ns();
-        if (n->sent == n->total && !n->t_all_sent)
+        /* everything sent AND delivered to the children (their transport
+         * acknowledged it): from then on, silence means something was lost */
+        if (n->sent == n->total && !n->t_all_sent && !dc_node_tx_pending(n))
             n->t_all_sent = now;
         if (n->progress_line && now - last_line > 200000000ull) {
             dc_root_progress_line(n, 0);
@@ -1818,8 +1894,8 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
                 aborted = 1;
                 break;
             }
-            if (n->t_all_sent && now - n->last_progress[i] > DC_STALL_NS &&
-                now - n->t_all_sent > DC_STALL_NS) {
+            if (n->t_all_sent && now - n->last_progress[i] > stall_ns &&
+                now - n->t_all_sent > stall_ns) {
                 uint32_t nch = n->layout->nchunks, q = 0;
                 for (uint32_t c = 0; c < nch; c++) {
                     if (!n->acked[(size_t)i * nch + c]) {
@@ -1887,6 +1963,7 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     vs->apply_s = amax;
     vs->commit_s = (double)(t_commit - t_last) / 1e9;
     vs->payload_bytes = n->payload_bytes;
+    vs->repair_bytes = n->repair_bytes;
     vs->dense_bytes = n->layout->total_bytes;
     vs->frames = n->sent;
     vs->repairs = n->repairs;
@@ -1997,17 +2074,35 @@ out:;
 static dc_status_t dc_rx_run(dc_node_t *n)
 {
     const dc_node_cfg_t *cfg = n->cfg;
-    if (!cfg->weights)
-        return dc_error(DC_ERR_INVALID, "node %u: a receiver needs --weights FILE", n->me);
-    dc_status_t st = dc_st_open(cfg->weights, DC_ST_WRITABLE, &n->wfile);
-    if (st != DC_OK)
-        return st;
-    st = dc_layout_from_st(n->wfile, n->chunk_size, &n->layout);
-    if (st != DC_OK)
-        return st;
-    st = dc_place_from_st(&n->place, n->layout, n->wfile);
-    if (st != DC_OK)
-        return st;
+    dc_status_t st;
+    if (cfg->weights) {
+        st = dc_st_open(cfg->weights, DC_ST_WRITABLE, &n->wfile);
+        if (st != DC_OK)
+            return st;
+        st = dc_layout_from_st(n->wfile, n->chunk_size, &n->layout);
+        if (st != DC_OK)
+            return st;
+        st = dc_place_from_st(&n->place, n->layout, n->wfile);
+        if (st != DC_OK)
+            return st;
+    } else if (cfg->tensors && cfg->segs) {
+        st = dc_layout_from_list(cfg->tensors, cfg->ntensors, n->chunk_size, &n->layout);
+        if (st != DC_OK)
+            return st;
+        dc_place_init(&n->place, n->layout);
+        for (size_t i = 0; i < cfg->nsegs && st == DC_OK; i++)
+            st = dc_place_add(&n->place, cfg->segs[i].tensor, cfg->segs[i].offset,
+                              cfg->segs[i].len, cfg->segs[i].ptr);
+        if (st == DC_OK)
+            st = dc_place_finish(&n->place);
+        if (st != DC_OK) {
+            dc_place_fini(&n->place);
+            return st;
+        }
+    } else {
+        return dc_error(DC_ERR_INVALID, "node %u: a receiver needs a weights file or a "
+                        "placement of its weights in memory", n->me);
+    }
     n->place_ok = 1;
     uint32_t nch = n->layout->nchunks;
     n->retained = calloc(nch ? nch : 1, sizeof(*n->retained));
@@ -2058,6 +2153,7 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
     n->cfg = cfg;
     n->me = cfg->rank;
     n->evfd = -1;
+    n->base_fd = n->next_fd = -1;
     n->crash_at = -1;
     {
         const char *ca = getenv("DELTACAST_ENGINE_CRASH_AT");
@@ -2178,6 +2274,10 @@ out:
         dc_st_close(n->wfile);
         dc_st_close(n->base);
         dc_st_close(n->next);
+        if (n->base_fd >= 0)
+            close(n->base_fd);
+        if (n->next_fd >= 0)
+            close(n->next_fd);
         dc_root_free(n);
         dc_layout_free(n->layout);
         dc_tree_free(n->tree);

@@ -30,8 +30,14 @@ typedef struct dc_node_cfg {
     const char *stats_path;      /* root: write a JSON report here (NULL: none) */
     uint32_t abort_ms;           /* a receiver silent this long aborts v (0: 4x timeout) */
     uint32_t wait_ms;            /* root: wait this long for every receiver to join */
-    /* receiver */
+    /* receiver: either a checkpoint file updated in place ... */
     const char *weights;         /* its checkpoint copy, updated in place */
+    /* ... or memory: the tensor list (canonical order) and a placement of
+     * every tensor's bytes (segments; borrowed, must outlive the run) */
+    const struct dc_layout_desc *tensors;
+    size_t ntensors;
+    const struct dc_place_seg *segs;
+    size_t nsegs;
     uint64_t initial_version;    /* version of `weights` when no commit record */
     int durable;                 /* fsync journal transitions (power-loss safe) */
     /* both */

@@ -420,8 +420,11 @@ DC_API dc_status_t dc_topo_find(const dc_topo_t *topo, const char *name, uint32_
 /**
  * Replace nominal rates by measured ones from `path`: either JSON
  * {"links":[{"from":A,"to":B,"bits_per_second":X}, ...]} (also accepted:
- * "src"/"dst", "gbps", or "rate":"5gbit"; a top-level array works too), or
- * text lines "A B RATE" ('#' comments).  A and B are node or region names.
+ * "src"/"dst"/"peer", "gbps" (Gbit/s), or "rate":"5gbit"; a top-level
+ * array, or a sequence of objects one per line, such as
+ * `deltacast perf link --json` results with a "from" added), or text lines
+ * "A B RATE" ('#' comments).  A and B are node names, node addresses
+ * (":port" optional) or region names.
  * Two nodes of one region: the measured value becomes both nodes' LAN
  * rate; two nodes of different regions: both nodes' WAN share; two regions:
  * the aggregate region-pair link.  Errors name the file and entry.
@@ -598,7 +601,88 @@ DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_params_t *p,
 /*  Refit engine                                              [engine/]     */
 /* ======================================================================== */
 
-/* (engine API: added by the engine work) */
+/*
+ * One process of a refit job: the root (node 0 of the topology: the trainer,
+ * which encodes each version chunk by chunk against the last committed one,
+ * sends while it encodes, and runs the joint commit) or a receiver (a
+ * rollout node: applies each chunk in place, verifies its digest, relays to
+ * its children in the tree, acknowledges).  A version is committed only
+ * when every receiver has applied and verified every chunk; the root's
+ * commit record (state_dir/commit: version, baseline, checkpoint digest) is
+ * then written durably with compare-and-set semantics, and only then does
+ * the version become the baseline of the next.  Consecutive versions run
+ * back to back.
+ *
+ * Recovery: a receiver keeps a per-chunk journal in its state directory; a
+ * receiver restarted mid-version resumes, and chunks it may have half
+ * applied are repaired with overwrites (an XOR is never applied twice).  A
+ * receiver on an older baseline, or joining late, gets overwrites.  The
+ * children of a relay that dies re-plan the tree without it and re-attach.
+ * A receiver silent for abort_ms aborts the version: every receiver returns
+ * to the baseline (XOR again, or restore its undo copy) or marks itself
+ * for a dense refit; dc_refit_node_run() then returns DC_ERR_CANCELED on
+ * the root.
+ *
+ * Connections authenticate with the job secret (DELTACAST_SECRET_FILE /
+ * DELTACAST_SECRET); the transport is the config key `transport`.
+ */
+
+/** A tensor of a receiver's model, in the checkpoint's canonical order
+ *  (the order of the root's safetensors files by data offset). */
+typedef struct dc_refit_tensor {
+    const char *name;     /**< borrowed for the run */
+    const char *dtype;    /**< safetensors spelling, e.g. "BF16" */
+    uint64_t nelems;
+} dc_refit_tensor_t;
+
+/** Where a receiver keeps bytes [offset, offset + length) of a tensor's
+ *  canonical bytes.  The segments of a tensor must cover it exactly once. */
+typedef struct dc_refit_segment {
+    const char *tensor;   /**< tensor name */
+    uint64_t offset;      /**< canonical byte offset within the tensor */
+    uint64_t length;      /**< bytes */
+    void *ptr;            /**< host memory, borrowed for the run, written in place */
+} dc_refit_segment_t;
+
+typedef struct dc_refit_node_config {
+    size_t size;                /**< sizeof(dc_refit_node_config_t) */
+    const dc_topo_t *topo;      /**< borrowed; node 0 is the root */
+    uint32_t rank;              /**< this process's node index */
+    const char *state_dir;      /**< commit record and journal (created if absent) */
+    /* root */
+    const char *versions_dir;   /**< DIR/v0.safetensors .. DIR/vK.safetensors */
+    uint32_t last_version;      /**< refit up to this version (0: every vN present) */
+    int dense;                  /**< send whole checkpoints (overwrites), not deltas */
+    const char *stats_path;     /**< per-version figures as JSON (NULL: none) */
+    uint32_t wait_ms;           /**< wait for receivers to join (0: 60 s) */
+    /* receiver: a checkpoint file updated in place, or memory */
+    const char *weights_path;   /**< safetensors file (NULL: use tensors/segments) */
+    const dc_refit_tensor_t *tensors;
+    size_t n_tensors;
+    const dc_refit_segment_t *segments;
+    size_t n_segments;
+    uint64_t initial_version;   /**< version held when state_dir has no record */
+    int durable;                /**< fsync journal transitions (files only) */
+    /* both */
+    uint32_t abort_ms;          /**< silent receiver aborts a version (0: 4 x timeout_ms) */
+    uint64_t chunk_size;        /**< 0: config chunk_size; must match the root's */
+} dc_refit_node_config_t;
+
+/**
+ * Run one node until the job ends: on the root, until every version up to
+ * last_version is committed (and BYE sent); on a receiver, until the root
+ * says BYE.  Blocks the calling thread.  DC_ERR_CANCELED when a version
+ * was aborted; DC_ERR_TIMEOUT when receivers did not join in time.
+ */
+DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg);
+
+/**
+ * The commit record of a state directory: the committed version, its
+ * baseline and the checkpoint digest (XXH3-128 over the chunk digests).
+ * DC_ERR_NOT_FOUND when nothing was committed yet.
+ */
+DC_API dc_status_t dc_refit_committed(const char *state_dir, uint64_t *version,
+                                      uint64_t *baseline, uint64_t digest[2]);
 
 #ifdef __cplusplus
 }

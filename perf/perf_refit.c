@@ -1,20 +1,884 @@
-/* perf_refit.c - `deltacast perf refit`. */
+/* perf_refit.c - `deltacast perf refit`: a whole refit job on this machine.
+ *
+ *   trainer ns ──veth (tbf: WAN rate, both ways)── region ns r0: gateway ─ lo ─ receivers
+ *       │      ──veth (tbf)───────────────────────── region ns r1: ...
+ *
+ * With root privileges every region is a network namespace joined to the
+ * trainer's by a veth pair shaped with `tc tbf` to the WAN rate (links
+ * inside a region are the namespace's loopback: unshaped).  Without root it
+ * runs on loopback, unshaped, and says so.  Each version is refitted as a
+ * delta and then, from the same baseline, dense (every chunk an overwrite)
+ * through the same engine and tree; every receiver is byte-compared with
+ * the trainer's checkpoint after each run.  `deltacast demo` is this job at
+ * demo size with a progress display.
+ */
 #include "cli/cli.h"
+#include "engine/synth.h"
+#include "kernels/gen.h"
 #include "perf/harness.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RB_MAX_NODES 256
+
+typedef struct rb_opts {
+    uint32_t receivers, regions, versions;
+    uint64_t params;
+    double rate;
+    int inject;
+    double wan_bps;
+    const char *wan_text;
+    int json, keep, no_dense, netns_off, demo;
+    uint64_t chunk_size;
+    const char *workdir;
+    const char *plot;
+    const char *transport;
+    uint64_t seed;
+} rb_opts_t;
+
+typedef struct rb_ctx {
+    rb_opts_t o;
+    char dir[PATH_MAX];
+    char self[PATH_MAX];
+    char ns_prefix[32];
+    int netns;
+    int nnodes;
+    char secret[65];
+    uint32_t region_of[RB_MAX_NODES];
+} rb_ctx_t;
+
+static int rb_sh(const char *fmt, ...) DC_PRINTF(1, 2);
+static int rb_sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static void rb_say(const rb_ctx_t *c, const char *fmt, ...) DC_PRINTF(2, 3);
+static void rb_say(const rb_ctx_t *c, const char *fmt, ...)
+{
+    if (c->o.json && !c->o.demo)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+/* --- network -------------------------------------------------------------------- */
+
+static void rb_net_teardown(rb_ctx_t *c)
+{
+    if (!c->netns)
+        return;
+    rb_sh("ip netns del %st 2>/dev/null", c->ns_prefix);
+    for (uint32_t i = 0; i < c->o.regions; i++)
+        rb_sh("ip netns del %sr%u 2>/dev/null", c->ns_prefix, i);
+    c->netns = 0;
+}
+
+static int rb_net_setup(rb_ctx_t *c)
+{
+    snprintf(c->ns_prefix, sizeof(c->ns_prefix), "dc%d", (int)getpid() % 100000);
+    if (c->o.netns_off || geteuid() != 0 || rb_sh("ip netns list >/dev/null 2>&1") != 0 ||
+        rb_sh("command -v tc >/dev/null 2>&1") != 0)
+        return 0;
+    c->netns = 1;
+    const char *p = c->ns_prefix;
+    /* burst: at least 32 KiB, about 10 ms of the rate */
+    uint64_t burst = (uint64_t)DC_MAX(32768.0, c->o.wan_bps / 8 / 100);
+    int ok = rb_sh("ip netns add %st && ip -n %st link set lo up && "
+                   "ip netns exec %st sysctl -qw net.ipv4.ip_forward=1", p, p, p) == 0;
+    for (uint32_t i = 0; ok && i < c->o.regions; i++) {
+        ok = rb_sh("ip netns add %sr%u && ip -n %sr%u link set lo up && "
+                   "ip link add %st%u netns %st type veth peer name %sr%u netns %sr%u && "
+                   "ip -n %st addr add 10.77.%u.1/24 dev %st%u && ip -n %st link set %st%u up && "
+                   "ip -n %sr%u addr add 10.77.%u.2/24 dev %sr%u && ip -n %sr%u link set %sr%u up && "
+                   "ip -n %sr%u route add default via 10.77.%u.1 && "
+                   "tc -n %st qdisc add dev %st%u root tbf rate %.0fbit burst %llu latency 100ms && "
+                   "tc -n %sr%u qdisc add dev %sr%u root tbf rate %.0fbit burst %llu latency 100ms",
+                   p, i, p, i, p, i, p, p, i, p, i, p, i + 1, p, i, p, p, i, p, i, i + 1, p, i, p,
+                   i, p, i, p, i, i + 1, p, p, i, c->o.wan_bps, (unsigned long long)burst, p, i,
+                   p, i, c->o.wan_bps, (unsigned long long)burst) == 0;
+    }
+    if (!ok) {
+        rb_net_teardown(c);
+        rb_say(c, "perf refit: could not build network namespaces; using loopback\n");
+        return 0;
+    }
+    return 1;
+}
+
+/* Ctrl-C / kill: remove the namespaces (their processes die with the
+ * process group's signal). */
+static rb_ctx_t *rb_active;
+static void rb_on_signal(int sig)
+{
+    if (rb_active)
+        rb_net_teardown(rb_active);
+    _exit(128 + sig);
+}
+
+/* --- job files ---------------------------------------------------------------------- */
+
+static int rb_path(char *buf, size_t len, const rb_ctx_t *c, const char *fmt, ...)
+    DC_PRINTF(4, 5);
+static int rb_path(char *buf, size_t len, const rb_ctx_t *c, const char *fmt, ...)
+{
+    char rel[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof(rel), fmt, ap);
+    va_end(ap);
+    int n = snprintf(buf, len, "%s/%s", c->dir, rel);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static dc_status_t rb_write_topo(rb_ctx_t *c)
+{
+    char path[PATH_MAX];
+    rb_path(path, sizeof(path), c, "topo.yaml");
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return dc_error_errno(DC_ERR_IO, errno, "%s", path);
+    double wan = c->o.wan_bps > 0 ? c->o.wan_bps : 10e9;
+    fprintf(f, "defaults: {lan: 10gbit, wan: %.0fbit, wan_latency: 1ms}\nregions:\n", wan);
+    fprintf(f, "  - name: train\n    wan: %.0fbit\n    nodes:\n", wan * c->o.regions);
+    fprintf(f, "      - {host: trainer, addr: \"%s:7300\", role: sender}\n",
+            c->netns ? "10.77.1.1" : "127.0.0.1");
+    int node = 1;
+    uint32_t per = c->o.receivers / c->o.regions, extra = c->o.receivers % c->o.regions;
+    for (uint32_t r = 0; r < c->o.regions; r++) {
+        fprintf(f, "  - name: r%u\n    nodes:\n", r);
+        uint32_t cnt = per + (r < extra ? 1 : 0);
+        for (uint32_t k = 0; k < cnt; k++, node++) {
+            char addr[64];
+            if (c->netns)
+                snprintf(addr, sizeof(addr), "10.77.%u.2:%d", r + 1, 7300 + node);
+            else
+                snprintf(addr, sizeof(addr), "127.0.0.1:%d", c->o.demo ? 7400 + node : 7300 + node);
+            fprintf(f, "      - {host: r%u-%u, addr: \"%s\", role: receiver}\n", r, k, addr);
+            c->region_of[node] = r;
+        }
+    }
+    c->nnodes = node;
+    if (!c->netns && c->o.demo) {
+        /* the trainer's port too */
+        fclose(f);
+        rb_sh("sed -i 's/127.0.0.1:7300/127.0.0.1:7400/' '%s'", path);
+        return DC_OK;
+    }
+    fclose(f);
+    return DC_OK;
+}
+
+static void rb_gen_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    rb_ctx_t *c = ctx;
+    if (dc_cli_is_tty() && !(c->o.json && !c->o.demo))
+        fprintf(stderr, "\r  generating the model: %5.1f%%", total ? 100.0 * (double)done / (double)total : 100.0);
+}
+
+static dc_status_t rb_make_versions(rb_ctx_t *c, dc_gen_result_t *gr)
+{
+    char v0[PATH_MAX], v1[PATH_MAX];
+    rb_sh("mkdir -p '%s/ver'", c->dir);
+    rb_path(v0, sizeof(v0), c, "ver/v0.safetensors");
+    rb_path(v1, sizeof(v1), c, "ver/v1.safetensors");
+    dc_gen_opts_t g;
+    memset(&g, 0, sizeof(g));
+    g.params = c->o.params;
+    g.change_rate = c->o.rate;
+    g.model = c->o.inject ? DC_GEN_INJECT : DC_GEN_OPTIMIZER;
+    g.seed = c->o.seed;
+    g.dtype = DC_DTYPE_BF16;
+    g.progress = rb_gen_progress;
+    g.progress_ctx = c;
+    dc_status_t st = dc_gen_write(&g, v0, v1, gr);
+    if (dc_cli_is_tty() && !(c->o.json && !c->o.demo))
+        fprintf(stderr, "\r%40s\r", "");
+    if (st != DC_OK)
+        return st;
+    for (uint32_t v = 2; v <= c->o.versions; v++) {
+        char a[PATH_MAX], b[PATH_MAX];
+        rb_path(a, sizeof(a), c, "ver/v%u.safetensors", v - 1);
+        rb_path(b, sizeof(b), c, "ver/v%u.safetensors", v);
+        uint64_t ch;
+        st = dc_synth_next(a, b, gr->real_rate > 0 ? gr->real_rate : c->o.rate, c->o.inject,
+                           c->o.seed + v, &ch);
+        if (st != DC_OK)
+            return st;
+    }
+    return DC_OK;
+}
+
+/* Receivers back to v0, state cleared. */
+static dc_status_t rb_reset_receivers(rb_ctx_t *c)
+{
+    rb_sh("rm -rf '%s/state' && mkdir -p '%s/state'", c->dir, c->dir);
+    for (int i = 1; i < c->nnodes; i++)
+        if (rb_sh("cp --reflink=auto '%s/ver/v0.safetensors' '%s/w%d.st'", c->dir, c->dir, i))
+            return dc_error(DC_ERR_IO, "cannot copy v0 for receiver %d", i);
+    return DC_OK;
+}
+
+/* Compare every receiver with version v: 1 when all are byte-identical. */
+static int rb_exact(rb_ctx_t *c, uint32_t v)
+{
+    char ref[PATH_MAX];
+    rb_path(ref, sizeof(ref), c, "ver/v%u.safetensors", v);
+    int fr = open(ref, O_RDONLY);
+    if (fr < 0)
+        return 0;
+    struct stat sr;
+    fstat(fr, &sr);
+    const uint8_t *mr = mmap(NULL, (size_t)sr.st_size, PROT_READ, MAP_SHARED, fr, 0);
+    close(fr);
+    if (mr == MAP_FAILED)
+        return 0;
+    int all = 1;
+    for (int i = 1; i < c->nnodes && all; i++) {
+        char w[PATH_MAX];
+        rb_path(w, sizeof(w), c, "w%d.st", i);
+        int fw = open(w, O_RDONLY);
+        struct stat sw;
+        if (fw < 0 || fstat(fw, &sw) != 0 || sw.st_size != sr.st_size) {
+            all = 0;
+            if (fw >= 0)
+                close(fw);
+            break;
+        }
+        const uint8_t *mw = mmap(NULL, (size_t)sw.st_size, PROT_READ, MAP_SHARED, fw, 0);
+        close(fw);
+        if (mw == MAP_FAILED) {
+            all = 0;
+            break;
+        }
+        all = memcmp(mr, mw, (size_t)sr.st_size) == 0;
+        munmap((void *)mw, (size_t)sw.st_size);
+    }
+    munmap((void *)mr, (size_t)sr.st_size);
+    return all;
+}
+
+static pid_t rb_spawn(rb_ctx_t *c, int rank, int dense, uint32_t upto, const char *stats)
+{
+    char cmd[8192], ns[64] = "";
+    int k;
+    if (c->netns)
+        snprintf(ns, sizeof(ns), "ip netns exec %s%s ", c->ns_prefix,
+                 rank == 0 ? "t" : "");
+    if (c->netns && rank != 0)
+        snprintf(ns, sizeof(ns), "ip netns exec %sr%u ", c->ns_prefix, c->region_of[rank]);
+    int tty_progress = c->o.demo && rank == 0 && dc_cli_is_tty();
+    if (rank == 0) {
+        char err[PATH_MAX + 16];
+        if (tty_progress) /* progress line on the terminal */
+            snprintf(err, sizeof(err), "--progress");
+        else
+            snprintf(err, sizeof(err), "2>>'%s/log0'", c->dir);
+        k = snprintf(cmd, sizeof(cmd),
+                 "exec %s'%s' node --topology '%s/topo.yaml' --rank 0 --versions '%s/ver' "
+                 "--count %u --state '%s/state/0' --stats '%s' --wait-ms 120000 %s %s",
+                 ns, c->self, c->dir, c->dir, upto, c->dir, stats, dense ? "--dense" : "", err);
+    } else {
+        k = snprintf(cmd, sizeof(cmd),
+                 "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --weights '%s/w%d.st' "
+                 "--state '%s/state/%d' >>'%s/log%d' 2>&1",
+                 ns, c->self, c->dir, rank, c->dir, rank, c->dir, rank, c->dir, rank);
+    }
+    if (k < 0 || (size_t)k >= sizeof(cmd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("DELTACAST_SECRET", c->secret, 1);
+        if (c->o.transport)
+            setenv("DELTACAST_TRANSPORT", c->o.transport, 1);
+        else if (!getenv("DELTACAST_TRANSPORT"))
+            setenv("DELTACAST_TRANSPORT", "tcp", 1);
+        if (c->o.chunk_size) {
+            char cs[32];
+            snprintf(cs, sizeof(cs), "%llu", (unsigned long long)c->o.chunk_size);
+            setenv("DELTACAST_CHUNK_SIZE", cs, 1);
+        }
+        if (!getenv("DELTACAST_INFLIGHT_BYTES"))
+            setenv("DELTACAST_INFLIGHT_BYTES", "256MiB", 1);
+        if (!getenv("DELTACAST_LOG"))
+            setenv("DELTACAST_LOG", "warn", 1);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Versions 1..upto from v0, delta or dense.  Each version is one run of
+ * the job (the root resumes from its commit record, receivers from theirs)
+ * so that every receiver is byte-compared with the trainer after every
+ * version: exact_v[v-1].  Returns the root's stats merged (caller decrefs)
+ * or NULL. */
+static json_t *rb_run(rb_ctx_t *c, int dense, uint32_t upto, int *exact, int *exact_v)
+{
+    if (rb_reset_receivers(c) != DC_OK)
+        return NULL;
+    json_t *all = NULL;
+    *exact = 1;
+    for (uint32_t v = 1; v <= upto; v++) {
+        char stats[PATH_MAX];
+        rb_path(stats, sizeof(stats), c, "stats-%s-v%u.json", dense ? "dense" : "delta", v);
+        unlink(stats);
+        pid_t pids[RB_MAX_NODES];
+        pids[0] = rb_spawn(c, 0, dense, v, stats);
+        usleep(100000);
+        for (int i = 1; i < c->nnodes; i++)
+            pids[i] = rb_spawn(c, i, dense, v, stats);
+        for (int i = 0; i < c->nnodes; i++) {
+            if (pids[i] <= 0) {
+                for (int k = 0; k < c->nnodes; k++)
+                    if (pids[k] > 0) {
+                        kill(pids[k], SIGKILL);
+                        waitpid(pids[k], NULL, 0);
+                    }
+                json_decref(all);
+                dc_error(DC_ERR_IO, "cannot start node %d", i);
+                return NULL;
+            }
+        }
+        int status, rc0;
+        waitpid(pids[0], &status, 0);
+        rc0 = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+        for (int i = 1; i < c->nnodes; i++) {
+            int ok = 0;
+            for (int k = 0; k < 200 && !ok; k++) {
+                if (waitpid(pids[i], &status, WNOHANG) == pids[i])
+                    ok = 1;
+                else
+                    usleep(50000);
+            }
+            if (!ok) {
+                kill(pids[i], SIGKILL);
+                waitpid(pids[i], &status, 0);
+            }
+        }
+        if (rc0 != 0) {
+            rb_sh("tail -n 5 '%s/log0' >&2", c->dir);
+            json_decref(all);
+            dc_error(DC_ERR_INTERNAL, "the %s refit of v%u failed (root exit %d; logs in %s)",
+                     dense ? "dense" : "delta", v, rc0, c->dir);
+            return NULL;
+        }
+        exact_v[v - 1] = rb_exact(c, v);
+        *exact &= exact_v[v - 1];
+        json_error_t je;
+        json_t *j = json_load_file(stats, 0, &je);
+        if (!j || json_array_size(json_object_get(j, "versions")) != 1) {
+            json_decref(j);
+            json_decref(all);
+            dc_error(DC_ERR_FORMAT, "%s: no stats of version %u", stats, v);
+            return NULL;
+        }
+        if (!all) {
+            all = j;
+        } else {
+            json_array_append(json_object_get(all, "versions"),
+                              json_array_get(json_object_get(j, "versions"), 0));
+            json_decref(j);
+        }
+    }
+    return all;
+}
+
+static double rb_num(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return v ? json_number_value(v) : 0;
+}
+
+/* Bytes per WAN link of one version: {"r0-0": bytes, ...}; *busiest out. */
+static json_t *rb_wan_bytes(rb_ctx_t *c, json_t *ver, double *busiest)
+{
+    json_t *o = json_object();
+    *busiest = 0;
+    size_t i;
+    json_t *lk;
+    json_array_foreach(json_object_get(ver, "links"), i, lk)
+    {
+        const char *kind = json_string_value(json_object_get(lk, "kind"));
+        if (!kind || strcmp(kind, "wan") != 0)
+            continue;
+        char name[64];
+        snprintf(name, sizeof(name), "%lld->%lld",
+                 (long long)json_integer_value(json_object_get(lk, "parent")),
+                 (long long)json_integer_value(json_object_get(lk, "node")));
+        double b = rb_num(lk, "bytes");
+        json_object_set_new(o, name, json_integer((json_int_t)b));
+        *busiest = DC_MAX(*busiest, b);
+    }
+    (void)c;
+    return o;
+}
+
+static void rb_plot(rb_ctx_t *c, json_t *versions, const char *png)
+{
+    char dat[PATH_MAX], gp[PATH_MAX];
+    rb_path(dat, sizeof(dat), c, "refit.dat");
+    rb_path(gp, sizeof(gp), c, "refit.gp");
+    FILE *f = fopen(dat, "w");
+    if (!f)
+        return;
+    fprintf(f, "# version delta_s dense_s encode transfer apply commit\n");
+    size_t i;
+    json_t *v;
+    json_array_foreach(versions, i, v)
+    {
+        json_t *ph = json_object_get(v, "phases");
+        fprintf(f, "v%lld %.6f %.6f %.6f %.6f %.6f %.6f\n",
+                (long long)json_integer_value(json_object_get(v, "version")),
+                rb_num(v, "seconds"), rb_num(v, "dense_seconds"), rb_num(ph, "encode"),
+                rb_num(ph, "transfer"), rb_num(ph, "apply"), rb_num(ph, "commit"));
+    }
+    fclose(f);
+    f = fopen(gp, "w");
+    if (!f)
+        return;
+    fprintf(f,
+            "set terminal pngcairo size 1100,450 noenhanced\n"
+            "set output '%s'\n"
+            "set multiplot layout 1,2 title 'deltacast refit: %u receivers in %u regions, %s WAN, "
+            "%.3g params, %s %.2g%%'\n"
+            "set style data histograms\nset style fill solid 0.8 border -1\n"
+            "set ylabel 'seconds'\nset logscale y\nset key top left\n"
+            "set title 'time to commit, delta vs dense'\n"
+            "plot '%s' using 2:xtic(1) title 'delta', '' using 3 title 'dense'\n"
+            "unset logscale y\nset style histogram rowstacked\n"
+            "set title 'delta refit by phase (encode/apply overlap the transfer)'\n"
+            "plot '%s' using 4:xtic(1) title 'encode', '' using 5 title 'transfer', "
+            "'' using 6 title 'apply', '' using 7 title 'commit'\n"
+            "unset multiplot\n",
+            png, c->o.receivers, c->o.regions, c->netns ? c->o.wan_text : "loopback",
+            (double)c->o.params, c->o.inject ? "inject" : "optimizer", c->o.rate * 100, dat,
+            dat);
+    fclose(f);
+    if (rb_sh("command -v gnuplot >/dev/null 2>&1") == 0 &&
+        rb_sh("gnuplot '%s' 2>/dev/null", gp) == 0)
+        rb_say(c, "  plot: %s\n", png);
+    else
+        rb_say(c, "  (gnuplot not available: no plot; data in %s)\n", dat);
+}
 
 static void dc_perf_refit_help(FILE *fp)
 {
-    fprintf(fp, "Usage: deltacast perf refit [options]\n\n(not implemented yet)\n");
+    fprintf(fp,
+            "Usage: deltacast perf refit [--receivers N] [--regions R] [--params P]\n"
+            "         [--change-rate C] [--model optimizer|inject] [--wan-rate 100mbit]\n"
+            "         [--versions K] [--json] [options]\n"
+            "\n"
+            "Run a whole refit job on this machine: a trainer in a region of its own and N\n"
+            "receivers spread evenly over R regions, K consecutive versions, each refitted as a\n"
+            "delta and (from the same baseline) dense, through the same engine and tree.  As\n"
+            "root, each region is a network namespace joined to the trainer's by a veth pair\n"
+            "shaped with tc tbf to the WAN rate; otherwise loopback (unshaped, and it says so).\n"
+            "Every receiver is byte-compared with the trainer's checkpoint.\n"
+            "\n"
+            "Options:\n"
+            "  --receivers N            receivers (default 4)\n"
+            "  --regions R              receiver regions (default 4)\n"
+            "  --params P               model parameters, BF16 (default 2.5e8)\n"
+            "  --change-rate C          fraction of weights changing per version (0.01)\n"
+            "  --model M                optimizer (default) or inject\n"
+            "  --wan-rate RATE          WAN rate per region link (default 100mbit)\n"
+            "  --versions K             consecutive versions (default 2)\n"
+            "  --chunk-size S           chunk size (default: config chunk_size)\n"
+            "  --no-dense               skip the dense refits (no speedup figure)\n"
+            "  --no-netns               loopback even as root\n"
+            "  --workdir DIR            keep the job's files in DIR (default: a temp dir)\n"
+            "  --keep                   do not delete the work directory\n"
+            "  --plot FILE              PNG plot (default WORKDIR/refit.png)\n"
+            "  --transport T            tcp (default), ucx\n"
+            "  --seed S                 model seed (default 1)\n"
+            "  --json                   JSON on stdout\n"
+            "  -h, --help               show this help\n");
+}
+
+static int rb_parse(int argc, char **argv, rb_opts_t *o)
+{
+    enum { O_RECV = 1, O_REG, O_PARAMS, O_RATE, O_MODEL, O_WAN, O_VERS, O_CHUNK, O_NODENSE,
+           O_NONETNS, O_WORK, O_KEEP, O_PLOT, O_TRANSPORT, O_SEED, O_JSON, O_DEMO };
+    static const struct option opts[] = {
+        {"receivers", required_argument, NULL, O_RECV},
+        {"regions", required_argument, NULL, O_REG},
+        {"params", required_argument, NULL, O_PARAMS},
+        {"change-rate", required_argument, NULL, O_RATE},
+        {"model", required_argument, NULL, O_MODEL},
+        {"wan-rate", required_argument, NULL, O_WAN},
+        {"versions", required_argument, NULL, O_VERS},
+        {"chunk-size", required_argument, NULL, O_CHUNK},
+        {"no-dense", no_argument, NULL, O_NODENSE},
+        {"no-netns", no_argument, NULL, O_NONETNS},
+        {"workdir", required_argument, NULL, O_WORK},
+        {"keep", no_argument, NULL, O_KEEP},
+        {"plot", required_argument, NULL, O_PLOT},
+        {"transport", required_argument, NULL, O_TRANSPORT},
+        {"seed", required_argument, NULL, O_SEED},
+        {"json", no_argument, NULL, O_JSON},
+        {"demo", no_argument, NULL, O_DEMO},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    uint64_t u;
+    optind = 1;
+    int c;
+    while ((c = dc_cli_getopt("perf refit", argc, argv, "h", opts)) != -1) {
+        switch (c) {
+        case 'h':
+            dc_perf_refit_help(stdout);
+            return -1;
+        case O_RECV:
+            if (!dc_cli_parse_u64("perf refit", "--receivers", optarg, &u))
+                return DC_EXIT_USAGE;
+            o->receivers = (uint32_t)u;
+            break;
+        case O_REG:
+            if (!dc_cli_parse_u64("perf refit", "--regions", optarg, &u))
+                return DC_EXIT_USAGE;
+            o->regions = (uint32_t)u;
+            break;
+        case O_PARAMS: {
+            double d;
+            if (!dc_cli_parse_double("perf refit", "--params", optarg, &d))
+                return DC_EXIT_USAGE;
+            o->params = (uint64_t)d;
+            break;
+        }
+        case O_RATE:
+            if (!dc_cli_parse_double("perf refit", "--change-rate", optarg, &o->rate))
+                return DC_EXIT_USAGE;
+            break;
+        case O_MODEL:
+            if (strcmp(optarg, "optimizer") == 0)
+                o->inject = 0;
+            else if (strcmp(optarg, "inject") == 0)
+                o->inject = 1;
+            else
+                return dc_cli_usage_error("perf refit", "--model wants optimizer or inject");
+            break;
+        case O_WAN:
+            if (dc_parse_rate(optarg, &o->wan_bps) != DC_OK || o->wan_bps < 1e6)
+                return dc_cli_usage_error("perf refit", "--wan-rate: '%s' is not a rate >= 1mbit",
+                                          optarg);
+            o->wan_text = optarg;
+            break;
+        case O_VERS:
+            if (!dc_cli_parse_u64("perf refit", "--versions", optarg, &u))
+                return DC_EXIT_USAGE;
+            o->versions = (uint32_t)u;
+            break;
+        case O_CHUNK:
+            if (!dc_cli_parse_size("perf refit", "--chunk-size", optarg, &o->chunk_size))
+                return DC_EXIT_USAGE;
+            break;
+        case O_NODENSE: o->no_dense = 1; break;
+        case O_NONETNS: o->netns_off = 1; break;
+        case O_WORK: o->workdir = optarg; break;
+        case O_KEEP: o->keep = 1; break;
+        case O_PLOT: o->plot = optarg; break;
+        case O_TRANSPORT: o->transport = optarg; break;
+        case O_SEED:
+            if (!dc_cli_parse_u64("perf refit", "--seed", optarg, &o->seed))
+                return DC_EXIT_USAGE;
+            break;
+        case O_JSON: o->json = 1; break;
+        case O_DEMO: o->demo = 1; break;
+        default:
+            return DC_EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return dc_cli_usage_error("perf refit", "unexpected argument '%s'", argv[optind]);
+    if (o->regions == 0 || o->receivers < o->regions)
+        return dc_cli_usage_error("perf refit", "need 1 <= --regions <= --receivers");
+    if (o->receivers + 1 > RB_MAX_NODES - 1)
+        return dc_cli_usage_error("perf refit", "at most %d receivers", RB_MAX_NODES - 2);
+    if (o->regions > 200)
+        return dc_cli_usage_error("perf refit", "at most 200 regions");
+    if (o->versions == 0 || o->versions > 100)
+        return dc_cli_usage_error("perf refit", "--versions must be 1..100");
+    if (!(o->rate > 0 && o->rate < 0.9))
+        return dc_cli_usage_error("perf refit", "--change-rate must be in (0, 0.9)");
+    if (o->params < DC_GEN_MIN_PARAMS)
+        return dc_cli_usage_error("perf refit", "--params must be at least %u", DC_GEN_MIN_PARAMS);
+    return 0;
 }
 
 int dc_cmd_perf_refit(int argc, char **argv)
 {
-    if (dc_cli_wants_help(argc, argv)) {
-        dc_perf_refit_help(stdout);
+    rb_ctx_t ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    rb_ctx_t *c = &ctx;
+    c->o.receivers = 4;
+    c->o.regions = 4;
+    c->o.params = 250000000;
+    c->o.rate = 0.01;
+    c->o.wan_bps = 100e6;
+    c->o.wan_text = "100mbit";
+    c->o.versions = 2;
+    c->o.seed = 1;
+    int rc = rb_parse(argc, argv, &c->o);
+    if (rc == -1)
         return DC_EXIT_OK;
+    if (rc != 0)
+        return rc;
+    const char *cmd = c->o.demo ? "demo" : "perf refit";
+    ssize_t sl = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
+    if (sl <= 0)
+        return dc_cli_fail(cmd, DC_ERR_IO, "cannot find the deltacast binary");
+    c->self[sl] = 0;
+    if (c->o.workdir) {
+        snprintf(c->dir, sizeof(c->dir), "%s", c->o.workdir);
+        if (rb_sh("mkdir -p '%s'", c->dir))
+            return dc_cli_fail(cmd, DC_ERR_IO, "cannot create %s", c->dir);
+    } else {
+        snprintf(c->dir, sizeof(c->dir), "/tmp/deltacast-refit-XXXXXX");
+        if (!mkdtemp(c->dir))
+            return dc_cli_fail(cmd, DC_ERR_IO, "mkdtemp");
     }
-    return dc_cli_not_implemented("perf refit");
+    {
+        FILE *r = fopen("/dev/urandom", "rb");
+        uint8_t b[32] = {0};
+        if (!r || fread(b, 1, sizeof(b), r) != sizeof(b)) {
+            if (r)
+                fclose(r);
+            return dc_cli_fail(cmd, DC_ERR_IO, "cannot read /dev/urandom for the job secret");
+        }
+        fclose(r);
+        for (int i = 0; i < 32; i++)
+            sprintf(c->secret + 2 * i, "%02x", b[i]);
+    }
+    dc_status_t st = DC_OK;
+    json_t *delta = NULL, *dense = NULL, *out = NULL;
+    int exact_delta = 0, exact_dense = 0;
+    int exact_dv[100] = {0}, exact_ddv[100] = {0};
+    dc_gen_result_t gr;
+    memset(&gr, 0, sizeof(gr));
+
+    c->netns = rb_net_setup(c);
+    rb_active = c;
+    signal(SIGINT, rb_on_signal);
+    signal(SIGTERM, rb_on_signal);
+    if ((st = rb_write_topo(c)) != DC_OK)
+        goto fail;
+    rb_say(c, "%s: %u receivers in %u regions, %.3g params BF16, %s %.2g%%, %u versions; %s\n",
+           cmd, c->o.receivers, c->o.regions, (double)c->o.params,
+           c->o.inject ? "inject" : "optimizer", c->o.rate * 100, c->o.versions,
+           c->netns ? "network namespaces + tc tbf" : "loopback");
+    if (c->netns)
+        rb_say(c, "  WAN: one veth per region, shaped to %s each way\n", c->o.wan_text);
+    else
+        rb_say(c, "  NOTE: %s: loopback, links NOT shaped (the WAN rate is not emulated)\n",
+               geteuid() != 0 ? "not root" : "network namespaces unavailable or disabled");
+    if ((st = rb_make_versions(c, &gr)) != DC_OK)
+        goto fail;
+    char fb[32];
+    rb_say(c, "  model: %llu params, %llu tensors, %s per checkpoint, real change rate %.3f%%\n",
+           (unsigned long long)gr.params, (unsigned long long)gr.tensors,
+           dc_fmt_bytes(gr.file_bytes, fb, sizeof(fb)), gr.real_rate * 100);
+    rb_say(c, "  delta refit of v1..v%u (receivers byte-compared after each version) ...\n",
+           c->o.versions);
+    delta = rb_run(c, 0, c->o.versions, &exact_delta, exact_dv);
+    if (!delta) {
+        st = dc_last_status() ? dc_last_status() : DC_ERR_INTERNAL;
+        goto fail;
+    }
+    if (!c->o.no_dense) {
+        rb_say(c, "  dense refit of v1..v%u (same engine, same tree) ...\n", c->o.versions);
+        dense = rb_run(c, 1, c->o.versions, &exact_dense, exact_ddv);
+        if (!dense) {
+            st = dc_last_status() ? dc_last_status() : DC_ERR_INTERNAL;
+            goto fail;
+        }
+    }
+
+    /* results */
+    out = json_object();
+    json_t *vers = json_array();
+    json_t *dv = json_object_get(delta, "versions");
+    json_t *ddv = dense ? json_object_get(dense, "versions") : NULL;
+    double tot = 0, tot_dense = 0, busiest_tot = 0, first_enc = 0;
+    uint64_t payload_tot = 0;
+    json_t *wan_tot = json_object();
+    json_t *ph_tot = json_object();
+    const char *phn[] = {"encode", "transfer", "apply", "commit"};
+    size_t i;
+    json_t *v;
+    json_array_foreach(dv, i, v)
+    {
+        json_t *o = json_object();
+        json_t *dvv = ddv ? json_array_get(ddv, i) : NULL;
+        double s = rb_num(v, "seconds");
+        double ds = dvv ? rb_num(dvv, "seconds") : 0;
+        double busiest;
+        json_t *wb = rb_wan_bytes(c, v, &busiest);
+        const char *k;
+        json_t *x;
+        json_object_foreach(wb, k, x)
+        {
+            json_t *t = json_object_get(wan_tot, k);
+            json_object_set_new(wan_tot, k, json_integer((t ? json_integer_value(t) : 0) +
+                                                         json_integer_value(x)));
+        }
+        json_object_set_new(o, "version", json_integer((json_int_t)json_integer_value(
+                                              json_object_get(v, "version"))));
+        json_object_set_new(o, "seconds", json_real(s));
+        json_object_set_new(o, "dense_seconds", dvv ? json_real(ds) : json_null());
+        json_object_set_new(o, "speedup_vs_dense", dvv && s > 0 ? json_real(ds / s) : json_null());
+        json_object_set_new(o, "payload_bytes", json_integer((json_int_t)rb_num(v, "payload_bytes")));
+        json_object_set_new(o, "dense_payload_bytes",
+                            dvv ? json_integer((json_int_t)rb_num(dvv, "payload_bytes")) : json_null());
+        json_object_set_new(o, "checkpoint_bytes", json_integer((json_int_t)rb_num(v, "dense_bytes")));
+        json_object_set_new(o, "wan_bytes", wb);
+        json_object_set_new(o, "busiest_wan_bytes", json_integer((json_int_t)busiest));
+        json_object_set_new(o, "first_frame_seconds", json_real(rb_num(v, "first_frame_seconds")));
+        if (c->netns) {
+            double bound = busiest * 8 / c->o.wan_bps + rb_num(v, "first_frame_seconds");
+            json_object_set_new(o, "wan_bound_seconds", json_real(bound));
+            json_object_set_new(o, "ratio_to_wan_bound", json_real(bound > 0 ? s / bound : 0));
+            if (dvv) {
+                double dbound = rb_num(dvv, "payload_bytes") * 8 / c->o.wan_bps;
+                json_object_set_new(o, "dense_wan_bound_seconds", json_real(dbound));
+            }
+        }
+        json_object_set_new(o, "exact", json_boolean(i < 100 && exact_dv[i]));
+        json_object_set_new(o, "dense_exact", dense ? json_boolean(i < 100 && exact_ddv[i])
+                                                    : json_null());
+        json_object_set_new(o, "phases", json_deep_copy(json_object_get(v, "phases")));
+        json_object_set_new(o, "repairs", json_integer((json_int_t)rb_num(v, "repairs")));
+        json_object_set_new(o, "repair_bytes", json_integer((json_int_t)rb_num(v, "repair_bytes")));
+        json_array_append_new(vers, o);
+        tot += s;
+        tot_dense += ds;
+        busiest_tot += busiest;
+        payload_tot += (uint64_t)rb_num(v, "payload_bytes");
+        if (i == 0)
+            first_enc = rb_num(v, "first_frame_seconds");
+        for (int p = 0; p < 4; p++) {
+            json_t *ph = json_object_get(v, "phases");
+            json_object_set_new(ph_tot, phn[p], json_real(rb_num(ph_tot, phn[p]) +
+                                                          rb_num(ph, phn[p])));
+        }
+    }
+    json_object_set_new(out, "receivers", json_integer(c->o.receivers));
+    json_object_set_new(out, "regions", json_integer(c->o.regions));
+    json_object_set_new(out, "params", json_integer((json_int_t)gr.params));
+    json_object_set_new(out, "model", json_string(c->o.inject ? "inject" : "optimizer"));
+    json_object_set_new(out, "change_rate", json_real(gr.real_rate));
+    json_object_set_new(out, "network", json_string(c->netns ? "netns+tbf" : "loopback-unshaped"));
+    json_object_set_new(out, "wan_rate_bps", c->netns ? json_real(c->o.wan_bps) : json_null());
+    json_object_set_new(out, "transport", json_string(c->o.transport ? c->o.transport : "tcp"));
+    json_object_set_new(out, "seconds", json_real(tot));
+    json_object_set_new(out, "dense_seconds", dense ? json_real(tot_dense) : json_null());
+    json_object_set_new(out, "speedup_vs_dense", dense && tot > 0 ? json_real(tot_dense / tot) : json_null());
+    json_object_set_new(out, "payload_bytes", json_integer((json_int_t)payload_tot));
+    json_object_set_new(out, "wan_bytes", wan_tot);
+    json_object_set_new(out, "exact", json_boolean(exact_delta && (!dense || exact_dense)));
+    json_object_set_new(out, "phases", ph_tot);
+    if (c->netns) {
+        double bound = busiest_tot * 8 / c->o.wan_bps + first_enc;
+        json_object_set_new(out, "wan_bound_seconds", json_real(bound));
+        json_object_set_new(out, "ratio_to_wan_bound", json_real(bound > 0 ? tot / bound : 0));
+    }
+    json_object_set_new(out, "versions", vers);
+    json_object_set_new(out, "workdir", json_string(c->dir));
+    json_object_set_new(out, "note", json_string("all processes share this machine's cores"));
+
+    {
+        /* results outlive a temporary work directory */
+        int tmp = !c->o.keep && !c->o.workdir;
+        const char *base = c->o.demo ? "/tmp/deltacast-demo" : "/tmp/deltacast-refit-latest";
+        char png[PATH_MAX], jp[PATH_MAX];
+        if (c->o.plot)
+            snprintf(png, sizeof(png), "%s", c->o.plot);
+        else if (tmp)
+            snprintf(png, sizeof(png), "%s.png", base);
+        else
+            rb_path(png, sizeof(png), c, "refit.png");
+        if (tmp)
+            snprintf(jp, sizeof(jp), "%s.json", base);
+        else
+            rb_path(jp, sizeof(jp), c, "refit.json");
+        if (json_dump_file(out, jp, JSON_INDENT(2)) == 0)
+            rb_say(c, "  results: %s\n", jp);
+        rb_plot(c, vers, png);
+    }
+    if (c->o.json) {
+        dc_perf_json_print(out);
+    } else {
+        printf("\n%-8s %10s %10s %9s %12s %12s %10s %7s\n", "version", "delta s", "dense s",
+               "speedup", "payload", "busiest WAN", "apply s", "exact");
+        json_array_foreach(vers, i, v)
+        {
+            char pb[32], wb[32], d[32] = "-";
+            json_t *ph = json_object_get(v, "phases");
+            double sp = rb_num(v, "speedup_vs_dense");
+            if (dense)
+                snprintf(d, sizeof(d), "%.3f", rb_num(v, "dense_seconds"));
+            printf("v%-7lld %10.3f %10s %8.1fx %12s %12s %10.3f %7s\n",
+                   (long long)json_integer_value(json_object_get(v, "version")),
+                   rb_num(v, "seconds"), d,
+                   sp, dc_fmt_bytes((uint64_t)rb_num(v, "payload_bytes"), pb, sizeof(pb)),
+                   dc_fmt_bytes((uint64_t)rb_num(v, "busiest_wan_bytes"), wb, sizeof(wb)),
+                   rb_num(ph, "apply"), json_is_true(json_object_get(v, "exact")) ? "yes" : "NO");
+        }
+        char td[32] = "-";
+        if (dense)
+            snprintf(td, sizeof(td), "%.3f", tot_dense);
+        printf("%-8s %10.3f %10s %8.1fx   (%s; every receiver byte-compared: %s)\n", "total", tot,
+               td,
+               dense && tot > 0 ? tot_dense / tot : 0,
+               c->netns ? "netns + tbf" : "loopback, unshaped",
+               json_is_true(json_object_get(out, "exact")) ? "exact" : "NOT EXACT");
+        if (c->netns)
+            printf("time / (busiest WAN link bytes / WAN rate + first chunk): %.2f\n",
+                   rb_num(out, "ratio_to_wan_bound"));
+        printf("(figures from a machine whose %d cores all node processes share)\n",
+               dc_cpu_count());
+    }
+    int exact_all = json_is_true(json_object_get(out, "exact"));
+    json_decref(out);
+    json_decref(delta);
+    json_decref(dense);
+    rb_net_teardown(c);
+    rb_active = NULL;
+    if (!c->o.keep && !c->o.workdir)
+        rb_sh("rm -rf '%s'", c->dir);
+    if (!exact_all) {
+        fprintf(stderr, "deltacast %s: error: a receiver is not byte-exact\n", cmd);
+        return DC_EXIT_FAIL;
+    }
+    return DC_EXIT_OK;
+
+fail:
+    json_decref(delta);
+    json_decref(dense);
+    rb_net_teardown(c);
+    return dc_cli_fail(cmd, st, "work directory %s", c->dir);
 }

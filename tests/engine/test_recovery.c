@@ -31,12 +31,12 @@ static void finish_ok(int last_version)
     job_expect_all_exact(&J, last_version);
 }
 
-Test(recovery, receiver_killed_mid_apply_restarts_exact)
+static void killed_mid_apply(const char *args)
 {
     job_init(&J, 1, 2, "3e5", 2, "inject");
     int victim = J.nnodes - 1;
     for (int i = 1; i < J.nnodes; i++)
-        job_start(&J, i, i == victim ? "DELTACAST_ENGINE_CRASH_AT=3" : NULL, NULL);
+        job_start(&J, i, i == victim ? "DELTACAST_ENGINE_CRASH_AT=3" : NULL, args);
     job_start(&J, 0, NULL, "--abort-ms 20000");
     int rc = job_wait(&J, victim, 30);
     cr_assert_eq(rc, 128 + SIGKILL, "victim exit %d", rc);
@@ -51,9 +51,19 @@ Test(recovery, receiver_killed_mid_apply_restarts_exact)
     free(states);
     /* and its bytes are neither v0 nor v1 */
     cr_assert(!job_exact(&J, victim, 0) && !job_exact(&J, victim, 1));
-    job_start(&J, victim, NULL, NULL);
+    job_start(&J, victim, NULL, args);
     finish_ok(2);
     cr_assert_eq(job_sh("grep -q 'resuming version 1' %s/log%d", J.dir, victim), 0);
+}
+
+Test(recovery, receiver_killed_mid_apply_restarts_exact)
+{
+    killed_mid_apply(NULL);
+}
+
+Test(recovery, receiver_killed_mid_apply_durable_journal)
+{
+    killed_mid_apply("--durable");
 }
 
 Test(recovery, relay_killed_children_reattach_version_commits)
@@ -122,4 +132,14 @@ Test(recovery, receiver_lost_aborts_back_to_baseline)
     dc_commit_rec_t r;
     cr_assert_eq(dc_commit_read(sd, &r), DC_ERR_NOT_FOUND, "nothing may be committed");
     cr_assert_eq(job_sh("grep -q 'aborting version 1' %s/log0", J.dir), 0);
+
+    /* the job again, the lost receiver back (its journal: chunks applied,
+     * one half-applied): everyone ends exact at v1 */
+    job_start(&J, 0, NULL, "--abort-ms 20000");
+    usleep(100000);
+    for (int i = 1; i < J.nnodes; i++)
+        job_start(&J, i, NULL, NULL);
+    finish_ok(1);
+    cr_assert_eq(dc_commit_read(sd, &r), DC_OK);
+    cr_assert_eq(r.version, 1);
 }

@@ -1,0 +1,77 @@
+/* test_perf_refit.c - `deltacast perf refit` and `deltacast demo` end to
+ * end at a tiny size: JSON keys of the issue, every receiver exact. */
+#include "refit_util.h"
+
+TestSuite(perf_refit, .timeout = 200);
+
+static void check_json(const char *path, int netns)
+{
+    cr_assert_eq(job_sh("python3 - '%s' %d <<'PY'\n"
+                        "import json, sys\n"
+                        "d = json.load(open(sys.argv[1])); netns = sys.argv[2] == '1'\n"
+                        "for k in ('seconds','dense_seconds','speedup_vs_dense','payload_bytes',"
+                        "'wan_bytes','exact','phases','versions'):\n"
+                        "    assert k in d, k\n"
+                        "assert d['exact'] is True\n"
+                        "assert d['network'] == ('netns+tbf' if netns else 'loopback-unshaped')\n"
+                        "assert len(d['versions']) == 2\n"
+                        "for v in d['versions']:\n"
+                        "    for k in ('seconds','dense_seconds','speedup_vs_dense','payload_bytes',"
+                        "'wan_bytes','exact','phases'):\n"
+                        "        assert k in v, k\n"
+                        "    assert v['exact'] is True and v['dense_exact'] is True\n"
+                        "    assert v['payload_bytes'] * 4 < v['dense_payload_bytes']\n"
+                        "    assert set(v['phases']) == {'encode','transfer','apply','commit'}\n"
+                        "    assert len(v['wan_bytes']) >= 2\n"
+                        "PY",
+                        path, netns),
+                 0, "bad JSON in %s", path);
+}
+
+Test(perf_refit, loopback_json)
+{
+    char dir[] = "/tmp/dc_perfrefit_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    int rc = job_sh("DELTACAST_CHUNK_SIZE=64KiB '%s' perf refit --receivers 3 --regions 2 "
+                    "--params 3e5 --versions 2 --no-netns --json --workdir %s/w > %s/out.json "
+                    "2>%s/err",
+                    job_bin(), dir, dir, dir);
+    if (rc != 0)
+        job_sh("cat %s/err >&2", dir);
+    cr_assert_eq(rc, 0);
+    char p[128];
+    snprintf(p, sizeof(p), "%s/out.json", dir);
+    check_json(p, 0);
+    job_sh("rm -rf %s", dir);
+}
+
+Test(perf_refit, netns_shaped_json)
+{
+    if (geteuid() != 0 || job_sh("ip netns list >/dev/null 2>&1 && command -v tc >/dev/null") != 0)
+        cr_skip_test("network namespaces need root and iproute2");
+    char dir[] = "/tmp/dc_perfrefit_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    int rc = job_sh("DELTACAST_CHUNK_SIZE=64KiB '%s' perf refit --receivers 2 --regions 2 "
+                    "--params 3e5 --versions 2 --wan-rate 200mbit --json --workdir %s/w "
+                    "> %s/out.json 2>%s/err",
+                    job_bin(), dir, dir, dir);
+    if (rc != 0)
+        job_sh("cat %s/err >&2", dir);
+    cr_assert_eq(rc, 0);
+    char p[128];
+    snprintf(p, sizeof(p), "%s/out.json", dir);
+    check_json(p, 1);
+    /* the plot was made when gnuplot is present */
+    if (job_sh("command -v gnuplot >/dev/null") == 0)
+        cr_assert_eq(job_sh("test -s %s/w/refit.png", dir), 0, "no PNG plot");
+    job_sh("rm -rf %s", dir);
+}
+
+Test(perf_refit, usage_errors)
+{
+    cr_assert_eq(job_sh("'%s' perf refit --regions 3 --receivers 2 2>/dev/null", job_bin()), 2);
+    cr_assert_eq(job_sh("'%s' perf refit --model nope 2>/dev/null", job_bin()), 2);
+    cr_assert_eq(job_sh("'%s' perf refit --wan-rate fast 2>/dev/null", job_bin()), 2);
+    cr_assert_eq(job_sh("'%s' demo --help >/dev/null", job_bin()), 0);
+    cr_assert_eq(job_sh("'%s' node --rank 0 2>/dev/null", job_bin()), 2);
+}
