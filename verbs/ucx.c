@@ -241,6 +241,13 @@ static uint64_t dc_ucx_mem_types;
 static void dc_ucx_init_once(void)
 {
     ucp_config_t *cfg;
+    /* A node restarted on the same port (recovery) must be able to listen
+     * again while the old socket lingers in TIME_WAIT; the user's own
+     * setting wins. */
+    /* (uct component settings are read from the environment only; this
+     * runs once, before any UCX thread exists.) */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+    setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
     ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
     if (s != UCS_OK) {
         snprintf(dc_ucx_init_msg, sizeof(dc_ucx_init_msg), "ucx: ucp_config_read: %s",
