@@ -16,7 +16,8 @@ from pathlib import Path
 
 __all__ = ["DeltacastError", "lib", "version", "build_features", "status_name",
            "status_str", "is_retryable", "config_get", "config_set", "config_table",
-           "parse_size", "parse_rate"]
+           "parse_size", "parse_rate", "diff_files", "apply_files", "diff_bytes",
+           "apply_bytes", "checkpoint_digest", "Topology", "run_node", "refit_committed"]
 
 
 class DeltacastError(RuntimeError):
@@ -45,6 +46,49 @@ class _ConfigEntry(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("def_", ctypes.c_char_p), ("doc", ctypes.c_char_p)]
 
 
+class _DeltaOpts(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("chunk_size", ctypes.c_uint64),
+                ("threads", ctypes.c_uint)]
+
+
+class _DeltaStats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("base_bytes", ctypes.c_uint64),
+                ("target_bytes", ctypes.c_uint64), ("delta_bytes", ctypes.c_uint64),
+                ("tensors", ctypes.c_uint64), ("elements", ctypes.c_uint64),
+                ("changed", ctypes.c_uint64), ("chunks", ctypes.c_uint64),
+                ("frames", ctypes.c_uint64), ("frames_by_kind", ctypes.c_uint64 * 5),
+                ("payload_bytes", ctypes.c_uint64), ("pos_bytes", ctypes.c_uint64),
+                ("val_bytes", ctypes.c_uint64), ("bound_bytes", ctypes.c_double),
+                ("bounded_payload", ctypes.c_uint64), ("seconds", ctypes.c_double)]
+
+    def as_dict(self) -> dict:
+        d = {name: getattr(self, name) for name, _ in self._fields_ if name != "size"}
+        d["frames_by_kind"] = list(self.frames_by_kind)
+        return d
+
+
+class _RefitTensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p),
+                ("nelems", ctypes.c_uint64)]
+
+
+class _RefitSegment(ctypes.Structure):
+    _fields_ = [("tensor", ctypes.c_char_p), ("offset", ctypes.c_uint64),
+                ("length", ctypes.c_uint64), ("ptr", ctypes.c_void_p)]
+
+
+class _RefitNodeConfig(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("topo", ctypes.c_void_p),
+                ("rank", ctypes.c_uint32), ("state_dir", ctypes.c_char_p),
+                ("versions_dir", ctypes.c_char_p), ("last_version", ctypes.c_uint32),
+                ("dense", ctypes.c_int), ("stats_path", ctypes.c_char_p),
+                ("wait_ms", ctypes.c_uint32), ("weights_path", ctypes.c_char_p),
+                ("tensors", ctypes.POINTER(_RefitTensor)), ("n_tensors", ctypes.c_size_t),
+                ("segments", ctypes.POINTER(_RefitSegment)), ("n_segments", ctypes.c_size_t),
+                ("initial_version", ctypes.c_uint64), ("durable", ctypes.c_int),
+                ("abort_ms", ctypes.c_uint32), ("chunk_size", ctypes.c_uint64)]
+
+
 _LIB = None
 
 
@@ -69,6 +113,26 @@ def _lib():
         "dc_parse_size": (c_int, [c_char_p, c_u64p]),
         "dc_parse_rate": (c_int, [c_char_p, ctypes.POINTER(ctypes.c_double)]),
     }
+    vp, sz, st = ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(_DeltaStats)
+    op = ctypes.POINTER(_DeltaOpts)
+    sigs.update({
+        "dc_delta_diff_files": (c_int, [c_char_p, c_char_p, c_char_p, op, st]),
+        "dc_delta_apply_files": (c_int, [c_char_p, c_char_p, c_char_p, op, st]),
+        "dc_delta_diff_buffers": (c_int, [vp, sz, vp, sz, op, ctypes.POINTER(vp),
+                                          ctypes.POINTER(sz), st]),
+        "dc_delta_target_size": (c_int, [vp, sz, c_u64p]),
+        "dc_delta_apply_buffers": (c_int, [vp, sz, vp, sz, vp, sz, ctypes.POINTER(sz), op, st]),
+        "dc_checkpoint_digest": (c_int, [vp, sz, ctypes.c_uint64, ctypes.c_uint,
+                                         ctypes.POINTER(ctypes.c_uint8 * 16)]),
+        "dc_free": (None, [vp]),
+        "dc_topo_load": (c_int, [c_char_p, ctypes.POINTER(vp)]),
+        "dc_topo_synthetic_local": (c_int, [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint16,
+                                            ctypes.POINTER(vp)]),
+        "dc_topo_node_count": (ctypes.c_uint32, [vp]),
+        "dc_topo_free": (None, [vp]),
+        "dc_refit_node_run": (c_int, [ctypes.POINTER(_RefitNodeConfig)]),
+        "dc_refit_committed": (c_int, [c_char_p, c_u64p, c_u64p, ctypes.c_uint64 * 2]),
+    })
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)
         fn.restype = res
@@ -140,3 +204,169 @@ def parse_rate(text: str) -> float:
     out = ctypes.c_double()
     _check(_lib().dc_parse_rate(text.encode(), ctypes.byref(out)))
     return out.value
+
+
+# --------------------------------------------------------------------------
+# Delta codec
+# --------------------------------------------------------------------------
+
+def _opts(chunk_size: int, threads: int) -> _DeltaOpts:
+    return _DeltaOpts(ctypes.sizeof(_DeltaOpts), chunk_size, threads)
+
+
+def _stats() -> _DeltaStats:
+    s = _DeltaStats()
+    s.size = ctypes.sizeof(_DeltaStats)
+    return s
+
+
+def diff_files(base: str, next_: str, delta: str, chunk_size: int = 0, threads: int = 0) -> dict:
+    """Encode the delta BASE -> NEXT into the file DELTA; returns its figures."""
+    s = _stats()
+    _check(_lib().dc_delta_diff_files(os.fsencode(base), os.fsencode(next_), os.fsencode(delta),
+                                      ctypes.byref(_opts(chunk_size, threads)), ctypes.byref(s)))
+    return s.as_dict()
+
+
+def apply_files(base: str, delta: str, out: str | None = None, threads: int = 0) -> dict:
+    """Apply DELTA to BASE, writing OUT atomically (out=None: BASE in place)."""
+    s = _stats()
+    _check(_lib().dc_delta_apply_files(os.fsencode(base), os.fsencode(delta),
+                                       None if out is None else os.fsencode(out),
+                                       ctypes.byref(_opts(0, threads)), ctypes.byref(s)))
+    return s.as_dict()
+
+
+def _ro_ptr(data: bytes):
+    return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p)
+
+
+def diff_bytes(base: bytes, next_: bytes, chunk_size: int = 0, threads: int = 0) -> bytes:
+    """Delta between two safetensors images held in memory."""
+    out, out_len, s = ctypes.c_void_p(), ctypes.c_size_t(), _stats()
+    _check(_lib().dc_delta_diff_buffers(_ro_ptr(base), len(base), _ro_ptr(next_), len(next_),
+                                        ctypes.byref(_opts(chunk_size, threads)),
+                                        ctypes.byref(out), ctypes.byref(out_len),
+                                        ctypes.byref(s)))
+    try:
+        return ctypes.string_at(out, out_len.value)
+    finally:
+        _lib().dc_free(out)
+
+
+def apply_bytes(base: bytes, delta: bytes, threads: int = 0) -> bytes:
+    """Apply a delta to a safetensors image in memory; returns the target."""
+    size = ctypes.c_uint64()
+    _check(_lib().dc_delta_target_size(_ro_ptr(delta), len(delta), ctypes.byref(size)))
+    out = ctypes.create_string_buffer(max(size.value, 1))
+    out_len, s = ctypes.c_size_t(), _stats()
+    _check(_lib().dc_delta_apply_buffers(_ro_ptr(base), len(base), _ro_ptr(delta), len(delta),
+                                         ctypes.cast(out, ctypes.c_void_p), size.value,
+                                         ctypes.byref(out_len), ctypes.byref(_opts(0, threads)),
+                                         ctypes.byref(s)))
+    return out.raw[:out_len.value]
+
+
+def checkpoint_digest(image: bytes, chunk_size: int = 4 << 20, threads: int = 0) -> bytes:
+    """The 16-byte checkpoint digest deltas name their base and target by."""
+    d = (ctypes.c_uint8 * 16)()
+    _check(_lib().dc_checkpoint_digest(_ro_ptr(image), len(image), chunk_size, threads,
+                                       ctypes.byref(d)))
+    return bytes(d)
+
+
+# --------------------------------------------------------------------------
+# Topology and refit nodes
+# --------------------------------------------------------------------------
+
+class Topology:
+    """A topology (owned; freed with close() or on garbage collection)."""
+
+    def __init__(self, handle: int):
+        self._h = ctypes.c_void_p(handle)
+
+    @classmethod
+    def load(cls, path: str) -> "Topology":
+        h = ctypes.c_void_p()
+        _check(_lib().dc_topo_load(os.fsencode(path), ctypes.byref(h)))
+        return cls(h.value)
+
+    @classmethod
+    def local(cls, regions: int, per_region: int, base_port: int) -> "Topology":
+        """Trainer (node 0) + regions x per_region receivers on 127.0.0.1."""
+        h = ctypes.c_void_p()
+        _check(_lib().dc_topo_synthetic_local(regions, per_region, base_port, ctypes.byref(h)))
+        return cls(h.value)
+
+    @property
+    def nodes(self) -> int:
+        return _lib().dc_topo_node_count(self._h)
+
+    def close(self) -> None:
+        if self._h:
+            _lib().dc_topo_free(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _writable_ptr(buf) -> tuple:
+    mv = memoryview(buf).cast("B")
+    if mv.readonly:
+        raise ValueError("segment buffers must be writable (bytearray, numpy array...)")
+    arr = (ctypes.c_char * len(mv)).from_buffer(mv)
+    return ctypes.addressof(arr), len(mv), arr
+
+
+def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | None = None,
+             weights_path: str | None = None, tensors=None, segments=None,
+             initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
+             durable: bool = False, wait_ms: int = 0, abort_ms: int = 0) -> None:
+    """Run one node of a refit job until the job ends (blocks).
+
+    Root (rank 0): versions_dir holds v0.safetensors .. vK.safetensors.
+    Receiver: weights_path (a safetensors file updated in place) or memory:
+    tensors = [(name, dtype, nelems), ...] and segments = [(tensor, byte
+    offset, writable buffer), ...] (the placement map: canonical byte ranges
+    of each tensor -> your buffers, written in place).
+    """
+    keep = []
+    cfg = _RefitNodeConfig()
+    cfg.size = ctypes.sizeof(_RefitNodeConfig)
+    cfg.topo = topo._h
+    cfg.rank = rank
+    cfg.state_dir = os.fsencode(state_dir)
+    cfg.versions_dir = None if versions_dir is None else os.fsencode(versions_dir)
+    cfg.weights_path = None if weights_path is None else os.fsencode(weights_path)
+    cfg.dense = int(dense)
+    cfg.durable = int(durable)
+    cfg.wait_ms = wait_ms
+    cfg.abort_ms = abort_ms
+    cfg.initial_version = initial_version
+    cfg.chunk_size = chunk_size
+    if tensors:
+        tarr = (_RefitTensor * len(tensors))()
+        for i, (name, dtype, n) in enumerate(tensors):
+            tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
+        cfg.tensors, cfg.n_tensors = tarr, len(tensors)
+        keep.append(tarr)
+    if segments:
+        sarr = (_RefitSegment * len(segments))()
+        for i, (tensor, offset, buf) in enumerate(segments):
+            addr, length, ref = _writable_ptr(buf)
+            keep.append(ref)
+            sarr[i] = _RefitSegment(tensor.encode(), offset, length, addr)
+        cfg.segments, cfg.n_segments = sarr, len(segments)
+        keep.append(sarr)
+    _check(_lib().dc_refit_node_run(ctypes.byref(cfg)))
+
+
+def refit_committed(state_dir: str) -> tuple:
+    """(version, baseline, digest bytes) of a node's commit record."""
+    v, b, d = ctypes.c_uint64(), ctypes.c_uint64(), (ctypes.c_uint64 * 2)()
+    _check(_lib().dc_refit_committed(os.fsencode(state_dir), ctypes.byref(v), ctypes.byref(b), d))
+    return v.value, b.value, d[0].to_bytes(8, "little") + d[1].to_bytes(8, "little")

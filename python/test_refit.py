@@ -1,0 +1,98 @@
+"""Embedding the engine: a rollout worker written in Python refits tensors
+held in its own (numpy-like, writable) buffers through a placement map,
+from a trainer running `deltacast node`; bytes compared with the target."""
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deltacast as dc  # noqa: E402
+
+BIN = os.environ.get("DELTACAST_BIN")
+
+
+def free_port_block(n):
+    for _ in range(50):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+        s.close()
+        if base + n < 65000:
+            return base
+    raise RuntimeError("no port")
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + hlen])
+    data = raw[8 + hlen:]
+    header.pop("__metadata__", None)
+    out = []
+    for name, t in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        b, e = t["data_offsets"]
+        n = 1
+        for d in t["shape"]:
+            n *= d
+        out.append((name, t["dtype"], n, data[b:e]))
+    return out
+
+
+@unittest.skipUnless(BIN, "DELTACAST_BIN not set (run through meson test)")
+class Refit(unittest.TestCase):
+    def test_memory_receiver_through_placement_map(self):
+        tmp = tempfile.mkdtemp(prefix="dc-py-refit-")
+        try:
+            ver = os.path.join(tmp, "ver")
+            subprocess.run([BIN, "gen", "--params", "200000", "--change-rate", "0.01",
+                            "--seed", "3", "-o", ver], check=True, capture_output=True)
+            os.rename(os.path.join(ver, "base.safetensors"), os.path.join(ver, "v0.safetensors"))
+            os.rename(os.path.join(ver, "next.safetensors"), os.path.join(ver, "v1.safetensors"))
+            v0 = read_safetensors(os.path.join(ver, "v0.safetensors"))
+            v1 = read_safetensors(os.path.join(ver, "v1.safetensors"))
+            # each tensor split over two buffers: a placement map of 2 segments
+            tensors, segments = [], []
+            for name, dtype, n, data in v0:
+                tensors.append((name, dtype, n))
+                cut = len(data) // 3
+                for off, part in ((0, data[:cut]), (cut, data[cut:])):
+                    if part:
+                        segments.append((name, off, bytearray(part)))
+            want = {name: data for name, _, _, data in v1}
+            stale = sum(bytes(buf) != want[name][off:off + len(buf)] for name, off, buf in segments)
+            self.assertGreater(stale, 0, "v0 and v1 must differ for the test to mean anything")
+            port = free_port_block(4)
+            env = dict(os.environ, DELTACAST_SECRET="py-secret", DELTACAST_TRANSPORT="tcp",
+                       DELTACAST_TIMEOUT_MS="2000")
+            root = subprocess.Popen(
+                [BIN, "node", "--local", f"1:1:{port}", "--rank", "0", "--versions", ver,
+                 "--state", os.path.join(tmp, "st0"), "--chunk-size", "64KiB"],
+                env=env, stderr=subprocess.PIPE)
+            os.environ.update(DELTACAST_SECRET="py-secret", DELTACAST_TRANSPORT="tcp",
+                              DELTACAST_TIMEOUT_MS="2000")
+            topo = dc.Topology.local(1, 1, port)
+            self.assertEqual(topo.nodes, 2)
+            try:
+                dc.run_node(topo, 1, os.path.join(tmp, "st1"), tensors=tensors,
+                            segments=segments, chunk_size=64 * 1024)
+            finally:
+                _, err = root.communicate(timeout=60)
+            self.assertEqual(root.returncode, 0, err.decode(errors="replace"))
+            for name, off, buf in segments:
+                self.assertEqual(bytes(buf), want[name][off:off + len(buf)], name)
+            version, baseline, _ = dc.refit_committed(os.path.join(tmp, "st0"))
+            self.assertEqual((version, baseline), (1, 0))
+            topo.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
