@@ -14,7 +14,6 @@ static const dc_config_entry_t dc_config_entries[] = {
     {"log", "warn", "log level: error, warn, info, debug"},
     {"chunk_size", "4MiB", "dense bytes per chunk (unit of encoding, transfer, retry)"},
     {"threads", "0", "encode/apply worker threads (0 = all online CPUs)"},
-    {"zstd_level", "1", "zstd level for payload streams"},
     {"inflight_bytes", "1GiB", "bound on memory held by frames in flight per node"},
     {"transport", "auto", "intra-region transport: auto, rdma, ucx, tcp"},
     {"tcp_streams", "4", "parallel TCP streams per WAN edge"},
@@ -22,7 +21,10 @@ static const dc_config_entry_t dc_config_entries[] = {
     {"timeout_ms", "30000", "connect/handshake/ack timeout in milliseconds"},
     {"secret_file", "", "file holding the job secret for HMAC authentication"},
     {"secret", "", "job secret (prefer secret_file; environment only)"},
-    {"fault", "", "fault injection spec for tests, e.g. corrupt:after=1M"},
+    {"fault", "", "fault injection for tests: corrupt=P,corrupt_at=OFF,drop_after=N,stall_ms=T"},
+    {"kern_isa", "", "force a lower kernel ISA: scalar, avx2, avx512 (default: best)"},
+    {"ucx_err_mode", "peer", "UCX endpoint error mode: peer (detect dead peers) or none (shm)"},
+    {"rdma_device", "", "RDMA device to use, e.g. mlx5_0 (default: first active)"},
     {NULL, NULL, NULL},
 };
 
@@ -118,7 +120,9 @@ void dc_config_print(FILE *fp)
     fprintf(fp, "Configuration (environment DELTACAST_<NAME> overrides the default):\n");
     for (size_t i = 0; i < DC_CONFIG_N; i++) {
         const dc_config_entry_t *e = &dc_config_entries[i];
-        const char *eff = strcmp(e->name, "secret") == 0 ? "(hidden)" : dc_config_get(e->name);
+        const char *eff = dc_config_get(e->name);
+        if (strcmp(e->name, "secret") == 0 && *eff)
+            eff = "(set, hidden)";
         fprintf(fp, "  %-15s %-10s %s%s%s%s\n", e->name, *e->def ? e->def : "\"\"",
                 e->doc,
                 strcmp(eff, e->def) != 0 ? " [now: " : "",
