@@ -114,6 +114,14 @@ dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, s
                             unsigned w, uint8_t *dst, size_t cap, size_t *len, uint16_t *enc,
                             dc_chunk_stats_t *st)
 {
+    return dc_codec_encode_digest(c, base, next, n, w, dst, cap, len, enc, st, NULL, NULL);
+}
+
+dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *next, size_t n,
+                                   unsigned w, uint8_t *dst, size_t cap, size_t *len,
+                                   uint16_t *enc, dc_chunk_stats_t *st, dc_digest_t *base_dg,
+                                   dc_digest_t *next_dg)
+{
     size_t bytes = n * w;
     if ((w != 1 && w != 2 && w != 4 && w != 8) || n > UINT32_MAX || bytes > c->max_bytes)
         return dc_error(DC_ERR_INVALID, "codec: chunk of %zu x %u bytes exceeds context", n, w);
@@ -122,6 +130,8 @@ dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, s
     dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0};
     dc_status_t s;
     if (!base) {
+        if (next_dg)
+            *next_dg = dc_digest128(next, bytes);
         s = dc_encode_dense(c, NULL, next, n, w, dst, cap, len, enc, &s0);
         if (s != DC_OK)
             return s;
@@ -131,7 +141,10 @@ dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, s
         return DC_OK;
     }
     size_t cap_sparse = n / 4;
-    size_t count = dc_kern_diff(base, next, n, w, c->pos, c->vals1, cap_sparse);
+    size_t count = base_dg || next_dg
+                       ? dc_kern_diff_digest(base, next, n, w, c->pos, c->vals1, cap_sparse,
+                                             base_dg, next_dg)
+                       : dc_kern_diff(base, next, n, w, c->pos, c->vals1, cap_sparse);
     s0.changed = count;
     if (count > cap_sparse) {
         memcpy(c->vals1, next, bytes);
@@ -281,6 +294,27 @@ dc_status_t dc_codec_decode(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
         memcpy(dst, c->vals1, n * w);
         return DC_OK;
     }
+}
+
+dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                   size_t len, const void *src, void *dst, size_t n, unsigned w,
+                                   dc_digest_t *src_dg, dc_digest_t *dst_dg)
+{
+    size_t count;
+    unsigned kind = dc_enc_kind(enc);
+    if (!src && kind != DC_ENC_PUT_DENSE && kind >= 1 && kind <= DC_ENC_KIND_MAX)
+        return dc_error(DC_ERR_INVALID, "codec: encoding 0x%04x needs a baseline", enc);
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL);
+    if (s != DC_OK)
+        return s;
+    unsigned op;
+    switch (kind) {
+    case DC_ENC_XOR_SPARSE: op = DC_PATCH_XOR; break;
+    case DC_ENC_PUT_SPARSE: op = DC_PATCH_PUT; break;
+    case DC_ENC_XOR_DENSE: op = DC_PATCH_XOR_DENSE; break;
+    default: op = DC_PATCH_PUT_DENSE; break;
+    }
+    return dc_kern_patch_digest(dst, src, n, w, op, c->pos, c->vals1, count, src_dg, dst_dg);
 }
 
 dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload, size_t len,

@@ -66,6 +66,17 @@ dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, s
                             dc_chunk_stats_t *st);
 
 /**
+ * dc_codec_encode that also returns the digests (XXH3-128, as dc_digest128)
+ * of base (*base_dg, when base and base_dg are not NULL) and of next
+ * (*next_dg, when not NULL), computed in the same pass over the data as the
+ * diff.  Same payload as dc_codec_encode.
+ */
+dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *next, size_t n,
+                                   unsigned w, uint8_t *dst, size_t cap, size_t *len,
+                                   uint16_t *enc, dc_chunk_stats_t *st, dc_digest_t *base_dg,
+                                   dc_digest_t *next_dg);
+
+/**
  * Apply a payload to dst (n elements of w bytes).  For every kind but
  * PUT_DENSE dst must hold the chunk's baseline bytes.  The payload is
  * hostile: everything is validated into scratch first, so on any error
@@ -73,6 +84,18 @@ dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, s
  */
 dc_status_t dc_codec_decode(dc_codec_t *c, uint16_t enc, const uint8_t *payload, size_t len,
                             void *dst, size_t n, unsigned w);
+
+/**
+ * Apply a payload to the baseline `src` (n elements of w bytes; NULL only
+ * for PUT_DENSE; may equal dst) writing the result to dst, and return the
+ * digests of src (*src_dg, when src and src_dg are not NULL) and of the
+ * result (*dst_dg, when not NULL), in one pass over the data (no separate
+ * copy or hashing passes).  Same validation as dc_codec_decode: on any
+ * error (DC_ERR_FORMAT) dst is untouched.
+ */
+dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                   size_t len, const void *src, void *dst, size_t n, unsigned w,
+                                   dc_digest_t *src_dg, dc_digest_t *dst_dg);
 
 /**
  * Describe a payload without a baseline: stream sizes, changed count (for

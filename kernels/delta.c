@@ -452,22 +452,19 @@ static dc_status_t dc_diff_task(void *arg, size_t i)
 {
     dc_diff_ctx_t *d = arg;
     dc_job_t *j = &d->jobs[i];
-    size_t bytes = (size_t)j->cnt * j->w;
-    if (j->base)
-        *j->base_dg = dc_digest128(j->base, bytes);
     dc_codec_t *c;
     dc_status_t st = dc_pool_get(&d->pool, &c);
     if (st != DC_OK)
         return st;
-    st = dc_codec_encode(c, j->base, j->next, (size_t)j->cnt, j->w, j->out, d->out_cap, &j->len,
-                         &j->enc, &j->st);
+    /* the chunk digests come from the diff's own pass over the data */
+    st = dc_codec_encode_digest(c, j->base, j->next, (size_t)j->cnt, j->w, j->out, d->out_cap,
+                                &j->len, &j->enc, &j->st, j->base_dg, j->next_dg);
     dc_pool_put(&d->pool, c);
     if (st != DC_OK)
         return st;
     if (j->len > DC_FRAME_MAX_PAYLOAD)
         return dc_error(DC_ERR_INTERNAL, "chunk payload of %zu bytes exceeds the frame limit",
                         j->len);
-    *j->next_dg = dc_digest128(j->next, bytes);
     j->emit = j->base == NULL || j->st.changed != 0;
     if (j->emit) {
         dc_frame_hdr_t h = {
@@ -792,8 +789,9 @@ static void dc_note_bad(dc_apply_ctx_t *a, uint64_t g)
         ;
 }
 
-/* One target chunk: hash the base chunk (for the base digest), copy it,
- * decode the frame onto it, hash the result.  Digest mismatches are only
+/* One target chunk: copy the base chunk, decode the frame onto it and hash
+ * both the base chunk (for the base digest) and the result, in one pass
+ * over the data (dc_codec_decode_digest).  Digest mismatches are only
  * noted here: the base digest is judged first, after all chunks. */
 static dc_status_t dc_apply_task(void *arg, size_t g)
 {
@@ -804,20 +802,18 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
     uint64_t ce = dc_delta_chunk_elems(a->tg.cs, w);
     uint64_t ci = g - a->tg.gstart[ti];
     uint64_t off = ci * ce, cnt = DC_MIN(ce, t->nelems - off);
-    size_t bytes = (size_t)(cnt * w);
     uint8_t *dst = dc_st_data(a->tgt, t) + off * w;
     const uint8_t *src = NULL;
-    dc_digest_t bd = {0, 0};
+    dc_digest_t *bdp = NULL;
     if (a->bidx[ti] != SIZE_MAX) {
         size_t bj = a->bidx[ti];
         src = dc_st_data(a->base, dc_st_tensor(a->base, bj)) + off * w;
-        bd = dc_digest128(src, bytes);
-        a->bdg[a->bg.gstart[bj] + ci] = bd;
+        bdp = &a->bdg[a->bg.gstart[bj] + ci];
     }
     if (a->frame_off[g] == 0) {
-        memcpy(dst, src, bytes); /* unchanged: same bytes, same digest */
-        a->tdg[g] = bd;
-        return DC_OK;
+        /* unchanged: same bytes, same digest (copied and hashed in one pass) */
+        return dc_kern_patch_digest(dst, src, (size_t)cnt, w, DC_PATCH_COPY, NULL, NULL, 0,
+                                    bdp, &a->tdg[g]);
     }
     dc_frame_hdr_t h;
     const uint8_t *fp = a->img + a->frame_off[g];
@@ -829,18 +825,17 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
         dc_error_prefix("tensor '%s'", t->name);
         return st;
     }
-    if (dc_enc_needs_base(dc_enc_kind(h.encoding)))
-        memcpy(dst, src, bytes);
     dc_codec_t *c;
     if ((st = dc_pool_get(&a->pool, &c)) != DC_OK)
         return st;
-    st = dc_codec_decode(c, h.encoding, payload, h.payload_len, dst, (size_t)cnt, w);
+    /* base copy, decode, base digest and target digest in one pass */
+    st = dc_codec_decode_digest(c, h.encoding, payload, h.payload_len, src, dst, (size_t)cnt, w,
+                                bdp, &a->tdg[g]);
     dc_pool_put(&a->pool, c);
     if (st != DC_OK) {
         dc_error_prefix("tensor '%s' chunk %llu", t->name, (unsigned long long)ci);
         return st;
     }
-    a->tdg[g] = dc_digest128(dst, bytes);
     if (!dc_digest_eq(a->tdg[g], h.target_digest))
         dc_note_bad(a, g);
     return DC_OK;

@@ -8,6 +8,11 @@
 #define DC_RANS_L (1u << 23)
 #define DC_RANS_MAX_SCALE 16
 #define DC_RANS_MIN_SCALE 8
+/* in a RANS stream's symbol-bits byte: the data is two- or four-way
+ * interleaved */
+#define DC_RANS_TWO_WAY 0x80u
+#define DC_RANS_FOUR_WAY 0x40u
+#define DC_RANS_WAY_MASK 0xC0u
 
 /* rANS encoder symbol with a reciprocal instead of a division (after
  * F. Giesen's rans_byte.h). */
@@ -21,7 +26,7 @@ struct dc_ent_scratch {
     uint32_t *hist;   /* 65536 */
     uint32_t *qfreq;  /* 65536 */
     uint32_t *cum;    /* 65537 */
-    uint16_t *slot;   /* 65536 */
+    uint64_t *dtab;   /* 65536: per slot, sym | freq << 16 | (slot - cum) << 33 */
     uint16_t *syms;   /* 65536: list of used symbols */
     struct dc_rans_esym *esym; /* 65536: encoder symbols (reciprocals) */
     uint8_t *tmp[2];  /* candidate outputs, each val_bound(max_count, 8) */
@@ -30,6 +35,8 @@ struct dc_ent_scratch {
     uint32_t *hcnt;
     size_t hcap;
 };
+
+unsigned dc_ent_rans_ways = 0;
 
 const char *dc_ent_method_name(unsigned method)
 {
@@ -50,14 +57,14 @@ dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out)
     s->hist = calloc(65536, sizeof(uint32_t));
     s->qfreq = calloc(65536, sizeof(uint32_t));
     s->cum = calloc(65537, sizeof(uint32_t));
-    s->slot = calloc(65536, sizeof(uint16_t));
+    s->dtab = malloc(65536 * sizeof(uint64_t));
     s->syms = calloc(65536, sizeof(uint16_t));
     s->esym = calloc(65536, sizeof(*s->esym));
     s->tmp[0] = malloc(s->tmp_cap);
     s->tmp[1] = malloc(s->tmp_cap);
     s->hkeys = malloc(s->hcap * sizeof(uint64_t));
     s->hcnt = calloc(s->hcap, sizeof(uint32_t));
-    if (!s->hist || !s->qfreq || !s->cum || !s->slot || !s->syms || !s->esym || !s->tmp[0] ||
+    if (!s->hist || !s->qfreq || !s->cum || !s->dtab || !s->syms || !s->esym || !s->tmp[0] ||
         !s->tmp[1] || !s->hkeys || !s->hcnt) {
         dc_ent_scratch_free(s);
         return dc_error(DC_ERR_NOMEM, "entropy scratch for %zu words", max_count);
@@ -73,7 +80,7 @@ void dc_ent_scratch_free(dc_ent_scratch_t *s)
     free(s->hist);
     free(s->qfreq);
     free(s->cum);
-    free(s->slot);
+    free(s->dtab);
     free(s->syms);
     free(s->esym);
     free(s->tmp[0]);
@@ -181,6 +188,15 @@ typedef struct {
 
 static inline void dc_bitr_refill(dc_bitr_t *r)
 {
+    if (r->nb <= 55 && r->end - r->p >= 8) {
+        /* whole bytes in one big-endian load: 1..7 of them, nb ends >= 56 */
+        unsigned take = (63 - r->nb) >> 3;
+        uint64_t v = __builtin_bswap64(dc_load_le64(r->p));
+        r->acc = (r->acc << (8 * take)) | (v >> (64 - 8 * take));
+        r->nb += 8 * take;
+        r->p += take;
+        return;
+    }
     while (r->nb <= 56 && r->p < r->end) {
         r->acc = (r->acc << 8) | *r->p++;
         r->nb += 8;
@@ -237,10 +253,23 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
     uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
     dc_bitw_t w = {0, 0, dst + h, dst + cap, 0};
     int64_t prev = -1;
+    /* g / m by a multiply: with g, m < 2^32 and M = floor(2^64 / m) + 1,
+     * (g * M) >> 64 is exact (g * m < 2^64). */
+    const uint64_t mrcp = m > 1 ? UINT64_MAX / m + 1 : 0;
     for (size_t k = 0; k < count; k++) {
         uint64_t g = (uint64_t)((int64_t)pos[k] - prev - 1);
         prev = pos[k];
-        uint64_t q = g / m, r = g % m;
+        uint64_t q = m > 1 ? (uint64_t)(((unsigned __int128)g * mrcp) >> 64) : g;
+        uint64_t r = g - q * m;
+        if (DC_LIKELY(q + 1 + b <= 32)) {
+            /* the whole code in one put: q zeros, a one, the remainder */
+            unsigned rb = b ? (r < cut ? b - 1 : b) : 0;
+            uint64_t rv = b ? (r < cut ? r : r + cut) : 0;
+            dc_bitw_put(&w, (1ull << rb) | rv, (unsigned)q + 1 + rb);
+            if (DC_UNLIKELY(w.overflow))
+                break;
+            continue;
+        }
         while (q >= 32) {
             dc_bitw_put(&w, 0, 32);
             q -= 32;
@@ -278,9 +307,98 @@ dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint
                         (unsigned long long)n);
     unsigned b = dc_ceil_log2_u64(m);
     uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
-    dc_bitr_t r = {0, 0, p, end};
+    size_t k = 0;
     int64_t prev = -1;
-    for (size_t k = 0; k < count; k++) {
+    /*
+     * Fast path while >= 8 bytes are left: a left-aligned 64-bit window
+     * refilled with one big-endian load (nb = counted bits at the top; the
+     * bits below them are the following stream bits, so OR-ing a reload over
+     * them is harmless).  A gap whose code does not fit the window (a run of
+     * >= 56 - b zero bits) and the last bytes go to the careful loop below;
+     * a valid stream always ends there (the window holds >= 8 unread bits
+     * whenever this loop stops), so the end-of-stream checks are unchanged.
+     */
+    uint64_t win = 0;
+    unsigned wnb = 0;
+    uint64_t next = 0; /* prev + 1 */
+    /* With many gaps and short codes, a table over the next 11 bits gives
+     * gap | bits used << 24 for every code that fits in them (0: decode
+     * it bit by bit below). */
+    enum { DC_GT_BITS = 11 };
+    uint32_t gtab[1u << DC_GT_BITS];
+    int use_tab = count >= 4096 && b + 1 <= DC_GT_BITS;
+    if (use_tab) {
+        for (uint32_t idx = 0; idx < (1u << DC_GT_BITS); idx++) {
+            uint64_t t = (uint64_t)idx << (64 - DC_GT_BITS);
+            gtab[idx] = 0;
+            if (t == 0)
+                continue;
+            unsigned lz = (unsigned)__builtin_clzll(t), used = lz + 1;
+            t <<= used;
+            uint64_t rem = 0;
+            if (b) {
+                uint64_t short_r = b > 1 ? t >> (65 - b) : 0;
+                if (short_r < cut) {
+                    rem = short_r;
+                    used += b - 1;
+                } else {
+                    rem = (t >> (64 - b)) - cut;
+                    used += b;
+                }
+            }
+            if (used <= DC_GT_BITS && rem < m)
+                gtab[idx] = (uint32_t)((uint64_t)lz * m + rem) | used << 24;
+        }
+    }
+    while (k < count && end - p >= 8) {
+        win |= __builtin_bswap64(dc_load_le64(p)) >> wnb;
+        p += (63 - wnb) >> 3;
+        wnb |= 56;
+        if (use_tab) {
+            uint32_t e = gtab[win >> (64 - DC_GT_BITS)];
+            if (DC_LIKELY(e != 0)) {
+                unsigned used = e >> 24;
+                win <<= used;
+                wnb -= used;
+                uint64_t ps = next + (e & 0xffffffu);
+                if (DC_UNLIKELY(ps >= n))
+                    return dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
+                                    (unsigned long long)ps, (unsigned long long)n);
+                pos[k++] = (uint32_t)ps;
+                next = ps + 1;
+                continue;
+            }
+        }
+        if (win == 0)
+            break;
+        unsigned lz = (unsigned)__builtin_clzll(win);
+        if (lz + 1 + b > wnb)
+            break;
+        win <<= lz + 1;
+        wnb -= lz + 1;
+        uint64_t rem = 0;
+        if (b) {
+            /* truncated binary, branch-free: b-1 bits, or b when >= cut */
+            uint64_t short_r = b > 1 ? win >> (65 - b) : 0;
+            uint64_t long_r = (win >> (64 - b)) - cut;
+            unsigned is_long = short_r >= cut;
+            rem = is_long ? long_r : short_r;
+            unsigned used = b - 1 + is_long;
+            win <<= used;
+            wnb -= used;
+            if (DC_UNLIKELY(rem >= m))
+                return dc_error(DC_ERR_FORMAT, "positions: bad remainder");
+        }
+        uint64_t ps = next + (uint64_t)lz * m + rem;
+        if (ps >= n)
+            return dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
+                            (unsigned long long)ps, (unsigned long long)n);
+        pos[k++] = (uint32_t)ps;
+        next = ps + 1;
+    }
+    prev = (int64_t)next - 1;
+    dc_bitr_t r = {wnb ? win >> (64 - wnb) : 0, wnb, p, end};
+    for (; k < count; k++) {
         uint64_t q = 0;
         for (;;) {
             dc_bitr_refill(&r);
@@ -338,6 +456,50 @@ static inline uint32_t dc_sym_at(const uint8_t *v, size_t i, unsigned stride, un
     return bits == 16 ? dc_load_le16(v + i * stride) : v[i * stride];
 }
 
+/* Quantize the histogram of the nsym symbols s->syms[] (count in all) to
+ * frequencies summing to 2^S in s->qfreq[]; returns the coded size in bits
+ * those frequencies give (sum of hist * log2(2^S / q)), or -1 when the
+ * alphabet does not fit. */
+static double dc_rans_quantize(dc_ent_scratch_t *s, size_t nsym, size_t count, unsigned S)
+{
+    const uint32_t *hist = s->hist;
+    uint32_t M = 1u << S;
+    if (nsym > M / 2)
+        return -1.0;
+    uint64_t sum = 0;
+    size_t big = 0;
+    for (size_t k = 0; k < nsym; k++) {
+        uint32_t c = s->syms[k];
+        uint64_t q = (uint64_t)hist[c] * M / count;
+        if (q == 0)
+            q = 1;
+        s->qfreq[c] = (uint32_t)q;
+        sum += q;
+        if (hist[c] > hist[s->syms[big]])
+            big = k;
+    }
+    while (sum > M) {
+        /* take from the largest quantized frequency */
+        size_t bi = 0;
+        for (size_t k = 1; k < nsym; k++)
+            if (s->qfreq[s->syms[k]] > s->qfreq[s->syms[bi]])
+                bi = k;
+        uint32_t *q = &s->qfreq[s->syms[bi]];
+        uint64_t take = DC_MIN(sum - M, (uint64_t)(*q - (*q + 1) / 2));
+        if (take == 0)
+            return -1.0;
+        *q -= (uint32_t)take;
+        sum -= take;
+    }
+    s->qfreq[s->syms[big]] += (uint32_t)(M - sum);
+    double bits = 0.0;
+    for (size_t k = 0; k < nsym; k++) {
+        uint32_t c = s->syms[k];
+        bits += (double)hist[c] * ((double)S - log2((double)s->qfreq[c]));
+    }
+    return bits;
+}
+
 /*
  * Encode count symbols (8 or 16 bits, read at v + i*stride) as a RANS
  * stream.  Returns DC_ERR_BUSY when the alphabet is too large for the
@@ -379,40 +541,28 @@ static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t 
         S = 12;
     while ((1u << S) < 2 * nsym && S < DC_RANS_MAX_SCALE)
         S++;
-    uint32_t M = 1u << S;
-    if (nsym > M / 2) {
+    if (nsym > (1u << S) / 2) {
         st = DC_ERR_BUSY;
         goto clear;
     }
-    /* quantize */
-    uint64_t sum = 0;
-    size_t big = 0;
-    for (size_t k = 0; k < nsym; k++) {
-        uint32_t c = s->syms[k];
-        uint64_t q = (uint64_t)hist[c] * M / count;
-        if (q == 0)
-            q = 1;
-        s->qfreq[c] = (uint32_t)q;
-        sum += q;
-        if (hist[c] > hist[s->syms[big]])
-            big = k;
-    }
-    while (sum > M) {
-        /* take from the largest quantized frequency */
-        size_t bi = 0;
-        for (size_t k = 1; k < nsym; k++)
-            if (s->qfreq[s->syms[k]] > s->qfreq[s->syms[bi]])
-                bi = k;
-        uint32_t *q = &s->qfreq[s->syms[bi]];
-        uint64_t take = DC_MIN(sum - M, (uint64_t)(*q - (*q + 1) / 2));
-        if (take == 0) {
+    /* A 12-bit table (4096 slots: the decoder's table stays in L1) decodes
+     * about twice as fast as a 16-bit one; take it when it costs at most
+     * 0.5% more bits. */
+    if (S > 12 && 2 * nsym <= (1u << 12)) {
+        double hi = dc_rans_quantize(s, nsym, count, S);
+        double lo = dc_rans_quantize(s, nsym, count, 12);
+        if (lo >= 0 && (hi < 0 || lo <= hi * 1.005))
+            S = 12;
+        else if (hi < 0) {
             st = DC_ERR_BUSY;
             goto clear;
-        }
-        *q -= (uint32_t)take;
-        sum -= take;
+        } else
+            (void)dc_rans_quantize(s, nsym, count, S);
+    } else if (dc_rans_quantize(s, nsym, count, S) < 0) {
+        st = DC_ERR_BUSY;
+        goto clear;
     }
-    s->qfreq[s->syms[big]] += (uint32_t)(M - sum);
+    uint32_t M = 1u << S;
     /* table */
     size_t h = 0;
     if (cap < 32 + (size_t)nsym * 6) {
@@ -450,28 +600,74 @@ static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t 
             e->bias = s->cum[c];
         }
     }
-    /* encode backwards */
+    /* encode backwards; from 16 symbols on two, from 64 on four
+     * interleaved states (symbol i: state i % ways) split the dependency
+     * chain */
     uint8_t *lo = dst + h, *p = dst + cap;
-    uint32_t x = DC_RANS_L;
-    for (size_t i = count; i-- > 0;) {
-        const struct dc_rans_esym *e = &s->esym[dc_sym_at(v, i, stride, bits)];
-        if (DC_UNLIKELY(p - lo < 8)) {
-            st = DC_ERR_BUSY;
-            goto clear;
+    uint32_t x0 = DC_RANS_L, x1 = DC_RANS_L, x2 = DC_RANS_L, x3 = DC_RANS_L;
+    unsigned ways = dc_ent_rans_ways == 1 || dc_ent_rans_ways == 2 || dc_ent_rans_ways == 4
+                        ? dc_ent_rans_ways
+                        : count >= 64 ? 4 : count >= 16 ? 2 : 1;
+    dst[0] |= ways == 4 ? DC_RANS_FOUR_WAY : ways == 2 ? DC_RANS_TWO_WAY : 0;
+    /* renormalize branch-free (x < 2^31 and x_max >= 2^15: at most 2
+     * bytes go out; a byte stored below p when none does is scratch, the
+     * output is [p, dst + cap)), then the encode step */
+#define DC_RANS_PUT(X, I)                                                     \
+    do {                                                                      \
+        const struct dc_rans_esym *e = &s->esym[dc_sym_at(v, (I), stride, bits)]; \
+        if (DC_UNLIKELY(p - lo < 8)) {                                        \
+            st = DC_ERR_BUSY;                                                 \
+            goto clear;                                                       \
+        }                                                                     \
+        uint32_t xm = e->x_max;                                               \
+        unsigned k1 = X >= xm;                                                \
+        p[-1] = (uint8_t)X;                                                   \
+        p -= k1;                                                              \
+        X >>= 8 * k1;                                                         \
+        unsigned k2 = X >= xm;                                                \
+        p[-1] = (uint8_t)X;                                                   \
+        p -= k2;                                                              \
+        X >>= 8 * k2;                                                         \
+        uint32_t q = (uint32_t)(((uint64_t)X * e->rcp_freq) >> 32) >> e->rcp_shift; \
+        X = X + e->bias + q * e->cmpl_freq;                                   \
+    } while (0)
+    size_t i = count;
+    while (i % ways) {
+        i--;
+        switch (i & (ways - 1)) {
+        case 0: DC_RANS_PUT(x0, i); break;
+        case 1: DC_RANS_PUT(x1, i); break;
+        case 2: DC_RANS_PUT(x2, i); break;
+        default: DC_RANS_PUT(x3, i); break;
         }
-        while (x >= e->x_max) {
-            *--p = (uint8_t)x;
-            x >>= 8;
-        }
-        uint32_t q = (uint32_t)(((uint64_t)x * e->rcp_freq) >> 32) >> e->rcp_shift;
-        x = x + e->bias + q * e->cmpl_freq;
     }
-    if (p < lo + 4) {
+    if (ways == 4) {
+        for (; i >= 4; i -= 4) {
+            DC_RANS_PUT(x3, i - 1);
+            DC_RANS_PUT(x2, i - 2);
+            DC_RANS_PUT(x1, i - 3);
+            DC_RANS_PUT(x0, i - 4);
+        }
+    } else if (ways == 2) {
+        for (; i >= 2; i -= 2) {
+            DC_RANS_PUT(x1, i - 1);
+            DC_RANS_PUT(x0, i - 2);
+        }
+    } else {
+        for (; i >= 1; i--)
+            DC_RANS_PUT(x0, i - 1);
+    }
+#undef DC_RANS_PUT
+    if (p < lo + 16) {
         st = DC_ERR_BUSY;
         goto clear;
     }
-    p -= 4;
-    dc_store_le32(p, x);
+    /* the states, state 0 first */
+    const uint32_t xs[4] = {x0, x1, x2, x3};
+    for (unsigned j = ways; j-- > 0;) {
+        p -= 4;
+        dc_store_le32(p, xs[j]);
+    }
     size_t dlen = (size_t)(dst + cap - p);
     memmove(lo, p, dlen);
     *out_len = h + dlen;
@@ -488,6 +684,11 @@ static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_
     if (len < 2)
         return dc_error(DC_ERR_FORMAT, "rANS stream truncated");
     unsigned sb = *p++, S = *p++;
+    unsigned wf = sb & DC_RANS_WAY_MASK;
+    if (wf == DC_RANS_WAY_MASK)
+        return dc_error(DC_ERR_FORMAT, "rANS stream header byte 0x%02x is invalid", sb);
+    unsigned ways = wf == DC_RANS_FOUR_WAY ? 4 : wf == DC_RANS_TWO_WAY ? 2 : 1;
+    sb &= ~DC_RANS_WAY_MASK;
     if (sb != bits)
         return dc_error(DC_ERR_FORMAT, "rANS stream has %u-bit symbols, expected %u", sb, bits);
     if (S < DC_RANS_MIN_SCALE || S > DC_RANS_MAX_SCALE)
@@ -507,37 +708,87 @@ static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_
         f += 1;
         if (c >= (1ull << bits) || d >= (1ull << bits) || f > M || acc + f > M)
             return dc_error(DC_ERR_FORMAT, "rANS table entry out of range");
-        s->qfreq[c] = (uint32_t)f;
-        s->cum[c] = (uint32_t)acc;
+        /* slot j of symbol c: x' = f * (x >> S) + (j - cum) */
+        uint64_t e = c | f << 16; /* f <= 2^16: 17 bits */
         for (uint64_t j = acc; j < acc + f; j++)
-            s->slot[j] = (uint16_t)c;
+            s->dtab[j] = e | (j - acc) << 33;
         acc += f;
     }
     if (acc != M)
         return dc_error(DC_ERR_FORMAT, "rANS frequencies sum to %llu, not %u",
                         (unsigned long long)acc, M);
-    if (end - p < 4)
+    if ((size_t)(end - p) < 4u * ways)
         return dc_error(DC_ERR_FORMAT, "rANS stream truncated");
-    uint32_t x = dc_load_le32(p);
-    p += 4;
-    if (x < DC_RANS_L || x >= (DC_RANS_L << 8))
-        return dc_error(DC_ERR_FORMAT, "rANS initial state out of range");
+    /* states: symbol i is coded by state i % ways */
+    uint32_t xs[4] = {DC_RANS_L, DC_RANS_L, DC_RANS_L, DC_RANS_L};
+    for (unsigned j = 0; j < ways; j++) {
+        xs[j] = dc_load_le32(p + 4 * j);
+        if (xs[j] < DC_RANS_L || xs[j] >= (DC_RANS_L << 8))
+            return dc_error(DC_ERR_FORMAT, "rANS initial state out of range");
+    }
+    p += 4u * ways;
+    uint32_t x0 = xs[0], x1 = xs[1], x2 = xs[2], x3 = xs[3];
     const uint32_t mask = M - 1;
-    for (size_t i = 0; i < count; i++) {
-        uint32_t sl = x & mask;
-        uint32_t sym = s->slot[sl];
-        x = s->qfreq[sym] * (x >> S) + sl - s->cum[sym];
+    const uint64_t *dtab = s->dtab;
+    size_t i = 0;
+    /* Fast loops while the bytes a step can read are surely there: one table
+     * load per symbol and a branch-free renormalization (x >= 2^(23-S) >=
+     * 2^7 after a step, so at most 2 bytes are needed to get back to >=
+     * 2^23; with 2^7 <= x < 2^31, (clz(x) - 1) rounded down to bytes is
+     * that count).  Two states interleave two dependency chains. */
+#define DC_RANS_STEP(X, I)                                                    \
+    do {                                                                      \
+        uint64_t e = dtab[X & mask];                                          \
+        X = (uint32_t)((e >> 16) & 0x1ffff) * (X >> S) + (uint32_t)(e >> 33); \
+        unsigned nbits = ((unsigned)__builtin_clz(X) - 1u) & ~7u;             \
+        uint32_t two = (uint32_t)p[0] << 8 | p[1];                            \
+        X = (uint32_t)(((uint64_t)X << nbits) | (two >> (16 - nbits)));       \
+        p += nbits >> 3;                                                      \
+        if (bits == 16)                                                       \
+            dc_store_le16(out + (I) * stride, (uint16_t)e);                   \
+        else                                                                  \
+            out[(I) * stride] = (uint8_t)e;                                   \
+    } while (0)
+    if (ways == 4) {
+        for (; i + 4 <= count && end - p >= 8; i += 4) {
+            DC_RANS_STEP(x0, i);
+            DC_RANS_STEP(x1, i + 1);
+            DC_RANS_STEP(x2, i + 2);
+            DC_RANS_STEP(x3, i + 3);
+        }
+    } else if (ways == 2) {
+        for (; i + 2 <= count && end - p >= 4; i += 2) {
+            DC_RANS_STEP(x0, i);
+            DC_RANS_STEP(x1, i + 1);
+        }
+    } else {
+        for (; i < count && end - p >= 2; i++)
+            DC_RANS_STEP(x0, i);
+    }
+#undef DC_RANS_STEP
+    xs[0] = x0;
+    xs[1] = x1;
+    xs[2] = x2;
+    xs[3] = x3;
+    for (; i < count; i++) {
+        uint32_t *xp = &xs[i & (ways - 1)];
+        uint32_t x = *xp;
+        uint64_t e = dtab[x & mask];
+        uint32_t sym = (uint32_t)(e & 0xffff);
+        x = (uint32_t)((e >> 16) & 0x1ffff) * (x >> S) + (uint32_t)(e >> 33);
         while (x < DC_RANS_L) {
             if (DC_UNLIKELY(p >= end))
                 return dc_error(DC_ERR_FORMAT, "rANS data truncated");
             x = (x << 8) | *p++;
         }
+        *xp = x;
         if (bits == 16)
             dc_store_le16(out + i * stride, (uint16_t)sym);
         else
             out[i * stride] = (uint8_t)sym;
     }
-    if (x != DC_RANS_L || p != end)
+    if (xs[0] != DC_RANS_L || xs[1] != DC_RANS_L || xs[2] != DC_RANS_L || xs[3] != DC_RANS_L ||
+        p != end)
         return dc_error(DC_ERR_FORMAT, "rANS stream does not end cleanly");
     return DC_OK;
 }

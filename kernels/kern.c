@@ -9,6 +9,7 @@
 #include "kernels/kern.h"
 
 #include "kernels/kern_impl.h"
+#include "kernels/digest.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -416,6 +417,129 @@ void dc_kern_xor_dense(void *dst, const void *src, size_t bytes)
     if (bytes == 0)
         return;
     ops_get()->xor_dense(dst, src, bytes);
+}
+
+/* ======================================================================== */
+/*  Fused passes: diff / patch + digest, block by block                     */
+/* ======================================================================== */
+
+/* Bytes per block: the block of each operand stays in L1 between the kernel
+ * that brings it in and the digest that reads it again. */
+#define DC_KERN_BLOCK 16384u
+
+size_t dc_kern_diff_digest(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                           void *xorw, size_t cap, dc_digest_t *a_dg, dc_digest_t *b_dg)
+{
+    check_width(w, "dc_kern_diff_digest");
+    if (n > (size_t)UINT32_MAX + 1) {
+        fprintf(stderr, "deltacast: dc_kern_diff_digest: n=%zu does not fit 32-bit "
+                "positions\n", n);
+        abort();
+    }
+    const dc_kern_ops_t *ops = ops_get();
+    const uint8_t *pa = a, *pb = b;
+    uint8_t *px = xorw;
+    dc_span_digest_t sa, sb;
+    dc_span_digest_init(&sa, a, n * w);
+    dc_span_digest_init(&sb, b, n * w);
+    const size_t be = DC_KERN_BLOCK / w;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += be) {
+        size_t m = DC_MIN(be, n - i);
+        size_t kw = DC_MIN(k, cap);
+        size_t c = ops->diff(pa + i * w, pb + i * w, m, w, pos + kw, px + kw * w, cap - kw);
+        size_t wrote = DC_MIN(c, cap - kw);
+        for (size_t j = 0; j < wrote; j++)
+            pos[kw + j] += (uint32_t)i;
+        k += c;
+        if (a_dg)
+            dc_span_digest_advance(&sa, (i + m) * w);
+        if (b_dg)
+            dc_span_digest_advance(&sb, (i + m) * w);
+    }
+    if (a_dg)
+        *a_dg = dc_span_digest_final(&sa);
+    if (b_dg)
+        *b_dg = dc_span_digest_final(&sb);
+    return k;
+}
+
+dc_status_t dc_kern_patch_digest(void *dst, const void *src, size_t n, unsigned w,
+                                 unsigned op, const uint32_t *pos, const void *vals,
+                                 size_t count, dc_digest_t *src_dg, dc_digest_t *dst_dg)
+{
+    check_width(w, "dc_kern_patch_digest");
+    const dc_kern_ops_t *ops = ops_get();
+    if (op > DC_PATCH_PUT_DENSE || (src == NULL && op != DC_PATCH_PUT_DENSE))
+        return dc_error(DC_ERR_INVALID, "dc_kern_patch_digest: edit %u without a baseline", op);
+    int sparse = op == DC_PATCH_XOR || op == DC_PATCH_PUT;
+    if (sparse && count) {
+        dc_status_t st = scatter_check(ops, pos, count, n,
+                                       op == DC_PATCH_XOR ? "xor scatter" : "overwrite scatter");
+        if (st != DC_OK)
+            return st;
+    }
+    const uint8_t *ps = src, *pv = vals;
+    uint8_t *pd = dst;
+    const size_t bytes_all = n * w;
+    int hash_src = src_dg != NULL && src != NULL;
+    int in_place = pd == ps;
+    /* a plain copy has the source's digest */
+    int hash_dst = dst_dg != NULL && !(op == DC_PATCH_COPY && hash_src);
+    dc_digest_t ds = {0, 0};
+    if (hash_src && in_place) {
+        /* the tail of an XXH3 span is read at the end: hash before editing */
+        ds = dc_digest128(ps, bytes_all);
+        hash_src = 0;
+        *src_dg = ds;
+    }
+    dc_span_digest_t ss, sd;
+    dc_span_digest_init(&ss, ps, bytes_all);
+    dc_span_digest_init(&sd, pd, bytes_all);
+    const size_t be = DC_KERN_BLOCK / w;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += be) {
+        size_t m = DC_MIN(be, n - i), off = i * w, bytes = m * w;
+        switch (op) {
+        case DC_PATCH_XOR_DENSE:
+            if (!in_place)
+                memcpy(pd + off, ps + off, bytes);
+            ops->xor_dense(pd + off, pv + off, bytes);
+            break;
+        case DC_PATCH_PUT_DENSE:
+            memcpy(pd + off, pv + off, bytes);
+            break;
+        default: {
+            if (!in_place)
+                memcpy(pd + off, ps + off, bytes);
+            if (!sparse)
+                break;
+            /* the positions (validated, increasing) that fall in this block */
+            size_t k1 = k, end = i + m;
+            while (k1 < count && pos[k1] < end)
+                k1++;
+            if (k1 > k) {
+                if (op == DC_PATCH_XOR)
+                    ops->xor_scatter(pd, w, pos + k, pv + k * w, k1 - k);
+                else
+                    ops->put_scatter(pd, w, pos + k, pv + k * w, k1 - k);
+            }
+            k = k1;
+            break;
+        }
+        }
+        if (hash_src)
+            dc_span_digest_advance(&ss, off + bytes);
+        if (hash_dst)
+            dc_span_digest_advance(&sd, off + bytes);
+    }
+    if (hash_src) {
+        ds = dc_span_digest_final(&ss);
+        *src_dg = ds;
+    }
+    if (dst_dg)
+        *dst_dg = hash_dst ? dc_span_digest_final(&sd) : ds;
+    return DC_OK;
 }
 
 /* ======================================================================== */

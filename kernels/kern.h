@@ -83,6 +83,38 @@ dc_status_t dc_kern_put_scatter(void *dst, size_t n, unsigned w, const uint32_t 
 void dc_kern_xor_dense(void *dst, const void *src, size_t bytes);
 
 /**
+ * dc_kern_diff plus the digests of a and b (XXH3-128, as dc_digest128), in
+ * one pass: the chunk is walked in cache-sized blocks, each block diffed
+ * and then hashed while it is in cache.  a_dg / b_dg may be NULL.
+ */
+size_t dc_kern_diff_digest(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                           void *xorw, size_t cap, dc_digest_t *a_dg, dc_digest_t *b_dg);
+
+/** Edits for dc_kern_patch_digest. */
+enum {
+    DC_PATCH_COPY = 0,      /* dst = src */
+    DC_PATCH_XOR = 1,       /* dst = src; dst[pos[k]] ^= vals[k] */
+    DC_PATCH_PUT = 2,       /* dst = src; dst[pos[k]]  = vals[k] */
+    DC_PATCH_XOR_DENSE = 3, /* dst = src ^ vals (n words) */
+    DC_PATCH_PUT_DENSE = 4, /* dst = vals (n words); src only hashed */
+};
+
+/**
+ * Build a chunk of n elements of w bytes in dst from the baseline src and
+ * an edit, and return the digests of src (*src_dg, when src_dg and src are
+ * not NULL) and of the result (*dst_dg, when not NULL), in one pass over
+ * the data (cache-sized blocks: copy, edit and hash each block while it is
+ * in cache).  src == dst edits in place (src_dg is then the digest before
+ * the edit).  src may be NULL only for DC_PATCH_PUT_DENSE.  pos/count/vals
+ * are used by the sparse edits, vals by the dense ones.  Positions come
+ * from hostile input: they are validated first (strictly increasing, < n)
+ * and DC_ERR_FORMAT leaves dst untouched, as dc_kern_xor_scatter.
+ */
+dc_status_t dc_kern_patch_digest(void *dst, const void *src, size_t n, unsigned w,
+                                 unsigned op, const uint32_t *pos, const void *vals,
+                                 size_t count, dc_digest_t *src_dg, dc_digest_t *dst_dg);
+
+/**
  * Run fn(arg, t) for every task t in [0, n_tasks) on `threads` threads
  * (0: one per online CPU; never more than n_tasks), the calling thread
  * included; returns when all are done.  Tasks are claimed in increasing t.

@@ -1,0 +1,289 @@
+/*
+ * test_digest.c - the XXH3-128 builds (base / AVX2 / AVX-512) against
+ * libxxhash, the span digest at many lengths and split points, and the
+ * fused kernels (diff + digest, patch + digest, codec encode/decode with
+ * digests) against the separate passes they replace, on every ISA.
+ */
+#include <criterion/criterion.h>
+
+#include "kernels/codec.h"
+#include "kernels/digest.h"
+#include "kernels/kern.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+static const char *const ISAS[] = {"scalar", "avx2", "avx512"};
+
+static uint64_t g_rng = 0x243F6A8885A308D3ull;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static void fill(uint8_t *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        p[i] = (uint8_t)rnd();
+}
+
+static dc_digest_t ref(const void *p, size_t len)
+{
+    XXH128_hash_t h = XXH3_128bits(p, len);
+    dc_digest_t d = {h.low64, h.high64};
+    return d;
+}
+
+static int use_isa(const char *isa)
+{
+    return dc_kern_isa_supported(isa) && dc_kern_set_isa(isa) == DC_OK;
+}
+
+static void restore_isa(void)
+{
+    cr_assert_eq(dc_kern_set_isa(dc_kern_isa_supported("avx512") ? "avx512"
+                                 : dc_kern_isa_supported("avx2") ? "avx2" : "scalar"),
+                 DC_OK);
+}
+
+#define BIG (4u * 1024 * 1024 + 4096)
+
+Test(digest, oneshot_matches_libxxhash)
+{
+    uint8_t *buf = malloc(BIG);
+    cr_assert(buf);
+    fill(buf, BIG);
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!use_isa(ISAS[ii]))
+            continue;
+        for (size_t len = 0; len <= 2200; len++)
+            cr_assert(dc_digest_eq(dc_digest128(buf + 3, len), ref(buf + 3, len)),
+                      "%s len %zu", ISAS[ii], len);
+        const size_t big[] = {4095, 4096, 65537, 1u << 20, 4u << 20, (4u << 20) + 4093};
+        for (size_t k = 0; k < sizeof(big) / sizeof(big[0]); k++)
+            cr_assert(dc_digest_eq(dc_digest128(buf + 1, big[k]), ref(buf + 1, big[k])),
+                      "%s len %zu", ISAS[ii], big[k]);
+    }
+    restore_isa();
+    free(buf);
+}
+
+Test(digest, span_matches_libxxhash)
+{
+    uint8_t *buf = malloc(BIG);
+    cr_assert(buf);
+    fill(buf, BIG);
+    const size_t lens[] = {0,    1,    16,   17,   128,   129,   240,   241,   255,
+                           256,  1023, 1024, 1025, 1088,  2047,  2048,  2049,  16384,
+                           16394, 16448, 16449, 17407, 17408, 17409, 100003, 1u << 20,
+                           (4u << 20) + 77};
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!use_isa(ISAS[ii]))
+            continue;
+        for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+            size_t len = lens[li];
+            dc_digest_t want = ref(buf + 5, len);
+            for (int mode = 0; mode < 4; mode++) {
+                dc_span_digest_t s;
+                dc_span_digest_init(&s, buf + 5, len);
+                size_t at = 0;
+                while (mode > 0 && at < len + 100) {
+                    size_t step = mode == 1 ? 1024 : mode == 2 ? 16384 : 1 + rnd() % 5000;
+                    at += step;
+                    dc_span_digest_advance(&s, at);
+                }
+                cr_assert(dc_digest_eq(dc_span_digest_final(&s), want), "%s len %zu mode %d",
+                          ISAS[ii], len, mode);
+            }
+        }
+    }
+    restore_isa();
+    free(buf);
+}
+
+/* a/b of n BF16-like words with ~rate changed; returns b */
+static void make_pair(uint8_t *a, uint8_t *b, size_t bytes, unsigned permille)
+{
+    fill(a, bytes);
+    memcpy(b, a, bytes);
+    for (size_t i = 0; i < bytes; i++)
+        if (rnd() % 1000 < permille)
+            b[i] ^= (uint8_t)(1u + rnd() % 255);
+}
+
+Test(digest, diff_digest_matches_separate_passes)
+{
+    const size_t sizes[] = {0, 1, 7, 100, 8191, 8192, 8193, 40000, 300001};
+    const unsigned widths[] = {1, 2, 4, 8};
+    size_t maxb = 300001 * 8;
+    uint8_t *a = malloc(maxb), *b = malloc(maxb), *x1 = malloc(maxb), *x2 = malloc(maxb);
+    uint32_t *p1 = malloc(300001 * 4), *p2 = malloc(300001 * 4);
+    cr_assert(a && b && x1 && x2 && p1 && p2);
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!use_isa(ISAS[ii]))
+            continue;
+        for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+            for (size_t wi = 0; wi < 4; wi++) {
+                size_t n = sizes[si];
+                unsigned w = widths[wi];
+                make_pair(a, b, n * w, 20);
+                size_t caps[] = {n, n / 4, n / 50, 0};
+                for (size_t ci = 0; ci < 4; ci++) {
+                    size_t cap = caps[ci];
+                    size_t c1 = dc_kern_diff(a, b, n, w, p1, x1, cap);
+                    dc_digest_t da, db;
+                    size_t c2 = dc_kern_diff_digest(a, b, n, w, p2, x2, cap, &da, &db);
+                    cr_assert_eq(c1, c2, "%s n %zu w %u cap %zu", ISAS[ii], n, w, cap);
+                    size_t m = c1 < cap ? c1 : cap;
+                    cr_assert(memcmp(p1, p2, m * 4) == 0);
+                    cr_assert(memcmp(x1, x2, m * w) == 0);
+                    cr_assert(dc_digest_eq(da, ref(a, n * w)));
+                    cr_assert(dc_digest_eq(db, ref(b, n * w)));
+                }
+            }
+    }
+    restore_isa();
+    free(a), free(b), free(x1), free(x2), free(p1), free(p2);
+}
+
+Test(digest, patch_digest_all_edits)
+{
+    const size_t sizes[] = {1, 33, 8192, 8193, 50000, 123457};
+    const unsigned widths[] = {1, 2, 4, 8};
+    size_t maxb = 123457 * 8;
+    uint8_t *src = malloc(maxb), *want = malloc(maxb), *got = malloc(maxb),
+            *vals = malloc(maxb);
+    uint32_t *pos = malloc(123457 * 4);
+    cr_assert(src && want && got && vals && pos);
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!use_isa(ISAS[ii]))
+            continue;
+        for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+            for (size_t wi = 0; wi < 4; wi++) {
+                size_t n = sizes[si];
+                unsigned w = widths[wi], bytes = (unsigned)(n * w);
+                fill(src, bytes);
+                fill(vals, bytes);
+                size_t count = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (rnd() % 100 < 3 || i == n - 1)
+                        pos[count++] = (uint32_t)i;
+                for (unsigned op = DC_PATCH_COPY; op <= DC_PATCH_PUT_DENSE; op++)
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        memcpy(want, src, bytes);
+                        switch (op) {
+                        case DC_PATCH_XOR:
+                            cr_assert_eq(dc_kern_xor_scatter(want, n, w, pos, vals, count),
+                                         DC_OK);
+                            break;
+                        case DC_PATCH_PUT:
+                            cr_assert_eq(dc_kern_put_scatter(want, n, w, pos, vals, count),
+                                         DC_OK);
+                            break;
+                        case DC_PATCH_XOR_DENSE: dc_kern_xor_dense(want, vals, bytes); break;
+                        case DC_PATCH_PUT_DENSE: memcpy(want, vals, bytes); break;
+                        default: break;
+                        }
+                        dc_digest_t ds = {1, 1}, dd = {2, 2};
+                        const uint8_t *s = src;
+                        if (inplace) {
+                            memcpy(got, src, bytes);
+                            s = got;
+                        } else {
+                            memset(got, 0xA5, bytes);
+                        }
+                        cr_assert_eq(dc_kern_patch_digest(got, s, n, w, op, pos, vals, count,
+                                                          &ds, &dd),
+                                     DC_OK);
+                        cr_assert(memcmp(got, want, bytes) == 0, "%s n %zu w %u op %u ip %d",
+                                  ISAS[ii], n, w, op, inplace);
+                        cr_assert(dc_digest_eq(ds, ref(src, bytes)));
+                        cr_assert(dc_digest_eq(dd, ref(want, bytes)));
+                    }
+                /* hostile positions: dst untouched */
+                if (count >= 2) {
+                    uint32_t save = pos[count - 1];
+                    pos[count - 1] = (uint32_t)n;
+                    memset(got, 0x5A, bytes);
+                    memcpy(want, got, bytes);
+                    cr_assert_eq(dc_kern_patch_digest(got, src, n, w, DC_PATCH_XOR, pos, vals,
+                                                      count, NULL, NULL),
+                                 DC_ERR_FORMAT);
+                    cr_assert(memcmp(got, want, bytes) == 0);
+                    pos[count - 1] = pos[count - 2];
+                    cr_assert_eq(dc_kern_patch_digest(got, src, n, w, DC_PATCH_PUT, pos, vals,
+                                                      count, NULL, NULL),
+                                 DC_ERR_FORMAT);
+                    cr_assert(memcmp(got, want, bytes) == 0);
+                    pos[count - 1] = save;
+                }
+            }
+    }
+    cr_assert_eq(dc_kern_patch_digest(got, NULL, 4, 2, DC_PATCH_XOR, pos, vals, 1, NULL, NULL),
+                 DC_ERR_INVALID);
+    restore_isa();
+    free(src), free(want), free(got), free(vals), free(pos);
+}
+
+Test(digest, codec_digest_paths_match)
+{
+    const size_t n = 300000;
+    const unsigned rates[] = {0, 5, 30, 400, 1000};
+    uint8_t *a = malloc(n * 2), *b = malloc(n * 2), *o1 = malloc(n * 2), *o2 = malloc(n * 2);
+    size_t cap = dc_codec_payload_bound(n * 2);
+    uint8_t *p1 = malloc(cap), *p2 = malloc(cap);
+    dc_codec_t *c;
+    cr_assert(a && b && o1 && o2 && p1 && p2);
+    cr_assert_eq(dc_codec_create(n * 2, &c), DC_OK);
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!use_isa(ISAS[ii]))
+            continue;
+        for (size_t ri = 0; ri < sizeof(rates) / sizeof(rates[0]); ri++)
+            for (int nobase = 0; nobase < 2; nobase++) {
+                make_pair(a, b, n * 2, rates[ri]);
+                const uint8_t *base = nobase ? NULL : a;
+                size_t l1, l2;
+                uint16_t e1, e2;
+                dc_digest_t da = {0, 0}, db = {0, 0};
+                cr_assert_eq(dc_codec_encode(c, base, b, n, 2, p1, cap, &l1, &e1, NULL), DC_OK);
+                cr_assert_eq(dc_codec_encode_digest(c, base, b, n, 2, p2, cap, &l2, &e2, NULL,
+                                                    &da, &db),
+                             DC_OK);
+                cr_assert_eq(l1, l2);
+                cr_assert_eq(e1, e2);
+                cr_assert(memcmp(p1, p2, l1) == 0);
+                if (base)
+                    cr_assert(dc_digest_eq(da, ref(a, n * 2)));
+                cr_assert(dc_digest_eq(db, ref(b, n * 2)));
+                /* decode both ways */
+                memcpy(o1, a, n * 2);
+                cr_assert_eq(dc_codec_decode(c, e1, p1, l1, o1, n, 2), DC_OK);
+                cr_assert(memcmp(o1, b, n * 2) == 0);
+                memset(o2, 0, n * 2);
+                dc_digest_t sd = {0, 0}, td = {0, 0};
+                cr_assert_eq(dc_codec_decode_digest(c, e1, p1, l1, base, o2, n, 2, &sd, &td),
+                             DC_OK);
+                cr_assert(memcmp(o2, b, n * 2) == 0, "%s rate %u", ISAS[ii], rates[ri]);
+                cr_assert(dc_digest_eq(td, ref(b, n * 2)));
+                if (base)
+                    cr_assert(dc_digest_eq(sd, ref(a, n * 2)));
+                /* a corrupted payload leaves dst untouched */
+                if (l1 > 8) {
+                    p1[l1 / 2] ^= 0x40;
+                    memset(o2, 0x33, n * 2);
+                    memcpy(o1, o2, n * 2);
+                    dc_status_t st =
+                        dc_codec_decode_digest(c, e1, p1, l1, base, o2, n, 2, NULL, NULL);
+                    if (st != DC_OK)
+                        cr_assert(memcmp(o1, o2, n * 2) == 0);
+                }
+            }
+    }
+    restore_isa();
+    dc_codec_free(c);
+    free(a), free(b), free(o1), free(o2), free(p1), free(p2);
+}
