@@ -18,7 +18,8 @@ static void dc_plan_help(FILE *fp)
             "                       --nodelist LIST | --slurm) [--json|--dot]\n"
             "                      [--link-rates FILE] [--dead HOST]...\n"
             "                      [--simulate --params P --change-rate R [--payload-ratio Z]\n"
-            "                       [--encode-gbps X] [--apply-gbps Y] [--chunk SIZE]]\n"
+            "                       [--encode-gbps X] [--apply-gbps Y] [--chunk SIZE]\n"
+            "                       [--cpu-cores C]] [--stripes K]\n"
             "\n"
             "Build the relay tree of a topology and print it (edges, per-edge load,\n"
             "transports, expected bottleneck); optionally simulate a refit over it.\n"
@@ -48,6 +49,13 @@ static void dc_plan_help(FILE *fp)
             "  --apply-gbps Y           GB/s of dense checkpoint one receiver applies (default:\n"
             "                           unlimited)\n"
             "  --chunk SIZE             frame size for pipelining (default 4MiB)\n"
+            "  --cpu-cores C            all nodes share one pool of C cores (e.g. a test\n"
+            "                           machine running every node): --encode-gbps and\n"
+            "                           --apply-gbps are then per core; a sender encodes on\n"
+            "                           up to C cores, a receiver applies on one, and encode\n"
+            "                           plus every apply together fit in C cores\n"
+            "  --stripes K              split a shard over at most K gateways per region\n"
+            "                           (default 8; the engine plans with 1)\n"
             "  --hw                     show this machine's GPUs, NICs and the NIC closest to\n"
             "                           each GPU (hwloc), then exit\n"
             "  -h, --help               show this help\n");
@@ -112,7 +120,7 @@ static double parse_count(const char *s, bool *ok)
 
 int dc_cmd_plan(int argc, char **argv)
 {
-    enum { O_TOPO = 1, O_SYN, O_JSON, O_DOT, O_SIM, O_PARAMS, O_CR, O_ENC, O_APPLY, O_RATIO, O_LINKS, O_DEAD, O_CHUNK, O_HW, O_NODELIST, O_SLURM, O_RMAP, O_SENDERS };
+    enum { O_TOPO = 1, O_SYN, O_JSON, O_DOT, O_SIM, O_PARAMS, O_CR, O_ENC, O_APPLY, O_RATIO, O_LINKS, O_DEAD, O_CHUNK, O_HW, O_NODELIST, O_SLURM, O_RMAP, O_SENDERS, O_CORES, O_STRIPES };
     static const struct option opts[] = {
         {"topology", required_argument, NULL, O_TOPO},
         {"synthetic", required_argument, NULL, O_SYN},
@@ -132,6 +140,8 @@ int dc_cmd_plan(int argc, char **argv)
         {"slurm", no_argument, NULL, O_SLURM},
         {"region-map", required_argument, NULL, O_RMAP},
         {"senders", required_argument, NULL, O_SENDERS},
+        {"cpu-cores", required_argument, NULL, O_CORES},
+        {"stripes", required_argument, NULL, O_STRIPES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -140,7 +150,8 @@ int dc_cmd_plan(int argc, char **argv)
     const char *dead[64];
     int n_dead = 0;
     bool json = false, dot = false, sim = false, hw = false, ok;
-    double params = 0, cr = -1, enc = 0, apply = 0, ratio = 0.0235;
+    double params = 0, cr = -1, enc = 0, apply = 0, ratio = 0.0235, cores = 0;
+    uint64_t stripes = 0;
     uint64_t chunk = 0;
     optind = 1;
     int c;
@@ -203,6 +214,18 @@ int dc_cmd_plan(int argc, char **argv)
             if (ratio <= 0 || ratio > 2)
                 return dc_cli_usage_error("plan", "--payload-ratio must be in (0, 2]");
             break;
+        case O_CORES:
+            if (!dc_cli_parse_double("plan", "--cpu-cores", optarg, &cores))
+                return DC_EXIT_USAGE;
+            if (!(cores > 0 && cores <= 1e7))
+                return dc_cli_usage_error("plan", "--cpu-cores must be in (0, 1e7]");
+            break;
+        case O_STRIPES:
+            if (!dc_cli_parse_u64("plan", "--stripes", optarg, &stripes))
+                return DC_EXIT_USAGE;
+            if (stripes == 0 || stripes > 64)
+                return dc_cli_usage_error("plan", "--stripes must be in 1..64");
+            break;
         case O_CHUNK:
             if (!dc_cli_parse_size("plan", "--chunk", optarg, &chunk))
                 return DC_EXIT_USAGE;
@@ -226,6 +249,8 @@ int dc_cmd_plan(int argc, char **argv)
         return dc_cli_usage_error("plan", "--json and --dot exclude each other");
     if (sim && dot)
         return dc_cli_usage_error("plan", "--simulate prints text or --json, not --dot");
+    if (!sim && cores > 0)
+        return dc_cli_usage_error("plan", "--cpu-cores goes with --simulate");
     if (sim && (params <= 0 || cr < 0))
         return dc_cli_usage_error("plan", "--simulate needs --params P and --change-rate R");
 
@@ -247,7 +272,8 @@ int dc_cmd_plan(int argc, char **argv)
     /* the size of one version: from --params, else a nominal 1 GB so that
      * loads and the bottleneck can still be compared */
     uint64_t payload = params > 0 ? (uint64_t)llround(params * 2 * ratio) : 1000000000ULL;
-    dc_tree_options_t to = {.size = sizeof(to), .payload_bytes = payload, .chunk_bytes = chunk};
+    dc_tree_options_t to = {.size = sizeof(to), .payload_bytes = payload, .chunk_bytes = chunk,
+                            .max_stripes = (uint32_t)stripes};
     double t0 = plan_now(), c0 = plan_cpu();
     if ((st = dc_tree_plan(topo, &to, &tree)) != DC_OK) {
         rc = dc_cli_fail("plan", st, "planning");
@@ -278,7 +304,7 @@ int dc_cmd_plan(int argc, char **argv)
         goto out;
     }
     dc_sim_params_t sp = {.size = sizeof(sp), .params = (uint64_t)params, .payload_ratio = ratio,
-                          .encode_GBps = enc, .apply_GBps = apply, .chunk_bytes = chunk};
+                          .encode_GBps = enc, .apply_GBps = apply, .chunk_bytes = chunk, .cpu_cores = cores};
     dc_sim_result_t res = {.size = sizeof(res)};
     double s0 = plan_now();
     if ((st = dc_sim_run(tree, &sp, &res)) != DC_OK) {
@@ -300,6 +326,7 @@ int dc_cmd_plan(int argc, char **argv)
             goto out;
         }
         json_object_set_new(o, "events", json_integer(res.events));
+        json_object_set_new(o, "cpu_cores", json_real(cores));
         json_dumpf(o, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
         json_decref(o);
@@ -308,8 +335,11 @@ int dc_cmd_plan(int argc, char **argv)
         printf("refit of %.4g params (%s dense, change rate %.4g, payload ratio %.4g -> %s on the wire)\n", params,
                dc_fmt_bytes(res.dense_bytes, db, sizeof(db)), cr, ratio,
                dc_fmt_bytes(res.payload_bytes, pb, sizeof(pb)));
-        printf("nodes %u, streams %u, edges %u; encode %s, apply %s\n", res.nodes, dc_tree_stream_count(tree),
+        printf("nodes %u, streams %u, edges %u; encode %s, apply %s", res.nodes, dc_tree_stream_count(tree),
                dc_tree_edge_count(tree), enc > 0 ? "limited" : "unlimited", apply > 0 ? "limited" : "unlimited");
+        if (cores > 0)
+            printf("; one shared pool of %.4g cores", cores);
+        printf("\n");
         printf("predicted refit time: %.3f s (lower bound %.3f s)\n", res.predicted_seconds, res.lower_bound_seconds);
         printf("bottleneck: %s\n", res.bottleneck);
         printf("planned in %.3f ms, simulated in %.3f ms (%u events)\n", plan_s * 1e3, sim_s * 1e3, res.events);

@@ -576,6 +576,12 @@ typedef struct dc_sim_params {
     double encode_GBps;     /**< dense GB/s one sender encodes (0: unlimited) */
     double apply_GBps;      /**< dense GB/s one receiver applies (0: unlimited) */
     uint64_t chunk_bytes;   /**< payload frame size for pipelining (0: 4 MiB) */
+    double cpu_cores;       /**< > 0: every node shares one pool of this many
+                                 cores (e.g. a test machine running all nodes);
+                                 encode_GBps and apply_GBps are then per core,
+                                 a sender encodes on up to cpu_cores cores, a
+                                 receiver applies on one.  0: each node has
+                                 its own CPUs (encode/apply rates per node) */
 } dc_sim_params_t;
 
 typedef struct dc_sim_result {
@@ -586,7 +592,7 @@ typedef struct dc_sim_result {
     uint32_t nodes;
     uint32_t events;           /**< simulation events processed */
     char bottleneck[128];      /**< e.g. "wan-out trn-003 (5 Gbit/s)" */
-    char bottleneck_kind[16];  /**< "wan", "lan", "region-link", "encode", "apply", "latency" */
+    char bottleneck_kind[16];  /**< "wan", "lan", "region-link", "encode", "apply", "cpu", "latency" */
     double lower_bound_seconds;/**< simple analytical lower bound, for sanity */
 } dc_sim_result_t;
 

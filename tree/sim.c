@@ -10,7 +10,10 @@
  * complete, and starts one hop latency after its first chunk is there; a
  * flow that has caught up with its parent runs at its parent's rate.  A
  * stream's root flows follow the sender's encoder (encode_GBps * ratio
- * payload bytes/s, shared by the streams it sources).
+ * payload bytes/s, shared by the streams it sources).  With cpu_cores > 0
+ * all nodes share one CPU pool (a test machine running every node): the
+ * encoders' pace is also held to what the pool can encode and apply at
+ * once (see "Shared CPU pool" below); the bottleneck is then "cpu".
  *
  *   parent  ====[d_p]=====>            gap = d_p - d_c >= chunk
  *   child   ==[d_c]=>                  (or the parent is done)
@@ -25,6 +28,7 @@
 #include "tree/tree_int.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,8 +107,12 @@ static int cmp_enc(const void *a, const void *b, void *ctx)
 
 dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *p, dc_sim_result_t *out)
 {
-    if (!t || !p || !out || p->size < sizeof(dc_sim_params_t) || out->size < sizeof(dc_sim_result_t))
+    /* cpu_cores came last: callers built before it pass the smaller size */
+    if (!t || !p || !out || p->size < offsetof(dc_sim_params_t, cpu_cores) || out->size < sizeof(dc_sim_result_t))
         return dc_error(DC_ERR_INVALID, "dc_sim_run: NULL argument or size not set");
+    const double cores = p->size >= sizeof(dc_sim_params_t) ? p->cpu_cores : 0;
+    if (!(cores >= 0) || !isfinite(cores) || cores > 1e7)
+        return dc_error(DC_ERR_INVALID, "simulate: cpu_cores must be in [0, 1e7] (0: a CPU per node)");
     if (p->params == 0 || p->params > (1ULL << 50))
         return dc_error(DC_ERR_INVALID, "simulate: params must be in 1..2^50");
     double ratio = p->payload_ratio > 0 ? p->payload_ratio : 0.0235;
@@ -161,8 +169,37 @@ dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *p, dc_sim_resu
         }
     for (uint32_t s = 0; s < t->n_streams; s++)
         src_cnt[t->streams[s].source]++;
+    /* a sender's encoder: encode_GBps per node, or per core on up to `cores`
+     * cores of a shared pool */
+    const double enc_node = p->encode_GBps * (cores > 0 ? cores : 1);
     for (uint32_t s = 0; s < t->n_streams; s++)
-        enc_rate[s] = p->encode_GBps > 0 ? p->encode_GBps * 1e9 * ratio / src_cnt[t->streams[s].source] : INFINITY;
+        enc_rate[s] = p->encode_GBps > 0 ? enc_node * 1e9 * ratio / src_cnt[t->streams[s].source] : INFINITY;
+    /* Shared CPU pool: encode and every receiver's apply run on the same
+     * `cores`.  Apply follows the encoder through the pipeline, so at pace
+     * x (dense bytes of the version per second) the pool spends
+     * x/E + sum_r f_r x/A core-seconds per second (f_r: the fraction of the
+     * version receiver r applies); x <= cores / (1/E + sum_r f_r / A).  Each
+     * stream's encoder is held to its share of that pace. */
+    double pool_dense_Bps = INFINITY, pool_apply_frac = 0;
+    bool pool_bound = false;
+    if (cores > 0 && payload > 0) {
+        double in_bytes = 0;
+        for (uint32_t e = 0; e < E; e++)
+            if (tp->nodes[t->edges[e].child].role == DC_TOPO_RECEIVER)
+                in_bytes += dc_tree_stream_bytes(t, t->edges[e].stream, r.payload_bytes);
+        pool_apply_frac = in_bytes / payload;
+        double cost = (p->encode_GBps > 0 ? 1 / (p->encode_GBps * 1e9) : 0) +
+                      (p->apply_GBps > 0 ? pool_apply_frac / (p->apply_GBps * 1e9) : 0);
+        if (cost > 0)
+            pool_dense_Bps = cores / cost;
+        for (uint32_t s = 0; s < t->n_streams && isfinite(pool_dense_Bps); s++) {
+            double share = pool_dense_Bps * ratio * dc_tree_stream_bytes(t, s, r.payload_bytes) / payload;
+            if (share < enc_rate[s]) {
+                enc_rate[s] = share;
+                pool_bound = true;
+            }
+        }
+    }
     /* flows; parent flow via per-stream node map */
     for (uint32_t i = 0; i < N; i++)
         map[i] = -1;
@@ -458,10 +495,15 @@ dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *p, dc_sim_resu
                 e = x->up;
                 continue;
             }
-            if (w == WHY_PARENT || w == WHY_ENCODE) {
+            if ((w == WHY_PARENT || w == WHY_ENCODE) && pool_bound) {
+                snprintf(r.bottleneck_kind, sizeof(r.bottleneck_kind), "cpu");
+                snprintf(r.bottleneck, sizeof(r.bottleneck),
+                         "shared CPU pool (%.3g cores: encode + %.3g versions applied, %.3g GB/s dense)", cores,
+                         pool_apply_frac, pool_dense_Bps / 1e9);
+            } else if (w == WHY_PARENT || w == WHY_ENCODE) {
                 snprintf(r.bottleneck_kind, sizeof(r.bottleneck_kind), "encode");
                 snprintf(r.bottleneck, sizeof(r.bottleneck), "encode on %s (%.3g GB/s dense)",
-                         tp->nodes[t->streams[t->edges[e].stream].source].name, p->encode_GBps);
+                         tp->nodes[t->streams[t->edges[e].stream].source].name, enc_node);
             } else if (w == WHY_LATENCY) {
                 snprintf(r.bottleneck_kind, sizeof(r.bottleneck_kind), "latency");
                 snprintf(r.bottleneck, sizeof(r.bottleneck), "latency of %s -> %s (%.3g ms)",
@@ -500,7 +542,9 @@ dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *p, dc_sim_resu
             for (uint32_t i = 0; i < N; i++)
                 if (tp->nodes[i].role == DC_TOPO_SENDER)
                     lb = DC_MAX(lb, (double)r.dense_bytes * __builtin_popcountll(tp->nodes[i].shards) /
-                                        tp->n_shards / (p->encode_GBps * 1e9));
+                                        tp->n_shards / (enc_node * 1e9));
+        if (isfinite(pool_dense_Bps))
+            lb = DC_MAX(lb, (double)r.dense_bytes / pool_dense_Bps);
         r.lower_bound_seconds = lb;
     }
     (void)payload;

@@ -1,6 +1,7 @@
 /* test_sim.c - the flow-level simulator against cases with known answers. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "deltacast.h"
@@ -128,6 +129,78 @@ Test(sim, bad_parameters)
     cr_assert_eq(dc_sim_run(t, &p, &r), DC_ERR_INVALID);
     p.payload_ratio = 0.1;
     p.size = 0;
+    cr_assert_eq(dc_sim_run(t, &p, &r), DC_ERR_INVALID);
+    dc_tree_free(t);
+    dc_topo_free(topo);
+}
+
+static dc_sim_result_t simulate_pool(const dc_topo_t *topo, uint64_t params, double ratio, double enc, double apply,
+                                     double cores)
+{
+    dc_tree_t *t = NULL;
+    dc_tree_options_t o = {.size = sizeof(o), .payload_bytes = (uint64_t)(params * 2 * ratio)};
+    cr_assert_eq(dc_tree_plan(topo, &o, &t), DC_OK, "%s", dc_last_error());
+    dc_sim_params_t p = {.size = sizeof(p), .params = params, .payload_ratio = ratio, .encode_GBps = enc,
+                         .apply_GBps = apply, .cpu_cores = cores};
+    dc_sim_result_t r = {.size = sizeof(r)};
+    cr_assert_eq(dc_sim_run(t, &p, &r), DC_OK, "%s", dc_last_error());
+    dc_tree_free(t);
+    return r;
+}
+
+/* A shared pool of 2 cores: encode (1 GB/s per core) and two receivers'
+ * apply (1 GB/s per core each) of 2e9 dense bytes cost 2 + 2 + 2 = 6
+ * core-seconds -> 3 s on 2 cores, where own CPUs per node would give
+ * max(encode 2e9 / 2 cores, apply 2e9 / 1 core) = 2 s. */
+Test(sim, shared_cpu_pool)
+{
+    dc_topo_t *topo = parse("regions:\n  - name: a\n    lan: 400gbit\n    lan_latency: 0us\n    nodes:\n"
+                            "      - {host: s, role: sender}\n      - {host: r1}\n      - {host: r2}\n");
+    dc_sim_result_t r = simulate_pool(topo, 1000000000ULL, 0.5, 1.0, 1.0, 2);
+    near(r.predicted_seconds, 3.0, 0.02, "pool of 2 cores");
+    cr_assert_str_eq(r.bottleneck_kind, "cpu", "%s", r.bottleneck);
+    cr_assert(r.lower_bound_seconds >= 3.0 * 0.999, "lower bound %.3f", r.lower_bound_seconds);
+    /* no pool: each receiver's own core applies in 2 s */
+    r = simulate_pool(topo, 1000000000ULL, 0.5, 2.0, 1.0, 0);
+    near(r.predicted_seconds, 2.0, 0.02, "own CPUs");
+    cr_assert_str_eq(r.bottleneck_kind, "apply", "%s", r.bottleneck);
+    /* a large pool binds nothing: one core's apply does */
+    r = simulate_pool(topo, 1000000000ULL, 0.5, 1.0, 1.0, 64);
+    near(r.predicted_seconds, 2.0, 0.02, "large pool");
+    cr_assert_str_eq(r.bottleneck_kind, "apply", "%s", r.bottleneck);
+    dc_topo_free(topo);
+}
+
+/* The pool does not slow a WAN-bound refit. */
+Test(sim, shared_cpu_pool_wan_bound)
+{
+    dc_topo_t *topo = parse("defaults: {wan_latency: 0s}\nregions:\n"
+                            "  - {name: a, nodes: [{host: s, role: sender, wan: 80mbit}]}\n"
+                            "  - {name: b, nodes: [{host: r, wan: 80mbit}]}\n");
+    /* 1e9 bytes payload at 1e7 B/s = 100 s; the pool manages 1 GB/s dense */
+    dc_sim_result_t r = simulate_pool(topo, 1000000000ULL, 0.5, 1.0, 1.0, 2);
+    near(r.predicted_seconds, 100.0, 0.01, "wan-bound with a pool");
+    cr_assert_str_eq(r.bottleneck_kind, "wan", "%s", r.bottleneck);
+    dc_topo_free(topo);
+}
+
+/* Callers built before cpu_cores existed pass the smaller size: accepted,
+ * as if cpu_cores were 0; a bad pool size is refused. */
+Test(sim, cpu_cores_size_and_range)
+{
+    dc_topo_t *topo = NULL;
+    cr_assert_eq(dc_topo_synthetic(1, 1, 0, 0, &topo), DC_OK);
+    dc_tree_t *t = NULL;
+    cr_assert_eq(dc_tree_plan(topo, NULL, &t), DC_OK);
+    dc_sim_params_t p = {.size = offsetof(dc_sim_params_t, cpu_cores), .params = 1000000000ULL,
+                         .payload_ratio = 0.01, .encode_GBps = 1.0, .cpu_cores = 2};
+    dc_sim_result_t r = {.size = sizeof(r)};
+    cr_assert_eq(dc_sim_run(t, &p, &r), DC_OK, "%s", dc_last_error());
+    near(r.predicted_seconds, 2.0, 0.01, "old-size params: encode per node, no pool");
+    p.size = sizeof(p);
+    p.cpu_cores = -1;
+    cr_assert_eq(dc_sim_run(t, &p, &r), DC_ERR_INVALID);
+    p.cpu_cores = NAN;
     cr_assert_eq(dc_sim_run(t, &p, &r), DC_ERR_INVALID);
     dc_tree_free(t);
     dc_topo_free(topo);
