@@ -37,6 +37,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/errqueue.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -62,12 +63,16 @@
 #define DC_TCP_DIRECT_MIN (64u << 10) /* read payload straight into the user buffer */
 #define DC_TCP_BUDGET (8u << 20)      /* bytes per stream per progress call */
 #define DC_TCP_MAX_HS 256             /* pending handshakes per listener */
+#define DC_TCP_ZC_MIN (64u << 10)     /* MSG_ZEROCOPY only for messages this large */
+#define DC_TCP_ZC_RING 1024           /* un-released zero-copy sends per stream */
+#define DC_TCP_STASH_MAX (64u << 20)  /* early messages held per connection (see stash) */
 #define W DC_VERBS_MAX_INFLIGHT
 
 enum { DC_TCP_OK_ACCEPT = 0, DC_TCP_OK_AUTH = 1, DC_TCP_OK_UNKNOWN = 2, DC_TCP_OK_STALE = 3,
        DC_TCP_OK_BAD = 4 };
 
 extern const dc_verbs_ops_t dc_tcp_ops;
+
 
 /* --- objects --------------------------------------------------------------- */
 
@@ -85,6 +90,7 @@ typedef struct dc_tcp_req {
     uint8_t *rbuf;
     size_t cap;
     bool done;
+    uint32_t zc_pending; /* MSG_ZEROCOPY sends the kernel still holds pages of */
     /* both */
     size_t len;
     uint32_t crc;
@@ -144,8 +150,18 @@ typedef struct dc_tcp_stream {
     uint32_t crc;
     bool rready; /* the socket may have bytes (epoll said so, or not yet EAGAIN) */
     bool in_trailer;
+    bool last_big;     /* the last DATA payload was >= DC_TCP_DIRECT_MIN */
+    /* MSG_ZEROCOPY: the kernel numbers each zero-copy send call on a socket
+     * 0, 1, 2...; zc_req[id % DC_TCP_ZC_RING] is the request whose buffer
+     * send `id` pins, until the error queue reports it released */
+    bool zc;           /* SO_ZEROCOPY is on for this socket */
+    uint32_t zc_next;  /* id of the next zero-copy send */
+    uint32_t zc_out;   /* zero-copy sends not released yet */
+    dc_tcp_req_t **zc_req;
     uint8_t trl[4];
     size_t toff;
+    dc_tcp_req_t xr; /* receive into a stash buffer (rr == &xr), see on_header */
+    bool drop_nack;  /* discarding an early message: NACK it once read */
 } dc_tcp_stream_t;
 
 typedef enum {
@@ -190,13 +206,26 @@ struct dc_tcp_conn {
     dc_tcp_req_t rreq[W];
     uint64_t rposted, rbase;
     uint64_t rdone_tag[W]; /* seq + 1 of the completed seq held by the slot */
+    /* A re-sent (NACKed) message may be written behind later messages on
+     * the same stream; when those have no irecv posted yet, the stream would
+     * pause on them forever while the caller waits for the re-send.  So
+     * while a re-send is due, early messages are read into heap copies
+     * (stash, verified; handed to their irecv when it is posted, and ACKed
+     * only then, so the sender's window never outruns rbase + W), or, over
+     * DC_TCP_STASH_MAX, discarded and NACKed. */
+    uint64_t rnack_tag[W];  /* seq + 1 of a seq NACKed and not yet verified */
+    uint8_t *stash[W];
+    uint64_t stash_tag[W];  /* seq + 1 of the verified early seq in stash[] */
+    uint32_t stash_len[W];
+    uint64_t stash_bytes;   /* in stash[] and in streams' xr buffers */
     /* control frames (ACK/NACK) waiting for an idle stream */
     dc_verbs_hdr_t ctrl[DC_TCP_CTRL_CAP];
     uint32_t ctrl_head, ctrl_n;
     bool peer_bye;
+    bool zc_warned;
     dc_verbs_stats_t stats;
     dc_status_t err;
-    char errmsg[256];
+    char errmsg[512];
 };
 
 struct dc_tcp_listener {
@@ -393,8 +422,24 @@ static bool dc_tcp_ctrl_push(dc_tcp_conn_t *c, uint8_t type, uint64_t seq)
     return true;
 }
 
+/* The socket is going away: its zero-copy sends can no longer be reported,
+ * so their requests stop waiting for them (an aborted socket frees its
+ * send queue; see dc_tcp_break). */
+static void dc_tcp_zc_forget(dc_tcp_stream_t *s)
+{
+    if (s->zc_req && s->zc_out)
+        for (uint32_t i = 0; i < DC_TCP_ZC_RING; i++)
+            if (s->zc_req[i]) {
+                s->zc_req[i]->zc_pending--;
+                s->zc_req[i] = NULL;
+            }
+    s->zc_next = s->zc_out = 0;
+    s->zc = false;
+}
+
 static void dc_tcp_stream_reset(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
 {
+    dc_tcp_zc_forget(s);
     if (s->fd >= 0) {
         epoll_ctl(c->epfd, EPOLL_CTL_DEL, s->fd, NULL);
         close(s->fd);
@@ -415,6 +460,13 @@ static void dc_tcp_stream_reset(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     s->in_trailer = false;
     s->toff = 0;
     s->rready = true;
+    s->last_big = false;
+    if (s->xr.rbuf) { /* a partial early message */
+        c->stash_bytes -= s->xr.cap;
+        free(s->xr.rbuf);
+        s->xr.rbuf = NULL;
+    }
+    s->drop_nack = false;
 }
 
 static void dc_tcp_stream_events(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
@@ -452,8 +504,16 @@ static void dc_tcp_break(dc_tcp_conn_t *c, const char *why)
             c->st[i].rready = true;
             (void)dc_tcp_stream_recv(c, &c->st[i]);
         }
-    for (uint32_t i = 0; i < c->k; i++)
-        dc_tcp_stream_reset(c, &c->st[i]);
+    for (uint32_t i = 0; i < c->k; i++) {
+        dc_tcp_stream_t *s = &c->st[i];
+        if (s->fd >= 0 && s->zc_out) {
+            /* abortive close: the kernel drops the send queue, and with it
+             * its references to user pages, instead of sending on */
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        }
+        dc_tcp_stream_reset(c, s);
+    }
     if (!c->is_server)
         for (uint32_t i = 0; i < c->k; i++)
             dc_tcp_close_hs(&c->hs[i]);
@@ -557,7 +617,11 @@ static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint
         ssize_t n = 0;
         if (n_iov) {
             struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
-            n = sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+            int fl = MSG_NOSIGNAL | MSG_DONTWAIT;
+            /* more of this payload follows: no partial segment now */
+            if (s->cur && s->crc_upto < s->cur->len)
+                fl |= MSG_MORE;
+            n = sendmsg(s->fd, &m, fl);
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -610,6 +674,47 @@ static void dc_tcp_complete_recv(dc_tcp_conn_t *c, dc_tcp_req_t *r, uint64_t seq
         c->rbase++;
 }
 
+/* A seq we NACKed (or dropped) whose re-send has not been verified yet. */
+static bool dc_tcp_resend_due(const dc_tcp_conn_t *c)
+{
+    for (uint64_t q = c->rbase; q < c->rbase + W; q++) {
+        uint32_t i = (uint32_t)(q % W);
+        if (c->rnack_tag[i] == q + 1 && c->rdone_tag[i] != q + 1 && c->stash_tag[i] != q + 1)
+            return true;
+    }
+    return false;
+}
+
+/* Hand a stashed early message to its irecv, once that is posted, and ACK
+ * it (the control queue, DC_TCP_CTRL_CAP, holds far more than a window). */
+static void dc_tcp_stash_deliver(dc_tcp_conn_t *c, uint64_t seq)
+{
+    uint32_t i = (uint32_t)(seq % W);
+    if (c->stash_tag[i] != seq + 1 || seq >= c->rposted)
+        return;
+    dc_tcp_req_t *r = &c->rreq[i];
+    if (!r->in_use || r->seq != seq || r->done)
+        return;
+    uint32_t len = c->stash_len[i];
+    if (len > r->cap)
+        r->err = dc_error(DC_ERR_FORMAT, "tcp: message %llu of %u bytes from %s exceeds the "
+                                         "receive buffer of %zu bytes",
+                          (unsigned long long)seq, len, c->peer, r->cap);
+    else if (len)
+        memcpy(r->rbuf, c->stash[i], len);
+    r->len = len;
+    free(c->stash[i]);
+    c->stash[i] = NULL;
+    c->stash_tag[i] = 0;
+    c->stash_bytes -= len;
+    dc_tcp_complete_recv(c, r, seq);
+    if (r->err == DC_OK) {
+        c->stats.msgs_recv++;
+        c->stats.bytes_recv += len;
+    }
+    (void)dc_tcp_ctrl_push(c, DC_VERBS_MSG_ACK, seq);
+}
+
 /* A full header arrived: decide where its payload goes. DC_ERR_AGAIN: no
  * irecv posted for it yet (the stream pauses). */
 static dc_status_t dc_tcp_on_header(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
@@ -634,7 +739,12 @@ static dc_status_t dc_tcp_on_header(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     if (h->type == DC_VERBS_MSG_NACK) {
         dc_tcp_req_t *r = dc_verbs_window_get(&c->swin, h->seq);
         if (r && !r->acked && !r->on_wire && !r->queued) {
-            dc_tcp_txq_push(c, r);
+            /* first in line: the peer's caller is likely waiting for it,
+             * and the peer holds later messages in its stash meanwhile */
+            c->txq_head = (c->txq_head + 2 * W - 1) % (2 * W);
+            c->txq[c->txq_head] = r;
+            c->txq_n++;
+            r->queued = true;
             c->stats.resends++;
         }
         return DC_OK;
@@ -647,11 +757,13 @@ static dc_status_t dc_tcp_on_header(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
         return DC_OK;
     /* DATA */
     uint64_t seq = h->seq;
-    bool dup = seq < c->rbase || c->rdone_tag[seq % W] == seq + 1;
+    bool dup = seq < c->rbase || c->rdone_tag[seq % W] == seq + 1 ||
+               c->stash_tag[seq % W] == seq + 1;
     if (!dup && seq >= c->rbase + W)
         return dc_error(DC_ERR_FORMAT, "message seq %llu beyond the receive window",
                         (unsigned long long)seq);
-    if (!dup && seq >= c->rposted) {
+    bool early = !dup && seq >= c->rposted;
+    if (early && !dc_tcp_resend_due(c)) {
         s->rblocked = true;
         return DC_ERR_AGAIN;
     }
@@ -663,8 +775,25 @@ static dc_status_t dc_tcp_on_header(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     s->crc = 0;
     s->rr = NULL;
     s->discard = true;
+    if (early) {
+        /* no irecv for it yet, but a re-send may be behind it on this
+         * stream: read it into the stash (or drop and NACK it) */
+        if (c->stash_bytes + h->len <= DC_TCP_STASH_MAX &&
+            (s->xr.rbuf = malloc(h->len ? h->len : 1)) != NULL) {
+            c->stash_bytes += h->len;
+            s->xr.cap = h->len;
+            s->xr.seq = seq;
+            s->rr = &s->xr;
+            s->discard = false;
+        } else {
+            s->drop_nack = true;
+        }
+        return DC_OK;
+    }
     if (dup) {
         c->stats.dups_dropped++;
+        if (c->stash_tag[seq % W] == seq + 1)
+            return DC_OK; /* stashed: ACKed once its irecv takes it */
         if (!dc_tcp_ctrl_push(c, DC_VERBS_MSG_ACK, seq))
             return dc_error(DC_ERR_BUSY, "control queue full");
         return DC_OK;
@@ -685,6 +814,7 @@ static dc_status_t dc_tcp_on_header(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     }
     s->rr = r;
     s->discard = false;
+    s->last_big = h->len >= DC_TCP_DIRECT_MIN;
     return DC_OK;
 }
 
@@ -694,6 +824,13 @@ static dc_status_t dc_tcp_on_payload_done(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     s->rhoff = 0;
     dc_tcp_req_t *r = s->rr;
     s->rr = NULL;
+    if (s->drop_nack) { /* an early message dropped: have it re-sent */
+        s->drop_nack = false;
+        c->rnack_tag[s->h.seq % W] = s->h.seq + 1;
+        if (!dc_tcp_ctrl_push(c, DC_VERBS_MSG_NACK, s->h.seq))
+            return dc_error(DC_ERR_BUSY, "control queue full");
+        return DC_OK;
+    }
     if (s->discard || !r)
         return DC_OK;
     uint32_t crc = s->crc;
@@ -706,8 +843,24 @@ static dc_status_t dc_tcp_on_payload_done(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
         c->stats.nacks_sent++;
         DC_LOG_INFO("tcp: CRC32C mismatch on message %llu from %s (0x%08x != 0x%08x): NACK",
                     (unsigned long long)s->h.seq, c->peer, crc, s->h.crc);
+        c->rnack_tag[s->h.seq % W] = s->h.seq + 1;
+        if (r == &s->xr) {
+            c->stash_bytes -= r->cap;
+            free(r->rbuf);
+            r->rbuf = NULL;
+        }
         if (!dc_tcp_ctrl_push(c, DC_VERBS_MSG_NACK, s->h.seq))
             return dc_error(DC_ERR_BUSY, "control queue full");
+        return DC_OK;
+    }
+    c->rnack_tag[s->h.seq % W] = 0;
+    if (r == &s->xr) { /* verified early message: keep it for its irecv */
+        uint32_t i = (uint32_t)(s->h.seq % W);
+        c->stash[i] = r->rbuf;
+        c->stash_len[i] = s->h.len;
+        c->stash_tag[i] = s->h.seq + 1;
+        r->rbuf = NULL;
+        dc_tcp_stash_deliver(c, s->h.seq); /* posted meanwhile? */
         return DC_OK;
     }
     r->len = s->h.len;
@@ -822,7 +975,14 @@ static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
                 continue;
             }
         } else {
-            n = recv(s->fd, s->rbuf, DC_TCP_RBUF, MSG_DONTWAIT);
+            /* after a large message, read only its trailer and the next
+             * header: the next payload then goes straight to the user
+             * buffer instead of through rbuf (one memcpy less) */
+            size_t want = DC_TCP_RBUF;
+            if (s->last_big && (!s->in_payload || s->in_trailer))
+                want = s->in_trailer ? 4 - s->toff + DC_VERBS_HDR_SIZE
+                                     : DC_VERBS_HDR_SIZE - s->rhoff;
+            n = recv(s->fd, s->rbuf, want, MSG_DONTWAIT);
             if (n > 0) {
                 s->rpos = 0;
                 s->rlen = (size_t)n;
@@ -1013,6 +1173,8 @@ static void dc_tcp_conn_free(dc_tcp_conn_t *c)
         free(c->st[i].rbuf);
         dc_tcp_close_hs(&c->hs[i]);
     }
+    for (uint32_t i = 0; i < W; i++)
+        free(c->stash[i]);
     close(c->epfd);
     if (c->l) {
         dc_tcp_conn_t **pp = &c->l->conns;
@@ -1637,6 +1799,7 @@ static dc_status_t dc_tcp_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_v
     r->cap = cap;
     r->seq = c->rposted++;
     *out = &r->base;
+    dc_tcp_stash_deliver(c, r->seq); /* it may have arrived early */
     /* a stream may be paused waiting for exactly this receive */
     if (c->state == C_ESTABLISHED)
         (void)dc_tcp_progress_conn(c);
