@@ -66,6 +66,8 @@ static void dc_perf_link_help(FILE *fp)
             "  --bytes N                send exactly N bytes instead of --duration\n"
             "  --depth D                messages in flight (default: about 32 MiB worth)\n"
             "  --lat-iters N            ping-pong round trips (default 2000; 0: skip)\n"
+            "  --zerocopy               tcp: send large messages with MSG_ZEROCOPY (off by\n"
+            "                           default: on loopback the kernel copies anyway)\n"
             "  --verify                 seeded data, checked byte for byte by the server\n"
             "                           (else one buffer is re-sent, as iperf3 does)\n"
             "  --timeout-ms MS          connect/reconnect timeout (default config)\n"
@@ -103,6 +105,7 @@ typedef struct dc_pl_opts {
     uint32_t depth;
     uint32_t lat_iters;
     bool verify;
+    bool zerocopy;
     bool json;
     uint32_t timeout_ms;
 } dc_pl_opts_t;
@@ -315,6 +318,8 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
     dc_verbs_opts_init(&o);
     o.streams = po->streams;
     o.timeout_ms = po->timeout_ms;
+    if (po->zerocopy)
+        o.zerocopy = 1;
     dc_verbs_conn_t *c = NULL;
     uint8_t *bufs[DC_PL_MAX_DEPTH] = {0};
     double *lat = NULL;
@@ -509,6 +514,9 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         json_object_set_new(j, "verified", po->verify ? json_boolean(mism == 0) : json_null());
         json_object_set_new(j, "resends", json_integer((json_int_t)s.resends));
         json_object_set_new(j, "reconnects", json_integer((json_int_t)s.reconnects));
+        json_object_set_new(j, "zerocopy", json_boolean(po->zerocopy));
+        json_object_set_new(j, "zc_sends", json_integer((json_int_t)s.zc_sends));
+        json_object_set_new(j, "zc_copied", json_integer((json_int_t)s.zc_copied));
         dc_perf_json_print(j);
         json_decref(j);
     } else {
@@ -523,6 +531,10 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
                p99, nlat, DC_PL_LAT_SIZE);
         printf("  recovery  %llu re-sent message(s), %llu reconnect(s)\n",
                (unsigned long long)s.resends, (unsigned long long)s.reconnects);
+        if (po->zerocopy)
+            printf("  zerocopy  %llu MSG_ZEROCOPY send(s), %llu of them copied by the kernel%s\n",
+                   (unsigned long long)s.zc_sends, (unsigned long long)s.zc_copied,
+                   s.zc_sends && s.zc_copied == s.zc_sends ? " (no zero-copy path here)" : "");
         if (po->verify)
             printf("  verify    %s (server checked %llu messages)\n",
                    mism ? "MISMATCH" : "byte-exact", (unsigned long long)srv_msgs);
@@ -555,7 +567,7 @@ int dc_cmd_perf_link(int argc, char **argv)
         return DC_EXIT_OK;
     }
     enum { O_SERVER = 256, O_BIND, O_ONCE, O_ADDRFILE, O_CLIENT, O_TRANSPORT, O_STREAMS,
-           O_SIZE, O_DURATION, O_BYTES, O_DEPTH, O_LAT, O_VERIFY, O_TIMEOUT, O_JSON };
+           O_SIZE, O_DURATION, O_BYTES, O_DEPTH, O_LAT, O_VERIFY, O_TIMEOUT, O_JSON, O_ZC };
     static const struct option opts[] = {
         {"server", no_argument, NULL, O_SERVER},
         {"bind", required_argument, NULL, O_BIND},
@@ -570,6 +582,7 @@ int dc_cmd_perf_link(int argc, char **argv)
         {"depth", required_argument, NULL, O_DEPTH},
         {"lat-iters", required_argument, NULL, O_LAT},
         {"verify", no_argument, NULL, O_VERIFY},
+        {"zerocopy", no_argument, NULL, O_ZC},
         {"timeout-ms", required_argument, NULL, O_TIMEOUT},
         {"json", no_argument, NULL, O_JSON},
         {"help", no_argument, NULL, 'h'},
@@ -628,6 +641,7 @@ int dc_cmd_perf_link(int argc, char **argv)
             po.lat_iters = (uint32_t)v;
             break;
         case O_VERIFY: po.verify = true; break;
+        case O_ZC: po.zerocopy = true; break;
         case O_TIMEOUT:
             if (!dc_cli_parse_u64(cmd, "--timeout-ms", optarg, &v))
                 return DC_EXIT_USAGE;

@@ -61,6 +61,8 @@
 #define DC_TCP_OBUF 4096
 #define DC_TCP_CTRL_CAP 4096
 #define DC_TCP_DIRECT_MIN (64u << 10) /* read payload straight into the user buffer */
+#define DC_TCP_RCHUNK (1u << 20)      /* bytes per recv() straight into it */
+#define DC_TCP_SPIECE (1u << 20)      /* payload bytes CRC'd, then sent, per step (L2-sized) */
 #define DC_TCP_BUDGET (8u << 20)      /* bytes per stream per progress call */
 #define DC_TCP_MAX_HS 256             /* pending handshakes per listener */
 #define DC_TCP_ZC_MIN (64u << 10)     /* MSG_ZEROCOPY only for messages this large */
@@ -151,6 +153,7 @@ typedef struct dc_tcp_stream {
     bool rready; /* the socket may have bytes (epoll said so, or not yet EAGAIN) */
     bool in_trailer;
     bool last_big;     /* the last DATA payload was >= DC_TCP_DIRECT_MIN */
+    size_t lowat;      /* SO_RCVLOWAT in force on the socket */
     /* MSG_ZEROCOPY: the kernel numbers each zero-copy send call on a socket
      * 0, 1, 2...; zc_req[id % DC_TCP_ZC_RING] is the request whose buffer
      * send `id` pins, until the error queue reports it released */
@@ -461,6 +464,7 @@ static void dc_tcp_stream_reset(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     s->toff = 0;
     s->rready = true;
     s->last_big = false;
+    s->lowat = 1;
     if (s->xr.rbuf) { /* a partial early message */
         c->stash_bytes -= s->xr.cap;
         free(s->xr.rbuf);
@@ -581,6 +585,51 @@ static void dc_tcp_stream_load(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t id
     }
 }
 
+/* Collect MSG_ZEROCOPY completions from the socket's error queue: each
+ * reports a range [lo, hi] of send ids whose pages the kernel released. */
+static dc_status_t dc_tcp_zc_reap(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
+{
+    while (s->zc_out) {
+        union {
+            char buf[CMSG_SPACE(sizeof(struct sock_extended_err) + sizeof(struct sockaddr_in6))];
+            struct cmsghdr align;
+        } ctl;
+        struct msghdr m = {.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+        ssize_t n = recvmsg(s->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return DC_OK;
+            return dc_error_errno(dc_status_from_errno(errno), errno, "recvmsg(MSG_ERRQUEUE)");
+        }
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+            if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+                  (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)) ||
+                cm->cmsg_len < CMSG_LEN(sizeof(struct sock_extended_err)))
+                continue;
+            struct sock_extended_err ee;
+            memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
+            if (ee.ee_errno != 0 || ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY)
+                continue;
+            uint32_t lo = ee.ee_info, hi = ee.ee_data;
+            if (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
+                c->stats.zc_copied += (uint64_t)(hi - lo) + 1;
+            for (uint32_t id = lo, i = 0; i < DC_TCP_ZC_RING; id++, i++) {
+                dc_tcp_req_t **slot = &s->zc_req[id % DC_TCP_ZC_RING];
+                if (*slot) {
+                    (*slot)->zc_pending--;
+                    *slot = NULL;
+                    s->zc_out--;
+                }
+                if (id == hi)
+                    break;
+            }
+        }
+    }
+    return DC_OK;
+}
+
 /* Write what the stream has.  Returns DC_OK (idle or would block) or a
  * break reason (DC_ERR_RESET...). */
 static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
@@ -589,7 +638,7 @@ static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint
     for (;;) {
         dc_tcp_stream_load(c, s, idx);
         if (s->cur && s->poff == s->crc_upto && s->crc_upto < s->cur->len) {
-            size_t piece = DC_MIN(s->cur->len - s->crc_upto, (size_t)DC_TCP_RBUF);
+            size_t piece = DC_MIN(s->cur->len - s->crc_upto, (size_t)DC_TCP_SPIECE);
             s->scrc = dc_crc32c(s->scrc, s->cur->sbuf + s->crc_upto, piece);
             s->crc_upto += piece;
         }
@@ -601,7 +650,13 @@ static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint
         }
         struct iovec iov[2];
         int n_iov = 0;
-        size_t want = a + b;
+        /* MSG_ZEROCOPY for the payload of a large message, while the ring
+         * has room: the kernel then pins the user pages instead of copying
+         * them.  obuf (header, trailer) is reused at once, so it never
+         * shares a zero-copy call: it goes first, by copy, on its own. */
+        bool zc = s->zc && s->cur && s->cur->len >= DC_TCP_ZC_MIN && b > 0 &&
+                  !s->zc_req[s->zc_next % DC_TCP_ZC_RING];
+        size_t want = zc && a ? a : a + b;
         if (dc_fault_active())
             want = dc_fault_send_limit(want);
         if (a) {
@@ -618,10 +673,18 @@ static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint
         if (n_iov) {
             struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
             int fl = MSG_NOSIGNAL | MSG_DONTWAIT;
-            /* more of this payload follows: no partial segment now */
-            if (s->cur && s->crc_upto < s->cur->len)
+            /* more of this payload follows at once: no partial segment */
+            if (s->cur && s->poff + (want > a ? want - a : 0) < s->cur->len)
                 fl |= MSG_MORE;
+            zc = zc && a == 0;
+            if (zc)
+                fl |= MSG_ZEROCOPY;
             n = sendmsg(s->fd, &m, fl);
+            if (n < 0 && zc && errno == ENOBUFS) {
+                /* out of option memory for zero-copy state: copy this one */
+                zc = false;
+                n = sendmsg(s->fd, &m, fl & ~MSG_ZEROCOPY);
+            }
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -633,6 +696,14 @@ static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint
             }
         }
         size_t w = (size_t)n;
+        if (zc && n > 0) {
+            /* the kernel numbered this call s->zc_next */
+            s->zc_req[s->zc_next % DC_TCP_ZC_RING] = s->cur;
+            s->cur->zc_pending++;
+            s->zc_next++;
+            s->zc_out++;
+            c->stats.zc_sends++;
+        }
         c->stats.wire_bytes_sent += w;
         if (dc_fault_active()) {
             dc_fault_sent(w);
@@ -894,6 +965,22 @@ static void dc_tcp_payload_take(dc_tcp_stream_t *s, const uint8_t *src, size_t n
     s->doff += n;
 }
 
+/* SO_RCVLOWAT: wake this socket's reader only once `n` bytes are there.
+ * Within a large payload it is the next chunk (never more than the payload
+ * still due, so it cannot wait for bytes that will not come; the kernel
+ * caps it at half the receive buffer; EOF and errors wake it regardless);
+ * at message boundaries it is 1.  Waking the receiver once per chunk
+ * instead of once per arriving segment is what lets loopback run at
+ * iperf3's rate: on loopback the sender's CPU pays for every wakeup. */
+static void dc_tcp_lowat(dc_tcp_stream_t *s, size_t n)
+{
+    if (s->lowat == n)
+        return;
+    int v = (int)n;
+    if (setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
+        s->lowat = n;
+}
+
 /* Read and parse what the stream has.  DC_OK (would block / paused) or a
  * break reason. */
 static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
@@ -963,8 +1050,10 @@ static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
         if (s->in_payload && !s->in_trailer && !s->discard &&
             s->h.len - s->doff >= DC_TCP_DIRECT_MIN) {
             uint8_t *dst = s->rr->rbuf + s->doff;
-            /* bounded chunks: the CRC then reads bytes still in cache */
-            n = recv(s->fd, dst, DC_MIN((size_t)s->h.len - s->doff, DC_TCP_RBUF), MSG_DONTWAIT);
+            /* bounded chunks: the CRC then reads bytes still in cache (L2) */
+            size_t want = DC_MIN((size_t)s->h.len - s->doff, (size_t)DC_TCP_RCHUNK);
+            dc_tcp_lowat(s, want);
+            n = recv(s->fd, dst, want, MSG_DONTWAIT);
             if (n > 0) {
                 if (!dc_fault_active())
                     s->crc = dc_crc32c(s->crc, dst, (size_t)n);
@@ -982,6 +1071,7 @@ static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
             if (s->last_big && (!s->in_payload || s->in_trailer))
                 want = s->in_trailer ? 4 - s->toff + DC_VERBS_HDR_SIZE
                                      : DC_VERBS_HDR_SIZE - s->rhoff;
+            dc_tcp_lowat(s, 1);
             n = recv(s->fd, s->rbuf, want, MSG_DONTWAIT);
             if (n > 0) {
                 s->rpos = 0;
@@ -1046,7 +1136,9 @@ static dc_status_t dc_tcp_progress_conn(dc_tcp_conn_t *c)
         dc_tcp_stream_t *s = &c->st[i];
         if (s->fd < 0)
             continue; /* closed after the peer's BYE */
-        dc_status_t st = dc_tcp_stream_recv(c, s);
+        dc_status_t st = s->zc_out ? dc_tcp_zc_reap(c, s) : DC_OK;
+        if (st == DC_OK)
+            st = dc_tcp_stream_recv(c, s);
         if (st == DC_OK)
             st = dc_tcp_stream_send(c, s, i);
         if (st != DC_OK && c->peer_bye) {
@@ -1100,6 +1192,17 @@ static dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd)
         return dc_error_errno(DC_ERR_IO, errno, "tcp: epoll_ctl");
     }
     s->events = EPOLLIN;
+    if (c->o.zerocopy > 0 && s->zc_req) {
+        int one = 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0) {
+            s->zc = true;
+        } else if (!c->zc_warned) {
+            c->zc_warned = true;
+            DC_LOG_WARN("tcp: %s: MSG_ZEROCOPY requested but SO_ZEROCOPY failed (%s): sends "
+                        "are copied",
+                        c->peer, strerror(errno));
+        }
+    }
     if (c->stats.device[0] == 0) {
         /* the local interface this stream is bound to */
         struct sockaddr_storage la;
@@ -1150,9 +1253,13 @@ static dc_tcp_conn_t *dc_tcp_conn_new(const dc_verbs_opts_t *o, uint32_t k)
     }
     for (uint32_t i = 0; i < k; i++) {
         c->st[i].rbuf = malloc(DC_TCP_RBUF);
-        if (!c->st[i].rbuf) {
-            for (uint32_t j = 0; j < i; j++)
+        if (o->zerocopy > 0)
+            c->st[i].zc_req = calloc(DC_TCP_ZC_RING, sizeof(dc_tcp_req_t *));
+        if (!c->st[i].rbuf || (o->zerocopy > 0 && !c->st[i].zc_req)) {
+            for (uint32_t j = 0; j <= i; j++) {
                 free(c->st[j].rbuf);
+                free(c->st[j].zc_req);
+            }
             close(c->epfd);
             free(c);
             return NULL;
@@ -1171,6 +1278,7 @@ static void dc_tcp_conn_free(dc_tcp_conn_t *c)
     for (uint32_t i = 0; i < c->k; i++) {
         dc_tcp_stream_reset(c, &c->st[i]);
         free(c->st[i].rbuf);
+        free(c->st[i].zc_req);
         dc_tcp_close_hs(&c->hs[i]);
     }
     for (uint32_t i = 0; i < W; i++)
@@ -1376,10 +1484,6 @@ static dc_status_t dc_tcp_connect(const dc_verbs_opts_t *opts, const char *addr,
     dc_status_t st = dc_verbs_opts_resolve(opts, &o, secret, sizeof(secret));
     if (st != DC_OK)
         return st;
-    if (o.zerocopy > 0) {
-        st = dc_error(DC_ERR_NOT_IMPLEMENTED, "tcp: MSG_ZEROCOPY is not implemented yet");
-        goto out_secret;
-    }
     dc_tcp_conn_t *c = dc_tcp_conn_new(&o, o.streams);
     if (!c) {
         st = dc_error(DC_ERR_NOMEM, "tcp: out of memory for a connection");
@@ -1810,10 +1914,12 @@ static dc_status_t dc_tcp_test(dc_verbs_req_t *rb, int *done, size_t *len)
 {
     dc_tcp_req_t *r = (dc_tcp_req_t *)rb;
     dc_tcp_conn_t *c = r->c;
-    bool fin = r->is_send ? (r->acked && !r->on_wire) : r->done;
+    /* a send is finished when the peer verified it AND the kernel holds no
+     * zero-copy reference to its buffer any more */
+    bool fin = r->is_send ? (r->acked && !r->on_wire && !r->zc_pending) : r->done;
     if (!fin) {
         dc_status_t st = dc_tcp_progress_conn(c);
-        fin = r->is_send ? (r->acked && !r->on_wire) : r->done;
+        fin = r->is_send ? (r->acked && !r->on_wire && !r->zc_pending) : r->done;
         if (st != DC_OK && !fin) {
             r->in_use = false;
             return st;
@@ -1959,6 +2065,27 @@ static void dc_tcp_close(dc_verbs_conn_t *cb)
                 }
                 i++;
             }
+        }
+    }
+    /* zero-copy sends the kernel still references: wait briefly for their
+     * release so the caller may reuse its buffers; abort what remains */
+    double zend = dc_now_s() + 0.5;
+    for (;;) {
+        uint32_t out = 0;
+        for (uint32_t i = 0; i < c->k; i++) {
+            dc_tcp_stream_t *s = &c->st[i];
+            if (s->fd >= 0 && s->zc_out && dc_tcp_zc_reap(c, s) == DC_OK)
+                out += s->zc_out;
+        }
+        if (!out || dc_now_s() > zend)
+            break;
+        (void)poll(NULL, 0, 1);
+    }
+    for (uint32_t i = 0; i < c->k; i++) {
+        dc_tcp_stream_t *s = &c->st[i];
+        if (s->fd >= 0 && s->zc_out) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
         }
     }
     dc_tcp_conn_free(c);

@@ -159,6 +159,10 @@ typedef struct dc_verbs_stats {
     char device[64];        /**< local device the connection runs over
                                  (e.g. "lo", "veth0", "mlx5_0:1") */
     char peer[128];         /**< the peer's address, "HOST:PORT" */
+    uint64_t zc_sends;      /**< MSG_ZEROCOPY send calls (tcp, opts.zerocopy) */
+    uint64_t zc_copied;     /**< of those, sends the kernel reported it copied
+                                 anyway (SO_EE_CODE_ZEROCOPY_COPIED: e.g.
+                                 loopback, where zero-copy cannot pay) */
 } dc_verbs_stats_t;
 
 /* ------------------------------------------------------------------------
