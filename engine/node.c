@@ -13,9 +13,14 @@
  *             addressed to that node (overwrites where an XOR cannot be
  *             applied).  A receiver silent for abort_ms aborts the version.
  *   relay:    every message from the parent is forwarded to the children as
- *             it arrives (the same buffer, no copy), then applied locally;
- *             messages from children go up unchanged.  Routes for addressed
- *             frames are learnt from the upward traffic.
+ *             it arrives (the same buffer, no copy; the isend is posted at
+ *             once), then applied locally; messages from children go up
+ *             unchanged.  Up to inflight_bytes / frame size (<= DC_NRX)
+ *             receives stay posted on the parent, and a frame of the version
+ *             in flight is handled as soon as it is complete even when an
+ *             earlier message (striped on another TCP stream) is not: the
+ *             children's links never wait for a head-of-line frame.  Routes
+ *             for addressed frames are learnt from the upward traffic.
  *   receiver: frames are applied in place through the placement map, under
  *             the journal (journal.h): an XOR only onto PENDING baseline
  *             bytes, overwrites otherwise; the chunk digest is verified
@@ -48,7 +53,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define DC_NRX 8
+#define DC_NRX 64        /* receive ring slots per peer */
+#define DC_NRX_CHILD 8   /* receives posted on a child (small upward messages) */
 #define DC_DONE_BODY 32
 #define DC_STALL_NS 1500000000ull
 
@@ -83,8 +89,11 @@ typedef struct dc_peer {
     int ready;
     int dead;
     uint64_t since_ns;  /* connect start */
+    /* receive ring in posting order; a slot whose request is NULL completed
+     * early: rxb != NULL holds it (deferred, rxlen), NULL: already handled */
     dc_nbuf_t *rxb[DC_NRX];
     dc_verbs_req_t *rxr[DC_NRX];
+    size_t rxlen[DC_NRX];
     unsigned rx_head, rx_n;
     dc_txe_t *tx;
     size_t tx_cap, tx_head, tx_n, tx_posted;
@@ -128,6 +137,8 @@ typedef struct dc_node {
     dc_layout_t *layout;
     uint64_t chunk_size;
     size_t rx_cap;
+    unsigned rx_post_parent; /* receives posted on the parent: inflight_bytes / rx_cap,
+                                DC_NRX_CHILD .. DC_NRX */
     dc_nbuf_t *pool;
     size_t pool_n;
 
@@ -138,6 +149,7 @@ typedef struct dc_node {
 
     int finished, bye;
     int64_t crash_at;      /* test hook: DELTACAST_ENGINE_CRASH_AT */
+    FILE *trace;           /* DELTACAST_ENGINE_TRACE=DIR: per-frame events */
     dc_status_t result;
 
     /* receiver */
@@ -193,6 +205,31 @@ typedef struct dc_node {
     uint32_t nvstats;
     int progress_line;
 } dc_node_t;
+
+/* --- trace (DELTACAST_ENGINE_TRACE=DIR: DIR/trace.<rank>) ------------------- */
+
+/* One line per frame event: monotonic ns, event, chunk, peer node, length.
+ * Events: rx (complete from the parent), q (queued to a child), post (isend
+ * posted), done (the child's transport acknowledged it), apply (applied and
+ * verified locally), poll (ns spent in poll). */
+static void dc_trace(dc_node_t *n, const char *ev, const dc_nbuf_t *b, uint32_t peer)
+{
+    if (DC_LIKELY(!n->trace))
+        return;
+    uint32_t chunk = UINT32_MAX;
+    uint8_t type = 0;
+    if (b && b->len >= DC_MSG_HDR_SIZE) {
+        dc_msg_t m;
+        if (dc_msg_parse(b->data, b->len, &m) == DC_OK) {
+            chunk = m.chunk;
+            type = m.type;
+        }
+    }
+    if (b && type != DC_MSG_FRAME)
+        return;
+    fprintf(n->trace, "%llu %s %u %u %zu\n", (unsigned long long)dc_now_ns(), ev, chunk, peer,
+            b ? b->len : 0);
+}
 
 /* --- buffers ---------------------------------------------------------------- */
 
@@ -319,7 +356,28 @@ static void dc_peers_reap(dc_node_t *n)
     n->npeers = k;
 }
 
-/* Queue a buffer on a peer (takes a new reference). */
+static void dc_peer_fail(dc_node_t *n, dc_peer_t *p, dc_status_t st, const char *what);
+
+/* Post the queued sends the transport's window takes. */
+static void dc_peer_post(dc_node_t *n, dc_peer_t *p)
+{
+    while (!p->dead && p->ready && p->tx_posted < p->tx_n) {
+        dc_txe_t *e = &p->tx[(p->tx_head + p->tx_posted) % p->tx_cap];
+        dc_status_t st = dc_verbs_isend(p->c, e->b->data, e->b->len, NULL, &e->r);
+        if (st == DC_ERR_AGAIN)
+            break;
+        if (st != DC_OK) {
+            dc_peer_fail(n, p, st, "isend failed");
+            return;
+        }
+        if (!p->is_parent)
+            dc_trace(n, "post", e->b, p->node);
+        p->tx_posted++;
+    }
+}
+
+/* Queue a buffer on a peer (takes a new reference) and post it at once when
+ * the transport takes it: a relay forwards before it applies. */
 static dc_status_t dc_peer_send(dc_node_t *n, dc_peer_t *p, dc_nbuf_t *b)
 {
     if (p->dead)
@@ -338,7 +396,10 @@ static dc_status_t dc_peer_send(dc_node_t *n, dc_peer_t *p, dc_nbuf_t *b)
     }
     p->tx[(p->tx_head + p->tx_n) % p->tx_cap] = (dc_txe_t){b, NULL};
     p->tx_n++;
+    if (!p->is_parent)
+        dc_trace(n, "q", b, p->node);
     b->refs++;
+    dc_peer_post(n, p);
     return DC_OK;
 }
 
@@ -359,7 +420,28 @@ static void dc_peer_fail(dc_node_t *n, dc_peer_t *p, dc_status_t st, const char 
 
 static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b);
 
-/* Progress one peer: completed receives (in order), completed sends, post. */
+/* Hand one received message to the node (consumes the reference). */
+static void dc_peer_deliver(dc_node_t *n, dc_peer_t *p, dc_nbuf_t *b, size_t len)
+{
+    b->len = len;
+    p->rx_bytes += len;
+    if (len < n->rx_cap / 4) {
+        dc_nbuf_t *c = dc_nbuf_copy(n, b->data, len);
+        dc_nbuf_unref(n, b);
+        b = c;
+    } else {
+        dc_nbuf_account(n, b); /* a large frame held while forwarded */
+    }
+    if (b) {
+        if (p->is_parent)
+            dc_trace(n, "rx", b, p->node);
+        dc_node_handle(n, p, b);
+        dc_nbuf_unref(n, b);
+    }
+}
+
+/* Progress one peer: completed receives (in order, frames of the version in
+ * flight from the parent as soon as complete), completed sends, post. */
 static void dc_peer_progress(dc_node_t *n, dc_peer_t *p)
 {
     if (p->dead)
@@ -379,36 +461,64 @@ static void dc_peer_progress(dc_node_t *n, dc_peer_t *p)
      * gone: what it delivered is handled first) */
     while (p->rx_n > 0 && !p->dead) {
         unsigned h = p->rx_head;
-        int done = 0;
         size_t len = 0;
-        st = dc_verbs_test(p->rxr[h], &done, &len);
-        if (st != DC_OK) {
-            p->rxr[h] = NULL;
-            dc_nbuf_unref(n, p->rxb[h]);
-            p->rx_head = (h + 1) % DC_NRX;
-            p->rx_n--;
-            dc_peer_fail(n, p, st, "receive failed");
-            return;
+        if (p->rxr[h]) {
+            int done = 0;
+            st = dc_verbs_test(p->rxr[h], &done, &len);
+            if (st != DC_OK) {
+                p->rxr[h] = NULL;
+                dc_nbuf_unref(n, p->rxb[h]);
+                p->rxb[h] = NULL;
+                p->rx_head = (h + 1) % DC_NRX;
+                p->rx_n--;
+                dc_peer_fail(n, p, st, "receive failed");
+                return;
+            }
+            if (!done)
+                break;
+        } else {
+            len = p->rxlen[h]; /* completed early (deferred or handled) */
         }
-        if (!done)
-            break;
         dc_nbuf_t *b = p->rxb[h];
         p->rxr[h] = NULL;
         p->rxb[h] = NULL;
         p->rx_head = (h + 1) % DC_NRX;
         p->rx_n--;
-        b->len = len;
-        p->rx_bytes += len;
-        if (len < n->rx_cap / 4) {
-            dc_nbuf_t *c = dc_nbuf_copy(n, b->data, len);
-            dc_nbuf_unref(n, b);
-            b = c;
-        } else {
-            dc_nbuf_account(n, b); /* a large frame held while forwarded */
-        }
-        if (b) {
-            dc_node_handle(n, p, b);
-            dc_nbuf_unref(n, b);
+        if (b)
+            dc_peer_deliver(n, p, b, len);
+    }
+    /* from the parent, frames of the version in flight that completed
+     * behind an incomplete one (the transport stripes messages over
+     * parallel streams): forward and apply them now instead of waiting
+     * for the head, so the children's links do not idle.  Frames are
+     * independent (chunk-addressed); anything else waits for its turn. */
+    if (p->is_parent && !p->dead && n->cur.active) {
+        for (unsigned k = 1; k < p->rx_n && !p->dead; k++) {
+            unsigned sl = (p->rx_head + k) % DC_NRX;
+            if (!p->rxr[sl])
+                continue;
+            int done = 0;
+            size_t len = 0;
+            st = dc_verbs_test(p->rxr[sl], &done, &len);
+            if (st != DC_OK) {
+                p->rxr[sl] = NULL;
+                dc_nbuf_unref(n, p->rxb[sl]);
+                p->rxb[sl] = NULL;
+                p->rxlen[sl] = 0;
+                dc_peer_fail(n, p, st, "receive failed");
+                return;
+            }
+            if (!done)
+                continue;
+            p->rxr[sl] = NULL;
+            p->rxlen[sl] = len;
+            dc_msg_t m;
+            if (len >= DC_MSG_HDR_SIZE && dc_msg_parse(p->rxb[sl]->data, len, &m) == DC_OK &&
+                m.type == DC_MSG_FRAME && n->cur.active && m.version == n->cur.v) {
+                dc_nbuf_t *b = p->rxb[sl];
+                p->rxb[sl] = NULL;
+                dc_peer_deliver(n, p, b, len);
+            }
         }
     }
     if (!p->dead && (st = p->c->ops->progress(p->c)) != DC_OK) {
@@ -416,7 +526,7 @@ static void dc_peer_progress(dc_node_t *n, dc_peer_t *p)
         return;
     }
     /* repost receives (a relay stops reading its parent when over budget) */
-    while (!p->dead && p->rx_n < DC_NRX) {
+    while (!p->dead && p->rx_n < (p->is_parent ? n->rx_post_parent : DC_NRX_CHILD)) {
         if (p->is_parent) {
             pthread_mutex_lock(&n->mu);
             int over = n->inflight > n->inflight_max;
@@ -459,6 +569,8 @@ static void dc_peer_progress(dc_node_t *n, dc_peer_t *p)
         }
         if (!done)
             break;
+        if (!p->is_parent)
+            dc_trace(n, "done", e->b, p->node);
         dc_nbuf_unref(n, e->b);
         e->b = NULL;
         e->r = NULL;
@@ -466,18 +578,7 @@ static void dc_peer_progress(dc_node_t *n, dc_peer_t *p)
         p->tx_n--;
         p->tx_posted--;
     }
-    /* post pending sends */
-    while (!p->dead && p->tx_posted < p->tx_n) {
-        dc_txe_t *e = &p->tx[(p->tx_head + p->tx_posted) % p->tx_cap];
-        st = dc_verbs_isend(p->c, e->b->data, e->b->len, NULL, &e->r);
-        if (st == DC_ERR_AGAIN)
-            break;
-        if (st != DC_OK) {
-            dc_peer_fail(n, p, st, "isend failed");
-            return;
-        }
-        p->tx_posted++;
-    }
+    dc_peer_post(n, p);
 }
 
 /* --- sending helpers ---------------------------------------------------------- */
@@ -1351,6 +1452,7 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             if (m.node != n->me)
                 dc_send_down(n, b, m.node);
             dc_rx_frame(n, &m, b);
+            dc_trace(n, "apply", b, n->me);
             break;
         case DC_MSG_COMMIT:
         case DC_MSG_ABORT:
@@ -1611,7 +1713,11 @@ static void dc_node_poll(dc_node_t *n, int timeout_ms)
     }
     if (dc_node_tx_pending(n) && timeout_ms > 1)
         timeout_ms = 1;
+    uint64_t t0 = n->trace ? dc_now_ns() : 0;
     poll(fds, k, timeout_ms);
+    if (n->trace)
+        fprintf(n->trace, "%llu poll %d %llu 0\n", (unsigned long long)dc_now_ns(), timeout_ms,
+                (unsigned long long)(dc_now_ns() - t0));
 }
 
 static void dc_node_step(dc_node_t *n, int timeout_ms)
@@ -2159,6 +2265,13 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
         const char *ca = getenv("DELTACAST_ENGINE_CRASH_AT");
         if (ca && *ca)
             n->crash_at = strtoll(ca, NULL, 10);
+        const char *tr = getenv("DELTACAST_ENGINE_TRACE");
+        char tp[PATH_MAX];
+        if (tr && *tr && snprintf(tp, sizeof(tp), "%s/trace.%u", tr, n->me) < (int)sizeof(tp))
+            n->trace = fopen(tp, "w");
+        if (tr && *tr && !n->trace)
+            DC_LOG_WARN("node %u: DELTACAST_ENGINE_TRACE: cannot write %s/trace.%u", n->me, tr,
+                        n->me);
     }
     n->nnodes = dc_topo_node_count(cfg->topo);
     pthread_mutex_init(&n->mu, NULL);
@@ -2198,6 +2311,9 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
                 4096;
     if (n->inflight_max < 4 * n->rx_cap)
         n->inflight_max = 4 * n->rx_cap;
+    n->rx_post_parent = (unsigned)DC_MIN((uint64_t)DC_NRX, n->inflight_max / n->rx_cap);
+    if (n->rx_post_parent < DC_NRX_CHILD)
+        n->rx_post_parent = DC_NRX_CHILD;
     uint64_t tmo = 30000;
     const char *tv = dc_config_get("timeout_ms");
     if (tv && *tv)
@@ -2291,6 +2407,8 @@ out:
             close(n->evfd);
         pthread_mutex_destroy(&n->mu);
         pthread_cond_destroy(&n->cv);
+        if (n->trace)
+            fclose(n->trace);
         free(n);
         if (st != DC_OK)
             dc_error(keep != DC_OK ? keep : st, "%s", msg);

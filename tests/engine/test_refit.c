@@ -72,6 +72,36 @@ Test(refit, receiver_on_older_baseline_gets_overwrites)
                  "the lagging receiver got no overwrites");
 }
 
+/* A relay forwards each frame before it applies it (DELTACAST_ENGINE_TRACE:
+ * per-frame events in file order), and forwards every frame it receives. */
+Test(refit, relay_forwards_before_apply)
+{
+    job_init(&J, 2, 1, "2e5", 1, "optimizer");
+    char env[300];
+    snprintf(env, sizeof(env), "DELTACAST_ENGINE_TRACE=%s", J.dir);
+    job_start(&J, 0, env, "--dense");
+    usleep(100000);
+    for (int i = 1; i < J.nnodes; i++)
+        job_start(&J, i, env, NULL);
+    int rc = job_wait(&J, 0, 60);
+    if (rc != 0)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 0);
+    job_expect_all_exact(&J, 1);
+    /* trainer -> node 1 -> node 2: node 1 posts chunk c to node 2 before
+     * its own "apply c"; every frame received is posted */
+    cr_assert_eq(job_sh("python3 -c \"\nimport sys\nrx=set(); post=set(); bad=[]\n"
+                        "for l in open('%s/trace.1'):\n"
+                        "    t,e,c,p,n=l.split()\n"
+                        "    if e=='rx': rx.add(c)\n"
+                        "    if e=='post' and p=='2': post.add(c)\n"
+                        "    if e=='apply' and c not in post: bad.append(c)\n"
+                        "assert len(rx)>=4 and rx==post and not bad, "
+                        "(sorted(rx), sorted(post), bad)\n\"",
+                        J.dir),
+                 0, "relay trace: a frame applied before it was forwarded, or not forwarded");
+}
+
 Test(refit, dense_mode_exact)
 {
     job_init(&J, 2, 1, "2e5", 1, "optimizer");
