@@ -1,29 +1,23 @@
 #!/bin/sh
-# Start a real single-node Slurm (munge + slurmctld + slurmd on localhost)
-# for launch tests.  Idempotent.  Needs root and the slurm-wlm + munge
-# packages (scripts/install-deps.sh).  Prints "slurm: ready (N cpus)" and
-# exits 0 when `srun` works, else prints why and exits 1.
+# slurm-setup.sh - make a single-node Slurm (munge + slurmctld + slurmd) on
+# this machine usable for the launch tests.  Idempotent: does nothing when
+# `srun` already works.  Exit 0 when Slurm is usable, 1 (with a reason on
+# stderr) when it cannot be started here.
 set -u
-[ "$(id -u)" = 0 ] || { echo "slurm: not root, cannot start daemons"; exit 1; }
-command -v slurmctld >/dev/null || { echo "slurm: slurm-wlm not installed"; exit 1; }
-
-if srun -N1 -n1 -t 1 true >/dev/null 2>&1; then
-  echo "slurm: ready (already running)"; exit 0
+if timeout 20 srun -n 1 true >/dev/null 2>&1; then
+  exit 0
 fi
-
+[ "$(id -u)" = 0 ] || { echo "slurm-setup: not root" >&2; exit 1; }
+for b in munged slurmctld slurmd srun; do
+  command -v $b >/dev/null 2>&1 || { echo "slurm-setup: $b not installed (apt-get install slurm-wlm munge)" >&2; exit 1; }
+done
 host=$(hostname -s)
 cpus=$(nproc)
-mem=$(awk '/MemTotal/ {print int($2/1024) - 1024}' /proc/meminfo)
-mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
-chown -R munge:munge /run/munge 2>/dev/null || true
-if [ ! -s /etc/munge/munge.key ]; then
-  dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 2>/dev/null
-  chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
-fi
-if ! pgrep -x munged >/dev/null; then
-  su -s /bin/sh munge -c /usr/sbin/munged 2>/dev/null || /usr/sbin/munged --force 2>/dev/null
-fi
-cat > /etc/slurm/slurm.conf <<CONF
+mem=$(awk '/MemTotal/ {printf "%d", $2/1024 - 512}' /proc/meminfo)
+conf=/etc/slurm/slurm.conf
+if [ ! -f "$conf" ]; then
+  mkdir -p /etc/slurm /var/spool/slurmd /var/spool/slurmctld /var/log/slurm
+  cat > "$conf" <<CONF
 ClusterName=deltacast
 SlurmctldHost=$host
 AuthType=auth/munge
@@ -45,14 +39,20 @@ JobCompType=jobcomp/none
 NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 CONF
+fi
+if [ ! -f /etc/munge/munge.key ]; then
+  mkdir -p /etc/munge
+  dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 2>/dev/null
+  chown munge:munge /etc/munge/munge.key 2>/dev/null || true
+  chmod 400 /etc/munge/munge.key
+fi
+pgrep -x munged >/dev/null || { mkdir -p /run/munge; chown munge:munge /run/munge 2>/dev/null || true; su -s /bin/sh munge -c munged 2>/dev/null || munged --force || true; }
 pgrep -x slurmctld >/dev/null || slurmctld
 pgrep -x slurmd >/dev/null || slurmd
-for i in $(seq 1 30); do
-  if srun -N1 -n1 -t 1 true >/dev/null 2>&1; then
-    echo "slurm: ready ($cpus cpus on $host)"; exit 0
-  fi
-  scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  timeout 20 srun -n 1 true >/dev/null 2>&1 && exit 0
+  scontrol update nodename="$host" state=resume >/dev/null 2>&1 || true
   sleep 1
 done
-echo "slurm: srun does not work after 30 s; see /var/log/slurm/*.log"
+echo "slurm-setup: srun still does not work (see /var/log/slurm/)" >&2
 exit 1

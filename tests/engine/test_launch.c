@@ -41,12 +41,12 @@ Test(launch, mpirun)
 Test(launch, slurm_srun)
 {
     char setup[512];
-    snprintf(setup, sizeof(setup), "sh '%s/tests/engine/slurm-setup.sh'",
+    snprintf(setup, sizeof(setup), "sh '%s/scripts/slurm-setup.sh'",
              getenv("DELTACAST_SRC") ? getenv("DELTACAST_SRC") : ".");
     if (system("command -v srun >/dev/null 2>&1") != 0)
         cr_skip_test("srun (slurm-wlm) is not installed");
     if (job_sh("%s", setup) != 0)
-        cr_skip_test("Slurm cannot be started on this machine (tests/engine/slurm-setup.sh)");
+        cr_skip_test("Slurm cannot be started on this machine (scripts/slurm-setup.sh)");
     job_init(&J, 1, 2, "2e5", 2, "inject");
     char cmd[2048], l[128];
     snprintf(l, sizeof(l), "srun --overcommit -n %d --kill-on-bad-exit=1", J.nnodes);
