@@ -18,8 +18,11 @@
  * time, and "per core" by process CPU time (robust on a shared machine).
  */
 #include "cli/cli.h"
+#include "kernels/codec.h"
+#include "kernels/delta.h"
 #include "kernels/gen.h"
 #include "kernels/kern.h"
+#include "kernels/safetensors.h"
 #include "perf/harness.h"
 
 #include <errno.h>
@@ -159,8 +162,9 @@ typedef struct {
     double ratio;
     uint64_t frames_by_kind[5];
     dc_perf_metric_t enc1_wall, enc1_cpu, encN_wall, app1_wall, app1_cpu, appN_wall;
+    dc_perf_metric_t inplace_wall, inplace_cpu;
     dc_perf_metric_t file_diff, file_apply;
-    int exact;
+    int exact, inplace_exact;
     /* baselines: size (0 = not run), median seconds (<0 = failed/timeout) */
     uint64_t xd_bytes, zs_bytes;
     dc_perf_metric_t xd_s, zs_s;
@@ -168,6 +172,68 @@ typedef struct {
 } dc_codec_res_t;
 
 static double gbps(uint64_t bytes, double s) { return s > 0 ? (double)bytes / s / 1e9 : 0.0; }
+
+/*
+ * The receiver's apply path (engine/node.c): every frame of the delta is
+ * decoded in place into the receiver's copy of the base and the chunk's
+ * target digest is verified, one thread, no output copy.  `img` holds the
+ * base image on entry and the target on success.  Returns the apply time
+ * (wall and CPU) through *wall / *cpu.
+ */
+static dc_status_t dc_apply_in_place(uint8_t *img, size_t len, const uint8_t *d, size_t dl,
+                                     double *wall, double *cpu)
+{
+    dc_delta_reader_t rd;
+    dc_st_file_t *f = NULL;
+    dc_codec_t *c = NULL;
+    dc_status_t st = dc_delta_reader_init(&rd, d, dl);
+    if (st != DC_OK)
+        return st;
+    if (rd.info.base_size != len || rd.info.target_size != len)
+        return dc_error(DC_ERR_UNSUPPORTED, "in-place apply needs same-size base and target");
+    if ((st = dc_st_open_mem(img, len, "in-place", &f)) != DC_OK)
+        return st;
+    if ((st = dc_codec_create(rd.info.chunk_size, &c)) != DC_OK)
+        goto out;
+    uint64_t data_off = dc_st_data_offset(f);
+    double w0 = dc_now_s(), c0 = dc_cpu_s();
+    for (;;) {
+        dc_frame_hdr_t h;
+        const uint8_t *pl;
+        int done = 0;
+        if ((st = dc_delta_reader_next(&rd, &h, &pl, &done)) != DC_OK || done)
+            break;
+        if (h.tensor_id >= dc_st_count(f)) {
+            st = dc_error(DC_ERR_FORMAT, "frame names tensor %u of %zu", h.tensor_id,
+                          dc_st_count(f));
+            break;
+        }
+        const dc_st_tensor_t *t = dc_st_tensor(f, h.tensor_id);
+        unsigned w = (unsigned)dc_dtype_size(t->dtype);
+        if (h.elem_offset + h.elem_count > t->nelems) {
+            st = dc_error(DC_ERR_FORMAT, "frame outside tensor %s", t->name);
+            break;
+        }
+        if ((st = dc_frame_check_payload(&h, pl, h.payload_len)) != DC_OK)
+            break;
+        uint8_t *dst = img + data_off + t->begin + h.elem_offset * w;
+        dc_digest_t dg;
+        if ((st = dc_codec_decode_digest(c, h.encoding, pl, h.payload_len, dst, dst,
+                                         h.elem_count, w, NULL, &dg)) != DC_OK)
+            break;
+        if (!dc_digest_eq(dg, h.target_digest)) {
+            st = dc_error(DC_ERR_VERIFY, "chunk %u of %s: target digest mismatch", h.chunk_index,
+                          t->name);
+            break;
+        }
+    }
+    *wall = dc_now_s() - w0;
+    *cpu = dc_cpu_s() - c0;
+out:
+    dc_codec_free(c);
+    dc_st_close(f);
+    return st;
+}
 
 static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t params,
                               unsigned runs, unsigned threads, uint64_t chunk, int baselines,
@@ -209,6 +275,9 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
     dc_perf_metric_init(&r->app1_wall, "apply_1t", "GB/s");
     dc_perf_metric_init(&r->app1_cpu, "apply_per_core_cpu", "GB/s");
     dc_perf_metric_init(&r->appN_wall, "apply_all", "GB/s");
+    dc_perf_metric_init(&r->inplace_wall, "apply_in_place_1t", "GB/s");
+    dc_perf_metric_init(&r->inplace_cpu, "apply_in_place_per_core_cpu", "GB/s");
+    r->inplace_exact = 1;
     dc_perf_metric_init(&r->file_diff, "file_diff", "s");
     dc_perf_metric_init(&r->file_apply, "file_apply", "s");
     dc_perf_metric_init(&r->xd_s, "xdelta3", "s");
@@ -237,6 +306,21 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
             if (ol != nl || memcmp(out, n, nl) != 0)
                 r->exact = 0;
             memset(out, 0, 4096);
+            if (pass == 0 && bl == nl) {
+                /* the receiver's path: patch in place, verify each chunk */
+                double iw = 0, ic = 0;
+                memcpy(out, b, bl);
+                st = dc_apply_in_place(out, bl, d, dl, &iw, &ic);
+                if (st != DC_OK) {
+                    dc_free(d);
+                    goto out;
+                }
+                if (memcmp(out, n, nl) != 0)
+                    r->inplace_exact = 0;
+                dc_perf_metric_add(&r->inplace_wall, gbps(nl, iw));
+                dc_perf_metric_add(&r->inplace_cpu, gbps(nl, ic));
+                memset(out, 0, 4096);
+            }
             if (pass == 0) {
                 dc_perf_metric_add(&r->enc1_wall, gbps(nl, w1 - w0));
                 dc_perf_metric_add(&r->enc1_cpu, gbps(nl, c1 - c0));
@@ -437,6 +521,10 @@ int dc_cmd_perf_codec(int argc, char **argv)
             json_object_set_new(o, "apply_1t_gbps", dc_perf_metric_json(&r->app1_wall));
             json_object_set_new(o, "apply_per_core_cpu_gbps", dc_perf_metric_json(&r->app1_cpu));
             json_object_set_new(o, "apply_all_gbps", dc_perf_metric_json(&r->appN_wall));
+            json_object_set_new(o, "apply_in_place_1t_gbps", dc_perf_metric_json(&r->inplace_wall));
+            json_object_set_new(o, "apply_in_place_per_core_cpu_gbps",
+                                dc_perf_metric_json(&r->inplace_cpu));
+            json_object_set_new(o, "apply_in_place_exact", json_boolean(r->inplace_exact));
             json_object_set_new(o, "file_diff_s", dc_perf_metric_json(&r->file_diff));
             json_object_set_new(o, "file_apply_s", dc_perf_metric_json(&r->file_apply));
             if (baselines) {
@@ -490,6 +578,9 @@ int dc_cmd_perf_codec(int argc, char **argv)
     ROW("apply GB/s 1 thread (>=4)", ".2f", dc_perf_median(&r->app1_wall));
     ROW("apply GB/s 1 thread, cpu", ".2f", dc_perf_median(&r->app1_cpu));
     ROW("apply GB/s all cores", ".2f", dc_perf_median(&r->appN_wall));
+    ROW("apply in place GB/s 1 thread (>=4)", ".2f", dc_perf_median(&r->inplace_wall));
+    ROW("apply in place GB/s 1 thread, cpu", ".2f", dc_perf_median(&r->inplace_cpu));
+    ROW("apply in place bit-exact", "s", r->inplace_exact ? "yes" : "NO");
     ROW("deltacast diff file->file s", ".3f", dc_perf_median(&r->file_diff));
     ROW("deltacast apply file->file s", ".3f", dc_perf_median(&r->file_apply));
     if (baselines) {

@@ -1,0 +1,46 @@
+/* test_perf_codec.c - `deltacast perf codec` runs its cases for real and
+ * reports exact round trips (to a new buffer and in place) and every
+ * figure in --json.  Speed is not asserted. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+Test(perf_codec, json_reports_exact_round_trips, .timeout = 120)
+{
+    const char *bin = getenv("DELTACAST_BIN");
+    cr_assert_not_null(bin);
+    char dir[] = "/tmp/dc_perf_codec_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "'%s' perf codec --params 1e6 --runs 1 --no-baselines --json --dir '%s' 2>/dev/null",
+             bin, dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    json_error_t err;
+    json_t *root = json_loadf(p, 0, &err);
+    int status = pclose(p);
+    cr_assert_eq(status, 0, "perf codec exit status %d", status);
+    cr_assert_not_null(root, "bad JSON: %s", err.text);
+    json_t *cases = json_object_get(root, "cases");
+    cr_assert(json_is_array(cases));
+    cr_assert_eq(json_array_size(cases), 3);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cases, i, c) {
+        cr_assert(json_is_true(json_object_get(c, "exact")), "case %zu not exact", i);
+        cr_assert(json_is_true(json_object_get(c, "apply_in_place_exact")), "case %zu", i);
+        const char *keys[] = {"encode_1t_gbps", "apply_1t_gbps", "apply_in_place_1t_gbps"};
+        for (size_t k = 0; k < 3; k++) {
+            json_t *m = json_object_get(c, keys[k]);
+            cr_assert_not_null(m, "%s missing", keys[k]);
+            cr_assert(json_real_value(json_object_get(m, "median")) > 0, "%s", keys[k]);
+        }
+        double ratio = json_real_value(json_object_get(c, "ratio_to_bound"));
+        cr_assert(ratio >= 1.0 && ratio < 2.0, "ratio to bound %f", ratio);
+    }
+    json_decref(root);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
