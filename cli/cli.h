@@ -45,8 +45,6 @@ int dc_cli_usage_error(const char *cmd, const char *fmt, ...) DC_PRINTF(2, 3);
  * line) and return DC_EXIT_FAIL. `fmt` may be NULL. */
 int dc_cli_fail(const char *cmd, dc_status_t st, const char *fmt, ...) DC_PRINTF(3, 4);
 
-/* Subcommand that other work fills in: one clear line, non-zero exit. */
-int dc_cli_not_implemented(const char *cmd);
 
 /* True when argv has -h or --help (before any "--"). */
 bool dc_cli_wants_help(int argc, char **argv);

@@ -36,13 +36,6 @@ int dc_cli_fail(const char *cmd, dc_status_t st, const char *fmt, ...)
     return DC_EXIT_FAIL;
 }
 
-int dc_cli_not_implemented(const char *cmd)
-{
-    fprintf(stderr, "deltacast %s: not implemented yet in deltacast %s\n", cmd,
-            dc_version_string());
-    return DC_EXIT_FAIL;
-}
-
 bool dc_cli_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
