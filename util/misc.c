@@ -80,14 +80,15 @@ const char *dc_version_string(void)
     return DC_VERSION_STRING;
 }
 
-#define DC_YN(x) ((x) ? "yes" : "no")
+#define DC_YN_STR(x) DC_YN_STR_(x)
+#define DC_YN_STR_(x) DC_YN_##x
+#define DC_YN_0 "no"
+#define DC_YN_1 "yes"
 
 const char *dc_build_features(void)
 {
-    static char buf[160];
-    if (!buf[0])
-        snprintf(buf, sizeof(buf), "verbs=%s ucx=%s cuda=%s tls=%s hwloc=%s isal=%s",
-                 DC_YN(DC_HAVE_VERBS), DC_YN(DC_HAVE_UCX), DC_YN(DC_HAVE_CUDA),
-                 DC_YN(DC_HAVE_TLS), DC_YN(DC_HAVE_HWLOC), DC_YN(DC_HAVE_ISAL));
-    return buf;
+    /* a constant: safe to call from any thread at any time */
+    return "verbs=" DC_YN_STR(DC_HAVE_VERBS) " ucx=" DC_YN_STR(DC_HAVE_UCX)
+           " cuda=" DC_YN_STR(DC_HAVE_CUDA) " tls=" DC_YN_STR(DC_HAVE_TLS)
+           " hwloc=" DC_YN_STR(DC_HAVE_HWLOC) " isal=" DC_YN_STR(DC_HAVE_ISAL);
 }
