@@ -10,9 +10,14 @@
 #             peer-failure detection, which excludes shared memory in UCX 1.13.
 #   TLS=sm    shared memory (posix/sysv/cma) + tcp for the sockaddr handshake;
 #             deltacast then runs with DELTACAST_UCX_ERR_MODE=none.
+# Both tools are also pinned to the same network devices (UCX_NET_DEVICES,
+# from NET_DEVICES, default lo): left alone, UCX opens a tcp lane on every
+# interface (lo and eth0 here) and the two tools may not stripe alike.
+# NET_DEVICES=all leaves UCX_NET_DEVICES as it is.
 #
 # Usage: perf/ucx-bench.sh [RUNS]      environment: TLS, SIZE, DURATION,
-#        DELTACAST_BIN (default build/cli/deltacast), ITERS (ucx_perftest).
+#        NET_DEVICES, DELTACAST_BIN (default build/cli/deltacast),
+#        ITERS (ucx_perftest).
 set -euo pipefail
 
 RUNS=${1:-${RUNS:-5}}
@@ -35,6 +40,8 @@ tcp) export UCX_TLS=tcp ;;
 sm) export UCX_TLS=sm,self,tcp DELTACAST_UCX_ERR_MODE=none ;;
 *) die "TLS=$TLS: want tcp or sm" ;;
 esac
+NET_DEVICES=${NET_DEVICES:-lo}
+[ "$NET_DEVICES" = all ] || export UCX_NET_DEVICES="$NET_DEVICES"
 export DELTACAST_SECRET="ucx-bench-$$-$RANDOM"
 
 free_port() {
@@ -82,7 +89,8 @@ print("%.3f\t%s" % (float(j["gbps"]), j.get("device", "?")))'
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "ucx-bench: $RUNS runs, ${SIZE}-byte messages, UCX_TLS=$UCX_TLS, $(nproc) CPUs," \
+echo "ucx-bench: $RUNS runs, ${SIZE}-byte messages, UCX_TLS=$UCX_TLS," \
+     "UCX_NET_DEVICES=${UCX_NET_DEVICES:-all}, $(nproc) CPUs," \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
 pt=() dc=() device=?
 for i in $(seq 1 "$RUNS"); do
