@@ -117,6 +117,22 @@ dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, s
     return dc_codec_encode_digest(c, base, next, n, w, dst, cap, len, enc, st, NULL, NULL);
 }
 
+/* A dense encoding as a chunk's final answer: encode, then report its
+ * figures through *st (when not NULL). */
+static dc_status_t dc_encode_dense_stats(dc_codec_t *c, const uint8_t *xorv,
+                                         const uint8_t *next, size_t n, unsigned w, uint8_t *dst,
+                                         size_t cap, size_t *len, uint16_t *enc,
+                                         dc_chunk_stats_t *s0, dc_chunk_stats_t *st)
+{
+    dc_status_t s = dc_encode_dense(c, xorv, next, n, w, dst, cap, len, enc, s0);
+    if (s != DC_OK)
+        return s;
+    s0->payload_bytes = *len;
+    if (st)
+        *st = *s0;
+    return DC_OK;
+}
+
 dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *next, size_t n,
                                    unsigned w, uint8_t *dst, size_t cap, size_t *len,
                                    uint16_t *enc, dc_chunk_stats_t *st, dc_digest_t *base_dg,
@@ -132,13 +148,7 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
     if (!base) {
         if (next_dg)
             *next_dg = dc_digest128(next, bytes);
-        s = dc_encode_dense(c, NULL, next, n, w, dst, cap, len, enc, &s0);
-        if (s != DC_OK)
-            return s;
-        s0.payload_bytes = *len;
-        if (st)
-            *st = s0;
-        return DC_OK;
+        return dc_encode_dense_stats(c, NULL, next, n, w, dst, cap, len, enc, &s0, st);
     }
     size_t cap_sparse = n / 4;
     size_t count = base_dg || next_dg
@@ -151,13 +161,7 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
         dc_kern_xor_dense(c->vals1, base, bytes);
         if (st)
             s0.bound_bits = dc_ent_words_entropy_bits(c->ent, c->vals1, n, w);
-        s = dc_encode_dense(c, c->vals1, next, n, w, dst, cap, len, enc, &s0);
-        if (s != DC_OK)
-            return s;
-        s0.payload_bytes = *len;
-        if (st)
-            *st = s0;
-        return DC_OK;
+        return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st);
     }
     if (st)
         s0.bound_bits = (double)n * dc_codec_h2((double)count / (double)n) +
@@ -205,13 +209,7 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
         /* pathological positions: a dense encoding is never larger than raw */
         memcpy(c->vals1, next, bytes);
         dc_kern_xor_dense(c->vals1, base, bytes);
-        s = dc_encode_dense(c, c->vals1, next, n, w, dst, cap, len, enc, &s0);
-        if (s != DC_OK)
-            return s;
-        s0.payload_bytes = *len;
-        if (st)
-            *st = s0;
-        return DC_OK;
+        return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st);
     }
     *len = h + vlen;
     *enc = dc_enc_make(kind, DC_ENT_GOLOMB, vm);
