@@ -211,7 +211,8 @@ typedef struct dc_node {
 /* One line per frame event: monotonic ns, event, chunk, peer node, length.
  * Events: rx (complete from the parent), q (queued to a child), post (isend
  * posted), done (the child's transport acknowledged it), apply (applied and
- * verified locally), poll (ns spent in poll). */
+ * verified locally), poll (ns spent in poll); at the root: begin, acked (every
+ * receiver acknowledged every chunk), commit (record written). */
 static void dc_trace(dc_node_t *n, const char *ev, const dc_nbuf_t *b, uint32_t peer)
 {
     if (DC_LIKELY(!n->trace))
@@ -1389,6 +1390,7 @@ static void dc_root_begin(dc_node_t *n, uint64_t v)
     n->payload_bytes = n->repair_bytes = n->repairs = n->overwrites_sent = 0;
     n->enc_ns = n->enc_first_ns = n->enc_last_ns = 0;
     n->t_begin = now;
+    dc_trace(n, "begin", NULL, 0);
     n->t_first_frame = n->t_all_sent = n->t_all_acked = 0;
     for (uint32_t i = 0; i < n->nnodes; i++)
         n->rx_apply_ns[i] = n->rx_bytes[i] = 0;
@@ -1759,6 +1761,19 @@ static void dc_root_progress_line(dc_node_t *n, int final)
     fflush(stderr);
 }
 
+/* A checkpoint that fits comfortably in memory is mapped with its page tables
+ * filled at open, as a trainer holds its weights in memory: the encoders then
+ * read the mapping with no copy and no page faults inside the refit.  A larger
+ * one is read chunk by chunk with pread (base_fd/next_fd). */
+static int dc_root_resident(const char *path)
+{
+    struct stat sb;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (stat(path, &sb) != 0 || pages <= 0 || psz <= 0)
+        return 0;
+    return (uint64_t)sb.st_size <= (uint64_t)pages * (uint64_t)psz / 8;
+}
+
 static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
 {
     char bp[PATH_MAX], np[PATH_MAX];
@@ -1789,13 +1804,15 @@ static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
         if (n->next_fd >= 0)
             close(n->next_fd);
         n->base_fd = n->next_fd = -1;
-        st = dc_st_open(bp, DC_ST_READ, &n->base);
-        if (st == DC_OK)
+        int pop = dc_root_resident(bp);
+        st = dc_st_open(bp, pop ? DC_ST_POPULATE : DC_ST_READ, &n->base);
+        if (st == DC_OK && !pop)
             n->base_fd = open(bp, O_RDONLY | O_CLOEXEC);
     }
+    int pop = dc_root_resident(np);
     if (st == DC_OK)
-        st = dc_st_open(np, DC_ST_READ, &n->next);
-    if (st == DC_OK)
+        st = dc_st_open(np, pop ? DC_ST_POPULATE : DC_ST_READ, &n->next);
+    if (st == DC_OK && !pop)
         n->next_fd = open(np, O_RDONLY | O_CLOEXEC);
     n->next_version = st == DC_OK ? v : 0;
     if (st != DC_OK)
@@ -1988,6 +2005,7 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         }
         if (dc_root_all_acked(n)) {
             n->t_all_acked = now;
+            dc_trace(n, "acked", NULL, 0);
             break;
         }
         /* stalls and lost receivers */
@@ -2045,6 +2063,7 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
                            .digest_hi = cd.high64};
     st = dc_commit_cas(n->cfg->state_dir, n->root_committed, &rec, NULL);
     uint64_t t_commit = dc_now_ns();
+    dc_trace(n, "commit", NULL, 0);
     if (st != DC_OK) {
         dc_error_prefix("root: commit of version %llu", (unsigned long long)v);
         n->in_flight = 0;

@@ -502,7 +502,7 @@ static dc_status_t dc_st_file_finish(dc_st_file_t *f, dc_st_file_t **out)
 
 dc_status_t dc_st_open(const char *path, int flags, dc_st_file_t **out)
 {
-    if (!path || !out || (flags & ~DC_ST_WRITABLE))
+    if (!path || !out || (flags & ~(DC_ST_WRITABLE | DC_ST_POPULATE)))
         return dc_error(DC_ERR_INVALID, "dc_st_open: bad arguments");
     dc_status_t st;
     bool wr = (flags & DC_ST_WRITABLE) != 0;
@@ -542,8 +542,12 @@ dc_status_t dc_st_open(const char *path, int flags, dc_st_file_t **out)
         st = dc_error(DC_ERR_UNSUPPORTED, "%s: file too large to map", path);
         goto out_close;
     }
+    /* A writable map is a receiver's copy of the weights: every chunk of it is
+     * written by the next refit, so its page tables are filled now (one pass
+     * at open) rather than by one minor fault per page inside the refit. */
+    int pop = wr || (flags & DC_ST_POPULATE) ? MAP_POPULATE : 0;
     void *m = mmap(NULL, (size_t)f->size, wr ? PROT_READ | PROT_WRITE : PROT_READ,
-                   wr ? MAP_SHARED : MAP_PRIVATE, f->fd, 0);
+                   (wr ? MAP_SHARED : MAP_PRIVATE) | pop, f->fd, 0);
     if (m == MAP_FAILED) {
         st = dc_error_errno(DC_ERR_IO, errno, "cannot mmap '%s'", path);
         goto out_close;

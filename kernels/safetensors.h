@@ -61,7 +61,8 @@ typedef struct dc_st_file dc_st_file_t;
 
 enum {
     DC_ST_READ = 0,
-    DC_ST_WRITABLE = 1, /* map MAP_SHARED read-write (in-place apply) */
+    DC_ST_WRITABLE = 1, /* map MAP_SHARED read-write (in-place apply); populated */
+    DC_ST_POPULATE = 2, /* fill the page tables at open (MAP_POPULATE) */
 };
 
 /** Open, mmap and validate `path`.  On failure *out is untouched and
