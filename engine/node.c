@@ -894,8 +894,12 @@ static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
     }
     if (DC_UNLIKELY(n->crash_at == (int64_t)c))
         dc_rx_crash_mid_apply(n, &fh, payload, work, lc->len, lt->esize);
-    dc_status_t st = dc_codec_decode(n->codec, fh.encoding, payload, fh.payload_len, work,
-                                     lc->len / lt->esize, lt->esize);
+    /* patch in place and hash the result in the same pass (block by block,
+     * while each block is in cache) */
+    dc_digest_t d;
+    dc_status_t st = dc_codec_decode_digest(n->codec, fh.encoding, payload, fh.payload_len,
+                                            work, work, lc->len / lt->esize, lt->esize, NULL,
+                                            &d);
     if (st != DC_OK) {
         /* the codec leaves dst untouched on error */
         if (state == DC_JSTATE_PENDING)
@@ -906,7 +910,6 @@ static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
     }
     if (!ptr)
         dc_place_write(&n->place, c, n->scratch);
-    dc_digest_t d = dc_digest128(work, lc->len);
     n->apply_ns += dc_now_ns() - t0;
     if (!dc_digest_eq(d, fh.target_digest)) {
         DC_LOG_WARN("node %u: chunk %u: target digest mismatch after apply; asking for an "
@@ -1162,9 +1165,12 @@ static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_
     size_t plen = 0;
     uint16_t enc = 0;
     uint8_t *payload = b->data + DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE;
-    dc_status_t st = dc_codec_encode(codec, overwrite ? NULL : bp, np, lc->len / lt->esize,
-                                     lt->esize, payload, cap - DC_MSG_HDR_SIZE - DC_FRAME_HEADER_SIZE,
-                                     &plen, &enc, NULL);
+    /* the target digest comes out of the diff's own pass over next */
+    dc_digest_t tdg;
+    dc_status_t st = dc_codec_encode_digest(codec, overwrite ? NULL : bp, np,
+                                            lc->len / lt->esize, lt->esize, payload,
+                                            cap - DC_MSG_HDR_SIZE - DC_FRAME_HEADER_SIZE, &plen,
+                                            &enc, NULL, NULL, &tdg);
     if (st != DC_OK) {
         DC_LOG_ERROR("root: encode chunk %u: %s", w->chunk, dc_last_error());
         free(b->data);
@@ -1178,7 +1184,7 @@ static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_
                          .baseline_version = n->vbase, .target_version = n->vnum,
                          .payload_len = (uint32_t)plen,
                          .payload_crc = dc_crc32c(0, payload, plen),
-                         .target_digest = dc_digest128(np, lc->len)};
+                         .target_digest = tdg};
     dc_frame_encode(&fh, b->data + DC_MSG_HDR_SIZE);
     unsigned kind = dc_enc_kind(enc);
     dc_msg_t m = {.type = DC_MSG_FRAME,
@@ -1601,8 +1607,26 @@ static void dc_node_connect_parent(dc_node_t *n)
         n->finished = 1;
         return;
     }
+    dc_verbs_opts_t vo = n->vopts;
+    if (vo.streams == 0) {
+        /* TCP streams by the edge's rate (config tcp_streams=auto): between
+         * regions a single flow fills a slow link best and parallel flows
+         * only compete; one per 5 Gbit/s where a cloud caps each flow */
+        dc_topo_node_info_t me;
+        memset(&me, 0, sizeof(me));
+        me.size = sizeof(me);
+        double bps = 0;
+        if (dc_topo_node(n->cfg->topo, n->me, &me) == DC_OK &&
+            me.region_index != info.region_index)
+            bps = DC_MIN(me.wan_bps, info.wan_bps);
+        if (dc_verbs_config_streams(bps, &vo.streams) != DC_OK) {
+            n->result = DC_ERR_INVALID;
+            n->finished = 1;
+            return;
+        }
+    }
     dc_verbs_conn_t *c = NULL;
-    dc_status_t st = n->t->connect(&n->vopts, info.addr, &c);
+    dc_status_t st = n->t->connect(&vo, info.addr, &c);
     if (st != DC_OK) {
         DC_LOG_DEBUG("node %u: connect to %s: %s", n->me, info.addr, dc_last_error());
         return;

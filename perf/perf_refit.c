@@ -29,7 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +99,35 @@ static void rb_net_teardown(rb_ctx_t *c)
     for (uint32_t i = 0; i < c->o.regions; i++)
         rb_sh("ip netns del %sr%u 2>/dev/null", c->ns_prefix, i);
     c->netns = 0;
+}
+
+/* Where the job's files go by default.  A rollout node holds its weights in
+ * memory, so the receivers' copies (mapped and patched in place) live on
+ * tmpfs (/dev/shm) when it has room for every checkpoint file of the job;
+ * on a disk file system each refit would also pay the kernel's writeback of
+ * every dirtied page.  Otherwise $TMPDIR or /tmp. */
+static const char *rb_default_base(const rb_opts_t *o)
+{
+    const char *t = getenv("TMPDIR");
+    const char *fallback = t && *t ? t : "/tmp";
+    struct statfs fs;
+    struct statvfs vs;
+    if (statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC ||
+        statvfs("/dev/shm", &vs) != 0 || access("/dev/shm", W_OK) != 0)
+        return fallback;
+    /* versions 0..K, N receivers, each a BF16 checkpoint; 25% margin */
+    double need = ((double)o->versions + 1 + o->receivers) * (double)o->params * 2 * 1.25;
+    double avail = (double)vs.f_bavail * (double)vs.f_frsize, mem = 0;
+    FILE *mi = fopen("/proc/meminfo", "r");
+    char line[256];
+    while (mi && fgets(line, sizeof(line), mi)) {
+        unsigned long long kb;
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            mem = (double)kb * 1024;
+    }
+    if (mi)
+        fclose(mi);
+    return need < avail && need + (2.0 * (1u << 30)) < mem ? "/dev/shm" : fallback;
 }
 
 static int rb_net_setup(rb_ctx_t *c)
@@ -511,7 +543,9 @@ static void dc_perf_refit_help(FILE *fp)
             "  --chunk-size S           chunk size (default: config chunk_size)\n"
             "  --no-dense               skip the dense refits (no speedup figure)\n"
             "  --no-netns               loopback even as root\n"
-            "  --workdir DIR            keep the job's files in DIR (default: a temp dir)\n"
+            "  --workdir DIR            keep the job's files in DIR (default: a temp dir on\n"
+            "                           /dev/shm when it has room (weights in memory, as on\n"
+            "                           a rollout node), else $TMPDIR or /tmp)\n"
             "  --keep                   do not delete the work directory\n"
             "  --plot FILE              PNG plot (default WORKDIR/refit.png)\n"
             "  --transport T            tcp (default), ucx\n"
@@ -658,9 +692,9 @@ int dc_cmd_perf_refit(int argc, char **argv)
         if (rb_sh("mkdir -p '%s'", c->dir))
             return dc_cli_fail(cmd, DC_ERR_IO, "cannot create %s", c->dir);
     } else {
-        snprintf(c->dir, sizeof(c->dir), "/tmp/deltacast-refit-XXXXXX");
+        snprintf(c->dir, sizeof(c->dir), "%s/deltacast-refit-XXXXXX", rb_default_base(&c->o));
         if (!mkdtemp(c->dir))
-            return dc_cli_fail(cmd, DC_ERR_IO, "mkdtemp");
+            return dc_cli_fail(cmd, DC_ERR_IO, "mkdtemp in %s", rb_default_base(&c->o));
     }
     {
         FILE *r = fopen("/dev/urandom", "rb");
@@ -699,6 +733,8 @@ int dc_cmd_perf_refit(int argc, char **argv)
     if ((st = rb_make_versions(c, &gr)) != DC_OK)
         goto fail;
     char fb[32];
+    rb_say(c, "  files: %s%s\n", c->dir,
+           strncmp(c->dir, "/dev/shm/", 9) == 0 ? " (tmpfs: weights in memory)" : "");
     rb_say(c, "  model: %llu params, %llu tensors, %s per checkpoint, real change rate %.3f%%\n",
            (unsigned long long)gr.params, (unsigned long long)gr.tensors,
            dc_fmt_bytes(gr.file_bytes, fb, sizeof(fb)), gr.real_rate * 100);

@@ -16,7 +16,9 @@ static const dc_config_entry_t dc_config_entries[] = {
     {"threads", "0", "encode/apply worker threads (0 = all online CPUs)"},
     {"inflight_bytes", "1GiB", "bound on memory held by frames in flight per node"},
     {"transport", "auto", "intra-region transport: auto, rdma, ucx, tcp"},
-    {"tcp_streams", "4", "parallel TCP streams per WAN edge"},
+    {"tcp_streams", "auto",
+     "parallel TCP streams per connection: K, or auto (one per 5 Gbit/s of the edge's "
+     "rate in the topology, at least 1; 4 when the rate is unknown)"},
     {"tcp_sockbuf", "16MiB", "TCP socket send/receive buffer size"},
     {"timeout_ms", "30000", "connect/handshake/ack timeout in milliseconds"},
     {"secret_file", "", "file holding the job secret for HMAC authentication"},

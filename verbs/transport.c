@@ -6,8 +6,11 @@
 #include "verbs/auth.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 /* Transports compiled in.  The ucx/rdma tables live in ucx.c / rdma.c;
  * weak references keep this file linkable while either is absent. */
@@ -122,6 +125,28 @@ static dc_status_t dc_verbs_cfg_u64(const char *key, uint64_t lo, uint64_t hi, u
     return DC_OK;
 }
 
+dc_status_t dc_verbs_config_streams(double edge_bps, uint32_t *out)
+{
+    const char *cv = dc_config_get("tcp_streams");
+    if (cv && strcasecmp(cv, "auto") == 0) {
+        uint32_t k = DC_VERBS_AUTO_STREAMS;
+        if (edge_bps > 0 && isfinite(edge_bps)) {
+            double q = ceil(edge_bps / DC_VERBS_FLOW_BPS);
+            k = q < 1 ? 1 : q > DC_VERBS_AUTO_STREAMS_MAX ? DC_VERBS_AUTO_STREAMS_MAX : (uint32_t)q;
+        }
+        *out = k;
+        return DC_OK;
+    }
+    uint64_t v = 0;
+    dc_status_t st = dc_verbs_cfg_u64("tcp_streams", 1, 64, &v);
+    if (st != DC_OK) {
+        dc_error_prefix("config tcp_streams (a count or auto)");
+        return st;
+    }
+    *out = (uint32_t)v;
+    return DC_OK;
+}
+
 dc_status_t dc_verbs_opts_resolve(const dc_verbs_opts_t *in, dc_verbs_opts_t *out,
                                   uint8_t *secret_buf, size_t secret_cap)
 {
@@ -136,9 +161,8 @@ dc_status_t dc_verbs_opts_resolve(const dc_verbs_opts_t *in, dc_verbs_opts_t *ou
     uint64_t v = 0;
     dc_status_t st;
     if (o.streams == 0) {
-        if ((st = dc_verbs_cfg_u64("tcp_streams", 1, 64, &v)) != DC_OK)
+        if ((st = dc_verbs_config_streams(0, &o.streams)) != DC_OK)
             return st;
-        o.streams = (uint32_t)v;
     }
     if (o.streams > 64)
         return dc_error(DC_ERR_INVALID, "streams=%u: at most 64", o.streams);

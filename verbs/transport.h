@@ -268,6 +268,16 @@ dc_status_t dc_verbs_select(const char *name, const dc_verbs_ops_t **out, char *
 /** Fill `o` with zeros and o->size (all defaults). */
 void dc_verbs_opts_init(dc_verbs_opts_t *o);
 
+/** Streams for a TCP connection over an edge of `edge_bps` (0: unknown), from
+ *  config tcp_streams: a fixed count, or auto = ceil(edge_bps / 5 Gbit/s)
+ *  clamped to [1, DC_VERBS_AUTO_STREAMS_MAX] (a single flow fills a slow link
+ *  best; clouds cap one flow at about 5 Gbit/s), DC_VERBS_AUTO_STREAMS when the
+ *  rate is unknown. */
+#define DC_VERBS_FLOW_BPS 5e9
+#define DC_VERBS_AUTO_STREAMS 4u
+#define DC_VERBS_AUTO_STREAMS_MAX 16u
+dc_status_t dc_verbs_config_streams(double edge_bps, uint32_t *out);
+
 /** Resolved options: config defaults applied, secret loaded (see auth.h).
  *  `secret_buf` (>= DC_AUTH_MAX_SECRET bytes) receives the secret and
  *  out->secret points into it. */
