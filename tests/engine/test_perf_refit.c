@@ -1,5 +1,6 @@
 /* test_perf_refit.c - `deltacast perf refit` and `deltacast demo` end to
  * end at a tiny size: JSON keys of the issue, every receiver exact. */
+#include "dc_config.h"
 #include "refit_util.h"
 
 TestSuite(perf_refit, .timeout = 200);
@@ -43,6 +44,35 @@ Test(perf_refit, loopback_json)
     snprintf(p, sizeof(p), "%s/out.json", dir);
     check_json(p, 0);
     job_sh("rm -rf %s", dir);
+}
+
+/* The whole engine over UCX (tcp/shm underneath here): every node chose the
+ * ucx transport (its log says so, and no TCP connection was accepted), and
+ * every receiver is exact after each version and after the dense refits. */
+Test(perf_refit, loopback_ucx_json)
+{
+#if !DC_HAVE_UCX
+    cr_skip_test("built without UCX");
+#else
+    char dir[] = "/tmp/dc_perfrefit_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    int rc = job_sh("DELTACAST_LOG=info DELTACAST_CHUNK_SIZE=64KiB '%s' perf refit --receivers 4 "
+                    "--regions 2 --params 3e5 --versions 2 --no-netns --transport ucx --json "
+                    "--workdir %s/w > %s/out.json 2>%s/err",
+                    job_bin(), dir, dir, dir);
+    if (rc != 0)
+        job_sh("cat %s/err >&2", dir);
+    cr_assert_eq(rc, 0);
+    char p[128];
+    snprintf(p, sizeof(p), "%s/out.json", dir);
+    check_json(p, 0);
+    /* 5 nodes x (delta + dense) runs, each logging its transport choice */
+    cr_assert_eq(job_sh("test $(cat %s/w/log* | grep -c 'info: transport ucx') -ge 5", dir), 0,
+                 "not every node ran over UCX");
+    cr_assert_neq(job_sh("cat %s/w/log* | grep -q 'tcp: accepted'", dir), 0,
+                  "a TCP connection was used");
+    job_sh("rm -rf %s", dir);
+#endif
 }
 
 Test(perf_refit, netns_shaped_json)
