@@ -3,15 +3,16 @@
 # one run: delta vs dense over the same engine and tree, on this machine.
 #
 #   perf/refit-bench.sh [PARAMS] [WAN_RATE] [SLOW_WAN_RATE]
-#        (defaults 2.5e8, 100mbit, 25mbit; RUNS=3 repetitions, medians quoted)
+#        (defaults 2.5e8, 100mbit, 10mbit; RUNS=3 repetitions, medians quoted)
 #
 # Cases, each run RUNS times (the job is regenerated from the same seed):
 #   4x1-optimizer   4 regions x 1 receiver, optimizer 1%, 2 versions, + dense
 #   4x1-inject      4 regions x 1 receiver, inject 3%, 1 version, + dense
 #   4x4-optimizer   4 regions x 4 receivers, optimizer 1%
-#   4x1-unshaped    the 4x1 optimizer job with no WAN at all (loopback): the
-#                   compute floor of this machine (every process shares its
-#                   2 cores and its memory bandwidth), next to the WAN bound
+#   4x1-unshaped, 4x4-unshaped   the 4x1 / 4x4 optimizer jobs with no WAN at
+#                   all (loopback): the compute floor of this machine (every
+#                   process shares its 2 cores and its memory bandwidth),
+#                   next to the WAN bound
 #   4x1-slow, 4x4-slow   the 4x1 / 4x4 optimizer jobs at SLOW_WAN_RATE, where
 #                   local compute is fast relative to the WAN as on real
 #                   rollout nodes (each with its own cores): the issue's
@@ -24,7 +25,7 @@ set -eu
 cd "$(dirname "$0")/.."
 params=${1:-2.5e8}
 wan=${2:-100mbit}
-slow=${3:-25mbit}
+slow=${3:-10mbit}
 runs=${RUNS:-3}
 bin=${DELTACAST_BIN:-./build/cli/deltacast}
 [ -x "$bin" ] || ./scripts/build.sh
@@ -45,12 +46,14 @@ run 4x1-optimizer "$wan" --receivers 4 --regions 4 --model optimizer --change-ra
 run 4x1-inject "$wan" --receivers 4 --regions 4 --model inject --change-rate 0.03 --versions 1
 run 4x4-optimizer "$wan" --receivers 16 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense
 run 4x1-unshaped "$wan" --receivers 4 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense --no-netns
+run 4x4-unshaped "$wan" --receivers 16 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense --no-netns
 run 4x1-slow "$slow" --receivers 4 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense
 run 4x4-slow "$slow" --receivers 16 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense
 python3 - "$params" "$wan" "$slow" "$runs" <<'PY'
 import json, statistics, sys
 params, wan, slow, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-names = ("4x1-optimizer", "4x1-inject", "4x4-optimizer", "4x1-unshaped", "4x1-slow", "4x4-slow")
+names = ("4x1-optimizer", "4x1-inject", "4x4-optimizer", "4x1-unshaped", "4x4-unshaped",
+         "4x1-slow", "4x4-slow")
 r = {n: [json.load(open(f"perf/results/refit-{n}-{i}.json")) for i in range(1, runs + 1)]
      for n in names}
 med = statistics.median
@@ -81,6 +84,8 @@ print(f"  at {wan}: {vmed('4x1-optimizer', 'ratio_to_wan_bound'):.2f}; this mach
       f"(same job, no WAN) is {floor:.3f} s = {floor / bound:.2f}x the {wan} bound")
 print(f"  at {slow}: {vmed('4x1-slow', 'ratio_to_wan_bound'):.2f}")
 b = r["4x4-optimizer"][0]["versions"][0]
+floor16 = vmed("4x4-unshaped", "seconds")
+print(f"  4x4 compute floor (no WAN) {floor16:.3f} s = {floor16 / bound:.2f}x the {wan} bound")
 print(f"4x4 vs 4x1 target <= 1.5x: at {wan} {ratio('4x4-optimizer', '4x1-optimizer'):.2f}x, "
       f"at {slow} {ratio('4x4-slow', '4x1-slow'):.2f}x; 4x4 WAN link bytes "
       f"{sorted(b['wan_bytes'].values())} vs payload {b['payload_bytes']} (each byte once per link)")
