@@ -118,7 +118,8 @@ Test(rdma, cuts_with_corruption_resume_exactly, .timeout = 300)
 
 /* --- an orderly close is final ------------------------------------------ */
 
-/* Child: accept one connection, close it at once (BYE, then disconnect),
+/* Child: accept one connection, receive one message (so that the client's
+ * connect completed before the close), close it (BYE, then disconnect),
  * close the listener, exit 0. */
 static int close_server_main(int port_fd)
 {
@@ -147,6 +148,12 @@ static int close_server_main(int port_fd)
     if (st != DC_OK) {
         fprintf(stderr, "close server: accept: %s\n", dc_last_error());
         return 13;
+    }
+    uint8_t go;
+    size_t gl = 0;
+    if (dc_verbs_recv_blocking(c, &go, 1, &gl, 20000) != DC_OK || gl != 1) {
+        fprintf(stderr, "close server: recv: %s\n", dc_last_error());
+        return 14;
     }
     t->close(c);
     t->listen_close(l);
@@ -187,6 +194,8 @@ Test(rdma, orderly_close_is_final_not_redialed, .timeout = 120)
     dc_verbs_conn_t *c = NULL;
     cr_assert_eq(client_connect(t, addr, "test-secret-rdma-close", &c), DC_OK, "connect %s: %s",
                  addr, dc_last_error());
+    /* ACKed, hence received: the server closes right after it. */
+    cr_assert_eq(dc_verbs_send_blocking(c, "g", 1, 20000), DC_OK, "%s", dc_last_error());
     /* client_connect gives the connection timeout_ms = 10000: taking the
      * close for a broken link would re-dial for 10 s and then fail. */
     double t0 = dc_now_s();
