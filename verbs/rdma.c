@@ -38,8 +38,39 @@
  * (cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr) when built with CUDA;
  * isend/irecv of device memory are refused for now, because the hop CRC32C
  * is computed by the CPU.
- * Not done: re-establishing a broken QP and resuming (TCP does that); a
- * broken connection fails with DC_ERR_RESET.
+ *
+ * Reconnect and resume (transport.h, "Hop reliability"; as tcp.c / ucx.c).
+ * The connection private data (version 2) carries a 64-bit session id (the
+ * client's, random) and an epoch (1 on the first dial, +1 per re-dial).
+ * Everything tied to one QP lives in a "link" (dc_rdma_link_t: rdmacm id and
+ * channel, CQ, QP, our rings and their keys, both directions' ring offsets
+ * and credits); the protection domain is outside it, so that the caller's
+ * reg_mem registrations survive (the client owns its PD; accepted
+ * connections share one PD per device with their listener).  When an
+ * established link breaks (RDMA_CM_EVENT_DISCONNECTED, an error completion,
+ * a failed post, a damaged header, an injected cut) the connection goes
+ * BROKEN and drops the link: the QP is destroyed (no work request reads a
+ * borrowed buffer any more), the CQ, rings and queued ACKs go with it, a
+ * half-received message is discarded (it was not ACKed).  The client then
+ * re-dials the same address on a fresh rdmacm id with the same session and
+ * the next epoch (every 0.2 s, within timeout_ms), builds a fresh link
+ * (new ring, new rkey, offsets and credits from zero on both sides) and runs
+ * the HMAC handshake again.  The server's listener (accept(), which must keep
+ * being called) refuses at the connect request a re-dial of a session it
+ * does not hold (reject reason UNKNOWN: the client fails with
+ * DC_ERR_CANCELED at once) or with a stale epoch; otherwise it authenticates
+ * it as a separate handshake whose incoming data is held, then hands the
+ * whole new link to the accepted connection of that session (dc_rdma_adopt).
+ * Both sides then re-send every un-ACKed message in seq order before any new
+ * one; receivers drop the seqs they already hold and ACK them again, so
+ * nothing is lost or duplicated.  An orderly close sends BYE before the
+ * disconnect, so the peer fails with DC_ERR_RESET instead of re-dialing.
+ * Recovery gives up after timeout_ms (DC_ERR_RESET, with what broke).  The
+ * fault hook's drop_after= truncates the RDMA write at exactly the cut byte
+ * and then cuts the link (mid-message, like tcp); corrupt= damages received
+ * payloads before their CRC32C check.  A route that comes back through a
+ * different RDMA device cannot resume (the PD is per device): the client
+ * retries until timeout_ms, then fails.
  */
 #include "verbs/rdma.h"
 
@@ -73,13 +104,33 @@
 #define DC_RDMA_CTRLQ 1024
 #define DC_RDMA_TXQ (2 * DC_VERBS_MAX_INFLIGHT)
 
+/* Connection private data (rdma_connect / rdma_accept), version 2:
+ *   0 magic "DCRP"  4 version  6 active MTU  8 ring address  16 ring rkey
+ *  20 ring bytes   24 receive WRs  28 session id  36 epoch     (40 bytes;
+ * the TCP port space carries 56 in a connect request).  The server echoes the
+ * client's session and epoch.  Version 1 (28 bytes, no session) is refused. */
 #define DC_RDMA_PDATA_MAGIC 0x50524344u /* "DCRP" */
-#define DC_RDMA_PDATA_SIZE 28
+#define DC_RDMA_PDATA_VERSION 2
+#define DC_RDMA_PDATA_SIZE    40
+/* Reject private data: "DCRJ", version, reason (DC_RDMA_REJ_*). */
+#define DC_RDMA_REJ_MAGIC 0x4a524344u /* "DCRJ" */
+#define DC_RDMA_REJ_SIZE  8
+enum {
+    DC_RDMA_REJ_UNKNOWN = 1, /* re-dial of a session the server does not hold */
+    DC_RDMA_REJ_STALE = 2,   /* epoch not above the session's current one */
+    DC_RDMA_REJ_DUP = 3,     /* a first dial with a session already in use */
+};
 #define DC_RDMA_CTRL_MAGIC 0x4d524344u /* "DCRM" */
 #define DC_RDMA_CTRL_HDR 32
 #define DC_RDMA_WR_SEND (1ull << 63) /* wr_id tag of send work requests */
 
-enum { DC_RDMA_CT_ACK = 1, DC_RDMA_CT_NACK = 2, DC_RDMA_CT_CREDIT = 3, DC_RDMA_CT_AUTH = 4 };
+enum {
+    DC_RDMA_CT_ACK = 1,
+    DC_RDMA_CT_NACK = 2,
+    DC_RDMA_CT_CREDIT = 3,
+    DC_RDMA_CT_AUTH = 4,
+    DC_RDMA_CT_BYE = 5, /* orderly close: the peer fails instead of re-dialing */
+};
 enum {
     DC_RDMA_AUTH_HELLO = 1,
     DC_RDMA_AUTH_CHALLENGE = 2,
@@ -96,6 +147,7 @@ typedef enum {
     DC_RDMA_S_WAIT_HELLO,
     DC_RDMA_S_WAIT_PROOF,
     DC_RDMA_ESTABLISHED,
+    DC_RDMA_BROKEN, /* was established, link lost: re-dial / wait for re-attach */
     DC_RDMA_FAILED,
 } dc_rdma_state_t;
 
@@ -144,27 +196,20 @@ typedef struct dc_rdma_sqe {
     dc_rdma_req_t *req; /* WR reads req->buf (registered) */
 } dc_rdma_sqe_t;
 
-struct dc_rdma_conn {
-    dc_verbs_conn_t base;
-    dc_rdma_state_t state;
-    dc_status_t err;
-    char errmsg[512];
-    char peer[128];
-    int is_client;
-    double deadline;
-    uint32_t timeout_ms;
-    uint64_t max_msg;
-    uint8_t *secret;
-    size_t secret_len;
-    uint8_t nc[DC_AUTH_NONCE_SIZE], ns[DC_AUTH_NONCE_SIZE];
-
+/*
+ * Everything that lives and dies with one RC queue pair: the rdmacm id and
+ * its event channel, CQ, QP, our registered rings and the credit counters of
+ * both directions.  A broken connection drops its link and gets a fresh one
+ * (client: re-dial; server: the authenticated link of the re-dial is handed
+ * over whole by the listener, dc_rdma_adopt()).  The protection domain is
+ * NOT part of it: memory the caller registered (reg_mem) must stay valid.
+ */
+typedef struct dc_rdma_link {
     struct rdma_event_channel *ch;
     struct rdma_cm_id *id;
-    struct ibv_pd *pd;
     struct ibv_comp_channel *cc;
     struct ibv_cq *cq;
     struct ibv_qp *qp;
-    int epfd;
     uint32_t max_inline;
     uint32_t mtu;
     int disconnected;
@@ -191,6 +236,40 @@ struct dc_rdma_conn {
     uint64_t stage_head, stage_tail;
     dc_rdma_sqe_t sq[DC_RDMA_SQ_DEPTH];
     uint64_t sq_posted, sq_done;
+} dc_rdma_link_t;
+
+typedef struct dc_rdma_listener dc_rdma_listener_t;
+
+struct dc_rdma_conn {
+    dc_verbs_conn_t base;
+    dc_rdma_state_t state;
+    dc_status_t err;
+    char errmsg[512];
+    char peer[128];
+    int is_client;
+    double deadline;
+    uint32_t timeout_ms;
+    uint64_t max_msg;
+    uint8_t *secret;
+    size_t secret_len;
+    uint8_t nc[DC_AUTH_NONCE_SIZE], ns[DC_AUTH_NONCE_SIZE];
+
+    /* reconnect / resume */
+    uint64_t session;              /* client: random id; server: the peer's */
+    uint32_t epoch;                /* client: dial count; server: the peer's */
+    struct sockaddr_storage raddr; /* client: where to re-dial */
+    int reconnecting;              /* client: a re-dial is in progress */
+    int is_redial;                 /* server handshake: re-dial of a session;
+                                      its data waits for dc_rdma_adopt() */
+    double broken_deadline, next_dial;
+    char why[200];           /* what broke the link last */
+    dc_rdma_listener_t *lst; /* server: registry that can re-attach us */
+    struct dc_rdma_conn *reg_next;
+
+    struct ibv_pd *pd;
+    int own_pd; /* client: ours; server: the listener's (one per device) */
+    int epfd;
+    dc_rdma_link_t lk;
 
     /* transmit queue: messages (re)sent in order, head partly written */
     dc_rdma_req_t *txq[DC_RDMA_TXQ];
@@ -220,8 +299,12 @@ struct dc_rdma_conn {
     struct dc_rdma_conn *next;
 };
 
-typedef struct dc_rdma_listener {
+#define DC_RDMA_MAX_PDS 8
+
+struct dc_rdma_listener {
     dc_verbs_listener_t base;
+    unsigned refs;       /* the caller's + one per registered connection */
+    dc_rdma_conn_t *reg; /* accepted connections, by session, for re-attach */
     struct rdma_event_channel *ch;
     struct rdma_cm_id *id;
     int epfd;
@@ -230,7 +313,12 @@ typedef struct dc_rdma_listener {
     uint8_t *secret;
     size_t secret_len;
     dc_rdma_conn_t *handshaking;
-} dc_rdma_listener_t;
+    /* one protection domain per device, shared by the accepted connections,
+     * so that a re-dial's link can replace a broken one without
+     * invalidating the caller's memory registrations */
+    struct ibv_pd *pds[DC_RDMA_MAX_PDS];
+    unsigned npds;
+};
 
 /* --- probe ------------------------------------------------------------------ */
 
@@ -386,6 +474,63 @@ static void dc_rdma_fail(dc_rdma_conn_t *c, dc_status_t st, const char *fmt, ...
     DC_LOG_DEBUG("%s", c->errmsg);
 }
 
+/*
+ * The link broke (QP error, disconnect, failed completion, injected cut).
+ * An established connection that can be resumed (the client; a server
+ * connection the listener handed out, so that a re-dial can find it) goes
+ * BROKEN: recovery runs from dc_rdma_conn_progress().  A failed re-dial
+ * attempt goes back to BROKEN and is tried again until broken_deadline.
+ * Anything else (a handshake that never completed) fails with DC_ERR_RESET.
+ * Never frees anything: it may run inside an rdmacm event handler, before
+ * the event is acknowledged.
+ */
+static void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...) DC_PRINTF(2, 3);
+
+static void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...)
+{
+    if (c->state == DC_RDMA_FAILED || c->state == DC_RDMA_BROKEN)
+        return;
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (c->state == DC_RDMA_ESTABLISHED && (c->is_client || c->lst)) {
+        DC_LOG_INFO("rdma %s: %s: recovering (session %016llx)", c->peer, msg,
+                    (unsigned long long)c->session);
+        snprintf(c->why, sizeof(c->why), "%s", msg);
+        c->state = DC_RDMA_BROKEN;
+        c->broken_deadline = dc_now_s() + c->timeout_ms / 1000.0;
+        c->next_dial = 0;
+        return;
+    }
+    if (c->reconnecting) {
+        DC_LOG_INFO("rdma %s: re-dial (epoch %u) failed: %s", c->peer, c->epoch, msg);
+        snprintf(c->why, sizeof(c->why), "%s", msg);
+        c->state = DC_RDMA_BROKEN;
+        c->next_dial = dc_now_s() + 0.1;
+        return;
+    }
+    dc_rdma_fail(c, DC_ERR_RESET, "%s", msg);
+}
+
+/* A connection-setup step failed: retried while re-dialing, else final. */
+static void dc_rdma_setup_failed(dc_rdma_conn_t *c, dc_status_t st, const char *fmt, ...)
+    DC_PRINTF(3, 4);
+
+static void dc_rdma_setup_failed(dc_rdma_conn_t *c, dc_status_t st, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (c->reconnecting)
+        dc_rdma_lost(c, "%s", msg);
+    else
+        dc_rdma_fail(c, st, "%s", msg);
+}
+
 static dc_status_t dc_rdma_conn_error(const dc_rdma_conn_t *c)
 {
     return dc_error(c->err, "%s", c->errmsg);
@@ -467,34 +612,49 @@ static void *dc_rdma_alloc(size_t n)
 static int dc_rdma_post_recv(dc_rdma_conn_t *c, uint32_t i)
 {
     struct ibv_sge sge = {
-        .addr = (uintptr_t)(c->crecv + (size_t)i * DC_RDMA_CTRL_SIZE),
+        .addr = (uintptr_t)(c->lk.crecv + (size_t)i * DC_RDMA_CTRL_SIZE),
         .length = DC_RDMA_CTRL_SIZE,
-        .lkey = c->crecv_mr->lkey,
+        .lkey = c->lk.crecv_mr->lkey,
     };
     struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
-    return ibv_post_recv(c->qp, &wr, &bad);
+    return ibv_post_recv(c->lk.qp, &wr, &bad);
 }
 
-/* PD, CQ, QP, registered buffers, posted receives on `id` (its device). */
+/*
+ * The link's CQ, QP, registered buffers and posted receives on `id` (its
+ * device).  The protection domain is c->pd when set (a re-dial, or the
+ * listener's), else a new one the connection owns.  On error what was
+ * created stays in c->lk for dc_rdma_drop_link().
+ */
 static dc_status_t dc_rdma_setup(dc_rdma_conn_t *c, struct rdma_cm_id *id)
 {
     struct ibv_context *v = id->verbs;
     if (!v)
         return dc_error(DC_ERR_UNSUPPORTED, "rdma %s: the route has no RDMA device", c->peer);
-    if (!(c->pd = ibv_alloc_pd(v)))
-        return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_alloc_pd", c->peer);
-    if (!(c->cc = ibv_create_comp_channel(v)))
+    if (!c->pd) {
+        if (!(c->pd = ibv_alloc_pd(v)))
+            return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_alloc_pd", c->peer);
+        c->own_pd = 1;
+    } else if (c->pd->context != v) {
+        /* Memory registered by the caller lives in the old device's PD. */
+        return dc_error(DC_ERR_UNSUPPORTED,
+                        "rdma %s: the route now leads through another RDMA device (%s) than "
+                        "the one the connection's memory is registered with (%s)",
+                        c->peer, ibv_get_device_name(v->device),
+                        ibv_get_device_name(c->pd->context->device));
+    }
+    if (!(c->lk.cc = ibv_create_comp_channel(v)))
         return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_create_comp_channel", c->peer);
-    dc_rdma_nonblock(c->cc->fd);
-    c->cq = ibv_create_cq(v, DC_RDMA_SQ_DEPTH + DC_RDMA_RQ_DEPTH + 16, c, c->cc, 0);
-    if (!c->cq)
+    dc_rdma_nonblock(c->lk.cc->fd);
+    c->lk.cq = ibv_create_cq(v, DC_RDMA_SQ_DEPTH + DC_RDMA_RQ_DEPTH + 16, c, c->lk.cc, 0);
+    if (!c->lk.cq)
         return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_create_cq", c->peer);
-    if (ibv_req_notify_cq(c->cq, 0))
+    if (ibv_req_notify_cq(c->lk.cq, 0))
         return dc_error(DC_ERR_IO, "rdma %s: ibv_req_notify_cq failed", c->peer);
     struct ibv_qp_init_attr qa;
     memset(&qa, 0, sizeof(qa));
-    qa.send_cq = c->cq;
-    qa.recv_cq = c->cq;
+    qa.send_cq = c->lk.cq;
+    qa.recv_cq = c->lk.cq;
     qa.qp_type = IBV_QPT_RC;
     qa.cap.max_send_wr = DC_RDMA_SQ_DEPTH;
     qa.cap.max_recv_wr = DC_RDMA_RQ_DEPTH;
@@ -507,25 +667,26 @@ static dc_status_t dc_rdma_setup(dc_rdma_conn_t *c, struct rdma_cm_id *id)
             return dc_error_errno(DC_ERR_IO, errno, "rdma %s: rdma_create_qp (RC, %u/%u WRs)",
                                   c->peer, DC_RDMA_SQ_DEPTH, DC_RDMA_RQ_DEPTH);
     }
-    c->qp = id->qp;
-    c->max_inline = qa.cap.max_inline_data;
+    c->lk.qp = id->qp;
+    c->lk.max_inline = qa.cap.max_inline_data;
     struct ibv_port_attr pa;
     if (ibv_query_port(v, id->port_num ? id->port_num : 1, &pa) == 0)
-        c->mtu = dc_rdma_mtu_bytes(pa.active_mtu);
+        c->lk.mtu = dc_rdma_mtu_bytes(pa.active_mtu);
 
-    c->ring = dc_rdma_alloc(DC_RDMA_RING_BYTES);
-    c->crecv = dc_rdma_alloc((size_t)DC_RDMA_RQ_DEPTH * DC_RDMA_CTRL_SIZE);
-    c->csend = dc_rdma_alloc((size_t)DC_RDMA_SQ_DEPTH * DC_RDMA_CTRL_SIZE);
-    c->stage = dc_rdma_alloc(DC_RDMA_STAGE_BYTES);
-    if (!c->ring || !c->crecv || !c->csend || !c->stage)
+    c->lk.ring = dc_rdma_alloc(DC_RDMA_RING_BYTES);
+    c->lk.crecv = dc_rdma_alloc((size_t)DC_RDMA_RQ_DEPTH * DC_RDMA_CTRL_SIZE);
+    c->lk.csend = dc_rdma_alloc((size_t)DC_RDMA_SQ_DEPTH * DC_RDMA_CTRL_SIZE);
+    c->lk.stage = dc_rdma_alloc(DC_RDMA_STAGE_BYTES);
+    if (!c->lk.ring || !c->lk.crecv || !c->lk.csend || !c->lk.stage)
         return dc_error(DC_ERR_NOMEM, "rdma %s: out of memory for the rings", c->peer);
-    c->ring_mr = ibv_reg_mr(c->pd, c->ring, DC_RDMA_RING_BYTES,
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    c->crecv_mr = ibv_reg_mr(c->pd, c->crecv, (size_t)DC_RDMA_RQ_DEPTH * DC_RDMA_CTRL_SIZE,
-                             IBV_ACCESS_LOCAL_WRITE);
-    c->csend_mr = ibv_reg_mr(c->pd, c->csend, (size_t)DC_RDMA_SQ_DEPTH * DC_RDMA_CTRL_SIZE, 0);
-    c->stage_mr = ibv_reg_mr(c->pd, c->stage, DC_RDMA_STAGE_BYTES, 0);
-    if (!c->ring_mr || !c->crecv_mr || !c->csend_mr || !c->stage_mr)
+    c->lk.ring_mr = ibv_reg_mr(c->pd, c->lk.ring, DC_RDMA_RING_BYTES,
+                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    c->lk.crecv_mr = ibv_reg_mr(c->pd, c->lk.crecv, (size_t)DC_RDMA_RQ_DEPTH * DC_RDMA_CTRL_SIZE,
+                                IBV_ACCESS_LOCAL_WRITE);
+    c->lk.csend_mr =
+        ibv_reg_mr(c->pd, c->lk.csend, (size_t)DC_RDMA_SQ_DEPTH * DC_RDMA_CTRL_SIZE, 0);
+    c->lk.stage_mr = ibv_reg_mr(c->pd, c->lk.stage, DC_RDMA_STAGE_BYTES, 0);
+    if (!c->lk.ring_mr || !c->lk.crecv_mr || !c->lk.csend_mr || !c->lk.stage_mr)
         return dc_error_errno(DC_ERR_IO, errno,
                               "rdma %s: ibv_reg_mr of the rings failed (locked-memory limit? "
                               "check `ulimit -l`)",
@@ -534,80 +695,208 @@ static dc_status_t dc_rdma_setup(dc_rdma_conn_t *c, struct rdma_cm_id *id)
         if (dc_rdma_post_recv(c, i) != 0)
             return dc_error(DC_ERR_IO, "rdma %s: ibv_post_recv failed", c->peer);
     struct epoll_event ev = {.events = EPOLLIN};
-    epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->cc->fd, &ev);
+    epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->lk.cc->fd, &ev);
     return DC_OK;
+}
+
+/*
+ * Tear the link down: disconnect, destroy the QP (after which the HCA reads
+ * no buffer of ours any more, so no work request references a request's
+ * buffer), the CQ with whatever completions it still held, the rdmacm id and
+ * its channel, the rings.  The transmit queue, the half-parsed message and
+ * queued ACKs go too: a message is only done when ACKed, so the peer re-sends
+ * what we did not ACK, and we re-send what it did not.  The PD, the window
+ * and the receive slots stay.  Idempotent.  Never call it from an rdmacm
+ * event handler (rdma_destroy_id waits for the event's acknowledgement).
+ */
+static void dc_rdma_drop_link(dc_rdma_conn_t *c)
+{
+    dc_rdma_link_t *k = &c->lk;
+    if (k->id && k->qp && !k->disconnected)
+        rdma_disconnect(k->id); /* the peer sees DISCONNECTED at once */
+    if (k->ch && c->epfd >= 0)
+        epoll_ctl(c->epfd, EPOLL_CTL_DEL, k->ch->fd, NULL);
+    if (k->cc && c->epfd >= 0)
+        epoll_ctl(c->epfd, EPOLL_CTL_DEL, k->cc->fd, NULL);
+    if (k->qp)
+        rdma_destroy_qp(k->id);
+    if (k->ring_mr)
+        ibv_dereg_mr(k->ring_mr);
+    if (k->crecv_mr)
+        ibv_dereg_mr(k->crecv_mr);
+    if (k->csend_mr)
+        ibv_dereg_mr(k->csend_mr);
+    if (k->stage_mr)
+        ibv_dereg_mr(k->stage_mr);
+    if (k->cq)
+        ibv_destroy_cq(k->cq);
+    if (k->cc)
+        ibv_destroy_comp_channel(k->cc);
+    if (k->id)
+        rdma_destroy_id(k->id);
+    if (k->ch)
+        rdma_destroy_event_channel(k->ch);
+    free(k->ring);
+    free(k->crecv);
+    free(k->csend);
+    free(k->stage);
+    memset(k, 0, sizeof(*k));
+
+    for (dc_rdma_req_t *r = c->reqs; r; r = r->next) {
+        r->wrs = 0;
+        r->queued = 0;
+    }
+    c->txq_head = 0;
+    c->txq_len = 0;
+    c->tx_off = 0;
+    c->hgot = 0;
+    c->in_payload = 0;
+    c->discard = 0;
+    c->pay_done = 0;
+    c->nctrl = 0;
+    c->auth_out_len = 0;
+}
+
+/* After a reconnect: every un-ACKed message again, in seq order, before any
+ * new one (the receiver's ring is consumed in order). */
+static void dc_rdma_txq_push(dc_rdma_conn_t *c, dc_rdma_req_t *r);
+
+static void dc_rdma_resume(dc_rdma_conn_t *c)
+{
+    unsigned n = 0;
+    for (uint64_t q = c->win.base; q < c->win.next && c->state == DC_RDMA_ESTABLISHED; q++) {
+        dc_rdma_req_t *r = dc_verbs_window_get(&c->win, q);
+        if (r && r->state == DC_RDMA_R_PENDING && !r->queued) {
+            c->stats.resends++;
+            dc_rdma_txq_push(c, r);
+            n++;
+        }
+    }
+    DC_LOG_WARN("rdma %s: link re-established (session %016llx, epoch %u); re-sending %u "
+                "un-acknowledged messages",
+                c->peer, (unsigned long long)c->session, c->epoch, n);
 }
 
 static void dc_rdma_pdata_pack(const dc_rdma_conn_t *c, uint8_t out[DC_RDMA_PDATA_SIZE])
 {
     dc_store_le32(out, DC_RDMA_PDATA_MAGIC);
-    dc_store_le16(out + 4, 1);
-    dc_store_le16(out + 6, (uint16_t)c->mtu);
-    dc_store_le64(out + 8, (uintptr_t)c->ring);
-    dc_store_le32(out + 16, c->ring_mr->rkey);
+    dc_store_le16(out + 4, DC_RDMA_PDATA_VERSION);
+    dc_store_le16(out + 6, (uint16_t)c->lk.mtu);
+    dc_store_le64(out + 8, (uintptr_t)c->lk.ring);
+    dc_store_le32(out + 16, c->lk.ring_mr->rkey);
     dc_store_le32(out + 20, DC_RDMA_RING_BYTES);
     dc_store_le32(out + 24, DC_RDMA_RQ_DEPTH);
+    dc_store_le64(out + 28, c->session);
+    dc_store_le32(out + 36, c->epoch);
 }
 
-static dc_status_t dc_rdma_pdata_unpack(dc_rdma_conn_t *c, const void *p, size_t len)
+/* The peer's connection private data, validated (hostile bytes). */
+typedef struct dc_rdma_pdata {
+    uint32_t mtu;
+    uint64_t ring_addr;
+    uint32_t rkey, ring_bytes, rq_depth;
+    uint64_t session;
+    uint32_t epoch;
+} dc_rdma_pdata_t;
+
+static dc_status_t dc_rdma_pdata_unpack(const char *peer, const void *p, size_t len,
+                                        dc_rdma_pdata_t *out)
 {
     const uint8_t *b = p;
-    if (!b || len < DC_RDMA_PDATA_SIZE || dc_load_le32(b) != DC_RDMA_PDATA_MAGIC)
-        return dc_error(DC_ERR_FORMAT, "rdma %s: peer is not a deltacast rdma endpoint "
-                                       "(bad connection private data)",
-                        c->peer);
-    if (dc_load_le16(b + 4) != 1)
-        return dc_error(DC_ERR_UNSUPPORTED, "rdma %s: peer speaks protocol version %u, we 1",
-                        c->peer, dc_load_le16(b + 4));
-    uint32_t pmtu = dc_load_le16(b + 6);
+    if (!b || len < 8 || dc_load_le32(b) != DC_RDMA_PDATA_MAGIC)
+        return dc_error(DC_ERR_FORMAT,
+                        "rdma %s: peer is not a deltacast rdma endpoint "
+                        "(bad connection private data)",
+                        peer);
+    if (dc_load_le16(b + 4) != DC_RDMA_PDATA_VERSION)
+        return dc_error(DC_ERR_UNSUPPORTED, "rdma %s: peer speaks protocol version %u, we %u", peer,
+                        dc_load_le16(b + 4), DC_RDMA_PDATA_VERSION);
+    if (len < DC_RDMA_PDATA_SIZE)
+        return dc_error(DC_ERR_FORMAT, "rdma %s: connection private data of %zu bytes, want %u",
+                        peer, len, DC_RDMA_PDATA_SIZE);
     uint32_t rb = dc_load_le32(b + 20), rq = dc_load_le32(b + 24);
     if (rb < 2 * DC_VERBS_HDR_SIZE || rb > (1u << 30) || rq <= DC_RDMA_RQ_RESERVE + 1 ||
         rq > 65536)
         return dc_error(DC_ERR_FORMAT, "rdma %s: peer ring of %u bytes / %u receives is unusable",
-                        c->peer, rb, rq);
-    if (pmtu && c->mtu && pmtu != c->mtu)
+                        peer, rb, rq);
+    uint32_t epoch = dc_load_le32(b + 36);
+    if (epoch == 0)
+        return dc_error(DC_ERR_FORMAT, "rdma %s: connection private data with epoch 0", peer);
+    out->mtu = dc_load_le16(b + 6);
+    out->ring_addr = dc_load_le64(b + 8);
+    out->rkey = dc_load_le32(b + 16);
+    out->ring_bytes = rb;
+    out->rq_depth = rq;
+    out->session = dc_load_le64(b + 28);
+    out->epoch = epoch;
+    return DC_OK;
+}
+
+/* Target the peer's ring of `pd` (after dc_rdma_setup: our MTU is known). */
+static void dc_rdma_pdata_apply(dc_rdma_conn_t *c, const dc_rdma_pdata_t *pd)
+{
+    if (pd->mtu && c->lk.mtu && pd->mtu != c->lk.mtu)
         DC_LOG_WARN("rdma %s: MTU mismatch: local active MTU %u, peer %u; the path uses the "
                     "smaller one, and on RoCE a switch or NIC MTU below it drops frames "
                     "(symptom: retry-exceeded errors); align the MTUs",
-                    c->peer, c->mtu, pmtu);
-    c->peer_ring_addr = dc_load_le64(b + 8);
-    c->peer_rkey = dc_load_le32(b + 16);
-    c->peer_ring_bytes = rb;
-    c->peer_rq_depth = rq;
-    return DC_OK;
+                    c->peer, c->lk.mtu, pd->mtu);
+    c->lk.peer_ring_addr = pd->ring_addr;
+    c->lk.peer_rkey = pd->rkey;
+    c->lk.peer_ring_bytes = pd->ring_bytes;
+    c->lk.peer_rq_depth = pd->rq_depth;
+}
+
+/* Reject a connection request with a reason the client can act on. */
+static void dc_rdma_reject(struct rdma_cm_id *id, uint16_t reason)
+{
+    uint8_t b[DC_RDMA_REJ_SIZE];
+    dc_store_le32(b, DC_RDMA_REJ_MAGIC);
+    dc_store_le16(b + 4, DC_RDMA_PDATA_VERSION);
+    dc_store_le16(b + 6, reason);
+    rdma_reject(id, b, sizeof(b));
+}
+
+/* The reason in a REJECTED event's private data, 0 when absent/foreign. */
+static uint16_t dc_rdma_reject_reason(const struct rdma_cm_event *ev)
+{
+    const uint8_t *b = ev->param.conn.private_data;
+    if (!b || ev->param.conn.private_data_len < DC_RDMA_REJ_SIZE ||
+        dc_load_le32(b) != DC_RDMA_REJ_MAGIC || dc_load_le16(b + 4) != DC_RDMA_PDATA_VERSION)
+        return 0;
+    return dc_load_le16(b + 6);
 }
 
 /* --- send machinery --------------------------------------------------------------- */
 
 static unsigned dc_rdma_sq_free(const dc_rdma_conn_t *c)
 {
-    return DC_RDMA_SQ_DEPTH - (unsigned)(c->sq_posted - c->sq_done);
+    return DC_RDMA_SQ_DEPTH - (unsigned)(c->lk.sq_posted - c->lk.sq_done);
 }
 
 /* Peer receive WRs we may still consume (minus the CREDIT reserve). */
 static int64_t dc_rdma_rq_credit(const dc_rdma_conn_t *c, int reserve)
 {
-    int64_t free_rq = (int64_t)c->peer_rq_depth - (int64_t)(c->tx_wrs - c->peer_reposted);
+    int64_t free_rq = (int64_t)c->lk.peer_rq_depth - (int64_t)(c->lk.tx_wrs - c->lk.peer_reposted);
     return reserve ? free_rq : free_rq - DC_RDMA_RQ_RESERVE;
 }
 
 static int dc_rdma_post_send(dc_rdma_conn_t *c, struct ibv_send_wr *wr, dc_rdma_req_t *req)
 {
-    dc_rdma_sqe_t *e = &c->sq[c->sq_posted % DC_RDMA_SQ_DEPTH];
-    e->stage_end = c->stage_head;
+    dc_rdma_sqe_t *e = &c->lk.sq[c->lk.sq_posted % DC_RDMA_SQ_DEPTH];
+    e->stage_end = c->lk.stage_head;
     e->req = req;
-    wr->wr_id = DC_RDMA_WR_SEND | c->sq_posted;
+    wr->wr_id = DC_RDMA_WR_SEND | c->lk.sq_posted;
     wr->send_flags |= IBV_SEND_SIGNALED;
     struct ibv_send_wr *bad;
-    int rc = ibv_post_send(c->qp, wr, &bad);
+    int rc = ibv_post_send(c->lk.qp, wr, &bad);
     if (rc != 0) {
-        dc_rdma_fail(c, DC_ERR_IO, "ibv_post_send: %s", strerror(rc));
+        dc_rdma_lost(c, "ibv_post_send: %s", strerror(rc)); /* a QP in error, mostly */
         return -1;
     }
     if (req)
         req->wrs++;
-    c->sq_posted++;
-    c->tx_wrs++;
+    c->lk.sq_posted++;
+    c->lk.tx_wrs++;
     return 0;
 }
 
@@ -615,34 +904,36 @@ static int dc_rdma_post_send(dc_rdma_conn_t *c, struct ibv_send_wr *wr, dc_rdma_
 static int dc_rdma_ctrl_send(dc_rdma_conn_t *c, uint8_t type, uint64_t seq, const uint8_t *auth,
                              size_t auth_len)
 {
-    if (c->state == DC_RDMA_FAILED || !c->qp || dc_rdma_sq_free(c) == 0 ||
-        dc_rdma_rq_credit(c, type == DC_RDMA_CT_CREDIT) <= 0)
+    /* CREDIT and the final BYE may use the reserved receives. */
+    if (c->state == DC_RDMA_FAILED || c->state == DC_RDMA_BROKEN || !c->lk.qp ||
+        dc_rdma_sq_free(c) == 0 ||
+        dc_rdma_rq_credit(c, type == DC_RDMA_CT_CREDIT || type == DC_RDMA_CT_BYE) <= 0)
         return -1;
-    uint8_t *m = c->csend + (c->sq_posted % DC_RDMA_SQ_DEPTH) * DC_RDMA_CTRL_SIZE;
+    uint8_t *m = c->lk.csend + (c->lk.sq_posted % DC_RDMA_SQ_DEPTH) * DC_RDMA_CTRL_SIZE;
     memset(m, 0, DC_RDMA_CTRL_HDR);
     dc_store_le32(m, DC_RDMA_CTRL_MAGIC);
     m[4] = type;
     dc_store_le64(m + 8, seq);
-    dc_store_le64(m + 16, c->rx_consumed);
-    dc_store_le64(m + 24, c->rq_completed);
+    dc_store_le64(m + 16, c->lk.rx_consumed);
+    dc_store_le64(m + 24, c->lk.rq_completed);
     size_t len = DC_RDMA_CTRL_HDR;
     if (auth_len) {
         memcpy(m + len, auth, auth_len);
         len += auth_len;
     }
-    struct ibv_sge sge = {.addr = (uintptr_t)m, .length = (uint32_t)len,
-                          .lkey = c->csend_mr->lkey};
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)m, .length = (uint32_t)len, .lkey = c->lk.csend_mr->lkey};
     struct ibv_send_wr wr;
     memset(&wr, 0, sizeof(wr));
     wr.opcode = IBV_WR_SEND;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    if (len <= c->max_inline)
+    if (len <= c->lk.max_inline)
         wr.send_flags = IBV_SEND_INLINE;
     if (dc_rdma_post_send(c, &wr, NULL) != 0)
         return -1;
-    c->consumed_reported = c->rx_consumed;
-    c->rq_reported = c->rq_completed;
+    c->lk.consumed_reported = c->lk.rx_consumed;
+    c->lk.rq_reported = c->lk.rq_completed;
     c->stats.wire_bytes_sent += len;
     return 0;
 }
@@ -675,8 +966,8 @@ static void dc_rdma_flush_ctrl(dc_rdma_conn_t *c)
         c->nctrl -= i;
     }
     /* Return credits once a quarter of a resource was freed. */
-    if (c->rx_consumed - c->consumed_reported >= DC_RDMA_RING_BYTES / 4 ||
-        c->rq_completed - c->rq_reported >= DC_RDMA_RQ_DEPTH / 4)
+    if (c->lk.rx_consumed - c->lk.consumed_reported >= DC_RDMA_RING_BYTES / 4 ||
+        c->lk.rq_completed - c->lk.rq_reported >= DC_RDMA_RQ_DEPTH / 4)
         dc_rdma_ctrl_send(c, DC_RDMA_CT_CREDIT, 0, NULL, 0);
 }
 
@@ -700,22 +991,36 @@ static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
     while (c->txq_len && c->state == DC_RDMA_ESTABLISHED) {
         dc_rdma_req_t *r = c->txq[c->txq_head];
         uint64_t total = DC_VERBS_HDR_SIZE + r->len;
-        uint64_t ring_used = c->tx_written - c->tx_peer_consumed;
-        uint64_t ring_free = c->peer_ring_bytes - ring_used;
-        uint64_t pos = c->tx_written % c->peer_ring_bytes;
-        uint64_t contig = c->peer_ring_bytes - pos;
+        uint64_t ring_used = c->lk.tx_written - c->lk.tx_peer_consumed;
+        uint64_t ring_free = c->lk.peer_ring_bytes - ring_used;
+        uint64_t pos = c->lk.tx_written % c->lk.peer_ring_bytes;
+        uint64_t contig = c->lk.peer_ring_bytes - pos;
         if (dc_rdma_sq_free(c) == 0 || dc_rdma_rq_credit(c, 0) <= 0 || ring_free == 0)
             return;
+        /* Fault injection (drop_after=): the write stops at exactly the cut
+         * byte, then the link is cut mid-message, as a broken stream would. */
+        uint64_t flim = UINT64_MAX;
+        if (dc_fault_active()) {
+            flim = dc_fault_send_limit((size_t)(total - c->tx_off));
+            if (flim == 0) {
+                if (dc_fault_drop_due()) {
+                    dc_rdma_lost(c, "fault injection cut the connection");
+                    return;
+                }
+                flim = UINT64_MAX;
+            }
+        }
         struct ibv_send_wr wr;
         struct ibv_sge sge[2];
         memset(&wr, 0, sizeof(wr));
         wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.sg_list = sge;
-        wr.wr.rdma.remote_addr = c->peer_ring_addr + pos;
-        wr.wr.rdma.rkey = c->peer_rkey;
+        wr.wr.rdma.remote_addr = c->lk.peer_ring_addr + pos;
+        wr.wr.rdma.rkey = c->lk.peer_rkey;
         dc_rdma_req_t *reads = NULL;
         uint64_t n;
-        if (c->tx_off == 0 && total <= c->max_inline && total <= ring_free && total <= contig) {
+        if (c->tx_off == 0 && total <= c->lk.max_inline && total <= ring_free && total <= contig &&
+            total <= flim) {
             /* Inline: header and payload copied into the WQE by the HCA driver. */
             sge[0] = (struct ibv_sge){.addr = (uintptr_t)r->hdr, .length = DC_VERBS_HDR_SIZE};
             sge[1] = (struct ibv_sge){.addr = (uintptr_t)r->buf, .length = (uint32_t)r->len};
@@ -725,6 +1030,7 @@ static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
         } else {
             n = DC_MIN(total - c->tx_off, (uint64_t)DC_RDMA_CHUNK);
             n = DC_MIN(n, DC_MIN(ring_free, contig));
+            n = DC_MIN(n, flim);
             if (c->tx_off >= DC_VERBS_HDR_SIZE && r->mr) {
                 uint64_t po = c->tx_off - DC_VERBS_HDR_SIZE;
                 sge[0] = (struct ibv_sge){.addr = (uintptr_t)(r->buf + po),
@@ -734,8 +1040,8 @@ static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
             } else {
                 if (r->mr) /* header alone from staging; payload then zero-copy */
                     n = DC_MIN(n, DC_VERBS_HDR_SIZE - c->tx_off);
-                uint64_t sp = c->stage_head % DC_RDMA_STAGE_BYTES;
-                uint64_t sfree = DC_RDMA_STAGE_BYTES - (c->stage_head - c->stage_tail);
+                uint64_t sp = c->lk.stage_head % DC_RDMA_STAGE_BYTES;
+                uint64_t sfree = DC_RDMA_STAGE_BYTES - (c->lk.stage_head - c->lk.stage_tail);
                 if (DC_RDMA_STAGE_BYTES - sp < n) {
                     /* Skip the tail of the staging buffer so a chunk is contiguous. */
                     uint64_t skip = DC_RDMA_STAGE_BYTES - sp;
@@ -744,14 +1050,14 @@ static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
                             return;
                         n = DC_MIN(n, sfree - skip);
                     }
-                    c->stage_head += skip;
+                    c->lk.stage_head += skip;
                     sp = 0;
                     sfree -= skip;
                 }
                 n = DC_MIN(n, sfree);
                 if (n == 0)
                     return;
-                uint8_t *dst = c->stage + sp;
+                uint8_t *dst = c->lk.stage + sp;
                 uint64_t off = c->tx_off, left = n;
                 if (off < DC_VERBS_HDR_SIZE) {
                     uint64_t h = DC_MIN(left, DC_VERBS_HDR_SIZE - off);
@@ -762,10 +1068,10 @@ static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
                 }
                 if (left)
                     memcpy(dst, r->buf + (off - DC_VERBS_HDR_SIZE), left);
-                c->stage_head += n;
-                sge[0] = (struct ibv_sge){.addr = (uintptr_t)(c->stage + sp),
+                c->lk.stage_head += n;
+                sge[0] = (struct ibv_sge){.addr = (uintptr_t)(c->lk.stage + sp),
                                           .length = (uint32_t)n,
-                                          .lkey = c->stage_mr->lkey};
+                                          .lkey = c->lk.stage_mr->lkey};
             }
             wr.num_sge = 1;
         }
@@ -774,7 +1080,7 @@ static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
             return;
         if (dc_fault_active())
             dc_fault_sent(n);
-        c->tx_written += n;
+        c->lk.tx_written += n;
         c->tx_off += n;
         c->stats.wire_bytes_sent += n;
         if (c->tx_off == total) {
@@ -782,6 +1088,10 @@ static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
             c->txq_head = (c->txq_head + 1) % DC_RDMA_TXQ;
             c->txq_len--;
             r->queued = 0;
+        }
+        if (dc_fault_active() && dc_fault_drop_due()) {
+            dc_rdma_lost(c, "fault injection cut the connection");
+            return;
         }
     }
 }
@@ -801,14 +1111,14 @@ static void dc_rdma_slot_advance(dc_rdma_conn_t *c)
 
 static void dc_rdma_ring_copy(dc_rdma_conn_t *c, void *dst, uint64_t n)
 {
-    uint64_t pos = c->rx_consumed % DC_RDMA_RING_BYTES;
+    uint64_t pos = c->lk.rx_consumed % DC_RDMA_RING_BYTES;
     uint64_t first = DC_MIN(n, DC_RDMA_RING_BYTES - pos);
     if (dst) {
-        memcpy(dst, c->ring + pos, first);
+        memcpy(dst, c->lk.ring + pos, first);
         if (n > first)
-            memcpy((uint8_t *)dst + first, c->ring, n - first);
+            memcpy((uint8_t *)dst + first, c->lk.ring, n - first);
     }
-    c->rx_consumed += n;
+    c->lk.rx_consumed += n;
 }
 
 static void dc_rdma_msg_end(dc_rdma_conn_t *c)
@@ -851,7 +1161,7 @@ static void dc_rdma_msg_end(dc_rdma_conn_t *c)
 static void dc_rdma_rx_parse(dc_rdma_conn_t *c)
 {
     while (c->state == DC_RDMA_ESTABLISHED) {
-        uint64_t avail = c->rx_avail - c->rx_consumed;
+        uint64_t avail = c->lk.rx_avail - c->lk.rx_consumed;
         if (!c->in_payload) {
             if (avail == 0)
                 return;
@@ -860,8 +1170,13 @@ static void dc_rdma_rx_parse(dc_rdma_conn_t *c)
             c->hgot += n;
             if (c->hgot < DC_VERBS_HDR_SIZE)
                 return;
-            if (dc_verbs_hdr_unpack(c->hbuf, c->max_msg, &c->cur) != DC_OK) {
-                dc_rdma_fail(c, dc_last_status(), "%s", dc_last_error());
+            dc_status_t hs = dc_verbs_hdr_unpack(c->hbuf, c->max_msg, &c->cur);
+            if (hs == DC_ERR_CORRUPT) { /* transport.h: a damaged header breaks the stream */
+                dc_rdma_lost(c, "damaged message header: %s", dc_last_error());
+                return;
+            }
+            if (hs != DC_OK) {
+                dc_rdma_fail(c, hs, "%s", dc_last_error());
                 return;
             }
             if (c->cur.type != DC_VERBS_MSG_DATA) {
@@ -983,6 +1298,11 @@ static void dc_rdma_on_auth(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
         if (type != DC_RDMA_AUTH_OK || len != 1)
             break;
         c->state = DC_RDMA_ESTABLISHED;
+        if (c->reconnecting) {
+            c->reconnecting = 0;
+            c->stats.reconnects++;
+            dc_rdma_resume(c);
+        }
         return;
     default:
         break;
@@ -997,15 +1317,25 @@ static void dc_rdma_on_ctrl(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
         return;
     }
     uint8_t type = m[4];
+    if (c->state == DC_RDMA_BROKEN) {
+        /* The link is going away; only a good-bye still matters. */
+        if (type == DC_RDMA_CT_BYE)
+            dc_rdma_fail(c, DC_ERR_RESET, "peer closed the connection");
+        return;
+    }
     uint64_t seq = dc_load_le64(m + 8);
     uint64_t consumed = dc_load_le64(m + 16), reposted = dc_load_le64(m + 24);
-    if (consumed > c->tx_written || consumed < c->tx_peer_consumed || reposted > c->tx_wrs ||
-        reposted < c->peer_reposted) {
+    if (consumed > c->lk.tx_written || consumed < c->lk.tx_peer_consumed ||
+        reposted > c->lk.tx_wrs || reposted < c->lk.peer_reposted) {
         dc_rdma_fail(c, DC_ERR_FORMAT, "peer reported impossible credits");
         return;
     }
-    c->tx_peer_consumed = consumed;
-    c->peer_reposted = reposted;
+    c->lk.tx_peer_consumed = consumed;
+    c->lk.peer_reposted = reposted;
+    if (type == DC_RDMA_CT_BYE) {
+        dc_rdma_fail(c, DC_ERR_RESET, "peer closed the connection");
+        return;
+    }
     if (type == DC_RDMA_CT_AUTH) {
         dc_rdma_on_auth(c, m + DC_RDMA_CTRL_HDR, len - DC_RDMA_CTRL_HDR);
         return;
@@ -1051,20 +1381,20 @@ static const char *dc_rdma_wc_hint(enum ibv_wc_status s)
 
 static void dc_rdma_poll_cq(dc_rdma_conn_t *c)
 {
-    if (!c->cq)
+    if (!c->lk.cq)
         return;
     /* Consume completion-channel events so that fd() does not stay readable. */
     struct ibv_cq *ecq;
     void *ectx;
-    while (c->cc && ibv_get_cq_event(c->cc, &ecq, &ectx) == 0) {
+    while (c->lk.cc && ibv_get_cq_event(c->lk.cc, &ecq, &ectx) == 0) {
         ibv_ack_cq_events(ecq, 1);
         ibv_req_notify_cq(ecq, 0);
     }
     struct ibv_wc wc[32];
     for (int round = 0; round < 64; round++) {
-        int n = ibv_poll_cq(c->cq, (int)DC_ARRAY_SIZE(wc), wc);
+        int n = ibv_poll_cq(c->lk.cq, (int)DC_ARRAY_SIZE(wc), wc);
         if (n < 0) {
-            dc_rdma_fail(c, DC_ERR_IO, "ibv_poll_cq failed");
+            dc_rdma_lost(c, "ibv_poll_cq failed");
             return;
         }
         if (n == 0)
@@ -1072,47 +1402,50 @@ static void dc_rdma_poll_cq(dc_rdma_conn_t *c)
         for (int i = 0; i < n; i++) {
             struct ibv_wc *w = &wc[i];
             if (w->status != IBV_WC_SUCCESS) {
-                if (w->status != IBV_WC_WR_FLUSH_ERR || c->state != DC_RDMA_FAILED)
-                    dc_rdma_fail(c, DC_ERR_RESET, "work completion error: %s%s",
-                                 ibv_wc_status_str(w->status), dc_rdma_wc_hint(w->status));
+                if (w->status != IBV_WC_WR_FLUSH_ERR ||
+                    (c->state != DC_RDMA_FAILED && c->state != DC_RDMA_BROKEN))
+                    dc_rdma_lost(c, "work completion error: %s%s", ibv_wc_status_str(w->status),
+                                 dc_rdma_wc_hint(w->status));
                 /* (opcode is undefined in an error completion: use wr_id) */
                 if (w->wr_id & DC_RDMA_WR_SEND) {
-                    dc_rdma_sqe_t *e = &c->sq[(w->wr_id & ~DC_RDMA_WR_SEND) % DC_RDMA_SQ_DEPTH];
+                    dc_rdma_sqe_t *e = &c->lk.sq[(w->wr_id & ~DC_RDMA_WR_SEND) % DC_RDMA_SQ_DEPTH];
                     if (e->req) {
                         e->req->wrs--;
                         e->req = NULL;
                     }
-                    c->sq_done++;
+                    c->lk.sq_done++;
                 }
                 continue;
             }
             if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM || w->opcode == IBV_WC_RECV) {
-                c->rq_completed++;
+                c->lk.rq_completed++;
                 if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
                     uint32_t k = ntohl(w->imm_data);
-                    if (c->state != DC_RDMA_ESTABLISHED) {
+                    if (c->state == DC_RDMA_BROKEN || c->state == DC_RDMA_FAILED) {
+                        /* the link is going away: its ring is dropped */
+                    } else if (c->state != DC_RDMA_ESTABLISHED) {
                         dc_rdma_fail(c, DC_ERR_AUTH, "data written before authentication");
                     } else if (k > DC_RDMA_RING_BYTES ||
-                               c->rx_avail + k - c->rx_consumed > DC_RDMA_RING_BYTES) {
+                               c->lk.rx_avail + k - c->lk.rx_consumed > DC_RDMA_RING_BYTES) {
                         dc_rdma_fail(c, DC_ERR_FORMAT, "peer overran the receive ring");
                     } else {
-                        c->rx_avail += k;
+                        c->lk.rx_avail += k;
                     }
                 } else if (w->wr_id < DC_RDMA_RQ_DEPTH) {
-                    dc_rdma_on_ctrl(c, c->crecv + w->wr_id * DC_RDMA_CTRL_SIZE, w->byte_len);
+                    dc_rdma_on_ctrl(c, c->lk.crecv + w->wr_id * DC_RDMA_CTRL_SIZE, w->byte_len);
                 }
                 if (w->wr_id < DC_RDMA_RQ_DEPTH && c->state != DC_RDMA_FAILED &&
-                    dc_rdma_post_recv(c, (uint32_t)w->wr_id) != 0)
-                    dc_rdma_fail(c, DC_ERR_IO, "ibv_post_recv failed");
+                    c->state != DC_RDMA_BROKEN && dc_rdma_post_recv(c, (uint32_t)w->wr_id) != 0)
+                    dc_rdma_lost(c, "ibv_post_recv failed");
             } else {
-                dc_rdma_sqe_t *e = &c->sq[(w->wr_id & ~DC_RDMA_WR_SEND) % DC_RDMA_SQ_DEPTH];
+                dc_rdma_sqe_t *e = &c->lk.sq[(w->wr_id & ~DC_RDMA_WR_SEND) % DC_RDMA_SQ_DEPTH];
                 if (e->req) {
                     e->req->wrs--;
                     e->req = NULL;
                 }
-                if (e->stage_end > c->stage_tail)
-                    c->stage_tail = e->stage_end;
-                c->sq_done++;
+                if (e->stage_end > c->lk.stage_tail)
+                    c->lk.stage_tail = e->stage_end;
+                c->lk.sq_done++;
             }
         }
     }
@@ -1120,13 +1453,22 @@ static void dc_rdma_poll_cq(dc_rdma_conn_t *c)
 
 static void dc_rdma_on_established(dc_rdma_conn_t *c, const struct rdma_cm_event *ev)
 {
-    if (c->is_client &&
-        dc_rdma_pdata_unpack(c, ev->param.conn.private_data, ev->param.conn.private_data_len) !=
-            DC_OK) {
-        dc_rdma_fail(c, dc_last_status(), "%s", dc_last_error());
-        return;
-    }
     if (c->is_client) {
+        dc_rdma_pdata_t pd;
+        if (dc_rdma_pdata_unpack(c->peer, ev->param.conn.private_data,
+                                 ev->param.conn.private_data_len, &pd) != DC_OK) {
+            dc_rdma_fail(c, dc_last_status(), "%s", dc_last_error());
+            return;
+        }
+        if (pd.session != c->session || pd.epoch != c->epoch) {
+            dc_rdma_fail(c, DC_ERR_FORMAT,
+                         "server answered for session %016llx epoch %u, we dialed %016llx "
+                         "epoch %u",
+                         (unsigned long long)pd.session, pd.epoch, (unsigned long long)c->session,
+                         c->epoch);
+            return;
+        }
+        dc_rdma_pdata_apply(c, &pd);
         if (dc_auth_nonce(c->nc) != DC_OK) {
             dc_rdma_fail(c, dc_last_status(), "%s", dc_last_error());
             return;
@@ -1138,16 +1480,30 @@ static void dc_rdma_on_established(dc_rdma_conn_t *c, const struct rdma_cm_event
     }
 }
 
+/* Remaining time of the current (re-)dial in ms for rdmacm, at least 1. */
+static int dc_rdma_dial_ms(const dc_rdma_conn_t *c)
+{
+    double left = (c->deadline - dc_now_s()) * 1000.0;
+    if (left > c->timeout_ms)
+        left = c->timeout_ms;
+    return left < 1 ? 1 : (int)left;
+}
+
 static void dc_rdma_on_cm_event(dc_rdma_conn_t *c, struct rdma_cm_event *ev)
 {
+    /* A link that is going away (or gone for good) only learns that the
+     * peer disconnected; no setup step may run on it. */
+    if ((c->state == DC_RDMA_FAILED || c->state == DC_RDMA_BROKEN) &&
+        ev->event != RDMA_CM_EVENT_DISCONNECTED)
+        return;
     switch (ev->event) {
     case RDMA_CM_EVENT_ADDR_RESOLVED: {
         if (dc_rdma_setup(c, ev->id) != DC_OK) {
-            dc_rdma_fail(c, dc_last_status(), "%s", dc_last_error());
+            dc_rdma_setup_failed(c, dc_last_status(), "%s", dc_last_error());
             break;
         }
-        if (rdma_resolve_route(ev->id, (int)c->timeout_ms) != 0)
-            dc_rdma_fail(c, DC_ERR_IO, "rdma_resolve_route: %s", strerror(errno));
+        if (rdma_resolve_route(ev->id, dc_rdma_dial_ms(c)) != 0)
+            dc_rdma_setup_failed(c, DC_ERR_IO, "rdma_resolve_route: %s", strerror(errno));
         break;
     }
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
@@ -1162,42 +1518,60 @@ static void dc_rdma_on_cm_event(dc_rdma_conn_t *c, struct rdma_cm_event *ev)
         cp.retry_count = 7;
         cp.rnr_retry_count = 7;
         if (rdma_connect(ev->id, &cp) != 0)
-            dc_rdma_fail(c, DC_ERR_IO, "rdma_connect: %s", strerror(errno));
+            dc_rdma_setup_failed(c, DC_ERR_IO, "rdma_connect: %s", strerror(errno));
         break;
     }
     case RDMA_CM_EVENT_ESTABLISHED:
         dc_rdma_on_established(c, ev);
         break;
     case RDMA_CM_EVENT_ADDR_ERROR:
-        dc_rdma_fail(c, DC_ERR_UNSUPPORTED,
-                     "address resolution failed (status %d): no RDMA device serves the route "
-                     "to this address (an IPoIB/RoCE interface address is needed)",
-                     ev->status);
+        dc_rdma_setup_failed(c, DC_ERR_UNSUPPORTED,
+                             "address resolution failed (status %d): no RDMA device serves the "
+                             "route to this address (an IPoIB/RoCE interface address is needed)",
+                             ev->status);
         break;
     case RDMA_CM_EVENT_ROUTE_ERROR:
-        dc_rdma_fail(c, DC_ERR_TIMEOUT, "route resolution failed (status %d): no path to the "
-                                        "peer (subnet manager / GID / VLAN setup?)",
-                     ev->status);
+        dc_rdma_setup_failed(c, DC_ERR_TIMEOUT,
+                             "route resolution failed (status %d): no path to the peer (subnet "
+                             "manager / GID / VLAN setup?)",
+                             ev->status);
         break;
     case RDMA_CM_EVENT_UNREACHABLE:
-        dc_rdma_fail(c, DC_ERR_TIMEOUT,
-                     "peer unreachable: the connection handshake timed out (is a deltacast "
-                     "rdma listener running there? firewall? MTU mismatch on RoCE?)");
+        dc_rdma_setup_failed(c, DC_ERR_TIMEOUT,
+                             "peer unreachable: the connection handshake timed out (is a "
+                             "deltacast rdma listener running there? firewall? MTU mismatch on "
+                             "RoCE?)");
         break;
-    case RDMA_CM_EVENT_REJECTED:
-        dc_rdma_fail(c, DC_ERR_RESET, "connection rejected by the peer (status %d: no rdma "
-                                      "listener on that port, or it refused us)",
-                     ev->status);
+    case RDMA_CM_EVENT_REJECTED: {
+        uint16_t why = dc_rdma_reject_reason(ev);
+        if (why == DC_RDMA_REJ_UNKNOWN && c->reconnecting)
+            dc_rdma_fail(c, DC_ERR_CANCELED,
+                         "the server no longer knows session %016llx (it closed the connection, "
+                         "gave up waiting for us, or restarted): cannot resume",
+                         (unsigned long long)c->session);
+        else if (why == DC_RDMA_REJ_STALE && c->reconnecting)
+            dc_rdma_lost(c, "the server refused epoch %u as stale", c->epoch);
+        else
+            dc_rdma_setup_failed(c, DC_ERR_RESET,
+                                 "connection rejected by the peer (status %d%s: no rdma listener "
+                                 "on that port, or it refused us)",
+                                 ev->status, why == DC_RDMA_REJ_DUP ? ", duplicate session" : "");
         break;
+    }
     case RDMA_CM_EVENT_CONNECT_ERROR:
-        dc_rdma_fail(c, DC_ERR_RESET, "connection error (status %d)", ev->status);
+        dc_rdma_setup_failed(c, DC_ERR_RESET, "connection error (status %d)", ev->status);
         break;
     case RDMA_CM_EVENT_DISCONNECTED:
-        c->disconnected = 1;
-        dc_rdma_fail(c, DC_ERR_RESET, "peer disconnected");
+        c->lk.disconnected = 1;
+        /* An orderly close sends BYE before disconnecting: take it from the CQ
+         * first, so that the peer's close is not mistaken for a broken link
+         * (a BROKEN link still takes a BYE, dc_rdma_on_ctrl). */
+        if (c->state != DC_RDMA_FAILED)
+            dc_rdma_poll_cq(c);
+        dc_rdma_lost(c, "peer disconnected");
         break;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        dc_rdma_fail(c, DC_ERR_RESET, "RDMA device removed");
+        dc_rdma_lost(c, "RDMA device removed");
         break;
     default:
         break;
@@ -1207,30 +1581,105 @@ static void dc_rdma_on_cm_event(dc_rdma_conn_t *c, struct rdma_cm_event *ev)
 static void dc_rdma_cm_poll(dc_rdma_conn_t *c)
 {
     struct rdma_cm_event *ev;
-    while (c->ch && rdma_get_cm_event(c->ch, &ev) == 0) {
+    while (c->lk.ch && rdma_get_cm_event(c->lk.ch, &ev) == 0) {
         dc_rdma_on_cm_event(c, ev);
         rdma_ack_cm_event(ev);
     }
 }
 
+static dc_status_t dc_rdma_conn_channel(dc_rdma_conn_t *c)
+{
+    if (!(c->lk.ch = rdma_create_event_channel()))
+        return dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_event_channel");
+    dc_rdma_nonblock(c->lk.ch->fd);
+    struct epoll_event ev = {.events = EPOLLIN};
+    epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->lk.ch->fd, &ev);
+    return DC_OK;
+}
+
+/* Client: a fresh event channel and rdmacm id towards c->raddr; the rest
+ * (route, QP, connect, authentication) follows from the events. */
+static dc_status_t dc_rdma_dial(dc_rdma_conn_t *c)
+{
+    dc_status_t st = dc_rdma_conn_channel(c);
+    if (st != DC_OK)
+        return st;
+    struct rdma_cm_id *id = NULL;
+    if (rdma_create_id(c->lk.ch, &id, c, RDMA_PS_TCP) != 0)
+        return dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_id");
+    c->lk.id = id;
+    if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&c->raddr, dc_rdma_dial_ms(c)) != 0)
+        return dc_error_errno(DC_ERR_UNSUPPORTED, errno,
+                              "rdma: cannot resolve %s to an RDMA device", c->peer);
+    return DC_OK;
+}
+
+/* Re-dial a broken client connection: same session, next epoch, same PD
+ * (so the caller's registrations stay valid); the handshake runs again, then
+ * the un-ACKed window is re-sent (dc_rdma_on_auth -> dc_rdma_resume). */
+static void dc_rdma_redial(dc_rdma_conn_t *c)
+{
+    c->next_dial = dc_now_s() + 0.2;
+    c->epoch++; /* every attempt: the server refuses epochs it has seen */
+    c->reconnecting = 1;
+    c->deadline = c->broken_deadline;
+    DC_LOG_INFO("rdma %s: re-dialing (session %016llx, epoch %u)", c->peer,
+                (unsigned long long)c->session, c->epoch);
+    if (dc_rdma_dial(c) != DC_OK) {
+        DC_LOG_INFO("rdma %s: re-dial failed: %s", c->peer, dc_last_error());
+        snprintf(c->why, sizeof(c->why), "%s", dc_last_error());
+        dc_rdma_drop_link(c); /* no event was delivered on the new id yet */
+        return;               /* still BROKEN: again at next_dial */
+    }
+    c->state = DC_RDMA_C_RESOLVING;
+}
+
 static void dc_rdma_conn_progress(dc_rdma_conn_t *c)
 {
+    if (c->state == DC_RDMA_BROKEN) {
+        /* Here, outside any event handler, the old link can be freed. */
+        dc_rdma_drop_link(c);
+        double now = dc_now_s();
+        if (now > c->broken_deadline) {
+            dc_rdma_fail(c, DC_ERR_RESET,
+                         c->is_client
+                             ? "connection lost (%s) and not re-established within %u ms"
+                             : "connection lost (%s) and the peer did not re-attach within %u ms",
+                         c->why, c->timeout_ms);
+            return;
+        }
+        if (!c->is_client || now < c->next_dial)
+            return; /* server: the listener's accept() re-attaches us */
+        dc_rdma_redial(c);
+        if (c->state != DC_RDMA_C_RESOLVING)
+            return;
+    }
     dc_rdma_cm_poll(c);
     dc_rdma_poll_cq(c);
-    if (c->state == DC_RDMA_ESTABLISHED)
+    /* A server-side re-dial holds the peer's data until the listener hands
+     * its link to the connection it resumes (dc_rdma_adopt). */
+    if (c->state == DC_RDMA_ESTABLISHED && !c->is_redial)
         dc_rdma_rx_parse(c);
-    if (c->state != DC_RDMA_FAILED)
+    if (c->state != DC_RDMA_FAILED && c->state != DC_RDMA_BROKEN)
         dc_rdma_flush_ctrl(c);
-    if (c->state == DC_RDMA_ESTABLISHED)
+    if (c->state == DC_RDMA_ESTABLISHED && !c->is_redial)
         dc_rdma_tx_pump(c);
     if (c->state != DC_RDMA_ESTABLISHED && c->state != DC_RDMA_FAILED &&
-        dc_now_s() > c->deadline)
-        dc_rdma_fail(c, DC_ERR_TIMEOUT,
-                     c->state == DC_RDMA_C_RESOLVING || c->state == DC_RDMA_S_ACCEPTING
-                         ? "connection setup not completed within %u ms (address/route "
-                           "resolution or the CM handshake hung)"
-                         : "authentication not completed within %u ms",
-                     c->timeout_ms);
+        c->state != DC_RDMA_BROKEN && dc_now_s() > c->deadline) {
+        if (c->reconnecting) /* deadline == broken_deadline */
+            dc_rdma_fail(c, DC_ERR_RESET,
+                         "connection lost (%s) and not re-established within %u ms (the last "
+                         "re-dial hung in %s)",
+                         c->why, c->timeout_ms,
+                         c->state == DC_RDMA_C_RESOLVING ? "connection setup" : "authentication");
+        else
+            dc_rdma_fail(c, DC_ERR_TIMEOUT,
+                         c->state == DC_RDMA_C_RESOLVING || c->state == DC_RDMA_S_ACCEPTING
+                             ? "connection setup not completed within %u ms (address/route "
+                               "resolution or the CM handshake hung)"
+                             : "authentication not completed within %u ms",
+                         c->timeout_ms);
+    }
 }
 
 /* --- connection objects ------------------------------------------------------------ */
@@ -1263,56 +1712,41 @@ static dc_status_t dc_rdma_conn_alloc(const dc_verbs_opts_t *o, dc_rdma_conn_t *
     return DC_OK;
 }
 
-static dc_status_t dc_rdma_conn_channel(dc_rdma_conn_t *c)
-{
-    if (!(c->ch = rdma_create_event_channel()))
-        return dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_event_channel");
-    dc_rdma_nonblock(c->ch->fd);
-    struct epoll_event ev = {.events = EPOLLIN};
-    epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->ch->fd, &ev);
-    return DC_OK;
-}
+static void dc_rdma_listener_unref(dc_rdma_listener_t *l);
 
 static void dc_rdma_conn_destroy(dc_rdma_conn_t *c)
 {
     if (!c)
         return;
-    if (c->state == DC_RDMA_ESTABLISHED) {
-        /* Queued ACKs go out (and complete) before the disconnect. */
+    dc_rdma_listener_t *l = c->lst;
+    if (l) {
+        for (dc_rdma_conn_t **pp = &l->reg; *pp; pp = &(*pp)->reg_next)
+            if (*pp == c) {
+                *pp = c->reg_next;
+                break;
+            }
+        c->lst = NULL;
+    }
+    if (c->state == DC_RDMA_ESTABLISHED && c->lk.qp) {
+        /* Queued ACKs, then BYE, go out (and complete) before the disconnect:
+         * the peer must not mistake an orderly close for a broken link and
+         * re-dial. */
         dc_rdma_flush_ctrl(c);
         double deadline = dc_now_s() + 1.0;
-        while (c->sq_done < c->sq_posted && c->state == DC_RDMA_ESTABLISHED &&
-               dc_now_s() < deadline)
+        int bye = 0;
+        while (c->state == DC_RDMA_ESTABLISHED && dc_now_s() < deadline) {
+            if (!bye)
+                bye = dc_rdma_ctrl_send(c, DC_RDMA_CT_BYE, 0, NULL, 0) == 0;
+            if (bye && c->lk.sq_done >= c->lk.sq_posted)
+                break;
             dc_rdma_poll_cq(c);
+        }
     }
-    if (c->id && c->qp && !c->disconnected)
-        rdma_disconnect(c->id);
-    if (c->qp)
-        rdma_destroy_qp(c->id);
-    if (c->ring_mr)
-        ibv_dereg_mr(c->ring_mr);
-    if (c->crecv_mr)
-        ibv_dereg_mr(c->crecv_mr);
-    if (c->csend_mr)
-        ibv_dereg_mr(c->csend_mr);
-    if (c->stage_mr)
-        ibv_dereg_mr(c->stage_mr);
-    if (c->cq)
-        ibv_destroy_cq(c->cq);
-    if (c->cc)
-        ibv_destroy_comp_channel(c->cc);
-    if (c->pd)
+    dc_rdma_drop_link(c);
+    if (c->own_pd && c->pd)
         ibv_dealloc_pd(c->pd);
-    if (c->id)
-        rdma_destroy_id(c->id);
-    if (c->ch)
-        rdma_destroy_event_channel(c->ch);
     if (c->epfd >= 0)
         close(c->epfd);
-    free(c->ring);
-    free(c->crecv);
-    free(c->csend);
-    free(c->stage);
     while (c->reqs) {
         dc_rdma_req_t *r = c->reqs;
         c->reqs = r->next;
@@ -1328,6 +1762,8 @@ static void dc_rdma_conn_destroy(dc_rdma_conn_t *c)
         free(c->secret);
     }
     free(c);
+    if (l)
+        dc_rdma_listener_unref(l); /* after the link: the PD may be the listener's */
 }
 
 /* --- listener --------------------------------------------------------------------- */
@@ -1351,6 +1787,7 @@ static dc_status_t dc_rdma_listen(const dc_verbs_opts_t *opts, const char *bind_
         goto out_secret;
     }
     l->base.ops = &dc_rdma_ops;
+    l->refs = 1;
     l->epfd = -1;
     if (!(l->secret = malloc(o.secret_len))) {
         st = dc_error(DC_ERR_NOMEM, "rdma: out of memory");
@@ -1397,7 +1834,10 @@ fail_id:
 fail_channel:
     rdma_destroy_event_channel(l->ch);
 fail_free:
-    free(l->secret);
+    if (l->secret) {
+        memset(l->secret, 0, l->secret_len);
+        free(l->secret);
+    }
     free(l);
 out_secret:
     memset(secret, 0, sizeof(secret));
@@ -1417,40 +1857,109 @@ static int dc_rdma_listen_fd(dc_verbs_listener_t *lb)
     return ((dc_rdma_listener_t *)lb)->epfd;
 }
 
+/* The listener's protection domain on device `v` (created on first use). */
+static struct ibv_pd *dc_rdma_listener_pd(dc_rdma_listener_t *l, struct ibv_context *v)
+{
+    if (!v) {
+        dc_error(DC_ERR_UNSUPPORTED, "rdma listener %s: request without an RDMA device", l->addr);
+        return NULL;
+    }
+    for (unsigned i = 0; i < l->npds; i++)
+        if (l->pds[i]->context == v)
+            return l->pds[i];
+    if (l->npds == DC_RDMA_MAX_PDS) {
+        dc_error(DC_ERR_UNSUPPORTED, "rdma listener %s: requests on more than %d RDMA devices",
+                 l->addr, DC_RDMA_MAX_PDS);
+        return NULL;
+    }
+    struct ibv_pd *pd = ibv_alloc_pd(v);
+    if (!pd) {
+        dc_error_errno(DC_ERR_IO, errno, "rdma listener %s: ibv_alloc_pd", l->addr);
+        return NULL;
+    }
+    l->pds[l->npds++] = pd;
+    return pd;
+}
+
+static dc_rdma_conn_t *dc_rdma_find_session(dc_rdma_listener_t *l, uint64_t session)
+{
+    dc_rdma_conn_t *e = l->reg;
+    while (e && e->session != session)
+        e = e->reg_next;
+    return e;
+}
+
 static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_event *ev)
 {
     struct rdma_cm_id *id = ev->id;
     char peer[128];
     dc_rdma_sockaddr_str(rdma_get_peer_addr(id), peer, sizeof(peer));
-    dc_verbs_opts_t o = l->opts;
-    o.secret = l->secret;
-    o.secret_len = l->secret_len;
-    dc_rdma_conn_t *c;
-    if (dc_rdma_conn_alloc(&o, &c) != DC_OK) {
+    /* The private data is valid until the event is acknowledged. */
+    dc_rdma_pdata_t pd;
+    memset(&pd, 0, sizeof(pd));
+    uint16_t rej = 0;
+    dc_status_t st = dc_rdma_pdata_unpack(peer, ev->param.conn.private_data,
+                                          ev->param.conn.private_data_len, &pd);
+    rdma_ack_cm_event(ev);
+    if (st == DC_OK) {
+        /* Routing only (authentication follows, and dc_rdma_accept checks
+         * again before a link is handed over): refuse re-dials that cannot
+         * resume, so that the client gives up at once instead of timing out. */
+        dc_rdma_conn_t *e = dc_rdma_find_session(l, pd.session);
+        if (pd.epoch > 1 && (!e || e->state == DC_RDMA_FAILED)) {
+            rej = DC_RDMA_REJ_UNKNOWN;
+            st = dc_error(DC_ERR_CANCELED, "rdma %s: re-dial of unknown session %016llx", peer,
+                          (unsigned long long)pd.session);
+        } else if (pd.epoch > 1 && pd.epoch <= e->epoch) {
+            rej = DC_RDMA_REJ_STALE;
+            st = dc_error(DC_ERR_RESET,
+                          "rdma %s: stale re-dial of session %016llx (epoch %u, "
+                          "current %u)",
+                          peer, (unsigned long long)pd.session, pd.epoch, e->epoch);
+        } else if (pd.epoch == 1 && e) {
+            rej = DC_RDMA_REJ_DUP;
+            st = dc_error(DC_ERR_FORMAT,
+                          "rdma %s: new connection with session %016llx, "
+                          "which is in use",
+                          peer, (unsigned long long)pd.session);
+        }
+    }
+    dc_rdma_conn_t *c = NULL;
+    if (st == DC_OK) {
+        dc_verbs_opts_t o = l->opts;
+        o.secret = l->secret;
+        o.secret_len = l->secret_len;
+        st = dc_rdma_conn_alloc(&o, &c);
+    }
+    if (st != DC_OK) {
         DC_LOG_WARN("rdma listener %s: dropped %s: %s", l->addr, peer, dc_last_error());
-        rdma_reject(id, NULL, 0);
-        rdma_ack_cm_event(ev);
+        if (rej)
+            dc_rdma_reject(id, rej);
+        else
+            rdma_reject(id, NULL, 0);
         rdma_destroy_id(id);
         return;
     }
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
-    dc_status_t st = dc_rdma_pdata_unpack(c, ev->param.conn.private_data,
-                                          ev->param.conn.private_data_len);
-    rdma_ack_cm_event(ev);
-    c->id = id;
-    if (st == DC_OK)
-        st = dc_rdma_conn_channel(c);
-    if (st == DC_OK && rdma_migrate_id(id, c->ch) != 0)
+    c->lk.id = id;
+    c->session = pd.session;
+    c->epoch = pd.epoch;
+    c->is_redial = pd.epoch > 1;
+    st = dc_rdma_conn_channel(c);
+    if (st == DC_OK && rdma_migrate_id(id, c->lk.ch) != 0)
         st = dc_error_errno(DC_ERR_IO, errno, "rdma %s: rdma_migrate_id", peer);
+    if (st == DC_OK && !(c->pd = dc_rdma_listener_pd(l, id->verbs)))
+        st = dc_last_status();
     if (st == DC_OK)
         st = dc_rdma_setup(c, id);
     if (st == DC_OK) {
-        uint8_t pd[DC_RDMA_PDATA_SIZE];
-        dc_rdma_pdata_pack(c, pd);
+        dc_rdma_pdata_apply(c, &pd);
+        uint8_t mine[DC_RDMA_PDATA_SIZE];
+        dc_rdma_pdata_pack(c, mine); /* echoes the session and epoch */
         struct rdma_conn_param cp;
         memset(&cp, 0, sizeof(cp));
-        cp.private_data = pd;
-        cp.private_data_len = sizeof(pd);
+        cp.private_data = mine;
+        cp.private_data_len = sizeof(mine);
         cp.responder_resources = 1;
         cp.initiator_depth = 1;
         cp.rnr_retry_count = 7;
@@ -1459,9 +1968,9 @@ static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_eve
     }
     if (st != DC_OK) {
         DC_LOG_WARN("rdma listener %s: dropped %s: %s", l->addr, peer, dc_last_error());
-        if (!c->qp)
+        if (!c->lk.qp)
             rdma_reject(id, NULL, 0);
-        dc_rdma_conn_destroy(c);
+        dc_rdma_conn_destroy(c); /* destroys id (c->lk.id); c->pd is the listener's */
         return;
     }
     c->state = DC_RDMA_S_ACCEPTING;
@@ -1469,6 +1978,42 @@ static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_eve
     epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->epfd, &e2);
     c->next = l->handshaking;
     l->handshaking = c;
+    if (c->is_redial)
+        DC_LOG_INFO("rdma listener %s: %s re-dials session %016llx (epoch %u)", l->addr, peer,
+                    (unsigned long long)c->session, c->epoch);
+}
+
+/*
+ * The re-dial `t` of the session of the accepted connection `e` passed the
+ * handshake: `e` drops its old link (if the break was not noticed yet), takes
+ * over t's authenticated link (same PD: the caller's registrations stay
+ * valid), and re-sends what the peer has not ACKed; the peer's re-sent data
+ * waits in that link's ring.  `t` is freed.  fd() stays the same.
+ */
+static void dc_rdma_adopt(dc_rdma_listener_t *l, dc_rdma_conn_t *e, dc_rdma_conn_t *t)
+{
+    dc_rdma_drop_link(e);
+    e->lk = t->lk;
+    memset(&t->lk, 0, sizeof(t->lk));
+    if (e->lk.id)
+        e->lk.id->context = e;
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (e->lk.ch)
+        epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->lk.ch->fd, &ev);
+    if (e->lk.cc)
+        epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->lk.cc->fd, &ev);
+    /* The handshake's last reply may still wait for a send slot. */
+    memcpy(e->auth_out, t->auth_out, t->auth_out_len);
+    e->auth_out_len = t->auth_out_len;
+    e->epoch = t->epoch;
+    snprintf(e->peer, sizeof(e->peer), "%s", t->peer);
+    e->stats.wire_bytes_sent += t->stats.wire_bytes_sent;
+    e->stats.reconnects++;
+    e->state = DC_RDMA_ESTABLISHED;
+    DC_LOG_INFO("rdma listener %s: %s re-attached session %016llx (epoch %u)", l->addr, e->peer,
+                (unsigned long long)e->session, e->epoch);
+    dc_rdma_resume(e);
+    dc_rdma_conn_destroy(t); /* no link, not ESTABLISHED on one: no BYE */
 }
 
 static dc_status_t dc_rdma_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
@@ -1494,7 +2039,30 @@ static dc_status_t dc_rdma_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out
                 dc_rdma_conn_destroy(c);
                 continue;
             }
-            DC_LOG_INFO("rdma: accepted %s on %s", c->peer, dc_rdma_dev);
+            dc_rdma_conn_t *e = dc_rdma_find_session(l, c->session);
+            if (c->is_redial || e) {
+                /* Checked at the request already; the registry may have
+                 * changed during the handshake. */
+                if (e && c->is_redial && c->epoch > e->epoch && e->state != DC_RDMA_FAILED &&
+                    c->pd == e->pd) {
+                    dc_rdma_adopt(l, e, c);
+                } else {
+                    DC_LOG_WARN("rdma listener %s: dropped %s (session %016llx, epoch %u): %s",
+                                l->addr, c->peer, (unsigned long long)c->session, c->epoch,
+                                !e || e->state == DC_RDMA_FAILED ? "re-dial of an unknown session"
+                                : !c->is_redial  ? "new connection with a session in use"
+                                : c->pd != e->pd ? "re-dial on another RDMA device"
+                                                 : "stale epoch");
+                    dc_rdma_conn_destroy(c); /* sends BYE: the client gives up */
+                }
+                continue;
+            }
+            c->lst = l;
+            l->refs++;
+            c->reg_next = l->reg;
+            l->reg = c;
+            DC_LOG_INFO("rdma: accepted %s on %s (session %016llx)", c->peer, dc_rdma_dev,
+                        (unsigned long long)c->session);
             *out = &c->base;
             return DC_OK;
         }
@@ -1506,7 +2074,15 @@ static dc_status_t dc_rdma_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out
 static void dc_rdma_listen_close(dc_verbs_listener_t *lb)
 {
     dc_rdma_listener_t *l = (dc_rdma_listener_t *)lb;
-    if (!l)
+    if (l)
+        dc_rdma_listener_unref(l);
+}
+
+/* Freed when the caller closed it and no accepted connection remains (they
+ * use its protection domains, and re-attach through it). */
+static void dc_rdma_listener_unref(dc_rdma_listener_t *l)
+{
+    if (--l->refs > 0)
         return;
     while (l->handshaking) {
         dc_rdma_conn_t *c = l->handshaking;
@@ -1515,6 +2091,11 @@ static void dc_rdma_listen_close(dc_verbs_listener_t *lb)
     }
     rdma_destroy_id(l->id);
     rdma_destroy_event_channel(l->ch);
+    for (unsigned i = 0; i < l->npds; i++)
+        if (ibv_dealloc_pd(l->pds[i]) != 0)
+            DC_LOG_WARN("rdma listener %s: protection domain still in use (memory registered "
+                        "with reg_mem and never released?)",
+                        l->addr);
     if (l->epfd >= 0)
         close(l->epfd);
     if (l->secret) {
@@ -1544,17 +2125,14 @@ static dc_status_t dc_rdma_connect(const dc_verbs_opts_t *opts, const char *addr
         goto out_secret;
     c->is_client = 1;
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
-    if ((st = dc_rdma_conn_channel(c)) != DC_OK)
+    memcpy(&c->raddr, &ss, sizeof(ss));
+    uint8_t sid[DC_AUTH_NONCE_SIZE];
+    if ((st = dc_auth_nonce(sid)) != DC_OK)
         goto fail_conn;
-    if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP) != 0) {
-        st = dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_id");
+    c->session = dc_load_le64(sid);
+    c->epoch = 1;
+    if ((st = dc_rdma_dial(c)) != DC_OK)
         goto fail_conn;
-    }
-    if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&ss, (int)c->timeout_ms) != 0) {
-        st = dc_error_errno(DC_ERR_UNSUPPORTED, errno,
-                            "rdma: cannot resolve %s to an RDMA device", addr);
-        goto fail_conn;
-    }
     c->state = DC_RDMA_C_RESOLVING;
     *out = &c->base;
     st = DC_OK;
@@ -1805,8 +2383,12 @@ static dc_status_t dc_rdma_test(dc_verbs_req_t *rb, int *done, size_t *len)
 {
     dc_rdma_req_t *r = (dc_rdma_req_t *)rb;
     dc_rdma_conn_t *c = r->conn;
-    if ((r->state == DC_RDMA_R_PENDING || c->nctrl) && c->state != DC_RDMA_FAILED)
+    if ((r->state == DC_RDMA_R_PENDING || c->nctrl || r->wrs || r->queued ||
+         c->state == DC_RDMA_BROKEN) &&
+        c->state != DC_RDMA_FAILED)
         dc_rdma_conn_progress(c);
+    if (c->state == DC_RDMA_FAILED && (r->wrs || r->queued))
+        dc_rdma_drop_link(c); /* no QP, no work request: nothing reads buf any more */
     if (r->wrs == 0 && !r->queued) {
         if (r->state == DC_RDMA_R_DONE) {
             if (len)
@@ -1830,14 +2412,6 @@ static dc_status_t dc_rdma_test(dc_verbs_req_t *rb, int *done, size_t *len)
             dc_rdma_req_release(r);
             return st;
         }
-    } else if (c->state == DC_RDMA_FAILED) {
-        /* The QP is in error: flush completions release what reads buf. */
-        dc_rdma_poll_cq(c);
-        if (r->queued) {
-            for (unsigned i = 0; i < c->txq_len; i++)
-                c->txq[(c->txq_head + i) % DC_RDMA_TXQ]->queued = 0;
-            c->txq_len = 0;
-        }
     }
     *done = 0;
     return DC_OK;
@@ -1851,6 +2425,10 @@ static dc_status_t dc_rdma_wait(dc_verbs_conn_t *cb, int timeout_ms)
     dc_rdma_conn_progress(c);
     if (c->state == DC_RDMA_FAILED)
         return dc_rdma_conn_error(c);
+    /* BROKEN: no link fd to wake us; the re-dial (client) or the listener's
+     * re-attach (server) needs progress soon. */
+    if (c->state == DC_RDMA_BROKEN && (timeout_ms < 0 || timeout_ms > 10))
+        timeout_ms = 10;
     struct epoll_event ev[2];
     epoll_wait(c->epfd, ev, 2, timeout_ms);
     return dc_rdma_progress(cb);

@@ -5,7 +5,11 @@
  * reason, and init_explains_unavailability checks that the transport says
  * why it cannot run (so "auto" selection can report it).  With a device
  * (an RDMA NIC, or soft-RoCE: `rdma link add rxe0 type rxe netdev eth0`)
- * the same two-process cases as test_ucx.c run over RC queue pairs.
+ * the same two-process cases as test_ucx.c run over RC queue pairs, plus
+ * reconnect + resume: the sending client cuts its link mid-message
+ * (DELTACAST_FAULT drop_after, installed in-process), re-dials, the server's
+ * listener re-attaches the session, and every byte still arrives exactly
+ * once; and an orderly close (BYE) that the peer must take as final.
  */
 #define DC_TEST_RDMA 1
 #include "test_ucx.c"
@@ -90,4 +94,125 @@ Test(rdma, transfer_1gib_two_processes, .timeout = 1100)
     if (rdma_skip_reason(why, sizeof(why)))
         cr_skip_test("rdma unavailable here: %s", why);
     run_transfer(1ull << 30, 0);
+}
+
+Test(rdma, cut_connections_resume_exactly, .timeout = 300)
+{
+    char why[512];
+    if (rdma_skip_reason(why, sizeof(why)))
+        cr_skip_test("rdma unavailable here: %s", why);
+    /* Two cuts of the client's link, each mid-message (the RDMA write stops
+     * at exactly the cut byte): client re-dials == server re-attaches == 2,
+     * every message compared byte for byte by the server. */
+    run_transfer_cut(48ull << 20, 0, 15000000, 2);
+}
+
+Test(rdma, cuts_with_corruption_resume_exactly, .timeout = 300)
+{
+    char why[512];
+    if (rdma_skip_reason(why, sizeof(why)))
+        cr_skip_test("rdma unavailable here: %s", why);
+    /* NACK + re-send and reconnect + resume together. */
+    run_transfer_cut(32ull << 20, 0.3, 9000000, 3);
+}
+
+/* --- an orderly close is final ------------------------------------------ */
+
+/* Child: accept one connection, receive one message (so that the client's
+ * connect completed before the close), close it (BYE, then disconnect),
+ * close the listener, exit 0. */
+static int close_server_main(int port_fd)
+{
+    const dc_verbs_ops_t *t;
+    if (dc_verbs_find("rdma", &t) != DC_OK)
+        return 10;
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, "test-secret-rdma-close", 20000);
+    dc_verbs_listener_t *l;
+    if (t->listen(&o, "127.0.0.1:0", &l) != DC_OK) {
+        fprintf(stderr, "close server: listen: %s\n", dc_last_error());
+        return 11;
+    }
+    char addr[128];
+    t->listen_addr(l, addr, sizeof(addr));
+    if (write(port_fd, addr, strlen(addr) + 1) < 0)
+        return 12;
+    close(port_fd);
+    dc_verbs_conn_t *c = NULL;
+    double deadline = dc_now_s() + 30;
+    dc_status_t st;
+    while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
+        struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
+        poll(&pfd, 1, 5);
+    }
+    if (st != DC_OK) {
+        fprintf(stderr, "close server: accept: %s\n", dc_last_error());
+        return 13;
+    }
+    uint8_t go;
+    size_t gl = 0;
+    if (dc_verbs_recv_blocking(c, &go, 1, &gl, 20000) != DC_OK || gl != 1) {
+        fprintf(stderr, "close server: recv: %s\n", dc_last_error());
+        return 14;
+    }
+    t->close(c);
+    t->listen_close(l);
+    return 0;
+}
+
+Test(rdma, orderly_close_is_final_not_redialed, .timeout = 120)
+{
+    char why[512];
+    if (rdma_skip_reason(why, sizeof(why)))
+        cr_skip_test("rdma unavailable here: %s", why);
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(p[0]);
+        alarm(120);
+        _exit(close_server_main(p[1]));
+    }
+    close(p[1]);
+    char addr[128];
+    size_t n = 0;
+    while (n < sizeof(addr)) {
+        ssize_t r = read(p[0], addr + n, sizeof(addr) - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        if (memchr(addr, 0, n))
+            break;
+    }
+    close(p[0]);
+    cr_assert(n > 0 && memchr(addr, 0, n), "server did not report its address");
+
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("rdma", &t), DC_OK, "%s", dc_last_error());
+    dc_verbs_conn_t *c = NULL;
+    cr_assert_eq(client_connect(t, addr, "test-secret-rdma-close", &c), DC_OK, "connect %s: %s",
+                 addr, dc_last_error());
+    /* ACKed, hence received: the server closes right after it. */
+    cr_assert_eq(dc_verbs_send_blocking(c, "g", 1, 20000), DC_OK, "%s", dc_last_error());
+    /* client_connect gives the connection timeout_ms = 10000: taking the
+     * close for a broken link would re-dial for 10 s and then fail. */
+    double t0 = dc_now_s();
+    uint8_t b;
+    size_t bl = 0;
+    dc_status_t st = dc_verbs_recv_blocking(c, &b, 1, &bl, 30000);
+    double dt = dc_now_s() - t0;
+    cr_log_info("rdma: receive after the peer's close: %s after %.2f s (%s)", dc_status_name(st),
+                dt, st == DC_OK ? "" : dc_last_error());
+    cr_assert_eq(st, DC_ERR_RESET, "got %s: %s", dc_status_name(st), dc_last_error());
+    cr_assert_lt(dt, 5.0,
+                 "the close took %.1f s to be noticed: it was taken for a broken link "
+                 "and re-dialed",
+                 dt);
+    dc_verbs_stats_t s = {.size = sizeof(s)};
+    cr_assert_eq(t->stats(c, &s), DC_OK);
+    cr_assert_eq(s.reconnects, 0);
+    t->close(c);
+    cr_assert_eq(wait_child(pid), 0, "server reported a failure");
 }
