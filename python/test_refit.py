@@ -18,13 +18,30 @@ BIN = os.environ.get("DELTACAST_BIN")
 
 
 def free_port_block(n):
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        base = s.getsockname()[1]
-        s.close()
-        if base + n < 65000:
+    """n consecutive free ports below the kernel's ephemeral range (so that no
+    outgoing connection of a concurrent test takes one as its source port
+    between this check and the node's bind)."""
+    import random
+    lo = 20000
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            eph = int(f.read().split()[0])
+    except (OSError, ValueError):
+        eph = 32768
+    for _ in range(200):
+        base = random.randrange(lo, max(lo + 1, eph - n))
+        socks = []
+        try:
+            for i in range(n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + i))
             return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
     raise RuntimeError("no port")
 
 
