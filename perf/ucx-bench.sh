@@ -15,8 +15,17 @@
 # interface (lo and eth0 here) and the two tools may not stripe alike.
 # NET_DEVICES=all leaves UCX_NET_DEVICES as it is.
 #
+# PIN=1 pins each tool's server to CPU 0 and its client to CPU 1 (taskset),
+# for both tools alike: on a small shared machine this takes scheduler
+# migrations out of the comparison.  Each run line shows the 1-minute load
+# average, so that runs disturbed by other work can be spotted.
+#
+# deltacast's ucx transport sends a message as pieces of DELTACAST_UCX_PIECE
+# bytes (default 512 KiB), at most DELTACAST_UCX_AHEAD bytes posted ahead
+# (default 1 MiB): both are passed through from the environment.
+#
 # Usage: perf/ucx-bench.sh [RUNS]      environment: TLS, SIZE, DURATION,
-#        NET_DEVICES, DELTACAST_BIN (default build/cli/deltacast),
+#        NET_DEVICES, PIN, DELTACAST_BIN (default build/cli/deltacast),
 #        ITERS (ucx_perftest).
 set -euo pipefail
 
@@ -26,6 +35,7 @@ DURATION=${DURATION:-3}
 ITERS=${ITERS:-1000}
 TLS=${TLS:-tcp}
 BIN=${DELTACAST_BIN:-build/cli/deltacast}
+PIN=${PIN:-0}
 
 die() { echo "ucx-bench: $*" >&2; exit 1; }
 command -v ucx_perftest >/dev/null || die "ucx_perftest not found (apt-get install ucx-utils)"
@@ -44,6 +54,13 @@ NET_DEVICES=${NET_DEVICES:-lo}
 [ "$NET_DEVICES" = all ] || export UCX_NET_DEVICES="$NET_DEVICES"
 export DELTACAST_SECRET="ucx-bench-$$-$RANDOM"
 
+# pin CPU: run the rest of the command line on that CPU when PIN=1
+pin() {
+    local cpu=$1
+    shift
+    if [ "$PIN" = 1 ]; then taskset -c "$cpu" "$@"; else "$@"; fi
+}
+
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -56,10 +73,10 @@ trap cleanup EXIT
 perftest_once() {
     local port out
     port=$(free_port)
-    ucx_perftest -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" >/dev/null 2>&1 &
+    pin 0 ucx_perftest -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" >/dev/null 2>&1 &
     SERVER_PID=$!
     sleep 0.5
-    out=$(ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" 2>&1) || {
+    out=$(pin 1 ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" 2>&1) || {
         echo "$out" >&2
         die "ucx_perftest client failed"
     }
@@ -71,10 +88,10 @@ perftest_once() {
 deltacast_once() {
     local port json
     port=$(free_port)
-    "$BIN" perf link --server --bind "127.0.0.1:$port" --transport ucx --once >/dev/null 2>&1 &
+    pin 0 "$BIN" perf link --server --bind "127.0.0.1:$port" --transport ucx --once >/dev/null 2>&1 &
     SERVER_PID=$!
     sleep 0.5
-    json=$("$BIN" perf link --client "127.0.0.1:$port" --transport ucx --size "$SIZE" \
+    json=$(pin 1 "$BIN" perf link --client "127.0.0.1:$port" --transport ucx --size "$SIZE" \
         --duration "$DURATION" --lat-iters 200 --json) || die "deltacast perf link failed"
     kill "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
@@ -90,7 +107,7 @@ print("%.3f\t%s" % (float(j["gbps"]), j.get("device", "?")))'
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "ucx-bench: $RUNS runs, ${SIZE}-byte messages, UCX_TLS=$UCX_TLS," \
-     "UCX_NET_DEVICES=${UCX_NET_DEVICES:-all}, $(nproc) CPUs," \
+     "UCX_NET_DEVICES=${UCX_NET_DEVICES:-all}, $(nproc) CPUs, PIN=$PIN," \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
 pt=() dc=() device=?
 for i in $(seq 1 "$RUNS"); do
@@ -100,7 +117,8 @@ for i in $(seq 1 "$RUNS"); do
     d=$(echo "$d" | cut -f1)
     pt+=("$p")
     dc+=("$d")
-    printf '  run %d: ucx_perftest %8.3f Gb/s   deltacast ucx %8.3f Gb/s\n' "$i" "$p" "$d"
+    printf '  run %d: ucx_perftest %8.3f Gb/s   deltacast ucx %8.3f Gb/s   (load %s)\n' \
+        "$i" "$p" "$d" "$(cut -d' ' -f1 /proc/loadavg)"
 done
 mp=$(printf '%s\n' "${pt[@]}" | median)
 md=$(printf '%s\n' "${dc[@]}" | median)

@@ -5,6 +5,13 @@
  * dc_verbs_find("ucx")).  This header adds what the generic interface has no
  * slot for: which UCX transports a connection actually runs over, so that
  * `deltacast perf link` can say which path was chosen.
+ *
+ * Tuning (environment, read when a connection is made; see the wire notes
+ * at the top of ucx.c): DELTACAST_UCX_PIECE, the piece size a message is
+ * sent in, each piece with its own CRC32C (bytes, K/M suffix, 64K..1G,
+ * default 512K); DELTACAST_UCX_AHEAD, how many bytes of pieces a connection
+ * posts to UCP ahead of the transfer (default 1M, 0: no limit);
+ * DELTACAST_UCX_ERR_MODE (peer / none).
  */
 #ifndef DC_VERBS_UCX_H
 #define DC_VERBS_UCX_H
