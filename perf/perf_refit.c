@@ -148,11 +148,28 @@ static int rb_net_setup(rb_ctx_t *c)
                    "ip -n %st addr add 10.77.%u.1/24 dev %st%u && ip -n %st link set %st%u up && "
                    "ip -n %sr%u addr add 10.77.%u.2/24 dev %sr%u && ip -n %sr%u link set %sr%u up && "
                    "ip -n %sr%u route add default via 10.77.%u.1 && "
-                   "tc -n %st qdisc add dev %st%u root tbf rate %.0fbit burst %llu latency 100ms && "
-                   "tc -n %sr%u qdisc add dev %sr%u root tbf rate %.0fbit burst %llu latency 100ms",
+                   "tc -n %st qdisc add dev %st%u root handle 1: tbf rate %.0fbit burst %llu latency 100ms && "
+                   "tc -n %sr%u qdisc add dev %sr%u root handle 1: tbf rate %.0fbit burst %llu latency 100ms",
                    p, i, p, i, p, i, p, p, i, p, i, p, i + 1, p, i, p, p, i, p, i, i + 1, p, i, p,
                    i, p, i, p, i, i + 1, p, p, i, c->o.wan_bps, (unsigned long long)burst, p, i,
                    p, i, c->o.wan_bps, (unsigned long long)burst) == 0;
+        /* Inside each shaper, pure ACKs (IP packets under 128 bytes) leave
+         * before queued data, as they would through fq_codel (Linux's
+         * default qdisc, missing from this kernel): a region's uplink
+         * carries its relay's data to the next region and the ACKs of the
+         * data coming in, and those ACKs must not wait behind a 100 ms
+         * FIFO.  The tbf still meters every byte at the WAN rate. */
+        for (int side = 0; ok && side < 2 && !getenv("DC_NO_ACKPRIO"); side++) {
+            char ns[48], dev[48];
+            snprintf(ns, sizeof(ns), side ? "%sr%u" : "%st", p, i);
+            snprintf(dev, sizeof(dev), "%s%s%u", p, side ? "r" : "t", i);
+            ok = rb_sh("tc -n %s qdisc add dev %s parent 1:1 handle 10: htb default 20 r2q 1000 && "
+                       "tc -n %s class add dev %s parent 10: classid 10:10 htb rate 10gbit prio 0 && "
+                       "tc -n %s class add dev %s parent 10: classid 10:20 htb rate 10gbit prio 1 && "
+                       "tc -n %s filter add dev %s parent 10: protocol ip prio 1 u32 "
+                       "match u16 0x0000 0xff80 at 2 flowid 10:10",
+                       ns, dev, ns, dev, ns, dev, ns, dev) == 0;
+        }
     }
     if (!ok) {
         rb_net_teardown(c);
