@@ -70,15 +70,41 @@ json_t *dc_perf_metric_json(const dc_perf_metric_t *m)
                      "n", m->n, "unit", m->unit);
 }
 
+/* The stream the JSON goes to: stdout, or the real stdout saved by
+ * dc_perf_json_reserve_stdout(). */
+static FILE *dc_perf_json_out;
+
+void dc_perf_json_reserve_stdout(void)
+{
+    if (dc_perf_json_out)
+        return;
+    fflush(stdout);
+    int fd = dup(STDOUT_FILENO);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    /* from now on, whatever a library prints to stdout (UCX writes its
+     * error lines there) lands on stderr and cannot corrupt the JSON */
+    if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        fclose(f);
+        return;
+    }
+    dc_perf_json_out = f;
+}
+
 void dc_perf_json_print(json_t *root)
 {
+    FILE *out = dc_perf_json_out ? dc_perf_json_out : stdout;
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     if (s) {
-        fputs(s, stdout);
-        fputc('\n', stdout);
+        fputs(s, out);
+        fputc('\n', out);
         free(s);
     }
-    fflush(stdout);
+    fflush(out);
 }
 
 static bool dc_perf_progress_active;

@@ -43,6 +43,9 @@ double dc_perf_percentile_of(const double *v, size_t n, double p);
 json_t *dc_perf_metric_json(const dc_perf_metric_t *m);
 
 /** Print `root` to stdout, indented, with a trailing newline. */
+/* For a --json run: keep the real stdout for the JSON alone and send
+ * everything else printed to stdout (libraries included) to stderr. */
+void dc_perf_json_reserve_stdout(void);
 void dc_perf_json_print(json_t *root);
 
 /** A live progress line on stderr when it is a terminal ("\r..."); no-op

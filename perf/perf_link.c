@@ -659,5 +659,7 @@ int dc_cmd_perf_link(int argc, char **argv)
         return dc_cli_usage_error(cmd, "give exactly one of --server or --client ADDR:PORT");
     if (server)
         return dc_pl_server(bind, po.transport, once, addr_file, &po);
+    if (po.json)
+        dc_perf_json_reserve_stdout();
     return dc_pl_client(client, &po);
 }

@@ -163,9 +163,11 @@ static int rb_net_setup(rb_ctx_t *c)
             char ns[48], dev[48];
             snprintf(ns, sizeof(ns), side ? "%sr%u" : "%st", p, i);
             snprintf(dev, sizeof(dev), "%s%s%u", p, side ? "r" : "t", i);
-            ok = rb_sh("tc -n %s qdisc add dev %s parent 1:1 handle 10: htb default 20 r2q 1000 && "
-                       "tc -n %s class add dev %s parent 10: classid 10:10 htb rate 10gbit prio 0 && "
-                       "tc -n %s class add dev %s parent 10: classid 10:20 htb rate 10gbit prio 1 && "
+            ok = rb_sh("tc -n %s qdisc add dev %s parent 1:1 handle 10: htb default 20 && "
+                       "tc -n %s class add dev %s parent 10: classid 10:10 htb rate 10gbit "
+                       "quantum 60000 prio 0 && "
+                       "tc -n %s class add dev %s parent 10: classid 10:20 htb rate 10gbit "
+                       "quantum 60000 prio 1 && "
                        "tc -n %s filter add dev %s parent 10: protocol ip prio 1 u32 "
                        "match u16 0x0000 0xff80 at 2 flowid 10:10",
                        ns, dev, ns, dev, ns, dev, ns, dev) == 0;
