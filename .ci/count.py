@@ -15,8 +15,17 @@ for d in sys.argv[1:]:
         print(f"{d}: no test log")
         counts["failed"] += 1
         lines = []
-    for line in lines:
-        t = json.loads(line)
+    tests = [json.loads(line) for line in lines]
+    try:
+        # a first run whose timed-out tests were run again (.ci/run): its
+        # results, with the retried tests' replaced by the retry's
+        first = [json.loads(l) for l in open(f"{d}/meson-logs/testlog-first.json")]
+        retried = {t["name"].split(" / ")[-1]: t for t in tests}
+        print(f"{d}: retried after a timeout: {' '.join(sorted(retried))}")
+        tests = [retried.get(t["name"].split(" / ")[-1], t) for t in first]
+    except OSError:
+        pass
+    for t in tests:
         out = t.get("stdout") or ""
         tap = [l for l in out.splitlines() if re.match(r"^(not )?ok\b", l)]
         if t.get("protocol") == "tap" or tap:
