@@ -2,7 +2,9 @@
 """Count test cases (TAP subtests, or whole tests for non-TAP ones) in the
 meson test logs of the given build directories, print one line per build and
 the closing 'N passed, N failed, N skipped' line."""
+import glob
 import json
+import os
 import re
 import sys
 
@@ -16,15 +18,21 @@ for d in sys.argv[1:]:
         counts["failed"] += 1
         lines = []
     tests = [json.loads(line) for line in lines]
-    try:
-        # a first run whose timed-out tests were run again (.ci/run): its
-        # results, with the retried tests' replaced by the retry's
-        first = [json.loads(l) for l in open(f"{d}/meson-logs/testlog-first.json")]
-        retried = {t["name"].split(" / ")[-1]: t for t in tests}
-        print(f"{d}: retried after a timeout: {' '.join(sorted(retried))}")
-        tests = [retried.get(t["name"].split(" / ")[-1], t) for t in first]
-    except OSError:
-        pass
+    first_path = f"{d}/meson-logs/testlog-first.json"
+    if os.path.exists(first_path):
+        # a first run whose timed-out tests ran again (.ci/run): each test's
+        # result is its last run's
+        by_name = {}
+        for t in (json.loads(l) for l in open(first_path)):
+            by_name[t["name"].split(" / ")[-1]] = t
+        retried = set()
+        for rp in sorted(glob.glob(f"{d}/meson-logs/testlog-retry*.json")):
+            for t in (json.loads(l) for l in open(rp)):
+                key = t["name"].split(" / ")[-1]
+                by_name[key] = t
+                retried.add(key)
+        print(f"{d}: run again after a timeout: {' '.join(sorted(retried))}")
+        tests = list(by_name.values())
     for t in tests:
         out = t.get("stdout") or ""
         tap = [l for l in out.splitlines() if re.match(r"^(not )?ok\b", l)]
