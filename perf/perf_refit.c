@@ -159,7 +159,7 @@ static int rb_net_setup(rb_ctx_t *c)
          * carries its relay's data to the next region and the ACKs of the
          * data coming in, and those ACKs must not wait behind a 100 ms
          * FIFO.  The tbf still meters every byte at the WAN rate. */
-        for (int side = 0; ok && side < 2 && !getenv("DC_NO_ACKPRIO"); side++) {
+        for (int side = 0; ok && side < 2 && !getenv("DELTACAST_WAN_FIFO"); side++) {
             char ns[48], dev[48];
             snprintf(ns, sizeof(ns), side ? "%sr%u" : "%st", p, i);
             snprintf(dev, sizeof(dev), "%s%s%u", p, side ? "r" : "t", i);
@@ -570,7 +570,10 @@ static void dc_perf_refit_help(FILE *fp)
             "  --transport T            tcp (default), ucx\n"
             "  --seed S                 model seed (default 1)\n"
             "  --json                   JSON on stdout\n"
-            "  -h, --help               show this help\n");
+            "  -h, --help               show this help\n"
+            "\n"
+            "Each WAN shaper (tbf at the WAN rate) lets pure ACKs leave before queued data,\n"
+            "as fq_codel would; DELTACAST_WAN_FIFO=1 keeps plain FIFO queues instead.\n");
 }
 
 static int rb_parse(int argc, char **argv, rb_opts_t *o)
