@@ -29,20 +29,28 @@ static void check_json(const char *path, int netns)
                  0, "bad JSON in %s", path);
 }
 
-Test(perf_refit, loopback_json)
+/* Run `perf refit --params 3e5 --versions 2 --json ARGS` (64 KiB chunks,
+ * extra environment ENV) in a fresh directory `dir` (files in dir/w), and
+ * check its JSON.  The caller removes dir. */
+static void run_refit(char *dir, const char *env, const char *args, int netns)
 {
-    char dir[] = "/tmp/dc_perfrefit_XXXXXX";
+    strcpy(dir, "/tmp/dc_perfrefit_XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
-    int rc = job_sh("DELTACAST_CHUNK_SIZE=64KiB '%s' perf refit --receivers 3 --regions 2 "
-                    "--params 3e5 --versions 2 --no-netns --json --workdir %s/w > %s/out.json "
-                    "2>%s/err",
-                    job_bin(), dir, dir, dir);
+    int rc = job_sh("%s DELTACAST_CHUNK_SIZE=64KiB '%s' perf refit --params 3e5 --versions 2 "
+                    "--json %s --workdir %s/w > %s/out.json 2>%s/err",
+                    env, job_bin(), args, dir, dir, dir);
     if (rc != 0)
         job_sh("cat %s/err >&2", dir);
     cr_assert_eq(rc, 0);
     char p[128];
     snprintf(p, sizeof(p), "%s/out.json", dir);
-    check_json(p, 0);
+    check_json(p, netns);
+}
+
+Test(perf_refit, loopback_json)
+{
+    char dir[32];
+    run_refit(dir, "", "--receivers 3 --regions 2 --no-netns", 0);
     job_sh("rm -rf %s", dir);
 }
 
@@ -54,18 +62,9 @@ Test(perf_refit, loopback_ucx_json)
 #if !DC_HAVE_UCX
     cr_skip_test("built without UCX");
 #else
-    char dir[] = "/tmp/dc_perfrefit_XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    int rc = job_sh("DELTACAST_LOG=info DELTACAST_CHUNK_SIZE=64KiB '%s' perf refit --receivers 4 "
-                    "--regions 2 --params 3e5 --versions 2 --no-netns --transport ucx --json "
-                    "--workdir %s/w > %s/out.json 2>%s/err",
-                    job_bin(), dir, dir, dir);
-    if (rc != 0)
-        job_sh("cat %s/err >&2", dir);
-    cr_assert_eq(rc, 0);
-    char p[128];
-    snprintf(p, sizeof(p), "%s/out.json", dir);
-    check_json(p, 0);
+    char dir[32];
+    run_refit(dir, "DELTACAST_LOG=info", "--receivers 4 --regions 2 --no-netns --transport ucx",
+              0);
     /* 5 nodes x (delta + dense) runs, each logging its transport choice */
     cr_assert_eq(job_sh("test $(cat %s/w/log* | grep -c 'info: transport ucx') -ge 5", dir), 0,
                  "not every node ran over UCX");
@@ -79,18 +78,8 @@ Test(perf_refit, netns_shaped_json)
 {
     if (geteuid() != 0 || job_sh("ip netns list >/dev/null 2>&1 && command -v tc >/dev/null") != 0)
         cr_skip_test("network namespaces need root and iproute2");
-    char dir[] = "/tmp/dc_perfrefit_XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    int rc = job_sh("DELTACAST_CHUNK_SIZE=64KiB '%s' perf refit --receivers 2 --regions 2 "
-                    "--params 3e5 --versions 2 --wan-rate 200mbit --json --workdir %s/w "
-                    "> %s/out.json 2>%s/err",
-                    job_bin(), dir, dir, dir);
-    if (rc != 0)
-        job_sh("cat %s/err >&2", dir);
-    cr_assert_eq(rc, 0);
-    char p[128];
-    snprintf(p, sizeof(p), "%s/out.json", dir);
-    check_json(p, 1);
+    char dir[32];
+    run_refit(dir, "", "--receivers 2 --regions 2 --wan-rate 200mbit", 1);
     /* the plot was made when gnuplot is present */
     if (job_sh("command -v gnuplot >/dev/null") == 0)
         cr_assert_eq(job_sh("test -s %s/w/refit.png", dir), 0, "no PNG plot");

@@ -124,31 +124,14 @@ Test(rdma, cuts_with_corruption_resume_exactly, .timeout = 300)
 static int close_server_main(int port_fd)
 {
     const dc_verbs_ops_t *t;
-    if (dc_verbs_find("rdma", &t) != DC_OK)
-        return 10;
     dc_verbs_opts_t o;
     opts_with_secret(&o, "test-secret-rdma-close", 20000);
     dc_verbs_listener_t *l;
-    if (t->listen(&o, "127.0.0.1:0", &l) != DC_OK) {
-        fprintf(stderr, "close server: listen: %s\n", dc_last_error());
-        return 11;
-    }
-    char addr[128];
-    t->listen_addr(l, addr, sizeof(addr));
-    if (write(port_fd, addr, strlen(addr) + 1) < 0)
-        return 12;
-    close(port_fd);
     dc_verbs_conn_t *c = NULL;
-    double deadline = dc_now_s() + 30;
-    dc_status_t st;
-    while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
-        struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
-        poll(&pfd, 1, 5);
-    }
-    if (st != DC_OK) {
-        fprintf(stderr, "close server: accept: %s\n", dc_last_error());
-        return 13;
-    }
+    g_tname = "rdma";
+    int rc = child_listen_accept(&o, port_fd, 30, "close server", &t, &l, &c);
+    if (rc)
+        return rc;
     uint8_t go;
     size_t gl = 0;
     if (dc_verbs_recv_blocking(c, &go, 1, &gl, 20000) != DC_OK || gl != 1) {

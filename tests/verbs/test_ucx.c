@@ -100,6 +100,45 @@ static void opts_with_secret(dc_verbs_opts_t *o, const char *secret, uint32_t ti
 
 /* --- server (child) ----------------------------------------------------- */
 
+/* Child side of every two-process case: listen on 127.0.0.1:0 with transport
+ * g_tname, write the address (with its NUL) to port_fd for the parent, and
+ * accept one connection within timeout_s, polling the listener.  Returns 0
+ * with *tp, *lp and *cp set, or the child's exit code 10-13 (with a line on
+ * stderr naming `who`). */
+static int child_listen_accept(const dc_verbs_opts_t *o, int port_fd, double timeout_s,
+                               const char *who, const dc_verbs_ops_t **tp,
+                               dc_verbs_listener_t **lp, dc_verbs_conn_t **cp)
+{
+    const dc_verbs_ops_t *t;
+    if (dc_verbs_find(g_tname, &t) != DC_OK)
+        return 10;
+    dc_verbs_listener_t *l;
+    if (t->listen(o, "127.0.0.1:0", &l) != DC_OK) {
+        fprintf(stderr, "%s: listen: %s\n", who, dc_last_error());
+        return 11;
+    }
+    char addr[128];
+    t->listen_addr(l, addr, sizeof(addr));
+    if (write(port_fd, addr, strlen(addr) + 1) < 0)
+        return 12;
+    close(port_fd);
+    dc_verbs_conn_t *c = NULL;
+    double deadline = dc_now_s() + timeout_s;
+    dc_status_t st;
+    while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
+        struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
+        poll(&pfd, 1, 5);
+    }
+    if (st != DC_OK) {
+        fprintf(stderr, "%s: accept: %s\n", who, dc_last_error());
+        return 13;
+    }
+    *tp = t;
+    *lp = l;
+    *cp = c;
+    return 0;
+}
+
 typedef struct server_cfg {
     const char *secret;
     uint64_t total;      /* bytes to receive */
@@ -124,31 +163,14 @@ static int server_main(int port_fd, const server_cfg_t *cfg)
         dc_fault_install(&f);
     }
     const dc_verbs_ops_t *t;
-    if (dc_verbs_find(g_tname, &t) != DC_OK)
-        return 10;
     dc_verbs_opts_t o;
     opts_with_secret(&o, cfg->secret, 20000);
     dc_verbs_listener_t *l;
-    if (t->listen(&o, "127.0.0.1:0", &l) != DC_OK) {
-        fprintf(stderr, "server: listen: %s\n", dc_last_error());
-        return 11;
-    }
-    char addr[128];
-    t->listen_addr(l, addr, sizeof(addr));
-    if (write(port_fd, addr, strlen(addr) + 1) < 0)
-        return 12;
-    close(port_fd);
     dc_verbs_conn_t *c = NULL;
-    double deadline = dc_now_s() + 60;
+    int rc = child_listen_accept(&o, port_fd, 60, "server", &t, &l, &c);
+    if (rc)
+        return rc;
     dc_status_t st;
-    while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
-        struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
-        poll(&pfd, 1, 5);
-    }
-    if (st != DC_OK) {
-        fprintf(stderr, "server: accept: %s\n", dc_last_error());
-        return 13;
-    }
     for (double until = dc_now_s() + cfg->late_ms / 1000.0; dc_now_s() < until;) {
         if (t->wait(c, 5) != DC_OK) {
             fprintf(stderr, "server: wait: %s\n", dc_last_error());
@@ -578,25 +600,14 @@ Test(ucx, wrong_secret_rejected_server_keeps_serving)
 static int small_server(int port_fd)
 {
     const dc_verbs_ops_t *t;
-    if (dc_verbs_find("ucx", &t) != DC_OK)
-        return 10;
     dc_verbs_opts_t o;
     opts_with_secret(&o, "small", 20000);
     dc_verbs_listener_t *l;
-    if (t->listen(&o, "127.0.0.1:0", &l) != DC_OK)
-        return 11;
-    char addr[128];
-    t->listen_addr(l, addr, sizeof(addr));
-    if (write(port_fd, addr, strlen(addr) + 1) < 0)
-        return 12;
-    close(port_fd);
     dc_verbs_conn_t *c = NULL;
+    int rc = child_listen_accept(&o, port_fd, 30, "small server", &t, &l, &c);
+    if (rc)
+        return rc;
     dc_status_t st;
-    double deadline = dc_now_s() + 30;
-    while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline)
-        usleep(1000);
-    if (st != DC_OK)
-        return 13;
     uint8_t small[100], big[200000];
     size_t len = 0;
     st = dc_verbs_recv_blocking(c, small, sizeof(small), &len, 20000);
