@@ -539,6 +539,20 @@ static void dc_ucx_ctrl_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
+/* Parameters of a UCP operation that completes through a callback with
+ * user data `ud`, on registered memory when `mr` is not NULL (the caller
+ * sets the callback itself: send and receive callbacks differ). */
+static void dc_ucx_op_param(ucp_request_param_t *p, void *ud, const dc_ucx_mr_t *mr)
+{
+    memset(p, 0, sizeof(*p));
+    p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p->user_data = ud;
+    if (mr) {
+        p->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        p->memh = mr->memh;
+    }
+}
+
 /* Send a header-only (ACK/NACK) or auth message. */
 static void dc_ucx_ctrl_send(dc_ucx_conn_t *c, unsigned am_id, uint8_t type, uint64_t seq,
                              const uint8_t *auth, size_t auth_len)
@@ -554,10 +568,8 @@ static void dc_ucx_ctrl_send(dc_ucx_conn_t *c, unsigned am_id, uint8_t type, uin
         return;
     }
     ucp_request_param_t p;
-    memset(&p, 0, sizeof(p));
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    dc_ucx_op_param(&p, k, NULL);
     p.cb.send = dc_ucx_ctrl_cb;
-    p.user_data = k;
     ucs_status_ptr_t r;
     if (am_id == DC_UCX_AM_AUTH) {
         memcpy(k->auth, auth, auth_len);
@@ -639,14 +651,8 @@ static void dc_ucx_post_piece(dc_ucx_conn_t *c, dc_ucx_req_t *r, uint32_t k)
     size_t off, len;
     dc_ucx_piece_span(c, r, k, &off, &len);
     ucp_request_param_t p;
-    memset(&p, 0, sizeof(p));
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    dc_ucx_op_param(&p, r, r->mr);
     p.cb.send = dc_ucx_send_cb;
-    p.user_data = r;
-    if (r->mr) {
-        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-        p.memh = r->mr->memh;
-    }
     size_t want = len + DC_UCX_DHDR_SIZE;
     if (dc_fault_active()) {
         size_t lim = dc_fault_send_limit(want);
@@ -910,14 +916,8 @@ static void dc_ucx_deliver(dc_ucx_conn_t *c, dc_ucx_slot_t *s)
             continue;
         }
         ucp_request_param_t prm;
-        memset(&prm, 0, sizeof(prm));
-        prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        dc_ucx_op_param(&prm, p, r->mr);
         prm.cb.recv_am = dc_ucx_rndv_cb;
-        prm.user_data = p;
-        if (r->mr) {
-            prm.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-            prm.memh = r->mr->memh;
-        }
         void *desc = p->data;
         p->data = NULL; /* consumed by the receive */
         p->req = r;

@@ -121,8 +121,9 @@ Test(rdma, cuts_with_corruption_resume_exactly, .timeout = 300)
 /* Child: accept one connection, receive one message (so that the client's
  * connect completed before the close), close it (BYE, then disconnect),
  * close the listener, exit 0. */
-static int close_server_main(int port_fd)
+static int close_server_main(int port_fd, const void *unused)
 {
+    (void)unused;
     const dc_verbs_ops_t *t;
     dc_verbs_opts_t o;
     opts_with_secret(&o, "test-secret-rdma-close", 20000);
@@ -148,29 +149,8 @@ Test(rdma, orderly_close_is_final_not_redialed, .timeout = 120)
     char why[512];
     if (rdma_skip_reason(why, sizeof(why)))
         cr_skip_test("rdma unavailable here: %s", why);
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        close(p[0]);
-        alarm(120);
-        _exit(close_server_main(p[1]));
-    }
-    close(p[1]);
     char addr[128];
-    size_t n = 0;
-    while (n < sizeof(addr)) {
-        ssize_t r = read(p[0], addr + n, sizeof(addr) - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        if (memchr(addr, 0, n))
-            break;
-    }
-    close(p[0]);
-    cr_assert(n > 0 && memchr(addr, 0, n), "server did not report its address");
+    pid_t pid = fork_server(close_server_main, NULL, 120, addr, sizeof(addr));
 
     const dc_verbs_ops_t *t;
     cr_assert_eq(dc_verbs_find("rdma", &t), DC_OK, "%s", dc_last_error());

@@ -151,8 +151,9 @@ typedef struct server_cfg {
 
 /* Receive messages until `total` bytes, compare them, reply with the
  * number of mismatching messages and the NACK count.  Exit code: 0 ok. */
-static int server_main(int port_fd, const server_cfg_t *cfg)
+static int server_main(int port_fd, const void *arg)
 {
+    const server_cfg_t *cfg = arg;
     if (cfg->corrupt_p > 0 || cfg->corrupt_at > 0) {
         dc_fault_cfg_t f;
         dc_fault_parse(NULL, &f);
@@ -251,9 +252,11 @@ static void ucx_logs_to_stderr(void)
     cr_assert_neq(dup2(STDERR_FILENO, STDOUT_FILENO), -1);
 }
 
-static pid_t start_server(const server_cfg_t *cfg, char *addr, size_t addr_len)
+/* Fork a child that runs fn(port_fd, arg) as its exit code (alarm after
+ * alarm_s), and read the address it writes to port_fd into addr. */
+static pid_t fork_server(int (*fn)(int port_fd, const void *arg), const void *arg,
+                         unsigned alarm_s, char *addr, size_t addr_len)
 {
-    ucx_logs_to_stderr();
     int p[2];
     cr_assert_eq(pipe(p), 0);
     fflush(NULL);
@@ -261,8 +264,8 @@ static pid_t start_server(const server_cfg_t *cfg, char *addr, size_t addr_len)
     cr_assert_neq(pid, -1);
     if (pid == 0) {
         close(p[0]);
-        alarm(600);
-        _exit(server_main(p[1], cfg));
+        alarm(alarm_s);
+        _exit(fn(p[1], arg));
     }
     close(p[1]);
     size_t n = 0;
@@ -277,6 +280,12 @@ static pid_t start_server(const server_cfg_t *cfg, char *addr, size_t addr_len)
     close(p[0]);
     cr_assert(n > 0 && memchr(addr, 0, n), "server did not report its address");
     return pid;
+}
+
+static pid_t start_server(const server_cfg_t *cfg, char *addr, size_t addr_len)
+{
+    ucx_logs_to_stderr();
+    return fork_server(server_main, cfg, 600, addr, addr_len);
 }
 
 static int wait_child(pid_t pid)
@@ -597,8 +606,9 @@ Test(ucx, wrong_secret_rejected_server_keeps_serving)
 
 /* A receive buffer smaller than the message fails that receive with
  * DC_ERR_FORMAT; the connection keeps working for the next message. */
-static int small_server(int port_fd)
+static int small_server(int port_fd, const void *unused)
 {
+    (void)unused;
     const dc_verbs_ops_t *t;
     dc_verbs_opts_t o;
     opts_with_secret(&o, "small", 20000);
@@ -629,19 +639,8 @@ Test(ucx, receive_buffer_too_small)
     if (!transport_usable(why, sizeof(why)))
         cr_skip_test("ucx unavailable here: %s", why);
     ucx_logs_to_stderr();
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(p[0]);
-        alarm(60);
-        _exit(small_server(p[1]));
-    }
-    close(p[1]);
-    char addr[128] = "";
-    cr_assert(read(p[0], addr, sizeof(addr) - 1) > 0);
-    close(p[0]);
+    char addr[128];
+    pid_t pid = fork_server(small_server, NULL, 60, addr, sizeof(addr));
     const dc_verbs_ops_t *t;
     cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
     dc_verbs_conn_t *c = NULL;
