@@ -96,7 +96,6 @@ typedef enum dc_status {
     DC_ERR_NOT_FOUND = -107, /**< named object does not exist */
     DC_ERR_VERIFY = -108,    /**< end-to-end digest mismatch after apply */
     DC_ERR_CONFLICT = -109,  /**< compare-and-set lost / version conflict */
-    DC_ERR_NOT_IMPLEMENTED = -110, /**< not implemented in this version */
     DC_ERR_INTERNAL = -199,  /**< invariant violated: a bug, please report */
 } dc_status_t;
 

@@ -42,7 +42,7 @@ command -v ucx_perftest >/dev/null || die "ucx_perftest not found (apt-get insta
 command -v python3 >/dev/null || die "python3 is needed to read the JSON report"
 [ -x "$BIN" ] || die "$BIN not found (build first, or set DELTACAST_BIN)"
 if ! "$BIN" perf link --help 2>&1 | grep -q -- '--transport'; then
-    die "'$BIN perf link' is not implemented yet in this build"
+    die "'$BIN perf link' has no --transport option (an older build: rebuild)"
 fi
 
 case "$TLS" in

@@ -34,7 +34,6 @@ static const struct dc_status_info dc_status_infos[] = {
     {DC_ERR_NOT_FOUND, "DC_ERR_NOT_FOUND", "not found"},
     {DC_ERR_VERIFY, "DC_ERR_VERIFY", "verification failed (digest mismatch)"},
     {DC_ERR_CONFLICT, "DC_ERR_CONFLICT", "version conflict"},
-    {DC_ERR_NOT_IMPLEMENTED, "DC_ERR_NOT_IMPLEMENTED", "not implemented yet"},
     {DC_ERR_INTERNAL, "DC_ERR_INTERNAL", "internal error"},
 };
 
