@@ -185,13 +185,11 @@ static double gbps(uint64_t bytes, double s) { return s > 0 ? (double)bytes / s 
  * process) through *wall / *cpu.
  */
 typedef struct {
-    const uint8_t *img_data;   /* img + data offset */
     uint8_t *img;
     const dc_st_file_t *f;
     const dc_frame_hdr_t *hdr;
     const uint8_t *const *pl;
     size_t nframes;
-    uint64_t chunk_size;
     unsigned tid, nthreads;
     uint64_t data_off;
     dc_codec_t *c;             /* created before the clock starts */
@@ -286,8 +284,8 @@ static dc_status_t dc_apply_in_place(uint8_t *img, size_t len, const uint8_t *d,
     pthread_t tids[64];
     for (unsigned i = 0; i < threads; i++) {
         jobs[i] = (dc_inplace_job_t){.img = img, .f = f, .hdr = hdr, .pl = pl, .nframes = nf,
-                                     .chunk_size = rd.info.chunk_size, .tid = i,
-                                     .nthreads = threads, .data_off = dc_st_data_offset(f)};
+                                     .tid = i, .nthreads = threads,
+                                     .data_off = dc_st_data_offset(f)};
         if ((st = dc_codec_create(rd.info.chunk_size, &jobs[i].c)) != DC_OK) {
             for (unsigned k = 0; k < i; k++)
                 dc_codec_free(jobs[k].c);
@@ -295,22 +293,20 @@ static dc_status_t dc_apply_in_place(uint8_t *img, size_t len, const uint8_t *d,
         }
     }
     double w0 = dc_now_s(), c0 = dc_cpu_s();
-    unsigned started = 0;
-    for (unsigned i = 0; i < threads; i++) {
-        if (threads == 1) {
-            dc_inplace_worker(&jobs[0]);
-            started = 1;
-        } else if (pthread_create(&tids[i], NULL, dc_inplace_worker, &jobs[i]) == 0) {
-            started++;
-        } else {
-            jobs[i].st = dc_error(DC_ERR_NOMEM, "perf codec: cannot start a thread");
-            snprintf(jobs[i].err, sizeof(jobs[i].err), "%s", dc_last_error());
-            break;
+    if (threads == 1) {
+        dc_inplace_worker(&jobs[0]);
+    } else {
+        unsigned started = 0;
+        for (unsigned i = 0; i < threads; i++, started++) {
+            if (pthread_create(&tids[i], NULL, dc_inplace_worker, &jobs[i]) != 0) {
+                jobs[i].st = dc_error(DC_ERR_NOMEM, "perf codec: cannot start a thread");
+                snprintf(jobs[i].err, sizeof(jobs[i].err), "%s", dc_last_error());
+                break;
+            }
         }
-    }
-    if (threads > 1)
         for (unsigned i = 0; i < started; i++)
             pthread_join(tids[i], NULL);
+    }
     *wall = dc_now_s() - w0;
     *cpu = dc_cpu_s() - c0;
     for (unsigned i = 0; i < threads && st == DC_OK; i++)

@@ -714,9 +714,10 @@ int dc_cmd_perf_refit(int argc, char **argv)
         if (rb_sh("mkdir -p '%s'", c->dir))
             return dc_cli_fail(cmd, DC_ERR_IO, "cannot create %s", c->dir);
     } else {
-        snprintf(c->dir, sizeof(c->dir), "%s/deltacast-refit-XXXXXX", rb_default_base(&c->o));
+        const char *base = rb_default_base(&c->o);
+        snprintf(c->dir, sizeof(c->dir), "%s/deltacast-refit-XXXXXX", base);
         if (!mkdtemp(c->dir))
-            return dc_cli_fail(cmd, DC_ERR_IO, "mkdtemp in %s", rb_default_base(&c->o));
+            return dc_cli_fail(cmd, DC_ERR_IO, "mkdtemp in %s", base);
     }
     {
         FILE *r = fopen("/dev/urandom", "rb");
