@@ -26,6 +26,9 @@ static const dc_config_entry_t dc_config_entries[] = {
     {"fault", "", "fault injection for tests: corrupt=P,corrupt_at=OFF,drop_after=N,stall_ms=T"},
     {"kern_isa", "", "force a lower kernel ISA: scalar, avx2, avx512 (default: best)"},
     {"ucx_err_mode", "peer", "UCX endpoint error mode: peer (detect dead peers) or none (shm)"},
+    {"ucx_piece", "512KiB", "UCX: a message is sent as pieces of this size, each with its own "
+     "CRC32C (64KiB..1GiB)"},
+    {"ucx_ahead", "1MiB", "UCX: bytes of pieces posted to UCP ahead of the transfer (0: no limit)"},
     {"rdma_device", "", "RDMA device to use, e.g. mlx5_0 (default: first active)"},
     {NULL, NULL, NULL},
 };

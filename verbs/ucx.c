@@ -403,11 +403,11 @@ static dc_status_t dc_ucx_caps(dc_verbs_caps_t *out)
  */
 static ucp_err_handling_mode_t dc_ucx_err_mode(void)
 {
-    const char *m = getenv("DELTACAST_UCX_ERR_MODE");
+    const char *m = dc_config_get("ucx_err_mode"); /* DELTACAST_UCX_ERR_MODE */
     if (m && strcmp(m, "none") == 0)
         return UCP_ERR_HANDLING_MODE_NONE;
     if (m && *m && strcmp(m, "peer") != 0)
-        DC_LOG_WARN("DELTACAST_UCX_ERR_MODE=%s: want 'peer' or 'none'; using peer", m);
+        DC_LOG_WARN("config ucx_err_mode=%s: want 'peer' or 'none'; using peer", m);
     return UCP_ERR_HANDLING_MODE_PEER;
 }
 
@@ -1335,47 +1335,32 @@ static ucs_status_t dc_ucx_set_handlers(ucp_worker_h w, dc_ucx_conn_t *c)
     return UCS_OK;
 }
 
-/* Piece size of our sends: DELTACAST_UCX_PIECE (bytes, K/M suffix allowed,
- * DC_UCX_PIECE_MIN .. DC_UCX_PIECE_MAX), else DC_UCX_PIECE_DEFAULT.  The
- * receiver accepts any step in that range. */
+/* Piece size of our sends: config ucx_piece (DELTACAST_UCX_PIECE, a size,
+ * DC_UCX_PIECE_MIN .. DC_UCX_PIECE_MAX); a bad value warns and falls back
+ * to DC_UCX_PIECE_DEFAULT.  The receiver accepts any step in that range. */
 static uint32_t dc_ucx_piece_size(void)
 {
-    const char *v = getenv("DELTACAST_UCX_PIECE");
-    if (!v || !*v)
-        return DC_UCX_PIECE_DEFAULT;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (end && (*end == 'k' || *end == 'K'))
-        n <<= 10, end++;
-    else if (end && (*end == 'm' || *end == 'M'))
-        n <<= 20, end++;
-    if (errno || end == v || *end || n < DC_UCX_PIECE_MIN || n > DC_UCX_PIECE_MAX) {
-        DC_LOG_WARN("DELTACAST_UCX_PIECE=%s: want %u..%u bytes; using %u", v, DC_UCX_PIECE_MIN,
-                    DC_UCX_PIECE_MAX, DC_UCX_PIECE_DEFAULT);
+    uint64_t n = 0;
+    if (dc_config_get_size("ucx_piece", &n) != DC_OK || n < DC_UCX_PIECE_MIN ||
+        n > DC_UCX_PIECE_MAX) {
+        DC_LOG_WARN("config ucx_piece=%s: want %u..%u bytes; using %u",
+                    dc_config_get("ucx_piece"), DC_UCX_PIECE_MIN, DC_UCX_PIECE_MAX,
+                    DC_UCX_PIECE_DEFAULT);
         return DC_UCX_PIECE_DEFAULT;
     }
     return (uint32_t)n;
 }
 
-/* Send look-ahead in pieces: DELTACAST_UCX_AHEAD bytes (K/M suffix; 0: no
- * limit), else DC_UCX_AHEAD_DEFAULT; at least one piece. */
+/* Send look-ahead in pieces: config ucx_ahead (DELTACAST_UCX_AHEAD, a size;
+ * 0: no limit; a bad value warns and falls back to DC_UCX_AHEAD_DEFAULT);
+ * at least one piece. */
 static unsigned dc_ucx_ahead(uint32_t piece)
 {
     uint64_t bytes = DC_UCX_AHEAD_DEFAULT;
-    const char *v = getenv("DELTACAST_UCX_AHEAD");
-    if (v && *v) {
-        char *end = NULL;
-        unsigned long long n = strtoull(v, &end, 10);
-        if (end && (*end == 'k' || *end == 'K'))
-            n <<= 10, end++;
-        else if (end && (*end == 'm' || *end == 'M'))
-            n <<= 20, end++;
-        if (end == v || *end)
-            DC_LOG_WARN("DELTACAST_UCX_AHEAD=%s: want bytes; using %llu", v,
-                        (unsigned long long)bytes);
-        else
-            bytes = n;
+    if (dc_config_get_size("ucx_ahead", &bytes) != DC_OK) {
+        DC_LOG_WARN("config ucx_ahead=%s: want a size; using %u", dc_config_get("ucx_ahead"),
+                    DC_UCX_AHEAD_DEFAULT);
+        bytes = DC_UCX_AHEAD_DEFAULT;
     }
     if (bytes == 0)
         return UINT32_MAX;

@@ -6,12 +6,13 @@
  * slot for: which UCX transports a connection actually runs over, so that
  * `deltacast perf link` can say which path was chosen.
  *
- * Tuning (environment, read when a connection is made; see the wire notes
- * at the top of ucx.c): DELTACAST_UCX_PIECE, the piece size a message is
- * sent in, each piece with its own CRC32C (bytes, K/M suffix, 64K..1G,
- * default 512K); DELTACAST_UCX_AHEAD, how many bytes of pieces a connection
- * posts to UCP ahead of the transfer (default 1M, 0: no limit);
- * DELTACAST_UCX_ERR_MODE (peer / none).
+ * Tuning (the configuration table, util/config.c, read when a connection is
+ * made; see the wire notes at the top of ucx.c): ucx_piece
+ * (DELTACAST_UCX_PIECE), the piece size a message is sent in, each piece
+ * with its own CRC32C (64KiB..1GiB, default 512KiB); ucx_ahead
+ * (DELTACAST_UCX_AHEAD), how many bytes of pieces a connection posts to UCP
+ * ahead of the transfer (default 1MiB, 0: no limit); ucx_err_mode
+ * (DELTACAST_UCX_ERR_MODE: peer / none).
  */
 #ifndef DC_VERBS_UCX_H
 #define DC_VERBS_UCX_H

@@ -522,7 +522,7 @@ static int use_small_pieces(void)
 {
     g_sizes = g_piece_sizes;
     g_nsizes = sizeof(g_piece_sizes) / sizeof(g_piece_sizes[0]);
-    return setenv("DELTACAST_UCX_PIECE", "64K", 1);
+    return setenv("DELTACAST_UCX_PIECE", "64KiB", 1);
 }
 
 Test(ucx, pieces_not_a_multiple_round_trip_exactly)
