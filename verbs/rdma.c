@@ -82,8 +82,8 @@
 #include "verbs/rdma.h"
 
 #include "kernels/kern.h"
-#include "verbs/auth.h"
 #include "kernels/kern_cuda.h"
+#include "verbs/auth.h"
 #include "verbs/fault.h"
 #include "verbs/gpumem.h"
 

@@ -103,8 +103,8 @@
 #include "verbs/ucx.h"
 
 #include "kernels/kern.h"
-#include "verbs/auth.h"
 #include "kernels/kern_cuda.h"
+#include "verbs/auth.h"
 #include "verbs/fault.h"
 #include "verbs/gpumem.h"
 
