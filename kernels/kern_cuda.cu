@@ -425,6 +425,171 @@ __global__ void k_xor_dense1(uint8_t *dst, const uint8_t *src, size_t bytes)
 }
 
 /* ------------------------------------------------------------------------ */
+/*  CRC32C                                                                  */
+/* ------------------------------------------------------------------------ */
+/*
+ * CRC32C (Castagnoli, reflected 0x82F63B78), bit-exact with dc_crc32c().
+ * The CRC register is linear: for a buffer split in pieces, the raw register
+ * (before the final inversion) is the XOR over the pieces of
+ * raw0(piece) * x^(8 * bytes after the piece) mod P, plus the initial
+ * register times x^(8 * len) (raw0: the register after the piece when it
+ * starts from 0).  Multiplication by x^(8n) is crc32_combine()'s shift.
+ *
+ * Main kernel: the 16-byte aligned middle of the buffer as whole 4 KiB tiles
+ * (BLOCK units of 16 bytes); block b owns a contiguous range of tiles, and in
+ * each tile thread t reads unit t (coalesced uint4 loads).  A thread keeps
+ * acc = the raw register of its units as if they were adjacent, each next
+ * one 4096 bytes after the previous: acc = update(acc * x^(8*4080), unit)
+ * (slicing-by-4 tables and the x^(8*4080) shift as byte tables, all in
+ * shared memory).  Then acc * x^(8*16*(BLOCK-1-t)) aligns the threads on the
+ * end of the block's range; the block XORs them and thread 0 shifts the sum
+ * to the end of the buffer and XORs it into the result word (atomicXor).
+ * Rest kernel: the unaligned head (< 16 bytes), the tail (< 4096 + 16
+ * bytes) and the initial register, one block, a few bytes per thread.
+ * The tables are built at compile time (constexpr).
+ */
+#define CRC_POLY 0x82F63B78u
+#define CRC_TILE (BLOCK * 16) /* bytes per tile */
+#define CRC_SHIFT (CRC_TILE - 16)
+
+struct crc_tabs {
+    uint32_t t[4][256]; /* slicing-by-4 */
+    uint32_t z[4][256]; /* multiply by x^(8*CRC_SHIFT), byte by byte */
+    uint32_t p[BLOCK];  /* x^(8*16*k) */
+    uint32_t x8[64];    /* x^(8*2^j) */
+};
+
+/* a*b mod P, bit-reflected (as kernels/crc32c.c). */
+__host__ __device__ constexpr uint32_t crc_gf2_mul(uint32_t a, uint32_t b)
+{
+    uint32_t prod = 0;
+    for (int i = 0; i < 32; i++) {
+        prod ^= b & (0u - (a >> 31));
+        a <<= 1;
+        b = (b >> 1) ^ (CRC_POLY & (0u - (b & 1u)));
+    }
+    return prod;
+}
+
+static constexpr uint32_t crc_xpow8_slow(size_t n)
+{
+    uint32_t r = 0x80000000u, sq = 0x00800000u; /* x^0, x^8 */
+    while (n) {
+        if (n & 1)
+            r = crc_gf2_mul(r, sq);
+        sq = crc_gf2_mul(sq, sq);
+        n >>= 1;
+    }
+    return r;
+}
+
+static constexpr crc_tabs crc_make_tabs()
+{
+    crc_tabs T{};
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (CRC_POLY & (0u - (c & 1u)));
+        T.t[0][n] = c;
+    }
+    for (int k = 1; k < 4; k++)
+        for (uint32_t n = 0; n < 256; n++)
+            T.t[k][n] = T.t[0][T.t[k - 1][n] & 0xff] ^ (T.t[k - 1][n] >> 8);
+    const uint32_t op = crc_xpow8_slow(CRC_SHIFT);
+    for (uint32_t n = 0; n < 256; n++)
+        for (int k = 0; k < 4; k++)
+            T.z[k][n] = crc_gf2_mul(op, n << (8 * k));
+    for (int k = 0; k < BLOCK; k++)
+        T.p[k] = crc_xpow8_slow((size_t)16 * k);
+    T.x8[0] = 0x00800000u;
+    for (int j = 1; j < 64; j++)
+        T.x8[j] = crc_gf2_mul(T.x8[j - 1], T.x8[j - 1]);
+    return T;
+}
+
+__device__ const crc_tabs g_crc = crc_make_tabs();
+
+/* x^(8n) mod P. */
+__device__ __forceinline__ uint32_t crc_xpow8(unsigned long long n)
+{
+    uint32_t r = 0x80000000u;
+    for (int j = 0; n; j++, n >>= 1)
+        if (n & 1)
+            r = crc_gf2_mul(r, g_crc.x8[j]);
+    return r;
+}
+
+/* Raw register after `n` bytes at p, from register c (byte at a time). */
+__device__ __forceinline__ uint32_t crc_bytes(uint32_t c, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        c = g_crc.t[0][(c ^ p[i]) & 0xff] ^ (c >> 8);
+    return c;
+}
+
+__device__ __forceinline__ uint32_t crc_word(const uint32_t (*t)[256], uint32_t c, uint32_t w)
+{
+    c ^= w;
+    return t[3][c & 0xff] ^ t[2][(c >> 8) & 0xff] ^ t[1][(c >> 16) & 0xff] ^ t[0][c >> 24];
+}
+
+__global__ void k_crc_main(const uint4 *q, size_t tiles, unsigned long long after,
+                           uint32_t *result)
+{
+    __shared__ uint32_t t[4][256];
+    __shared__ uint32_t z[4][256];
+    __shared__ uint32_t red[BLOCK];
+    for (int i = threadIdx.x; i < 4 * 256; i += BLOCK) {
+        t[i >> 8][i & 255] = g_crc.t[i >> 8][i & 255];
+        z[i >> 8][i & 255] = g_crc.z[i >> 8][i & 255];
+    }
+    __syncthreads();
+    const size_t t0 = (size_t)blockIdx.x * tiles / gridDim.x;
+    const size_t t1 = ((size_t)blockIdx.x + 1) * tiles / gridDim.x;
+    uint32_t acc = 0;
+    for (size_t tile = t0; tile < t1; tile++) {
+        uint4 v = __ldg(q + tile * BLOCK + threadIdx.x);
+        if (tile != t0)
+            acc = z[0][acc & 0xff] ^ z[1][(acc >> 8) & 0xff] ^ z[2][(acc >> 16) & 0xff] ^
+                  z[3][acc >> 24];
+        acc = crc_word(t, acc, v.x);
+        acc = crc_word(t, acc, v.y);
+        acc = crc_word(t, acc, v.z);
+        acc = crc_word(t, acc, v.w);
+    }
+    red[threadIdx.x] = crc_gf2_mul(acc, g_crc.p[BLOCK - 1 - threadIdx.x]);
+    __syncthreads();
+    for (int s = BLOCK / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s)
+            red[threadIdx.x] ^= red[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && t1 > t0) {
+        unsigned long long dist = (unsigned long long)(tiles - t1) * CRC_TILE + after;
+        atomicXor(result, crc_gf2_mul(red[0], crc_xpow8(dist)));
+    }
+}
+
+/* [0, head) and [tail, len) of p, and the initial register `init`. */
+__global__ void k_crc_rest(const uint8_t *p, size_t len, size_t head, size_t tail,
+                           uint32_t init, uint32_t *result)
+{
+    const size_t n = len - tail, per = (n + BLOCK - 1) / BLOCK;
+    const size_t lo = tail + DC_MIN(n, (size_t)threadIdx.x * per);
+    const size_t hi = tail + DC_MIN(n, ((size_t)threadIdx.x + 1) * per);
+    uint32_t x = 0;
+    if (hi > lo)
+        x = crc_gf2_mul(crc_bytes(0, p + lo, hi - lo), crc_xpow8(len - hi));
+    if (threadIdx.x == 0) {
+        x ^= crc_gf2_mul(init, crc_xpow8(len));
+        if (head)
+            x ^= crc_gf2_mul(crc_bytes(0, p, head), crc_xpow8(len - head));
+    }
+    if (x)
+        atomicXor(result, x);
+}
+
+/* ------------------------------------------------------------------------ */
 /*  C ABI                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -718,5 +883,47 @@ out:
             cudaFreeHost(stage[i]);
     }
     XXH3_freeState(xs);
+    return st;
+}
+
+extern "C" dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc,
+                                           uint32_t *out, void *stream)
+{
+    dc_status_t st = DC_OK;
+    uint32_t *dres = NULL, host = 0;
+    cudaStream_t s = S(stream);
+    if (out == NULL || (buf == NULL && len > 0))
+        return dc_error(DC_ERR_INVALID, "cuda crc32c: NULL buffer or result");
+    if (len == 0) {
+        *out = crc;
+        return DC_OK;
+    }
+    const uint8_t *p = (const uint8_t *)buf;
+    const size_t head = DC_MIN(len, (size_t)((16 - ((uintptr_t)p & 15)) & 15));
+    const size_t tiles = (len - head) / CRC_TILE;
+    const size_t tail = head + tiles * CRC_TILE;
+    CU_TRY(cudaMallocAsync((void **)&dres, sizeof(*dres), s), "crc32c result");
+    CU_TRY(cudaMemsetAsync(dres, 0, sizeof(*dres), s), "crc32c result");
+    if (tiles) {
+        /* at least 32 tiles (128 KiB) per block once there are enough */
+        size_t g = tiles <= 64 ? tiles : DC_MAX((size_t)64, tiles / 32);
+        g = DC_MIN(g, (size_t)65535);
+        DC_LAUNCH(k_crc_main, (unsigned)g, BLOCK, s)((const uint4 *)(p + head), tiles,
+                                           (unsigned long long)(len - tail), dres);
+        CU_TRY(cudaGetLastError(), "crc32c kernel");
+    }
+    DC_LAUNCH(k_crc_rest, 1, BLOCK, s)(p, len, head, tail, ~crc, dres);
+    CU_TRY(cudaGetLastError(), "crc32c kernel");
+    CU_TRY(cudaMemcpyAsync(&host, dres, sizeof(host), cudaMemcpyDeviceToHost, s),
+           "crc32c result copy");
+    CU_TRY(cudaFreeAsync(dres, s), "crc32c result free");
+    dres = NULL;
+    CU_TRY(cudaStreamSynchronize(s), "crc32c");
+    *out = ~host;
+out:
+    if (dres != NULL) {
+        cudaFreeAsync(dres, s);
+        cudaStreamSynchronize(s);
+    }
     return st;
 }

@@ -88,4 +88,13 @@ dc_status_t dc_kern_cuda_xor_dense(void *dst, const void *src, size_t bytes, voi
 dc_status_t dc_kern_cuda_digest128(const void *buf, size_t len, dc_digest_t *out,
                                    void *stream);
 
+/**
+ * CRC32C (Castagnoli) of `len` bytes of device memory at `buf` (any
+ * alignment), chained like dc_crc32c(): *out = dc_crc32c(crc, buf, len) bit
+ * for bit.  Computed on the GPU (per-block CRCs combined with the GF(2)
+ * shift of crc32_combine).  Synchronizes the stream.
+ */
+dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint32_t *out,
+                                void *stream);
+
 #endif /* DC_KERN_CUDA_H */

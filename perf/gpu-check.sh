@@ -1,8 +1,10 @@
 #!/bin/sh
 # gpu-check.sh - on a machine with an NVIDIA GPU: build with CUDA, run the
-# CUDA kernel tests (suite 'hw', byte-for-byte against the CPU reference),
-# and print each kernel's throughput as a fraction of the GPU's memory
-# bandwidth.
+# CUDA kernel tests (suite 'hw', byte-for-byte against the CPU reference,
+# the CRC32C kernel included), the transports' GPU-memory tests (verbs/
+# gpumem, and ucx moving GPU memory: skipped with the reason when this UCX
+# has no CUDA support), and print each kernel's throughput as a fraction of
+# the GPU's memory bandwidth (crc32c also per 512 KiB piece).
 #
 #   perf/gpu-check.sh [--build-dir DIR] [--arch sm_XX] [--mib M] [--bw GBS]
 #
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
     --arch) arch=$2; shift 2 ;;
     --mib) mib=$2; shift 2 ;;
     --bw) bw=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -51,6 +53,16 @@ ninja -C "$build"
 
 echo "== CUDA kernel tests (suite hw) =="
 meson test -C "$build" --suite hw --print-errorlogs
+echo "== GPU memory in the transports (verbs_gpumem, verbs_ucx gpu_memory_*) =="
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+"$build/tests/verbs_test_gpumem" --verbose >"$log" 2>&1 || { cat "$log"; exit 1; }
+grep -E '^\[(PASS|SKIP|FAIL)' "$log" || true
+if [ -x "$build/tests/verbs_test_ucx" ]; then
+    "$build/tests/verbs_test_ucx" --verbose --filter 'ucx/gpu_memory_*' >"$log" 2>&1 ||
+        { cat "$log"; exit 1; }
+    grep -E '^\[(PASS|SKIP|FAIL)' "$log" || true
+fi
 
 echo "== CUDA kernel throughput =="
 bench="$build/tests/kernels/gpu_bench"

@@ -20,6 +20,9 @@
  *   xor_dense   reads dst and src, writes dst            3N
  *   digest      copy-back to host + XXH3 on the host: PCIe-bound, shown
  *               against the same peak only for scale
+ *   crc32c      reads a (checked against dc_crc32c first)  N
+ * and, after the table, crc32c over the 512 KiB pieces the ucx transport
+ * checksums one at a time (launch and synchronisation included).
  * Scatter traffic is counted in useful bytes; the real DRAM traffic is in
  * 32-byte sectors, so at 1% the "of peak" figure understates the hardware
  * load.
@@ -113,13 +116,19 @@ int main(int argc, char **argv)
     }
     CK(dc_kern_cuda_gather(db, 2, dpos, c, dv, NULL), "gather");
     CK(dc_kern_cuda_sync(NULL), "sync");
+    uint32_t crc_ref = dc_crc32c(0, a, bytes), crc = 0;
+    CK(dc_kern_cuda_crc32c(da, bytes, 0, &crc, NULL), "crc32c");
+    if (crc != crc_ref) {
+        fprintf(stderr, "gpu_bench: GPU crc32c 0x%08x, CPU 0x%08x\n", crc, crc_ref);
+        return 1;
+    }
 
-    enum { K_COUNT, K_DIFF, K_GATHER, K_XOR, K_PUT, K_DENSE, K_DIGEST, K_N };
+    enum { K_COUNT, K_DIFF, K_GATHER, K_XOR, K_PUT, K_DENSE, K_DIGEST, K_CRC, K_N };
     static const char *const names[K_N] = {"count",       "diff",      "gather",
                                            "xor_scatter", "put_scatter", "xor_dense",
-                                           "digest(copy-back)"};
+                                           "digest(copy-back)", "crc32c"};
     const double traffic[K_N] = {2.0 * bytes, 4.0 * bytes + 6.0 * c, 8.0 * c, 14.0 * c,
-                                 12.0 * c, 3.0 * bytes, 1.0 * bytes};
+                                 12.0 * c, 3.0 * bytes, 1.0 * bytes, 1.0 * bytes};
     dc_perf_metric_t m[K_N];
     for (int k = 0; k < K_N; k++) {
         dc_perf_metric_init(&m[k], names[k], "s");
@@ -140,6 +149,7 @@ int main(int argc, char **argv)
                 CK(dc_kern_cuda_xor_dense(dd, db, bytes, NULL), "dense");
                 CK(dc_kern_cuda_sync(NULL), "sync");
                 break;
+            case K_CRC: CK(dc_kern_cuda_crc32c(da, bytes, 0, &crc, NULL), "crc32c"); break;
             default: CK(dc_kern_cuda_digest128(da, bytes, &dg, NULL), "digest"); break;
             }
             double sec = (double)(dc_now_ns() - t0) / 1e9;
@@ -159,6 +169,26 @@ int main(int argc, char **argv)
         double tr = traffic[k] / t / 1e9;
         printf("%-18s %10.3f %12.1f %14.1f %8.1f%%\n", names[k], t * 1e3,
                (double)bytes / t / 1e9, tr, bw > 0 ? 100.0 * tr / bw : 0.0);
+    }
+    /* crc32c one 512 KiB piece at a time (ucx's default piece size) */
+    const size_t piece = 512u << 10, npieces = DC_MIN(bytes / piece, (size_t)256);
+    if (npieces > 0) {
+        dc_perf_metric_t pm;
+        dc_perf_metric_init(&pm, "crc32c-piece", "s");
+        for (int r = 0; r < reps + 1; r++) {
+            uint64_t t0 = dc_now_ns();
+            for (size_t i = 0; i < npieces; i++)
+                CK(dc_kern_cuda_crc32c((const uint8_t *)da + i * piece, piece, 0, &crc, NULL),
+                   "crc32c piece");
+            double sec = (double)(dc_now_ns() - t0) / 1e9;
+            if (r > 0)
+                dc_perf_metric_add(&pm, sec);
+        }
+        double t = dc_perf_median(&pm) / (double)npieces;
+        printf("crc32c per 512 KiB piece: %.1f us each, %.1f GB/s (%.1f%% of peak), "
+               "%.0f Gb/s of link it can check\n",
+               t * 1e6, (double)piece / t / 1e9, bw > 0 ? 100.0 * piece / t / 1e9 / bw : 0.0,
+               (double)piece * 8 / t / 1e9);
     }
     dc_kern_cuda_free(da);
     dc_kern_cuda_free(db);

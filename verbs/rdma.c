@@ -34,10 +34,17 @@
  *
  * Authentication: after ESTABLISHED, the auth.h challenge-response runs over
  * SEND messages; no data is written or accepted before it succeeds.
- * GPU memory: reg_mem(DC_VERBS_MEM_CUDA) registers through dma-buf
- * (cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr) when built with CUDA;
- * isend/irecv of device memory are refused for now, because the hop CRC32C
- * is computed by the CPU.
+ * GPU memory (verbs/gpumem.h): reg_mem(DC_VERBS_MEM_CUDA) registers through
+ * dma-buf (cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr) when built
+ * with CUDA.  A send from device memory needs that registration: the NIC
+ * reads the payload straight from the GPU (never inline, never through the
+ * staging FIFO), and its CRC32C is computed by the GPU (dc_kern_cuda_crc32c).
+ * A receive into device memory (registered, or recognised by
+ * cuPointerGetAttribute) is copied from the host ring into the GPU buffer
+ * (cudaMemcpy) and checked there by the GPU; the ring stays host memory, so
+ * this is one host-to-device copy, not zero-copy.  NACK, re-send and resume
+ * are the same as for host memory.  A build without CUDA refuses device
+ * memory with DC_ERR_UNSUPPORTED (it never lets the CPU read it).
  *
  * Reconnect and resume (transport.h, "Hop reliability"; as tcp.c / ucx.c).
  * The connection private data (version 2) carries a 64-bit session id (the
@@ -75,8 +82,10 @@
 #include "verbs/rdma.h"
 
 #include "kernels/kern.h"
+#include "kernels/kern_cuda.h"
 #include "verbs/auth.h"
 #include "verbs/fault.h"
+#include "verbs/gpumem.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -175,6 +184,7 @@ typedef struct dc_rdma_req {
     size_t len;
     size_t got;
     dc_rdma_mr_t *mr;
+    uint32_t mkind; /* DC_VERBS_MEM_HOST / DC_VERBS_MEM_CUDA */
     uint64_t seq;
     unsigned wrs; /* posted work requests reading buf */
     int queued;   /* in the transmit queue */
@@ -441,9 +451,10 @@ static dc_status_t dc_rdma_caps(dc_verbs_caps_t *out)
     memset(&c, 0, sizeof(c));
     c.size = sizeof(c);
     c.mem_kinds = DC_VERBS_MEM_HOST;
-#if DC_HAVE_CUDA
-    c.mem_kinds |= DC_VERBS_MEM_CUDA | DC_VERBS_MEM_DMABUF;
-#endif
+    /* GPU memory: built with CUDA (the hop CRC32C kernel) and a GPU here;
+     * the NIC's dma-buf support is only known when reg_mem tries it. */
+    if (DC_HAVE_CUDA && dc_kern_cuda_available())
+        c.mem_kinds |= DC_VERBS_MEM_CUDA | DC_VERBS_MEM_DMABUF;
     c.max_streams = 1;
     c.max_msg_size = DC_VERBS_DEFAULT_MAX_MSG;
     c.max_inflight = DC_VERBS_MAX_INFLIGHT;
@@ -1019,8 +1030,8 @@ static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
         wr.wr.rdma.rkey = c->lk.peer_rkey;
         dc_rdma_req_t *reads = NULL;
         uint64_t n;
-        if (c->tx_off == 0 && total <= c->lk.max_inline && total <= ring_free && total <= contig &&
-            total <= flim) {
+        if (c->tx_off == 0 && r->mkind == DC_VERBS_MEM_HOST && total <= c->lk.max_inline &&
+            total <= ring_free && total <= contig && total <= flim) {
             /* Inline: header and payload copied into the WQE by the HCA driver. */
             sge[0] = (struct ibv_sge){.addr = (uintptr_t)r->hdr, .length = DC_VERBS_HDR_SIZE};
             sge[1] = (struct ibv_sge){.addr = (uintptr_t)r->buf, .length = (uint32_t)r->len};
@@ -1121,6 +1132,19 @@ static void dc_rdma_ring_copy(dc_rdma_conn_t *c, void *dst, uint64_t n)
     c->lk.rx_consumed += n;
 }
 
+/* dc_rdma_ring_copy() into device memory (one or two host-to-device copies). */
+static dc_status_t dc_rdma_ring_copy_dev(dc_rdma_conn_t *c, void *dst, uint64_t n)
+{
+    uint64_t pos = c->lk.rx_consumed % DC_RDMA_RING_BYTES;
+    uint64_t first = DC_MIN(n, DC_RDMA_RING_BYTES - pos);
+    dc_status_t st = dc_verbs_copy_in(DC_VERBS_MEM_CUDA, dst, c->lk.ring + pos, first);
+    if (st == DC_OK && n > first)
+        st = dc_verbs_copy_in(DC_VERBS_MEM_CUDA, (uint8_t *)dst + first, c->lk.ring, n - first);
+    if (st == DC_OK)
+        c->lk.rx_consumed += n;
+    return st;
+}
+
 static void dc_rdma_msg_end(dc_rdma_conn_t *c)
 {
     dc_rdma_slot_t *s = &c->slot[c->cur.seq % DC_RDMA_RING];
@@ -1140,8 +1164,13 @@ static void dc_rdma_msg_end(dc_rdma_conn_t *c)
         return;
     }
     if (dc_fault_active())
-        dc_fault_on_recv(r->buf, c->cur.len);
-    uint32_t crc = dc_crc32c(0, r->buf, c->cur.len);
+        dc_verbs_fault_on_recv(r->mkind, r->buf, c->cur.len);
+    uint32_t crc = 0;
+    if (dc_verbs_crc32c(r->mkind, r->buf, c->cur.len, &crc) != DC_OK) {
+        dc_rdma_fail(c, dc_last_status(), "CRC32C of a message in GPU memory: %s",
+                     dc_last_error());
+        return;
+    }
     if (crc != c->cur.crc) {
         c->stats.nacks_sent++;
         dc_rdma_queue_ctrl(c, DC_RDMA_CT_NACK, c->cur.seq);
@@ -1211,8 +1240,15 @@ static void dc_rdma_rx_parse(dc_rdma_conn_t *c)
             c->discard = 1;
         }
         uint64_t n = DC_MIN(avail, (uint64_t)c->cur.len - c->pay_done);
-        if (n)
+        if (n && !c->discard && r->mkind == DC_VERBS_MEM_CUDA) {
+            if (dc_rdma_ring_copy_dev(c, r->buf + c->pay_done, n) != DC_OK) {
+                dc_rdma_fail(c, dc_last_status(), "receive into GPU memory: %s",
+                             dc_last_error());
+                return;
+            }
+        } else if (n) {
             dc_rdma_ring_copy(c, c->discard ? NULL : r->buf + c->pay_done, n);
+        }
         c->pay_done += n;
         if (c->pay_done < c->cur.len)
             return;
@@ -2296,13 +2332,23 @@ static void dc_rdma_req_release(dc_rdma_req_t *r)
     c->req_free = r;
 }
 
-static dc_status_t dc_rdma_check_mr(const dc_rdma_mr_t *m, const void *buf, size_t len)
+/* Check a message buffer against its registration; *kind = its memory kind.
+ * Device memory needs the CUDA kernels (the CPU must not read it) and, to
+ * be sent, a DC_VERBS_MEM_CUDA registration (the NIC reads it). */
+static dc_status_t dc_rdma_check_mr(const dc_rdma_mr_t *m, const void *buf, size_t len,
+                                    int sending, uint32_t *kind)
 {
-    if (!m)
+    *kind = dc_verbs_buf_kind(m ? m->kind : 0, buf);
+    if (*kind == DC_VERBS_MEM_CUDA && !DC_HAVE_CUDA)
+        return dc_error(DC_ERR_UNSUPPORTED, "rdma: the buffer is GPU memory, and this build has "
+                                            "no CUDA kernels for its CRC32C (configure with "
+                                            "nvcc, -Dcuda=enabled)");
+    if (!m) {
+        if (*kind == DC_VERBS_MEM_CUDA && sending)
+            return dc_error(DC_ERR_INVALID, "rdma: sending from GPU memory needs "
+                                            "reg_mem(DC_VERBS_MEM_CUDA) (dma-buf registration)");
         return DC_OK;
-    if (m->kind != DC_VERBS_MEM_HOST)
-        return dc_error(DC_ERR_UNSUPPORTED, "rdma: messages in GPU memory are not supported yet "
-                                            "(the hop CRC32C is computed by the CPU)");
+    }
     const uint8_t *b = buf;
     if (b < m->addr || (size_t)(b - m->addr) > m->len || len > m->len - (size_t)(b - m->addr))
         return dc_error(DC_ERR_INVALID, "rdma: buffer outside its memory registration");
@@ -2322,14 +2368,19 @@ static dc_status_t dc_rdma_isend(dc_verbs_conn_t *cb, const void *buf, size_t le
                         len, (unsigned long long)c->max_msg);
     if (!buf && len)
         return dc_error(DC_ERR_INVALID, "rdma: NULL send buffer");
-    dc_status_t st = dc_rdma_check_mr((dc_rdma_mr_t *)mr, buf, len);
+    uint32_t kind;
+    dc_status_t st = dc_rdma_check_mr((dc_rdma_mr_t *)mr, buf, len, 1, &kind);
     if (st != DC_OK)
         return st;
     if (dc_verbs_window_used(&c->win) >= DC_VERBS_MAX_INFLIGHT)
         return DC_ERR_AGAIN;
+    uint32_t crc = 0;
+    if ((st = dc_verbs_crc32c(kind, buf, len, &crc)) != DC_OK)
+        return st;
     dc_rdma_req_t *r = dc_rdma_req_new(c, DC_RDMA_REQ_SEND, (void *)(uintptr_t)buf, len, mr);
     if (!r)
         return dc_error(DC_ERR_NOMEM, "rdma: out of memory for a request");
+    r->mkind = kind;
     if (dc_verbs_window_push(&c->win, r, &r->seq) != DC_OK) {
         dc_rdma_req_release(r);
         return DC_ERR_AGAIN;
@@ -2337,7 +2388,7 @@ static dc_status_t dc_rdma_isend(dc_verbs_conn_t *cb, const void *buf, size_t le
     dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
                         .seq = r->seq,
                         .len = (uint32_t)len,
-                        .crc = dc_crc32c(0, buf, len)};
+                        .crc = crc};
     dc_verbs_hdr_pack(&h, r->hdr);
     dc_rdma_txq_push(c, r);
     dc_rdma_tx_pump(c);
@@ -2355,7 +2406,8 @@ static dc_status_t dc_rdma_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_
         return DC_ERR_AGAIN;
     if (!buf && cap)
         return dc_error(DC_ERR_INVALID, "rdma: NULL receive buffer");
-    dc_status_t st = dc_rdma_check_mr((dc_rdma_mr_t *)mr, buf, cap);
+    uint32_t kind;
+    dc_status_t st = dc_rdma_check_mr((dc_rdma_mr_t *)mr, buf, cap, 0, &kind);
     if (st != DC_OK)
         return st;
     if (c->rpost >= c->rbase + DC_RDMA_RING)
@@ -2363,6 +2415,7 @@ static dc_status_t dc_rdma_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_
     dc_rdma_req_t *r = dc_rdma_req_new(c, DC_RDMA_REQ_RECV, buf, cap, mr);
     if (!r)
         return dc_error(DC_ERR_NOMEM, "rdma: out of memory for a request");
+    r->mkind = kind;
     r->seq = c->rpost++;
     c->slot[r->seq % DC_RDMA_RING].req = r;
     dc_rdma_rx_parse(c);

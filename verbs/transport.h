@@ -107,8 +107,12 @@ typedef struct dc_verbs_mr {
 
 enum {
     DC_VERBS_MEM_HOST = 1u << 0,   /**< ordinary host memory */
-    DC_VERBS_MEM_CUDA = 1u << 1,   /**< CUDA device memory, zero-copy */
-    DC_VERBS_MEM_DMABUF = 1u << 2, /**< dma-buf fd registration */
+    DC_VERBS_MEM_CUDA = 1u << 1,   /**< CUDA device memory: isend/irecv take it
+                                        (hop CRC32C on the GPU); ucx moves it
+                                        zero-copy, rdma sends it zero-copy and
+                                        receives it through its host ring */
+    DC_VERBS_MEM_DMABUF = 1u << 2, /**< CUDA memory is registered through
+                                        dma-buf (rdma) */
 };
 
 /** What a transport can do on this machine (from caps()). */
@@ -177,7 +181,10 @@ struct dc_verbs_ops {
      *  ("no RDMA device", ...).  Other calls fail unless init() succeeded. */
     dc_status_t (*init)(void);
 
-    /** Capabilities on this machine; `out->size` set by the caller. */
+    /** Capabilities on this machine; `out->size` set by the caller.
+     *  DC_VERBS_MEM_CUDA is set only when messages in GPU memory really can
+     *  move here (CUDA kernels built in, a GPU, and the transport's own
+     *  support); finding out may initialise the CUDA driver. */
     dc_status_t (*caps)(dc_verbs_caps_t *out);
 
     /** Bind and listen on `bind_addr` ("HOST:PORT", port 0: ephemeral). */

@@ -87,13 +87,26 @@
  * that crosses it.  corrupt= damages received pieces before their CRC32C
  * check (P is per piece; the whole message is then NACKed).
  *
- * Not done: CUDA memory (the hop CRC32C is computed by the CPU).
+ * GPU memory (verbs/gpumem.h): reg_mem(DC_VERBS_MEM_CUDA) maps the buffer
+ * with ucp_mem_map(memory type CUDA), so UCX moves it zero-copy where it is
+ * built with CUDA transports (cuda_copy, cuda_ipc, gdr_copy, GPUDirect RDMA
+ * over rc/dc); every piece's CRC32C is then computed and checked by the GPU
+ * (dc_kern_cuda_crc32c), and pieces that arrive eagerly in host memory are
+ * copied into the device buffer (cudaMemcpy) before their check; NACK,
+ * re-send and resume are unchanged.  Device memory is recognised without a
+ * registration too (cuPointerGetAttribute).  A UCX without CUDA support
+ * (its context reports no CUDA memory type: `ucx_info -d` lists no cuda
+ * memory domain) would make the CPU touch device memory: reg_mem and
+ * isend/irecv of device memory then fail with DC_ERR_UNSUPPORTED saying so,
+ * and caps() leaves DC_VERBS_MEM_CUDA out (never a silent host copy).
  */
 #include "verbs/ucx.h"
 
 #include "kernels/kern.h"
+#include "kernels/kern_cuda.h"
 #include "verbs/auth.h"
 #include "verbs/fault.h"
+#include "verbs/gpumem.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -176,6 +189,7 @@ typedef struct dc_ucx_req {
     size_t len; /* send: message length; recv: capacity */
     size_t got; /* recv: verified length */
     dc_ucx_mr_t *mr;
+    uint32_t mkind; /* DC_VERBS_MEM_HOST / DC_VERBS_MEM_CUDA */
     uint64_t seq;
     unsigned ucx_pending; /* UCP operations still referencing buf */
     /* send: the DATA headers of the pieces (valid until their sends
@@ -362,6 +376,27 @@ static dc_status_t dc_ucx_init(void)
     return DC_OK;
 }
 
+/* DC_OK when messages in GPU memory can move here: UCX has CUDA support
+ * (zero-copy), this build has the CUDA kernels (the hop CRC32C) and a GPU is
+ * present; else DC_ERR_UNSUPPORTED saying which is missing. */
+static dc_status_t dc_ucx_cuda_support(void)
+{
+    if (!(dc_ucx_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)))
+        return dc_error(DC_ERR_UNSUPPORTED,
+                        "ucx: this UCX (%s) is built without CUDA support (its context reports "
+                        "memory types 0x%llx, no CUDA; `ucx_info -d` lists no cuda memory "
+                        "domain): GPU memory would need a host copy, which deltacast does not "
+                        "do silently",
+                        ucp_get_version_string(), (unsigned long long)dc_ucx_mem_types);
+    if (!DC_HAVE_CUDA)
+        return dc_error(DC_ERR_UNSUPPORTED, "ucx: GPU memory needs the CUDA kernels for its "
+                                            "CRC32C, and this build has none (configure with "
+                                            "nvcc, -Dcuda=enabled)");
+    if (!dc_kern_cuda_available())
+        return dc_error(DC_ERR_UNSUPPORTED, "ucx: GPU memory, but no CUDA device is usable");
+    return DC_OK;
+}
+
 const dc_verbs_ops_t *dc_ucx_ops_get(void)
 {
     return &dc_ucx_ops;
@@ -378,6 +413,8 @@ static dc_status_t dc_ucx_caps(dc_verbs_caps_t *out)
     memset(&c, 0, sizeof(c));
     c.size = sizeof(c);
     c.mem_kinds = DC_VERBS_MEM_HOST;
+    if (dc_ucx_cuda_support() == DC_OK)
+        c.mem_kinds |= DC_VERBS_MEM_CUDA;
     c.max_streams = 1;
     c.max_msg_size = DC_VERBS_DEFAULT_MAX_MSG;
     c.max_inflight = DC_VERBS_MAX_INFLIGHT;
@@ -553,6 +590,15 @@ static void dc_ucx_op_param(ucp_request_param_t *p, void *ud, const dc_ucx_mr_t 
     }
 }
 
+/* The data buffer of a request is device memory: say so to UCP. */
+static void dc_ucx_op_mem(ucp_request_param_t *p, const dc_ucx_req_t *r)
+{
+    if (r->mkind == DC_VERBS_MEM_CUDA) {
+        p->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        p->memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
+}
+
 /* Send a header-only (ACK/NACK) or auth message. */
 static void dc_ucx_ctrl_send(dc_ucx_conn_t *c, unsigned am_id, uint8_t type, uint64_t seq,
                              const uint8_t *auth, size_t auth_len)
@@ -626,21 +672,27 @@ static void dc_ucx_piece_span(const dc_ucx_conn_t *c, const dc_ucx_req_t *r, uin
     *len = DC_MIN((size_t)c->piece, r->len - o);
 }
 
-/* Fill the DATA header of piece k (computes the piece's CRC32C). */
-static void dc_ucx_piece_hdr(const dc_ucx_conn_t *c, dc_ucx_req_t *r, uint32_t k)
+/* Fill the DATA header of piece k (computes the piece's CRC32C; on the GPU
+ * for device memory, which is the only way it can fail). */
+static dc_status_t dc_ucx_piece_hdr(const dc_ucx_conn_t *c, dc_ucx_req_t *r, uint32_t k)
 {
     size_t off, len;
     dc_ucx_piece_span(c, r, k, &off, &len);
     uint8_t *h = r->phdr + (size_t)k * DC_UCX_DHDR_SIZE;
+    uint32_t crc = 0;
+    dc_status_t st = dc_verbs_crc32c(r->mkind, r->buf + off, len, &crc);
+    if (st != DC_OK)
+        return st;
     dc_verbs_hdr_t th = {.type = DC_VERBS_MSG_DATA,
                          .seq = r->seq,
                          .len = (uint32_t)r->len,
-                         .crc = dc_crc32c(0, r->buf + off, len)};
+                         .crc = crc};
     dc_verbs_hdr_pack(&th, h);
     dc_store_le32(h + 32, (uint32_t)off);
     dc_store_le32(h + 36, c->piece);
     dc_store_le32(h + 40, (uint32_t)len);
     dc_store_le32(h + 44, dc_crc32c(0, h, 44));
+    return DC_OK;
 }
 
 /* Post piece k of r (its header is filled). */
@@ -652,6 +704,7 @@ static void dc_ucx_post_piece(dc_ucx_conn_t *c, dc_ucx_req_t *r, uint32_t k)
     dc_ucx_piece_span(c, r, k, &off, &len);
     ucp_request_param_t p;
     dc_ucx_op_param(&p, r, r->mr);
+    dc_ucx_op_mem(&p, r);
     p.cb.send = dc_ucx_send_cb;
     size_t want = len + DC_UCX_DHDR_SIZE;
     if (dc_fault_active()) {
@@ -712,7 +765,11 @@ static void dc_ucx_pump(dc_ucx_conn_t *c)
         if (r->next_piece >= r->npieces)
             dc_ucx_sq_unlink(c, r);
         if (k >= r->nhdr) {
-            dc_ucx_piece_hdr(c, r, k);
+            if (dc_ucx_piece_hdr(c, r, k) != DC_OK) {
+                dc_ucx_fail(c, dc_last_status(), "CRC32C of a piece in GPU memory: %s",
+                            dc_last_error());
+                return;
+            }
             r->nhdr = k + 1;
         }
         dc_ucx_post_piece(c, r, k);
@@ -821,8 +878,13 @@ static void dc_ucx_verify_piece(dc_ucx_conn_t *c, dc_ucx_slot_t *s, uint32_t off
 {
     dc_ucx_req_t *r = s->req;
     if (dc_fault_active())
-        dc_fault_on_recv(r->buf + off, len);
-    uint32_t crc = dc_crc32c(0, r->buf + off, len);
+        dc_verbs_fault_on_recv(r->mkind, r->buf + off, len);
+    uint32_t crc = 0;
+    if (dc_verbs_crc32c(r->mkind, r->buf + off, len, &crc) != DC_OK) {
+        dc_ucx_fail(c, dc_last_status(), "CRC32C of a piece in GPU memory: %s",
+                    dc_last_error());
+        return;
+    }
     s->ndone++;
     if (crc != want) {
         DC_LOG_DEBUG("ucx %s: message %llu, piece at %u (%u bytes): CRC32C mismatch "
@@ -909,14 +971,19 @@ static void dc_ucx_deliver(dc_ucx_conn_t *c, dc_ucx_slot_t *s)
             s->held_tail = NULL;
         p->next = NULL;
         if (!p->rndv) {
-            memcpy(r->buf + p->off, p->data, p->len);
+            dc_status_t cst = dc_verbs_copy_in(r->mkind, r->buf + p->off, p->data, p->len);
             uint32_t off = p->off, len = p->len, crc = p->crc;
             dc_ucx_piece_release(c, p);
+            if (cst != DC_OK) {
+                dc_ucx_fail(c, cst, "piece into GPU memory: %s", dc_last_error());
+                return;
+            }
             dc_ucx_verify_piece(c, s, off, len, crc);
             continue;
         }
         ucp_request_param_t prm;
         dc_ucx_op_param(&prm, p, r->mr);
+        dc_ucx_op_mem(&prm, r);
         prm.cb.recv_am = dc_ucx_rndv_cb;
         void *desc = p->data;
         p->data = NULL; /* consumed by the receive */
@@ -1053,7 +1120,10 @@ static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t head
             dc_ucx_too_big(c, s);
             return UCS_OK;
         }
-        memcpy(s->req->buf + off, data, length);
+        if (dc_verbs_copy_in(s->req->mkind, s->req->buf + off, data, length) != DC_OK) {
+            dc_ucx_fail(c, dc_last_status(), "piece into GPU memory: %s", dc_last_error());
+            return UCS_OK;
+        }
         dc_ucx_verify_piece(c, s, off, (uint32_t)length, h.crc);
         return UCS_OK;
     }
@@ -1967,11 +2037,15 @@ static dc_status_t dc_ucx_reg_mem(dc_verbs_conn_t *cb, void *buf, size_t len, ui
 {
     if (!buf || len == 0)
         return dc_error(DC_ERR_INVALID, "ucx reg_mem: empty region");
-    if (kind != DC_VERBS_MEM_HOST)
-        return dc_error(DC_ERR_UNSUPPORTED,
-                        "ucx reg_mem: only host memory (the hop CRC32C is computed by the CPU; "
-                        "this UCX reports memory types 0x%llx)",
-                        (unsigned long long)dc_ucx_mem_types);
+    if (kind != DC_VERBS_MEM_HOST && kind != DC_VERBS_MEM_CUDA)
+        return dc_error(DC_ERR_UNSUPPORTED, "ucx reg_mem: memory kind 0x%x not supported "
+                                            "(host or CUDA)",
+                        kind);
+    if (kind == DC_VERBS_MEM_CUDA) {
+        dc_status_t st = dc_ucx_cuda_support();
+        if (st != DC_OK)
+            return st;
+    }
     dc_ucx_mr_t *m = calloc(1, sizeof(*m));
     if (!m)
         return dc_error(DC_ERR_NOMEM, "ucx reg_mem: out of memory");
@@ -1981,7 +2055,7 @@ static dc_status_t dc_ucx_reg_mem(dc_verbs_conn_t *cb, void *buf, size_t len, ui
                     UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
     mp.address = buf;
     mp.length = len;
-    mp.memory_type = UCS_MEMORY_TYPE_HOST;
+    mp.memory_type = kind == DC_VERBS_MEM_CUDA ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
     ucs_status_t s = ucp_mem_map(dc_ucx_ctx, &mp, &m->memh);
     if (s != UCS_OK) {
         free(m);
@@ -2049,8 +2123,17 @@ static void dc_ucx_req_release(dc_ucx_req_t *r)
     c->req_free = r;
 }
 
-static dc_status_t dc_ucx_check_mr(const dc_ucx_mr_t *m, const void *buf, size_t len)
+/* Check a message buffer against its registration; *kind = its memory kind
+ * (device memory also unregistered, recognised by the driver). */
+static dc_status_t dc_ucx_check_mr(const dc_ucx_mr_t *m, const void *buf, size_t len,
+                                   uint32_t *kind)
 {
+    *kind = dc_verbs_buf_kind(m ? m->kind : 0, buf);
+    if (*kind == DC_VERBS_MEM_CUDA && !m) {
+        dc_status_t st = dc_ucx_cuda_support();
+        if (st != DC_OK)
+            return st;
+    }
     if (!m)
         return DC_OK;
     const uint8_t *b = buf;
@@ -2072,7 +2155,8 @@ static dc_status_t dc_ucx_isend(dc_verbs_conn_t *cb, const void *buf, size_t len
                         (unsigned long long)c->max_msg);
     if (!buf && len)
         return dc_error(DC_ERR_INVALID, "ucx: NULL send buffer");
-    dc_status_t st = dc_ucx_check_mr((dc_ucx_mr_t *)mr, buf, len);
+    uint32_t kind;
+    dc_status_t st = dc_ucx_check_mr((dc_ucx_mr_t *)mr, buf, len, &kind);
     if (st != DC_OK)
         return st;
     if (dc_verbs_window_used(&c->win) >= DC_VERBS_MAX_INFLIGHT)
@@ -2080,6 +2164,7 @@ static dc_status_t dc_ucx_isend(dc_verbs_conn_t *cb, const void *buf, size_t len
     dc_ucx_req_t *r = dc_ucx_req_new(c, DC_UCX_REQ_SEND, (void *)(uintptr_t)buf, len, mr);
     if (!r)
         return dc_error(DC_ERR_NOMEM, "ucx: out of memory for a request");
+    r->mkind = kind;
     uint64_t n = len ? ((uint64_t)len + c->piece - 1) / c->piece : 1;
     size_t hbytes = (size_t)n * DC_UCX_DHDR_SIZE;
     if (hbytes > r->phdr_cap) {
@@ -2113,7 +2198,8 @@ static dc_status_t dc_ucx_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_v
         return DC_ERR_AGAIN;
     if (!buf && cap)
         return dc_error(DC_ERR_INVALID, "ucx: NULL receive buffer");
-    dc_status_t st = dc_ucx_check_mr((dc_ucx_mr_t *)mr, buf, cap);
+    uint32_t kind;
+    dc_status_t st = dc_ucx_check_mr((dc_ucx_mr_t *)mr, buf, cap, &kind);
     if (st != DC_OK)
         return st;
     if (c->rpost >= c->rbase + DC_UCX_RING)
@@ -2121,6 +2207,7 @@ static dc_status_t dc_ucx_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_v
     dc_ucx_req_t *r = dc_ucx_req_new(c, DC_UCX_REQ_RECV, buf, cap, mr);
     if (!r)
         return dc_error(DC_ERR_NOMEM, "ucx: out of memory for a request");
+    r->mkind = kind;
     r->seq = c->rpost++;
     dc_ucx_slot_t *s = &c->slot[r->seq % DC_UCX_RING];
     s->req = r;

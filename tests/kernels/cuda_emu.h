@@ -18,6 +18,7 @@
 #define DC_CUDA_EMULATION 1
 #define __global__
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __shared__ static
 struct uint4 { unsigned x, y, z, w; };
@@ -41,6 +42,9 @@ inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline std::mutex g_atomic_mu;
 inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
     std::lock_guard<std::mutex> l(g_atomic_mu); unsigned long long o = *p; if (v < o) *p = v; return o; }
+
+inline unsigned atomicXor(unsigned *p, unsigned v) {
+    std::lock_guard<std::mutex> l(g_atomic_mu); unsigned o = *p; *p = o ^ v; return o; }
 
 template <typename K> struct emu_launcher {
     unsigned g, b; K k;

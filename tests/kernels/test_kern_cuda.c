@@ -246,6 +246,71 @@ Test(kern_cuda, digest_matches_cpu)
     }
 }
 
+/* Lengths straddle the 16-byte head, the 4 KiB tiles and the grid's split
+ * of tiles among blocks (>64 tiles: several tiles per block). */
+static const size_t CRC_LENS[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 255, 4095, 4096, 4097,
+                                  4111, 4112, 8197, 65536 + 17, 3 * 131072 + 1,
+                                  (1u << 20) + 13, (9u << 20) + 3};
+
+Test(kern_cuda, crc32c_matches_cpu)
+{
+    need_gpu();
+    static const size_t OFFS[] = {0, 1, 3, 8, 15};
+    const uint32_t seeds[] = {0, 0xFFFFFFFFu, (uint32_t)rnd()};
+    size_t max = 0;
+    for (size_t li = 0; li < DC_ARRAY_SIZE(CRC_LENS); li++)
+        max = DC_MAX(max, CRC_LENS[li]);
+    uint8_t *x = malloc(max + 16);
+    fill_random(x, max + 16);
+    for (size_t oi = 0; oi < DC_ARRAY_SIZE(OFFS); oi++) {
+        void *bx;
+        const uint8_t *dx = dev_copy(x, max, OFFS[oi], &bx);
+        for (size_t li = 0; li < DC_ARRAY_SIZE(CRC_LENS); li++) {
+            size_t len = CRC_LENS[li];
+            for (size_t si = 0; si < DC_ARRAY_SIZE(seeds); si++) {
+                uint32_t got = 0x12345678u ^ (uint32_t)li;
+                cr_assert_eq(dc_kern_cuda_crc32c(dx, len, seeds[si], &got, NULL), DC_OK, "%s",
+                             dc_last_error());
+                uint32_t want = dc_crc32c(seeds[si], x, len);
+                cr_assert_eq(got, want, "crc32c len=%zu off=%zu seed=0x%08x: 0x%08x != 0x%08x",
+                             len, OFFS[oi], seeds[si], got, want);
+            }
+        }
+        /* chaining: the CRC of a prefix seeds the CRC of the rest */
+        size_t cut = max / 3 + OFFS[oi];
+        uint32_t a = 0, b = 0;
+        cr_assert_eq(dc_kern_cuda_crc32c(dx, cut, 0, &a, NULL), DC_OK);
+        cr_assert_eq(dc_kern_cuda_crc32c(dx + cut, max - cut, a, &b, NULL), DC_OK);
+        cr_assert_eq(b, dc_crc32c(0, x, max), "chained crc32c off=%zu", OFFS[oi]);
+        dc_kern_cuda_free(bx);
+    }
+    /* one flipped bit anywhere changes the result */
+    void *bx;
+    uint8_t *dx = dev_copy(x, 100003, 5, &bx);
+    uint32_t clean = 0, dirty = 0;
+    cr_assert_eq(dc_kern_cuda_crc32c(dx, 100003, 0, &clean, NULL), DC_OK);
+    for (size_t at = 0; at < 100003; at += 9973) {
+        uint8_t v = x[at] ^ 0x10;
+        cr_assert_eq(dc_kern_cuda_h2d(dx + at, &v, 1), DC_OK);
+        cr_assert_eq(dc_kern_cuda_crc32c(dx, 100003, 0, &dirty, NULL), DC_OK);
+        cr_assert_neq(dirty, clean, "bit flip at %zu not seen", at);
+        cr_assert_eq(dc_kern_cuda_h2d(dx + at, x + at, 1), DC_OK);
+    }
+    cr_assert_eq(dc_kern_cuda_crc32c(NULL, 1, 0, &dirty, NULL), DC_ERR_INVALID);
+    dc_kern_cuda_free(bx);
+    free(x);
+}
+
+Test(kern_cuda, crc32c_unsupported_without_cuda)
+{
+    if (DC_HAVE_CUDA)
+        cr_skip_test("CUDA kernels are built in (the refusal is for builds without them)");
+    uint32_t out = 0;
+    uint8_t b[4] = {0};
+    cr_assert_eq(dc_kern_cuda_crc32c(b, sizeof(b), 0, &out, NULL), DC_ERR_UNSUPPORTED);
+    cr_assert(strstr(dc_last_error(), "not built in") != NULL, "%s", dc_last_error());
+}
+
 Test(kern_cuda, props_report_bandwidth)
 {
     need_gpu();

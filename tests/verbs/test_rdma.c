@@ -116,6 +116,21 @@ Test(rdma, cuts_with_corruption_resume_exactly, .timeout = 300)
     run_transfer_cut(32ull << 20, 0.3, 9000000, 3);
 }
 
+/* GPU memory: sent zero-copy from a dma-buf registration, received through
+ * the ring into device buffers, every CRC32C on the GPU; with corruption
+ * (NACK + re-send) and cuts (reconnect + resume). */
+Test(rdma, gpu_memory_with_corruption_and_cuts, .timeout = 300)
+{
+    char why[512];
+    if (rdma_skip_reason(why, sizeof(why)))
+        cr_skip_test("rdma unavailable here: %s", why);
+    if (!gpu_usable(why, sizeof(why)))
+        cr_skip_test("no GPU memory transfer here: %s", why);
+    g_gpu = 1;
+    run_transfer(32ull << 20, 0.2);
+    run_transfer_cut(32ull << 20, 0.2, 9000000, 2);
+}
+
 /* --- an orderly close is final ------------------------------------------ */
 
 /* Child: accept one connection, receive one message (so that the client's

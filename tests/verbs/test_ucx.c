@@ -9,6 +9,7 @@
  */
 #include <criterion/criterion.h>
 
+#include "kernels/kern_cuda.h"
 #include "verbs/fault.h"
 #include "verbs/transport.h"
 #include "verbs/ucx.h"
@@ -98,6 +99,55 @@ static void opts_with_secret(dc_verbs_opts_t *o, const char *secret, uint32_t ti
     o->timeout_ms = timeout_ms;
 }
 
+/* --- GPU memory ----------------------------------------------------------- */
+
+/* 1: the next transfer moves GPU memory: the sender sends from a device copy
+ * of g_src registered with reg_mem(DC_VERBS_MEM_CUDA), the receiver receives
+ * into registered device buffers and compares them after a copy back.  Set
+ * before the fork (CUDA is initialised after it, in each process). */
+static int g_gpu;
+
+/* Probe in a child (CUDA must not be initialised before the fork): can
+ * g_tname move GPU memory here?  Else *why says what is missing. */
+__attribute__((unused)) static int gpu_usable(char *why, size_t len)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(p[0]);
+        char m[512] = "";
+        const dc_verbs_ops_t *t;
+        dc_verbs_caps_t caps = {.size = sizeof(caps)};
+        int ok = 0;
+        if (!DC_HAVE_CUDA)
+            snprintf(m, sizeof(m), "CUDA kernels not built (nvcc not found at configure time)");
+        else if (!dc_kern_cuda_available())
+            snprintf(m, sizeof(m), "no CUDA device (cudaGetDeviceCount failed or returned 0)");
+        else if (dc_verbs_find(g_tname, &t) != DC_OK || t->caps(&caps) != DC_OK)
+            snprintf(m, sizeof(m), "%s unavailable: %s", g_tname, dc_last_error());
+        else if (!(caps.mem_kinds & DC_VERBS_MEM_CUDA) && strcmp(g_tname, "ucx") == 0 &&
+                 t->reg_mem(NULL, m, 64, DC_VERBS_MEM_CUDA, &(dc_verbs_mr_t *){0}) != DC_OK)
+            snprintf(m, sizeof(m), "%s", dc_last_error()); /* ucx says why */
+        else if (!(caps.mem_kinds & DC_VERBS_MEM_CUDA))
+            snprintf(m, sizeof(m), "%s reports no GPU memory support here", g_tname);
+        else
+            ok = 1;
+        if (write(p[1], m, strlen(m) + 1) < 0)
+            _exit(2);
+        _exit(ok ? 0 : 1);
+    }
+    close(p[1]);
+    ssize_t n = read(p[0], why, len - 1);
+    why[n > 0 ? n : 0] = 0;
+    close(p[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 /* --- server (child) ----------------------------------------------------- */
 
 /* Child side of every two-process case: listen on 127.0.0.1:0 with transport
@@ -179,6 +229,17 @@ static int server_main(int port_fd, const void *arg)
         }
     }
     uint8_t *bufs = malloc((size_t)DEPTH * MSG_MAX);
+    uint8_t *dbufs = NULL, *rbufs = bufs;
+    dc_verbs_mr_t *dmr = NULL;
+    if (g_gpu) {
+        void *d = NULL;
+        if (dc_kern_cuda_malloc(&d, (size_t)DEPTH * MSG_MAX) != DC_OK ||
+            t->reg_mem(c, d, (size_t)DEPTH * MSG_MAX, DC_VERBS_MEM_CUDA, &dmr) != DC_OK) {
+            fprintf(stderr, "server: GPU receive buffers: %s\n", dc_last_error());
+            return 19;
+        }
+        dbufs = rbufs = d;
+    }
     dc_verbs_req_t *reqs[DEPTH];
     uint64_t posted = 0, done = 0, got_bytes = 0, bad = 0;
     uint64_t nmsg = 0;
@@ -186,7 +247,7 @@ static int server_main(int port_fd, const void *arg)
         sum += msg_size(nmsg);
     while (done < nmsg) {
         while (posted < nmsg && posted - done < DEPTH) {
-            st = t->irecv(c, bufs + (posted % DEPTH) * MSG_MAX, MSG_MAX, NULL,
+            st = t->irecv(c, rbufs + (posted % DEPTH) * MSG_MAX, MSG_MAX, dmr,
                           &reqs[posted % DEPTH]);
             if (st == DC_ERR_AGAIN)
                 break;
@@ -215,6 +276,12 @@ static int server_main(int port_fd, const void *arg)
             continue;
         }
         size_t want = msg_size(done);
+        if (dbufs && len <= MSG_MAX &&
+            dc_kern_cuda_d2h(bufs + (done % DEPTH) * MSG_MAX, dbufs + (done % DEPTH) * MSG_MAX,
+                             len) != DC_OK) {
+            fprintf(stderr, "server: copy back: %s\n", dc_last_error());
+            return 19;
+        }
         if (len != want ||
             memcmp(bufs + (done % DEPTH) * MSG_MAX, g_src + msg_off(done, want), want) != 0)
             bad++;
@@ -232,8 +299,11 @@ static int server_main(int port_fd, const void *arg)
     uint8_t bye;
     size_t bl;
     dc_verbs_recv_blocking(c, &bye, 1, &bl, 5000);
+    if (dmr)
+        t->dereg_mem(c, dmr);
     t->close(c);
     t->listen_close(l);
+    dc_kern_cuda_free(dbufs);
     free(bufs);
     return bad ? 1 : 0;
 }
@@ -358,6 +428,18 @@ static void run_transfer_full(uint64_t total, double corrupt_p, int64_t corrupt_
     }
 #endif
 
+    /* GPU: send from a registered device copy of g_src. */
+    uint8_t *src = g_src;
+    dc_verbs_mr_t *smr = NULL;
+    if (g_gpu) {
+        void *d = NULL;
+        cr_assert_eq(dc_kern_cuda_malloc(&d, SRC_SIZE), DC_OK, "%s", dc_last_error());
+        cr_assert_eq(dc_kern_cuda_h2d(d, g_src, SRC_SIZE), DC_OK, "%s", dc_last_error());
+        cr_assert_eq(t->reg_mem(c, d, SRC_SIZE, DC_VERBS_MEM_CUDA, &smr), DC_OK, "%s",
+                     dc_last_error());
+        src = d;
+    }
+
     dc_verbs_req_t *reqs[DEPTH];
     uint64_t nmsg = 0;
     for (uint64_t sum = 0; sum < total; nmsg++)
@@ -367,7 +449,7 @@ static void run_transfer_full(uint64_t total, double corrupt_p, int64_t corrupt_
     while (done < nmsg) {
         while (posted < nmsg && posted - done < DEPTH) {
             size_t sz = msg_size(posted);
-            st = t->isend(c, g_src + msg_off(posted, sz), sz, NULL, &reqs[posted % DEPTH]);
+            st = t->isend(c, src + msg_off(posted, sz), sz, smr, &reqs[posted % DEPTH]);
             if (st == DC_ERR_AGAIN)
                 break;
             cr_assert_eq(st, DC_OK, "isend %llu: %s", (unsigned long long)posted,
@@ -408,7 +490,11 @@ static void run_transfer_full(uint64_t total, double corrupt_p, int64_t corrupt_
         cr_assert_eq(reply[3], cuts);
     }
     dc_verbs_send_blocking(c, "x", 1, 5000);
+    if (smr)
+        t->dereg_mem(c, smr);
     t->close(c);
+    if (src != g_src)
+        dc_kern_cuda_free(src);
     cr_assert_eq(reply[0], 0, "%llu messages differ at the receiver",
                  (unsigned long long)reply[0]);
     cr_assert_eq(reply[2], total == 0 ? 0 : reply[2]);
@@ -481,11 +567,23 @@ Test(ucx, init_and_caps)
     cr_assert(caps.mem_kinds & DC_VERBS_MEM_HOST);
     cr_assert_eq(caps.max_inflight, DC_VERBS_MAX_INFLIGHT);
     cr_assert(strstr(caps.device, "ucx") != NULL);
-    /* CUDA memory is refused with a reason, never silently staged. */
+    /* Without GPU support here (this UCX without CUDA, a build without the
+     * CUDA kernels, no GPU), CUDA memory is refused with the reason, never
+     * silently staged; with it, gpu_memory_* below move GPU memory. */
+    if (caps.mem_kinds & DC_VERBS_MEM_CUDA) {
+        cr_log_info("ucx moves GPU memory here (covered by ucx::gpu_memory_*)");
+        return;
+    }
     static uint8_t b[64];
     cr_assert_eq(t->reg_mem(NULL, b, sizeof(b), DC_VERBS_MEM_CUDA, &(dc_verbs_mr_t *){0}),
                  DC_ERR_UNSUPPORTED);
+    const char *e = dc_last_error();
+    cr_assert(strstr(e, "without CUDA support") != NULL || strstr(e, "CUDA kernels") != NULL ||
+                  strstr(e, "no CUDA device") != NULL,
+              "no reason given: %s", e);
+    cr_log_info("ucx refuses GPU memory here: %s", e);
 }
+
 
 Test(ucx, transfer_64mib_two_processes)
 {
@@ -554,6 +652,31 @@ Test(ucx, damaged_pieces_and_cuts_repaired_exactly)
     if (!transport_usable(why, sizeof(why)))
         cr_skip_test("ucx unavailable here: %s", why);
     cr_assert_eq(use_small_pieces(), 0);
+    run_transfer_full(32ull << 20, 0.02, -1, 9000000, 2);
+}
+
+/* GPU memory both ways (every piece's CRC32C computed and checked by the
+ * GPU), with damaged pieces NACKed and re-sent, and with cuts resumed. */
+Test(ucx, gpu_memory_transfer_with_corruption)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    if (!gpu_usable(why, sizeof(why)))
+        cr_skip_test("no GPU memory transfer here: %s", why);
+    g_gpu = 1;
+    run_transfer(32ull << 20, 0.2);
+}
+
+Test(ucx, gpu_memory_pieces_with_cuts_and_corruption)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("ucx unavailable here: %s", why);
+    if (!gpu_usable(why, sizeof(why)))
+        cr_skip_test("no GPU memory transfer here: %s", why);
+    cr_assert_eq(use_small_pieces(), 0);
+    g_gpu = 1;
     run_transfer_full(32ull << 20, 0.02, -1, 9000000, 2);
 }
 
