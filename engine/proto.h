@@ -37,6 +37,17 @@
  *     STATE   a HELLO forwarded up by a relay (same body) so the root learns
  *             a (re)joining node's journal.
  *     DONE    node has taken COMMIT/ABORT of v (flags: 1 = dense needed).
+ *     SUB     first message of a child on every parent link, again when the
+ *             child re-plans: node = the child, count = n, body = n stream
+ *             ids (u32): the broadcast streams it takes on this link (a
+ *             relay forwards a broadcast frame only to the children that
+ *             subscribed to its chunk's stream).  Not forwarded.
+ *     SENT    a sender other than the coordinator has encoded and queued
+ *             every chunk it owns of version v: body = count entries of
+ *             (chunk u32, target digest 16), split over several messages
+ *             (flags DC_SENT_F_LAST on the last), for the checkpoint digest
+ *             and the coordinator's stall detection; the header's baseline
+ *             field carries the sender's payload bytes of v instead.
  *
  * Every field of a received message is hostile: dc_msg_parse() checks the
  * magic, type, body length against the message length, and each body
@@ -65,7 +76,16 @@ enum {
     DC_MSG_NEED = 18,
     DC_MSG_STATE = 19,
     DC_MSG_DONE = 20,
+    DC_MSG_SUB = 21,
+    DC_MSG_SENT = 22,
 };
+
+/* SUB: node = the child, count = n stream ids, body = count x u32 */
+#define DC_SUB_MAX 65536u
+/* SENT: node = the sender, version, count entries of DC_SENT_ENTRY bytes
+ * (chunk u32, target digest 16); flags DC_SENT_F_LAST on the last one */
+#define DC_SENT_ENTRY 20u
+enum { DC_SENT_F_LAST = 1 };
 
 /* FRAME flags */
 enum {
@@ -84,6 +104,7 @@ enum {
     DC_HELLO_F_RELAY = 1,       /* the node forwards to children */
     DC_HELLO_F_DENSE_NEEDED = 2, /* its bytes are unknown: needs a dense refit */
     DC_HELLO_F_JOURNAL = 4,     /* a journal for an in-flight version follows */
+    DC_HELLO_F_SENDER = 8,      /* a sender's control link to the coordinator */
 };
 
 typedef struct dc_msg {
