@@ -56,6 +56,8 @@
 #define DC_NRX 64        /* receive ring slots per peer */
 #define DC_NRX_CHILD 8   /* receives posted on a child (small upward messages) */
 #define DC_DONE_BODY 32
+#define DC_DONE_LINK 12  /* DONE body entries after the fixed part: parent u32, bytes u64 */
+#define DC_MAX_LINKS 8   /* per-parent byte counts a DONE carries */
 #define DC_STALL_NS 1500000000ull
 
 int dc_node_version_path(char *buf, size_t len, const char *dir, uint64_t v)
@@ -101,8 +103,10 @@ typedef struct dc_peer {
     uint8_t *sub;       /* child: broadcast streams it subscribed to (SUB) */
     uint32_t nsub;      /* entries of sub */
     uint32_t subgen;    /* parent: the tree generation its SUB was sent for */
+    uint32_t sub_acked; /* parent: the generation its SUBOK answered */
     int ctl;            /* coordinator: a sender's control link */
     int hello_sent;     /* parent: HELLO sent (this link carries our upward traffic) */
+    uint64_t vbytes;    /* parent: bytes received in the version in flight */
 } dc_peer_t;
 
 typedef struct dc_work {
@@ -137,6 +141,9 @@ typedef struct dc_node {
     int is_sender;          /* topology role sender: encodes the chunks it owns */
     dc_tree_node_view_t view; /* this node in the current plan */
     uint32_t subgen;        /* bumped on every re-plan: parents get a new SUB */
+    uint32_t announced;     /* the generation our last HELLO was sent for */
+    uint8_t *resync;        /* coordinator: node re-joined mid-version: at each other
+                               sender's SENT, re-send it what it lacks of that sender */
     uint32_t *spar;         /* stream x node -> parent in that stream (UINT32_MAX) */
     uint64_t need_mask;     /* receiver: shards it applies */
     uint32_t *chunk_stream; /* chunk -> stream (UINT32_MAX: no receiver needs it) */
@@ -225,6 +232,9 @@ typedef struct dc_node {
     uint64_t payload_bytes, repair_bytes, repairs, overwrites_sent;
     uint64_t *rx_apply_ns, *rx_bytes;
     uint32_t *rx_parent;
+    uint32_t *rx_nlinks;   /* node -> per-parent counts in its DONE */
+    uint32_t *rx_lpar;     /* node x DC_MAX_LINKS -> parent */
+    uint64_t *rx_lbytes;   /* node x DC_MAX_LINKS -> bytes from it */
     dc_vstats_t *vstats;
     uint32_t nvstats;
     int progress_line;
@@ -772,18 +782,30 @@ static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b)
     return DC_OK;
 }
 
+/* DONE: apply time, bytes received, the up parent, then the bytes received
+ * from each parent link in this version. */
 static void dc_rx_send_done(dc_node_t *n, uint64_t v, uint8_t flags)
 {
-    uint8_t m[DC_MSG_HDR_SIZE + DC_DONE_BODY];
+    uint8_t m[DC_MSG_HDR_SIZE + DC_DONE_BODY + DC_MAX_LINKS * DC_DONE_LINK];
+    uint32_t nl = 0;
+    for (size_t i = 0; i < n->npeers && nl < DC_MAX_LINKS; i++) {
+        dc_peer_t *p = n->peers[i];
+        if (!p->is_parent || p->node >= n->nnodes || !p->vbytes)
+            continue;
+        uint8_t *e = m + DC_MSG_HDR_SIZE + DC_DONE_BODY + (size_t)nl * DC_DONE_LINK;
+        dc_store_le32(e, p->node);
+        dc_store_le64(e + 4, p->vbytes);
+        nl++;
+    }
     dc_msg_t h = {.type = DC_MSG_DONE, .flags = flags, .version = v, .baseline = n->committed,
-                  .node = n->me, .body_len = DC_DONE_BODY};
+                  .node = n->me, .body_len = DC_DONE_BODY + nl * DC_DONE_LINK};
     dc_msg_pack(&h, m);
     dc_store_le64(m + DC_MSG_HDR_SIZE, n->apply_ns);
     dc_store_le64(m + DC_MSG_HDR_SIZE + 8, n->rx_version_bytes);
     dc_store_le32(m + DC_MSG_HDR_SIZE + 16, n->up_id);
     memset(m + DC_MSG_HDR_SIZE + 20, 0, DC_DONE_BODY - 20);
     dc_rx_flush_acks(n);
-    dc_nbuf_t *b = dc_nbuf_copy(n, m, sizeof(m));
+    dc_nbuf_t *b = dc_nbuf_copy(n, m, DC_MSG_HDR_SIZE + h.body_len);
     if (b) {
         dc_send_up(n, b);
         dc_nbuf_unref(n, b);
@@ -848,6 +870,8 @@ static void dc_rx_begin(dc_node_t *n, const dc_msg_t *m)
     n->cur.on_base = n->committed == bg.baseline && !n->dense_needed;
     n->apply_ns = 0;
     n->rx_version_bytes = 0;
+    for (size_t i = 0; i < n->npeers; i++)
+        n->peers[i]->vbytes = 0;
     if (resumed)
         DC_LOG_INFO("node %u: resuming version %llu: %llu applied, %llu applying, %llu pending",
                     n->me, (unsigned long long)bg.version,
@@ -1514,12 +1538,23 @@ static void dc_root_state(dc_node_t *n, const dc_hello_t *h)
         }
         if (n->acked[(size_t)x * nch + c])
             continue;
-        if (n->mode == DC_MODE_DENSE)
+        if (n->mode == DC_MODE_DENSE) {
             dc_root_queue(n, c, x, 1);
-        else if (on_base && s == DC_JSTATE_PENDING)
+        } else if (on_base && s == DC_JSTATE_PENDING) {
             dc_root_queue(n, c, x, 0);
-        /* else: the node asks for overwrites itself (NEED) after BEGIN */
+        } else if (!n->needq[(size_t)x * nch + c]) {
+            /* half applied, or not the baseline's bytes: an overwrite (the
+             * node's own NEED, if it got through before its HELLO, is not
+             * answered twice) */
+            n->needq[(size_t)x * nch + c] = 1;
+            dc_root_queue(n, c, x, 1);
+        }
     }
+    /* chunks of senders still broadcasting may have passed it by while it
+     * was (re)attaching: what it still lacks of them when they say SENT */
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        if (n->sjoined[i] && !n->ssent[i])
+            n->resync[x] = 1;
 }
 
 static void dc_root_begin(dc_node_t *n, uint64_t v)
@@ -1533,6 +1568,7 @@ static void dc_root_begin(dc_node_t *n, uint64_t v)
     memset(n->vdone, 0, n->nnodes);
     memset(n->sentc, 0, nch ? nch : 1);
     memset(n->ssent, 0, n->nnodes);
+    memset(n->resync, 0, n->nnodes);
     pthread_mutex_lock(&n->mu);
     memset(n->dknown, 0, nch ? nch : 1);
     pthread_mutex_unlock(&n->mu);
@@ -1546,8 +1582,10 @@ static void dc_root_begin(dc_node_t *n, uint64_t v)
     n->t_begin = now;
     dc_trace(n, "begin", NULL, 0);
     n->t_first_frame = n->t_all_sent = n->t_all_acked = 0;
-    for (uint32_t i = 0; i < n->nnodes; i++)
+    for (uint32_t i = 0; i < n->nnodes; i++) {
         n->rx_apply_ns[i] = n->rx_bytes[i] = 0;
+        n->rx_nlinks[i] = 0;
+    }
     dc_begin_t bg = {.version = v, .baseline = v - 1, .layout_id = n->layout->id,
                      .nchunks = nch, .mode = n->mode};
     dc_nbuf_t *b = dc_nbuf_new(n, DC_BEGIN_SIZE, 0, 0);
@@ -1687,6 +1725,15 @@ static void dc_node_sub(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
         if (n->begin_msg) /* a version in flight: the child starts from its BEGIN */
             dc_peer_send(n, from, n->begin_msg);
     }
+    /* from now on this link carries the streams: the child may announce
+     * itself (its HELLO waits for every parent's SUBOK) */
+    uint8_t h[DC_MSG_HDR_SIZE];
+    dc_msg_simple(DC_MSG_SUBOK, 0, 0, 0, m->node, m->chunk, 0, h);
+    dc_nbuf_t *ok = dc_nbuf_copy(n, h, sizeof(h));
+    if (ok) {
+        dc_peer_send(n, from, ok);
+        dc_nbuf_unref(n, ok);
+    }
 }
 
 /* The coordinator: a SENT of another sender (its chunks' target digests). */
@@ -1712,8 +1759,24 @@ static void dc_root_sent(dc_node_t *n, const dc_msg_t *m)
         if (m->flags & DC_SENT_F_LAST)
             n->other_payload += m->baseline; /* SENT's baseline field: payload bytes */
     }
-    if (m->flags & DC_SENT_F_LAST)
+    if ((m->flags & DC_SENT_F_LAST) && !n->ssent[s]) {
         n->ssent[s] = 1;
+        for (uint32_t x = 1; x < n->nnodes; x++) {
+            if (!n->resync[x])
+                continue;
+            uint32_t q = 0;
+            for (uint32_t c = 0; c < nch; c++) {
+                if (n->chunk_src[c] == s && dc_root_needs(n, x, c) &&
+                    !n->acked[(size_t)x * nch + c]) {
+                    dc_root_queue(n, c, x, n->mode == DC_MODE_DENSE);
+                    q++;
+                }
+            }
+            if (q)
+                DC_LOG_INFO("coordinator: node %u re-joined while sender %u was sending: "
+                            "re-sending %u of its chunks", x, s, q);
+        }
+    }
 }
 
 static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
@@ -1726,6 +1789,7 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
     }
     if (from->is_parent) {
         n->rx_version_bytes += b->len;
+        from->vbytes += b->len;
         n->root_lost_ns = 0;
         /* down: forward first (cut-through), then act locally.  A node with
          * several parents gets each control message from every one of them:
@@ -1773,6 +1837,9 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             } else {
                 dc_rx_abort(n, &m);
             }
+            break;
+        case DC_MSG_SUBOK:
+            from->sub_acked = m.chunk;
             break;
         case DC_MSG_BYE:
             if (n->bye)
@@ -1882,6 +1949,15 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             n->rx_apply_ns[m.node] = dc_load_le64(m.body);
             n->rx_bytes[m.node] = dc_load_le64(m.body + 8);
             n->rx_parent[m.node] = dc_load_le32(m.body + 16);
+            uint32_t nl = 0;
+            for (; nl < DC_MAX_LINKS &&
+                   DC_DONE_BODY + (nl + 1) * (uint64_t)DC_DONE_LINK <= m.body_len;
+                 nl++) {
+                const uint8_t *e = m.body + DC_DONE_BODY + (size_t)nl * DC_DONE_LINK;
+                n->rx_lpar[(size_t)m.node * DC_MAX_LINKS + nl] = dc_load_le32(e);
+                n->rx_lbytes[(size_t)m.node * DC_MAX_LINKS + nl] = dc_load_le64(e + 4);
+            }
+            n->rx_nlinks[m.node] = nl;
         }
         break;
     default:
@@ -1954,7 +2030,8 @@ static uint32_t dc_node_up_choice(const dc_node_t *n)
         const dc_tree_link_t *l = &n->view.parents[k];
         for (uint32_t j = 0; j < l->n_streams; j++) {
             uint32_t d = dc_node_depth(n, l->streams[j], n->me);
-            if (d < bd) {
+            /* ties keep the parent in use (no needless re-announce) */
+            if (d < bd || (d == bd && l->peer == n->up_id && n->up)) {
                 bd = d;
                 best = l->peer;
             }
@@ -1980,7 +2057,8 @@ static void dc_node_send_sub(dc_node_t *n, dc_peer_t *p)
     dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);
     if (!b)
         return;
-    dc_msg_t h = {.type = DC_MSG_SUB, .node = n->me, .count = cnt, .body_len = 4 * cnt};
+    dc_msg_t h = {.type = DC_MSG_SUB, .node = n->me, .chunk = n->subgen, .count = cnt,
+                  .body_len = 4 * cnt};
     dc_msg_pack(&h, b->data);
     for (uint32_t k = 0; k < cnt; k++)
         dc_store_le32(b->data + DC_MSG_HDR_SIZE + 4 * (size_t)k, l->streams[k]);
@@ -2079,11 +2157,20 @@ static void dc_node_links(dc_node_t *n)
     }
     uint32_t uid = dc_node_up_choice(n);
     dc_peer_t *up = uid == UINT32_MAX ? NULL : dc_node_parent_peer(n, uid);
-    if (!up || (up == n->up && up->hello_sent))
+    if (!up || (up == n->up && up->hello_sent && n->announced == n->subgen))
         return;
+    /* a receiver announces itself (HELLO: the coordinator counts it as
+     * joined, or re-sends what it missed) only once every parent of the
+     * plan has taken its SUB: no broadcast frame can pass it by after that */
+    for (uint32_t k = 0; !n->is_sender && k < n->view.n_parents; k++) {
+        dc_peer_t *p = dc_node_parent_peer(n, n->view.parents[k].peer);
+        if (!p || p->sub_acked != n->subgen)
+            return;
+    }
     n->up = up;
     n->up_id = uid;
     up->hello_sent = 1;
+    n->announced = n->subgen;
     if (n->is_sender) {
         dc_hello_t h = {.node = n->me, .flags = DC_HELLO_F_SENDER};
         size_t len = dc_hello_size(0);
@@ -2353,6 +2440,12 @@ static dc_status_t dc_root_alloc(dc_node_t *n)
     n->nneed = calloc(nn, sizeof(uint32_t));
     n->sjoined = calloc(nn, 1);
     n->ssent = calloc(nn, 1);
+    n->resync = calloc(nn, 1);
+    n->rx_nlinks = calloc(nn, sizeof(uint32_t));
+    n->rx_lpar = calloc(nn * DC_MAX_LINKS, sizeof(uint32_t));
+    n->rx_lbytes = calloc(nn * DC_MAX_LINKS, sizeof(uint64_t));
+    if (!n->rx_nlinks || !n->rx_lpar || !n->rx_lbytes || !n->resync)
+        return dc_error(DC_ERR_NOMEM, "root: out of memory");
     if (!n->acked || !n->needq || !n->nacked || !n->joined || !n->vdone || !n->last_seen ||
         !n->last_progress || !n->hello_committed || !n->digests || !n->rx_apply_ns ||
         !n->rx_bytes || !n->rx_parent || !n->dknown || !n->sentc || !n->rneed || !n->nneed ||
@@ -2492,6 +2585,10 @@ static void dc_root_free(dc_node_t *n)
     free(n->nneed);
     free(n->sjoined);
     free(n->ssent);
+    free(n->resync);
+    free(n->rx_nlinks);
+    free(n->rx_lpar);
+    free(n->rx_lbytes);
     free(n->bcast);
     free(n->chunk_shard);
     free(n->chunk_stream);
@@ -2519,27 +2616,38 @@ static json_t *dc_root_version_json(dc_node_t *n, const dc_vstats_t *vs)
     json_object_set_new(ph, "apply", json_real(vs->apply_s));
     json_object_set_new(ph, "commit", json_real(vs->commit_s));
     json_object_set_new(o, "phases", ph);
+    /* one entry per (parent -> receiver) link the receiver took bytes on in
+     * this version (several with several parents); "parent" of a receiver
+     * whose DONE had no per-link counts: its up parent, all its bytes */
     json_t *links = json_array();
     for (uint32_t i = 1; i < n->nnodes; i++) {
         if (!n->rneed[i])
             continue; /* a sender */
-        json_t *lk = json_object();
-        json_object_set_new(lk, "node", json_integer(i));
-        json_object_set_new(lk, "parent", json_integer(n->rx_parent[i]));
-        dc_topo_node_info_t a, b;
-        memset(&a, 0, sizeof(a));
-        memset(&b, 0, sizeof(b));
-        a.size = b.size = sizeof(a);
-        int wan = 0;
-        if (dc_topo_node(n->cfg->topo, i, &a) == DC_OK &&
-            dc_topo_node(n->cfg->topo, n->rx_parent[i], &b) == DC_OK) {
-            wan = a.region_index != b.region_index;
-            json_object_set_new(lk, "region", json_string(a.region));
+        uint32_t nl = n->rx_nlinks[i] ? n->rx_nlinks[i] : 1;
+        for (uint32_t k = 0; k < nl; k++) {
+            uint32_t par = n->rx_nlinks[i] ? n->rx_lpar[(size_t)i * DC_MAX_LINKS + k]
+                                           : n->rx_parent[i];
+            uint64_t bytes = n->rx_nlinks[i] ? n->rx_lbytes[(size_t)i * DC_MAX_LINKS + k]
+                                             : n->rx_bytes[i];
+            json_t *lk = json_object();
+            json_object_set_new(lk, "node", json_integer(i));
+            json_object_set_new(lk, "parent", json_integer(par));
+            dc_topo_node_info_t a, b;
+            memset(&a, 0, sizeof(a));
+            memset(&b, 0, sizeof(b));
+            a.size = b.size = sizeof(a);
+            int wan = 0;
+            if (dc_topo_node(n->cfg->topo, i, &a) == DC_OK &&
+                dc_topo_node(n->cfg->topo, par, &b) == DC_OK) {
+                wan = a.region_index != b.region_index;
+                json_object_set_new(lk, "region", json_string(a.region));
+            }
+            json_object_set_new(lk, "kind", json_string(wan ? "wan" : "lan"));
+            json_object_set_new(lk, "bytes", json_integer((json_int_t)bytes));
+            json_object_set_new(lk, "apply_seconds",
+                                json_real((double)n->rx_apply_ns[i] / 1e9));
+            json_array_append_new(links, lk);
         }
-        json_object_set_new(lk, "kind", json_string(wan ? "wan" : "lan"));
-        json_object_set_new(lk, "bytes", json_integer((json_int_t)n->rx_bytes[i]));
-        json_object_set_new(lk, "apply_seconds", json_real((double)n->rx_apply_ns[i] / 1e9));
-        json_array_append_new(links, lk);
     }
     json_object_set_new(o, "links", links);
     return o;

@@ -23,6 +23,7 @@ const char *dc_msg_type_name(uint8_t type)
     case DC_MSG_COMMIT: return "COMMIT";
     case DC_MSG_ABORT: return "ABORT";
     case DC_MSG_BYE: return "BYE";
+    case DC_MSG_SUBOK: return "SUBOK";
     case DC_MSG_HELLO: return "HELLO";
     case DC_MSG_ACK: return "ACK";
     case DC_MSG_NEED: return "NEED";

@@ -27,6 +27,9 @@
  *     COMMIT  v is committed (joint commit done): the new baseline.
  *     ABORT   v is abandoned: return to b (or mark for dense refit).
  *     BYE     the job is over; close.
+ *     SUBOK   a parent took a child's SUB (chunk = the SUB's chunk field, the
+ *             child's plan generation); from then on it forwards the
+ *             subscribed streams.  Link-local, not forwarded.
  *   up (receivers -> root, forwarded by relays):
  *     HELLO   first message on a new edge: body = committed version (8),
  *             journal target (8), journal baseline (8), layout id (8),
@@ -38,7 +41,8 @@
  *             a (re)joining node's journal.
  *     DONE    node has taken COMMIT/ABORT of v (flags: 1 = dense needed).
  *     SUB     first message of a child on every parent link, again when the
- *             child re-plans: node = the child, count = n, body = n stream
+ *             child re-plans: node = the child, chunk = its plan generation
+ *             (echoed in SUBOK), count = n, body = n stream
  *             ids (u32): the broadcast streams it takes on this link (a
  *             relay forwards a broadcast frame only to the children that
  *             subscribed to its chunk's stream).  Not forwarded.
@@ -71,6 +75,7 @@ enum {
     DC_MSG_COMMIT = 3,
     DC_MSG_ABORT = 4,
     DC_MSG_BYE = 5,
+    DC_MSG_SUBOK = 6,
     DC_MSG_HELLO = 16,
     DC_MSG_ACK = 17,
     DC_MSG_NEED = 18,
