@@ -1,5 +1,13 @@
 /* node.c - one process of a refit job: root, relay, receiver (see node.h).
  *
+ * Several senders (README.md "Several senders"): "root" below is node 0,
+ * the coordinator; every sender (node 0 included) runs the encoder threads
+ * over the chunks it owns (chunk -> shard -> stream -> source, see
+ * dc_node_chunk_map); the others take BEGIN..BYE from the coordinator over
+ * a control link and pass their subtree's upward traffic to it.  A relay
+ * with several parents forwards each broadcast frame to the children that
+ * subscribed to its stream.
+ *
  * One event loop per process (poll over the transport connections, the
  * listener and, on the root, an eventfd of the encoder threads):
  *

@@ -482,11 +482,17 @@ static double rb_num(json_t *o, const char *k)
     return v ? json_number_value(v) : 0;
 }
 
-/* Bytes per WAN link of one version: {"r0-0": bytes, ...}; *busiest out. */
+/* Bytes per WAN link of one version: {"parent->node": bytes, ...}; *busiest
+ * out: the most bytes through one shaped veth direction (a region's veth
+ * carries what enters the region and, separately shaped, what leaves it:
+ * with several senders, several links enter a region over the same veth). */
 static json_t *rb_wan_bytes(rb_ctx_t *c, json_t *ver, double *busiest)
 {
     json_t *o = json_object();
     *busiest = 0;
+    static double in[RB_MAX_NODES], out[RB_MAX_NODES];
+    memset(in, 0, sizeof(in));
+    memset(out, 0, sizeof(out));
     size_t i;
     json_t *lk;
     json_array_foreach(json_object_get(ver, "links"), i, lk)
@@ -494,15 +500,19 @@ static json_t *rb_wan_bytes(rb_ctx_t *c, json_t *ver, double *busiest)
         const char *kind = json_string_value(json_object_get(lk, "kind"));
         if (!kind || strcmp(kind, "wan") != 0)
             continue;
+        long long par = (long long)json_integer_value(json_object_get(lk, "parent"));
+        long long node = (long long)json_integer_value(json_object_get(lk, "node"));
         char name[64];
-        snprintf(name, sizeof(name), "%lld->%lld",
-                 (long long)json_integer_value(json_object_get(lk, "parent")),
-                 (long long)json_integer_value(json_object_get(lk, "node")));
+        snprintf(name, sizeof(name), "%lld->%lld", par, node);
         double b = rb_num(lk, "bytes");
         json_object_set_new(o, name, json_integer((json_int_t)b));
-        *busiest = DC_MAX(*busiest, b);
+        if (node >= (long long)c->o.senders && node < c->nnodes)
+            in[c->region_of[node]] += b;
+        if (par >= (long long)c->o.senders && par < c->nnodes)
+            out[c->region_of[par]] += b;
     }
-    (void)c;
+    for (uint32_t r = 0; r < c->o.regions && r < RB_MAX_NODES; r++)
+        *busiest = DC_MAX(*busiest, DC_MAX(in[r], out[r]));
     return o;
 }
 
