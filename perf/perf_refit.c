@@ -868,6 +868,7 @@ int dc_cmd_perf_refit(int argc, char **argv)
         json_object_set_new(o, "dense_exact", dense ? json_boolean(i < 100 && exact_ddv[i])
                                                     : json_null());
         json_object_set_new(o, "phases", json_deep_copy(json_object_get(v, "phases")));
+        json_object_set_new(o, "frames", json_integer((json_int_t)rb_num(v, "frames")));
         json_object_set_new(o, "repairs", json_integer((json_int_t)rb_num(v, "repairs")));
         json_object_set_new(o, "repair_bytes", json_integer((json_int_t)rb_num(v, "repair_bytes")));
         json_array_append_new(vers, o);
