@@ -14,9 +14,11 @@ static void dc_node_help(FILE *fp)
     fprintf(fp,
             "Usage: deltacast node (--topology FILE | --local R:N[:PORT]) [--rank N] [options]\n"
             "\n"
-            "Run one process of a refit job.  Node 0 of the topology is the root (the\n"
-            "trainer: encodes and sends each version, runs the joint commit); every\n"
-            "other node is a receiver that relays to its children in the tree.  The\n"
+            "Run one process of a refit job.  Node 0 of the topology is the root (a\n"
+            "sender and the coordinator: runs the joint commit); every sender encodes\n"
+            "and sends the chunks of the shards it owns (each may be given the whole\n"
+            "--versions DIR: it reads only its own chunks); every other node is a\n"
+            "receiver that relays to its children in the tree.  The\n"
             "rank comes from --rank, else from MPI (OMPI_COMM_WORLD_RANK, PMI_RANK,\n"
             "PMIX_RANK) or Slurm (SLURM_PROCID).  Connections authenticate with the job\n"
             "secret (DELTACAST_SECRET_FILE or DELTACAST_SECRET).\n"
@@ -31,7 +33,7 @@ static void dc_node_help(FILE *fp)
             "  In --weights and --state, %%r is replaced by the rank, so one command line\n"
             "  serves every rank: mpirun -np 5 deltacast node --topology t.yaml \\\n"
             "    --versions ckpt/ --weights w%%r.st --state st/%%r\n"
-            " root:\n"
+            " senders (--stats, --count, --dense, --wait-ms, --progress: node 0):\n"
             "  --versions DIR           checkpoints DIR/v0.safetensors .. vK.safetensors\n"
             "  --count K                refit up to version K (default: every vN present)\n"
             "  --dense                  send whole checkpoints (overwrites), not deltas\n"
@@ -183,10 +185,6 @@ int dc_cmd_node(int argc, char **argv)
         return dc_cli_usage_error("node", "--state path too long");
     if (cfg.state_dir)
         cfg.state_dir = sbuf;
-    if (cfg.rank == 0)
-        cfg.weights = NULL;
-    else
-        cfg.versions_dir = NULL, cfg.stats_path = NULL, cfg.progress = 0;
     dc_topo_t *topo = NULL;
     dc_status_t st;
     if (topo_path) {
@@ -206,11 +204,24 @@ int dc_cmd_node(int argc, char **argv)
         (void)!system("mkdir -p deltacast-state");
         cfg.state_dir = state;
     }
-    if (cfg.rank == 0 && !cfg.versions_dir) {
+    /* the role comes from the topology: senders (node 0 is also the
+     * coordinator) read --versions, receivers --weights */
+    dc_topo_node_info_t ni;
+    memset(&ni, 0, sizeof(ni));
+    ni.size = sizeof(ni);
+    int sender = dc_topo_node(topo, cfg.rank, &ni) == DC_OK && ni.role == DC_TOPO_SENDER;
+    if (sender)
+        cfg.weights = NULL;
+    else
+        cfg.versions_dir = NULL;
+    if (cfg.rank != 0)
+        cfg.stats_path = NULL, cfg.progress = 0;
+    if (sender && !cfg.versions_dir) {
         dc_topo_free(topo);
-        return dc_cli_usage_error("node", "the root (rank 0) needs --versions DIR");
+        return dc_cli_usage_error("node", "node %u is a sender: it needs --versions DIR",
+                                  cfg.rank);
     }
-    if (cfg.rank != 0 && !cfg.weights) {
+    if (!sender && !cfg.weights) {
         dc_topo_free(topo);
         return dc_cli_usage_error("node", "a receiver needs --weights FILE");
     }

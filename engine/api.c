@@ -25,15 +25,23 @@ DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg)
     n.durable = cfg->durable;
     n.abort_ms = cfg->abort_ms;
     n.chunk_size = cfg->chunk_size;
-    if (cfg->rank == 0 && !cfg->versions_dir)
-        return dc_error(DC_ERR_INVALID, "refit: the root needs versions_dir");
-    if (cfg->rank != 0 && !cfg->weights_path && (!cfg->tensors || !cfg->segments))
+    dc_topo_node_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    if (dc_topo_node(cfg->topo, cfg->rank, &info) != DC_OK)
+        return dc_error(DC_ERR_INVALID, "refit: rank %u is not a node of the topology",
+                        cfg->rank);
+    int sender = info.role == DC_TOPO_SENDER;
+    if (sender && !cfg->versions_dir)
+        return dc_error(DC_ERR_INVALID, "refit: a sender (rank %u) needs versions_dir",
+                        cfg->rank);
+    if (!sender && !cfg->weights_path && (!cfg->tensors || !cfg->segments))
         return dc_error(DC_ERR_INVALID, "refit: a receiver needs weights_path or "
                                         "tensors + segments");
     dc_layout_desc_t *d = NULL;
     dc_place_seg_t *s = NULL;
     dc_status_t st = DC_OK;
-    if (cfg->rank != 0 && !cfg->weights_path) {
+    if (!sender && !cfg->weights_path) {
         d = calloc(cfg->n_tensors ? cfg->n_tensors : 1, sizeof(*d));
         s = calloc(cfg->n_segments ? cfg->n_segments : 1, sizeof(*s));
         if (!d || !s) {

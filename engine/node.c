@@ -1,5 +1,13 @@
 /* node.c - one process of a refit job: root, relay, receiver (see node.h).
  *
+ * Several senders (README.md "Several senders"): "root" below is node 0,
+ * the coordinator; every sender (node 0 included) runs the encoder threads
+ * over the chunks it owns (chunk -> shard -> stream -> source, see
+ * dc_node_chunk_map); the others take BEGIN..BYE from the coordinator over
+ * a control link and pass their subtree's upward traffic to it.  A relay
+ * with several parents forwards each broadcast frame to the children that
+ * subscribed to its stream.
+ *
  * One event loop per process (poll over the transport connections, the
  * listener and, on the root, an eventfd of the encoder threads):
  *
@@ -56,6 +64,8 @@
 #define DC_NRX 64        /* receive ring slots per peer */
 #define DC_NRX_CHILD 8   /* receives posted on a child (small upward messages) */
 #define DC_DONE_BODY 32
+#define DC_DONE_LINK 12  /* DONE body entries after the fixed part: parent u32, bytes u64 */
+#define DC_MAX_LINKS 8   /* per-parent byte counts a DONE carries */
 #define DC_STALL_NS 1500000000ull
 
 int dc_node_version_path(char *buf, size_t len, const char *dir, uint64_t v)
@@ -98,6 +108,13 @@ typedef struct dc_peer {
     dc_txe_t *tx;
     size_t tx_cap, tx_head, tx_n, tx_posted;
     uint64_t rx_bytes;
+    uint8_t *sub;       /* child: broadcast streams it subscribed to (SUB) */
+    uint32_t nsub;      /* entries of sub */
+    uint32_t subgen;    /* parent: the tree generation its SUB was sent for */
+    uint32_t sub_acked; /* parent: the generation its SUBOK answered */
+    int ctl;            /* coordinator: a sender's control link */
+    int hello_sent;     /* parent: HELLO sent (this link carries our upward traffic) */
+    uint64_t vbytes;    /* parent: bytes received in the version in flight */
 } dc_peer_t;
 
 typedef struct dc_work {
@@ -125,10 +142,22 @@ typedef struct dc_node {
     uint8_t *dead;
     dc_peer_t **peers;
     size_t npeers, cap_peers;
-    dc_peer_t *parent;
-    uint32_t parent_id;
-    uint64_t parent_retry_ns;
+    dc_peer_t *up;          /* the parent link our upward messages take */
+    uint32_t up_id;
+    uint64_t *retry_ns;     /* node -> next connect attempt (parents) */
     uint64_t root_lost_ns;
+    int is_sender;          /* topology role sender: encodes the chunks it owns */
+    dc_tree_node_view_t view; /* this node in the current plan */
+    uint32_t subgen;        /* bumped on every re-plan: parents get a new SUB */
+    uint32_t announced;     /* the generation our last HELLO was sent for */
+    uint8_t *resync;        /* coordinator: node re-joined mid-version: at each other
+                               sender's SENT, re-send it what it lacks of that sender */
+    uint32_t *spar;         /* stream x node -> parent in that stream (UINT32_MAX) */
+    uint64_t need_mask;     /* receiver: shards it applies */
+    uint32_t *chunk_stream; /* chunk -> stream (UINT32_MAX: no receiver needs it) */
+    uint32_t *chunk_src;    /* chunk -> sender that broadcasts it */
+    uint8_t *chunk_shard;   /* chunk -> shard */
+    uint64_t seen_begin, seen_commit, seen_abort; /* broadcast control messages handled */
     dc_peer_t **route;     /* node -> child peer it was last heard through */
     dc_nbuf_t **known;     /* node -> its last HELLO/STATE seen (re-announced
                               to a new parent) */
@@ -188,6 +217,15 @@ typedef struct dc_node {
     uint64_t *hello_committed;
     dc_digest_t *digests;
     int in_flight;
+    uint32_t *bcast;       /* chunks this sender broadcasts, in order */
+    uint32_t nbcast;
+    int sent_reported;     /* sender: SENT of vnum sent */
+    uint8_t *dknown;       /* chunk -> digests[] holds its target digest */
+    uint8_t *sentc;        /* coordinator: chunk broadcast in this version */
+    uint64_t *rneed;       /* coordinator: node -> shards it needs (0: not a receiver) */
+    uint32_t *nneed;       /* coordinator: node -> chunks it needs */
+    uint8_t *sjoined, *ssent; /* coordinator: sender connected / SENT this version */
+    uint64_t other_payload, other_frames; /* coordinator: the other senders' (SENT) */
     uint64_t vnum, vbase;
     uint32_t mode;
     uint32_t cursor, sent, total;   /* broadcast: encode cursor, sent count */
@@ -195,12 +233,16 @@ typedef struct dc_node {
     size_t wq_head, wq_n, wq_cap;
     dc_nbuf_t *ready_head, *ready_tail;
     pthread_t *enc;
+    struct dc_enc_arg *enc_args;
     int nenc, enc_stop, enc_busy;
     uint64_t enc_ns, enc_first_ns, enc_last_ns;
     uint64_t t_begin, t_first_frame, t_all_sent, t_all_acked;
     uint64_t payload_bytes, repair_bytes, repairs, overwrites_sent;
     uint64_t *rx_apply_ns, *rx_bytes;
     uint32_t *rx_parent;
+    uint32_t *rx_nlinks;   /* node -> per-parent counts in its DONE */
+    uint32_t *rx_lpar;     /* node x DC_MAX_LINKS -> parent */
+    uint64_t *rx_lbytes;   /* node x DC_MAX_LINKS -> bytes from it */
     dc_vstats_t *vstats;
     uint32_t nvstats;
     int progress_line;
@@ -335,13 +377,14 @@ static void dc_peer_free(dc_node_t *n, dc_peer_t *p)
     for (size_t k = 0; k < p->tx_n; k++)
         dc_nbuf_unref(n, p->tx[(p->tx_head + k) % p->tx_cap].b);
     free(p->tx);
+    free(p->sub);
     if (p->c)
         dc_verbs_close(p->c); /* frees outstanding requests */
     for (uint32_t i = 0; i < n->nnodes; i++)
         if (n->route[i] == p)
             n->route[i] = NULL;
-    if (n->parent == p)
-        n->parent = NULL;
+    if (n->up == p)
+        n->up = NULL;
     free(p);
 }
 
@@ -586,8 +629,8 @@ static void dc_peer_progress(dc_node_t *n, dc_peer_t *p)
 
 static void dc_send_up(dc_node_t *n, dc_nbuf_t *b)
 {
-    if (n->parent && !n->parent->dead)
-        dc_peer_send(n, n->parent, b); /* posted once connected */
+    if (n->up && !n->up->dead)
+        dc_peer_send(n, n->up, b); /* posted once connected */
 }
 
 static void dc_send_up_simple(dc_node_t *n, uint8_t type, uint8_t flags, uint64_t v,
@@ -602,8 +645,22 @@ static void dc_send_up_simple(dc_node_t *n, uint8_t type, uint8_t flags, uint64_
     }
 }
 
-/* Down: to the child that leads to `dest`, or to every child. */
-static void dc_send_down(dc_node_t *n, dc_nbuf_t *b, uint32_t dest)
+#define DC_STREAM_ANY UINT32_MAX         /* control messages: every child */
+#define DC_STREAM_NONE (UINT32_MAX - 1u) /* a chunk no receiver needs */
+
+/* Stream of a broadcast frame's chunk. */
+static uint32_t dc_chunk_stream(const dc_node_t *n, uint32_t chunk)
+{
+    if (!n->chunk_stream || !n->layout || chunk >= n->layout->nchunks ||
+        n->chunk_stream[chunk] == UINT32_MAX)
+        return DC_STREAM_NONE;
+    return n->chunk_stream[chunk];
+}
+
+/* Down: to the child that leads to `dest`; or, for every receiver, to every
+ * child (control messages: stream DC_STREAM_ANY) or to the children that
+ * subscribed to `stream` (a broadcast frame). */
+static void dc_send_down(dc_node_t *n, dc_nbuf_t *b, uint32_t dest, uint32_t stream)
 {
     if (dest != DC_NODE_ALL && dest < n->nnodes && n->route[dest] && !n->route[dest]->dead) {
         dc_peer_send(n, n->route[dest], b);
@@ -611,8 +668,12 @@ static void dc_send_down(dc_node_t *n, dc_nbuf_t *b, uint32_t dest)
     }
     for (size_t i = 0; i < n->npeers; i++) {
         dc_peer_t *p = n->peers[i];
-        if (!p->is_parent && !p->dead && p->node != UINT32_MAX)
-            dc_peer_send(n, p, b);
+        if (p->is_parent || p->dead || p->node == UINT32_MAX)
+            continue;
+        if (dest == DC_NODE_ALL && stream != DC_STREAM_ANY &&
+            (stream >= p->nsub || !p->sub[stream]))
+            continue;
+        dc_peer_send(n, p, b);
     }
 }
 
@@ -623,7 +684,7 @@ static void dc_send_down_simple(dc_node_t *n, uint8_t type, uint64_t v, uint64_t
     dc_msg_simple(type, 0, v, base, dest, 0, 0, h);
     dc_nbuf_t *b = dc_nbuf_copy(n, h, sizeof(h));
     if (b) {
-        dc_send_down(n, b, dest);
+        dc_send_down(n, b, dest, DC_STREAM_ANY);
         dc_nbuf_unref(n, b);
     }
 }
@@ -638,9 +699,28 @@ static void dc_rx_flush_acks(dc_node_t *n)
     n->ack_n = 0;
 }
 
+/* A receiver applies (and acks) only the chunks of the shards it needs;
+ * the bytes of the others are left alone. */
+static int dc_rx_needs(const dc_node_t *n, uint32_t c)
+{
+    return n->chunk_shard && n->layout && c < n->layout->nchunks &&
+           ((n->need_mask >> n->chunk_shard[c]) & 1);
+}
+
+/* Every chunk this receiver needs is APPLIED in `states` (nch entries). */
+static int dc_rx_all_applied(const dc_node_t *n, const uint8_t *states, uint64_t nch)
+{
+    if (!n->layout || nch != n->layout->nchunks)
+        return 0;
+    for (uint32_t c = 0; c < nch; c++)
+        if (dc_rx_needs(n, c) && states[c] != DC_JSTATE_APPLIED)
+            return 0;
+    return 1;
+}
+
 static void dc_rx_ack(dc_node_t *n, uint32_t c)
 {
-    if (n->is_root)
+    if (n->is_sender)
         return;
     if (n->ack_n && n->ack_lo + n->ack_n == c && n->ack_n < 4096) {
         n->ack_n++;
@@ -710,18 +790,30 @@ static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b)
     return DC_OK;
 }
 
+/* DONE: apply time, bytes received, the up parent, then the bytes received
+ * from each parent link in this version. */
 static void dc_rx_send_done(dc_node_t *n, uint64_t v, uint8_t flags)
 {
-    uint8_t m[DC_MSG_HDR_SIZE + DC_DONE_BODY];
+    uint8_t m[DC_MSG_HDR_SIZE + DC_DONE_BODY + DC_MAX_LINKS * DC_DONE_LINK];
+    uint32_t nl = 0;
+    for (size_t i = 0; i < n->npeers && nl < DC_MAX_LINKS; i++) {
+        dc_peer_t *p = n->peers[i];
+        if (!p->is_parent || p->node >= n->nnodes || !p->vbytes)
+            continue;
+        uint8_t *e = m + DC_MSG_HDR_SIZE + DC_DONE_BODY + (size_t)nl * DC_DONE_LINK;
+        dc_store_le32(e, p->node);
+        dc_store_le64(e + 4, p->vbytes);
+        nl++;
+    }
     dc_msg_t h = {.type = DC_MSG_DONE, .flags = flags, .version = v, .baseline = n->committed,
-                  .node = n->me, .body_len = DC_DONE_BODY};
+                  .node = n->me, .body_len = DC_DONE_BODY + nl * DC_DONE_LINK};
     dc_msg_pack(&h, m);
     dc_store_le64(m + DC_MSG_HDR_SIZE, n->apply_ns);
     dc_store_le64(m + DC_MSG_HDR_SIZE + 8, n->rx_version_bytes);
-    dc_store_le32(m + DC_MSG_HDR_SIZE + 16, n->parent_id);
+    dc_store_le32(m + DC_MSG_HDR_SIZE + 16, n->up_id);
     memset(m + DC_MSG_HDR_SIZE + 20, 0, DC_DONE_BODY - 20);
     dc_rx_flush_acks(n);
-    dc_nbuf_t *b = dc_nbuf_copy(n, m, sizeof(m));
+    dc_nbuf_t *b = dc_nbuf_copy(n, m, DC_MSG_HDR_SIZE + h.body_len);
     if (b) {
         dc_send_up(n, b);
         dc_nbuf_unref(n, b);
@@ -761,10 +853,8 @@ static void dc_rx_begin(dc_node_t *n, const dc_msg_t *m)
     uint8_t *states = NULL;
     if (n->committed < bg.baseline && dc_journal_load(n->cfg->state_dir, &ji, &states) == DC_OK &&
         ji.target == bg.baseline && ji.layout_id == n->layout->id && ji.nchunks == nch) {
-        int all = 1;
-        for (uint32_t c = 0; c < nch; c++)
-            all &= states[c] == DC_JSTATE_APPLIED;
-        if (all && dc_rx_local_commit(n, bg.baseline, ji.baseline) == DC_OK)
+        if (dc_rx_all_applied(n, states, nch) &&
+            dc_rx_local_commit(n, bg.baseline, ji.baseline) == DC_OK)
             DC_LOG_INFO("node %u: version %llu was committed while away", n->me,
                         (unsigned long long)bg.baseline);
     }
@@ -788,6 +878,8 @@ static void dc_rx_begin(dc_node_t *n, const dc_msg_t *m)
     n->cur.on_base = n->committed == bg.baseline && !n->dense_needed;
     n->apply_ns = 0;
     n->rx_version_bytes = 0;
+    for (size_t i = 0; i < n->npeers; i++)
+        n->peers[i]->vbytes = 0;
     if (resumed)
         DC_LOG_INFO("node %u: resuming version %llu: %llu applied, %llu applying, %llu pending",
                     n->me, (unsigned long long)bg.version,
@@ -798,9 +890,9 @@ static void dc_rx_begin(dc_node_t *n, const dc_msg_t *m)
     uint32_t run = 0, lo = 0;
     for (uint32_t c = 0; c <= nch; c++) {
         int s = c < nch ? dc_journal_state(n->j, c) : DC_JSTATE_APPLIED;
-        if (s == DC_JSTATE_APPLIED && c < nch)
+        if (s == DC_JSTATE_APPLIED && c < nch && dc_rx_needs(n, c))
             dc_rx_ack(n, c);
-        int need = c < nch && bg.mode == DC_MODE_DELTA &&
+        int need = c < nch && bg.mode == DC_MODE_DELTA && dc_rx_needs(n, c) &&
                    dc_journal_need(s, n->cur.on_base) == DC_NEED_OVERWRITE;
         if (need) {
             if (!run)
@@ -846,6 +938,8 @@ static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
         return;
     }
     uint32_t c = m->chunk;
+    if (!dc_rx_needs(n, c))
+        return; /* a shard this node does not take: relayed only */
     const dc_layout_chunk_t *lc = &l->chunks[c];
     const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
     if (fh.tensor_id != lc->tensor || fh.chunk_index != lc->index ||
@@ -953,11 +1047,8 @@ static void dc_rx_commit(dc_node_t *n, const dc_msg_t *m)
         uint8_t *states = NULL;
         int all = 0;
         if (dc_journal_load(n->cfg->state_dir, &ji, &states) == DC_OK &&
-            ji.target == m->version && ji.nchunks == n->layout->nchunks) {
-            all = 1;
-            for (uint32_t c = 0; c < ji.nchunks; c++)
-                all &= states[c] == DC_JSTATE_APPLIED;
-        }
+            ji.target == m->version && ji.nchunks == n->layout->nchunks)
+            all = dc_rx_all_applied(n, states, ji.nchunks);
         free(states);
         if (all && dc_rx_local_commit(n, m->version, ji.baseline) == DC_OK)
             goto done;
@@ -966,11 +1057,16 @@ static void dc_rx_commit(dc_node_t *n, const dc_msg_t *m)
         dc_rx_set_dense_needed(n, 1);
         goto done;
     }
-    if (dc_journal_count(n->j, DC_JSTATE_APPLIED) != n->layout->nchunks) {
-        DC_LOG_ERROR("node %u: COMMIT %llu with %llu of %u chunks applied", n->me,
-                     (unsigned long long)m->version,
-                     (unsigned long long)dc_journal_count(n->j, DC_JSTATE_APPLIED),
-                     n->layout->nchunks);
+    uint32_t missing = 0, needed = 0;
+    for (uint32_t c = 0; c < n->layout->nchunks; c++) {
+        if (!dc_rx_needs(n, c))
+            continue;
+        needed++;
+        missing += dc_journal_state(n->j, c) != DC_JSTATE_APPLIED;
+    }
+    if (missing) {
+        DC_LOG_ERROR("node %u: COMMIT %llu with %u of the %u chunks it needs applied", n->me,
+                     (unsigned long long)m->version, needed - missing, needed);
         dc_rx_set_dense_needed(n, 1);
         dc_rx_drop_version(n);
         goto done;
@@ -1077,14 +1173,29 @@ static dc_nbuf_t *dc_rx_hello(dc_node_t *n)
 
 static uint32_t dc_root_nrecv(const dc_node_t *n)
 {
-    return n->nnodes - 1;
+    uint32_t k = 0;
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        k += n->rneed[i] != 0;
+    return k;
 }
 
+static int dc_node_role_sender(const dc_node_t *n, uint32_t i)
+{
+    dc_topo_node_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    return dc_topo_node(n->cfg->topo, i, &info) == DC_OK && info.role == DC_TOPO_SENDER;
+}
+
+/* Every receiver joined and every other sender's control link is up. */
 static int dc_root_all_joined(const dc_node_t *n)
 {
-    for (uint32_t i = 1; i < n->nnodes; i++)
-        if (!n->joined[i])
+    for (uint32_t i = 1; i < n->nnodes; i++) {
+        if (n->rneed[i] && !n->joined[i])
             return 0;
+        if (!n->rneed[i] && dc_node_role_sender(n, i) && !n->sjoined[i])
+            return 0;
+    }
     return 1;
 }
 
@@ -1137,7 +1248,7 @@ static const uint8_t *dc_root_pread(int fd, const dc_st_file_t *f, const dc_st_t
 }
 
 static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_t *w,
-                                 uint8_t *bbuf, uint8_t *nbuf)
+                                 uint8_t *bbuf, uint8_t *nbuf, dc_digest_t *dg)
 {
     const dc_layout_t *l = n->layout;
     const dc_layout_chunk_t *lc = &l->chunks[w->chunk];
@@ -1203,8 +1314,7 @@ static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_
     b->cap = b->len;
     b->refs = 1;
     b->acct = 1;
-    if (w->dest == DC_NODE_ALL)
-        n->digests[w->chunk] = fh.target_digest;
+    *dg = fh.target_digest;
     return b;
 }
 
@@ -1238,7 +1348,7 @@ static void *dc_root_encoder(void *arg)
             n->wq_head = (n->wq_head + 1) % n->wq_cap;
             n->wq_n--;
         } else {
-            w = (dc_work_t){n->cursor++, DC_NODE_ALL, 0};
+            w = (dc_work_t){n->bcast[n->cursor++], DC_NODE_ALL, 0};
         }
         /* reserve the worst case while encoding */
         uint64_t reserve = n->layout->chunks[w.chunk].len / 4;
@@ -1249,7 +1359,8 @@ static void *dc_root_encoder(void *arg)
         pthread_mutex_unlock(&n->mu);
 
         uint64_t t0 = dc_now_ns();
-        dc_nbuf_t *b = dc_root_encode(n, codec, &w, bbuf, nbuf);
+        dc_digest_t dg = {0, 0};
+        dc_nbuf_t *b = dc_root_encode(n, codec, &w, bbuf, nbuf, &dg);
         uint64_t t1 = dc_now_ns();
 
         pthread_mutex_lock(&n->mu);
@@ -1259,6 +1370,8 @@ static void *dc_root_encoder(void *arg)
         n->enc_ns += t1 - t0;
         n->enc_last_ns = t1;
         if (b) {
+            n->digests[w.chunk] = dg; /* the target's digest, whatever the encoding */
+            n->dknown[w.chunk] = 1;
             n->inflight += b->cap;
             if (n->ready_tail)
                 n->ready_tail->next = b;
@@ -1301,27 +1414,70 @@ static void dc_root_drain_ready(dc_node_t *n)
             if (m.node == DC_NODE_ALL) {
                 n->sent++;
                 n->payload_bytes += b->len - DC_MSG_HDR_SIZE;
+                if (n->sentc && m.chunk < n->layout->nchunks)
+                    n->sentc[m.chunk] = 1;
             } else {
                 n->repair_bytes += b->len - DC_MSG_HDR_SIZE;
                 if (m.flags & DC_FRAME_F_OVERWRITE)
                     n->overwrites_sent++;
             }
-            dc_send_down(n, b, m.node);
+            dc_send_down(n, b, m.node,
+                         m.node == DC_NODE_ALL ? dc_chunk_stream(n, m.chunk) : DC_STREAM_ANY);
         }
         dc_nbuf_unref(n, b);
         b = next;
     }
 }
 
+/* A sender other than the coordinator, once every chunk it owns of the
+ * version in flight is encoded and queued: SENT up the control link, with
+ * the chunks' target digests (for the checkpoint digest). */
+static void dc_sender_report_sent(dc_node_t *n)
+{
+    if (n->is_root || !n->is_sender || !n->in_flight || n->sent_reported || n->sent < n->total)
+        return;
+    n->sent_reported = 1;
+    size_t per = (n->rx_cap - DC_MSG_HDR_SIZE) / DC_SENT_ENTRY;
+    uint32_t k = 0;
+    do {
+        uint32_t cnt = (uint32_t)DC_MIN((size_t)(n->nbcast - k), per);
+        size_t len = DC_MSG_HDR_SIZE + (size_t)cnt * DC_SENT_ENTRY;
+        dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);
+        if (!b)
+            return;
+        dc_msg_t h = {.type = DC_MSG_SENT,
+                      .flags = k + cnt >= n->nbcast ? DC_SENT_F_LAST : 0,
+                      .version = n->vnum, .baseline = n->payload_bytes, .node = n->me,
+                      .count = cnt,
+                      .body_len = cnt * DC_SENT_ENTRY};
+        dc_msg_pack(&h, b->data);
+        pthread_mutex_lock(&n->mu);
+        for (uint32_t e = 0; e < cnt; e++) {
+            uint8_t *p = b->data + DC_MSG_HDR_SIZE + (size_t)e * DC_SENT_ENTRY;
+            uint32_t c = n->bcast[k + e];
+            dc_store_le32(p, c);
+            dc_store_le64(p + 4, n->digests[c].lo);
+            dc_store_le64(p + 12, n->digests[c].hi);
+        }
+        pthread_mutex_unlock(&n->mu);
+        b->len = len;
+        dc_send_up(n, b);
+        dc_nbuf_unref(n, b);
+        k += cnt;
+    } while (k < n->nbcast);
+}
+
 static void dc_root_mark_acked(dc_node_t *n, uint32_t node, uint32_t c, uint32_t count)
 {
     uint32_t nch = n->layout->nchunks;
-    if (node == 0 || node >= n->nnodes)
+    if (node == 0 || node >= n->nnodes || !n->rneed[node])
         return;
     if (count == 0 || c >= nch)
         return;
     uint32_t end = c + count > nch ? nch : c + count;
     for (uint32_t k = c; k < end; k++) {
+        if (!((n->rneed[node] >> n->chunk_shard[k]) & 1))
+            continue; /* not one of its shards */
         uint8_t *a = &n->acked[(size_t)node * nch + k];
         if (!*a) {
             *a = 1;
@@ -1335,9 +1491,25 @@ static void dc_root_mark_acked(dc_node_t *n, uint32_t node, uint32_t c, uint32_t
 static int dc_root_all_acked(const dc_node_t *n)
 {
     for (uint32_t i = 1; i < n->nnodes; i++)
-        if (n->nacked[i] < n->layout->nchunks)
+        if (n->nacked[i] < n->nneed[i])
             return 0;
     return 1;
+}
+
+/* Node i needs chunk c (coordinator's view). */
+static int dc_root_needs(const dc_node_t *n, uint32_t i, uint32_t c)
+{
+    return (n->rneed[i] >> n->chunk_shard[c]) & 1;
+}
+
+/* Chunk c of the version in flight has been broadcast by its sender (as
+ * far as the coordinator knows: its own, or a sender that reported SENT). */
+static int dc_root_was_sent(const dc_node_t *n, uint32_t c)
+{
+    uint32_t src = n->chunk_src[c];
+    if (src == n->me)
+        return n->sentc[c];
+    return src < n->nnodes && n->ssent[src];
 }
 
 /* A (re)joining node's STATE while a version is in flight: re-send what it
@@ -1345,7 +1517,7 @@ static int dc_root_all_acked(const dc_node_t *n)
 static void dc_root_state(dc_node_t *n, const dc_hello_t *h)
 {
     uint32_t x = h->node;
-    if (x == 0 || x >= n->nnodes)
+    if (x == 0 || x >= n->nnodes || !n->rneed[x])
         return;
     n->joined[x] = 1;
     n->hello_committed[x] = h->committed;
@@ -1364,7 +1536,9 @@ static void dc_root_state(dc_node_t *n, const dc_hello_t *h)
     int journal = (h->flags & DC_HELLO_F_JOURNAL) && h->j_target == n->vnum &&
                   h->nstates == nch;
     int on_base = h->committed == n->vbase && !(h->flags & DC_HELLO_F_DENSE_NEEDED);
-    for (uint32_t c = 0; c < n->sent && c < nch; c++) {
+    for (uint32_t c = 0; c < nch; c++) {
+        if (!dc_root_needs(n, x, c) || !dc_root_was_sent(n, c))
+            continue; /* the rest comes with the broadcast */
         int s = journal ? h->states[c] : DC_JSTATE_PENDING;
         if (s == DC_JSTATE_APPLIED) {
             dc_root_mark_acked(n, x, c, 1);
@@ -1372,12 +1546,23 @@ static void dc_root_state(dc_node_t *n, const dc_hello_t *h)
         }
         if (n->acked[(size_t)x * nch + c])
             continue;
-        if (n->mode == DC_MODE_DENSE)
+        if (n->mode == DC_MODE_DENSE) {
             dc_root_queue(n, c, x, 1);
-        else if (on_base && s == DC_JSTATE_PENDING)
+        } else if (on_base && s == DC_JSTATE_PENDING) {
             dc_root_queue(n, c, x, 0);
-        /* else: the node asks for overwrites itself (NEED) after BEGIN */
+        } else if (!n->needq[(size_t)x * nch + c]) {
+            /* half applied, or not the baseline's bytes: an overwrite (the
+             * node's own NEED, if it got through before its HELLO, is not
+             * answered twice) */
+            n->needq[(size_t)x * nch + c] = 1;
+            dc_root_queue(n, c, x, 1);
+        }
     }
+    /* chunks of senders still broadcasting may have passed it by while it
+     * was (re)attaching: what it still lacks of them when they say SENT */
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        if (n->sjoined[i] && !n->ssent[i])
+            n->resync[x] = 1;
 }
 
 static void dc_root_begin(dc_node_t *n, uint64_t v)
@@ -1389,35 +1574,119 @@ static void dc_root_begin(dc_node_t *n, uint64_t v)
     memset(n->needq, 0, (size_t)n->nnodes * nch);
     memset(n->nacked, 0, n->nnodes * sizeof(*n->nacked));
     memset(n->vdone, 0, n->nnodes);
+    memset(n->sentc, 0, nch ? nch : 1);
+    memset(n->ssent, 0, n->nnodes);
+    memset(n->resync, 0, n->nnodes);
+    pthread_mutex_lock(&n->mu);
+    memset(n->dknown, 0, nch ? nch : 1);
+    pthread_mutex_unlock(&n->mu);
     uint64_t now = dc_now_ns();
     for (uint32_t i = 0; i < n->nnodes; i++)
         n->last_seen[i] = n->last_progress[i] = now;
     n->sent = 0;
+    n->other_payload = n->other_frames = 0;
     n->payload_bytes = n->repair_bytes = n->repairs = n->overwrites_sent = 0;
     n->enc_ns = n->enc_first_ns = n->enc_last_ns = 0;
     n->t_begin = now;
     dc_trace(n, "begin", NULL, 0);
     n->t_first_frame = n->t_all_sent = n->t_all_acked = 0;
-    for (uint32_t i = 0; i < n->nnodes; i++)
+    for (uint32_t i = 0; i < n->nnodes; i++) {
         n->rx_apply_ns[i] = n->rx_bytes[i] = 0;
+        n->rx_nlinks[i] = 0;
+    }
     dc_begin_t bg = {.version = v, .baseline = v - 1, .layout_id = n->layout->id,
                      .nchunks = nch, .mode = n->mode};
     dc_nbuf_t *b = dc_nbuf_new(n, DC_BEGIN_SIZE, 0, 0);
     if (b) {
         dc_begin_pack(&bg, b->data);
         b->len = DC_BEGIN_SIZE;
-        dc_send_down(n, b, DC_NODE_ALL);
+        dc_send_down(n, b, DC_NODE_ALL, DC_STREAM_ANY);
         dc_nbuf_unref(n, n->begin_msg); /* replayed to children attaching later */
         n->begin_msg = b;
     }
     n->in_flight = 1;
     pthread_mutex_lock(&n->mu);
     n->cursor = 0;
-    n->total = nch;
+    n->total = n->nbcast;
     pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
     /* receivers known to be off the baseline get overwrites right away via
      * their own NEED after BEGIN. */
+}
+
+/* --- senders other than the coordinator --------------------------------------------- */
+
+static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v);
+static dc_status_t dc_root_alloc(dc_node_t *n);
+static dc_status_t dc_node_chunk_map(dc_node_t *n);
+static dc_status_t dc_sender_start_encoders(dc_node_t *n);
+
+/* BEGIN v from the coordinator: open the version's files and broadcast the
+ * chunks this sender owns (the same encoder threads as the coordinator's). */
+static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
+{
+    dc_begin_t bg;
+    if (dc_begin_parse(m, &bg) != DC_OK) {
+        DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
+        return;
+    }
+    if (n->in_flight && n->vnum == bg.version)
+        return;
+    dc_status_t st = DC_OK;
+    if (bg.version == 0 || bg.baseline != bg.version - 1)
+        st = dc_error(DC_ERR_INVALID, "sender %u: BEGIN %llu from baseline %llu", n->me,
+                      (unsigned long long)bg.version, (unsigned long long)bg.baseline);
+    int first = !n->layout;
+    if (st == DC_OK)
+        st = dc_root_open_version(n, bg.version);
+    if (st == DC_OK && (bg.layout_id != n->layout->id || bg.nchunks != n->layout->nchunks))
+        st = dc_error(DC_ERR_INVALID, "sender %u: version %llu has layout %016llx, the "
+                      "coordinator's %016llx: different checkpoints", n->me,
+                      (unsigned long long)bg.version, (unsigned long long)n->layout->id,
+                      (unsigned long long)bg.layout_id);
+    if (st == DC_OK && first) {
+        st = dc_root_alloc(n);
+        if (st == DC_OK)
+            st = dc_node_chunk_map(n);
+        if (st == DC_OK)
+            st = dc_sender_start_encoders(n);
+    }
+    if (st != DC_OK) {
+        DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
+        n->result = st;
+        n->finished = 1;
+        return;
+    }
+    n->vnum = bg.version;
+    n->vbase = bg.baseline;
+    n->mode = bg.mode == DC_MODE_DENSE ? DC_MODE_DENSE : DC_MODE_DELTA;
+    n->sent = 0;
+    n->sent_reported = 0;
+    n->payload_bytes = n->repair_bytes = 0;
+    n->in_flight = 1;
+    pthread_mutex_lock(&n->mu);
+    memset(n->dknown, 0, n->layout->nchunks ? n->layout->nchunks : 1);
+    n->wq_n = 0;
+    n->cursor = 0;
+    n->total = n->nbcast;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    DC_LOG_INFO("sender %u: version %llu: broadcasting %u of %u chunks", n->me,
+                (unsigned long long)bg.version, n->nbcast, n->layout->nchunks);
+    dc_sender_report_sent(n); /* owns nothing anyone needs: SENT right away */
+}
+
+/* COMMIT / ABORT / BYE: the version is over for this sender. */
+static void dc_sender_end(dc_node_t *n, uint64_t v)
+{
+    if (!n->in_flight || (v && n->vnum != v))
+        return;
+    n->in_flight = 0;
+    pthread_mutex_lock(&n->mu);
+    n->total = 0;
+    n->cursor = 0;
+    n->wq_n = 0;
+    pthread_mutex_unlock(&n->mu);
 }
 
 /* --- message dispatch ------------------------------------------------------------- */
@@ -1436,6 +1705,88 @@ static void dc_node_remember(dc_node_t *n, uint32_t node, dc_nbuf_t *b)
     n->known[node] = c;
 }
 
+/* A child's SUB: who it is and which broadcast streams it takes on this link. */
+static void dc_node_sub(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
+{
+    if (m->node >= n->nnodes || m->node == n->me ||
+        (from->node != UINT32_MAX && from->node != m->node)) {
+        DC_LOG_WARN("node %u: bad SUB from node %u", n->me, from->node);
+        dc_peer_fail(n, from, DC_ERR_FORMAT, "sent a bad SUB");
+        return;
+    }
+    uint32_t ns = dc_tree_stream_count(n->tree);
+    uint8_t *sub = calloc(ns ? ns : 1, 1);
+    if (!sub)
+        return;
+    for (uint32_t k = 0; k < m->count; k++) {
+        uint32_t s = dc_load_le32(m->body + 4 * (size_t)k);
+        if (s < ns)
+            sub[s] = 1;
+    }
+    free(from->sub);
+    from->sub = sub;
+    from->nsub = ns;
+    int first = from->node == UINT32_MAX;
+    from->node = m->node;
+    if (first) {
+        DC_LOG_INFO("node %u: child node %u attached (%u streams)", n->me, m->node, m->count);
+        if (n->begin_msg) /* a version in flight: the child starts from its BEGIN */
+            dc_peer_send(n, from, n->begin_msg);
+    }
+    /* from now on this link carries the streams: the child may announce
+     * itself (its HELLO waits for every parent's SUBOK) */
+    uint8_t h[DC_MSG_HDR_SIZE];
+    dc_msg_simple(DC_MSG_SUBOK, 0, 0, 0, m->node, m->chunk, 0, h);
+    dc_nbuf_t *ok = dc_nbuf_copy(n, h, sizeof(h));
+    if (ok) {
+        dc_peer_send(n, from, ok);
+        dc_nbuf_unref(n, ok);
+    }
+}
+
+/* The coordinator: a SENT of another sender (its chunks' target digests). */
+static void dc_root_sent(dc_node_t *n, const dc_msg_t *m)
+{
+    uint32_t s = m->node;
+    if (!n->in_flight || m->version != n->vnum || s == 0 || s >= n->nnodes)
+        return;
+    uint32_t nch = n->layout->nchunks;
+    pthread_mutex_lock(&n->mu);
+    for (uint32_t e = 0; e < m->count; e++) {
+        const uint8_t *p = m->body + (size_t)e * DC_SENT_ENTRY;
+        uint32_t c = dc_load_le32(p);
+        if (c >= nch || n->chunk_src[c] != s)
+            continue; /* not its chunk: ignored */
+        n->digests[c].lo = dc_load_le64(p + 4);
+        n->digests[c].hi = dc_load_le64(p + 12);
+        n->dknown[c] = 1;
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (!n->ssent[s]) {
+        n->other_frames += m->count;
+        if (m->flags & DC_SENT_F_LAST)
+            n->other_payload += m->baseline; /* SENT's baseline field: payload bytes */
+    }
+    if ((m->flags & DC_SENT_F_LAST) && !n->ssent[s]) {
+        n->ssent[s] = 1;
+        for (uint32_t x = 1; x < n->nnodes; x++) {
+            if (!n->resync[x])
+                continue;
+            uint32_t q = 0;
+            for (uint32_t c = 0; c < nch; c++) {
+                if (n->chunk_src[c] == s && dc_root_needs(n, x, c) &&
+                    !n->acked[(size_t)x * nch + c]) {
+                    dc_root_queue(n, c, x, n->mode == DC_MODE_DENSE);
+                    q++;
+                }
+            }
+            if (q)
+                DC_LOG_INFO("coordinator: node %u re-joined while sender %u was sending: "
+                            "re-sending %u of its chunks", x, s, q);
+        }
+    }
+}
+
 static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
 {
     dc_msg_t m;
@@ -1446,38 +1797,65 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
     }
     if (from->is_parent) {
         n->rx_version_bytes += b->len;
+        from->vbytes += b->len;
         n->root_lost_ns = 0;
-        /* down: forward first (cut-through), then act locally */
+        /* down: forward first (cut-through), then act locally.  A node with
+         * several parents gets each control message from every one of them:
+         * only the first is forwarded and acted on. */
         switch (m.type) {
         case DC_MSG_BEGIN:
+            if (m.version == n->seen_begin)
+                break;
+            n->seen_begin = m.version;
             dc_nbuf_unref(n, n->begin_msg);
             n->begin_msg = b;
             b->refs++;
-            dc_send_down(n, b, DC_NODE_ALL);
-            dc_rx_begin(n, &m);
+            dc_send_down(n, b, DC_NODE_ALL, DC_STREAM_ANY);
+            if (n->is_sender)
+                dc_sender_begin(n, &m);
+            else
+                dc_rx_begin(n, &m);
             break;
         case DC_MSG_FRAME:
             if (m.node != n->me)
-                dc_send_down(n, b, m.node);
-            dc_rx_frame(n, &m, b);
-            dc_trace(n, "apply", b, n->me);
+                dc_send_down(n, b, m.node,
+                             m.node == DC_NODE_ALL ? dc_chunk_stream(n, m.chunk) : DC_STREAM_ANY);
+            if (!n->is_sender) {
+                dc_rx_frame(n, &m, b);
+                dc_trace(n, "apply", b, n->me);
+            }
             break;
         case DC_MSG_COMMIT:
         case DC_MSG_ABORT:
-            if (m.node != n->me)
-                dc_send_down(n, b, m.node);
             if (m.node == DC_NODE_ALL) {
+                uint64_t *seen = m.type == DC_MSG_COMMIT ? &n->seen_commit : &n->seen_abort;
+                if (*seen == m.version)
+                    break;
+                *seen = m.version;
                 dc_nbuf_unref(n, n->begin_msg);
                 n->begin_msg = NULL;
             }
-            if (m.type == DC_MSG_COMMIT)
+            if (m.node != n->me)
+                dc_send_down(n, b, m.node, DC_STREAM_ANY);
+            if (n->is_sender) {
+                if (m.node == DC_NODE_ALL)
+                    dc_sender_end(n, m.version);
+            } else if (m.type == DC_MSG_COMMIT) {
                 dc_rx_commit(n, &m);
-            else
+            } else {
                 dc_rx_abort(n, &m);
+            }
+            break;
+        case DC_MSG_SUBOK:
+            from->sub_acked = m.chunk;
             break;
         case DC_MSG_BYE:
-            dc_send_down(n, b, DC_NODE_ALL);
+            if (n->bye)
+                break;
+            dc_send_down(n, b, DC_NODE_ALL, DC_STREAM_ANY);
             n->bye = 1;
+            if (n->is_sender)
+                dc_sender_end(n, 0);
             break;
         default:
             DC_LOG_WARN("node %u: unexpected %s from the parent", n->me,
@@ -1486,21 +1864,38 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
         return;
     }
     /* up, from a child */
+    if (m.type == DC_MSG_SUB) {
+        dc_node_sub(n, from, &m);
+        return;
+    }
     if (m.type == DC_MSG_HELLO) {
         dc_hello_t h;
         if (dc_hello_parse(&m, &h) != DC_OK || h.node == n->me || h.node >= n->nnodes ||
-            h.node == 0) {
+            h.node == 0 || (from->node != UINT32_MAX && from->node != h.node)) {
             DC_LOG_WARN("node %u: bad HELLO: %s", n->me, dc_last_error());
             dc_peer_fail(n, from, DC_ERR_FORMAT, "sent a bad HELLO");
             return;
         }
+        int sender = dc_node_role_sender(n, h.node);
+        if (sender != !!(h.flags & DC_HELLO_F_SENDER) || (sender && !n->is_root)) {
+            DC_LOG_WARN("node %u: HELLO of node %u does not match its role", n->me, h.node);
+            dc_peer_fail(n, from, DC_ERR_FORMAT, "sent a HELLO for the wrong role");
+            return;
+        }
         from->node = h.node;
-        n->route[h.node] = from;
-        DC_LOG_INFO("node %u: child node %u attached (committed %llu)", n->me, h.node,
-                    (unsigned long long)h.committed);
-        /* a version in flight: the child starts from its BEGIN */
-        if (n->begin_msg)
+        if (n->begin_msg) /* a version in flight: the child starts from its BEGIN */
             dc_peer_send(n, from, n->begin_msg);
+        if (sender) {
+            /* another sender's control link: down-messages, addressed frames
+             * and its subtree's upward traffic go over it */
+            from->ctl = 1;
+            n->sjoined[h.node] = 1;
+            DC_LOG_INFO("coordinator: sender %u connected", h.node);
+            return;
+        }
+        n->route[h.node] = from;
+        DC_LOG_INFO("node %u: child node %u reports up through this node (committed %llu)",
+                    n->me, h.node, (unsigned long long)h.committed);
         if (n->is_root) {
             dc_root_state(n, &h);
         } else {
@@ -1520,12 +1915,18 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
         if (m.type == DC_MSG_STATE && m.node < n->nnodes)
             dc_node_remember(n, m.node, b);
         if (m.type == DC_MSG_ACK || m.type == DC_MSG_NEED || m.type == DC_MSG_STATE ||
-            m.type == DC_MSG_DONE)
+            m.type == DC_MSG_DONE || m.type == DC_MSG_SENT)
             dc_send_up(n, b);
         return;
     }
     if (m.node >= n->nnodes || m.node == 0)
         return;
+    if (m.type == DC_MSG_SENT) {
+        dc_root_sent(n, &m);
+        return;
+    }
+    if (!n->rneed[m.node])
+        return; /* everything else is about receivers */
     n->last_seen[m.node] = dc_now_ns();
     switch (m.type) {
     case DC_MSG_STATE: {
@@ -1543,7 +1944,7 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             uint32_t nch = n->layout->nchunks;
             for (uint32_t c = m.chunk; c < nch && c < m.chunk + m.count; c++) {
                 uint8_t *q = &n->needq[(size_t)m.node * nch + c];
-                if (!*q && !n->acked[(size_t)m.node * nch + c]) {
+                if (!*q && !n->acked[(size_t)m.node * nch + c] && dc_root_needs(n, m.node, c)) {
                     *q = 1;
                     dc_root_queue(n, c, m.node, 1);
                 }
@@ -1556,6 +1957,15 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             n->rx_apply_ns[m.node] = dc_load_le64(m.body);
             n->rx_bytes[m.node] = dc_load_le64(m.body + 8);
             n->rx_parent[m.node] = dc_load_le32(m.body + 16);
+            uint32_t nl = 0;
+            for (; nl < DC_MAX_LINKS &&
+                   DC_DONE_BODY + (nl + 1) * (uint64_t)DC_DONE_LINK <= m.body_len;
+                 nl++) {
+                const uint8_t *e = m.body + DC_DONE_BODY + (size_t)nl * DC_DONE_LINK;
+                n->rx_lpar[(size_t)m.node * DC_MAX_LINKS + nl] = dc_load_le32(e);
+                n->rx_lbytes[(size_t)m.node * DC_MAX_LINKS + nl] = dc_load_le64(e + 4);
+            }
+            n->rx_nlinks[m.node] = nl;
         }
         break;
     default:
@@ -1565,6 +1975,29 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
 
 /* --- connection management -------------------------------------------------------- */
 
+/* This node's view of the current plan, and per stream each node's parent
+ * (for choosing the parent that carries our upward traffic). */
+static dc_status_t dc_node_refresh_view(dc_node_t *n)
+{
+    memset(&n->view, 0, sizeof(n->view));
+    n->view.size = sizeof(n->view);
+    dc_status_t st = dc_tree_node(n->tree, n->me, &n->view);
+    if (st != DC_OK)
+        return st;
+    uint32_t ns = dc_tree_stream_count(n->tree), ne = dc_tree_edge_count(n->tree);
+    const dc_tree_edge_t *e = dc_tree_edges(n->tree);
+    free(n->spar);
+    n->spar = malloc((size_t)(ns ? ns : 1) * n->nnodes * sizeof(uint32_t));
+    if (!n->spar)
+        return dc_error(DC_ERR_NOMEM, "node: out of memory");
+    memset(n->spar, 0xff, (size_t)(ns ? ns : 1) * n->nnodes * sizeof(uint32_t));
+    for (uint32_t k = 0; k < ne; k++)
+        if (e[k].stream < ns && e[k].child < n->nnodes)
+            n->spar[(size_t)e[k].stream * n->nnodes + e[k].child] = e[k].parent;
+    n->subgen++;
+    return DC_OK;
+}
+
 static dc_status_t dc_node_plan(dc_node_t *n)
 {
     dc_tree_options_t o;
@@ -1572,40 +2005,101 @@ static dc_status_t dc_node_plan(dc_node_t *n)
     o.size = sizeof(o);
     o.chunk_bytes = n->chunk_size;
     o.max_stripes = 1;
-    return dc_tree_plan(n->cfg->topo, &o, &n->tree);
+    dc_status_t st = dc_tree_plan(n->cfg->topo, &o, &n->tree);
+    return st == DC_OK ? dc_node_refresh_view(n) : st;
 }
 
-static uint32_t dc_node_parent_of(dc_node_t *n, uint32_t me)
+/* Depth of node x in stream s's tree (0: its sender). */
+static uint32_t dc_node_depth(const dc_node_t *n, uint32_t s, uint32_t x)
 {
-    dc_tree_node_view_t v;
-    memset(&v, 0, sizeof(v));
-    v.size = sizeof(v);
-    if (dc_tree_node(n->tree, me, &v) != DC_OK || v.n_parents == 0)
-        return UINT32_MAX;
-    return v.parents[0].peer;
-}
-
-static void dc_node_connect_parent(dc_node_t *n)
-{
-    if (n->is_root || (n->parent && !n->parent->dead))
-        return;
-    uint64_t now = dc_now_ns();
-    if (now < n->parent_retry_ns)
-        return;
-    n->parent_retry_ns = now + 200000000ull;
-    uint32_t pid = dc_node_parent_of(n, n->me);
-    if (pid == UINT32_MAX) {
-        n->result = dc_error(DC_ERR_INVALID, "node %u has no parent in the tree", n->me);
-        n->finished = 1;
-        return;
+    uint32_t d = 0;
+    while (d <= n->nnodes) {
+        uint32_t p = n->spar[(size_t)s * n->nnodes + x];
+        if (p == UINT32_MAX)
+            return d;
+        x = p;
+        d++;
     }
+    return UINT32_MAX; /* a cycle: never in a plan */
+}
+
+/* The parent our upward messages (HELLO, ACK, NEED, DONE, our subtree's
+ * traffic) take: the parent in the stream where this node sits highest.
+ * Its depth there is one less than ours everywhere we are deepest, so the
+ * chosen parents of all nodes strictly climb towards a sender: no cycles,
+ * and every upward message ends at the coordinator (a sender forwards its
+ * subtree's traffic over its control link).  A sender's is the coordinator. */
+static uint32_t dc_node_up_choice(const dc_node_t *n)
+{
+    if (n->is_sender)
+        return 0;
+    uint32_t best = UINT32_MAX, bd = UINT32_MAX;
+    for (uint32_t k = 0; k < n->view.n_parents; k++) {
+        const dc_tree_link_t *l = &n->view.parents[k];
+        for (uint32_t j = 0; j < l->n_streams; j++) {
+            uint32_t d = dc_node_depth(n, l->streams[j], n->me);
+            /* ties keep the parent in use (no needless re-announce) */
+            if (d < bd || (d == bd && l->peer == n->up_id && n->up)) {
+                bd = d;
+                best = l->peer;
+            }
+        }
+    }
+    return best;
+}
+
+/* The streams this node takes from parent `pid` in the current plan. */
+static const dc_tree_link_t *dc_node_parent_link(const dc_node_t *n, uint32_t pid)
+{
+    for (uint32_t k = 0; k < n->view.n_parents; k++)
+        if (n->view.parents[k].peer == pid)
+            return &n->view.parents[k];
+    return NULL;
+}
+
+static void dc_node_send_sub(dc_node_t *n, dc_peer_t *p)
+{
+    const dc_tree_link_t *l = dc_node_parent_link(n, p->node);
+    uint32_t cnt = l ? l->n_streams : 0;
+    size_t len = DC_MSG_HDR_SIZE + 4 * (size_t)cnt;
+    dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);
+    if (!b)
+        return;
+    dc_msg_t h = {.type = DC_MSG_SUB, .node = n->me, .chunk = n->subgen, .count = cnt,
+                  .body_len = 4 * cnt};
+    dc_msg_pack(&h, b->data);
+    for (uint32_t k = 0; k < cnt; k++)
+        dc_store_le32(b->data + DC_MSG_HDR_SIZE + 4 * (size_t)k, l->streams[k]);
+    b->len = len;
+    dc_peer_send(n, p, b);
+    dc_nbuf_unref(n, b);
+    p->subgen = n->subgen;
+}
+
+static dc_peer_t *dc_node_parent_peer(dc_node_t *n, uint32_t pid)
+{
+    for (size_t i = 0; i < n->npeers; i++) {
+        dc_peer_t *p = n->peers[i];
+        if (p->is_parent && !p->dead && p->node == pid)
+            return p;
+    }
+    return NULL;
+}
+
+/* Dial parent `pid` (one connection per distinct parent). */
+static dc_peer_t *dc_node_dial(dc_node_t *n, uint32_t pid)
+{
+    uint64_t now = dc_now_ns();
+    if (now < n->retry_ns[pid])
+        return NULL;
+    n->retry_ns[pid] = now + 200000000ull;
     dc_topo_node_info_t info;
     memset(&info, 0, sizeof(info));
     info.size = sizeof(info);
     if (dc_topo_node(n->cfg->topo, pid, &info) != DC_OK || !info.addr || !*info.addr) {
         n->result = dc_error(DC_ERR_INVALID, "node %u: parent %u has no address", n->me, pid);
         n->finished = 1;
-        return;
+        return NULL;
     }
     dc_verbs_opts_t vo = n->vopts;
     if (vo.streams == 0) {
@@ -1622,65 +2116,119 @@ static void dc_node_connect_parent(dc_node_t *n)
         if (dc_verbs_config_streams(bps, &vo.streams) != DC_OK) {
             n->result = DC_ERR_INVALID;
             n->finished = 1;
-            return;
+            return NULL;
         }
     }
     dc_verbs_conn_t *c = NULL;
     dc_status_t st = n->t->connect(&vo, info.addr, &c);
     if (st != DC_OK) {
         DC_LOG_DEBUG("node %u: connect to %s: %s", n->me, info.addr, dc_last_error());
-        return;
+        return NULL;
     }
     dc_peer_t *p = dc_peer_new(n, c, 1);
     if (!p) {
         dc_verbs_close(c);
-        return;
+        return NULL;
     }
     p->node = pid;
-    n->parent = p;
-    n->parent_id = pid;
-    dc_nbuf_t *h = dc_rx_hello(n);
-    if (h) {
-        dc_peer_send(n, p, h);
-        dc_nbuf_unref(n, h);
+    if (!n->is_sender)
+        dc_node_send_sub(n, p);
+    DC_LOG_INFO("node %u: attaching to %s %u at %s", n->me,
+                n->is_sender ? "the coordinator" : "parent", pid, info.addr);
+    return p;
+}
+
+/* Keep a connection to every parent of the plan (a sender: to the
+ * coordinator), re-subscribe after a re-plan, and send HELLO (then the
+ * subtree's known STATEs) on the parent chosen for upward traffic. */
+static void dc_node_links(dc_node_t *n)
+{
+    if (n->is_root || n->bye)
+        return;
+    if (n->is_sender) {
+        if (!dc_node_parent_peer(n, 0))
+            dc_node_dial(n, 0);
+    } else {
+        if (n->view.n_parents == 0) {
+            n->result = dc_error(DC_ERR_INVALID, "node %u has no parent in the tree", n->me);
+            n->finished = 1;
+            return;
+        }
+        for (uint32_t k = 0; k < n->view.n_parents; k++)
+            if (!dc_node_parent_peer(n, n->view.parents[k].peer))
+                dc_node_dial(n, n->view.parents[k].peer);
+        for (size_t i = 0; i < n->npeers; i++) {
+            dc_peer_t *p = n->peers[i];
+            if (p->is_parent && !p->dead && p->subgen != n->subgen)
+                dc_node_send_sub(n, p);
+        }
+    }
+    uint32_t uid = dc_node_up_choice(n);
+    dc_peer_t *up = uid == UINT32_MAX ? NULL : dc_node_parent_peer(n, uid);
+    if (!up || (up == n->up && up->hello_sent && n->announced == n->subgen))
+        return;
+    /* a receiver announces itself (HELLO: the coordinator counts it as
+     * joined, or re-sends what it missed) only once every parent of the
+     * plan has taken its SUB: no broadcast frame can pass it by after that */
+    for (uint32_t k = 0; !n->is_sender && k < n->view.n_parents; k++) {
+        dc_peer_t *p = dc_node_parent_peer(n, n->view.parents[k].peer);
+        if (!p || p->sub_acked != n->subgen)
+            return;
+    }
+    n->up = up;
+    n->up_id = uid;
+    up->hello_sent = 1;
+    n->announced = n->subgen;
+    if (n->is_sender) {
+        dc_hello_t h = {.node = n->me, .flags = DC_HELLO_F_SENDER};
+        size_t len = dc_hello_size(0);
+        dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);
+        if (b) {
+            dc_hello_pack(DC_MSG_HELLO, &h, b->data);
+            b->len = len;
+            dc_peer_send(n, up, b);
+            dc_nbuf_unref(n, b);
+        }
+    } else {
+        dc_nbuf_t *h = dc_rx_hello(n);
+        if (h) {
+            dc_peer_send(n, up, h);
+            dc_nbuf_unref(n, h);
+        }
     }
     for (uint32_t i = 0; i < n->nnodes; i++) /* re-announce the subtree */
         if (n->known[i] && n->route[i] && !n->route[i]->dead)
-            dc_peer_send(n, p, n->known[i]);
-    DC_LOG_INFO("node %u: attaching to parent %u at %s", n->me, pid, info.addr);
+            dc_peer_send(n, up, n->known[i]);
+    DC_LOG_INFO("node %u: upward traffic through node %u", n->me, uid);
 }
 
-/* The parent is gone for good: re-plan without it and re-attach. */
-static void dc_node_parent_lost(dc_node_t *n)
+/* A parent connection failed: a sender (the coordinator included) is never
+ * re-planned away: keep dialling it until abort_ms; a relay that answered
+ * once, or not within timeout_ms, is re-planned away (dc_tree_replan) and
+ * the links follow the new plan. */
+static void dc_node_parent_lost(dc_node_t *n, dc_peer_t *p)
 {
-    uint32_t pid = n->parent_id;
+    uint32_t pid = p->node;
     if (n->bye) {
         n->finished = 1;
         return;
     }
-    if (pid == 0) {
-        /* the root is never re-planned away: keep dialling it until abort_ms */
+    if (pid >= n->nnodes || dc_node_role_sender(n, pid)) {
         if (!n->root_lost_ns)
             n->root_lost_ns = dc_now_ns();
         if (dc_now_ns() - n->root_lost_ns > (uint64_t)n->abort_ms * 1000000ull) {
-            n->result = dc_error(DC_ERR_RESET, "node %u: lost the root for %u ms", n->me,
+            n->result = dc_error(DC_ERR_RESET, "node %u: lost sender %u for %u ms", n->me, pid,
                                  n->abort_ms);
             n->finished = 1;
         }
-        n->parent = NULL;
-        return;
-    }
-    if (n->bye) {
-        n->finished = 1;
         return;
     }
     /* a parent that never answered the connect may just be starting: retry
      * it until the transport timeout, then give it up */
-    if (n->parent && !n->parent->ready &&
-        dc_now_ns() - n->parent->since_ns < (uint64_t)n->timeout_ms * 1000000ull) {
-        n->parent = NULL;
+    if (!p->ready && dc_now_ns() - p->since_ns < (uint64_t)n->timeout_ms * 1000000ull)
         return;
-    }
+    if (dc_tree_node_dead(n->tree, pid))
+        return;
     DC_LOG_WARN("node %u: parent %u is gone; re-planning the tree without it", n->me, pid);
     dc_tree_t *nt = NULL;
     uint32_t changed = 0;
@@ -1692,8 +2240,10 @@ static void dc_node_parent_lost(dc_node_t *n)
     dc_tree_free(n->tree);
     n->tree = nt;
     n->dead[pid] = 1;
-    n->parent = NULL;
-    n->parent_retry_ns = 0;
+    if (dc_node_refresh_view(n) != DC_OK) {
+        n->result = dc_last_status();
+        n->finished = 1;
+    }
 }
 
 static void dc_node_accept(dc_node_t *n)
@@ -1751,19 +2301,22 @@ static void dc_node_step(dc_node_t *n, int timeout_ms)
     dc_node_poll(n, timeout_ms);
     if (n->lis)
         dc_node_accept(n);
-    if (n->is_root)
+    if (n->is_sender && n->evfd >= 0) {
         dc_root_drain_ready(n);
+        dc_sender_report_sent(n);
+    }
     for (size_t i = 0; i < n->npeers; i++)
         dc_peer_progress(n, n->peers[i]);
-    if (!n->is_root)
+    if (!n->is_sender)
         dc_rx_flush_acks(n);
     for (size_t i = 0; i < n->npeers; i++)
         dc_peer_progress(n, n->peers[i]); /* post what handling queued */
-    if (n->parent && n->parent->dead)
-        dc_node_parent_lost(n);
+    for (size_t i = 0; i < n->npeers && !n->finished; i++)
+        if (n->peers[i]->dead && n->peers[i]->is_parent)
+            dc_node_parent_lost(n, n->peers[i]);
     dc_peers_reap(n);
-    if (!n->is_root && !n->bye)
-        dc_node_connect_parent(n);
+    if (!n->finished)
+        dc_node_links(n);
 }
 
 /* --- root driver ----------------------------------------------------------------- */
@@ -1775,7 +2328,9 @@ static void dc_root_progress_line(dc_node_t *n, int final)
     uint64_t tot = 0;
     for (uint32_t i = 1; i < n->nnodes; i++)
         tot += n->nacked[i];
-    uint64_t want = (uint64_t)dc_root_nrecv(n) * n->layout->nchunks;
+    uint64_t want = 0;
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        want += n->nneed[i];
     char pb[32];
     fprintf(stderr, "\r  v%llu  %-5s  sent %4u/%u chunks  %10s  applied %5.1f%%  %6.2f s%s",
             (unsigned long long)n->vnum, n->mode == DC_MODE_DENSE ? "dense" : "delta", n->sent,
@@ -1887,11 +2442,133 @@ static dc_status_t dc_root_alloc(dc_node_t *n)
     n->rx_apply_ns = calloc(nn, sizeof(uint64_t));
     n->rx_bytes = calloc(nn, sizeof(uint64_t));
     n->rx_parent = calloc(nn, sizeof(uint32_t));
+    n->dknown = calloc(nch ? nch : 1, 1);
+    n->sentc = calloc(nch ? nch : 1, 1);
+    n->rneed = calloc(nn, sizeof(uint64_t));
+    n->nneed = calloc(nn, sizeof(uint32_t));
+    n->sjoined = calloc(nn, 1);
+    n->ssent = calloc(nn, 1);
+    n->resync = calloc(nn, 1);
+    n->rx_nlinks = calloc(nn, sizeof(uint32_t));
+    n->rx_lpar = calloc(nn * DC_MAX_LINKS, sizeof(uint32_t));
+    n->rx_lbytes = calloc(nn * DC_MAX_LINKS, sizeof(uint64_t));
+    if (!n->rx_nlinks || !n->rx_lpar || !n->rx_lbytes || !n->resync)
+        return dc_error(DC_ERR_NOMEM, "root: out of memory");
     if (!n->acked || !n->needq || !n->nacked || !n->joined || !n->vdone || !n->last_seen ||
         !n->last_progress || !n->hello_committed || !n->digests || !n->rx_apply_ns ||
-        !n->rx_bytes || !n->rx_parent)
+        !n->rx_bytes || !n->rx_parent || !n->dknown || !n->sentc || !n->rneed || !n->nneed ||
+        !n->sjoined || !n->ssent)
         return dc_error(DC_ERR_NOMEM, "root: out of memory");
     return DC_OK;
+}
+
+/* Which shard, stream and sender each chunk belongs to (the same on every
+ * node: a function of the layout and the plan).  The rule: a chunk belongs
+ * to the shard holding its first canonical byte (the tensors' bytes one
+ * after the other in the layout's order), shard = floor(offset * S /
+ * total_bytes); its index within the shard picks the stream
+ * (dc_tree_stream_of), whose source is the sender that broadcasts it.  A
+ * chunk of a shard no receiver needs has no stream and is never sent. */
+static dc_status_t dc_node_chunk_map(dc_node_t *n)
+{
+    const dc_layout_t *l = n->layout;
+    uint32_t nch = l->nchunks, S = dc_topo_shard_count(n->cfg->topo);
+    if (S == 0)
+        S = 1;
+    free(n->chunk_shard);
+    free(n->chunk_stream);
+    free(n->chunk_src);
+    free(n->bcast);
+    n->chunk_shard = calloc(nch ? nch : 1, 1);
+    n->chunk_stream = calloc(nch ? nch : 1, sizeof(uint32_t));
+    n->chunk_src = calloc(nch ? nch : 1, sizeof(uint32_t));
+    n->bcast = calloc(nch ? nch : 1, sizeof(uint32_t));
+    uint64_t *tbase = calloc(l->ntensors ? l->ntensors : 1, sizeof(uint64_t));
+    if (!n->chunk_shard || !n->chunk_stream || !n->chunk_src || !n->bcast || !tbase) {
+        free(tbase);
+        return dc_error(DC_ERR_NOMEM, "node: out of memory");
+    }
+    for (uint32_t t = 1; t < l->ntensors; t++)
+        tbase[t] = tbase[t - 1] + l->tensors[t - 1].nbytes;
+    const dc_tree_stream_t *streams = dc_tree_streams(n->tree);
+    uint32_t first = 0, prev = UINT32_MAX;
+    n->nbcast = 0;
+    for (uint32_t c = 0; c < nch; c++) {
+        const dc_layout_chunk_t *lc = &l->chunks[c];
+        uint64_t off = tbase[lc->tensor] + lc->offset; /* < 2^58: off * S fits */
+        uint32_t sh = l->total_bytes ? (uint32_t)(off * S / l->total_bytes) : 0;
+        if (sh >= S)
+            sh = S - 1;
+        if (sh != prev) {
+            first = c;
+            prev = sh;
+        }
+        n->chunk_shard[c] = (uint8_t)sh;
+        uint32_t s = dc_tree_stream_of(n->tree, sh, c - first);
+        n->chunk_stream[c] = s;
+        n->chunk_src[c] = s == UINT32_MAX ? UINT32_MAX : streams[s].source;
+        if (n->is_sender && n->chunk_src[c] == n->me)
+            n->bcast[n->nbcast++] = c;
+    }
+    free(tbase);
+    if (n->is_root) {
+        for (uint32_t i = 0; i < n->nnodes; i++) {
+            dc_topo_node_info_t info;
+            memset(&info, 0, sizeof(info));
+            info.size = sizeof(info);
+            n->rneed[i] = 0;
+            n->nneed[i] = 0;
+            if (i == 0 || dc_topo_node(n->cfg->topo, i, &info) != DC_OK ||
+                info.role != DC_TOPO_RECEIVER)
+                continue;
+            n->rneed[i] = info.shards;
+            for (uint32_t c = 0; c < nch; c++)
+                n->nneed[i] += (info.shards >> n->chunk_shard[c]) & 1;
+            if (!n->nneed[i])
+                n->rneed[i] = 0; /* needs nothing of this checkpoint */
+        }
+    }
+    return DC_OK;
+}
+
+static void dc_sender_stop_encoders(dc_node_t *n)
+{
+    pthread_mutex_lock(&n->mu);
+    n->enc_stop = 1;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    for (int i = 0; i < n->nenc; i++)
+        pthread_join(n->enc[i], NULL);
+    n->nenc = 0;
+    free(n->enc);
+    n->enc = NULL;
+    free(n->enc_args);
+    n->enc_args = NULL;
+}
+
+static dc_status_t dc_sender_start_encoders(dc_node_t *n)
+{
+    n->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (n->evfd < 0)
+        return dc_error_errno(DC_ERR_IO, errno, "sender: eventfd");
+    long th = 0;
+    const char *tv = dc_config_get("threads");
+    if (tv)
+        th = strtol(tv, NULL, 10);
+    if (th <= 0)
+        th = dc_cpu_count();
+    int want = (int)DC_MIN(th, 64);
+    n->enc = calloc((size_t)want, sizeof(*n->enc));
+    n->enc_args = calloc((size_t)want, sizeof(*n->enc_args));
+    if (!n->enc || !n->enc_args)
+        return dc_error(DC_ERR_NOMEM, "sender: out of memory");
+    for (int i = 0; i < want; i++) {
+        n->enc_args[i] = (dc_enc_arg_t){n, i};
+        if (pthread_create(&n->enc[i], NULL, dc_root_encoder, &n->enc_args[i]) != 0)
+            break;
+        n->nenc = i + 1;
+    }
+    return n->nenc > 0 ? DC_OK : dc_error(DC_ERR_NOMEM, "sender: cannot start encoders");
 }
 
 static void dc_root_free(dc_node_t *n)
@@ -1910,6 +2587,22 @@ static void dc_root_free(dc_node_t *n)
     free(n->rx_parent);
     free(n->wq);
     free(n->vstats);
+    free(n->dknown);
+    free(n->sentc);
+    free(n->rneed);
+    free(n->nneed);
+    free(n->sjoined);
+    free(n->ssent);
+    free(n->resync);
+    free(n->rx_nlinks);
+    free(n->rx_lpar);
+    free(n->rx_lbytes);
+    free(n->bcast);
+    free(n->chunk_shard);
+    free(n->chunk_stream);
+    free(n->chunk_src);
+    free(n->spar);
+    free(n->retry_ns);
 }
 
 static json_t *dc_root_version_json(dc_node_t *n, const dc_vstats_t *vs)
@@ -1931,25 +2624,38 @@ static json_t *dc_root_version_json(dc_node_t *n, const dc_vstats_t *vs)
     json_object_set_new(ph, "apply", json_real(vs->apply_s));
     json_object_set_new(ph, "commit", json_real(vs->commit_s));
     json_object_set_new(o, "phases", ph);
+    /* one entry per (parent -> receiver) link the receiver took bytes on in
+     * this version (several with several parents); "parent" of a receiver
+     * whose DONE had no per-link counts: its up parent, all its bytes */
     json_t *links = json_array();
     for (uint32_t i = 1; i < n->nnodes; i++) {
-        json_t *lk = json_object();
-        json_object_set_new(lk, "node", json_integer(i));
-        json_object_set_new(lk, "parent", json_integer(n->rx_parent[i]));
-        dc_topo_node_info_t a, b;
-        memset(&a, 0, sizeof(a));
-        memset(&b, 0, sizeof(b));
-        a.size = b.size = sizeof(a);
-        int wan = 0;
-        if (dc_topo_node(n->cfg->topo, i, &a) == DC_OK &&
-            dc_topo_node(n->cfg->topo, n->rx_parent[i], &b) == DC_OK) {
-            wan = a.region_index != b.region_index;
-            json_object_set_new(lk, "region", json_string(a.region));
+        if (!n->rneed[i])
+            continue; /* a sender */
+        uint32_t nl = n->rx_nlinks[i] ? n->rx_nlinks[i] : 1;
+        for (uint32_t k = 0; k < nl; k++) {
+            uint32_t par = n->rx_nlinks[i] ? n->rx_lpar[(size_t)i * DC_MAX_LINKS + k]
+                                           : n->rx_parent[i];
+            uint64_t bytes = n->rx_nlinks[i] ? n->rx_lbytes[(size_t)i * DC_MAX_LINKS + k]
+                                             : n->rx_bytes[i];
+            json_t *lk = json_object();
+            json_object_set_new(lk, "node", json_integer(i));
+            json_object_set_new(lk, "parent", json_integer(par));
+            dc_topo_node_info_t a, b;
+            memset(&a, 0, sizeof(a));
+            memset(&b, 0, sizeof(b));
+            a.size = b.size = sizeof(a);
+            int wan = 0;
+            if (dc_topo_node(n->cfg->topo, i, &a) == DC_OK &&
+                dc_topo_node(n->cfg->topo, par, &b) == DC_OK) {
+                wan = a.region_index != b.region_index;
+                json_object_set_new(lk, "region", json_string(a.region));
+            }
+            json_object_set_new(lk, "kind", json_string(wan ? "wan" : "lan"));
+            json_object_set_new(lk, "bytes", json_integer((json_int_t)bytes));
+            json_object_set_new(lk, "apply_seconds",
+                                json_real((double)n->rx_apply_ns[i] / 1e9));
+            json_array_append_new(links, lk);
         }
-        json_object_set_new(lk, "kind", json_string(wan ? "wan" : "lan"));
-        json_object_set_new(lk, "bytes", json_integer((json_int_t)n->rx_bytes[i]));
-        json_object_set_new(lk, "apply_seconds", json_real((double)n->rx_apply_ns[i] / 1e9));
-        json_array_append_new(links, lk);
     }
     json_object_set_new(o, "links", links);
     return o;
@@ -1986,7 +2692,7 @@ static int dc_pred_joined(dc_node_t *n)
 static int dc_pred_done(dc_node_t *n)
 {
     for (uint32_t i = 1; i < n->nnodes; i++)
-        if (!n->vdone[i])
+        if (n->rneed[i] && !n->vdone[i])
             return 0;
     return 1;
 }
@@ -2021,8 +2727,13 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         uint64_t now = dc_now_ns();
         /* everything sent AND delivered to the children (their transport
          * acknowledged it): from then on, silence means something was lost */
-        if (n->sent == n->total && !n->t_all_sent && !dc_node_tx_pending(n))
-            n->t_all_sent = now;
+        if (n->sent == n->total && !n->t_all_sent && !dc_node_tx_pending(n)) {
+            int all = 1; /* and every other sender said SENT */
+            for (uint32_t i = 1; i < n->nnodes && all; i++)
+                all = n->ssent[i] || !n->sjoined[i];
+            if (all)
+                n->t_all_sent = now;
+        }
         if (n->progress_line && now - last_line > 200000000ull) {
             dc_root_progress_line(n, 0);
             last_line = now;
@@ -2034,7 +2745,7 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         }
         /* stalls and lost receivers */
         for (uint32_t i = 1; i < n->nnodes; i++) {
-            if (n->nacked[i] >= n->layout->nchunks)
+            if (!n->rneed[i] || n->nacked[i] >= n->nneed[i])
                 continue;
             if (now - n->last_seen[i] > (uint64_t)n->abort_ms * 1000000ull) {
                 DC_LOG_ERROR("root: receiver %u silent for %u ms: aborting version %llu", i,
@@ -2046,7 +2757,7 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
                 now - n->t_all_sent > stall_ns) {
                 uint32_t nch = n->layout->nchunks, q = 0;
                 for (uint32_t c = 0; c < nch; c++) {
-                    if (!n->acked[(size_t)i * nch + c]) {
+                    if (dc_root_needs(n, i, c) && !n->acked[(size_t)i * nch + c]) {
                         n->needq[(size_t)i * nch + c] = 0;
                         dc_root_queue(n, c, i, n->mode == DC_MODE_DENSE);
                         q++;
@@ -2077,7 +2788,20 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         return dc_error(DC_ERR_CANCELED, "version %llu aborted: a receiver was lost",
                         (unsigned long long)v);
     }
-    /* joint commit: every receiver verified every chunk */
+    /* joint commit: every receiver verified every chunk it needs.  The
+     * checkpoint digest covers the target digests of the chunks some
+     * receiver needs (0 for the others); a digest no sender reported (a
+     * sender gone after its chunks were repaired by the coordinator) is
+     * computed here from the coordinator's copy of the version. */
+    for (uint32_t c = 0; c < nch; c++) {
+        if (n->chunk_stream[c] == UINT32_MAX) {
+            n->digests[c] = (dc_digest_t){0, 0};
+        } else if (!n->dknown[c]) {
+            const dc_layout_chunk_t *lc = &n->layout->chunks[c];
+            const dc_st_tensor_t *nt = dc_st_tensor(n->next, lc->tensor);
+            n->digests[c] = dc_digest128(dc_st_data(n->next, nt) + lc->offset, lc->len);
+        }
+    }
     XXH3_state_t *hs = XXH3_createState();
     XXH3_128bits_reset(hs);
     XXH3_128bits_update(hs, n->digests, (size_t)nch * sizeof(*n->digests));
@@ -2111,10 +2835,10 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         amax = DC_MAX(amax, (double)n->rx_apply_ns[i] / 1e9);
     vs->apply_s = amax;
     vs->commit_s = (double)(t_commit - t_last) / 1e9;
-    vs->payload_bytes = n->payload_bytes;
+    vs->payload_bytes = n->payload_bytes + n->other_payload;
     vs->repair_bytes = n->repair_bytes;
     vs->dense_bytes = n->layout->total_bytes;
-    vs->frames = n->sent;
+    vs->frames = n->sent + n->other_frames;
     vs->repairs = n->repairs;
     return DC_OK;
 }
@@ -2148,29 +2872,15 @@ static dc_status_t dc_root_run(dc_node_t *n)
     st = dc_root_alloc(n);
     if (st != DC_OK)
         return st;
-    n->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (n->evfd < 0)
-        return dc_error_errno(DC_ERR_IO, errno, "root: eventfd");
-    /* encoders */
-    long th = 0;
-    const char *tv = dc_config_get("threads");
-    if (tv)
-        th = strtol(tv, NULL, 10);
-    if (th <= 0)
-        th = dc_cpu_count();
-    n->nenc = (int)DC_MIN(th, 64);
-    n->enc = calloc((size_t)n->nenc, sizeof(*n->enc));
-    dc_enc_arg_t *args = calloc((size_t)n->nenc, sizeof(*args));
-    if (!n->enc || !args) {
-        free(args);
-        return dc_error(DC_ERR_NOMEM, "root: out of memory");
-    }
-    for (int i = 0; i < n->nenc; i++) {
-        args[i] = (dc_enc_arg_t){n, i};
-        if (pthread_create(&n->enc[i], NULL, dc_root_encoder, &args[i]) != 0) {
-            n->nenc = i;
-            break;
-        }
+    st = dc_node_chunk_map(n);
+    if (st != DC_OK)
+        return st;
+    if (dc_root_nrecv(n) == 0)
+        return dc_error(DC_ERR_INVALID, "root: no receiver needs any chunk of this checkpoint");
+    st = dc_sender_start_encoders(n);
+    if (st != DC_OK) {
+        dc_sender_stop_encoders(n);
+        return st;
     }
     json_t *versions = json_array();
     /* wait for every receiver */
@@ -2178,10 +2888,10 @@ static dc_status_t dc_root_run(dc_node_t *n)
     if (!dc_node_run_until(n, dc_pred_joined, dc_now_ns() + wait_ms * 1000000ull)) {
         uint32_t missing = 0;
         for (uint32_t i = 1; i < n->nnodes; i++)
-            missing += !n->joined[i];
+            missing += n->rneed[i] ? !n->joined[i] : dc_node_role_sender(n, i) && !n->sjoined[i];
         st = n->finished ? n->result
-                         : dc_error(DC_ERR_TIMEOUT, "root: %u of %u receivers did not join within "
-                                    "%llu ms", missing, dc_root_nrecv(n),
+                         : dc_error(DC_ERR_TIMEOUT, "root: %u of %u receivers and other senders "
+                                    "did not join within %llu ms", missing, n->nnodes - 1,
                                     (unsigned long long)wait_ms);
         goto out;
     }
@@ -2207,16 +2917,32 @@ out:;
     uint64_t dl = dc_now_ns() + 5000000000ull;
     while (dc_node_tx_pending(n) && dc_now_ns() < dl)
         dc_node_step(n, 5);
-    pthread_mutex_lock(&n->mu);
-    n->enc_stop = 1;
-    pthread_cond_broadcast(&n->cv);
-    pthread_mutex_unlock(&n->mu);
-    for (int i = 0; i < n->nenc; i++)
-        pthread_join(n->enc[i], NULL);
-    free(n->enc);
-    free(args);
+    dc_sender_stop_encoders(n);
     return st;
 }
+
+/* --- sender driver (a sender other than the coordinator) ---------------------------- */
+
+/* Runs until BYE: connects to the coordinator (its control link), serves
+ * the children of its streams, and broadcasts its chunks of every version
+ * the coordinator BEGINs. */
+static dc_status_t dc_sender_run(dc_node_t *n)
+{
+    DC_LOG_INFO("sender %u: serving its shards; the coordinator is node 0", n->me);
+    while (!n->finished) {
+        dc_node_step(n, 20);
+        if (n->bye && !dc_node_tx_pending(n))
+            break;
+    }
+    if (n->bye) {
+        uint64_t dl = dc_now_ns() + 3000000000ull;
+        while (dc_node_tx_pending(n) && dc_now_ns() < dl)
+            dc_node_step(n, 5);
+    }
+    dc_sender_stop_encoders(n);
+    return n->finished ? n->result : DC_OK;
+}
+
 
 /* --- receiver driver ---------------------------------------------------------------- */
 
@@ -2253,6 +2979,9 @@ static dc_status_t dc_rx_run(dc_node_t *n)
                         "placement of its weights in memory", n->me);
     }
     n->place_ok = 1;
+    st = dc_node_chunk_map(n);
+    if (st != DC_OK)
+        return st;
     uint32_t nch = n->layout->nchunks;
     n->retained = calloc(nch ? nch : 1, sizeof(*n->retained));
     n->retained_len = calloc(nch ? nch : 1, sizeof(*n->retained_len));
@@ -2330,10 +3059,17 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
     if (st != DC_OK)
         goto out;
     n->is_root = n->me == 0;
-    if (n->is_root != (info.role == DC_TOPO_SENDER)) {
+    n->is_sender = info.role == DC_TOPO_SENDER;
+    n->need_mask = n->is_sender ? 0 : info.shards;
+    if (n->is_root && !n->is_sender) {
         st = dc_error(DC_ERR_UNSUPPORTED,
-                      "node %u: the engine runs one sender, node 0 (this topology says node %u "
-                      "is a %s)", n->me, n->me, info.role == DC_TOPO_SENDER ? "sender" : "receiver");
+                      "node 0 is the coordinator and must be a sender, but this topology makes "
+                      "it a receiver (list a sender first)");
+        goto out;
+    }
+    if (n->is_sender && !cfg->versions_dir) {
+        st = dc_error(DC_ERR_INVALID, "node %u is a sender: it needs the versions directory",
+                      n->me);
         goto out;
     }
     if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
@@ -2366,7 +3102,8 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
     n->dead = calloc(n->nnodes, 1);
     n->route = calloc(n->nnodes, sizeof(*n->route));
     n->known = calloc(n->nnodes, sizeof(*n->known));
-    if (!n->dead || !n->route || !n->known) {
+    n->retry_ns = calloc(n->nnodes, sizeof(uint64_t));
+    if (!n->dead || !n->route || !n->known || !n->retry_ns) {
         st = dc_error(DC_ERR_NOMEM, "node: out of memory");
         goto out;
     }
@@ -2388,6 +3125,8 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
     if (n->is_root) {
         n->mode = cfg->dense ? DC_MODE_DENSE : DC_MODE_DELTA;
         st = dc_root_run(n);
+    } else if (n->is_sender) {
+        st = dc_sender_run(n);
     } else {
         st = dc_rx_run(n);
     }

@@ -10,9 +10,15 @@
  *         r2   r3    r6 ...         receiver: apply in place (journal),
  *                                   verify the chunk digest, ack
  *
- * The tree comes from tree/ (dc_tree_plan over the job's topology, one
- * stream: max_stripes = 1).  A node whose parent dies re-plans without it
- * (dc_tree_replan) and re-attaches; the root re-sends what it missed.
+ * The tree comes from tree/ (dc_tree_plan over the job's topology,
+ * max_stripes = 1: one stream per shard, rooted at its owner).  Every
+ * sender broadcasts the chunks of its own shards; node 0 (a sender) is
+ * also the coordinator, the other senders reach it over a control link.
+ * A node takes frames from every parent of its plan (one connection each,
+ * filtered by stream: SUB) and sends upward through one of them; a
+ * receiver applies only the shards it needs.  A node whose parent dies
+ * re-plans without it (dc_tree_replan) and re-attaches; the coordinator
+ * re-sends what it missed.  See README.md "Several senders".
  */
 #ifndef DC_ENGINE_NODE_H
 #define DC_ENGINE_NODE_H

@@ -23,11 +23,14 @@ const char *dc_msg_type_name(uint8_t type)
     case DC_MSG_COMMIT: return "COMMIT";
     case DC_MSG_ABORT: return "ABORT";
     case DC_MSG_BYE: return "BYE";
+    case DC_MSG_SUBOK: return "SUBOK";
     case DC_MSG_HELLO: return "HELLO";
     case DC_MSG_ACK: return "ACK";
     case DC_MSG_NEED: return "NEED";
     case DC_MSG_STATE: return "STATE";
     case DC_MSG_DONE: return "DONE";
+    case DC_MSG_SUB: return "SUB";
+    case DC_MSG_SENT: return "SENT";
     default: return "?";
     }
 }
@@ -59,6 +62,12 @@ dc_status_t dc_msg_parse(const uint8_t *buf, size_t len, dc_msg_t *out)
         ((uint64_t)m.chunk + m.count > DC_MAX_CHUNKS || m.count == 0))
         return dc_error(DC_ERR_FORMAT, "engine %s message: chunk range %u+%u invalid",
                         dc_msg_type_name(m.type), m.chunk, m.count);
+    if (m.type == DC_MSG_SUB && (m.count > DC_SUB_MAX || (uint64_t)m.count * 4 != m.body_len))
+        return dc_error(DC_ERR_FORMAT, "engine SUB message: %u streams in %u bytes", m.count,
+                        m.body_len);
+    if (m.type == DC_MSG_SENT && (uint64_t)m.count * DC_SENT_ENTRY != m.body_len)
+        return dc_error(DC_ERR_FORMAT, "engine SENT message: %u entries in %u bytes", m.count,
+                        m.body_len);
     *out = m;
     return DC_OK;
 }

@@ -27,6 +27,9 @@
  *     COMMIT  v is committed (joint commit done): the new baseline.
  *     ABORT   v is abandoned: return to b (or mark for dense refit).
  *     BYE     the job is over; close.
+ *     SUBOK   a parent took a child's SUB (chunk = the SUB's chunk field, the
+ *             child's plan generation); from then on it forwards the
+ *             subscribed streams.  Link-local, not forwarded.
  *   up (receivers -> root, forwarded by relays):
  *     HELLO   first message on a new edge: body = committed version (8),
  *             journal target (8), journal baseline (8), layout id (8),
@@ -37,6 +40,18 @@
  *     STATE   a HELLO forwarded up by a relay (same body) so the root learns
  *             a (re)joining node's journal.
  *     DONE    node has taken COMMIT/ABORT of v (flags: 1 = dense needed).
+ *     SUB     first message of a child on every parent link, again when the
+ *             child re-plans: node = the child, chunk = its plan generation
+ *             (echoed in SUBOK), count = n, body = n stream
+ *             ids (u32): the broadcast streams it takes on this link (a
+ *             relay forwards a broadcast frame only to the children that
+ *             subscribed to its chunk's stream).  Not forwarded.
+ *     SENT    a sender other than the coordinator has encoded and queued
+ *             every chunk it owns of version v: body = count entries of
+ *             (chunk u32, target digest 16), split over several messages
+ *             (flags DC_SENT_F_LAST on the last), for the checkpoint digest
+ *             and the coordinator's stall detection; the header's baseline
+ *             field carries the sender's payload bytes of v instead.
  *
  * Every field of a received message is hostile: dc_msg_parse() checks the
  * magic, type, body length against the message length, and each body
@@ -60,12 +75,22 @@ enum {
     DC_MSG_COMMIT = 3,
     DC_MSG_ABORT = 4,
     DC_MSG_BYE = 5,
+    DC_MSG_SUBOK = 6,
     DC_MSG_HELLO = 16,
     DC_MSG_ACK = 17,
     DC_MSG_NEED = 18,
     DC_MSG_STATE = 19,
     DC_MSG_DONE = 20,
+    DC_MSG_SUB = 21,
+    DC_MSG_SENT = 22,
 };
+
+/* SUB: node = the child, count = n stream ids, body = count x u32 */
+#define DC_SUB_MAX 65536u
+/* SENT: node = the sender, version, count entries of DC_SENT_ENTRY bytes
+ * (chunk u32, target digest 16); flags DC_SENT_F_LAST on the last one */
+#define DC_SENT_ENTRY 20u
+enum { DC_SENT_F_LAST = 1 };
 
 /* FRAME flags */
 enum {
@@ -84,6 +109,7 @@ enum {
     DC_HELLO_F_RELAY = 1,       /* the node forwards to children */
     DC_HELLO_F_DENSE_NEEDED = 2, /* its bytes are unknown: needs a dense refit */
     DC_HELLO_F_JOURNAL = 4,     /* a journal for an in-flight version follows */
+    DC_HELLO_F_SENDER = 8,      /* a sender's control link to the coordinator */
 };
 
 typedef struct dc_msg {

@@ -628,6 +628,15 @@ DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_params_t *p,
  * for a dense refit; dc_refit_node_run() then returns DC_ERR_CANCELED on
  * the root.
  *
+ * Several senders (a topology with trainer shards): every sender runs
+ * dc_refit_node_run() with versions_dir (it may be the whole directory:
+ * each reads and sends only the chunks of the shards it owns; a chunk
+ * belongs to the shard holding its first canonical byte, floor(offset *
+ * n_shards / total_bytes)).  Node 0 must be a sender: it coordinates
+ * (joint commit, repairs, stats).  A receiver that needs some shards only
+ * applies and acknowledges only their chunks; its other bytes are left
+ * alone.
+ *
  * Connections authenticate with the job secret (DELTACAST_SECRET_FILE /
  * DELTACAST_SECRET); the transport is the config key `transport`.
  */
@@ -654,7 +663,7 @@ typedef struct dc_refit_node_config {
     const dc_topo_t *topo;      /**< borrowed; node 0 is the root */
     uint32_t rank;              /**< this process's node index */
     const char *state_dir;      /**< commit record and journal (created if absent) */
-    /* root */
+    /* senders (stats_path, last_version, dense, wait_ms: node 0 only) */
     const char *versions_dir;   /**< DIR/v0.safetensors .. DIR/vK.safetensors */
     uint32_t last_version;      /**< refit up to this version (0: every vN present) */
     int dense;                  /**< send whole checkpoints (overwrites), not deltas */

@@ -41,6 +41,7 @@
 
 typedef struct rb_opts {
     uint32_t receivers, regions, versions;
+    uint32_t senders;   /* trainer shards: senders 0..K-1 own one shard each */
     uint64_t params;
     double rate;
     int inject;
@@ -214,11 +215,19 @@ static dc_status_t rb_write_topo(rb_ctx_t *c)
     if (!f)
         return dc_error_errno(DC_ERR_IO, errno, "%s", path);
     double wan = c->o.wan_bps > 0 ? c->o.wan_bps : 10e9;
+    uint32_t ns = c->o.senders ? c->o.senders : 1;
+    if (ns > 1)
+        fprintf(f, "shards: %u\n", ns);
     fprintf(f, "defaults: {lan: 10gbit, wan: %.0fbit, wan_latency: 1ms}\nregions:\n", wan);
     fprintf(f, "  - name: train\n    wan: %.0fbit\n    nodes:\n", wan * c->o.regions);
-    fprintf(f, "      - {host: trainer, addr: \"%s:7300\", role: sender}\n",
-            c->netns ? "10.77.1.1" : "127.0.0.1");
-    int node = 1;
+    if (ns == 1)
+        fprintf(f, "      - {host: trainer, addr: \"%s:7300\", role: sender}\n",
+                c->netns ? "10.77.1.1" : "127.0.0.1");
+    for (uint32_t s = 0; ns > 1 && s < ns; s++)
+        fprintf(f, "      - {host: trainer-%u, addr: \"%s:%u\", role: sender, shards: [%u]}\n", s,
+                c->netns ? "10.77.1.1" : "127.0.0.1", (c->o.demo && !c->netns ? 7400 : 7300) + s,
+                s);
+    int node = (int)ns;
     uint32_t per = c->o.receivers / c->o.regions, extra = c->o.receivers % c->o.regions;
     for (uint32_t r = 0; r < c->o.regions; r++) {
         fprintf(f, "  - name: r%u\n    nodes:\n", r);
@@ -288,7 +297,7 @@ static dc_status_t rb_make_versions(rb_ctx_t *c, dc_gen_result_t *gr)
 static dc_status_t rb_reset_receivers(rb_ctx_t *c)
 {
     rb_sh("rm -rf '%s/state' && mkdir -p '%s/state'", c->dir, c->dir);
-    for (int i = 1; i < c->nnodes; i++)
+    for (int i = (int)c->o.senders; i < c->nnodes; i++)
         if (rb_sh("cp --reflink=auto '%s/ver/v0.safetensors' '%s/w%d.st'", c->dir, c->dir, i))
             return dc_error(DC_ERR_IO, "cannot copy v0 for receiver %d", i);
     return DC_OK;
@@ -309,7 +318,7 @@ static int rb_exact(rb_ctx_t *c, uint32_t v)
     if (mr == MAP_FAILED)
         return 0;
     int all = 1;
-    for (int i = 1; i < c->nnodes && all; i++) {
+    for (int i = (int)c->o.senders; i < c->nnodes && all; i++) {
         char w[PATH_MAX];
         rb_path(w, sizeof(w), c, "w%d.st", i);
         int fw = open(w, O_RDONLY);
@@ -340,8 +349,11 @@ static pid_t rb_spawn(rb_ctx_t *c, int rank, int dense, uint32_t upto, const cha
     if (c->netns)
         snprintf(ns, sizeof(ns), "ip netns exec %s%s ", c->ns_prefix,
                  rank == 0 ? "t" : "");
-    if (c->netns && rank != 0)
+    int sender = rank < (int)c->o.senders;
+    if (c->netns && !sender)
         snprintf(ns, sizeof(ns), "ip netns exec %sr%u ", c->ns_prefix, c->region_of[rank]);
+    else if (c->netns)
+        snprintf(ns, sizeof(ns), "ip netns exec %st ", c->ns_prefix);
     int tty_progress = c->o.demo && rank == 0 && dc_cli_is_tty();
     if (rank == 0) {
         char err[PATH_MAX + 16];
@@ -353,6 +365,11 @@ static pid_t rb_spawn(rb_ctx_t *c, int rank, int dense, uint32_t upto, const cha
                  "exec %s'%s' node --topology '%s/topo.yaml' --rank 0 --versions '%s/ver' "
                  "--count %u --state '%s/state/0' --stats '%s' --wait-ms 120000 %s %s",
                  ns, c->self, c->dir, c->dir, upto, c->dir, stats, dense ? "--dense" : "", err);
+    } else if (sender) { /* another trainer shard: reads only its own chunks */
+        k = snprintf(cmd, sizeof(cmd),
+                 "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --versions '%s/ver' "
+                 "--state '%s/state/%d' >>'%s/log%d' 2>&1",
+                 ns, c->self, c->dir, rank, c->dir, c->dir, rank, c->dir, rank);
     } else {
         k = snprintf(cmd, sizeof(cmd),
                  "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --weights '%s/w%d.st' "
@@ -465,11 +482,17 @@ static double rb_num(json_t *o, const char *k)
     return v ? json_number_value(v) : 0;
 }
 
-/* Bytes per WAN link of one version: {"r0-0": bytes, ...}; *busiest out. */
+/* Bytes per WAN link of one version: {"parent->node": bytes, ...}; *busiest
+ * out: the most bytes through one shaped veth direction (a region's veth
+ * carries what enters the region and, separately shaped, what leaves it:
+ * with several senders, several links enter a region over the same veth). */
 static json_t *rb_wan_bytes(rb_ctx_t *c, json_t *ver, double *busiest)
 {
     json_t *o = json_object();
     *busiest = 0;
+    static double in[RB_MAX_NODES], out[RB_MAX_NODES];
+    memset(in, 0, sizeof(in));
+    memset(out, 0, sizeof(out));
     size_t i;
     json_t *lk;
     json_array_foreach(json_object_get(ver, "links"), i, lk)
@@ -477,15 +500,19 @@ static json_t *rb_wan_bytes(rb_ctx_t *c, json_t *ver, double *busiest)
         const char *kind = json_string_value(json_object_get(lk, "kind"));
         if (!kind || strcmp(kind, "wan") != 0)
             continue;
+        long long par = (long long)json_integer_value(json_object_get(lk, "parent"));
+        long long node = (long long)json_integer_value(json_object_get(lk, "node"));
         char name[64];
-        snprintf(name, sizeof(name), "%lld->%lld",
-                 (long long)json_integer_value(json_object_get(lk, "parent")),
-                 (long long)json_integer_value(json_object_get(lk, "node")));
+        snprintf(name, sizeof(name), "%lld->%lld", par, node);
         double b = rb_num(lk, "bytes");
         json_object_set_new(o, name, json_integer((json_int_t)b));
-        *busiest = DC_MAX(*busiest, b);
+        if (node >= (long long)c->o.senders && node < c->nnodes)
+            in[c->region_of[node]] += b;
+        if (par >= (long long)c->o.senders && par < c->nnodes)
+            out[c->region_of[par]] += b;
     }
-    (void)c;
+    for (uint32_t r = 0; r < c->o.regions && r < RB_MAX_NODES; r++)
+        *busiest = DC_MAX(*busiest, DC_MAX(in[r], out[r]));
     return o;
 }
 
@@ -553,6 +580,8 @@ static void dc_perf_refit_help(FILE *fp)
             "\n"
             "Options:\n"
             "  --receivers N            receivers (default 4)\n"
+            "  --senders K              trainer shards: K senders in the trainer region, one\n"
+            "                           shard each; node 0 coordinates (default 1)\n"
             "  --regions R              receiver regions (default 4)\n"
             "  --params P               model parameters, BF16 (default 2.5e8)\n"
             "  --change-rate C          fraction of weights changing per version (0.01)\n"
@@ -578,10 +607,11 @@ static void dc_perf_refit_help(FILE *fp)
 
 static int rb_parse(int argc, char **argv, rb_opts_t *o)
 {
-    enum { O_RECV = 1, O_REG, O_PARAMS, O_RATE, O_MODEL, O_WAN, O_VERS, O_CHUNK, O_NODENSE,
+    enum { O_RECV = 1, O_SENDERS, O_REG, O_PARAMS, O_RATE, O_MODEL, O_WAN, O_VERS, O_CHUNK, O_NODENSE,
            O_NONETNS, O_WORK, O_KEEP, O_PLOT, O_TRANSPORT, O_SEED, O_JSON, O_DEMO };
     static const struct option opts[] = {
         {"receivers", required_argument, NULL, O_RECV},
+        {"senders", required_argument, NULL, O_SENDERS},
         {"regions", required_argument, NULL, O_REG},
         {"params", required_argument, NULL, O_PARAMS},
         {"change-rate", required_argument, NULL, O_RATE},
@@ -613,6 +643,13 @@ static int rb_parse(int argc, char **argv, rb_opts_t *o)
             if (!dc_cli_parse_u64("perf refit", "--receivers", optarg, &u))
                 return DC_EXIT_USAGE;
             o->receivers = (uint32_t)u;
+            break;
+        case O_SENDERS:
+            if (!dc_cli_parse_u64("perf refit", "--senders", optarg, &u) || u == 0 ||
+                u > DC_TOPO_MAX_SHARDS)
+                return dc_cli_usage_error("perf refit", "--senders wants 1..%d",
+                                          DC_TOPO_MAX_SHARDS);
+            o->senders = (uint32_t)u;
             break;
         case O_REG:
             if (!dc_cli_parse_u64("perf refit", "--regions", optarg, &u))
@@ -673,7 +710,7 @@ static int rb_parse(int argc, char **argv, rb_opts_t *o)
         return dc_cli_usage_error("perf refit", "unexpected argument '%s'", argv[optind]);
     if (o->regions == 0 || o->receivers < o->regions)
         return dc_cli_usage_error("perf refit", "need 1 <= --regions <= --receivers");
-    if (o->receivers + 1 > RB_MAX_NODES - 1)
+    if (o->receivers + o->senders > RB_MAX_NODES - 1)
         return dc_cli_usage_error("perf refit", "at most %d receivers", RB_MAX_NODES - 2);
     if (o->regions > 200)
         return dc_cli_usage_error("perf refit", "at most 200 regions");
@@ -692,6 +729,7 @@ int dc_cmd_perf_refit(int argc, char **argv)
     memset(&ctx, 0, sizeof(ctx));
     rb_ctx_t *c = &ctx;
     c->o.receivers = 4;
+    c->o.senders = 1;
     c->o.regions = 4;
     c->o.params = 250000000;
     c->o.rate = 0.01;
@@ -830,6 +868,7 @@ int dc_cmd_perf_refit(int argc, char **argv)
         json_object_set_new(o, "dense_exact", dense ? json_boolean(i < 100 && exact_ddv[i])
                                                     : json_null());
         json_object_set_new(o, "phases", json_deep_copy(json_object_get(v, "phases")));
+        json_object_set_new(o, "frames", json_integer((json_int_t)rb_num(v, "frames")));
         json_object_set_new(o, "repairs", json_integer((json_int_t)rb_num(v, "repairs")));
         json_object_set_new(o, "repair_bytes", json_integer((json_int_t)rb_num(v, "repair_bytes")));
         json_array_append_new(vers, o);
@@ -846,6 +885,7 @@ int dc_cmd_perf_refit(int argc, char **argv)
         }
     }
     json_object_set_new(out, "receivers", json_integer(c->o.receivers));
+    json_object_set_new(out, "senders", json_integer(c->o.senders));
     json_object_set_new(out, "regions", json_integer(c->o.regions));
     json_object_set_new(out, "params", json_integer((json_int_t)gr.params));
     json_object_set_new(out, "model", json_string(c->o.inject ? "inject" : "optimizer"));

@@ -1,6 +1,7 @@
 /* refit_util.h - helpers for multi-process refit tests: a job directory with
  * versions v0..vK, receiver copies of v0, node processes of the real
- * `deltacast node` binary on a synthetic local topology. */
+ * `deltacast node` binary on a synthetic local topology, or on a topology
+ * file with several senders and sharded receivers (job_use_shards). */
 #ifndef DC_TEST_REFIT_UTIL_H
 #define DC_TEST_REFIT_UTIL_H
 
@@ -28,6 +29,8 @@ typedef struct job {
     int regions, per, nnodes;
     int port;
     int versions;
+    int nsenders;   /* ranks 0 .. nsenders-1 are senders (node 0 coordinates) */
+    char topo[160]; /* topology file ("": the synthetic --local one) */
     pid_t pid[JOB_MAX];
 } job_t;
 
@@ -84,6 +87,7 @@ static inline void job_init(job_t *j, int regions, int per, const char *params, 
     j->regions = regions;
     j->per = per;
     j->nnodes = 1 + regions * per;
+    j->nsenders = 1;
     j->versions = versions;
     cr_assert(j->nnodes <= JOB_MAX);
     cr_assert_eq(job_sh("'%s' gen --params %s --change-rate 0.02 --model %s --threads 1 -o %s/pair "
@@ -108,6 +112,40 @@ static inline void job_init(job_t *j, int regions, int per, const char *params, 
     j->port = job_pick_ports(j->nnodes);
 }
 
+/* Turn a job_init()ed job into one of `nsenders` senders in region "train"
+ * owning one shard each (nsenders shards), then the receiver regions
+ * r0.. of `per` receivers; shards[k] (NULL or a NULL entry: all) is the
+ * YAML shard list of the k-th receiver, e.g. "[1]".  Written to DIR/topo.yaml. */
+static inline void job_use_shards(job_t *j, int nsenders, const char *const *shards)
+{
+    j->nsenders = nsenders;
+    j->nnodes = nsenders + j->regions * j->per;
+    cr_assert(j->nnodes <= JOB_MAX);
+    for (int i = 1; i < j->nnodes; i++)
+        cr_assert_eq(job_sh("cp %s/ver/v0.safetensors %s/w%d.st", j->dir, j->dir, i), 0);
+    j->port = job_pick_ports(j->nnodes);
+    snprintf(j->topo, sizeof(j->topo), "%s/topo.yaml", j->dir);
+    FILE *f = fopen(j->topo, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "shards: %d\ndefaults: {lan: 10gbit, wan: 1gbit}\nregions:\n"
+               "  - name: train\n    nodes:\n", nsenders);
+    int rank = 0;
+    for (int s = 0; s < nsenders; s++, rank++)
+        fprintf(f, "      - {host: s%d, addr: \"127.0.0.1:%d\", role: sender, shards: [%d]}\n", s,
+                j->port + rank, s);
+    for (int r = 0, k = 0; r < j->regions; r++) {
+        fprintf(f, "  - name: r%d\n    nodes:\n", r);
+        for (int i = 0; i < j->per; i++, k++, rank++) {
+            fprintf(f, "      - {host: r%dn%d, addr: \"127.0.0.1:%d\", role: receiver", r, i,
+                    j->port + rank);
+            if (shards && shards[k])
+                fprintf(f, ", shards: %s", shards[k]);
+            fprintf(f, "}\n");
+        }
+    }
+    fclose(f);
+}
+
 static inline void job_fini(job_t *j)
 {
     for (int i = 0; i < j->nnodes; i++)
@@ -123,16 +161,24 @@ static inline void job_fini(job_t *j)
 static inline pid_t job_start(job_t *j, int rank, const char *env, const char *args)
 {
     char cmd[2048];
-    char spec[64];
-    snprintf(spec, sizeof(spec), "%d:%d:%d", j->regions, j->per, j->port);
+    char spec[256];
+    if (j->topo[0])
+        snprintf(spec, sizeof(spec), "--topology %s", j->topo);
+    else
+        snprintf(spec, sizeof(spec), "--local %d:%d:%d", j->regions, j->per, j->port);
     if (rank == 0)
         snprintf(cmd, sizeof(cmd),
-                 "exec '%s' node --local %s --rank 0 --versions %s/ver --state %s/state/0 "
+                 "exec '%s' node %s --rank 0 --versions %s/ver --state %s/state/0 "
                  "--stats %s/stats.json --wait-ms 20000 %s >>%s/log0 2>&1",
                  job_bin(), spec, j->dir, j->dir, j->dir, args ? args : "", j->dir);
+    else if (rank < j->nsenders)
+        snprintf(cmd, sizeof(cmd),
+                 "exec '%s' node %s --rank %d --versions %s/ver --state %s/state/%d "
+                 "%s >>%s/log%d 2>&1",
+                 job_bin(), spec, rank, j->dir, j->dir, rank, args ? args : "", j->dir, rank);
     else
         snprintf(cmd, sizeof(cmd),
-                 "exec '%s' node --local %s --rank %d --weights %s/w%d.st --state %s/state/%d "
+                 "exec '%s' node %s --rank %d --weights %s/w%d.st --state %s/state/%d "
                  "%s >>%s/log%d 2>&1",
                  job_bin(), spec, rank, j->dir, rank, j->dir, rank, args ? args : "", j->dir,
                  rank);
@@ -204,7 +250,7 @@ static inline void job_dump_logs(job_t *j)
 
 static inline void job_expect_all_exact(job_t *j, int v)
 {
-    for (int i = 1; i < j->nnodes; i++) {
+    for (int i = j->nsenders; i < j->nnodes; i++) {
         if (!job_exact(j, i, v)) {
             job_dump_logs(j);
             cr_assert_fail("receiver %d is not byte-exact with v%d", i, v);

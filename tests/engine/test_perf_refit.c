@@ -54,6 +54,32 @@ Test(perf_refit, loopback_json)
     job_sh("rm -rf %s", dir);
 }
 
+/* Two trainer shards (--senders 2): both senders broadcast, every WAN link
+ * of a region's gateways is listed, the receivers are exact, and each
+ * region's WAN veth carries each payload byte once (the links entering a
+ * region add up to the version's payload, headers aside). */
+Test(perf_refit, loopback_two_senders_json)
+{
+    char dir[32];
+    run_refit(dir, "", "--receivers 4 --regions 2 --senders 2 --no-netns", 0);
+    cr_assert_eq(job_sh("python3 - %s/out.json <<'PY'\n"
+                        "import json, sys\n"
+                        "d = json.load(open(sys.argv[1]))\n"
+                        "assert d['senders'] == 2, d['senders']\n"
+                        "for v in d['versions']:\n"
+                        "    ins = {}\n"
+                        "    for k, b in v['wan_bytes'].items():\n"
+                        "        p, n = map(int, k.split('->'))\n"
+                        "        r = (n - 2) // 2\n"
+                        "        if p < 2: ins[r] = ins.get(r, 0) + b\n"
+                        "    assert {int(k.split('->')[0]) for k in v['wan_bytes']} >= {0, 1}, v['wan_bytes']\n"
+                        "    assert ins and v['payload_bytes'] <= ins[0] < v['payload_bytes'] + 64 * v['frames'] + 1024, (ins, v['payload_bytes'], v['frames'])\n"
+                        "PY",
+                        dir),
+                 0, "two-sender JSON");
+    job_sh("rm -rf %s", dir);
+}
+
 /* The whole engine over UCX (tcp/shm underneath here): every node chose the
  * ucx transport (its log says so, and no TCP connection was accepted), and
  * every receiver is exact after each version and after the dense refits. */

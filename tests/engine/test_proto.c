@@ -84,6 +84,39 @@ Test(proto, begin_and_hello)
     free(buf);
 }
 
+/* SUB (stream ids) and SENT (chunk + digest entries): the entry count must
+ * match the body exactly. */
+Test(proto, sub_and_sent_sizes)
+{
+    uint8_t b[DC_MSG_HDR_SIZE + 3 * DC_SENT_ENTRY];
+    dc_msg_t m;
+    dc_msg_t h = {.type = DC_MSG_SUB, .node = 4, .chunk = 2, .count = 3, .body_len = 12};
+    dc_msg_pack(&h, b);
+    memset(b + DC_MSG_HDR_SIZE, 0, 12);
+    cr_assert_eq(dc_msg_parse(b, DC_MSG_HDR_SIZE + 12, &m), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(m.type, DC_MSG_SUB);
+    cr_assert_eq(m.count, 3);
+    h.count = 4; /* 4 ids in 12 bytes */
+    dc_msg_pack(&h, b);
+    cr_assert_eq(dc_msg_parse(b, DC_MSG_HDR_SIZE + 12, &m), DC_ERR_FORMAT);
+    h.count = DC_SUB_MAX + 1;
+    h.body_len = 0;
+    dc_msg_pack(&h, b);
+    cr_assert_eq(dc_msg_parse(b, DC_MSG_HDR_SIZE, &m), DC_ERR_FORMAT);
+    h = (dc_msg_t){.type = DC_MSG_SENT, .node = 1, .version = 3, .count = 3,
+                   .body_len = 3 * DC_SENT_ENTRY, .flags = DC_SENT_F_LAST};
+    dc_msg_pack(&h, b);
+    cr_assert_eq(dc_msg_parse(b, sizeof(b), &m), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(m.count, 3);
+    cr_assert_eq(m.flags, DC_SENT_F_LAST);
+    h.count = 2;
+    dc_msg_pack(&h, b);
+    cr_assert_eq(dc_msg_parse(b, sizeof(b), &m), DC_ERR_FORMAT);
+    dc_msg_simple(DC_MSG_SUBOK, 0, 0, 0, 4, 2, 0, b);
+    cr_assert_eq(dc_msg_parse(b, DC_MSG_HDR_SIZE, &m), DC_OK);
+    cr_assert_str_eq(dc_msg_type_name(m.type), "SUBOK");
+}
+
 Test(layout, chunks_and_placement)
 {
     dc_layout_desc_t d[] = {
