@@ -2923,12 +2923,10 @@ out:;
 
 /* --- sender driver (a sender other than the coordinator) ---------------------------- */
 
-/* Runs until BYE: connects to the coordinator (its control link), serves
- * the children of its streams, and broadcasts its chunks of every version
- * the coordinator BEGINs. */
-static dc_status_t dc_sender_run(dc_node_t *n)
+/* Step the loop until the job ends (BYE or failure); after BYE, flush what
+ * is still queued to the children for up to 3 s. */
+static void dc_node_serve(dc_node_t *n)
 {
-    DC_LOG_INFO("sender %u: serving its shards; the coordinator is node 0", n->me);
     while (!n->finished) {
         dc_node_step(n, 20);
         if (n->bye && !dc_node_tx_pending(n))
@@ -2939,6 +2937,15 @@ static dc_status_t dc_sender_run(dc_node_t *n)
         while (dc_node_tx_pending(n) && dc_now_ns() < dl)
             dc_node_step(n, 5);
     }
+}
+
+/* Runs until BYE: connects to the coordinator (its control link), serves
+ * the children of its streams, and broadcasts its chunks of every version
+ * the coordinator BEGINs. */
+static dc_status_t dc_sender_run(dc_node_t *n)
+{
+    DC_LOG_INFO("sender %u: serving its shards; the coordinator is node 0", n->me);
+    dc_node_serve(n);
     dc_sender_stop_encoders(n);
     return n->finished ? n->result : DC_OK;
 }
@@ -3007,16 +3014,7 @@ static dc_status_t dc_rx_run(dc_node_t *n)
     n->dense_needed = access(path, F_OK) == 0;
     DC_LOG_INFO("node %u: holding version %llu%s", n->me, (unsigned long long)n->committed,
                 n->dense_needed ? " (marked for dense refit)" : "");
-    while (!n->finished) {
-        dc_node_step(n, 20);
-        if (n->bye && !dc_node_tx_pending(n))
-            break;
-    }
-    if (n->bye) {
-        uint64_t dl = dc_now_ns() + 3000000000ull;
-        while (dc_node_tx_pending(n) && dc_now_ns() < dl)
-            dc_node_step(n, 5);
-    }
+    dc_node_serve(n);
     return n->finished ? n->result : DC_OK;
 }
 

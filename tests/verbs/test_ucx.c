@@ -64,9 +64,10 @@ static size_t msg_off(uint64_t i, size_t size)
     return (size_t)((i * 7340033ull) % (SRC_SIZE - size + 1));
 }
 
-/* Probe in a child: a UCP context must not cross a fork(), and the tests
+/* Run probe(msg, 512) in a child and return its verdict; *why gets its
+ * message.  A UCP context (and CUDA) must not cross a fork(), and the tests
  * fork their server before this process touches UCX. */
-static int transport_usable(char *why, size_t len)
+static int probe_in_child(int (*probe)(char *m, size_t mlen), char *why, size_t len)
 {
     int p[2];
     cr_assert_eq(pipe(p), 0);
@@ -75,9 +76,8 @@ static int transport_usable(char *why, size_t len)
     cr_assert_neq(pid, -1);
     if (pid == 0) {
         close(p[0]);
-        const dc_verbs_ops_t *t;
-        int ok = dc_verbs_find(g_tname, &t) == DC_OK;
-        const char *m = ok ? "" : dc_last_error();
+        char m[512] = "";
+        int ok = probe(m, sizeof(m));
         if (write(p[1], m, strlen(m) + 1) < 0)
             _exit(2);
         _exit(ok ? 0 : 1);
@@ -89,6 +89,20 @@ static int transport_usable(char *why, size_t len)
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static int transport_probe(char *m, size_t mlen)
+{
+    const dc_verbs_ops_t *t;
+    if (dc_verbs_find(g_tname, &t) == DC_OK)
+        return 1;
+    snprintf(m, mlen, "%s", dc_last_error());
+    return 0;
+}
+
+static int transport_usable(char *why, size_t len)
+{
+    return probe_in_child(transport_probe, why, len);
 }
 
 static void opts_with_secret(dc_verbs_opts_t *o, const char *secret, uint32_t timeout_ms)
@@ -107,45 +121,32 @@ static void opts_with_secret(dc_verbs_opts_t *o, const char *secret, uint32_t ti
  * before the fork (CUDA is initialised after it, in each process). */
 static int g_gpu;
 
-/* Probe in a child (CUDA must not be initialised before the fork): can
- * g_tname move GPU memory here?  Else *why says what is missing. */
+/* Can g_tname move GPU memory here (probed in a child: CUDA must not be
+ * initialised before the fork)?  Else *why says what is missing. */
+static int gpu_probe(char *m, size_t mlen)
+{
+    const dc_verbs_ops_t *t;
+    dc_verbs_caps_t caps = {.size = sizeof(caps)};
+    int ok = 0;
+    if (!DC_HAVE_CUDA)
+        snprintf(m, mlen, "CUDA kernels not built (nvcc not found at configure time)");
+    else if (!dc_kern_cuda_available())
+        snprintf(m, mlen, "no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    else if (dc_verbs_find(g_tname, &t) != DC_OK || t->caps(&caps) != DC_OK)
+        snprintf(m, mlen, "%s unavailable: %s", g_tname, dc_last_error());
+    else if (!(caps.mem_kinds & DC_VERBS_MEM_CUDA) && strcmp(g_tname, "ucx") == 0 &&
+             t->reg_mem(NULL, m, 64, DC_VERBS_MEM_CUDA, &(dc_verbs_mr_t *){0}) != DC_OK)
+        snprintf(m, mlen, "%s", dc_last_error()); /* ucx says why */
+    else if (!(caps.mem_kinds & DC_VERBS_MEM_CUDA))
+        snprintf(m, mlen, "%s reports no GPU memory support here", g_tname);
+    else
+        ok = 1;
+    return ok;
+}
+
 __attribute__((unused)) static int gpu_usable(char *why, size_t len)
 {
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        close(p[0]);
-        char m[512] = "";
-        const dc_verbs_ops_t *t;
-        dc_verbs_caps_t caps = {.size = sizeof(caps)};
-        int ok = 0;
-        if (!DC_HAVE_CUDA)
-            snprintf(m, sizeof(m), "CUDA kernels not built (nvcc not found at configure time)");
-        else if (!dc_kern_cuda_available())
-            snprintf(m, sizeof(m), "no CUDA device (cudaGetDeviceCount failed or returned 0)");
-        else if (dc_verbs_find(g_tname, &t) != DC_OK || t->caps(&caps) != DC_OK)
-            snprintf(m, sizeof(m), "%s unavailable: %s", g_tname, dc_last_error());
-        else if (!(caps.mem_kinds & DC_VERBS_MEM_CUDA) && strcmp(g_tname, "ucx") == 0 &&
-                 t->reg_mem(NULL, m, 64, DC_VERBS_MEM_CUDA, &(dc_verbs_mr_t *){0}) != DC_OK)
-            snprintf(m, sizeof(m), "%s", dc_last_error()); /* ucx says why */
-        else if (!(caps.mem_kinds & DC_VERBS_MEM_CUDA))
-            snprintf(m, sizeof(m), "%s reports no GPU memory support here", g_tname);
-        else
-            ok = 1;
-        if (write(p[1], m, strlen(m) + 1) < 0)
-            _exit(2);
-        _exit(ok ? 0 : 1);
-    }
-    close(p[1]);
-    ssize_t n = read(p[0], why, len - 1);
-    why[n > 0 ? n : 0] = 0;
-    close(p[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return probe_in_child(gpu_probe, why, len);
 }
 
 /* --- server (child) ----------------------------------------------------- */
