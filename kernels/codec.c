@@ -5,7 +5,9 @@
 #include "kernels/kern.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 struct dc_codec {
     size_t max_bytes;
@@ -242,11 +244,31 @@ static dc_status_t dc_check_enc(const dc_codec_t *c, uint16_t enc, size_t n, uns
     return DC_OK;
 }
 
+/* How much of a chunk the decoders prefetch for the patch that follows:
+ * half the L2 (what the positions and values they write leave of it), at
+ * most 1 MiB (a whole 4 MiB chunk would evict its own beginning: slower
+ * than none). */
+static size_t dc_prefetch_budget(void)
+{
+    static _Atomic size_t budget;
+    size_t b = atomic_load_explicit(&budget, memory_order_relaxed);
+    if (b == 0) {
+        long l2 = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+        b = l2 > 0 ? DC_MIN((size_t)l2 / 2, (size_t)1 << 20) : (size_t)256 << 10;
+        atomic_store_explicit(&budget, b, memory_order_relaxed);
+    }
+    return b;
+}
+
 /* Decode the streams of a payload into c->pos / c->vals1.  *count gets the
- * number of words decoded into vals1. */
+ * number of words decoded into vals1.  chunk (may be NULL): the memory the
+ * caller patches next, prefetched while the streams decode. */
 static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
                                      size_t len, size_t n, unsigned w, size_t *count,
-                                     dc_chunk_stats_t *st)
+                                     dc_chunk_stats_t *st, const void *chunk)
 {
     unsigned kind = dc_enc_kind(enc), vm = dc_enc_val_method(enc);
     dc_status_t s = dc_check_enc(c, enc, n, w);
@@ -278,9 +300,11 @@ static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t 
     if (vm == DC_ENT_RANS && w <= 2 && cnt > 0) {
         /* positions and values decoded in one interleaved loop */
         dc_rans_dec_t rd;
+        dc_ent_pf_t pf = {chunk, DC_MIN(n * w, dc_prefetch_budget())};
         if ((s = dc_rans_dec_init(c->ent, &rd, p, (size_t)(end - p), (size_t)cnt, 8 * w)) !=
                 DC_OK ||
-            (s = dc_ent_sparse_run(c->gd, &rd, c->pos, c->vals1, (size_t)cnt)) != DC_OK ||
+            (s = dc_ent_sparse_run(c->gd, &rd, c->pos, c->vals1, (size_t)cnt,
+                                   chunk ? &pf : NULL)) != DC_OK ||
             (s = dc_rans_dec_finish(&rd)) != DC_OK)
             return s;
     } else {
@@ -303,7 +327,7 @@ dc_status_t dc_codec_decode(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
                             void *dst, size_t n, unsigned w)
 {
     size_t count;
-    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL);
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL, dst);
     if (s != DC_OK)
         return s;
     switch (dc_enc_kind(enc)) {
@@ -328,7 +352,8 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
     unsigned kind = dc_enc_kind(enc);
     if (!src && kind != DC_ENC_PUT_DENSE && kind >= 1 && kind <= DC_ENC_KIND_MAX)
         return dc_error(DC_ERR_INVALID, "codec: encoding 0x%04x needs a baseline", enc);
-    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL);
+    /* the patch reads the baseline first (in place: the chunk itself) */
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL, src ? src : dst);
     if (s != DC_OK)
         return s;
     unsigned op;
@@ -347,7 +372,7 @@ dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload
     dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0,
                            .payload_bytes = len};
     size_t count;
-    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, &s0);
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, &s0, NULL);
     if (s != DC_OK)
         return s;
     unsigned kind = dc_enc_kind(enc);

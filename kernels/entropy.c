@@ -1,5 +1,6 @@
 /* entropy.c - Golomb positions, order-0 rANS values, zstd/raw fallbacks. */
 #include "kernels/entropy.h"
+#include "kernels/kern.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -921,13 +922,20 @@ dc_status_t dc_rans_dec_finish(const dc_rans_dec_t *d)
     return DC_OK;
 }
 
-dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
-                              uint8_t *vals, size_t upto)
+/* The interleaved loop of dc_ent_sparse_run (table Golomb codes, four-way
+ * 16-bit rANS), as far as both fast paths go; compiled twice below: for
+ * the baseline and with BMI2 (one-uop variable shifts). */
+static inline __attribute__((always_inline)) dc_status_t
+dc_sparse_fast(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
+               size_t upto, const dc_ent_pf_t *pf)
 {
     size_t k = gd->k;
-    if (upto > gd->count)
-        upto = gd->count;
-    if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && rd->i == k && (k & 3) == 0) {
+    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
+    /* lines per step (four codes), so that the span is asked for over the
+     * first half of the steps */
+    size_t steps = (upto - k) / 8 + 1;
+    const unsigned pl = pf ? (unsigned)DC_MIN((pf->len / 64 + steps - 1) / steps, (size_t)16) : 0;
+    {
         /* four positions and four 16-bit values per step, in one loop: the
          * Golomb chain (shift, table load, add per code) runs alongside
          * the four rANS chains instead of before them */
@@ -940,6 +948,11 @@ dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *
         const uint64_t *dtab = rd->dtab;
         uint32_t x0 = rd->x[0], x1 = rd->x[1], x2 = rd->x[2], x3 = rd->x[3];
         while (k + 4 <= upto && gend - gp >= 8 && end - p >= 8) {
+            if (pc < pe) {
+                for (unsigned j = 0; j < pl; j++)
+                    __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
+                pc += 64u * pl;
+            }
             uint64_t cont = __builtin_bswap64(dc_load_le64(gp));
             /* a code the table lacks reads 0, and so do the lookups after
              * it (they use the same bits): e3 == 0 means some code missed */
@@ -1004,6 +1017,41 @@ dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *
         rd->x[2] = x2;
         rd->x[3] = x3;
         rd->i = k;
+    }
+    return DC_OK;
+}
+
+static dc_status_t dc_sparse_fast_base(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
+                                       uint8_t *vals, size_t upto, const dc_ent_pf_t *pf)
+{
+    return dc_sparse_fast(gd, rd, pos, vals, upto, pf);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("bmi2"))) static dc_status_t
+dc_sparse_fast_bmi2(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
+                    size_t upto, const dc_ent_pf_t *pf)
+{
+    return dc_sparse_fast(gd, rd, pos, vals, upto, pf);
+}
+#endif
+
+dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
+                              uint8_t *vals, size_t upto, const dc_ent_pf_t *pf)
+{
+    if (upto > gd->count)
+        upto = gd->count;
+    if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && rd->i == gd->k && (gd->k & 3) == 0) {
+        dc_status_t st;
+#if defined(__x86_64__)
+        /* the kernel ISA avx2 and up implies BMI2 (dc_kern_isa_supported) */
+        if (dc_kern_isa()[0] == 'a')
+            st = dc_sparse_fast_bmi2(gd, rd, pos, vals, upto, pf);
+        else
+#endif
+            st = dc_sparse_fast_base(gd, rd, pos, vals, upto, pf);
+        if (st != DC_OK)
+            return st;
     }
     dc_status_t st = dc_golomb_dec_run(gd, pos, upto);
     if (st == DC_OK)

@@ -166,11 +166,20 @@ dc_status_t dc_rans_dec_init(dc_ent_scratch_t *s, dc_rans_dec_t *d, const uint8_
 dc_status_t dc_rans_dec_run(dc_rans_dec_t *d, uint8_t *out, unsigned stride, size_t upto);
 dc_status_t dc_rans_dec_finish(const dc_rans_dec_t *d);
 
+/** Memory to prefetch (into L2) while decoding: len bytes at p. */
+typedef struct dc_ent_pf {
+    const void *p;
+    size_t len;
+} dc_ent_pf_t;
+
 /** Both runs to `upto` (positions and values of a sparse chunk, values
  *  stride bits / 8), interleaved in one loop where both fast paths apply:
  *  dc_golomb_dec_run(gd, pos, upto) then dc_rans_dec_run(rd, vals,
- *  rd->bits / 8, upto), same results. */
+ *  rd->bits / 8, upto), same results.  pf (may be NULL) names memory the
+ *  caller reads next (the chunk to patch): the loop asks for it as it goes,
+ *  so that it streams in while the decoders compute.  Prefetches never
+ *  fault and change nothing. */
 dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
-                              uint8_t *vals, size_t upto);
+                              uint8_t *vals, size_t upto, const dc_ent_pf_t *pf);
 
 #endif /* DC_ENTROPY_H */
