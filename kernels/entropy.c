@@ -27,7 +27,7 @@ struct dc_ent_scratch {
     uint32_t *hist;   /* 65536 */
     uint32_t *qfreq;  /* 65536 */
     uint32_t *cum;    /* 65537 */
-    uint64_t *dtab;   /* 65536: per slot, sym | freq << 16 | (slot - cum) << 33 */
+    uint64_t *dtab;   /* 65536: per slot, sym | (slot - cum) << 16 | freq << 32 */
     uint16_t *syms;   /* 65536: list of used symbols */
     struct dc_rans_esym *esym; /* 65536: encoder symbols (reciprocals) */
     uint8_t *tmp[2];  /* candidate outputs, each val_bound(max_count, 8) */
@@ -800,9 +800,10 @@ dc_status_t dc_rans_dec_init(dc_ent_scratch_t *s, dc_rans_dec_t *d, const uint8_
         if (c >= (1ull << bits) || dl >= (1ull << bits) || f > M || acc + f > M)
             return dc_error(DC_ERR_FORMAT, "rANS table entry out of range");
         /* slot j of symbol c: x' = f * (x >> S) + (j - cum) */
-        uint64_t e = c | f << 16; /* f <= 2^16: 17 bits */
+        /* slot - cum < f <= 2^16: 16 bits; f: 17 bits */
+        uint64_t e = c | f << 32;
         for (uint64_t j = acc; j < acc + f; j++)
-            s->dtab[j] = e | (j - acc) << 33;
+            s->dtab[j] = e | (j - acc) << 16;
         acc += f;
     }
     if (acc != M)
@@ -852,7 +853,7 @@ dc_rans_run_bits(dc_rans_dec_t *d, uint8_t *out, unsigned stride, size_t upto,
 #define DC_RANS_STEP(X, I)                                                    \
     do {                                                                      \
         uint64_t e = dtab[X & mask];                                          \
-        X = (uint32_t)((e >> 16) & 0x1ffff) * (X >> S) + (uint32_t)(e >> 33); \
+        X = (uint32_t)(e >> 32) * (X >> S) + ((uint32_t)e >> 16);             \
         unsigned nbits = ((unsigned)__builtin_clz(X) - 1u) & ~7u;             \
         uint32_t two = (uint32_t)p[0] << 8 | p[1];                            \
         X = (uint32_t)(((uint64_t)X << nbits) | (two >> (16 - nbits)));       \
@@ -887,7 +888,7 @@ dc_rans_run_bits(dc_rans_dec_t *d, uint8_t *out, unsigned stride, size_t upto,
         uint32_t x = *xp;
         uint64_t e = dtab[x & mask];
         uint32_t sym = (uint32_t)(e & 0xffff);
-        x = (uint32_t)((e >> 16) & 0x1ffff) * (x >> S) + (uint32_t)(e >> 33);
+        x = (uint32_t)(e >> 32) * (x >> S) + ((uint32_t)e >> 16);
         while (x < DC_RANS_L) {
             if (DC_UNLIKELY(p >= end)) {
                 st = dc_error(DC_ERR_FORMAT, "rANS data truncated");
@@ -993,7 +994,7 @@ dc_sparse_fast(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *v
 #define DC_RANS_STEP(X, I)                                                    \
     do {                                                                      \
         uint64_t e = dtab[X & mask];                                          \
-        X = (uint32_t)((e >> 16) & 0x1ffff) * (X >> S) + (uint32_t)(e >> 33); \
+        X = (uint32_t)(e >> 32) * (X >> S) + ((uint32_t)e >> 16);             \
         unsigned nbits = ((unsigned)__builtin_clz(X) - 1u) & ~7u;             \
         uint32_t two = (uint32_t)p[0] << 8 | p[1];                            \
         X = (uint32_t)(((uint64_t)X << nbits) | (two >> (16 - nbits)));       \
