@@ -5,11 +5,14 @@
 #include "kernels/kern.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 struct dc_codec {
     size_t max_bytes;
     dc_ent_scratch_t *ent;
+    dc_golomb_dec_t *gd;
     uint32_t *pos;   /* max_bytes entries (enough for any count <= n) */
     uint8_t *vals1;  /* max_bytes */
     uint8_t *vals2;  /* max_bytes */
@@ -33,7 +36,8 @@ dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out)
     c->pos = malloc(max_bytes * sizeof(uint32_t));
     c->vals1 = malloc(max_bytes);
     c->vals2 = malloc(max_bytes);
-    if (!c->pos || !c->vals1 || !c->vals2 ||
+    c->gd = malloc(sizeof(*c->gd));
+    if (!c->pos || !c->vals1 || !c->vals2 || !c->gd ||
         dc_ent_scratch_create(max_bytes, &c->ent) != DC_OK) {
         dc_codec_free(c);
         return dc_error(DC_ERR_NOMEM, "codec context for %zu-byte chunks", max_bytes);
@@ -50,6 +54,7 @@ void dc_codec_free(dc_codec_t *c)
     free(c->pos);
     free(c->vals1);
     free(c->vals2);
+    free(c->gd);
     free(c);
 }
 
@@ -221,11 +226,10 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
     return DC_OK;
 }
 
-/* Decode the streams of a payload into c->pos / c->vals1.  *count gets the
- * number of words decoded into vals1. */
-static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
-                                     size_t len, size_t n, unsigned w, size_t *count,
-                                     dc_chunk_stats_t *st)
+/* The chunk geometry and the encoding field, before any stream is read:
+ * a known kind and values method, Golomb positions for the sparse kinds
+ * and none for the dense ones. */
+static dc_status_t dc_check_enc(const dc_codec_t *c, uint16_t enc, size_t n, unsigned w)
 {
     unsigned kind = dc_enc_kind(enc), pm = dc_enc_pos_method(enc), vm = dc_enc_val_method(enc);
     if ((w != 1 && w != 2 && w != 4 && w != 8) || n == 0 || n > UINT32_MAX ||
@@ -233,10 +237,44 @@ static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t 
         return dc_error(DC_ERR_FORMAT, "chunk of %zu x %u bytes out of range", n, w);
     if (kind < 1 || kind > DC_ENC_KIND_MAX || vm >= DC_ENT_GOLOMB)
         return dc_error(DC_ERR_FORMAT, "bad chunk encoding 0x%04x", enc);
-    dc_status_t s;
+    if ((kind == DC_ENC_XOR_DENSE || kind == DC_ENC_PUT_DENSE) && pm != 0)
+        return dc_error(DC_ERR_FORMAT, "dense chunk names a positions method");
+    if ((kind == DC_ENC_XOR_SPARSE || kind == DC_ENC_PUT_SPARSE) && pm != DC_ENT_GOLOMB)
+        return dc_error(DC_ERR_FORMAT, "sparse chunk without Golomb positions");
+    return DC_OK;
+}
+
+/* How much of a chunk the decoders prefetch for the patch that follows:
+ * half the L2 (what the positions and values they write leave of it), at
+ * most 1 MiB (a whole 4 MiB chunk would evict its own beginning: slower
+ * than none). */
+static size_t dc_prefetch_budget(void)
+{
+    static _Atomic size_t budget;
+    size_t b = atomic_load_explicit(&budget, memory_order_relaxed);
+    if (b == 0) {
+        long l2 = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+        b = l2 > 0 ? DC_MIN((size_t)l2 / 2, (size_t)1 << 20) : (size_t)256 << 10;
+        atomic_store_explicit(&budget, b, memory_order_relaxed);
+    }
+    return b;
+}
+
+/* Decode the streams of a payload into c->pos / c->vals1.  *count gets the
+ * number of words decoded into vals1.  chunk (may be NULL): the memory the
+ * caller patches next, prefetched while the streams decode. */
+static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                     size_t len, size_t n, unsigned w, size_t *count,
+                                     dc_chunk_stats_t *st, const void *chunk)
+{
+    unsigned kind = dc_enc_kind(enc), vm = dc_enc_val_method(enc);
+    dc_status_t s = dc_check_enc(c, enc, n, w);
+    if (s != DC_OK)
+        return s;
     if (kind == DC_ENC_XOR_DENSE || kind == DC_ENC_PUT_DENSE) {
-        if (pm != 0)
-            return dc_error(DC_ERR_FORMAT, "dense chunk names a positions method");
         s = dc_ent_val_decode(c->ent, vm, payload, len, n, w, c->vals1);
         if (s != DC_OK)
             return s;
@@ -247,8 +285,6 @@ static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t 
         }
         return DC_OK;
     }
-    if (pm != DC_ENT_GOLOMB)
-        return dc_error(DC_ERR_FORMAT, "sparse chunk without Golomb positions");
     const uint8_t *p = payload, *end = payload + len;
     uint64_t cnt, plen;
     if (dc_ent_get_varint(&p, end, &cnt) != DC_OK || dc_ent_get_varint(&p, end, &plen) != DC_OK)
@@ -258,12 +294,26 @@ static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t 
                         (unsigned long long)cnt, n);
     if (plen > (uint64_t)(end - p))
         return dc_error(DC_ERR_FORMAT, "positions stream longer than the payload");
-    s = dc_ent_pos_decode(p, (size_t)plen, (size_t)cnt, n, c->pos);
-    if (s != DC_OK)
+    if ((s = dc_golomb_dec_init(c->gd, p, (size_t)plen, (size_t)cnt, n)) != DC_OK)
         return s;
     p += plen;
-    s = dc_ent_val_decode(c->ent, vm, p, (size_t)(end - p), (size_t)cnt, w, c->vals1);
-    if (s != DC_OK)
+    if (vm == DC_ENT_RANS && w <= 2 && cnt > 0) {
+        /* positions and values decoded in one interleaved loop */
+        dc_rans_dec_t rd;
+        dc_ent_pf_t pf = {chunk, DC_MIN(n * w, dc_prefetch_budget())};
+        if ((s = dc_rans_dec_init(c->ent, &rd, p, (size_t)(end - p), (size_t)cnt, 8 * w)) !=
+                DC_OK ||
+            (s = dc_ent_sparse_run(c->gd, &rd, c->pos, c->vals1, (size_t)cnt,
+                                   chunk ? &pf : NULL)) != DC_OK ||
+            (s = dc_rans_dec_finish(&rd)) != DC_OK)
+            return s;
+    } else {
+        if ((s = dc_golomb_dec_run(c->gd, c->pos, (size_t)cnt)) != DC_OK ||
+            (s = dc_ent_val_decode(c->ent, vm, p, (size_t)(end - p), (size_t)cnt, w, c->vals1)) !=
+                DC_OK)
+            return s;
+    }
+    if ((s = dc_golomb_dec_finish(c->gd)) != DC_OK)
         return s;
     *count = (size_t)cnt;
     if (st) {
@@ -277,7 +327,7 @@ dc_status_t dc_codec_decode(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
                             void *dst, size_t n, unsigned w)
 {
     size_t count;
-    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL);
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL, dst);
     if (s != DC_OK)
         return s;
     switch (dc_enc_kind(enc)) {
@@ -302,7 +352,8 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
     unsigned kind = dc_enc_kind(enc);
     if (!src && kind != DC_ENC_PUT_DENSE && kind >= 1 && kind <= DC_ENC_KIND_MAX)
         return dc_error(DC_ERR_INVALID, "codec: encoding 0x%04x needs a baseline", enc);
-    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL);
+    /* the patch reads the baseline first (in place: the chunk itself) */
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL, src ? src : dst);
     if (s != DC_OK)
         return s;
     unsigned op;
@@ -321,7 +372,7 @@ dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload
     dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0,
                            .payload_bytes = len};
     size_t count;
-    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, &s0);
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, &s0, NULL);
     if (s != DC_OK)
         return s;
     unsigned kind = dc_enc_kind(enc);

@@ -1,5 +1,6 @@
 /* entropy.c - Golomb positions, order-0 rANS values, zstd/raw fallbacks. */
 #include "kernels/entropy.h"
+#include "kernels/kern.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ struct dc_ent_scratch {
     uint32_t *hist;   /* 65536 */
     uint32_t *qfreq;  /* 65536 */
     uint32_t *cum;    /* 65537 */
-    uint64_t *dtab;   /* 65536: per slot, sym | freq << 16 | (slot - cum) << 33 */
+    uint64_t *dtab;   /* 65536: per slot, sym | (slot - cum) << 16 | freq << 32 */
     uint16_t *syms;   /* 65536: list of used symbols */
     struct dc_rans_esym *esym; /* 65536: encoder symbols (reciprocals) */
     uint8_t *tmp[2];  /* candidate outputs, each val_bound(max_count, 8) */
@@ -180,34 +181,6 @@ static void dc_bitw_finish(dc_bitw_t *w)
     }
 }
 
-typedef struct {
-    uint64_t acc; /* only the low nb bits are meaningful */
-    unsigned nb;
-    const uint8_t *p, *end;
-} dc_bitr_t;
-
-static inline void dc_bitr_refill(dc_bitr_t *r)
-{
-    if (r->nb <= 55 && r->end - r->p >= 8) {
-        /* whole bytes in one big-endian load: 1..7 of them, nb ends >= 56 */
-        unsigned take = (63 - r->nb) >> 3;
-        uint64_t v = __builtin_bswap64(dc_load_le64(r->p));
-        r->acc = (r->acc << (8 * take)) | (v >> (64 - 8 * take));
-        r->nb += 8 * take;
-        r->p += take;
-        return;
-    }
-    while (r->nb <= 56 && r->p < r->end) {
-        r->acc = (r->acc << 8) | *r->p++;
-        r->nb += 8;
-    }
-}
-
-static inline uint64_t dc_lowmask(unsigned n)
-{
-    return n >= 64 ? ~0ull : ((1ull << n) - 1);
-}
-
 /* --- positions: Golomb-coded gaps ----------------------------------------- */
 
 size_t dc_ent_pos_bound(size_t count, uint64_t n)
@@ -292,8 +265,86 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
     return DC_OK;
 }
 
-dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint64_t n,
-                              uint32_t *pos)
+/* Bits of the positions stream left from (p, bc). */
+static inline uint64_t dc_gd_left(const dc_golomb_dec_t *d)
+{
+    return (uint64_t)(d->end - d->p) * 8 - d->bc;
+}
+
+/* The next nb (1..57, <= dc_gd_left) stream bits, right-aligned. */
+static inline uint64_t dc_gd_peek(const dc_golomb_dec_t *d, unsigned nb)
+{
+    uint64_t v = 0;
+    if (d->end - d->p >= 8) {
+        v = __builtin_bswap64(dc_load_le64(d->p));
+    } else {
+        for (ptrdiff_t i = 0; i < d->end - d->p; i++)
+            v |= (uint64_t)d->p[i] << (56 - 8 * i);
+    }
+    return (v << d->bc) >> (64 - nb);
+}
+
+static inline void dc_gd_skip(dc_golomb_dec_t *d, uint64_t nb)
+{
+    uint64_t t = d->bc + nb;
+    d->p += t >> 3;
+    d->bc = (unsigned)(t & 7);
+}
+
+/* One code, bit-exact and bounds-checked at every step (long runs of zeros,
+ * the last bytes of the stream). */
+static dc_status_t dc_gd_careful(dc_golomb_dec_t *d, uint32_t *out)
+{
+    uint64_t q = 0;
+    for (;;) {
+        uint64_t left = dc_gd_left(d);
+        if (left == 0)
+            return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
+        unsigned nb = left < 57 ? (unsigned)left : 57;
+        uint64_t v = dc_gd_peek(d, nb);
+        if (v == 0) {
+            q += nb;
+            dc_gd_skip(d, nb);
+            if (q > d->n)
+                return dc_error(DC_ERR_FORMAT, "positions: gap exceeds chunk");
+            continue;
+        }
+        unsigned lz = (unsigned)__builtin_clzll(v) - (64 - nb);
+        q += lz;
+        dc_gd_skip(d, lz + 1);
+        break;
+    }
+    if (q > d->n)
+        return dc_error(DC_ERR_FORMAT, "positions: gap exceeds chunk");
+    uint64_t rem = 0;
+    unsigned b = d->b;
+    if (b) {
+        if (dc_gd_left(d) < b - 1)
+            return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
+        rem = b > 1 ? dc_gd_peek(d, b - 1) : 0;
+        if (rem < d->cut) {
+            dc_gd_skip(d, b - 1);
+        } else {
+            if (dc_gd_left(d) < b)
+                return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
+            rem = dc_gd_peek(d, b) - d->cut;
+            dc_gd_skip(d, b);
+            if (rem >= d->m)
+                return dc_error(DC_ERR_FORMAT, "positions: bad remainder");
+        }
+    }
+    uint64_t g = q * d->m + rem;
+    uint64_t ps = d->next + g;
+    if (g > d->n || ps >= d->n)
+        return dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
+                        (unsigned long long)ps, (unsigned long long)d->n);
+    *out = (uint32_t)ps;
+    d->next = ps + 1;
+    return DC_OK;
+}
+
+dc_status_t dc_golomb_dec_init(dc_golomb_dec_t *d, const uint8_t *src, size_t len, size_t count,
+                               uint64_t n)
 {
     const uint8_t *p = src, *end = src + len;
     uint64_t m;
@@ -305,148 +356,188 @@ dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint
     if (count > n)
         return dc_error(DC_ERR_FORMAT, "positions: %zu changes in %llu elements", count,
                         (unsigned long long)n);
-    unsigned b = dc_ceil_log2_u64(m);
-    uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
-    size_t k = 0;
-    int64_t prev = -1;
+    d->p = p;
+    d->end = end;
+    d->bc = 0;
+    d->m = m;
+    d->b = dc_ceil_log2_u64(m);
+    d->cut = (d->b >= 64 ? 0 : (1ull << d->b)) - m;
+    d->n = n;
+    d->next = 0;
+    d->k = 0;
+    d->count = count;
+    /* With many gaps and short codes, a table over the next DC_GT_BITS
+     * bits gives gap | bits used << 24 for every code that fits in them
+     * (0: decode it without the table): each code of q zeros, a one and r
+     * in truncated binary fills the 2^(DC_GT_BITS - length) slots it
+     * prefixes. */
+    unsigned b = d->b;
+    d->use_tab = count >= 4096 && b + 1 <= DC_GT_BITS;
+    if (d->use_tab) {
+        uint32_t *gtab = d->gtab;
+        memset(gtab, 0, sizeof(d->gtab));
+        for (uint64_t q = 0; q + 1 + (b ? b - 1 : 0) <= DC_GT_BITS; q++) {
+            for (uint64_t r = 0; r < m; r++) {
+                unsigned rb = b ? (r < d->cut ? b - 1 : b) : 0;
+                uint64_t rv = b ? (r < d->cut ? r : r + d->cut) : 0;
+                unsigned clen = (unsigned)q + 1 + rb;
+                if (clen > DC_GT_BITS)
+                    continue;
+                uint32_t code = (uint32_t)(((1ull << rb) | rv) << (DC_GT_BITS - clen));
+                uint32_t e = (uint32_t)(q * m + r) | (uint32_t)clen << 24;
+                for (uint32_t j = 0; j < (1u << (DC_GT_BITS - clen)); j++)
+                    gtab[code | j] = e;
+            }
+        }
+    }
+    return DC_OK;
+}
+
+dc_status_t dc_golomb_dec_run(dc_golomb_dec_t *d, uint32_t *pos, size_t upto)
+{
     /*
-     * Fast path while >= 8 bytes are left: a left-aligned 64-bit window
-     * refilled with one big-endian load (nb = counted bits at the top; the
-     * bits below them are the following stream bits, so OR-ing a reload over
-     * them is harmless).  A gap whose code does not fit the window (a run of
-     * >= 56 - b zero bits) and the last bytes go to the careful loop below;
-     * a valid stream always ends there (the window holds >= 8 unread bits
-     * whenever this loop stops), so the end-of-stream checks are unchanged.
+     * Fast path while >= 8 bytes are left: the stream position is a byte
+     * pointer p plus bc < 8 bits already used of p[0], and one big-endian
+     * load gives cont, the 64 stream bits from p on (the bits at the
+     * position are cont << bc).  With the table, four codes come from one
+     * load (4 * DC_GT_BITS + 7 <= 64): the dependency chain per code is a
+     * shift, a table load and an add.  Codes that do not fit what is left
+     * of cont, and the last bytes, go through dc_gd_careful.
      */
-    uint64_t win = 0;
-    unsigned wnb = 0;
-    uint64_t next = 0; /* prev + 1 */
-    /* With many gaps and short codes, a table over the next 11 bits gives
-     * gap | bits used << 24 for every code that fits in them (0: decode
-     * it bit by bit below). */
-    enum { DC_GT_BITS = 11 };
-    uint32_t gtab[1u << DC_GT_BITS];
-    int use_tab = count >= 4096 && b + 1 <= DC_GT_BITS;
-    if (use_tab) {
-        for (uint32_t idx = 0; idx < (1u << DC_GT_BITS); idx++) {
-            uint64_t t = (uint64_t)idx << (64 - DC_GT_BITS);
-            gtab[idx] = 0;
-            if (t == 0)
-                continue;
-            unsigned lz = (unsigned)__builtin_clzll(t), used = lz + 1;
-            t <<= used;
+    const uint8_t *p = d->p, *end = d->end;
+    unsigned bc = d->bc;
+    uint64_t next = d->next;
+    const uint64_t n = d->n, m = d->m, cut = d->cut;
+    const unsigned b = d->b;
+    const uint32_t *gtab = d->gtab;
+    size_t k = d->k;
+    if (upto > d->count)
+        upto = d->count;
+    dc_status_t st = DC_OK;
+    while (k < upto) {
+        if (end - p < 8)
+            goto careful;
+        uint64_t cont = __builtin_bswap64(dc_load_le64(p));
+        if (d->use_tab && upto - k >= 4) {
+            uint32_t e0 = gtab[(cont << bc) >> (64 - DC_GT_BITS)];
+            if (DC_UNLIKELY(e0 == 0))
+                goto one;
+            bc += e0 >> 24;
+            uint32_t e1 = gtab[(cont << bc) >> (64 - DC_GT_BITS)];
+            uint64_t n0 = next + (e0 & 0xffffffu);
+            pos[k] = (uint32_t)n0;
+            next = n0 + 1;
+            k += 1;
+            if (DC_UNLIKELY(e1 == 0))
+                goto renorm;
+            bc += e1 >> 24;
+            uint32_t e2 = gtab[(cont << bc) >> (64 - DC_GT_BITS)];
+            uint64_t n1 = next + (e1 & 0xffffffu);
+            pos[k] = (uint32_t)n1;
+            next = n1 + 1;
+            k += 1;
+            if (DC_UNLIKELY(e2 == 0))
+                goto renorm;
+            bc += e2 >> 24;
+            uint32_t e3 = gtab[(cont << bc) >> (64 - DC_GT_BITS)];
+            uint64_t n2 = next + (e2 & 0xffffffu);
+            pos[k] = (uint32_t)n2;
+            next = n2 + 1;
+            k += 1;
+            if (DC_UNLIKELY(e3 == 0))
+                goto renorm;
+            bc += e3 >> 24;
+            uint64_t n3 = next + (e3 & 0xffffffu);
+            pos[k] = (uint32_t)n3;
+            next = n3 + 1;
+            k += 1;
+        renorm:
+            /* positions only grow: the last one written is the largest */
+            if (DC_UNLIKELY(next > n)) {
+                st = dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
+                              (unsigned long long)(next - 1), (unsigned long long)n);
+                goto out;
+            }
+            p += bc >> 3;
+            bc &= 7;
+            continue;
+        }
+    one:
+        /* one code from the >= 57 bits left of cont, when it fits them */
+        {
+            uint64_t win = cont << bc;
+            unsigned lz = win ? (unsigned)__builtin_clzll(win) : 64;
+            if (lz + 1 + b > 64 - bc)
+                goto careful;
+            win <<= lz + 1;
+            unsigned used = lz + 1;
             uint64_t rem = 0;
             if (b) {
-                uint64_t short_r = b > 1 ? t >> (65 - b) : 0;
-                if (short_r < cut) {
-                    rem = short_r;
-                    used += b - 1;
-                } else {
-                    rem = (t >> (64 - b)) - cut;
-                    used += b;
+                /* truncated binary, branch-free: b-1 bits, or b when >= cut */
+                uint64_t short_r = b > 1 ? win >> (65 - b) : 0;
+                uint64_t long_r = (win >> (64 - b)) - cut;
+                unsigned is_long = short_r >= cut;
+                rem = is_long ? long_r : short_r;
+                used += b - 1 + is_long;
+                if (DC_UNLIKELY(rem >= m)) {
+                    st = dc_error(DC_ERR_FORMAT, "positions: bad remainder");
+                    goto out;
                 }
             }
-            if (used <= DC_GT_BITS && rem < m)
-                gtab[idx] = (uint32_t)((uint64_t)lz * m + rem) | used << 24;
-        }
-    }
-    while (k < count && end - p >= 8) {
-        win |= __builtin_bswap64(dc_load_le64(p)) >> wnb;
-        p += (63 - wnb) >> 3;
-        wnb |= 56;
-        if (use_tab) {
-            uint32_t e = gtab[win >> (64 - DC_GT_BITS)];
-            if (DC_LIKELY(e != 0)) {
-                unsigned used = e >> 24;
-                win <<= used;
-                wnb -= used;
-                uint64_t ps = next + (e & 0xffffffu);
-                if (DC_UNLIKELY(ps >= n))
-                    return dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
-                                    (unsigned long long)ps, (unsigned long long)n);
-                pos[k++] = (uint32_t)ps;
-                next = ps + 1;
-                continue;
+            uint64_t ps = next + (uint64_t)lz * m + rem;
+            if (ps >= n) {
+                st = dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
+                              (unsigned long long)ps, (unsigned long long)n);
+                goto out;
             }
+            pos[k++] = (uint32_t)ps;
+            next = ps + 1;
+            bc += used;
+            p += bc >> 3;
+            bc &= 7;
+            continue;
         }
-        if (win == 0)
-            break;
-        unsigned lz = (unsigned)__builtin_clzll(win);
-        if (lz + 1 + b > wnb)
-            break;
-        win <<= lz + 1;
-        wnb -= lz + 1;
-        uint64_t rem = 0;
-        if (b) {
-            /* truncated binary, branch-free: b-1 bits, or b when >= cut */
-            uint64_t short_r = b > 1 ? win >> (65 - b) : 0;
-            uint64_t long_r = (win >> (64 - b)) - cut;
-            unsigned is_long = short_r >= cut;
-            rem = is_long ? long_r : short_r;
-            unsigned used = b - 1 + is_long;
-            win <<= used;
-            wnb -= used;
-            if (DC_UNLIKELY(rem >= m))
-                return dc_error(DC_ERR_FORMAT, "positions: bad remainder");
-        }
-        uint64_t ps = next + (uint64_t)lz * m + rem;
-        if (ps >= n)
-            return dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
-                            (unsigned long long)ps, (unsigned long long)n);
-        pos[k++] = (uint32_t)ps;
-        next = ps + 1;
+    careful:
+        d->p = p;
+        d->bc = bc;
+        d->next = next;
+        if ((st = dc_gd_careful(d, &pos[k])) != DC_OK)
+            goto out;
+        k++;
+        p = d->p;
+        bc = d->bc;
+        next = d->next;
     }
-    prev = (int64_t)next - 1;
-    dc_bitr_t r = {wnb ? win >> (64 - wnb) : 0, wnb, p, end};
-    for (; k < count; k++) {
-        uint64_t q = 0;
-        for (;;) {
-            dc_bitr_refill(&r);
-            if (r.nb == 0)
-                return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
-            uint64_t top = (r.acc & dc_lowmask(r.nb)) << (64 - r.nb);
-            if (top == 0) {
-                q += r.nb;
-                r.nb = 0;
-                if (q > n)
-                    return dc_error(DC_ERR_FORMAT, "positions: gap exceeds chunk");
-                continue;
-            }
-            unsigned lz = (unsigned)__builtin_clzll(top);
-            q += lz;
-            r.nb -= lz + 1;
-            break;
-        }
-        if (q > n)
-            return dc_error(DC_ERR_FORMAT, "positions: gap exceeds chunk");
-        uint64_t rem = 0;
-        if (b) {
-            dc_bitr_refill(&r);
-            if (r.nb < b - 1)
-                return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
-            rem = (b - 1) ? (r.acc >> (r.nb - (b - 1))) & dc_lowmask(b - 1) : 0;
-            if (rem < cut) {
-                r.nb -= b - 1;
-            } else {
-                if (r.nb < b)
-                    return dc_error(DC_ERR_FORMAT, "positions: stream truncated");
-                rem = ((r.acc >> (r.nb - b)) & dc_lowmask(b)) - cut;
-                r.nb -= b;
-                if (rem >= m)
-                    return dc_error(DC_ERR_FORMAT, "positions: bad remainder");
-            }
-        }
-        uint64_t g = q * m + rem;
-        uint64_t ps = (uint64_t)(prev + 1) + g;
-        if (g > n || ps >= n)
-            return dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
-                            (unsigned long long)ps, (unsigned long long)n);
-        pos[k] = (uint32_t)ps;
-        prev = (int64_t)ps;
-    }
-    if (r.p != end || r.nb >= 8 || (r.acc & dc_lowmask(r.nb)) != 0)
-        return dc_error(DC_ERR_FORMAT, "positions: trailing bytes after %zu positions", count);
+out:
+    d->p = p;
+    d->bc = bc;
+    d->next = next;
+    d->k = k;
+    return st;
+}
+
+dc_status_t dc_golomb_dec_finish(const dc_golomb_dec_t *d)
+{
+    uint64_t left = dc_gd_left(d);
+    if (d->k != d->count || left >= 8 || (left && ((d->p[0] << d->bc) & 0xff) != 0))
+        return dc_error(DC_ERR_FORMAT, "positions: trailing bytes after %zu positions",
+                        d->count);
     return DC_OK;
+}
+
+dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint64_t n,
+                              uint32_t *pos)
+{
+    dc_golomb_dec_t *d = malloc(sizeof(*d));
+    if (!d)
+        return dc_error(DC_ERR_NOMEM, "positions decoder");
+    dc_status_t st = dc_golomb_dec_init(d, src, len, count, n);
+    if (st == DC_OK)
+        st = dc_golomb_dec_run(d, pos, count);
+    if (st == DC_OK)
+        st = dc_golomb_dec_finish(d);
+    free(d);
+    return st;
 }
 
 /* --- order-0 rANS ---------------------------------------------------------- */
@@ -677,8 +768,8 @@ clear:
     return st;
 }
 
-static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_t len,
-                                  size_t count, unsigned bits, uint8_t *out, unsigned stride)
+dc_status_t dc_rans_dec_init(dc_ent_scratch_t *s, dc_rans_dec_t *d, const uint8_t *src,
+                             size_t len, size_t count, unsigned bits)
 {
     const uint8_t *p = src, *end = src + len;
     if (len < 2)
@@ -701,17 +792,18 @@ static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_
         return dc_error(DC_ERR_FORMAT, "rANS table has %llu symbols", (unsigned long long)nsym);
     uint64_t c = 0, acc = 0;
     for (uint64_t k = 0; k < nsym; k++) {
-        uint64_t d, f;
-        if (dc_ent_get_varint(&p, end, &d) != DC_OK || dc_ent_get_varint(&p, end, &f) != DC_OK)
+        uint64_t dl, f;
+        if (dc_ent_get_varint(&p, end, &dl) != DC_OK || dc_ent_get_varint(&p, end, &f) != DC_OK)
             return dc_error(DC_ERR_FORMAT, "rANS table truncated");
-        c = k == 0 ? d : c + d + 1;
+        c = k == 0 ? dl : c + dl + 1;
         f += 1;
-        if (c >= (1ull << bits) || d >= (1ull << bits) || f > M || acc + f > M)
+        if (c >= (1ull << bits) || dl >= (1ull << bits) || f > M || acc + f > M)
             return dc_error(DC_ERR_FORMAT, "rANS table entry out of range");
         /* slot j of symbol c: x' = f * (x >> S) + (j - cum) */
-        uint64_t e = c | f << 16; /* f <= 2^16: 17 bits */
+        /* slot - cum < f <= 2^16: 16 bits; f: 17 bits */
+        uint64_t e = c | f << 32;
         for (uint64_t j = acc; j < acc + f; j++)
-            s->dtab[j] = e | (j - acc) << 33;
+            s->dtab[j] = e | (j - acc) << 16;
         acc += f;
     }
     if (acc != M)
@@ -720,26 +812,48 @@ static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_
     if ((size_t)(end - p) < 4u * ways)
         return dc_error(DC_ERR_FORMAT, "rANS stream truncated");
     /* states: symbol i is coded by state i % ways */
-    uint32_t xs[4] = {DC_RANS_L, DC_RANS_L, DC_RANS_L, DC_RANS_L};
+    for (unsigned j = 0; j < 4; j++)
+        d->x[j] = DC_RANS_L;
     for (unsigned j = 0; j < ways; j++) {
-        xs[j] = dc_load_le32(p + 4 * j);
-        if (xs[j] < DC_RANS_L || xs[j] >= (DC_RANS_L << 8))
+        d->x[j] = dc_load_le32(p + 4 * j);
+        if (d->x[j] < DC_RANS_L || d->x[j] >= (DC_RANS_L << 8))
             return dc_error(DC_ERR_FORMAT, "rANS initial state out of range");
     }
     p += 4u * ways;
-    uint32_t x0 = xs[0], x1 = xs[1], x2 = xs[2], x3 = xs[3];
-    const uint32_t mask = M - 1;
-    const uint64_t *dtab = s->dtab;
-    size_t i = 0;
+    d->p = p;
+    d->end = end;
+    d->dtab = s->dtab;
+    d->S = S;
+    d->bits = bits;
+    d->ways = ways;
+    d->i = 0;
+    d->count = count;
+    return DC_OK;
+}
+
+/* dc_rans_dec_run for one symbol width (a constant after inlining). */
+static inline __attribute__((always_inline)) dc_status_t
+dc_rans_run_bits(dc_rans_dec_t *d, uint8_t *out, unsigned stride, size_t upto,
+                 const unsigned bits)
+{
+    const uint8_t *p = d->p, *end = d->end;
+    const unsigned S = d->S, ways = d->ways;
+    const uint32_t mask = (1u << S) - 1;
+    const uint64_t *dtab = d->dtab;
+    uint32_t x0 = d->x[0], x1 = d->x[1], x2 = d->x[2], x3 = d->x[3];
+    size_t i = d->i;
+    if (upto > d->count)
+        upto = d->count;
+    dc_status_t st = DC_OK;
     /* Fast loops while the bytes a step can read are surely there: one table
      * load per symbol and a branch-free renormalization (x >= 2^(23-S) >=
      * 2^7 after a step, so at most 2 bytes are needed to get back to >=
      * 2^23; with 2^7 <= x < 2^31, (clz(x) - 1) rounded down to bytes is
-     * that count).  Two states interleave two dependency chains. */
+     * that count).  Interleaved states are independent dependency chains. */
 #define DC_RANS_STEP(X, I)                                                    \
     do {                                                                      \
         uint64_t e = dtab[X & mask];                                          \
-        X = (uint32_t)((e >> 16) & 0x1ffff) * (X >> S) + (uint32_t)(e >> 33); \
+        X = (uint32_t)(e >> 32) * (X >> S) + ((uint32_t)e >> 16);             \
         unsigned nbits = ((unsigned)__builtin_clz(X) - 1u) & ~7u;             \
         uint32_t two = (uint32_t)p[0] << 8 | p[1];                            \
         X = (uint32_t)(((uint64_t)X << nbits) | (two >> (16 - nbits)));       \
@@ -750,35 +864,36 @@ static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_
             out[(I) * stride] = (uint8_t)e;                                   \
     } while (0)
     if (ways == 4) {
-        for (; i + 4 <= count && end - p >= 8; i += 4) {
-            DC_RANS_STEP(x0, i);
-            DC_RANS_STEP(x1, i + 1);
-            DC_RANS_STEP(x2, i + 2);
-            DC_RANS_STEP(x3, i + 3);
-        }
+        if ((i & 3) == 0)
+            for (; i + 4 <= upto && end - p >= 8; i += 4) {
+                DC_RANS_STEP(x0, i);
+                DC_RANS_STEP(x1, i + 1);
+                DC_RANS_STEP(x2, i + 2);
+                DC_RANS_STEP(x3, i + 3);
+            }
     } else if (ways == 2) {
-        for (; i + 2 <= count && end - p >= 4; i += 2) {
-            DC_RANS_STEP(x0, i);
-            DC_RANS_STEP(x1, i + 1);
-        }
+        if ((i & 1) == 0)
+            for (; i + 2 <= upto && end - p >= 4; i += 2) {
+                DC_RANS_STEP(x0, i);
+                DC_RANS_STEP(x1, i + 1);
+            }
     } else {
-        for (; i < count && end - p >= 2; i++)
+        for (; i < upto && end - p >= 2; i++)
             DC_RANS_STEP(x0, i);
     }
 #undef DC_RANS_STEP
-    xs[0] = x0;
-    xs[1] = x1;
-    xs[2] = x2;
-    xs[3] = x3;
-    for (; i < count; i++) {
+    uint32_t xs[4] = {x0, x1, x2, x3};
+    for (; i < upto; i++) {
         uint32_t *xp = &xs[i & (ways - 1)];
         uint32_t x = *xp;
         uint64_t e = dtab[x & mask];
         uint32_t sym = (uint32_t)(e & 0xffff);
-        x = (uint32_t)((e >> 16) & 0x1ffff) * (x >> S) + (uint32_t)(e >> 33);
+        x = (uint32_t)(e >> 32) * (x >> S) + ((uint32_t)e >> 16);
         while (x < DC_RANS_L) {
-            if (DC_UNLIKELY(p >= end))
-                return dc_error(DC_ERR_FORMAT, "rANS data truncated");
+            if (DC_UNLIKELY(p >= end)) {
+                st = dc_error(DC_ERR_FORMAT, "rANS data truncated");
+                goto out;
+            }
             x = (x << 8) | *p++;
         }
         *xp = x;
@@ -787,10 +902,174 @@ static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_
         else
             out[i * stride] = (uint8_t)sym;
     }
-    if (xs[0] != DC_RANS_L || xs[1] != DC_RANS_L || xs[2] != DC_RANS_L || xs[3] != DC_RANS_L ||
-        p != end)
+out:
+    memcpy(d->x, xs, sizeof(xs));
+    d->p = p;
+    d->i = i;
+    return st;
+}
+
+dc_status_t dc_rans_dec_run(dc_rans_dec_t *d, uint8_t *out, unsigned stride, size_t upto)
+{
+    return d->bits == 16 ? dc_rans_run_bits(d, out, stride, upto, 16)
+                         : dc_rans_run_bits(d, out, stride, upto, 8);
+}
+
+dc_status_t dc_rans_dec_finish(const dc_rans_dec_t *d)
+{
+    if (d->i != d->count || d->x[0] != DC_RANS_L || d->x[1] != DC_RANS_L ||
+        d->x[2] != DC_RANS_L || d->x[3] != DC_RANS_L || d->p != d->end)
         return dc_error(DC_ERR_FORMAT, "rANS stream does not end cleanly");
     return DC_OK;
+}
+
+/* The interleaved loop of dc_ent_sparse_run (table Golomb codes, four-way
+ * 16-bit rANS), as far as both fast paths go; compiled twice below: for
+ * the baseline and with BMI2 (one-uop variable shifts). */
+static inline __attribute__((always_inline)) dc_status_t
+dc_sparse_fast(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
+               size_t upto, const dc_ent_pf_t *pf)
+{
+    size_t k = gd->k;
+    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
+    /* lines per step (four codes), so that the span is asked for over the
+     * first half of the steps */
+    size_t steps = (upto - k) / 8 + 1;
+    const unsigned pl = pf ? (unsigned)DC_MIN((pf->len / 64 + steps - 1) / steps, (size_t)16) : 0;
+    {
+        /* four positions and four 16-bit values per step, in one loop: the
+         * Golomb chain (shift, table load, add per code) runs alongside
+         * the four rANS chains instead of before them */
+        const uint8_t *gp = gd->p, *gend = gd->end, *p = rd->p, *end = rd->end;
+        unsigned bc = gd->bc;
+        uint64_t next = gd->next;
+        const uint32_t *gtab = gd->gtab;
+        const unsigned S = rd->S;
+        const uint32_t mask = (1u << S) - 1;
+        const uint64_t *dtab = rd->dtab;
+        uint32_t x0 = rd->x[0], x1 = rd->x[1], x2 = rd->x[2], x3 = rd->x[3];
+        while (k + 4 <= upto && gend - gp >= 8 && end - p >= 8) {
+            if (pc < pe) {
+                for (unsigned j = 0; j < pl; j++)
+                    __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
+                pc += 64u * pl;
+            }
+            uint64_t cont = __builtin_bswap64(dc_load_le64(gp));
+            /* a code the table lacks reads 0, and so do the lookups after
+             * it (they use the same bits): e3 == 0 means some code missed */
+            uint32_t e0 = gtab[(cont << bc) >> (64 - DC_GT_BITS)];
+            unsigned b1 = bc + (e0 >> 24);
+            uint32_t e1 = gtab[(cont << b1) >> (64 - DC_GT_BITS)];
+            unsigned b2 = b1 + (e1 >> 24);
+            uint32_t e2 = gtab[(cont << b2) >> (64 - DC_GT_BITS)];
+            unsigned b3 = b2 + (e2 >> 24);
+            uint32_t e3 = gtab[(cont << b3) >> (64 - DC_GT_BITS)];
+            uint64_t n0 = next + (e0 & 0xffffffu);
+            uint64_t n1 = n0 + 1 + (e1 & 0xffffffu);
+            uint64_t n2 = n1 + 1 + (e2 & 0xffffffu);
+            uint64_t n3 = n2 + 1 + (e3 & 0xffffffu);
+            if (DC_LIKELY(e3 != 0 && n3 < gd->n)) {
+                bc = b3 + (e3 >> 24);
+                pos[k] = (uint32_t)n0;
+                pos[k + 1] = (uint32_t)n1;
+                pos[k + 2] = (uint32_t)n2;
+                pos[k + 3] = (uint32_t)n3;
+                next = n3 + 1;
+                gp += bc >> 3;
+                bc &= 7;
+            } else {
+                /* a code the table lacks (or a bad position): these four
+                 * through the general decoder */
+                gd->p = gp;
+                gd->bc = bc;
+                gd->next = next;
+                gd->k = k;
+                dc_status_t st = dc_golomb_dec_run(gd, pos, k + 4);
+                if (st != DC_OK)
+                    return st;
+                gp = gd->p;
+                bc = gd->bc;
+                next = gd->next;
+            }
+#define DC_RANS_STEP(X, I)                                                    \
+    do {                                                                      \
+        uint64_t e = dtab[X & mask];                                          \
+        X = (uint32_t)(e >> 32) * (X >> S) + ((uint32_t)e >> 16);             \
+        unsigned nbits = ((unsigned)__builtin_clz(X) - 1u) & ~7u;             \
+        uint32_t two = (uint32_t)p[0] << 8 | p[1];                            \
+        X = (uint32_t)(((uint64_t)X << nbits) | (two >> (16 - nbits)));       \
+        p += nbits >> 3;                                                      \
+        dc_store_le16(vals + 2 * (I), (uint16_t)e);                           \
+    } while (0)
+            DC_RANS_STEP(x0, k);
+            DC_RANS_STEP(x1, k + 1);
+            DC_RANS_STEP(x2, k + 2);
+            DC_RANS_STEP(x3, k + 3);
+#undef DC_RANS_STEP
+            k += 4;
+        }
+        gd->p = gp;
+        gd->bc = bc;
+        gd->next = next;
+        gd->k = k;
+        rd->p = p;
+        rd->x[0] = x0;
+        rd->x[1] = x1;
+        rd->x[2] = x2;
+        rd->x[3] = x3;
+        rd->i = k;
+    }
+    return DC_OK;
+}
+
+static dc_status_t dc_sparse_fast_base(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
+                                       uint8_t *vals, size_t upto, const dc_ent_pf_t *pf)
+{
+    return dc_sparse_fast(gd, rd, pos, vals, upto, pf);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("bmi2"))) static dc_status_t
+dc_sparse_fast_bmi2(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
+                    size_t upto, const dc_ent_pf_t *pf)
+{
+    return dc_sparse_fast(gd, rd, pos, vals, upto, pf);
+}
+#endif
+
+dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
+                              uint8_t *vals, size_t upto, const dc_ent_pf_t *pf)
+{
+    if (upto > gd->count)
+        upto = gd->count;
+    if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && rd->i == gd->k && (gd->k & 3) == 0) {
+        dc_status_t st;
+#if defined(__x86_64__)
+        /* the kernel ISA avx2 and up implies BMI2 (dc_kern_isa_supported) */
+        if (dc_kern_isa()[0] == 'a')
+            st = dc_sparse_fast_bmi2(gd, rd, pos, vals, upto, pf);
+        else
+#endif
+            st = dc_sparse_fast_base(gd, rd, pos, vals, upto, pf);
+        if (st != DC_OK)
+            return st;
+    }
+    dc_status_t st = dc_golomb_dec_run(gd, pos, upto);
+    if (st == DC_OK)
+        st = dc_rans_dec_run(rd, vals, rd->bits / 8, upto);
+    return st;
+}
+
+static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_t len,
+                                  size_t count, unsigned bits, uint8_t *out, unsigned stride)
+{
+    dc_rans_dec_t d;
+    dc_status_t st = dc_rans_dec_init(s, &d, src, len, count, bits);
+    if (st == DC_OK)
+        st = dc_rans_dec_run(&d, out, stride, count);
+    if (st == DC_OK)
+        st = dc_rans_dec_finish(&d);
+    return st;
 }
 
 /* --- values ---------------------------------------------------------------- */

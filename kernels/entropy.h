@@ -99,6 +99,28 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
 dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint64_t n,
                               uint32_t *pos);
 
+/**
+ * Resumable positions decoder (what dc_ent_pos_decode runs): init reads
+ * the parameter; run decodes positions [k, upto) into pos[] (each checked:
+ * strictly increasing, < n), so a caller can apply them slice by slice;
+ * finish checks that exactly `count` positions were decoded and only zero
+ * padding (< 8 bits) is left.  Any error is DC_ERR_FORMAT (what run wrote
+ * to pos[] then is unspecified).
+ */
+#define DC_GT_BITS 12
+typedef struct dc_golomb_dec {
+    const uint8_t *p, *end; /* next byte; bc bits of p[0] already used */
+    unsigned bc, b;
+    int use_tab;
+    uint64_t m, cut, n, next;
+    size_t k, count;        /* positions decoded, positions in the stream */
+    uint32_t gtab[1u << DC_GT_BITS];
+} dc_golomb_dec_t;
+dc_status_t dc_golomb_dec_init(dc_golomb_dec_t *d, const uint8_t *src, size_t len, size_t count,
+                               uint64_t n);
+dc_status_t dc_golomb_dec_run(dc_golomb_dec_t *d, uint32_t *pos, size_t upto);
+dc_status_t dc_golomb_dec_finish(const dc_golomb_dec_t *d);
+
 /* --- values --------------------------------------------------------------- */
 
 /** Upper bound of any values stream of count words of w bytes. */
@@ -124,5 +146,40 @@ dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t coun
  *  bytes into vals (count * w bytes). */
 dc_status_t dc_ent_val_decode(dc_ent_scratch_t *s, unsigned method, const uint8_t *src,
                               size_t len, size_t count, unsigned w, void *vals);
+
+/**
+ * Resumable decoder of a RANS stream of `count` symbols of `bits` (8 or
+ * 16) bits (what DC_ENT_RANS values decode with; the tables live in the
+ * scratch, so one decoder per scratch at a time): run decodes symbols
+ * [i, upto) into out + i * stride; finish checks the stream ended
+ * cleanly.  Any error is DC_ERR_FORMAT.
+ */
+typedef struct dc_rans_dec {
+    const uint8_t *p, *end;
+    const uint64_t *dtab;
+    uint32_t x[4];
+    unsigned S, bits, ways;
+    size_t i, count;
+} dc_rans_dec_t;
+dc_status_t dc_rans_dec_init(dc_ent_scratch_t *s, dc_rans_dec_t *d, const uint8_t *src,
+                             size_t len, size_t count, unsigned bits);
+dc_status_t dc_rans_dec_run(dc_rans_dec_t *d, uint8_t *out, unsigned stride, size_t upto);
+dc_status_t dc_rans_dec_finish(const dc_rans_dec_t *d);
+
+/** Memory to prefetch (into L2) while decoding: len bytes at p. */
+typedef struct dc_ent_pf {
+    const void *p;
+    size_t len;
+} dc_ent_pf_t;
+
+/** Both runs to `upto` (positions and values of a sparse chunk, values
+ *  stride bits / 8), interleaved in one loop where both fast paths apply:
+ *  dc_golomb_dec_run(gd, pos, upto) then dc_rans_dec_run(rd, vals,
+ *  rd->bits / 8, upto), same results.  pf (may be NULL) names memory the
+ *  caller reads next (the chunk to patch): the loop asks for it as it goes,
+ *  so that it streams in while the decoders compute.  Prefetches never
+ *  fault and change nothing. */
+dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
+                              uint8_t *vals, size_t upto, const dc_ent_pf_t *pf);
 
 #endif /* DC_ENTROPY_H */

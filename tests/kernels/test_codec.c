@@ -295,3 +295,116 @@ Test(entropy, values_every_method_roundtrip)
     free(o);
     free(buf);
 }
+
+/* Changed positions with gaps from a mix of short and long runs, so that
+ * the Golomb table both hits and misses (codes longer than its 12 bits)
+ * inside the interleaved positions+values loop. */
+static void make_clustered(uint8_t *base, uint8_t *next, size_t n, unsigned w)
+{
+    for (size_t i = 0; i < n * w; i++)
+        base[i] = (uint8_t)rnd();
+    memcpy(next, base, n * w);
+    size_t i = rnd() % 50;
+    while (i < n) {
+        uint64_t x = 1 + (rnd() % 13 == 0 ? rnd() : rnd() % 7);
+        uint64_t v = 0;
+        memcpy(&v, next + i * w, w);
+        v ^= x & (w == 8 ? ~0ull : (1ull << (8 * w)) - 1);
+        if (v == 0 || memcmp(&v, base + i * w, w) == 0)
+            v ^= 1;
+        memcpy(next + i * w, &v, w);
+        unsigned r = (unsigned)(rnd() % 100);
+        i += 1 + (r < 70 ? rnd() % 12 : r < 95 ? rnd() % 120 : 500 + rnd() % 4000);
+    }
+}
+
+/*
+ * Sparse chunks large enough for the fast decoders (table Golomb codes,
+ * four-way rANS, positions and values in one loop, its BMI2 build), under
+ * every kernel ISA: byte-exact through dc_codec_decode and
+ * dc_codec_decode_digest (in place and into a new buffer, with digests),
+ * and hostile payloads (truncated, bit-flipped) either decode or fail with
+ * DC_ERR_FORMAT leaving dst as it was and nothing written past it.
+ */
+Test(codec, sparse_fast_paths_every_isa)
+{
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    char keep[16];
+    snprintf(keep, sizeof(keep), "%s", dc_kern_isa());
+    const size_t n = 300001;
+    const unsigned w = 2;
+    const size_t bytes = n * w;
+    uint8_t *base = malloc(bytes), *next = malloc(bytes), *dst = malloc(bytes + 64);
+    uint8_t *src = malloc(bytes);
+    size_t cap = dc_codec_payload_bound(bytes);
+    uint8_t *pay = malloc(cap), *bad = malloc(cap);
+    cr_assert(base && next && dst && src && pay && bad);
+    dc_codec_t *c;
+    cr_assert_eq(dc_codec_create(bytes, &c), DC_OK);
+    for (int pat = 0; pat < 3; pat++) {
+        if (pat == 0)
+            make_pair(base, next, n, w, 0.03);
+        else if (pat == 1)
+            make_pair(base, next, n, w, 0.15);
+        else
+            make_clustered(base, next, n, w);
+        size_t len;
+        uint16_t enc;
+        cr_assert_eq(dc_codec_encode(c, base, next, n, w, pay, cap, &len, &enc, NULL), DC_OK);
+        cr_assert_eq(dc_enc_kind(enc), DC_ENC_XOR_SPARSE, "pattern %d enc 0x%x", pat, enc);
+        cr_assert_eq(dc_enc_val_method(enc), DC_ENT_RANS, "pattern %d enc 0x%x", pat, enc);
+        dc_digest_t want = dc_digest128(next, bytes), want_src = dc_digest128(base, bytes);
+        for (size_t ii = 0; ii < DC_ARRAY_SIZE(isas); ii++) {
+            if (!dc_kern_isa_supported(isas[ii]))
+                continue;
+            cr_assert_eq(dc_kern_set_isa(isas[ii]), DC_OK);
+            memcpy(dst, base, bytes);
+            cr_assert_eq(dc_codec_decode(c, enc, pay, len, dst, n, w), DC_OK, "%s: %s",
+                         isas[ii], dc_last_error());
+            cr_assert_eq(memcmp(dst, next, bytes), 0, "pattern %d isa %s", pat, isas[ii]);
+            dc_digest_t dg, sg;
+            memcpy(dst, base, bytes);
+            cr_assert_eq(dc_codec_decode_digest(c, enc, pay, len, dst, dst, n, w, &sg, &dg), DC_OK);
+            cr_assert_eq(memcmp(dst, next, bytes), 0, "in place, pattern %d isa %s", pat,
+                         isas[ii]);
+            cr_assert(dc_digest_eq(dg, want) && dc_digest_eq(sg, want_src));
+            memcpy(src, base, bytes);
+            memset(dst, 0, bytes);
+            cr_assert_eq(dc_codec_decode_digest(c, enc, pay, len, src, dst, n, w, &sg, &dg), DC_OK);
+            cr_assert_eq(memcmp(dst, next, bytes), 0, "new buffer, pattern %d isa %s", pat,
+                         isas[ii]);
+            cr_assert(dc_digest_eq(dg, want) && dc_digest_eq(sg, want_src));
+            /* hostile: truncated, and single bit flips anywhere */
+            for (size_t cut = 0; cut < len; cut += 1 + len / 41) {
+                memcpy(dst, base, bytes);
+                memset(dst + bytes, 0xAB, 64);
+                cr_assert_eq(dc_codec_decode_digest(c, enc, pay, cut, dst, dst, n, w, NULL, &dg),
+                             DC_ERR_FORMAT, "truncated to %zu of %zu", cut, len);
+                cr_assert_eq(memcmp(dst, base, bytes), 0);
+                cr_assert_eq(dst[bytes], 0xAB);
+            }
+            for (int f = 0; f < 120; f++) {
+                memcpy(bad, pay, len);
+                bad[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+                memcpy(dst, base, bytes);
+                memset(dst + bytes, 0xAB, 64);
+                dc_status_t st = f & 1 ? dc_codec_decode(c, enc, bad, len, dst, n, w)
+                                       : dc_codec_decode_digest(c, enc, bad, len, dst, dst, n,
+                                                                w, NULL, &dg);
+                cr_assert(st == DC_OK || st == DC_ERR_FORMAT);
+                if (st != DC_OK)
+                    cr_assert_eq(memcmp(dst, base, bytes), 0);
+                for (int z = 0; z < 64; z++)
+                    cr_assert_eq(dst[bytes + z], 0xAB);
+            }
+        }
+    }
+    cr_assert_eq(dc_kern_set_isa(keep), DC_OK);
+    dc_codec_free(c);
+    free(base);
+    free(next);
+    free(dst);
+    free(src);
+    free(pay);
+    free(bad);
+}

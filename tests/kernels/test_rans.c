@@ -181,3 +181,73 @@ Test(rans, golomb_positions_roundtrip)
     free(got);
     free(buf);
 }
+
+/* The resumable decoders, run in slices of random sizes (alone, and both
+ * at once through dc_ent_sparse_run with and without a prefetch span),
+ * give what one whole run gives, and finish only at the stream's end. */
+Test(rans, decoders_resume_in_slices)
+{
+    const uint64_t n = 1u << 19;
+    uint32_t *pos = malloc(n * 4), *got = malloc(n * 4);
+    uint16_t *val = malloc(n * 2), *gv = malloc(n * 2);
+    uint8_t *chunk = malloc(n * 2);
+    size_t pcap = dc_ent_pos_bound(n, n), vcap = dc_ent_val_bound(n, 2);
+    uint8_t *pb = malloc(pcap), *vb = malloc(vcap);
+    dc_golomb_dec_t *gd = malloc(sizeof(*gd));
+    dc_ent_scratch_t *s;
+    cr_assert(pos && got && val && gv && chunk && pb && vb && gd);
+    cr_assert_eq(dc_ent_scratch_create(n * 2, &s), DC_OK);
+    const unsigned per_mille[] = {5, 30, 150, 600};
+    for (size_t ri = 0; ri < sizeof(per_mille) / sizeof(per_mille[0]); ri++) {
+        size_t count = 0;
+        for (uint64_t i = 0; i < n; i++)
+            if (rnd() % 1000 < per_mille[ri] || (i % 5000 == 0 && rnd() % 2)) {
+                pos[count] = (uint32_t)i;
+                val[count] = (uint16_t)(rnd() % 9 == 0 ? rnd() : 1 + rnd() % 5);
+                count++;
+            }
+        size_t pl, vl;
+        unsigned m;
+        cr_assert_eq(dc_ent_pos_encode(pos, count, n, pb, pcap, &pl), DC_OK);
+        cr_assert_eq(dc_ent_val_encode(s, val, count, 2, 0, vb, vcap, &vl, &m), DC_OK);
+        cr_assert_eq(m, DC_ENT_RANS);
+        for (int mode = 0; mode < 3; mode++) {
+            dc_rans_dec_t rd;
+            memset(got, 0, count * 4);
+            memset(gv, 0, count * 2);
+            cr_assert_eq(dc_golomb_dec_init(gd, pb, pl, count, n), DC_OK);
+            cr_assert_eq(dc_rans_dec_init(s, &rd, vb, vl, count, 16), DC_OK);
+            dc_ent_pf_t pf = {chunk, n * 2};
+            size_t k = 0;
+            while (k < count) {
+                /* odd slice sizes too: the fast loops realign */
+                k = DC_MIN(count, k + 1 + rnd() % 3000);
+                if (mode == 0) {
+                    cr_assert_eq(dc_golomb_dec_run(gd, got, k), DC_OK);
+                    cr_assert_eq(dc_rans_dec_run(&rd, (uint8_t *)gv, 2, k), DC_OK);
+                } else {
+                    cr_assert_eq(dc_ent_sparse_run(gd, &rd, got, (uint8_t *)gv, k,
+                                                   mode == 2 ? &pf : NULL),
+                                 DC_OK);
+                }
+                if (k < count) {
+                    cr_assert_neq(dc_golomb_dec_finish(gd), DC_OK);
+                    cr_assert_neq(dc_rans_dec_finish(&rd), DC_OK);
+                }
+            }
+            cr_assert_eq(dc_golomb_dec_finish(gd), DC_OK);
+            cr_assert_eq(dc_rans_dec_finish(&rd), DC_OK);
+            cr_assert(memcmp(got, pos, count * 4) == 0, "rate %u mode %d", per_mille[ri], mode);
+            cr_assert(memcmp(gv, val, count * 2) == 0, "rate %u mode %d", per_mille[ri], mode);
+        }
+    }
+    dc_ent_scratch_free(s);
+    free(gd);
+    free(pos);
+    free(got);
+    free(val);
+    free(gv);
+    free(chunk);
+    free(pb);
+    free(vb);
+}
