@@ -123,62 +123,7 @@ dc_status_t dc_ent_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v
     return dc_error(DC_ERR_FORMAT, "varint longer than 10 bytes");
 }
 
-/* --- bit I/O (MSB first) --------------------------------------------------- */
-
-typedef struct {
-    uint64_t acc;
-    unsigned nb;
-    uint8_t *p, *end;
-    int overflow;
-} dc_bitw_t;
-
-static inline void dc_bitw_flush32(dc_bitw_t *w)
-{
-    if (w->nb >= 32) {
-        if (w->end - w->p < 4) {
-            w->overflow = 1;
-            w->nb -= 32;
-            return;
-        }
-        uint32_t v = (uint32_t)(w->acc >> (w->nb - 32));
-        w->p[0] = (uint8_t)(v >> 24);
-        w->p[1] = (uint8_t)(v >> 16);
-        w->p[2] = (uint8_t)(v >> 8);
-        w->p[3] = (uint8_t)v;
-        w->p += 4;
-        w->nb -= 32;
-    }
-}
-
-/* n <= 32 */
-static inline void dc_bitw_put(dc_bitw_t *w, uint64_t v, unsigned n)
-{
-    if (n == 0)
-        return;
-    w->acc = (w->acc << n) | (v & ((n == 64) ? ~0ull : ((1ull << n) - 1)));
-    w->nb += n;
-    dc_bitw_flush32(w);
-}
-
-static void dc_bitw_finish(dc_bitw_t *w)
-{
-    while (w->nb >= 8) {
-        if (w->p >= w->end) {
-            w->overflow = 1;
-            return;
-        }
-        *w->p++ = (uint8_t)(w->acc >> (w->nb - 8));
-        w->nb -= 8;
-    }
-    if (w->nb) {
-        if (w->p >= w->end) {
-            w->overflow = 1;
-            return;
-        }
-        *w->p++ = (uint8_t)(w->acc << (8 - w->nb));
-        w->nb = 0;
-    }
-}
+/* --- bit reader (MSB first) ------------------------------------------------ */
 
 typedef struct {
     uint64_t acc; /* only the low nb bits are meaningful */
@@ -251,45 +196,69 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
     size_t h = dc_ent_put_varint(dst, m);
     unsigned b = dc_ceil_log2_u64(m);
     uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
-    dc_bitw_t w = {0, 0, dst + h, dst + cap, 0};
-    int64_t prev = -1;
+    /* Branch-free bit writer: acc's low nb bits (nb < 8 between codes) are
+     * pending, MSB first; after each code the whole bytes go out with one
+     * 8-byte big-endian store (bytes past the whole ones are scratch,
+     * rewritten by the next store), so a put never branches on the fill.
+     * Within 8 bytes of the end, bytes go out one at a time, checked. */
+    uint8_t *p = dst + h, *const end = dst + cap;
+    uint8_t *const lim = cap - h >= 8 ? end - 8 : dst + h - 1;
+    uint64_t acc = 0;
+    unsigned nb = 0;
+#define DC_GOLOMB_PUT(V, L)                                                   \
+    do {                                                                      \
+        acc = (acc << (L)) | (V);                                             \
+        nb += (L);                                                            \
+        if (DC_LIKELY(p <= lim)) {                                            \
+            uint64_t out_ = __builtin_bswap64(acc << (64 - nb));              \
+            memcpy(p, &out_, 8);                                              \
+            p += nb >> 3;                                                     \
+            nb &= 7;                                                          \
+        } else {                                                              \
+            for (; nb >= 8; nb -= 8) {                                        \
+                if (p >= end)                                                 \
+                    goto overflow;                                            \
+                *p++ = (uint8_t)(acc >> (nb - 8));                            \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+    uint32_t prev = UINT32_MAX; /* -1: the first gap is pos[0] */
     /* g / m by a multiply: with g, m < 2^32 and M = floor(2^64 / m) + 1,
      * (g * M) >> 64 is exact (g * m < 2^64). */
     const uint64_t mrcp = m > 1 ? UINT64_MAX / m + 1 : 0;
     for (size_t k = 0; k < count; k++) {
-        uint64_t g = (uint64_t)((int64_t)pos[k] - prev - 1);
+        uint64_t g = (uint32_t)(pos[k] - prev - 1u);
         prev = pos[k];
         uint64_t q = m > 1 ? (uint64_t)(((unsigned __int128)g * mrcp) >> 64) : g;
         uint64_t r = g - q * m;
-        if (DC_LIKELY(q + 1 + b <= 32)) {
+        /* truncated binary remainder: b - 1 bits below cut, else b bits of
+         * r + cut (b == 0: m == 1, nothing) */
+        uint64_t lt = r < cut;
+        unsigned rb = b - (unsigned)lt;
+        uint64_t rv = r + (cut & (lt - 1));
+        if (DC_LIKELY(q + 1 + rb <= 56)) {
             /* the whole code in one put: q zeros, a one, the remainder */
-            unsigned rb = b ? (r < cut ? b - 1 : b) : 0;
-            uint64_t rv = b ? (r < cut ? r : r + cut) : 0;
-            dc_bitw_put(&w, (1ull << rb) | rv, (unsigned)q + 1 + rb);
-            if (DC_UNLIKELY(w.overflow))
-                break;
+            unsigned L = (unsigned)q + 1 + rb;
+            DC_GOLOMB_PUT((1ull << rb) | rv, L);
             continue;
         }
-        while (q >= 32) {
-            dc_bitw_put(&w, 0, 32);
-            q -= 32;
-        }
-        dc_bitw_put(&w, 1, (unsigned)q + 1);
-        if (b) {
-            if (r < cut)
-                dc_bitw_put(&w, r, b - 1);
-            else
-                dc_bitw_put(&w, r + cut, b);
-        }
-        if (DC_UNLIKELY(w.overflow))
-            break;
+        for (; q >= 32; q -= 32)
+            DC_GOLOMB_PUT(0, 32);
+        DC_GOLOMB_PUT(1, (unsigned)q + 1);
+        if (rb)
+            DC_GOLOMB_PUT(rv, rb);
     }
-    dc_bitw_finish(&w);
-    if (w.overflow)
-        return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
+#undef DC_GOLOMB_PUT
+    if (nb) {
+        if (p >= end)
+            goto overflow;
+        *p++ = (uint8_t)(acc << (8 - nb));
+    }
     (void)n;
-    *out_len = (size_t)(w.p - dst);
+    *out_len = (size_t)(p - dst);
     return DC_OK;
+overflow:
+    return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
 }
 
 dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint64_t n,
