@@ -1,8 +1,11 @@
 /* entropy.c - Golomb positions, order-0 rANS values, zstd/raw fallbacks. */
 #include "kernels/entropy.h"
 
+#include "kernels/kern.h"
+
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <zstd.h>
 
 #define DC_RANS_L (1u << 23)
@@ -186,16 +189,13 @@ static uint64_t dc_golomb_param(size_t count, uint64_t span)
     return (uint64_t)m;
 }
 
-dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uint8_t *dst,
-                              size_t cap, size_t *out_len)
+/* The Golomb encode loop (dc_ent_pos_encode): the codes of the gaps after
+ * the varint header, from dst + h; returns the end of the stream, or NULL
+ * when cap is too small. */
+static inline __attribute__((always_inline)) uint8_t *
+dc_golomb_codes(const uint32_t *restrict pos, size_t count, uint64_t m, unsigned b,
+                uint64_t cut, uint8_t *dst, size_t h, size_t cap)
 {
-    if (cap < 10)
-        return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
-    uint64_t span = count ? (uint64_t)pos[count - 1] + 1 : 0;
-    uint64_t m = dc_golomb_param(count, span);
-    size_t h = dc_ent_put_varint(dst, m);
-    unsigned b = dc_ceil_log2_u64(m);
-    uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
     /* Branch-free bit writer: acc's low nb bits (nb < 8 between codes) are
      * pending, MSB first; after each code the whole bytes go out with one
      * 8-byte big-endian store (bytes past the whole ones are scratch,
@@ -217,7 +217,7 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
         } else {                                                              \
             for (; nb >= 8; nb -= 8) {                                        \
                 if (p >= end)                                                 \
-                    goto overflow;                                            \
+                    return NULL;                                            \
                 *p++ = (uint8_t)(acc >> (nb - 8));                            \
             }                                                                 \
         }                                                                     \
@@ -251,14 +251,59 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
 #undef DC_GOLOMB_PUT
     if (nb) {
         if (p >= end)
-            goto overflow;
+            return NULL;
         *p++ = (uint8_t)(acc << (8 - nb));
     }
+    return p;
+}
+
+#if defined(__x86_64__)
+/* The same with BMI2's flag-free variable shifts (shlx/shrx: one uop
+ * each, where shl %cl is three), for CPUs the avx2 / avx512 kernels run on. */
+__attribute__((target("bmi2"))) static uint8_t *
+dc_golomb_codes_bmi2(const uint32_t *restrict pos, size_t count, uint64_t m, unsigned b,
+                     uint64_t cut, uint8_t *dst, size_t h, size_t cap)
+{
+    return dc_golomb_codes(pos, count, m, b, cut, dst, h, cap);
+}
+#endif
+
+static uint8_t *dc_golomb_codes_base(const uint32_t *restrict pos, size_t count, uint64_t m,
+                                     unsigned b, uint64_t cut, uint8_t *dst, size_t h, size_t cap)
+{
+    return dc_golomb_codes(pos, count, m, b, cut, dst, h, cap);
+}
+
+/* 1 when the kernels run with BMI2 (the avx2 and avx512 tables need it). */
+static int dc_ent_bmi2(void)
+{
+#if defined(__x86_64__)
+    return strcmp(dc_kern_isa(), "scalar") != 0;
+#else
+    return 0;
+#endif
+}
+
+dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uint8_t *dst,
+                              size_t cap, size_t *out_len)
+{
+    if (cap < 10)
+        return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
+    uint64_t span = count ? (uint64_t)pos[count - 1] + 1 : 0;
+    uint64_t m = dc_golomb_param(count, span);
+    size_t h = dc_ent_put_varint(dst, m);
+    unsigned b = dc_ceil_log2_u64(m);
+    uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
+    uint8_t *p =
+#if defined(__x86_64__)
+        dc_ent_bmi2() ? dc_golomb_codes_bmi2(pos, count, m, b, cut, dst, h, cap) :
+#endif
+                      dc_golomb_codes_base(pos, count, m, b, cut, dst, h, cap);
+    if (!p)
+        return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
     (void)n;
     *out_len = (size_t)(p - dst);
     return DC_OK;
-overflow:
-    return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
 }
 
 dc_status_t dc_ent_pos_decode(const uint8_t *src, size_t len, size_t count, uint64_t n,
@@ -474,9 +519,11 @@ static double dc_rans_quantize(dc_ent_scratch_t *s, size_t nsym, size_t count, u
  * stream.  Returns DC_ERR_BUSY when the alphabet is too large for the
  * table precision or cap is too small.
  */
-static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
-                                  unsigned stride, unsigned bits, uint8_t *dst, size_t cap,
-                                  size_t *out_len)
+/* Histogram of count symbols into s->hist (all zero before), the used
+ * symbols listed (unsorted) in s->syms; returns their number.  The caller
+ * clears it with dc_hist_clear. */
+static size_t dc_hist_build(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                            unsigned stride, unsigned bits)
 {
     uint32_t *hist = s->hist;
     size_t nsym = 0;
@@ -485,6 +532,150 @@ static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t 
         if (hist[c]++ == 0)
             s->syms[nsym++] = (uint16_t)c;
     }
+    return nsym;
+}
+
+static void dc_hist_clear(dc_ent_scratch_t *s, size_t nsym)
+{
+    for (size_t k = 0; k < nsym; k++)
+        s->hist[s->syms[k]] = 0;
+}
+
+/* count * H(histogram) in bits. */
+static double dc_hist_entropy_bits(const dc_ent_scratch_t *s, size_t nsym, size_t count)
+{
+    double bits = 0.0;
+    for (size_t k = 0; k < nsym; k++) {
+        double h = s->hist[s->syms[k]];
+        bits -= h * log2(h / (double)count);
+    }
+    return bits;
+}
+
+static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                       unsigned stride, unsigned bits, size_t nsym,
+                                       uint8_t *dst, size_t cap, size_t *out_len);
+
+static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                  unsigned stride, unsigned bits, uint8_t *dst, size_t cap,
+                                  size_t *out_len)
+{
+    size_t nsym = dc_hist_build(s, v, count, stride, bits);
+    dc_status_t st = dc_rans_encode_hist(s, v, count, stride, bits, nsym, dst, cap, out_len);
+    dc_hist_clear(s, nsym);
+    return st;
+}
+
+/*
+ * The rANS encode loop, specialized per symbol width and stride: symbols
+ * count-1 down to 0 (symbol i by state i % ways) into the bytes below *pp,
+ * never below lo; returns 0 when it runs out of room.  Renormalization is
+ * branch-free: with x < 2^31 and x_max >= 2^15 at most 2 bytes go out, as
+ * many as x >= x_max and x >= 256 * x_max say; both are stored (big-endian
+ * at p - 2, the one that does not go out is scratch below the output).
+ * Everything the loop needs is in locals (no reloads through the byte
+ * stores, which may alias anything).
+ */
+static inline __attribute__((always_inline)) int
+dc_rans_put_all(const struct dc_rans_esym *restrict esym, const uint8_t *restrict v,
+                size_t count, const unsigned stride, const unsigned bits, const unsigned ways,
+                uint8_t *lo, uint8_t **pp, uint32_t xs[4])
+{
+    uint8_t *p = *pp;
+    uint32_t x0 = xs[0], x1 = xs[1], x2 = xs[2], x3 = xs[3];
+#define DC_RANS_PUT(X, I)                                                     \
+    do {                                                                      \
+        const struct dc_rans_esym *e = &esym[dc_sym_at(v, (I), stride, bits)]; \
+        uint32_t xm = e->x_max;                                               \
+        unsigned nb_ = (unsigned)(X >= xm) + (unsigned)((uint64_t)X >= (uint64_t)xm << 8); \
+        uint16_t be_ = __builtin_bswap16((uint16_t)X);                        \
+        memcpy(p - 2, &be_, 2);                                               \
+        p -= nb_;                                                             \
+        X >>= 8 * nb_;                                                        \
+        uint32_t q = (uint32_t)(((uint64_t)X * e->rcp_freq) >> 32) >> e->rcp_shift; \
+        X = X + e->bias + q * e->cmpl_freq;                                   \
+    } while (0)
+    size_t i = count;
+    while (i % ways) {
+        i--;
+        if (p - lo < 4)
+            return 0;
+        switch (i & (ways - 1)) {
+        case 0: DC_RANS_PUT(x0, i); break;
+        case 1: DC_RANS_PUT(x1, i); break;
+        case 2: DC_RANS_PUT(x2, i); break;
+        default: DC_RANS_PUT(x3, i); break;
+        }
+    }
+    if (ways == 4) {
+        for (; i >= 4; i -= 4) {
+            if (DC_UNLIKELY(p - lo < 16))
+                return 0;
+            DC_RANS_PUT(x3, i - 1);
+            DC_RANS_PUT(x2, i - 2);
+            DC_RANS_PUT(x1, i - 3);
+            DC_RANS_PUT(x0, i - 4);
+        }
+    } else if (ways == 2) {
+        for (; i >= 2; i -= 2) {
+            if (DC_UNLIKELY(p - lo < 8))
+                return 0;
+            DC_RANS_PUT(x1, i - 1);
+            DC_RANS_PUT(x0, i - 2);
+        }
+    } else {
+        for (; i >= 1; i--) {
+            if (DC_UNLIKELY(p - lo < 4))
+                return 0;
+            DC_RANS_PUT(x0, i - 1);
+        }
+    }
+#undef DC_RANS_PUT
+    xs[0] = x0;
+    xs[1] = x1;
+    xs[2] = x2;
+    xs[3] = x3;
+    *pp = p;
+    return 1;
+}
+
+/* dc_rans_put_all instantiated for the symbol widths and strides in use
+ * (16-bit words; bytes; byte planes of 2-, 4-, 8-byte words). */
+#define DC_RANS_PUT_DISPATCH                                                  \
+    if (bits == 16)                                                           \
+        return dc_rans_put_all(esym, v, count, 2, 16, ways, lo, pp, xs);      \
+    switch (stride) {                                                         \
+    case 1: return dc_rans_put_all(esym, v, count, 1, 8, ways, lo, pp, xs);   \
+    case 2: return dc_rans_put_all(esym, v, count, 2, 8, ways, lo, pp, xs);   \
+    case 4: return dc_rans_put_all(esym, v, count, 4, 8, ways, lo, pp, xs);   \
+    default: return dc_rans_put_all(esym, v, count, stride, 8, ways, lo, pp, xs); \
+    }
+
+static int dc_rans_put_base(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
+                            unsigned stride, unsigned bits, unsigned ways, uint8_t *lo,
+                            uint8_t **pp, uint32_t xs[4])
+{
+    DC_RANS_PUT_DISPATCH
+}
+
+#if defined(__x86_64__)
+__attribute__((target("bmi2"))) static int
+dc_rans_put_bmi2(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
+                 unsigned stride, unsigned bits, unsigned ways, uint8_t *lo, uint8_t **pp,
+                 uint32_t xs[4])
+{
+    DC_RANS_PUT_DISPATCH
+}
+#endif
+#undef DC_RANS_PUT_DISPATCH
+
+/* dc_rans_encode with the histogram of the symbols already in s->hist /
+ * s->syms (dc_hist_build); leaves it there (s->syms reordered). */
+static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                       unsigned stride, unsigned bits, size_t nsym,
+                                       uint8_t *dst, size_t cap, size_t *out_len)
+{
+    uint32_t *hist = s->hist;
     dc_status_t st = DC_OK;
     /* symbols in increasing order for the table */
     if (bits == 8 || nsym > 1024) {
@@ -578,55 +769,20 @@ static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t 
                         ? dc_ent_rans_ways
                         : count >= 64 ? 4 : count >= 16 ? 2 : 1;
     dst[0] |= ways == 4 ? DC_RANS_FOUR_WAY : ways == 2 ? DC_RANS_TWO_WAY : 0;
-    /* renormalize branch-free (x < 2^31 and x_max >= 2^15: at most 2
-     * bytes go out; a byte stored below p when none does is scratch, the
-     * output is [p, dst + cap)), then the encode step */
-#define DC_RANS_PUT(X, I)                                                     \
-    do {                                                                      \
-        const struct dc_rans_esym *e = &s->esym[dc_sym_at(v, (I), stride, bits)]; \
-        if (DC_UNLIKELY(p - lo < 8)) {                                        \
-            st = DC_ERR_BUSY;                                                 \
-            goto clear;                                                       \
-        }                                                                     \
-        uint32_t xm = e->x_max;                                               \
-        unsigned k1 = X >= xm;                                                \
-        p[-1] = (uint8_t)X;                                                   \
-        p -= k1;                                                              \
-        X >>= 8 * k1;                                                         \
-        unsigned k2 = X >= xm;                                                \
-        p[-1] = (uint8_t)X;                                                   \
-        p -= k2;                                                              \
-        X >>= 8 * k2;                                                         \
-        uint32_t q = (uint32_t)(((uint64_t)X * e->rcp_freq) >> 32) >> e->rcp_shift; \
-        X = X + e->bias + q * e->cmpl_freq;                                   \
-    } while (0)
-    size_t i = count;
-    while (i % ways) {
-        i--;
-        switch (i & (ways - 1)) {
-        case 0: DC_RANS_PUT(x0, i); break;
-        case 1: DC_RANS_PUT(x1, i); break;
-        case 2: DC_RANS_PUT(x2, i); break;
-        default: DC_RANS_PUT(x3, i); break;
-        }
+    uint32_t xs0[4] = {x0, x1, x2, x3};
+    int room =
+#if defined(__x86_64__)
+        dc_ent_bmi2() ? dc_rans_put_bmi2(s->esym, v, count, stride, bits, ways, lo, &p, xs0) :
+#endif
+                      dc_rans_put_base(s->esym, v, count, stride, bits, ways, lo, &p, xs0);
+    if (!room) {
+        st = DC_ERR_BUSY;
+        goto clear;
     }
-    if (ways == 4) {
-        for (; i >= 4; i -= 4) {
-            DC_RANS_PUT(x3, i - 1);
-            DC_RANS_PUT(x2, i - 2);
-            DC_RANS_PUT(x1, i - 3);
-            DC_RANS_PUT(x0, i - 4);
-        }
-    } else if (ways == 2) {
-        for (; i >= 2; i -= 2) {
-            DC_RANS_PUT(x1, i - 1);
-            DC_RANS_PUT(x0, i - 2);
-        }
-    } else {
-        for (; i >= 1; i--)
-            DC_RANS_PUT(x0, i - 1);
-    }
-#undef DC_RANS_PUT
+    x0 = xs0[0];
+    x1 = xs0[1];
+    x2 = xs0[2];
+    x3 = xs0[3];
     if (p < lo + 16) {
         st = DC_ERR_BUSY;
         goto clear;
@@ -641,8 +797,6 @@ static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t 
     memmove(lo, p, dlen);
     *out_len = h + dlen;
 clear:
-    for (size_t k = 0; k < nsym; k++)
-        hist[s->syms[k]] = 0;
     return st;
 }
 
@@ -779,17 +933,9 @@ double dc_ent_words_entropy_bits(dc_ent_scratch_t *s, const void *vals, size_t c
     const uint8_t *v = vals;
     double bits = 0.0;
     if (w <= 2) {
-        size_t nsym = 0;
-        for (size_t i = 0; i < count; i++) {
-            uint32_t c = dc_sym_at(v, i, w, 8 * w);
-            if (s->hist[c]++ == 0)
-                s->syms[nsym++] = (uint16_t)c;
-        }
-        for (size_t k = 0; k < nsym; k++) {
-            double h = s->hist[s->syms[k]];
-            bits -= h * log2(h / (double)count);
-            s->hist[s->syms[k]] = 0;
-        }
+        size_t nsym = dc_hist_build(s, v, count, w, 8 * w);
+        bits = dc_hist_entropy_bits(s, nsym, count);
+        dc_hist_clear(s, nsym);
         return bits;
     }
     if (count * w > s->max_count)
@@ -839,6 +985,13 @@ dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t coun
                               int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
                               unsigned *method)
 {
+    return dc_ent_val_encode_h(s, vals, count, w, allow_zstd, dst, cap, out_len, method, NULL);
+}
+
+dc_status_t dc_ent_val_encode_h(dc_ent_scratch_t *s, const void *vals, size_t count, unsigned w,
+                                int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
+                                unsigned *method, double *h_bits)
+{
     size_t raw = count * w;
     if (cap < dc_ent_val_bound(count, w) || count * w > s->max_count)
         return dc_error(DC_ERR_BUSY, "values: output buffer too small");
@@ -851,16 +1004,26 @@ dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t coun
     if (count == 0) {
         *out_len = 0;
         *method = DC_ENT_RAW;
+        if (h_bits)
+            *h_bits = 0.0;
         return DC_OK;
     }
     if (w <= 2) {
-        if (dc_rans_encode(s, v, count, w, 8 * w, s->tmp[free_tmp], s->tmp_cap, &len) == DC_OK &&
-            len < best) {
+        /* one histogram for the entropy figure and the rANS table */
+        size_t nsym = dc_hist_build(s, v, count, w, 8 * w);
+        if (h_bits)
+            *h_bits = dc_hist_entropy_bits(s, nsym, count);
+        dc_status_t st = dc_rans_encode_hist(s, v, count, w, 8 * w, nsym, s->tmp[free_tmp],
+                                             s->tmp_cap, &len);
+        dc_hist_clear(s, nsym);
+        if (st == DC_OK && len < best) {
             best = len;
             bm = DC_ENT_RANS;
             bi = free_tmp;
             free_tmp ^= 1;
         }
+    } else if (h_bits) {
+        *h_bits = dc_ent_words_entropy_bits(s, v, count, w);
     }
     if (w >= 2 && (w > 2 || bm == DC_ENT_RAW)) {
         if (dc_planes_encode(s, v, count, w, s->tmp[free_tmp], s->tmp_cap, &len) == DC_OK &&
