@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #define DC_RANS_L (1u << 23)
 #define DC_RANS_MAX_SCALE 16
@@ -189,44 +192,57 @@ static uint64_t dc_golomb_param(size_t count, uint64_t span)
     return (uint64_t)m;
 }
 
-/* The Golomb encode loop (dc_ent_pos_encode): the codes of the gaps after
- * the varint header, from dst + h; returns the end of the stream, or NULL
- * when cap is too small. */
-static inline __attribute__((always_inline)) uint8_t *
-dc_golomb_codes(const uint32_t *restrict pos, size_t count, uint64_t m, unsigned b,
-                uint64_t cut, uint8_t *dst, size_t h, size_t cap)
+/*
+ * Golomb encoder.  The bit writer is branch-free: acc's low nb bits (nb < 8
+ * between codes) are pending, MSB first; after each code the whole bytes
+ * go out with one 8-byte big-endian store (bytes past the whole ones are
+ * scratch, rewritten by the next store), so a put never branches on the
+ * fill.  Within 8 bytes of the end, bytes go out one at a time, checked.
+ */
+typedef struct {
+    uint64_t acc;
+    unsigned nb;
+    uint8_t *p, *lim, *end; /* lim: last p an 8-byte store may start at */
+} dc_gw_t;
+
+/* Put the L (1..56) low bits of v; 0 when the output is full. */
+static inline __attribute__((always_inline)) int dc_gw_put(dc_gw_t *w, uint64_t v, unsigned L)
 {
-    /* Branch-free bit writer: acc's low nb bits (nb < 8 between codes) are
-     * pending, MSB first; after each code the whole bytes go out with one
-     * 8-byte big-endian store (bytes past the whole ones are scratch,
-     * rewritten by the next store), so a put never branches on the fill.
-     * Within 8 bytes of the end, bytes go out one at a time, checked. */
-    uint8_t *p = dst + h, *const end = dst + cap;
-    uint8_t *const lim = cap - h >= 8 ? end - 8 : dst + h - 1;
-    uint64_t acc = 0;
-    unsigned nb = 0;
-#define DC_GOLOMB_PUT(V, L)                                                   \
-    do {                                                                      \
-        acc = (acc << (L)) | (V);                                             \
-        nb += (L);                                                            \
-        if (DC_LIKELY(p <= lim)) {                                            \
-            uint64_t out_ = __builtin_bswap64(acc << (64 - nb));              \
-            memcpy(p, &out_, 8);                                              \
-            p += nb >> 3;                                                     \
-            nb &= 7;                                                          \
-        } else {                                                              \
-            for (; nb >= 8; nb -= 8) {                                        \
-                if (p >= end)                                                 \
-                    return NULL;                                            \
-                *p++ = (uint8_t)(acc >> (nb - 8));                            \
-            }                                                                 \
-        }                                                                     \
-    } while (0)
-    uint32_t prev = UINT32_MAX; /* -1: the first gap is pos[0] */
-    /* g / m by a multiply: with g, m < 2^32 and M = floor(2^64 / m) + 1,
-     * (g * M) >> 64 is exact (g * m < 2^64). */
-    const uint64_t mrcp = m > 1 ? UINT64_MAX / m + 1 : 0;
-    for (size_t k = 0; k < count; k++) {
+    w->acc = (w->acc << L) | v;
+    w->nb += L;
+    if (DC_LIKELY(w->p <= w->lim)) {
+        uint64_t out = __builtin_bswap64(w->acc << (64 - w->nb));
+        memcpy(w->p, &out, 8);
+        w->p += w->nb >> 3;
+        w->nb &= 7;
+        return 1;
+    }
+    for (; w->nb >= 8; w->nb -= 8) {
+        if (w->p >= w->end)
+            return 0;
+        *w->p++ = (uint8_t)(w->acc >> (w->nb - 8));
+    }
+    return 1;
+}
+
+/* Golomb parameters of a stream: m, b = ceil(log2 m), cut = 2^b - m, and
+ * mrcp for g / m by a multiply (g, m < 2^32, M = floor(2^64 / m) + 1:
+ * (g * M) >> 64 is exact since g * m < 2^64). */
+typedef struct {
+    uint64_t m, cut, mrcp;
+    unsigned b;
+} dc_golomb_t;
+
+/* The codes of the gaps before pos[k0] .. pos[k1 - 1] (the gap before
+ * pos[0] is pos[0]); 0 when the output is full. */
+static inline __attribute__((always_inline)) int
+dc_golomb_range(dc_gw_t *w, const uint32_t *restrict pos, size_t k0, size_t k1,
+                const dc_golomb_t *gp)
+{
+    const uint64_t m = gp->m, cut = gp->cut, mrcp = gp->mrcp;
+    const unsigned b = gp->b;
+    uint32_t prev = k0 ? pos[k0 - 1] : UINT32_MAX; /* -1 */
+    for (size_t k = k0; k < k1; k++) {
         uint64_t g = (uint32_t)(pos[k] - prev - 1u);
         prev = pos[k];
         uint64_t q = m > 1 ? (uint64_t)(((unsigned __int128)g * mrcp) >> 64) : g;
@@ -238,41 +254,118 @@ dc_golomb_codes(const uint32_t *restrict pos, size_t count, uint64_t m, unsigned
         uint64_t rv = r + (cut & (lt - 1));
         if (DC_LIKELY(q + 1 + rb <= 56)) {
             /* the whole code in one put: q zeros, a one, the remainder */
-            unsigned L = (unsigned)q + 1 + rb;
-            DC_GOLOMB_PUT((1ull << rb) | rv, L);
+            if (!dc_gw_put(w, (1ull << rb) | rv, (unsigned)q + 1 + rb))
+                return 0;
             continue;
         }
         for (; q >= 32; q -= 32)
-            DC_GOLOMB_PUT(0, 32);
-        DC_GOLOMB_PUT(1, (unsigned)q + 1);
-        if (rb)
-            DC_GOLOMB_PUT(rv, rb);
+            if (!dc_gw_put(w, 0, 32))
+                return 0;
+        if (!dc_gw_put(w, 1, (unsigned)q + 1))
+            return 0;
+        if (rb && !dc_gw_put(w, rv, rb))
+            return 0;
     }
-#undef DC_GOLOMB_PUT
-    if (nb) {
-        if (p >= end)
-            return NULL;
-        *p++ = (uint8_t)(acc << (8 - nb));
+    return 1;
+}
+
+static inline __attribute__((always_inline)) int dc_gw_finish(dc_gw_t *w)
+{
+    if (w->nb) {
+        if (w->p >= w->end)
+            return 0;
+        *w->p++ = (uint8_t)(w->acc << (8 - w->nb));
+        w->nb = 0;
     }
-    return p;
+    return 1;
+}
+
+/* (The writer works on a local copy: the output's byte stores could alias
+ * *w, which would force its fields through memory on every put.) */
+static int dc_golomb_all_base(dc_gw_t *wp, const uint32_t *pos, size_t count,
+                              const dc_golomb_t *gp)
+{
+    dc_gw_t w = *wp;
+    int ok = dc_golomb_range(&w, pos, 0, count, gp) && dc_gw_finish(&w);
+    *wp = w;
+    return ok;
 }
 
 #if defined(__x86_64__)
 /* The same with BMI2's flag-free variable shifts (shlx/shrx: one uop
- * each, where shl %cl is three), for CPUs the avx2 / avx512 kernels run on. */
-__attribute__((target("bmi2"))) static uint8_t *
-dc_golomb_codes_bmi2(const uint32_t *restrict pos, size_t count, uint64_t m, unsigned b,
-                     uint64_t cut, uint8_t *dst, size_t h, size_t cap)
+ * each, where shl %cl is three), for CPUs the avx2 kernels run on. */
+__attribute__((target("bmi2"))) static int
+dc_golomb_all_bmi2(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_golomb_t *gp)
 {
-    return dc_golomb_codes(pos, count, m, b, cut, dst, h, cap);
+    dc_gw_t w = *wp;
+    int ok = dc_golomb_range(&w, pos, 0, count, gp) && dc_gw_finish(&w);
+    *wp = w;
+    return ok;
+}
+
+/*
+ * AVX-512: the codes of 16 gaps at a time in vector lanes (gap, quotient by
+ * a double multiply corrected by one step either way, truncated binary
+ * remainder, code value and length), then only the bit packing is scalar.
+ * A group with a code longer than one put goes through the scalar loop.
+ * Needs m <= 2^30 (the remainder correction is done in signed 32 bits).
+ */
+__attribute__((target("avx512f,avx512bw,avx512vl,bmi2"))) static int
+dc_golomb_all_avx512(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_golomb_t *gp)
+{
+    dc_gw_t wl = *wp, *w = &wl;
+    int ok = 0;
+    size_t k = 0;
+    if (gp->m <= (1u << 30)) {
+        const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+        const __m512i vm = _mm512_set1_epi32((int)gp->m), vcut = _mm512_set1_epi32((int)gp->cut);
+        const __m512i vb = _mm512_set1_epi32((int)gp->b);
+        const __m512i c55 = _mm512_set1_epi32(55), c56 = _mm512_set1_epi32(56);
+        const __m512d inv = _mm512_set1_pd(1.0 / (double)gp->m);
+        __m512i prevv = _mm512_set1_epi32(-1); /* lane 15: the position before */
+        _Alignas(64) uint32_t vs[16], ls[16];
+        for (; k + 16 <= count; k += 16) {
+            __m512i cur = _mm512_loadu_si512(pos + k);
+            __m512i prv = _mm512_alignr_epi32(cur, prevv, 15);
+            prevv = cur;
+            __m512i g = _mm512_sub_epi32(_mm512_sub_epi32(cur, prv), one);
+            __m256i qlo = _mm512_cvttpd_epu32(
+                _mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_castsi512_si256(g)), inv));
+            __m256i qhi = _mm512_cvttpd_epu32(
+                _mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(g, 1)), inv));
+            __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qlo), qhi, 1);
+            /* r = g - q*m is exact in signed 32 bits (|error of q| <= 1,
+             * m <= 2^30); step q once toward the true quotient */
+            __m512i r = _mm512_sub_epi32(g, _mm512_mullo_epi32(q, vm));
+            __mmask16 neg = _mm512_cmplt_epi32_mask(r, zero);
+            q = _mm512_mask_sub_epi32(q, neg, q, one);
+            r = _mm512_mask_add_epi32(r, neg, r, vm);
+            __mmask16 big = _mm512_cmpge_epi32_mask(r, vm);
+            q = _mm512_mask_add_epi32(q, big, q, one);
+            r = _mm512_mask_sub_epi32(r, big, r, vm);
+            __mmask16 lt = _mm512_cmplt_epu32_mask(r, vcut);
+            __m512i rb = _mm512_mask_sub_epi32(vb, lt, vb, one);
+            __m512i rv = _mm512_mask_add_epi32(r, (__mmask16)~lt, r, vcut);
+            __m512i len = _mm512_add_epi32(_mm512_add_epi32(q, one), rb);
+            __mmask16 slow = _mm512_cmpgt_epu32_mask(q, c55) | _mm512_cmpgt_epu32_mask(len, c56);
+            if (DC_UNLIKELY(slow)) {
+                if (!dc_golomb_range(w, pos, k, k + 16, gp))
+                    goto out;
+                continue;
+            }
+            _mm512_store_si512(vs, _mm512_or_si512(_mm512_sllv_epi32(one, rb), rv));
+            _mm512_store_si512(ls, len);
+            for (unsigned j = 0; j < 16; j++)
+                if (!dc_gw_put(w, vs[j], ls[j]))
+                    goto out;
+        }
+    }
+    ok = dc_golomb_range(w, pos, k, count, gp) && dc_gw_finish(w);
+out:
+    *wp = wl;
+    return ok;
 }
 #endif
-
-static uint8_t *dc_golomb_codes_base(const uint32_t *restrict pos, size_t count, uint64_t m,
-                                     unsigned b, uint64_t cut, uint8_t *dst, size_t h, size_t cap)
-{
-    return dc_golomb_codes(pos, count, m, b, cut, dst, h, cap);
-}
 
 /* 1 when the kernels run with BMI2 (the avx2 and avx512 tables need it). */
 static int dc_ent_bmi2(void)
@@ -290,19 +383,28 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
     if (cap < 10)
         return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
     uint64_t span = count ? (uint64_t)pos[count - 1] + 1 : 0;
-    uint64_t m = dc_golomb_param(count, span);
-    size_t h = dc_ent_put_varint(dst, m);
-    unsigned b = dc_ceil_log2_u64(m);
-    uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
-    uint8_t *p =
+    dc_golomb_t gp;
+    gp.m = dc_golomb_param(count, span);
+    size_t h = dc_ent_put_varint(dst, gp.m);
+    gp.b = dc_ceil_log2_u64(gp.m);
+    gp.cut = (gp.b >= 64 ? 0 : (1ull << gp.b)) - gp.m;
+    gp.mrcp = gp.m > 1 ? UINT64_MAX / gp.m + 1 : 0;
+    dc_gw_t w = {.p = dst + h, .end = dst + cap};
+    w.lim = cap - h >= 8 ? w.end - 8 : dst + h - 1;
+    int ok;
 #if defined(__x86_64__)
-        dc_ent_bmi2() ? dc_golomb_codes_bmi2(pos, count, m, b, cut, dst, h, cap) :
+    const char *isa = dc_kern_isa();
+    if (strcmp(isa, "avx512") == 0)
+        ok = dc_golomb_all_avx512(&w, pos, count, &gp);
+    else if (strcmp(isa, "avx2") == 0)
+        ok = dc_golomb_all_bmi2(&w, pos, count, &gp);
+    else
 #endif
-                      dc_golomb_codes_base(pos, count, m, b, cut, dst, h, cap);
-    if (!p)
+        ok = dc_golomb_all_base(&w, pos, count, &gp);
+    if (!ok)
         return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
     (void)n;
-    *out_len = (size_t)(p - dst);
+    *out_len = (size_t)(w.p - dst);
     return DC_OK;
 }
 

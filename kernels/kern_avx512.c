@@ -15,6 +15,11 @@
 
 #include <immintrin.h>
 
+/* The diff prefetches both inputs this many bytes ahead: the hardware
+ * prefetcher alone leaves the two streams short of DRAM bandwidth (~15%
+ * faster streaming diff+digest here; 1-2 KiB ahead is too close, 16 KiB
+ * no better). */
+#define DC_DIFF_PF 4096
 #define DC_AVX512 \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,avx2,bmi,bmi2,popcnt")))
 
@@ -112,6 +117,8 @@ avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w,
          * taken at random, and the misses cost more than the compresses
          * of an empty mask. */
         for (unsigned u = 0; u < w; u++) {
+            _mm_prefetch((const char *)ga + DC_DIFF_PF + 64 * u, _MM_HINT_T0);
+            _mm_prefetch((const char *)gb + DC_DIFF_PF + 64 * u, _MM_HINT_T0);
             __m512i va = _mm512_loadu_si512(ga + 64 * u);
             __m512i vb = _mm512_loadu_si512(gb + 64 * u);
             mu[u] = cmpneq_w(va, vb, w);
