@@ -11,6 +11,8 @@
  */
 #include "kernels/kern_impl.h"
 
+#include "kernels/digest.h"
+
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -83,6 +85,8 @@ DC_AVX512 static inline void put_vals(uint8_t *px, __m512i x, uint64_t m, unsign
     }
 }
 
+#define DC_XXH_PRIME32_1 0x9E3779B1u
+
 /*
  * Groups of 64 elements (w vectors): one 64-bit change mask per group.  The
  * positions come from ONE byte compress of the indices 0..63 under that
@@ -90,10 +94,19 @@ DC_AVX512 static inline void put_vals(uint8_t *px, __m512i x, uint64_t m, unsign
  * of 64 is rare at sparse change rates, so that branch is well predicted),
  * instead of a 32-bit compress per 16 elements: compresses run on one
  * execution port and were the diff's bottleneck.
+ *
+ * With `hash` (acc_a / acc_b not both NULL; n * w a multiple of 1024) the
+ * same loads also feed XXH3's long-input loop (digest.h's span digest, the
+ * default secret): each 1024-byte block is 16 stripes accumulated into the
+ * 8 accumulators, then scrambled.  Per stripe, acc[i] += lo32(dk) *
+ * hi32(dk) with dk = data ^ secret, and acc[i ^ 1] += data[i]; sums commute
+ * within a block, so the data words are summed per block and swapped once
+ * before the scramble.  The hashing then runs while the diff waits on
+ * memory instead of in a second pass over cached data.
  */
 DC_AVX512 __attribute__((always_inline)) static inline size_t
-avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w,
-                                    uint32_t *pos, void *xorw, size_t cap)
+avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w, uint32_t *pos,
+              void *xorw, size_t cap, const int hash, uint64_t *acc_a, uint64_t *acc_b)
 {
     const uint8_t *pa = a, *pb = b;
     uint8_t *px = xorw;
@@ -108,6 +121,16 @@ avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w,
     __m512i vbase = _mm512_setzero_si512();
     size_t k = 0;
     _Alignas(64) uint8_t tmp[512];
+    /* hashing state: the accumulators, this block's sums */
+    const uint8_t *secret = dc_xxh3_secret;
+    const unsigned gpb = 1024 / (64 * w); /* groups per 1024-byte block */
+    const int ha = hash && acc_a, hb = hash && acc_b;
+    __m512i acca = _mm512_setzero_si512(), accb = _mm512_setzero_si512();
+    __m512i pra = acca, dta = acca, prb = acca, dtb = acca;
+    if (ha)
+        acca = _mm512_load_si512(acc_a);
+    if (hb)
+        accb = _mm512_load_si512(acc_b);
 
     for (size_t g = 0; g < groups; g++, vbase = _mm512_add_epi32(vbase, step)) {
         const uint8_t *ga = pa + g * gbytes, *gb = pb + g * gbytes;
@@ -124,6 +147,41 @@ avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w,
             mu[u] = cmpneq_w(va, vb, w);
             x[u] = _mm512_xor_si512(va, vb);
             M |= w == 1 ? mu[u] : mu[u] << (u * epv);
+            if (hash) {
+                __m512i key = _mm512_loadu_si512(secret + 8 * ((g % gpb) * w + u));
+                if (ha) {
+                    __m512i dk = _mm512_xor_si512(va, key);
+                    pra = _mm512_add_epi64(pra, _mm512_mul_epu32(dk, _mm512_srli_epi64(dk, 32)));
+                    dta = _mm512_add_epi64(dta, va);
+                }
+                if (hb) {
+                    __m512i dk = _mm512_xor_si512(vb, key);
+                    prb = _mm512_add_epi64(prb, _mm512_mul_epu32(dk, _mm512_srli_epi64(dk, 32)));
+                    dtb = _mm512_add_epi64(dtb, vb);
+                }
+            }
+        }
+        if (hash && g % gpb == gpb - 1) {
+            /* end of a block: add the sums, scramble */
+            const __m512i skey = _mm512_loadu_si512(secret + 192 - 64);
+            const __m512i prime = _mm512_set1_epi32((int)DC_XXH_PRIME32_1);
+#define DC_XXH_BLOCK_END(ACC, PR, DT)                                                        \
+    do {                                                                                     \
+        ACC = _mm512_add_epi64(ACC, _mm512_add_epi64(                                        \
+                                        PR, _mm512_shuffle_epi32(DT, (_MM_PERM_ENUM)0x4E)));  \
+        __m512i dk_ = _mm512_xor_si512(_mm512_xor_si512(ACC, _mm512_srli_epi64(ACC, 47)),   \
+                                       skey);                                                \
+        __m512i lo_ = _mm512_mul_epu32(dk_, prime);                                          \
+        __m512i hi_ = _mm512_mul_epu32(_mm512_srli_epi64(dk_, 32), prime);                   \
+        ACC = _mm512_add_epi64(lo_, _mm512_slli_epi64(hi_, 32));                             \
+        PR = _mm512_setzero_si512();                                                         \
+        DT = _mm512_setzero_si512();                                                         \
+    } while (0)
+            if (ha)
+                DC_XXH_BLOCK_END(acca, pra, dta);
+            if (hb)
+                DC_XXH_BLOCK_END(accb, prb, dtb);
+#undef DC_XXH_BLOCK_END
         }
         if (DC_UNLIKELY(k + 64 > cap)) {
             if (k >= cap) {
@@ -159,6 +217,10 @@ avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w,
         }
         k += c;
     }
+    if (ha)
+        _mm512_store_si512(acc_a, acca);
+    if (hb)
+        _mm512_store_si512(acc_b, accb);
     return dc_kern_scalar_diff_range(a, b, groups * 64, n, w, pos, xorw, cap, k);
 }
 
@@ -176,10 +238,22 @@ DC_AVX512 static size_t avx512_diff(const void *a, const void *b, size_t n, unsi
                                    uint32_t *pos, void *xorw, size_t cap)
 {
     switch (w) {
-    case 1: return avx512_diff_w(a, b, n, 1, pos, xorw, cap);
-    case 2: return avx512_diff_w(a, b, n, 2, pos, xorw, cap);
-    case 4: return avx512_diff_w(a, b, n, 4, pos, xorw, cap);
-    default: return avx512_diff_w(a, b, n, 8, pos, xorw, cap);
+    case 1: return avx512_diff_w(a, b, n, 1, pos, xorw, cap, 0, NULL, NULL);
+    case 2: return avx512_diff_w(a, b, n, 2, pos, xorw, cap, 0, NULL, NULL);
+    case 4: return avx512_diff_w(a, b, n, 4, pos, xorw, cap, 0, NULL, NULL);
+    default: return avx512_diff_w(a, b, n, 8, pos, xorw, cap, 0, NULL, NULL);
+    }
+}
+
+DC_AVX512 static size_t avx512_diff_acc(const void *a, const void *b, size_t n, unsigned w,
+                                        uint32_t *pos, void *xorw, size_t cap,
+                                        uint64_t *acc_a, uint64_t *acc_b)
+{
+    switch (w) {
+    case 1: return avx512_diff_w(a, b, n, 1, pos, xorw, cap, 1, acc_a, acc_b);
+    case 2: return avx512_diff_w(a, b, n, 2, pos, xorw, cap, 1, acc_a, acc_b);
+    case 4: return avx512_diff_w(a, b, n, 4, pos, xorw, cap, 1, acc_a, acc_b);
+    default: return avx512_diff_w(a, b, n, 8, pos, xorw, cap, 1, acc_a, acc_b);
     }
 }
 
@@ -243,6 +317,7 @@ const dc_kern_ops_t dc_kern_ops_avx512 = {
     .name = "avx512",
     .count_changed = avx512_count,
     .diff = avx512_diff,
+    .diff_acc = avx512_diff_acc,
     .gather = dc_kern_scalar_gather,
     .validate = avx512_validate,
     .xor_scatter = dc_kern_scalar_xor_scatter,
