@@ -306,8 +306,9 @@ dc_golomb_all_bmi2(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_golo
 /*
  * AVX-512: the codes of 16 gaps at a time in vector lanes (gap, quotient by
  * a double multiply corrected by one step either way, truncated binary
- * remainder, code value and length), then only the bit packing is scalar.
- * A group with a code longer than one put goes through the scalar loop.
+ * remainder, code value and length), joined into 4 (or 8) codes of at most
+ * 56 bits, then only the bit packing is scalar.  A group with a code
+ * longer than one put goes through the scalar loop.
  * Needs m <= 2^30 (the remainder correction is done in signed 32 bits).
  */
 __attribute__((target("avx512f,avx512bw,avx512vl,bmi2"))) static int
@@ -324,6 +325,10 @@ dc_golomb_all_avx512(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_go
         const __m512d inv = _mm512_set1_pd(1.0 / (double)gp->m);
         __m512i prevv = _mm512_set1_epi32(-1); /* lane 15: the position before */
         _Alignas(64) uint32_t vs[16], ls[16];
+        _Alignas(64) uint64_t vq[8], lq[8];
+        const __m512i pick_even = _mm512_set_epi64(6, 4, 2, 0, 6, 4, 2, 0);
+        const __m512i pick_odd = _mm512_set_epi64(7, 5, 3, 1, 7, 5, 3, 1);
+        const __m512i c56q = _mm512_set1_epi64(56);
         for (; k + 16 <= count; k += 16) {
             __m512i cur = _mm512_loadu_si512(pos + k);
             __m512i prv = _mm512_alignr_epi32(cur, prevv, 15);
@@ -353,10 +358,39 @@ dc_golomb_all_avx512(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_go
                     goto out;
                 continue;
             }
-            _mm512_store_si512(vs, _mm512_or_si512(_mm512_sllv_epi32(one, rb), rv));
-            _mm512_store_si512(ls, len);
-            for (unsigned j = 0; j < 16; j++)
-                if (!dc_gw_put(w, vs[j], ls[j]))
+            __m512i val = _mm512_or_si512(_mm512_sllv_epi32(one, rb), rv);
+            /* join neighbouring codes while the joint code fits one put:
+             * pairs in 64-bit lanes (value < 2^len), then pairs of pairs */
+            const __m512i lo32 = _mm512_set1_epi64(0xffffffff);
+            __m512i v2 = _mm512_or_si512(
+                _mm512_sllv_epi64(_mm512_and_si512(val, lo32), _mm512_srli_epi64(len, 32)),
+                _mm512_srli_epi64(val, 32));
+            __m512i l2 = _mm512_add_epi64(_mm512_and_si512(len, lo32), _mm512_srli_epi64(len, 32));
+            if (DC_UNLIKELY(_mm512_cmpgt_epu64_mask(l2, c56q))) {
+                _mm512_store_si512(vs, val);
+                _mm512_store_si512(ls, len);
+                for (unsigned j = 0; j < 16; j++)
+                    if (!dc_gw_put(w, vs[j], ls[j]))
+                        goto out;
+                continue;
+            }
+            __m512i ev = _mm512_permutexvar_epi64(pick_even, v2);
+            __m512i el = _mm512_permutexvar_epi64(pick_even, l2);
+            __m512i ov = _mm512_permutexvar_epi64(pick_odd, v2);
+            __m512i ol = _mm512_permutexvar_epi64(pick_odd, l2);
+            __m512i l4 = _mm512_add_epi64(el, ol);
+            if (DC_LIKELY(!(_mm512_cmpgt_epu64_mask(l4, c56q) & 0x0f))) {
+                _mm512_store_si512(vq, _mm512_or_si512(_mm512_sllv_epi64(ev, ol), ov));
+                _mm512_store_si512(lq, l4);
+                for (unsigned j = 0; j < 4; j++)
+                    if (!dc_gw_put(w, vq[j], (unsigned)lq[j]))
+                        goto out;
+                continue;
+            }
+            _mm512_store_si512(vq, v2);
+            _mm512_store_si512(lq, l2);
+            for (unsigned j = 0; j < 8; j++)
+                if (!dc_gw_put(w, vq[j], (unsigned)lq[j]))
                     goto out;
         }
     }
