@@ -401,15 +401,13 @@ out:
 }
 #endif
 
+#if defined(__x86_64__)
 /* 1 when the kernels run with BMI2 (the avx2 and avx512 tables need it). */
 static int dc_ent_bmi2(void)
 {
-#if defined(__x86_64__)
     return strcmp(dc_kern_isa(), "scalar") != 0;
-#else
-    return 0;
-#endif
 }
+#endif
 
 dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uint8_t *dst,
                               size_t cap, size_t *out_len)
