@@ -168,9 +168,6 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
             s0.bound_bits = dc_ent_words_entropy_bits(c->ent, c->vals1, n, w);
         return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st);
     }
-    if (st)
-        s0.bound_bits = (double)n * dc_codec_h2((double)count / (double)n) +
-                        dc_ent_words_entropy_bits(c->ent, c->vals1, count, w);
     /* sparse: varint count, varint pos_len, positions, values */
     size_t h = dc_ent_put_varint(dst, count);
     size_t pcap = dc_ent_pos_bound(count, n);
@@ -186,9 +183,13 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
     size_t vlen;
     unsigned vm;
     int zstd_ok = count * w >= 2048;
-    s = dc_ent_val_encode(c->ent, c->vals1, count, w, zstd_ok, dst + h, cap - h, &vlen, &vm);
+    double hbits = 0.0; /* the XOR words' order-0 entropy, from the coder's histogram */
+    s = dc_ent_val_encode_h(c->ent, c->vals1, count, w, zstd_ok, dst + h, cap - h, &vlen, &vm,
+                            st ? &hbits : NULL);
     if (s != DC_OK)
         return s;
+    if (st)
+        s0.bound_bits = (double)n * dc_codec_h2((double)count / (double)n) + hbits;
     unsigned kind = DC_ENC_XOR_SPARSE;
     if (vlen > count * w / 2 && count > 0) {
         /* XOR words barely compress: try the new values instead */

@@ -40,6 +40,10 @@ void dc_span_digest_advance_from(dc_span_digest_t *s, const void *data, size_t d
                                  size_t upto);
 dc_digest_t dc_span_digest_final(dc_span_digest_t *s);
 
+/** XXH3's default secret (192 bytes), for kernels that fuse its
+ *  long-input loop into another pass (kern_impl.h diff_acc). */
+extern const uint8_t *const dc_xxh3_secret;
+
 /** The implementation dc_digest128 runs now: "avx512", "avx2" or "base". */
 const char *dc_digest_impl(void);
 

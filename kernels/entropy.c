@@ -2,9 +2,15 @@
 #include "kernels/entropy.h"
 #include "kernels/kern.h"
 
+#include "kernels/kern.h"
+
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <zstd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #define DC_RANS_L (1u << 23)
 #define DC_RANS_MAX_SCALE 16
@@ -124,62 +130,7 @@ dc_status_t dc_ent_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v
     return dc_error(DC_ERR_FORMAT, "varint longer than 10 bytes");
 }
 
-/* --- bit I/O (MSB first) --------------------------------------------------- */
-
-typedef struct {
-    uint64_t acc;
-    unsigned nb;
-    uint8_t *p, *end;
-    int overflow;
-} dc_bitw_t;
-
-static inline void dc_bitw_flush32(dc_bitw_t *w)
-{
-    if (w->nb >= 32) {
-        if (w->end - w->p < 4) {
-            w->overflow = 1;
-            w->nb -= 32;
-            return;
-        }
-        uint32_t v = (uint32_t)(w->acc >> (w->nb - 32));
-        w->p[0] = (uint8_t)(v >> 24);
-        w->p[1] = (uint8_t)(v >> 16);
-        w->p[2] = (uint8_t)(v >> 8);
-        w->p[3] = (uint8_t)v;
-        w->p += 4;
-        w->nb -= 32;
-    }
-}
-
-/* n <= 32 */
-static inline void dc_bitw_put(dc_bitw_t *w, uint64_t v, unsigned n)
-{
-    if (n == 0)
-        return;
-    w->acc = (w->acc << n) | (v & ((n == 64) ? ~0ull : ((1ull << n) - 1)));
-    w->nb += n;
-    dc_bitw_flush32(w);
-}
-
-static void dc_bitw_finish(dc_bitw_t *w)
-{
-    while (w->nb >= 8) {
-        if (w->p >= w->end) {
-            w->overflow = 1;
-            return;
-        }
-        *w->p++ = (uint8_t)(w->acc >> (w->nb - 8));
-        w->nb -= 8;
-    }
-    if (w->nb) {
-        if (w->p >= w->end) {
-            w->overflow = 1;
-            return;
-        }
-        *w->p++ = (uint8_t)(w->acc << (8 - w->nb));
-        w->nb = 0;
-    }
-}
+/* --- bit reader (MSB first) ------------------------------------------------ */
 
 /* --- positions: Golomb-coded gaps ----------------------------------------- */
 
@@ -214,51 +165,248 @@ static uint64_t dc_golomb_param(size_t count, uint64_t span)
     return (uint64_t)m;
 }
 
+/*
+ * Golomb encoder.  The bit writer is branch-free: acc's low nb bits (nb < 8
+ * between codes) are pending, MSB first; after each code the whole bytes
+ * go out with one 8-byte big-endian store (bytes past the whole ones are
+ * scratch, rewritten by the next store), so a put never branches on the
+ * fill.  Within 8 bytes of the end, bytes go out one at a time, checked.
+ */
+typedef struct {
+    uint64_t acc;
+    unsigned nb;
+    uint8_t *p, *lim, *end; /* lim: last p an 8-byte store may start at */
+} dc_gw_t;
+
+/* Put the L (1..56) low bits of v; 0 when the output is full. */
+static inline __attribute__((always_inline)) int dc_gw_put(dc_gw_t *w, uint64_t v, unsigned L)
+{
+    w->acc = (w->acc << L) | v;
+    w->nb += L;
+    if (DC_LIKELY(w->p <= w->lim)) {
+        uint64_t out = __builtin_bswap64(w->acc << (64 - w->nb));
+        memcpy(w->p, &out, 8);
+        w->p += w->nb >> 3;
+        w->nb &= 7;
+        return 1;
+    }
+    for (; w->nb >= 8; w->nb -= 8) {
+        if (w->p >= w->end)
+            return 0;
+        *w->p++ = (uint8_t)(w->acc >> (w->nb - 8));
+    }
+    return 1;
+}
+
+/* Golomb parameters of a stream: m, b = ceil(log2 m), cut = 2^b - m, and
+ * mrcp for g / m by a multiply (g, m < 2^32, M = floor(2^64 / m) + 1:
+ * (g * M) >> 64 is exact since g * m < 2^64). */
+typedef struct {
+    uint64_t m, cut, mrcp;
+    unsigned b;
+} dc_golomb_t;
+
+/* The codes of the gaps before pos[k0] .. pos[k1 - 1] (the gap before
+ * pos[0] is pos[0]); 0 when the output is full. */
+static inline __attribute__((always_inline)) int
+dc_golomb_range(dc_gw_t *w, const uint32_t *restrict pos, size_t k0, size_t k1,
+                const dc_golomb_t *gp)
+{
+    const uint64_t m = gp->m, cut = gp->cut, mrcp = gp->mrcp;
+    const unsigned b = gp->b;
+    uint32_t prev = k0 ? pos[k0 - 1] : UINT32_MAX; /* -1 */
+    for (size_t k = k0; k < k1; k++) {
+        uint64_t g = (uint32_t)(pos[k] - prev - 1u);
+        prev = pos[k];
+        uint64_t q = m > 1 ? (uint64_t)(((unsigned __int128)g * mrcp) >> 64) : g;
+        uint64_t r = g - q * m;
+        /* truncated binary remainder: b - 1 bits below cut, else b bits of
+         * r + cut (b == 0: m == 1, nothing) */
+        uint64_t lt = r < cut;
+        unsigned rb = b - (unsigned)lt;
+        uint64_t rv = r + (cut & (lt - 1));
+        if (DC_LIKELY(q + 1 + rb <= 56)) {
+            /* the whole code in one put: q zeros, a one, the remainder */
+            if (!dc_gw_put(w, (1ull << rb) | rv, (unsigned)q + 1 + rb))
+                return 0;
+            continue;
+        }
+        for (; q >= 32; q -= 32)
+            if (!dc_gw_put(w, 0, 32))
+                return 0;
+        if (!dc_gw_put(w, 1, (unsigned)q + 1))
+            return 0;
+        if (rb && !dc_gw_put(w, rv, rb))
+            return 0;
+    }
+    return 1;
+}
+
+static inline __attribute__((always_inline)) int dc_gw_finish(dc_gw_t *w)
+{
+    if (w->nb) {
+        if (w->p >= w->end)
+            return 0;
+        *w->p++ = (uint8_t)(w->acc << (8 - w->nb));
+        w->nb = 0;
+    }
+    return 1;
+}
+
+/* (The writer works on a local copy: the output's byte stores could alias
+ * *w, which would force its fields through memory on every put.) */
+static int dc_golomb_all_base(dc_gw_t *wp, const uint32_t *pos, size_t count,
+                              const dc_golomb_t *gp)
+{
+    dc_gw_t w = *wp;
+    int ok = dc_golomb_range(&w, pos, 0, count, gp) && dc_gw_finish(&w);
+    *wp = w;
+    return ok;
+}
+
+#if defined(__x86_64__)
+/* The same with BMI2's flag-free variable shifts (shlx/shrx: one uop
+ * each, where shl %cl is three), for CPUs the avx2 kernels run on. */
+__attribute__((target("bmi2"))) static int
+dc_golomb_all_bmi2(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_golomb_t *gp)
+{
+    dc_gw_t w = *wp;
+    int ok = dc_golomb_range(&w, pos, 0, count, gp) && dc_gw_finish(&w);
+    *wp = w;
+    return ok;
+}
+
+/*
+ * AVX-512: the codes of 16 gaps at a time in vector lanes (gap, quotient by
+ * a double multiply corrected by one step either way, truncated binary
+ * remainder, code value and length), joined into 4 (or 8) codes of at most
+ * 56 bits, then only the bit packing is scalar.  A group with a code
+ * longer than one put goes through the scalar loop.
+ * Needs m <= 2^30 (the remainder correction is done in signed 32 bits).
+ */
+__attribute__((target("avx512f,avx512bw,avx512vl,bmi2"))) static int
+dc_golomb_all_avx512(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_golomb_t *gp)
+{
+    dc_gw_t wl = *wp, *w = &wl;
+    int ok = 0;
+    size_t k = 0;
+    if (gp->m <= (1u << 30)) {
+        const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+        const __m512i vm = _mm512_set1_epi32((int)gp->m), vcut = _mm512_set1_epi32((int)gp->cut);
+        const __m512i vb = _mm512_set1_epi32((int)gp->b);
+        const __m512i c55 = _mm512_set1_epi32(55), c56 = _mm512_set1_epi32(56);
+        const __m512d inv = _mm512_set1_pd(1.0 / (double)gp->m);
+        __m512i prevv = _mm512_set1_epi32(-1); /* lane 15: the position before */
+        _Alignas(64) uint32_t vs[16], ls[16];
+        _Alignas(64) uint64_t vq[8], lq[8];
+        const __m512i pick_even = _mm512_set_epi64(6, 4, 2, 0, 6, 4, 2, 0);
+        const __m512i pick_odd = _mm512_set_epi64(7, 5, 3, 1, 7, 5, 3, 1);
+        const __m512i c56q = _mm512_set1_epi64(56);
+        for (; k + 16 <= count; k += 16) {
+            __m512i cur = _mm512_loadu_si512(pos + k);
+            __m512i prv = _mm512_alignr_epi32(cur, prevv, 15);
+            prevv = cur;
+            __m512i g = _mm512_sub_epi32(_mm512_sub_epi32(cur, prv), one);
+            __m256i qlo = _mm512_cvttpd_epu32(
+                _mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_castsi512_si256(g)), inv));
+            __m256i qhi = _mm512_cvttpd_epu32(
+                _mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(g, 1)), inv));
+            __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qlo), qhi, 1);
+            /* r = g - q*m is exact in signed 32 bits (|error of q| <= 1,
+             * m <= 2^30); step q once toward the true quotient */
+            __m512i r = _mm512_sub_epi32(g, _mm512_mullo_epi32(q, vm));
+            __mmask16 neg = _mm512_cmplt_epi32_mask(r, zero);
+            q = _mm512_mask_sub_epi32(q, neg, q, one);
+            r = _mm512_mask_add_epi32(r, neg, r, vm);
+            __mmask16 big = _mm512_cmpge_epi32_mask(r, vm);
+            q = _mm512_mask_add_epi32(q, big, q, one);
+            r = _mm512_mask_sub_epi32(r, big, r, vm);
+            __mmask16 lt = _mm512_cmplt_epu32_mask(r, vcut);
+            __m512i rb = _mm512_mask_sub_epi32(vb, lt, vb, one);
+            __m512i rv = _mm512_mask_add_epi32(r, (__mmask16)~lt, r, vcut);
+            __m512i len = _mm512_add_epi32(_mm512_add_epi32(q, one), rb);
+            __mmask16 slow = _mm512_cmpgt_epu32_mask(q, c55) | _mm512_cmpgt_epu32_mask(len, c56);
+            if (DC_UNLIKELY(slow)) {
+                if (!dc_golomb_range(w, pos, k, k + 16, gp))
+                    goto out;
+                continue;
+            }
+            __m512i val = _mm512_or_si512(_mm512_sllv_epi32(one, rb), rv);
+            /* join neighbouring codes while the joint code fits one put:
+             * pairs in 64-bit lanes (value < 2^len), then pairs of pairs */
+            const __m512i lo32 = _mm512_set1_epi64(0xffffffff);
+            __m512i v2 = _mm512_or_si512(
+                _mm512_sllv_epi64(_mm512_and_si512(val, lo32), _mm512_srli_epi64(len, 32)),
+                _mm512_srli_epi64(val, 32));
+            __m512i l2 = _mm512_add_epi64(_mm512_and_si512(len, lo32), _mm512_srli_epi64(len, 32));
+            if (DC_UNLIKELY(_mm512_cmpgt_epu64_mask(l2, c56q))) {
+                _mm512_store_si512(vs, val);
+                _mm512_store_si512(ls, len);
+                for (unsigned j = 0; j < 16; j++)
+                    if (!dc_gw_put(w, vs[j], ls[j]))
+                        goto out;
+                continue;
+            }
+            __m512i ev = _mm512_permutexvar_epi64(pick_even, v2);
+            __m512i el = _mm512_permutexvar_epi64(pick_even, l2);
+            __m512i ov = _mm512_permutexvar_epi64(pick_odd, v2);
+            __m512i ol = _mm512_permutexvar_epi64(pick_odd, l2);
+            __m512i l4 = _mm512_add_epi64(el, ol);
+            if (DC_LIKELY(!(_mm512_cmpgt_epu64_mask(l4, c56q) & 0x0f))) {
+                _mm512_store_si512(vq, _mm512_or_si512(_mm512_sllv_epi64(ev, ol), ov));
+                _mm512_store_si512(lq, l4);
+                for (unsigned j = 0; j < 4; j++)
+                    if (!dc_gw_put(w, vq[j], (unsigned)lq[j]))
+                        goto out;
+                continue;
+            }
+            _mm512_store_si512(vq, v2);
+            _mm512_store_si512(lq, l2);
+            for (unsigned j = 0; j < 8; j++)
+                if (!dc_gw_put(w, vq[j], (unsigned)lq[j]))
+                    goto out;
+        }
+    }
+    ok = dc_golomb_range(w, pos, k, count, gp) && dc_gw_finish(w);
+out:
+    *wp = wl;
+    return ok;
+}
+#endif
+
+#if defined(__x86_64__)
+/* 1 when the kernels run with BMI2 (the avx2 and avx512 tables need it). */
+static int dc_ent_bmi2(void)
+{
+    return strcmp(dc_kern_isa(), "scalar") != 0;
+}
+#endif
+
 dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uint8_t *dst,
                               size_t cap, size_t *out_len)
 {
     if (cap < 10)
         return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
     uint64_t span = count ? (uint64_t)pos[count - 1] + 1 : 0;
-    uint64_t m = dc_golomb_param(count, span);
-    size_t h = dc_ent_put_varint(dst, m);
-    unsigned b = dc_ceil_log2_u64(m);
-    uint64_t cut = (b >= 64 ? 0 : (1ull << b)) - m;
-    dc_bitw_t w = {0, 0, dst + h, dst + cap, 0};
-    int64_t prev = -1;
-    /* g / m by a multiply: with g, m < 2^32 and M = floor(2^64 / m) + 1,
-     * (g * M) >> 64 is exact (g * m < 2^64). */
-    const uint64_t mrcp = m > 1 ? UINT64_MAX / m + 1 : 0;
-    for (size_t k = 0; k < count; k++) {
-        uint64_t g = (uint64_t)((int64_t)pos[k] - prev - 1);
-        prev = pos[k];
-        uint64_t q = m > 1 ? (uint64_t)(((unsigned __int128)g * mrcp) >> 64) : g;
-        uint64_t r = g - q * m;
-        if (DC_LIKELY(q + 1 + b <= 32)) {
-            /* the whole code in one put: q zeros, a one, the remainder */
-            unsigned rb = b ? (r < cut ? b - 1 : b) : 0;
-            uint64_t rv = b ? (r < cut ? r : r + cut) : 0;
-            dc_bitw_put(&w, (1ull << rb) | rv, (unsigned)q + 1 + rb);
-            if (DC_UNLIKELY(w.overflow))
-                break;
-            continue;
-        }
-        while (q >= 32) {
-            dc_bitw_put(&w, 0, 32);
-            q -= 32;
-        }
-        dc_bitw_put(&w, 1, (unsigned)q + 1);
-        if (b) {
-            if (r < cut)
-                dc_bitw_put(&w, r, b - 1);
-            else
-                dc_bitw_put(&w, r + cut, b);
-        }
-        if (DC_UNLIKELY(w.overflow))
-            break;
-    }
-    dc_bitw_finish(&w);
-    if (w.overflow)
+    dc_golomb_t gp;
+    gp.m = dc_golomb_param(count, span);
+    size_t h = dc_ent_put_varint(dst, gp.m);
+    gp.b = dc_ceil_log2_u64(gp.m);
+    gp.cut = (gp.b >= 64 ? 0 : (1ull << gp.b)) - gp.m;
+    gp.mrcp = gp.m > 1 ? UINT64_MAX / gp.m + 1 : 0;
+    dc_gw_t w = {.p = dst + h, .end = dst + cap};
+    w.lim = cap - h >= 8 ? w.end - 8 : dst + h - 1;
+    int ok;
+#if defined(__x86_64__)
+    const char *isa = dc_kern_isa();
+    if (strcmp(isa, "avx512") == 0)
+        ok = dc_golomb_all_avx512(&w, pos, count, &gp);
+    else if (strcmp(isa, "avx2") == 0)
+        ok = dc_golomb_all_bmi2(&w, pos, count, &gp);
+    else
+#endif
+        ok = dc_golomb_all_base(&w, pos, count, &gp);
+    if (!ok)
         return dc_error(DC_ERR_BUSY, "positions: output buffer too small");
     (void)n;
     *out_len = (size_t)(w.p - dst);
@@ -596,9 +744,11 @@ static double dc_rans_quantize(dc_ent_scratch_t *s, size_t nsym, size_t count, u
  * stream.  Returns DC_ERR_BUSY when the alphabet is too large for the
  * table precision or cap is too small.
  */
-static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
-                                  unsigned stride, unsigned bits, uint8_t *dst, size_t cap,
-                                  size_t *out_len)
+/* Histogram of count symbols into s->hist (all zero before), the used
+ * symbols listed (unsorted) in s->syms; returns their number.  The caller
+ * clears it with dc_hist_clear. */
+static size_t dc_hist_build(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                            unsigned stride, unsigned bits)
 {
     uint32_t *hist = s->hist;
     size_t nsym = 0;
@@ -607,6 +757,150 @@ static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t 
         if (hist[c]++ == 0)
             s->syms[nsym++] = (uint16_t)c;
     }
+    return nsym;
+}
+
+static void dc_hist_clear(dc_ent_scratch_t *s, size_t nsym)
+{
+    for (size_t k = 0; k < nsym; k++)
+        s->hist[s->syms[k]] = 0;
+}
+
+/* count * H(histogram) in bits. */
+static double dc_hist_entropy_bits(const dc_ent_scratch_t *s, size_t nsym, size_t count)
+{
+    double bits = 0.0;
+    for (size_t k = 0; k < nsym; k++) {
+        double h = s->hist[s->syms[k]];
+        bits -= h * log2(h / (double)count);
+    }
+    return bits;
+}
+
+static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                       unsigned stride, unsigned bits, size_t nsym,
+                                       uint8_t *dst, size_t cap, size_t *out_len);
+
+static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                  unsigned stride, unsigned bits, uint8_t *dst, size_t cap,
+                                  size_t *out_len)
+{
+    size_t nsym = dc_hist_build(s, v, count, stride, bits);
+    dc_status_t st = dc_rans_encode_hist(s, v, count, stride, bits, nsym, dst, cap, out_len);
+    dc_hist_clear(s, nsym);
+    return st;
+}
+
+/*
+ * The rANS encode loop, specialized per symbol width and stride: symbols
+ * count-1 down to 0 (symbol i by state i % ways) into the bytes below *pp,
+ * never below lo; returns 0 when it runs out of room.  Renormalization is
+ * branch-free: with x < 2^31 and x_max >= 2^15 at most 2 bytes go out, as
+ * many as x >= x_max and x >= 256 * x_max say; both are stored (big-endian
+ * at p - 2, the one that does not go out is scratch below the output).
+ * Everything the loop needs is in locals (no reloads through the byte
+ * stores, which may alias anything).
+ */
+static inline __attribute__((always_inline)) int
+dc_rans_put_all(const struct dc_rans_esym *restrict esym, const uint8_t *restrict v,
+                size_t count, const unsigned stride, const unsigned bits, const unsigned ways,
+                uint8_t *lo, uint8_t **pp, uint32_t xs[4])
+{
+    uint8_t *p = *pp;
+    uint32_t x0 = xs[0], x1 = xs[1], x2 = xs[2], x3 = xs[3];
+#define DC_RANS_PUT(X, I)                                                     \
+    do {                                                                      \
+        const struct dc_rans_esym *e = &esym[dc_sym_at(v, (I), stride, bits)]; \
+        uint32_t xm = e->x_max;                                               \
+        unsigned nb_ = (unsigned)(X >= xm) + (unsigned)((uint64_t)X >= (uint64_t)xm << 8); \
+        uint16_t be_ = __builtin_bswap16((uint16_t)X);                        \
+        memcpy(p - 2, &be_, 2);                                               \
+        p -= nb_;                                                             \
+        X >>= 8 * nb_;                                                        \
+        uint32_t q = (uint32_t)(((uint64_t)X * e->rcp_freq) >> 32) >> e->rcp_shift; \
+        X = X + e->bias + q * e->cmpl_freq;                                   \
+    } while (0)
+    size_t i = count;
+    while (i % ways) {
+        i--;
+        if (p - lo < 4)
+            return 0;
+        switch (i & (ways - 1)) {
+        case 0: DC_RANS_PUT(x0, i); break;
+        case 1: DC_RANS_PUT(x1, i); break;
+        case 2: DC_RANS_PUT(x2, i); break;
+        default: DC_RANS_PUT(x3, i); break;
+        }
+    }
+    if (ways == 4) {
+        for (; i >= 4; i -= 4) {
+            if (DC_UNLIKELY(p - lo < 16))
+                return 0;
+            DC_RANS_PUT(x3, i - 1);
+            DC_RANS_PUT(x2, i - 2);
+            DC_RANS_PUT(x1, i - 3);
+            DC_RANS_PUT(x0, i - 4);
+        }
+    } else if (ways == 2) {
+        for (; i >= 2; i -= 2) {
+            if (DC_UNLIKELY(p - lo < 8))
+                return 0;
+            DC_RANS_PUT(x1, i - 1);
+            DC_RANS_PUT(x0, i - 2);
+        }
+    } else {
+        for (; i >= 1; i--) {
+            if (DC_UNLIKELY(p - lo < 4))
+                return 0;
+            DC_RANS_PUT(x0, i - 1);
+        }
+    }
+#undef DC_RANS_PUT
+    xs[0] = x0;
+    xs[1] = x1;
+    xs[2] = x2;
+    xs[3] = x3;
+    *pp = p;
+    return 1;
+}
+
+/* dc_rans_put_all instantiated for the symbol widths and strides in use
+ * (16-bit words; bytes; byte planes of 2-, 4-, 8-byte words). */
+#define DC_RANS_PUT_DISPATCH                                                  \
+    if (bits == 16)                                                           \
+        return dc_rans_put_all(esym, v, count, 2, 16, ways, lo, pp, xs);      \
+    switch (stride) {                                                         \
+    case 1: return dc_rans_put_all(esym, v, count, 1, 8, ways, lo, pp, xs);   \
+    case 2: return dc_rans_put_all(esym, v, count, 2, 8, ways, lo, pp, xs);   \
+    case 4: return dc_rans_put_all(esym, v, count, 4, 8, ways, lo, pp, xs);   \
+    default: return dc_rans_put_all(esym, v, count, stride, 8, ways, lo, pp, xs); \
+    }
+
+static int dc_rans_put_base(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
+                            unsigned stride, unsigned bits, unsigned ways, uint8_t *lo,
+                            uint8_t **pp, uint32_t xs[4])
+{
+    DC_RANS_PUT_DISPATCH
+}
+
+#if defined(__x86_64__)
+__attribute__((target("bmi2"))) static int
+dc_rans_put_bmi2(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
+                 unsigned stride, unsigned bits, unsigned ways, uint8_t *lo, uint8_t **pp,
+                 uint32_t xs[4])
+{
+    DC_RANS_PUT_DISPATCH
+}
+#endif
+#undef DC_RANS_PUT_DISPATCH
+
+/* dc_rans_encode with the histogram of the symbols already in s->hist /
+ * s->syms (dc_hist_build); leaves it there (s->syms reordered). */
+static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                       unsigned stride, unsigned bits, size_t nsym,
+                                       uint8_t *dst, size_t cap, size_t *out_len)
+{
+    uint32_t *hist = s->hist;
     dc_status_t st = DC_OK;
     /* symbols in increasing order for the table */
     if (bits == 8 || nsym > 1024) {
@@ -700,55 +994,20 @@ static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t 
                         ? dc_ent_rans_ways
                         : count >= 64 ? 4 : count >= 16 ? 2 : 1;
     dst[0] |= ways == 4 ? DC_RANS_FOUR_WAY : ways == 2 ? DC_RANS_TWO_WAY : 0;
-    /* renormalize branch-free (x < 2^31 and x_max >= 2^15: at most 2
-     * bytes go out; a byte stored below p when none does is scratch, the
-     * output is [p, dst + cap)), then the encode step */
-#define DC_RANS_PUT(X, I)                                                     \
-    do {                                                                      \
-        const struct dc_rans_esym *e = &s->esym[dc_sym_at(v, (I), stride, bits)]; \
-        if (DC_UNLIKELY(p - lo < 8)) {                                        \
-            st = DC_ERR_BUSY;                                                 \
-            goto clear;                                                       \
-        }                                                                     \
-        uint32_t xm = e->x_max;                                               \
-        unsigned k1 = X >= xm;                                                \
-        p[-1] = (uint8_t)X;                                                   \
-        p -= k1;                                                              \
-        X >>= 8 * k1;                                                         \
-        unsigned k2 = X >= xm;                                                \
-        p[-1] = (uint8_t)X;                                                   \
-        p -= k2;                                                              \
-        X >>= 8 * k2;                                                         \
-        uint32_t q = (uint32_t)(((uint64_t)X * e->rcp_freq) >> 32) >> e->rcp_shift; \
-        X = X + e->bias + q * e->cmpl_freq;                                   \
-    } while (0)
-    size_t i = count;
-    while (i % ways) {
-        i--;
-        switch (i & (ways - 1)) {
-        case 0: DC_RANS_PUT(x0, i); break;
-        case 1: DC_RANS_PUT(x1, i); break;
-        case 2: DC_RANS_PUT(x2, i); break;
-        default: DC_RANS_PUT(x3, i); break;
-        }
+    uint32_t xs0[4] = {x0, x1, x2, x3};
+    int room =
+#if defined(__x86_64__)
+        dc_ent_bmi2() ? dc_rans_put_bmi2(s->esym, v, count, stride, bits, ways, lo, &p, xs0) :
+#endif
+                      dc_rans_put_base(s->esym, v, count, stride, bits, ways, lo, &p, xs0);
+    if (!room) {
+        st = DC_ERR_BUSY;
+        goto clear;
     }
-    if (ways == 4) {
-        for (; i >= 4; i -= 4) {
-            DC_RANS_PUT(x3, i - 1);
-            DC_RANS_PUT(x2, i - 2);
-            DC_RANS_PUT(x1, i - 3);
-            DC_RANS_PUT(x0, i - 4);
-        }
-    } else if (ways == 2) {
-        for (; i >= 2; i -= 2) {
-            DC_RANS_PUT(x1, i - 1);
-            DC_RANS_PUT(x0, i - 2);
-        }
-    } else {
-        for (; i >= 1; i--)
-            DC_RANS_PUT(x0, i - 1);
-    }
-#undef DC_RANS_PUT
+    x0 = xs0[0];
+    x1 = xs0[1];
+    x2 = xs0[2];
+    x3 = xs0[3];
     if (p < lo + 16) {
         st = DC_ERR_BUSY;
         goto clear;
@@ -763,8 +1022,6 @@ static dc_status_t dc_rans_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t 
     memmove(lo, p, dlen);
     *out_len = h + dlen;
 clear:
-    for (size_t k = 0; k < nsym; k++)
-        hist[s->syms[k]] = 0;
     return st;
 }
 
@@ -1089,17 +1346,9 @@ double dc_ent_words_entropy_bits(dc_ent_scratch_t *s, const void *vals, size_t c
     const uint8_t *v = vals;
     double bits = 0.0;
     if (w <= 2) {
-        size_t nsym = 0;
-        for (size_t i = 0; i < count; i++) {
-            uint32_t c = dc_sym_at(v, i, w, 8 * w);
-            if (s->hist[c]++ == 0)
-                s->syms[nsym++] = (uint16_t)c;
-        }
-        for (size_t k = 0; k < nsym; k++) {
-            double h = s->hist[s->syms[k]];
-            bits -= h * log2(h / (double)count);
-            s->hist[s->syms[k]] = 0;
-        }
+        size_t nsym = dc_hist_build(s, v, count, w, 8 * w);
+        bits = dc_hist_entropy_bits(s, nsym, count);
+        dc_hist_clear(s, nsym);
         return bits;
     }
     if (count * w > s->max_count)
@@ -1149,6 +1398,13 @@ dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t coun
                               int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
                               unsigned *method)
 {
+    return dc_ent_val_encode_h(s, vals, count, w, allow_zstd, dst, cap, out_len, method, NULL);
+}
+
+dc_status_t dc_ent_val_encode_h(dc_ent_scratch_t *s, const void *vals, size_t count, unsigned w,
+                                int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
+                                unsigned *method, double *h_bits)
+{
     size_t raw = count * w;
     if (cap < dc_ent_val_bound(count, w) || count * w > s->max_count)
         return dc_error(DC_ERR_BUSY, "values: output buffer too small");
@@ -1161,16 +1417,26 @@ dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t coun
     if (count == 0) {
         *out_len = 0;
         *method = DC_ENT_RAW;
+        if (h_bits)
+            *h_bits = 0.0;
         return DC_OK;
     }
     if (w <= 2) {
-        if (dc_rans_encode(s, v, count, w, 8 * w, s->tmp[free_tmp], s->tmp_cap, &len) == DC_OK &&
-            len < best) {
+        /* one histogram for the entropy figure and the rANS table */
+        size_t nsym = dc_hist_build(s, v, count, w, 8 * w);
+        if (h_bits)
+            *h_bits = dc_hist_entropy_bits(s, nsym, count);
+        dc_status_t st = dc_rans_encode_hist(s, v, count, w, 8 * w, nsym, s->tmp[free_tmp],
+                                             s->tmp_cap, &len);
+        dc_hist_clear(s, nsym);
+        if (st == DC_OK && len < best) {
             best = len;
             bm = DC_ENT_RANS;
             bi = free_tmp;
             free_tmp ^= 1;
         }
+    } else if (h_bits) {
+        *h_bits = dc_ent_words_entropy_bits(s, v, count, w);
     }
     if (w >= 2 && (w > 2 || bm == DC_ENT_RAW)) {
         if (dc_planes_encode(s, v, count, w, s->tmp[free_tmp], s->tmp_cap, &len) == DC_OK &&

@@ -142,6 +142,13 @@ dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t coun
                               int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
                               unsigned *method);
 
+/** dc_ent_val_encode that also sets *h_bits (when not NULL) to
+ *  dc_ent_words_entropy_bits() of the words, from the histogram the rANS
+ *  coder builds anyway (w <= 2). */
+dc_status_t dc_ent_val_encode_h(dc_ent_scratch_t *s, const void *vals, size_t count, unsigned w,
+                                int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
+                                unsigned *method, double *h_bits);
+
 /** Decode exactly count words of width w from a `method` stream of len
  *  bytes into vals (count * w bytes). */
 dc_status_t dc_ent_val_decode(dc_ent_scratch_t *s, unsigned method, const uint8_t *src,

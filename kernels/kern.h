@@ -84,8 +84,10 @@ void dc_kern_xor_dense(void *dst, const void *src, size_t bytes);
 
 /**
  * dc_kern_diff plus the digests of a and b (XXH3-128, as dc_digest128), in
- * one pass: the chunk is walked in cache-sized blocks, each block diffed
- * and then hashed while it is in cache.  a_dg / b_dg may be NULL.
+ * one pass: with avx512 the diff's own loads feed XXH3's block loop (only
+ * the last partial block is hashed afterwards); otherwise the chunk is
+ * walked in cache-sized blocks, each block diffed and then hashed while it
+ * is in cache.  a_dg / b_dg may be NULL.
  */
 size_t dc_kern_diff_digest(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
                            void *xorw, size_t cap, dc_digest_t *a_dg, dc_digest_t *b_dg);

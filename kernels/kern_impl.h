@@ -16,6 +16,14 @@ typedef struct dc_kern_ops {
     size_t (*count_changed)(const void *a, const void *b, size_t n, unsigned w);
     size_t (*diff)(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
                    void *xorw, size_t cap);
+    /* diff of n elements (n * w a multiple of 1024; positions from 0)
+     * that also runs XXH3's long-input loop over both inputs: for each
+     * 1024-byte block, the stripes accumulated into acc_a / acc_b (8
+     * accumulators each, 64-byte aligned; either may be NULL) and the
+     * scramble, as digest.h's span digest does.  NULL in tables without a
+     * fused version. */
+    size_t (*diff_acc)(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                       void *xorw, size_t cap, uint64_t *acc_a, uint64_t *acc_b);
     void (*gather)(const void *b, unsigned w, const uint32_t *pos, size_t count, void *vals);
     /* The lowest k with pos[k] >= n or (k > 0 and pos[k] <= pos[k-1]), or
      * count when all are valid (the CUDA validator reports the same k). */

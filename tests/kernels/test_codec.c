@@ -8,6 +8,7 @@
 
 #include "kernels/codec.h"
 #include "kernels/entropy.h"
+#include "kernels/kern.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -407,4 +408,126 @@ Test(codec, sparse_fast_paths_every_isa)
     free(src);
     free(pay);
     free(bad);
+}
+
+/* The Golomb positions coder against a bit-by-bit reference of the stream
+ * layout (entropy.h): byte-exact for uniform, clustered and extreme gaps
+ * (codes longer than one 56-bit put, the largest gap of a 2^32-element
+ * chunk), with every kernel ISA (the encoder has scalar, BMI2 and AVX-512
+ * builds), and exact about its output capacity (cap == len fits, one byte
+ * less is DC_ERR_BUSY). */
+static size_t golomb_reference(const uint32_t *pos, size_t count, uint64_t m, uint8_t *dst)
+{
+    size_t h = dc_ent_put_varint(dst, m), bit = 0;
+    unsigned b = 0;
+    while ((1ull << b) < m)
+        b++;
+    uint64_t cut = (1ull << b) - m;
+    uint8_t *bits = dst + h;
+#define PUTBIT(v)                                                             \
+    do {                                                                      \
+        if (v)                                                                \
+            bits[bit >> 3] |= (uint8_t)(0x80u >> (bit & 7));                  \
+        bit++;                                                                \
+    } while (0)
+    int64_t prev = -1;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t g = (uint64_t)((int64_t)pos[k] - prev - 1);
+        prev = pos[k];
+        uint64_t q = g / m, r = g % m;
+        for (uint64_t j = 0; j < q; j++)
+            PUTBIT(0);
+        PUTBIT(1);
+        unsigned rb = r < cut ? b - 1 : b;
+        uint64_t rv = r < cut ? r : r + cut;
+        for (unsigned j = rb; j-- > 0;)
+            PUTBIT((rv >> j) & 1);
+    }
+#undef PUTBIT
+    return h + (bit + 7) / 8;
+}
+
+Test(entropy, golomb_matches_bitwise_reference)
+{
+    const size_t maxc = 200000;
+    uint32_t *pos = malloc(maxc * 4), *out = malloc(maxc * 4);
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    const char *was = dc_kern_isa();
+    for (int si = 0; si < 30; si++) {
+        int shape = si % 10;
+        if (!dc_kern_isa_supported(isas[si / 10]))
+            continue;
+        cr_assert_eq(dc_kern_set_isa(isas[si / 10]), DC_OK);
+        size_t k = 0;
+        uint64_t n = 1u << 20;
+        switch (shape) {
+        case 0: break;                                           /* none */
+        case 1: pos[k++] = 0; break;                             /* one, first */
+        case 2: n = 1ull << 32; pos[k++] = UINT32_MAX; break;    /* largest gap */
+        case 3:                                                  /* all */
+            for (; k < 4097; k++)
+                pos[k] = (uint32_t)k;
+            n = k;
+            break;
+        case 4: /* clusters and huge gaps: m small, q far past one put */
+            n = 1ull << 32;
+            for (uint64_t base = 0; base < 4000000000u; base += 997000003u)
+                for (uint32_t j = 0; j < 3000; j++)
+                    pos[k++] = (uint32_t)(base + j);
+            break;
+        case 8: /* every 24th gap ~35 m: codes of ~50 bits beside short ones
+                 * (each fits one put, no two together) */
+            n = 1u << 28;
+            for (uint32_t i = 0, at = 0; i < 3000; i++) {
+                at += i % 24 == 23 ? (1u << 20) : 1;
+                pos[k++] = at;
+            }
+            break;
+        case 5: /* mid-size m with gaps of thousands of m */
+            for (uint32_t i = 0; i < (1u << 20); i += 13)
+                if (i < 40000 || i > 1000000)
+                    pos[k++] = i;
+            break;
+        default: { /* uniform at 0.5%, 4%, 30% */
+            double rate = shape == 6 ? 0.005 : shape == 7 ? 0.04 : 0.3;
+            for (uint32_t i = 0; i < (1u << 19); i++)
+                if (urand() < rate)
+                    pos[k++] = i;
+            n = 1u << 19;
+            break;
+        }
+        }
+        cr_assert_leq(k, maxc);
+        /* (these streams are far below the bound's n/8 term) */
+        size_t cap = DC_MIN(dc_ent_pos_bound(k, n), (size_t)1 << 22);
+        uint8_t *buf = malloc(cap), *ref = calloc(1, cap + 16);
+        size_t len;
+        cr_assert_eq(dc_ent_pos_encode(pos, k, n, buf, cap, &len), DC_OK, "shape %d", shape);
+        const uint8_t *p = buf;
+        uint64_t m;
+        cr_assert_eq(dc_ent_get_varint(&p, buf + len, &m), DC_OK);
+        size_t rlen = golomb_reference(pos, k, m, ref);
+        cr_assert_eq(len, rlen, "shape %d: %zu bytes, reference %zu", shape, len, rlen);
+        cr_assert_eq(memcmp(buf, ref, len), 0, "shape %d: stream differs from reference", shape);
+        cr_assert_eq(dc_ent_pos_decode(buf, len, k, n, out), DC_OK, "shape %d", shape);
+        cr_assert_eq(memcmp(out, pos, k * 4), 0, "shape %d", shape);
+        /* exactly len bytes of room suffice; one less does not */
+        uint8_t *tight = malloc(len);
+        size_t tl;
+        cr_assert_eq(dc_ent_pos_encode(pos, k, n, tight, len, &tl), len >= 10 ? DC_OK : DC_ERR_BUSY,
+                     "shape %d cap %zu", shape, len);
+        if (len >= 10) {
+            cr_assert_eq(tl, len);
+            cr_assert_eq(memcmp(tight, ref, len), 0, "shape %d tight", shape);
+        }
+        if (len > 10)
+            cr_assert_eq(dc_ent_pos_encode(pos, k, n, tight, len - 1, &tl), DC_ERR_BUSY,
+                         "shape %d cap %zu", shape, len - 1);
+        free(tight);
+        free(buf);
+        free(ref);
+    }
+    cr_assert_eq(dc_kern_set_isa(was), DC_OK);
+    free(pos);
+    free(out);
 }

@@ -158,7 +158,7 @@ static void run_all_for(const char *isa)
     if (!dc_kern_isa_supported(isa))
         cr_skip_test("this CPU does not run %s", isa);
     use_isa(isa);
-    static const unsigned RATES[] = {0, 10, 300, 1000};
+    static const unsigned RATES[] = {0, 10, 300, 600, 1000};
     for (size_t wi = 0; wi < DC_ARRAY_SIZE(WIDTHS); wi++)
         for (size_t si = 0; si < DC_ARRAY_SIZE(SIZES); si++)
             for (size_t ri = 0; ri < DC_ARRAY_SIZE(RATES); ri++)

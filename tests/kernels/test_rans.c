@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "kernels/entropy.h"
+#include "kernels/kern.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -250,4 +251,74 @@ Test(rans, decoders_resume_in_slices)
     free(chunk);
     free(pb);
     free(vb);
+}
+
+/* The encoders have a BMI2 build (avx2 / avx512 kernels) and a baseline
+ * one (scalar kernels): both must write the same bytes, for every symbol
+ * width and plane stride, every interleave and the Golomb positions. */
+Test(rans, encoders_identical_on_every_isa)
+{
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    const size_t counts[] = {1, 3, 17, 66, 4097, 30001};
+    const size_t maxc = 30001;
+    uint8_t *v = malloc(maxc * 8);
+    uint32_t *pos = malloc(maxc * 4);
+    size_t cap = dc_ent_val_bound(maxc, 8) + dc_ent_pos_bound(maxc, 8 * maxc);
+    uint8_t *ref = malloc(cap), *got = malloc(cap);
+    dc_ent_scratch_t *s;
+    cr_assert(v && pos && ref && got);
+    cr_assert_eq(dc_ent_scratch_create(maxc * 8, &s), DC_OK);
+    const char *was = dc_kern_isa();
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+        size_t count = counts[ci];
+        for (unsigned w = 1; w <= 8; w *= 2) {
+            if (w <= 2)
+                fill_words(v, count, w, w == 1 ? 70 : 5000);
+            else
+                for (size_t i = 0; i < count * w; i++)
+                    v[i] = (uint8_t)(rnd() % 3 == 0 ? rnd() % 7 : 0);
+            uint32_t at = 0;
+            for (size_t k = 0; k < count; k++) {
+                at += 1 + (uint32_t)(rnd() % (k % 7 == 0 ? 3000 : 40));
+                pos[k] = at;
+            }
+            for (unsigned ways = 0; ways <= 4; ways++) {
+                if (ways == 3)
+                    continue;
+                size_t rlen = 0, rplen = 0;
+                unsigned rm = 0;
+                for (size_t ii = 0; ii < sizeof(isas) / sizeof(isas[0]); ii++) {
+                    if (!dc_kern_isa_supported(isas[ii]))
+                        continue;
+                    cr_assert_eq(dc_kern_set_isa(isas[ii]), DC_OK);
+                    dc_ent_rans_ways = ways;
+                    size_t len, plen;
+                    unsigned m;
+                    dc_status_t st = dc_ent_val_encode(s, v, count, w, 0, got, cap, &len, &m);
+                    dc_ent_rans_ways = 0;
+                    cr_assert_eq(st, DC_OK);
+                    cr_assert_eq(dc_ent_pos_encode(pos, count, (uint64_t)at + 1, got + len,
+                                                   cap - len, &plen), DC_OK);
+                    if (ii == 0) {
+                        memcpy(ref, got, len + plen);
+                        rlen = len;
+                        rplen = plen;
+                        rm = m;
+                        continue;
+                    }
+                    cr_assert_eq(m, rm, "%s: count %zu w %u ways %u", isas[ii], count, w, ways);
+                    cr_assert_eq(len, rlen, "%s: count %zu w %u ways %u", isas[ii], count, w, ways);
+                    cr_assert_eq(plen, rplen, "%s: count %zu w %u", isas[ii], count, w);
+                    cr_assert(memcmp(got, ref, len + plen) == 0, "%s: count %zu w %u ways %u",
+                              isas[ii], count, w, ways);
+                }
+            }
+        }
+    }
+    cr_assert_eq(dc_kern_set_isa(was), DC_OK);
+    dc_ent_scratch_free(s);
+    free(v);
+    free(pos);
+    free(ref);
+    free(got);
 }
