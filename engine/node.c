@@ -2411,13 +2411,18 @@ static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
     if (bid != l->id) {
         dc_layout_free(l);
         return dc_error(DC_ERR_UNSUPPORTED,
-                        "%s and %s have different tensors: the engine refits only "
-                        "checkpoints with the same tensor set (use a dense refit)",
-                        bp, np);
+                        "%s and %s have different tensors (names, dtypes or shapes): the "
+                        "engine refits receivers in place, so every version of a job keeps "
+                        "one tensor set; start a new job from %s (receivers load it whole), "
+                        "or carry the change with `deltacast diff` / `deltacast apply`, "
+                        "which handle added, removed and reshaped tensors",
+                        bp, np, np);
     }
     if (n->layout && n->layout->id != l->id) {
         dc_layout_free(l);
-        return dc_error(DC_ERR_UNSUPPORTED, "%s changes the tensor set", np);
+        return dc_error(DC_ERR_UNSUPPORTED,
+                        "%s changes the job's tensor set: every version of a job keeps one "
+                        "tensor set (start a new job from it)", np);
     }
     if (!n->layout)
         n->layout = l;

@@ -117,3 +117,31 @@ Test(refit, dense_mode_exact)
                         J.dir),
                  0);
 }
+
+/* A version whose tensor set differs (here: another model size) is refused
+ * with a clear error before anything of it is sent; the versions before it
+ * are committed and every receiver stays byte-exact at the last of them. */
+Test(refit, changed_tensor_set_refused_cleanly)
+{
+    job_init(&J, 1, 2, "3e5", 2, "optimizer");
+    cr_assert_eq(job_sh("'%s' gen --params 2e5 --change-rate 0.02 --model optimizer --threads 1 "
+                        "-o %s/other >/dev/null && cp %s/other/base.safetensors "
+                        "%s/ver/v2.safetensors",
+                        job_bin(), J.dir, J.dir, J.dir),
+                 0);
+    job_start_all(&J, NULL);
+    int rc = job_wait(&J, 0, 60);
+    cr_assert_neq(rc, 0, "the root accepted a version with another tensor set");
+    cr_assert_neq(rc, -1, "the root hung");
+    cr_assert_eq(job_sh("grep -q 'have different tensors' %s/log0", J.dir), 0,
+                 "no clear error in the root's log");
+    char st[256];
+    snprintf(st, sizeof(st), "%s/state/0", J.dir);
+    dc_commit_rec_t r;
+    cr_assert_eq(dc_commit_read(st, &r), DC_OK);
+    cr_assert_eq(r.version, 1, "committed %llu", (unsigned long long)r.version);
+    for (int i = 1; i < J.nnodes; i++) {
+        job_wait(&J, i, 15);
+        cr_assert(job_exact(&J, i, 1), "receiver %d is not at v1", i);
+    }
+}
