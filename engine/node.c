@@ -2912,9 +2912,17 @@ static dc_status_t dc_root_run(dc_node_t *n)
         dc_root_write_stats(n, versions);
     }
 out:;
+    /* the failure's own words: the BYE drain below may set other errors
+     * (children closing), and the caller prints dc_last_error() */
+    char why[1024] = "";
+    if (st != DC_OK)
+        snprintf(why, sizeof(why), "%s", dc_last_error());
     dc_status_t st2 = dc_root_write_stats(n, versions);
-    if (st == DC_OK)
+    if (st == DC_OK) {
         st = st2;
+        if (st != DC_OK)
+            snprintf(why, sizeof(why), "%s", dc_last_error());
+    }
     json_decref(versions);
     /* BYE and drain */
     dc_send_down_simple(n, DC_MSG_BYE, n->root_committed, 0, DC_NODE_ALL);
@@ -2923,6 +2931,8 @@ out:;
     while (dc_node_tx_pending(n) && dc_now_ns() < dl)
         dc_node_step(n, 5);
     dc_sender_stop_encoders(n);
+    if (st != DC_OK)
+        dc_error(st, "%s", why);
     return st;
 }
 

@@ -131,6 +131,8 @@ Test(refit, changed_tensor_set_refused_cleanly)
                  0);
     job_start_all(&J, NULL);
     int rc = job_wait(&J, 0, 60);
+    if (rc == 0 || rc == -1 || job_sh("grep -q 'have different tensors' %s/log0", J.dir) != 0)
+        job_dump_logs(&J);
     cr_assert_neq(rc, 0, "the root accepted a version with another tensor set");
     cr_assert_neq(rc, -1, "the root hung");
     cr_assert_eq(job_sh("grep -q 'have different tensors' %s/log0", J.dir), 0,
