@@ -18,10 +18,10 @@
 
 #include <infiniband/verbs.h>
 
-static int rdma_skip_reason(char *why, size_t len)
+static void require_rdma(void)
 {
     g_tname = "rdma";
-    return !transport_usable(why, len);
+    require_transport();
 }
 
 Test(rdma, init_explains_unavailability)
@@ -74,33 +74,25 @@ Test(rdma, init_explains_unavailability)
 
 Test(rdma, transfer_64mib_two_processes)
 {
-    char why[512];
-    if (rdma_skip_reason(why, sizeof(why)))
-        cr_skip_test("rdma unavailable here: %s", why);
+    require_rdma();
     run_transfer(64ull << 20, 0);
 }
 
 Test(rdma, corruption_is_nacked_and_resent)
 {
-    char why[512];
-    if (rdma_skip_reason(why, sizeof(why)))
-        cr_skip_test("rdma unavailable here: %s", why);
+    require_rdma();
     run_transfer(24ull << 20, 0.3);
 }
 
 Test(rdma, transfer_1gib_two_processes, .timeout = 1100)
 {
-    char why[512];
-    if (rdma_skip_reason(why, sizeof(why)))
-        cr_skip_test("rdma unavailable here: %s", why);
+    require_rdma();
     run_transfer(1ull << 30, 0);
 }
 
 Test(rdma, cut_connections_resume_exactly, .timeout = 300)
 {
-    char why[512];
-    if (rdma_skip_reason(why, sizeof(why)))
-        cr_skip_test("rdma unavailable here: %s", why);
+    require_rdma();
     /* Two cuts of the client's link, each mid-message (the RDMA write stops
      * at exactly the cut byte): client re-dials == server re-attaches == 2,
      * every message compared byte for byte by the server. */
@@ -109,9 +101,7 @@ Test(rdma, cut_connections_resume_exactly, .timeout = 300)
 
 Test(rdma, cuts_with_corruption_resume_exactly, .timeout = 300)
 {
-    char why[512];
-    if (rdma_skip_reason(why, sizeof(why)))
-        cr_skip_test("rdma unavailable here: %s", why);
+    require_rdma();
     /* NACK + re-send and reconnect + resume together. */
     run_transfer_cut(32ull << 20, 0.3, 9000000, 3);
 }
@@ -121,11 +111,8 @@ Test(rdma, cuts_with_corruption_resume_exactly, .timeout = 300)
  * (NACK + re-send) and cuts (reconnect + resume). */
 Test(rdma, gpu_memory_with_corruption_and_cuts, .timeout = 300)
 {
-    char why[512];
-    if (rdma_skip_reason(why, sizeof(why)))
-        cr_skip_test("rdma unavailable here: %s", why);
-    if (!gpu_usable(why, sizeof(why)))
-        cr_skip_test("no GPU memory transfer here: %s", why);
+    require_rdma();
+    require_gpu_memory();
     g_gpu = 1;
     run_transfer(32ull << 20, 0.2);
     run_transfer_cut(32ull << 20, 0.2, 9000000, 2);
@@ -161,9 +148,7 @@ static int close_server_main(int port_fd, const void *unused)
 
 Test(rdma, orderly_close_is_final_not_redialed, .timeout = 120)
 {
-    char why[512];
-    if (rdma_skip_reason(why, sizeof(why)))
-        cr_skip_test("rdma unavailable here: %s", why);
+    require_rdma();
     char addr[128];
     pid_t pid = fork_server(close_server_main, NULL, 120, addr, sizeof(addr));
 

@@ -105,6 +105,14 @@ static int transport_usable(char *why, size_t len)
     return probe_in_child(transport_probe, why, len);
 }
 
+/* Skip the running test, saying why, unless g_tname works here. */
+static void require_transport(void)
+{
+    char why[512];
+    if (!transport_usable(why, sizeof(why)))
+        cr_skip_test("%s unavailable here: %s", g_tname, why);
+}
+
 static void opts_with_secret(dc_verbs_opts_t *o, const char *secret, uint32_t timeout_ms)
 {
     dc_verbs_opts_init(o);
@@ -144,9 +152,12 @@ static int gpu_probe(char *m, size_t mlen)
     return ok;
 }
 
-__attribute__((unused)) static int gpu_usable(char *why, size_t len)
+/* Skip the running test, saying why, unless g_tname moves GPU memory here. */
+__attribute__((unused)) static void require_gpu_memory(void)
 {
-    return probe_in_child(gpu_probe, why, len);
+    char why[512];
+    if (!probe_in_child(gpu_probe, why, sizeof(why)))
+        cr_skip_test("no GPU memory transfer here: %s", why);
 }
 
 /* --- server (child) ----------------------------------------------------- */
@@ -531,34 +542,26 @@ static void run_transfer(uint64_t total, double corrupt_p)
 /* Built by test_ucx_slow.c (suite 'slow'). */
 Test(ucx_slow, transfer_1gib_two_processes, .timeout = 1100)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     run_transfer(1ull << 30, 0);
 }
 
 Test(ucx_slow, transfer_256mib_with_corruption, .timeout = 1100)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     run_transfer(256ull << 20, 0.05);
 }
 
 Test(ucx_slow, transfer_256mib_with_cuts_and_corruption, .timeout = 1100)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     run_transfer_cut(256ull << 20, 0.05, 60000000, 3);
 }
 #else
 
 Test(ucx, init_and_caps)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     const dc_verbs_ops_t *t;
     cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK);
     cr_assert_str_eq(t->name, "ucx");
@@ -588,25 +591,19 @@ Test(ucx, init_and_caps)
 
 Test(ucx, transfer_64mib_two_processes)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     run_transfer(64ull << 20, 0);
 }
 
 Test(ucx, corruption_is_nacked_and_resent)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     run_transfer(24ull << 20, 0.3);
 }
 
 Test(ucx, cut_connections_resume_exactly)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     run_transfer_cut(48ull << 20, 0, 15000000, 2);
 }
 
@@ -626,9 +623,7 @@ static int use_small_pieces(void)
 
 Test(ucx, pieces_not_a_multiple_round_trip_exactly)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     cr_assert_eq(use_small_pieces(), 0);
     g_late_ms = 300;
     run_transfer(24ull << 20, 0);
@@ -638,9 +633,7 @@ Test(ucx, pieces_not_a_multiple_round_trip_exactly)
  * message (and only it) is NACKed once, re-sent whole, and arrives exact. */
 Test(ucx, damaged_piece_nacks_its_message_once)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     cr_assert_eq(use_small_pieces(), 0);
     run_transfer_full(12ull << 20, 0, 65536 + 4321, 0, 0);
 }
@@ -649,9 +642,7 @@ Test(ucx, damaged_piece_nacks_its_message_once)
  * cut twice on the way: all repaired, nothing lost or duplicated. */
 Test(ucx, damaged_pieces_and_cuts_repaired_exactly)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     cr_assert_eq(use_small_pieces(), 0);
     run_transfer_full(32ull << 20, 0.02, -1, 9000000, 2);
 }
@@ -660,22 +651,16 @@ Test(ucx, damaged_pieces_and_cuts_repaired_exactly)
  * GPU), with damaged pieces NACKed and re-sent, and with cuts resumed. */
 Test(ucx, gpu_memory_transfer_with_corruption)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
-    if (!gpu_usable(why, sizeof(why)))
-        cr_skip_test("no GPU memory transfer here: %s", why);
+    require_transport();
+    require_gpu_memory();
     g_gpu = 1;
     run_transfer(32ull << 20, 0.2);
 }
 
 Test(ucx, gpu_memory_pieces_with_cuts_and_corruption)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
-    if (!gpu_usable(why, sizeof(why)))
-        cr_skip_test("no GPU memory transfer here: %s", why);
+    require_transport();
+    require_gpu_memory();
     cr_assert_eq(use_small_pieces(), 0);
     g_gpu = 1;
     run_transfer_full(32ull << 20, 0.02, -1, 9000000, 2);
@@ -683,9 +668,7 @@ Test(ucx, gpu_memory_pieces_with_cuts_and_corruption)
 
 Test(ucx, wrong_secret_rejected_server_keeps_serving)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     g_src = malloc(SRC_SIZE);
     fill_random(g_src, SRC_SIZE, 42);
     server_cfg_t cfg = {.secret = "right-secret", .total = MSG_MAX};
@@ -759,9 +742,7 @@ static int small_server(int port_fd, const void *unused)
 
 Test(ucx, receive_buffer_too_small)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     ucx_logs_to_stderr();
     char addr[128];
     pid_t pid = fork_server(small_server, NULL, 60, addr, sizeof(addr));
@@ -780,9 +761,7 @@ Test(ucx, receive_buffer_too_small)
 
 Test(ucx, connect_to_nothing_fails_cleanly)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     const dc_verbs_ops_t *t;
     cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK);
     /* Find a port nobody listens on: listen, note the port, close. */
@@ -804,9 +783,7 @@ Test(ucx, connect_to_nothing_fails_cleanly)
 
 Test(ucx, bad_arguments)
 {
-    char why[512];
-    if (!transport_usable(why, sizeof(why)))
-        cr_skip_test("ucx unavailable here: %s", why);
+    require_transport();
     const dc_verbs_ops_t *t;
     cr_assert_eq(dc_verbs_find(g_tname, &t), DC_OK);
     dc_verbs_opts_t o;
