@@ -2,8 +2,6 @@
 #include "kernels/entropy.h"
 #include "kernels/kern.h"
 
-#include "kernels/kern.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +127,6 @@ dc_status_t dc_ent_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v
     }
     return dc_error(DC_ERR_FORMAT, "varint longer than 10 bytes");
 }
-
-/* --- bit reader (MSB first) ------------------------------------------------ */
 
 /* --- positions: Golomb-coded gaps ----------------------------------------- */
 
@@ -398,10 +394,9 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
     w.lim = cap - h >= 8 ? w.end - 8 : dst + h - 1;
     int ok;
 #if defined(__x86_64__)
-    const char *isa = dc_kern_isa();
-    if (strcmp(isa, "avx512") == 0)
+    if (strcmp(dc_kern_isa(), "avx512") == 0)
         ok = dc_golomb_all_avx512(&w, pos, count, &gp);
-    else if (strcmp(isa, "avx2") == 0)
+    else if (dc_ent_bmi2())
         ok = dc_golomb_all_bmi2(&w, pos, count, &gp);
     else
 #endif
@@ -1302,8 +1297,7 @@ dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *
     if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && rd->i == gd->k && (gd->k & 3) == 0) {
         dc_status_t st;
 #if defined(__x86_64__)
-        /* the kernel ISA avx2 and up implies BMI2 (dc_kern_isa_supported) */
-        if (dc_kern_isa()[0] == 'a')
+        if (dc_ent_bmi2())
             st = dc_sparse_fast_bmi2(gd, rd, pos, vals, upto, pf);
         else
 #endif

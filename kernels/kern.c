@@ -444,7 +444,7 @@ size_t dc_kern_diff_digest(const void *a, const void *b, size_t n, unsigned w, u
     dc_span_digest_init(&sb, b, n * w);
     const size_t be = DC_KERN_BLOCK / w;
     size_t k = 0, i0 = 0;
-    if (ops->diff_acc && (a_dg || b_dg) && sa.len > 240 && sa.blocks == 0 && sb.blocks == 0) {
+    if (ops->diff_acc && (a_dg || b_dg) && sa.len > 240) {
         /* The blocks XXH3's loop takes (all whole 1024-byte blocks but the
          * last byte's; inputs of <= 240 bytes have none) are hashed by the
          * diff's own loads; the span digests finish from there. */

@@ -64,7 +64,5 @@ dc_status_t dc_kern_cuda_digest128(const void *buf, size_t len, dc_digest_t *out
 dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint32_t *out,
                                 void *stream)
 {
-    return dc_error(DC_ERR_UNSUPPORTED, "CRC32C of device memory needs the CUDA kernels, "
-                    "which are not built in (nvcc was not found when deltacast was "
-                    "configured)");
+    return no_cuda();
 }
