@@ -65,15 +65,17 @@ size_t dc_codec_payload_bound(size_t bytes)
     return dc_ent_val_bound(bytes, 1) + dc_ent_pos_bound(bytes / 4 + 1, bytes) + 64;
 }
 
+/* hbits (optional): the XOR words' order-0 entropy in bits, from the
+ * histogram the coder builds anyway (xorv only). */
 static dc_status_t dc_encode_dense(dc_codec_t *c, const uint8_t *xorv, const uint8_t *next,
                                    size_t n, unsigned w, uint8_t *dst, size_t cap, size_t *len,
-                                   uint16_t *enc, dc_chunk_stats_t *st)
+                                   uint16_t *enc, dc_chunk_stats_t *st, double *hbits)
 {
     size_t l1 = SIZE_MAX, l2 = SIZE_MAX;
     unsigned m1 = 0, m2 = 0;
     dc_status_t s;
     if (xorv) {
-        s = dc_ent_val_encode(c->ent, xorv, n, w, 1, dst, cap, &l1, &m1);
+        s = dc_ent_val_encode_h(c->ent, xorv, n, w, 1, dst, cap, &l1, &m1, hbits);
         if (s != DC_OK)
             return s;
         if (l1 <= n * w / 2) {
@@ -123,13 +125,14 @@ dc_status_t dc_codec_encode(dc_codec_t *c, const void *base, const void *next, s
 }
 
 /* A dense encoding as a chunk's final answer: encode, then report its
- * figures through *st (when not NULL). */
+ * figures through *st (when not NULL); hbits as dc_encode_dense. */
 static dc_status_t dc_encode_dense_stats(dc_codec_t *c, const uint8_t *xorv,
                                          const uint8_t *next, size_t n, unsigned w, uint8_t *dst,
                                          size_t cap, size_t *len, uint16_t *enc,
-                                         dc_chunk_stats_t *s0, dc_chunk_stats_t *st)
+                                         dc_chunk_stats_t *s0, dc_chunk_stats_t *st,
+                                         double *hbits)
 {
-    dc_status_t s = dc_encode_dense(c, xorv, next, n, w, dst, cap, len, enc, s0);
+    dc_status_t s = dc_encode_dense(c, xorv, next, n, w, dst, cap, len, enc, s0, hbits);
     if (s != DC_OK)
         return s;
     s0->payload_bytes = *len;
@@ -153,7 +156,7 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
     if (!base) {
         if (next_dg)
             *next_dg = dc_digest128(next, bytes);
-        return dc_encode_dense_stats(c, NULL, next, n, w, dst, cap, len, enc, &s0, st);
+        return dc_encode_dense_stats(c, NULL, next, n, w, dst, cap, len, enc, &s0, st, NULL);
     }
     size_t cap_sparse = n / 4;
     size_t count = base_dg || next_dg
@@ -164,9 +167,8 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
     if (count > cap_sparse) {
         memcpy(c->vals1, next, bytes);
         dc_kern_xor_dense(c->vals1, base, bytes);
-        if (st)
-            s0.bound_bits = dc_ent_words_entropy_bits(c->ent, c->vals1, n, w);
-        return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st);
+        return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st,
+                                     st ? &s0.bound_bits : NULL);
     }
     /* sparse: varint count, varint pos_len, positions, values */
     size_t h = dc_ent_put_varint(dst, count);
@@ -215,7 +217,8 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
         /* pathological positions: a dense encoding is never larger than raw */
         memcpy(c->vals1, next, bytes);
         dc_kern_xor_dense(c->vals1, base, bytes);
-        return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st);
+        return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st,
+                                     NULL);
     }
     *len = h + vlen;
     *enc = dc_enc_make(kind, DC_ENT_GOLOMB, vm);
