@@ -1187,15 +1187,20 @@ static int dc_node_role_sender(const dc_node_t *n, uint32_t i)
     return dc_topo_node(n->cfg->topo, i, &info) == DC_OK && info.role == DC_TOPO_SENDER;
 }
 
+/* Node i (not the coordinator) is where the coordinator needs it: a
+ * receiver that needs chunks has joined, another sender's control link is
+ * up; a node needing nothing is never waited for. */
+static int dc_root_node_joined(const dc_node_t *n, uint32_t i)
+{
+    return n->rneed[i] ? n->joined[i] : !dc_node_role_sender(n, i) || n->sjoined[i];
+}
+
 /* Every receiver joined and every other sender's control link is up. */
 static int dc_root_all_joined(const dc_node_t *n)
 {
-    for (uint32_t i = 1; i < n->nnodes; i++) {
-        if (n->rneed[i] && !n->joined[i])
+    for (uint32_t i = 1; i < n->nnodes; i++)
+        if (!dc_root_node_joined(n, i))
             return 0;
-        if (!n->rneed[i] && dc_node_role_sender(n, i) && !n->sjoined[i])
-            return 0;
-    }
     return 1;
 }
 
@@ -2163,6 +2168,10 @@ static void dc_node_links(dc_node_t *n)
                 dc_node_send_sub(n, p);
         }
     }
+    /* announced on a live link under this plan: the choice below cannot
+     * differ (it changes only with the plan, which bumps subgen) */
+    if (n->up && !n->up->dead && n->up->hello_sent && n->announced == n->subgen)
+        return;
     uint32_t uid = dc_node_up_choice(n);
     dc_peer_t *up = uid == UINT32_MAX ? NULL : dc_node_parent_peer(n, uid);
     if (!up || (up == n->up && up->hello_sent && n->announced == n->subgen))
@@ -2517,6 +2526,9 @@ static dc_status_t dc_node_chunk_map(dc_node_t *n)
     }
     free(tbase);
     if (n->is_root) {
+        uint32_t per_shard[DC_TOPO_MAX_SHARDS] = {0};
+        for (uint32_t c = 0; c < nch; c++)
+            per_shard[n->chunk_shard[c]]++;
         for (uint32_t i = 0; i < n->nnodes; i++) {
             dc_topo_node_info_t info;
             memset(&info, 0, sizeof(info));
@@ -2527,8 +2539,9 @@ static dc_status_t dc_node_chunk_map(dc_node_t *n)
                 info.role != DC_TOPO_RECEIVER)
                 continue;
             n->rneed[i] = info.shards;
-            for (uint32_t c = 0; c < nch; c++)
-                n->nneed[i] += (info.shards >> n->chunk_shard[c]) & 1;
+            for (uint32_t sh = 0; sh < DC_TOPO_MAX_SHARDS; sh++)
+                if (info.shards >> sh & 1)
+                    n->nneed[i] += per_shard[sh];
             if (!n->nneed[i])
                 n->rneed[i] = 0; /* needs nothing of this checkpoint */
         }
@@ -2893,7 +2906,7 @@ static dc_status_t dc_root_run(dc_node_t *n)
     if (!dc_node_run_until(n, dc_pred_joined, dc_now_ns() + wait_ms * 1000000ull)) {
         uint32_t missing = 0;
         for (uint32_t i = 1; i < n->nnodes; i++)
-            missing += n->rneed[i] ? !n->joined[i] : dc_node_role_sender(n, i) && !n->sjoined[i];
+            missing += !dc_root_node_joined(n, i);
         st = n->finished ? n->result
                          : dc_error(DC_ERR_TIMEOUT, "root: %u of %u receivers and other senders "
                                     "did not join within %llu ms", missing, n->nnodes - 1,

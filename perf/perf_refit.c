@@ -215,7 +215,7 @@ static dc_status_t rb_write_topo(rb_ctx_t *c)
     if (!f)
         return dc_error_errno(DC_ERR_IO, errno, "%s", path);
     double wan = c->o.wan_bps > 0 ? c->o.wan_bps : 10e9;
-    uint32_t ns = c->o.senders ? c->o.senders : 1;
+    uint32_t ns = c->o.senders;
     if (ns > 1)
         fprintf(f, "shards: %u\n", ns);
     fprintf(f, "defaults: {lan: 10gbit, wan: %.0fbit, wan_latency: 1ms}\nregions:\n", wan);
@@ -346,9 +346,6 @@ static pid_t rb_spawn(rb_ctx_t *c, int rank, int dense, uint32_t upto, const cha
 {
     char cmd[8192], ns[64] = "";
     int k;
-    if (c->netns)
-        snprintf(ns, sizeof(ns), "ip netns exec %s%s ", c->ns_prefix,
-                 rank == 0 ? "t" : "");
     int sender = rank < (int)c->o.senders;
     if (c->netns && !sender)
         snprintf(ns, sizeof(ns), "ip netns exec %sr%u ", c->ns_prefix, c->region_of[rank]);
