@@ -1622,7 +1622,7 @@ static void dc_root_begin(dc_node_t *n, uint64_t v)
 /* --- senders other than the coordinator --------------------------------------------- */
 
 static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v);
-static dc_status_t dc_root_alloc(dc_node_t *n);
+static dc_status_t dc_enc_alloc(dc_node_t *n);
 static dc_status_t dc_node_chunk_map(dc_node_t *n);
 static dc_status_t dc_sender_start_encoders(dc_node_t *n);
 
@@ -1650,7 +1650,7 @@ static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
                       (unsigned long long)bg.version, (unsigned long long)n->layout->id,
                       (unsigned long long)bg.layout_id);
     if (st == DC_OK && first) {
-        st = dc_root_alloc(n);
+        st = dc_enc_alloc(n);
         if (st == DC_OK)
             st = dc_node_chunk_map(n);
         if (st == DC_OK)
@@ -2440,10 +2440,28 @@ static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
     return DC_OK;
 }
 
+/* What every sender's encoders use: per chunk the target digest, whether
+ * it is known, and whether the chunk was sent. */
+static dc_status_t dc_enc_alloc(dc_node_t *n)
+{
+    uint32_t nch = n->layout->nchunks;
+    n->digests = calloc(nch ? nch : 1, sizeof(*n->digests));
+    n->dknown = calloc(nch ? nch : 1, 1);
+    n->sentc = calloc(nch ? nch : 1, 1);
+    if (!n->digests || !n->dknown || !n->sentc)
+        return dc_error(DC_ERR_NOMEM, "sender: out of memory");
+    return DC_OK;
+}
+
+/* The coordinator's per-node and per-(node, chunk) state, plus
+ * dc_enc_alloc(). */
 static dc_status_t dc_root_alloc(dc_node_t *n)
 {
     uint32_t nch = n->layout->nchunks;
     size_t nn = n->nnodes;
+    dc_status_t st = dc_enc_alloc(n);
+    if (st != DC_OK)
+        return st;
     n->acked = calloc(nn * (nch ? nch : 1), 1);
     n->needq = calloc(nn * (nch ? nch : 1), 1);
     n->nacked = calloc(nn, sizeof(*n->nacked));
@@ -2452,12 +2470,9 @@ static dc_status_t dc_root_alloc(dc_node_t *n)
     n->last_seen = calloc(nn, sizeof(uint64_t));
     n->last_progress = calloc(nn, sizeof(uint64_t));
     n->hello_committed = calloc(nn, sizeof(uint64_t));
-    n->digests = calloc(nch ? nch : 1, sizeof(*n->digests));
     n->rx_apply_ns = calloc(nn, sizeof(uint64_t));
     n->rx_bytes = calloc(nn, sizeof(uint64_t));
     n->rx_parent = calloc(nn, sizeof(uint32_t));
-    n->dknown = calloc(nch ? nch : 1, 1);
-    n->sentc = calloc(nch ? nch : 1, 1);
     n->rneed = calloc(nn, sizeof(uint64_t));
     n->nneed = calloc(nn, sizeof(uint32_t));
     n->sjoined = calloc(nn, 1);
@@ -2469,8 +2484,8 @@ static dc_status_t dc_root_alloc(dc_node_t *n)
     if (!n->rx_nlinks || !n->rx_lpar || !n->rx_lbytes || !n->resync)
         return dc_error(DC_ERR_NOMEM, "root: out of memory");
     if (!n->acked || !n->needq || !n->nacked || !n->joined || !n->vdone || !n->last_seen ||
-        !n->last_progress || !n->hello_committed || !n->digests || !n->rx_apply_ns ||
-        !n->rx_bytes || !n->rx_parent || !n->dknown || !n->sentc || !n->rneed || !n->nneed ||
+        !n->last_progress || !n->hello_committed || !n->rx_apply_ns || !n->rx_bytes ||
+        !n->rx_parent || !n->rneed || !n->nneed ||
         !n->sjoined || !n->ssent)
         return dc_error(DC_ERR_NOMEM, "root: out of memory");
     return DC_OK;
