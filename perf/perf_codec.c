@@ -179,53 +179,59 @@ static double gbps(uint64_t bytes, double s) { return s > 0 ? (double)bytes / s 
  * The receiver's apply path (engine/node.c): every frame of the delta is
  * decoded in place into the receiver's copy of the base and the chunk's
  * target digest is verified, no output copy.  With `threads` > 1 the frames
- * are dealt round-robin to that many threads (each with its own codec
- * context), so every core patches and hashes at once, as when several
- * receivers share a machine.  `img` holds the base image on entry and the
- * target on success.  Returns the apply time (wall, and CPU of the whole
- * process) through *wall / *cpu.
+ * are dealt round-robin to that many tasks (each with its own codec
+ * context, run by dc_kern_parallel_for), so every core patches and hashes
+ * at once, as when several receivers share a machine.  `img` holds the base
+ * image on entry and the target on success.  Returns the apply time (wall,
+ * and CPU of the whole process) through *wall / *cpu; with hash_wall, also
+ * the time of only hashing every chunk of the result (dc_ckpt_digest, one
+ * thread): the floor of any verified apply, measured in the same run.
  */
+typedef struct {
+    dc_frame_hdr_t h;
+    const uint8_t *payload;
+} dc_inplace_frame_t;
+
 typedef struct {
     uint8_t *img;
     const dc_st_file_t *f;
-    const dc_frame_hdr_t *hdr;
-    const uint8_t *const *pl;
+    const dc_inplace_frame_t *fr;
     size_t nframes;
-    unsigned tid, nthreads;
+    unsigned nthreads;
     uint64_t data_off;
-    dc_codec_t *c;             /* created before the clock starts */
-    dc_status_t st;
-    char err[256];
+    dc_codec_t **c;            /* one per task, created before the clock starts */
 } dc_inplace_job_t;
 
-static void *dc_inplace_worker(void *arg)
+static dc_status_t dc_inplace_task(void *arg, size_t tid)
 {
-    dc_inplace_job_t *j = arg;
-    dc_codec_t *c = j->c;
-    dc_status_t st = DC_OK;
-    for (size_t i = j->tid; st == DC_OK && i < j->nframes; i += j->nthreads) {
-        const dc_frame_hdr_t *h = &j->hdr[i];
+    const dc_inplace_job_t *j = arg;
+    dc_codec_t *c = j->c[tid];
+    for (size_t i = tid; i < j->nframes; i += j->nthreads) {
+        const dc_frame_hdr_t *h = &j->fr[i].h;
         const dc_st_tensor_t *t = dc_st_tensor(j->f, h->tensor_id);
         unsigned w = (unsigned)dc_dtype_size(t->dtype);
         uint8_t *dst = j->img + j->data_off + t->begin + h->elem_offset * w;
         dc_digest_t dg;
-        st = dc_codec_decode_digest(c, h->encoding, j->pl[i], h->payload_len, dst, dst,
-                                    h->elem_count, w, NULL, &dg);
-        if (st == DC_OK && !dc_digest_eq(dg, h->target_digest))
-            st = dc_error(DC_ERR_VERIFY, "chunk %u of %s: target digest mismatch",
-                          h->chunk_index, t->name);
+        dc_status_t st = dc_codec_decode_digest(c, h->encoding, j->fr[i].payload,
+                                                h->payload_len, dst, dst, h->elem_count, w,
+                                                NULL, &dg);
+        if (st != DC_OK)
+            return st;
+        if (!dc_digest_eq(dg, h->target_digest))
+            return dc_error(DC_ERR_VERIFY, "chunk %u of %s: target digest mismatch",
+                            h->chunk_index, t->name);
     }
-    if (st != DC_OK)
-        snprintf(j->err, sizeof(j->err), "%s", dc_last_error());
-    j->st = st;
-    return NULL;
+    return DC_OK;
 }
 
 static dc_status_t dc_apply_in_place(uint8_t *img, size_t len, const uint8_t *d, size_t dl,
-                                     unsigned threads, double *wall, double *cpu)
+                                     unsigned threads, double *wall, double *cpu,
+                                     double *hash_wall)
 {
     dc_delta_reader_t rd;
     dc_st_file_t *f = NULL;
+    dc_inplace_frame_t *fr = NULL;
+    dc_codec_t *codecs[64] = {0};
     dc_status_t st = dc_delta_reader_init(&rd, d, dl);
     if (st != DC_OK)
         return st;
@@ -233,11 +239,11 @@ static dc_status_t dc_apply_in_place(uint8_t *img, size_t len, const uint8_t *d,
         return dc_error(DC_ERR_UNSUPPORTED, "in-place apply needs same-size base and target");
     if ((st = dc_st_open_mem(img, len, "in-place", &f)) != DC_OK)
         return st;
-    /* validate every frame first (as the receiver does before it patches) */
-    size_t cap = 1024, nf = 0;
-    dc_frame_hdr_t *hdr = malloc(cap * sizeof(*hdr));
-    const uint8_t **pl = malloc(cap * sizeof(*pl));
-    if (!hdr || !pl) {
+    /* validate every frame first (as the receiver does before it patches);
+     * the reader holds the delta to its header's frame count */
+    size_t nf = 0;
+    fr = malloc((rd.info.frame_count ? rd.info.frame_count : 1) * sizeof(*fr));
+    if (!fr) {
         st = dc_error(DC_ERR_NOMEM, "perf codec: out of memory");
         goto out;
     }
@@ -259,65 +265,30 @@ static dc_status_t dc_apply_in_place(uint8_t *img, size_t len, const uint8_t *d,
         }
         if ((st = dc_frame_check_payload(&h, p, h.payload_len)) != DC_OK)
             break;
-        if (nf == cap) {
-            cap *= 2;
-            dc_frame_hdr_t *h2 = realloc(hdr, cap * sizeof(*hdr));
-            const uint8_t **p2 = h2 ? realloc(pl, cap * sizeof(*pl)) : NULL;
-            if (h2)
-                hdr = h2;
-            if (p2)
-                pl = p2;
-            if (!h2 || !p2) {
-                st = dc_error(DC_ERR_NOMEM, "perf codec: out of memory");
-                break;
-            }
-        }
-        hdr[nf] = h;
-        pl[nf++] = p;
+        fr[nf++] = (dc_inplace_frame_t){h, p};
     }
     if (st != DC_OK)
         goto out;
-    if (threads < 1)
-        threads = 1;
-    if (threads > 64)
-        threads = 64;
-    dc_inplace_job_t jobs[64];
-    pthread_t tids[64];
-    for (unsigned i = 0; i < threads; i++) {
-        jobs[i] = (dc_inplace_job_t){.img = img, .f = f, .hdr = hdr, .pl = pl, .nframes = nf,
-                                     .tid = i, .nthreads = threads,
-                                     .data_off = dc_st_data_offset(f)};
-        if ((st = dc_codec_create(rd.info.chunk_size, &jobs[i].c)) != DC_OK) {
-            for (unsigned k = 0; k < i; k++)
-                dc_codec_free(jobs[k].c);
+    threads = DC_MIN(DC_MAX(threads, 1u), 64u);
+    for (unsigned i = 0; i < threads; i++)
+        if ((st = dc_codec_create(rd.info.chunk_size, &codecs[i])) != DC_OK)
             goto out;
-        }
-    }
+    dc_inplace_job_t job = {.img = img, .f = f, .fr = fr, .nframes = nf, .nthreads = threads,
+                            .data_off = dc_st_data_offset(f), .c = codecs};
     double w0 = dc_now_s(), c0 = dc_cpu_s();
-    if (threads == 1) {
-        dc_inplace_worker(&jobs[0]);
-    } else {
-        unsigned started = 0;
-        for (unsigned i = 0; i < threads; i++, started++) {
-            if (pthread_create(&tids[i], NULL, dc_inplace_worker, &jobs[i]) != 0) {
-                jobs[i].st = dc_error(DC_ERR_NOMEM, "perf codec: cannot start a thread");
-                snprintf(jobs[i].err, sizeof(jobs[i].err), "%s", dc_last_error());
-                break;
-            }
-        }
-        for (unsigned i = 0; i < started; i++)
-            pthread_join(tids[i], NULL);
-    }
+    st = dc_kern_parallel_for(threads, dc_inplace_task, &job, threads);
     *wall = dc_now_s() - w0;
     *cpu = dc_cpu_s() - c0;
-    for (unsigned i = 0; i < threads && st == DC_OK; i++)
-        if (jobs[i].st != DC_OK)
-            st = dc_error(jobs[i].st, "%s", jobs[i].err);
-    for (unsigned i = 0; i < threads; i++)
-        dc_codec_free(jobs[i].c);
+    if (st == DC_OK && hash_wall) {
+        dc_digest_t dg;
+        double h0 = dc_now_s();
+        st = dc_ckpt_digest(f, rd.info.chunk_size, 1, &dg);
+        *hash_wall = dc_now_s() - h0;
+    }
 out:
-    free(hdr);
-    free(pl);
+    for (unsigned i = 0; i < 64; i++)
+        dc_codec_free(codecs[i]);
+    free(fr);
     dc_st_close(f);
     return st;
 }
@@ -398,9 +369,9 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
             if (bl == nl) {
                 /* the receiver's path: patch in place, verify each chunk
                  * (pass 0: one thread; pass 1: every core at once) */
-                double iw = 0, ic = 0;
+                double iw = 0, ic = 0, hw = 0;
                 memcpy(out, b, bl);
-                st = dc_apply_in_place(out, bl, d, dl, t, &iw, &ic);
+                st = dc_apply_in_place(out, bl, d, dl, t, &iw, &ic, pass == 0 ? &hw : NULL);
                 if (st != DC_OK) {
                     dc_free(d);
                     goto out;
@@ -410,23 +381,7 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
                 if (pass == 0) {
                     dc_perf_metric_add(&r->inplace_wall, gbps(nl, iw));
                     dc_perf_metric_add(&r->inplace_cpu, gbps(nl, ic));
-                    /* reference in the same run: only hashing the target
-                     * chunk by chunk, which every verified apply must do
-                     * (this shared machine's memory speed varies from run
-                     * to run; the ratio to it does much less) */
-                    uint64_t hcs = chunk;
-                    if (!hcs && dc_config_get_size("chunk_size", &hcs) != DC_OK)
-                        hcs = (uint64_t)4 << 20;
-                    dc_digest_t acc = {0, 0};
-                    double h0 = dc_now_s();
-                    for (size_t at = 0; at < nl; at += (size_t)hcs) {
-                        dc_digest_t dg = dc_digest128(out + at, DC_MIN((size_t)hcs, nl - at));
-                        acc.lo ^= dg.lo;
-                        acc.hi ^= dg.hi;
-                    }
-                    double h1 = dc_now_s();
-                    __asm__ volatile("" : : "r"(acc.lo ^ acc.hi)); /* keep the hashes */
-                    dc_perf_metric_add(&r->hash_ref, gbps(nl, h1 - h0));
+                    dc_perf_metric_add(&r->hash_ref, gbps(nl, hw));
                 } else {
                     dc_perf_metric_add(&r->inplace_all, gbps(nl, iw));
                 }
