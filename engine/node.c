@@ -677,6 +677,14 @@ static void dc_send_down(dc_node_t *n, dc_nbuf_t *b, uint32_t dest, uint32_t str
     }
 }
 
+/* A FRAME down: a broadcast one to the children subscribed to its chunk's
+ * stream, an addressed one along the route to its node. */
+static void dc_send_frame_down(dc_node_t *n, dc_nbuf_t *b, const dc_msg_t *m)
+{
+    dc_send_down(n, b, m->node,
+                 m->node == DC_NODE_ALL ? dc_chunk_stream(n, m->chunk) : DC_STREAM_ANY);
+}
+
 static void dc_send_down_simple(dc_node_t *n, uint8_t type, uint64_t v, uint64_t base,
                                 uint32_t dest)
 {
@@ -1426,8 +1434,7 @@ static void dc_root_drain_ready(dc_node_t *n)
                 if (m.flags & DC_FRAME_F_OVERWRITE)
                     n->overwrites_sent++;
             }
-            dc_send_down(n, b, m.node,
-                         m.node == DC_NODE_ALL ? dc_chunk_stream(n, m.chunk) : DC_STREAM_ANY);
+            dc_send_frame_down(n, b, &m);
         }
         dc_nbuf_unref(n, b);
         b = next;
@@ -1823,8 +1830,7 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             break;
         case DC_MSG_FRAME:
             if (m.node != n->me)
-                dc_send_down(n, b, m.node,
-                             m.node == DC_NODE_ALL ? dc_chunk_stream(n, m.chunk) : DC_STREAM_ANY);
+                dc_send_frame_down(n, b, &m);
             if (!n->is_sender) {
                 dc_rx_frame(n, &m, b);
                 dc_trace(n, "apply", b, n->me);
