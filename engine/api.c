@@ -2,8 +2,79 @@
 #include "engine/commit.h"
 #include "engine/layout.h"
 #include "engine/node.h"
+#include "kernels/codec.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+/* The public tensor list as the layout's descriptors (names borrowed). */
+static dc_status_t dc_api_tensors(const dc_refit_tensor_t *t, size_t n, dc_layout_desc_t **out)
+{
+    dc_layout_desc_t *d = calloc(n ? n : 1, sizeof(*d));
+    if (!d)
+        return dc_error(DC_ERR_NOMEM, "refit: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].name || !t[i].dtype) {
+            free(d);
+            return dc_error(DC_ERR_INVALID, "refit: tensor %zu has no name or dtype", i);
+        }
+        d[i].name = t[i].name;
+        d[i].nelems = t[i].nelems;
+        dc_status_t st = dc_dtype_parse(t[i].dtype, &d[i].dtype);
+        if (st != DC_OK) {
+            free(d);
+            return st;
+        }
+    }
+    *out = d;
+    return DC_OK;
+}
+
+/* Public segments as placement segments (tensor names resolved). */
+static dc_status_t dc_api_segments(const dc_layout_desc_t *d, size_t nt,
+                                   const dc_refit_segment_t *g, size_t n, dc_place_seg_t **out)
+{
+    dc_place_seg_t *s = calloc(n ? n : 1, sizeof(*s));
+    if (!s)
+        return dc_error(DC_ERR_NOMEM, "refit: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        size_t t = 0;
+        while (t < nt && (!g[i].tensor || strcmp(g[i].tensor, d[t].name) != 0))
+            t++;
+        if (t == nt) {
+            free(s);
+            return dc_error(DC_ERR_INVALID, "refit: segment %zu names unknown tensor '%s'", i,
+                            g[i].tensor ? g[i].tensor : "(null)");
+        }
+        if (!g[i].ptr && g[i].length) {
+            free(s);
+            return dc_error(DC_ERR_INVALID, "refit: segment %zu of tensor '%s' has no memory",
+                            i, g[i].tensor);
+        }
+        s[i] = (dc_place_seg_t){(uint32_t)t, g[i].offset, g[i].length, g[i].ptr};
+    }
+    *out = s;
+    return DC_OK;
+}
+
+static void dc_api_node_cfg(const dc_refit_node_config_t *cfg, dc_node_cfg_t *n)
+{
+    memset(n, 0, sizeof(*n));
+    n->rank = cfg->rank;
+    n->topo = cfg->topo;
+    n->state_dir = cfg->state_dir;
+    n->versions_dir = cfg->versions_dir;
+    n->nversions = cfg->last_version;
+    n->dense = cfg->dense;
+    n->stats_path = cfg->stats_path;
+    n->wait_ms = cfg->wait_ms;
+    n->weights = cfg->weights_path;
+    n->initial_version = cfg->initial_version;
+    n->durable = cfg->durable;
+    n->abort_ms = cfg->abort_ms;
+    n->chunk_size = cfg->chunk_size;
+}
 
 DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg)
 {
@@ -11,20 +82,7 @@ DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg)
         return dc_error(DC_ERR_INVALID, "refit: config, its size, topology and state_dir are "
                                         "required");
     dc_node_cfg_t n;
-    memset(&n, 0, sizeof(n));
-    n.rank = cfg->rank;
-    n.topo = cfg->topo;
-    n.state_dir = cfg->state_dir;
-    n.versions_dir = cfg->versions_dir;
-    n.nversions = cfg->last_version;
-    n.dense = cfg->dense;
-    n.stats_path = cfg->stats_path;
-    n.wait_ms = cfg->wait_ms;
-    n.weights = cfg->weights_path;
-    n.initial_version = cfg->initial_version;
-    n.durable = cfg->durable;
-    n.abort_ms = cfg->abort_ms;
-    n.chunk_size = cfg->chunk_size;
+    dc_api_node_cfg(cfg, &n);
     dc_topo_node_info_t info;
     memset(&info, 0, sizeof(info));
     info.size = sizeof(info);
@@ -33,7 +91,8 @@ DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg)
                         cfg->rank);
     int sender = info.role == DC_TOPO_SENDER;
     if (sender && !cfg->versions_dir)
-        return dc_error(DC_ERR_INVALID, "refit: a sender (rank %u) needs versions_dir",
+        return dc_error(DC_ERR_INVALID, "refit: a sender (rank %u) needs versions_dir "
+                        "(a sender whose weights are in memory: dc_refit_sender_open)",
                         cfg->rank);
     if (!sender && !cfg->weights_path && (!cfg->tensors || !cfg->segments))
         return dc_error(DC_ERR_INVALID, "refit: a receiver needs weights_path or "
@@ -42,34 +101,11 @@ DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg)
     dc_place_seg_t *s = NULL;
     dc_status_t st = DC_OK;
     if (!sender && !cfg->weights_path) {
-        d = calloc(cfg->n_tensors ? cfg->n_tensors : 1, sizeof(*d));
-        s = calloc(cfg->n_segments ? cfg->n_segments : 1, sizeof(*s));
-        if (!d || !s) {
-            st = dc_error(DC_ERR_NOMEM, "refit: out of memory");
+        st = dc_api_tensors(cfg->tensors, cfg->n_tensors, &d);
+        if (st == DC_OK)
+            st = dc_api_segments(d, cfg->n_tensors, cfg->segments, cfg->n_segments, &s);
+        if (st != DC_OK)
             goto out;
-        }
-        for (size_t i = 0; i < cfg->n_tensors; i++) {
-            if (!cfg->tensors[i].name || !cfg->tensors[i].dtype) {
-                st = dc_error(DC_ERR_INVALID, "refit: tensor %zu has no name or dtype", i);
-                goto out;
-            }
-            d[i].name = cfg->tensors[i].name;
-            d[i].nelems = cfg->tensors[i].nelems;
-            if ((st = dc_dtype_parse(cfg->tensors[i].dtype, &d[i].dtype)) != DC_OK)
-                goto out;
-        }
-        for (size_t i = 0; i < cfg->n_segments; i++) {
-            const dc_refit_segment_t *g = &cfg->segments[i];
-            size_t t = 0;
-            while (t < cfg->n_tensors && (!g->tensor || strcmp(g->tensor, d[t].name) != 0))
-                t++;
-            if (t == cfg->n_tensors) {
-                st = dc_error(DC_ERR_INVALID, "refit: segment %zu names unknown tensor '%s'", i,
-                              g->tensor ? g->tensor : "(null)");
-                goto out;
-            }
-            s[i] = (dc_place_seg_t){(uint32_t)t, g->offset, g->length, g->ptr};
-        }
         n.tensors = d;
         n.ntensors = cfg->n_tensors;
         n.segs = s;
@@ -99,5 +135,281 @@ DC_API dc_status_t dc_refit_committed(const char *state_dir, uint64_t *version,
         digest[0] = r.digest_lo;
         digest[1] = r.digest_hi;
     }
+    return DC_OK;
+}
+
+/* --- sender from memory: the node on a thread, versions handed over ------- */
+
+struct dc_refit_sender {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    dc_node_cfg_t ncfg;
+    dc_node_source_t src;
+    dc_layout_desc_t *tensors;
+    char **names;               /* our copies of the tensor names */
+    char *state_dir, *stats_path;
+    size_t ntensors;
+    dc_layout_t *layout;        /* to check a push's placement before it is handed over */
+    dc_place_seg_t *base_segs;  /* open's segments (push with NULL reuses them) */
+    size_t nbase;
+    /* the version handed over: set by push, taken by the node, ended by done */
+    const dc_place_seg_t *segs;
+    size_t nsegs;
+    int ready;                  /* the node copied the baseline */
+    int pending, taken, closing, ended;
+    dc_status_t vst;
+    dc_refit_version_stats_t vstats;
+    /* the node's thread returned */
+    int finished;
+    dc_status_t result;
+    char why[1024];
+};
+
+static int dc_sender_next(void *user, uint64_t v, const dc_place_seg_t **segs, size_t *nsegs)
+{
+    (void)v;
+    dc_refit_sender_t *s = user;
+    int r = 2;
+    pthread_mutex_lock(&s->mu);
+    if (s->pending && !s->taken) {
+        *segs = s->segs;
+        *nsegs = s->nsegs;
+        s->taken = 1;
+        r = 1;
+    } else if (s->closing && !s->pending) {
+        r = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+static void dc_sender_done(void *user, uint64_t v, dc_status_t st,
+                           const dc_refit_version_stats_t *vs)
+{
+    (void)v;
+    dc_refit_sender_t *s = user;
+    pthread_mutex_lock(&s->mu);
+    s->vst = st;
+    s->vstats = *vs;
+    if (st != DC_OK)
+        snprintf(s->why, sizeof(s->why), "%s", dc_last_error());
+    s->ended = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void dc_sender_ready(void *user)
+{
+    dc_refit_sender_t *s = user;
+    pthread_mutex_lock(&s->mu);
+    s->ready = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *dc_sender_thread(void *arg)
+{
+    dc_refit_sender_t *s = arg;
+    dc_status_t st = dc_node_run(&s->ncfg);
+    pthread_mutex_lock(&s->mu);
+    s->finished = 1;
+    s->result = st;
+    if (st != DC_OK && !s->why[0])
+        snprintf(s->why, sizeof(s->why), "%s", dc_last_error());
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void dc_sender_free(dc_refit_sender_t *s)
+{
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    for (size_t i = 0; s->names && i < s->ntensors; i++)
+        free(s->names[i]);
+    free(s->names);
+    free(s->state_dir);
+    free(s->stats_path);
+    dc_layout_free(s->layout);
+    free(s->tensors);
+    free(s->base_segs);
+    free(s);
+}
+
+/* A placement must cover every tensor exactly once: checked before the
+ * node sees it, so a bad push fails alone, not the job. */
+static dc_status_t dc_api_check_place(dc_refit_sender_t *s, const dc_place_seg_t *g, size_t n)
+{
+    dc_place_t p;
+    dc_status_t st = dc_place_init(&p, s->layout);
+    for (size_t i = 0; i < n && st == DC_OK; i++)
+        st = dc_place_add(&p, g[i].tensor, g[i].offset, g[i].len, g[i].ptr);
+    if (st == DC_OK)
+        st = dc_place_finish(&p);
+    dc_place_fini(&p);
+    if (st != DC_OK)
+        dc_error_prefix("refit sender: segments");
+    return st;
+}
+
+DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
+                                        dc_refit_sender_t **out)
+{
+    if (!out)
+        return dc_error(DC_ERR_INVALID, "refit sender: out is NULL");
+    *out = NULL;
+    if (!cfg || cfg->size < sizeof(dc_refit_node_config_t) || !cfg->topo || !cfg->state_dir)
+        return dc_error(DC_ERR_INVALID, "refit sender: config, its size, topology and state_dir "
+                                        "are required");
+    if (cfg->versions_dir || cfg->weights_path || cfg->last_version)
+        return dc_error(DC_ERR_INVALID, "refit sender: versions come from push; versions_dir, "
+                                        "weights_path and last_version must be unset");
+    if (!cfg->tensors || !cfg->n_tensors || !cfg->segments)
+        return dc_error(DC_ERR_INVALID, "refit sender: tensors and segments (the weights of "
+                                        "the committed version) are required");
+    dc_refit_sender_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return dc_error(DC_ERR_NOMEM, "refit sender: out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    dc_status_t st = dc_api_tensors(cfg->tensors, cfg->n_tensors, &s->tensors);
+    if (st == DC_OK)
+        st = dc_api_segments(s->tensors, cfg->n_tensors, cfg->segments, cfg->n_segments,
+                             &s->base_segs);
+    if (st != DC_OK) {
+        dc_sender_free(s);
+        return st;
+    }
+    s->ntensors = cfg->n_tensors;
+    s->nbase = cfg->n_segments;
+    s->names = calloc(s->ntensors, sizeof(*s->names));
+    for (size_t i = 0; s->names && i < s->ntensors; i++) {
+        s->names[i] = strdup(s->tensors[i].name);
+        if (!s->names[i])
+            break;
+        s->tensors[i].name = s->names[i];
+    }
+    if (!s->names || (s->ntensors && !s->names[s->ntensors - 1])) {
+        dc_sender_free(s);
+        return dc_error(DC_ERR_NOMEM, "refit sender: out of memory");
+    }
+    dc_api_node_cfg(cfg, &s->ncfg);
+    st = dc_layout_from_list(s->tensors, s->ntensors, DC_CODEC_MAX_CHUNK, &s->layout);
+    if (st == DC_OK)
+        st = dc_api_check_place(s, s->base_segs, s->nbase);
+    if (st != DC_OK) {
+        dc_sender_free(s);
+        return st;
+    }
+    s->state_dir = strdup(cfg->state_dir);
+    s->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
+    if (!s->state_dir || (cfg->stats_path && !s->stats_path)) {
+        dc_sender_free(s);
+        return dc_error(DC_ERR_NOMEM, "refit sender: out of memory");
+    }
+    s->ncfg.state_dir = s->state_dir;
+    s->ncfg.stats_path = s->stats_path;
+    s->ncfg.tensors = s->tensors;
+    s->ncfg.ntensors = s->ntensors;
+    s->ncfg.segs = s->base_segs;
+    s->ncfg.nsegs = s->nbase;
+    s->src = (dc_node_source_t){dc_sender_next, dc_sender_done, dc_sender_ready, s};
+    s->ncfg.source = &s->src;
+    if (pthread_create(&s->th, NULL, dc_sender_thread, s) != 0) {
+        dc_sender_free(s);
+        return dc_error(DC_ERR_NOMEM, "refit sender: cannot start its thread");
+    }
+    /* the trainer may change its weights once open returns: wait until the
+     * node has its own copy of the baseline (or failed to start) */
+    pthread_mutex_lock(&s->mu);
+    while (!s->ready && !s->finished)
+        pthread_cond_wait(&s->cv, &s->mu);
+    int failed = !s->ready;
+    pthread_mutex_unlock(&s->mu);
+    if (failed) {
+        pthread_join(s->th, NULL);
+        dc_status_t r = s->result != DC_OK ? s->result : DC_ERR_INTERNAL;
+        char why[1024];
+        snprintf(why, sizeof(why), "%s", s->why[0] ? s->why : "refit sender stopped");
+        dc_sender_free(s);
+        return dc_error(r, "%s", why);
+    }
+    *out = s;
+    return DC_OK;
+}
+
+DC_API dc_status_t dc_refit_sender_push(dc_refit_sender_t *s, const dc_refit_segment_t *segments,
+                                        size_t n_segments, dc_refit_version_stats_t *stats)
+{
+    if (!s)
+        return dc_error(DC_ERR_INVALID, "refit sender: NULL sender");
+    if (stats && stats->size < sizeof(*stats))
+        return dc_error(DC_ERR_INVALID, "refit sender: stats->size must be set");
+    dc_place_seg_t *own = NULL;
+    if (segments) {
+        dc_status_t st = dc_api_segments(s->tensors, s->ntensors, segments, n_segments, &own);
+        if (st == DC_OK)
+            st = dc_api_check_place(s, own, n_segments);
+        if (st != DC_OK) {
+            free(own);
+            return st;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->finished || s->closing) {
+        dc_status_t r = s->finished && s->result != DC_OK ? s->result : DC_ERR_INVALID;
+        char why[1024];
+        snprintf(why, sizeof(why), "%s", s->why[0] ? s->why : "the sender was closed");
+        pthread_mutex_unlock(&s->mu);
+        free(own);
+        return dc_error(r, "refit sender: %s", why);
+    }
+    if (s->pending) {
+        pthread_mutex_unlock(&s->mu);
+        free(own);
+        return dc_error(DC_ERR_INVALID, "refit sender: a push is already in progress");
+    }
+    s->segs = own ? own : s->base_segs;
+    s->nsegs = own ? n_segments : s->nbase;
+    s->pending = 1;
+    s->taken = s->ended = 0;
+    while (!s->ended && !s->finished)
+        pthread_cond_wait(&s->cv, &s->mu);
+    dc_status_t st;
+    char why[1024];
+    if (s->ended) {
+        st = s->vst;
+        if (stats)
+            *stats = s->vstats;
+    } else {
+        st = s->result != DC_OK ? s->result : DC_ERR_INTERNAL;
+    }
+    snprintf(why, sizeof(why), "%s", s->why[0] ? s->why : "the sender stopped");
+    s->pending = 0;
+    s->segs = NULL;
+    pthread_mutex_unlock(&s->mu);
+    free(own);
+    if (stats)
+        stats->size = sizeof(*stats);
+    if (st != DC_OK)
+        return dc_error(st, "%s", why);
+    return DC_OK;
+}
+
+DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s)
+{
+    if (!s)
+        return DC_OK;
+    pthread_mutex_lock(&s->mu);
+    s->closing = 1;
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    dc_status_t st = s->result;
+    char why[1024];
+    snprintf(why, sizeof(why), "%s", s->why);
+    dc_sender_free(s);
+    if (st != DC_OK)
+        return dc_error(st, "%s", why[0] ? why : "refit sender failed");
     return DC_OK;
 }

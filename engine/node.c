@@ -208,6 +208,12 @@ typedef struct dc_node {
     dc_st_file_t *base, *next;
     uint64_t next_version;  /* version `next` maps (0: none) */
     int base_fd, next_fd;   /* the same files, read with pread by the encoders */
+    /* memory sender (cfg->source): versions come from the library caller */
+    uint8_t *mbase;         /* the baseline's bytes, canonical order (our own copy) */
+    uint64_t *tbase;        /* tensor -> canonical offset of its first byte */
+    dc_place_t mnext;       /* where the version in flight's bytes are */
+    int mnext_ok;
+    int mend;               /* the source said: no more versions */
     uint64_t root_committed;
     uint32_t v_first, v_last;
     uint8_t *acked;        /* nnodes x nchunks */
@@ -1266,17 +1272,32 @@ static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_
     const dc_layout_t *l = n->layout;
     const dc_layout_chunk_t *lc = &l->chunks[w->chunk];
     const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
-    const dc_st_tensor_t *bt = dc_st_tensor(n->base, lc->tensor);
-    const dc_st_tensor_t *nt = dc_st_tensor(n->next, lc->tensor);
     int overwrite = w->overwrite || n->mode == DC_MODE_DENSE;
-    const uint8_t *bp = overwrite ? NULL
-                                  : dc_root_pread(n->base_fd, n->base, bt, lc->offset, lc->len,
-                                                  bbuf);
-    const uint8_t *np = dc_root_pread(n->next_fd, n->next, nt, lc->offset, lc->len, nbuf);
-    if (!bp)
-        bp = dc_st_data(n->base, bt) + lc->offset;
-    if (!np)
-        np = dc_st_data(n->next, nt) + lc->offset;
+    const uint8_t *bp, *np;
+    if (n->cfg->source) {
+        /* memory: our baseline copy, the caller's placement of the version */
+        bp = n->mbase + n->tbase[lc->tensor] + lc->offset;
+        np = dc_place_chunk_ptr(&n->mnext, w->chunk);
+        if (!np) {
+            if (!nbuf) {
+                DC_LOG_ERROR("root: encode chunk %u: no gather buffer (out of memory)",
+                             w->chunk);
+                return NULL;
+            }
+            dc_place_read(&n->mnext, w->chunk, nbuf);
+            np = nbuf;
+        }
+    } else {
+        const dc_st_tensor_t *bt = dc_st_tensor(n->base, lc->tensor);
+        const dc_st_tensor_t *nt = dc_st_tensor(n->next, lc->tensor);
+        bp = overwrite ? NULL
+                       : dc_root_pread(n->base_fd, n->base, bt, lc->offset, lc->len, bbuf);
+        np = dc_root_pread(n->next_fd, n->next, nt, lc->offset, lc->len, nbuf);
+        if (!bp)
+            bp = dc_st_data(n->base, bt) + lc->offset;
+        if (!np)
+            np = dc_st_data(n->next, nt) + lc->offset;
+    }
     size_t cap = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE + dc_codec_payload_bound(lc->len);
     dc_nbuf_t *b = calloc(1, sizeof(*b));
     if (!b)
@@ -2368,8 +2389,100 @@ static int dc_root_resident(const char *path)
     return (uint64_t)sb.st_size <= (uint64_t)pages * (uint64_t)psz / 8;
 }
 
+/* Memory sender: the baseline (cfg->segs, the committed version) copied
+ * into our own buffer, and the layout from the tensor list. */
+static dc_status_t dc_root_mem_init(dc_node_t *n)
+{
+    const dc_node_cfg_t *cfg = n->cfg;
+    dc_status_t st = dc_layout_from_list(cfg->tensors, cfg->ntensors, n->chunk_size, &n->layout);
+    if (st != DC_OK)
+        return st;
+    const dc_layout_t *l = n->layout;
+    n->tbase = calloc(l->ntensors ? l->ntensors : 1, sizeof(*n->tbase));
+    n->mbase = malloc(l->total_bytes ? l->total_bytes : 1);
+    n->scratch = malloc(l->max_chunk ? l->max_chunk : 1);
+    if (!n->tbase || !n->mbase || !n->scratch)
+        return dc_error(DC_ERR_NOMEM, "sender: no memory for its baseline copy (%llu bytes)",
+                        (unsigned long long)l->total_bytes);
+    for (uint32_t t = 1; t < l->ntensors; t++)
+        n->tbase[t] = n->tbase[t - 1] + l->tensors[t - 1].nbytes;
+    dc_place_t p;
+    if ((st = dc_place_init(&p, l)) != DC_OK)
+        return st;
+    for (size_t i = 0; i < cfg->nsegs && st == DC_OK; i++)
+        st = dc_place_add(&p, cfg->segs[i].tensor, cfg->segs[i].offset, cfg->segs[i].len,
+                          cfg->segs[i].ptr);
+    if (st == DC_OK)
+        st = dc_place_finish(&p);
+    if (st == DC_OK)
+        for (uint32_t c = 0; c < l->nchunks; c++)
+            dc_place_read(&p, c, n->mbase + n->tbase[l->chunks[c].tensor] +
+                                     l->chunks[c].offset);
+    dc_place_fini(&p);
+    if (st != DC_OK)
+        dc_error_prefix("sender: the baseline's placement");
+    return st;
+}
+
+/* Memory sender: ask the source for version v's placement, serving the
+ * loop while it is not there yet.  DC_ERR_NOT_FOUND: no more versions. */
+static dc_status_t dc_root_mem_next(dc_node_t *n, uint64_t v)
+{
+    const dc_node_source_t *src = n->cfg->source;
+    for (;;) {
+        const dc_place_seg_t *segs = NULL;
+        size_t nsegs = 0;
+        int r = src->next(src->user, v, &segs, &nsegs);
+        if (r == 0) {
+            n->mend = 1;
+            return DC_ERR_NOT_FOUND;
+        }
+        if (r < 0)
+            return dc_last_status() != DC_OK ? dc_last_status()
+                                             : dc_error(DC_ERR_INVALID, "sender: no version %llu",
+                                                        (unsigned long long)v);
+        if (r == 1) {
+            if (n->mnext_ok) {
+                dc_place_fini(&n->mnext);
+                n->mnext_ok = 0;
+            }
+            dc_status_t st = dc_place_init(&n->mnext, n->layout);
+            if (st != DC_OK)
+                return st;
+            n->mnext_ok = 1;
+            for (size_t i = 0; i < nsegs && st == DC_OK; i++)
+                st = dc_place_add(&n->mnext, segs[i].tensor, segs[i].offset, segs[i].len,
+                                  segs[i].ptr);
+            if (st == DC_OK)
+                st = dc_place_finish(&n->mnext);
+            if (st != DC_OK)
+                dc_error_prefix("sender: version %llu's placement", (unsigned long long)v);
+            return st;
+        }
+        if (n->finished)
+            return n->result ? n->result : dc_error(DC_ERR_INTERNAL, "sender stopped");
+        dc_node_step(n, 5);
+    }
+}
+
+/* Memory sender: version v committed: it is the baseline of the next. */
+static void dc_root_mem_commit(dc_node_t *n)
+{
+    const dc_layout_t *l = n->layout;
+    for (uint32_t c = 0; c < l->nchunks; c++)
+        dc_place_read(&n->mnext, c, n->mbase + n->tbase[l->chunks[c].tensor] +
+                                        l->chunks[c].offset);
+}
+
 static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
 {
+    if (n->cfg->source) {
+        pthread_mutex_lock(&n->mu);
+        while (n->enc_busy > 0)
+            pthread_cond_wait(&n->cv, &n->mu);
+        pthread_mutex_unlock(&n->mu);
+        return dc_root_mem_next(n, v);
+    }
     char bp[PATH_MAX], np[PATH_MAX];
     if (dc_node_version_path(bp, sizeof(bp), n->cfg->versions_dir, v - 1) ||
         dc_node_version_path(np, sizeof(np), n->cfg->versions_dir, v))
@@ -2835,6 +2948,8 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     for (uint32_t c = 0; c < nch; c++) {
         if (n->chunk_stream[c] == UINT32_MAX) {
             n->digests[c] = (dc_digest_t){0, 0};
+        } else if (!n->dknown[c] && n->cfg->source) {
+            n->digests[c] = dc_place_digest(&n->mnext, c, n->scratch);
         } else if (!n->dknown[c]) {
             const dc_layout_chunk_t *lc = &n->layout->chunks[c];
             const dc_st_tensor_t *nt = dc_st_tensor(n->next, lc->tensor);
@@ -2882,6 +2997,31 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     return DC_OK;
 }
 
+/* Memory sender: version v ended (committed: it becomes our baseline);
+ * tell the source, once no encoder reads its memory any more. */
+static void dc_root_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs)
+{
+    pthread_mutex_lock(&n->mu);
+    while (n->enc_busy > 0)
+        pthread_cond_wait(&n->cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+    if (st == DC_OK)
+        dc_root_mem_commit(n);
+    dc_refit_version_stats_t o = {.size = sizeof(o), .version = v, .seconds = vs->seconds,
+                                  .encode_s = vs->encode_s, .transfer_s = vs->transfer_s,
+                                  .apply_s = vs->apply_s, .commit_s = vs->commit_s,
+                                  .payload_bytes = vs->payload_bytes,
+                                  .repair_bytes = vs->repair_bytes,
+                                  .dense_bytes = vs->dense_bytes, .frames = vs->frames};
+    /* the failure's words survive the callback */
+    char why[1024] = "";
+    if (st != DC_OK)
+        snprintf(why, sizeof(why), "%s", dc_last_error());
+    n->cfg->source->done(n->cfg->source->user, v, st, &o);
+    if (st != DC_OK)
+        dc_error(st, "%s", why);
+}
+
 static dc_status_t dc_root_run(dc_node_t *n)
 {
     dc_commit_rec_t rec;
@@ -2889,11 +3029,13 @@ static dc_status_t dc_root_run(dc_node_t *n)
     if (st == DC_OK)
         n->root_committed = rec.version;
     else if (st == DC_ERR_NOT_FOUND)
-        n->root_committed = 0;
+        n->root_committed = n->cfg->source ? n->cfg->initial_version : 0;
     else
         return st;
     uint64_t last = n->cfg->nversions;
-    if (last == 0) {
+    if (n->cfg->source) {
+        last = UINT64_MAX; /* until the source says there is no more */
+    } else if (last == 0) {
         char p[PATH_MAX];
         for (last = n->root_committed;; last++) {
             if (dc_node_version_path(p, sizeof(p), n->cfg->versions_dir, last + 1) ||
@@ -2905,7 +3047,12 @@ static dc_status_t dc_root_run(dc_node_t *n)
         DC_LOG_WARN("root: nothing to refit: committed version %llu, last version %llu",
                     (unsigned long long)n->root_committed, (unsigned long long)last);
     /* the layout is needed before receivers can be served */
-    st = dc_root_open_version(n, n->root_committed + 1 <= last ? n->root_committed + 1 : 1);
+    if (n->cfg->source) {
+        st = dc_root_mem_init(n);
+        if (st == DC_OK)
+            n->cfg->source->ready(n->cfg->source->user);
+    } else
+        st = dc_root_open_version(n, n->root_committed + 1 <= last ? n->root_committed + 1 : 1);
     if (st != DC_OK)
         return st;
     st = dc_root_alloc(n);
@@ -2936,7 +3083,15 @@ static dc_status_t dc_root_run(dc_node_t *n)
     }
     for (uint64_t v = n->root_committed + 1; v <= last; v++) {
         dc_vstats_t vs;
+        memset(&vs, 0, sizeof(vs));
         st = dc_root_version(n, v, &vs);
+        if (n->cfg->source) {
+            if (st == DC_ERR_NOT_FOUND && n->mend) {
+                st = DC_OK;
+                break;
+            }
+            dc_root_mem_done(n, v, st, &vs);
+        }
         if (st != DC_OK) {
             if (n->progress_line)
                 fputc('\n', stderr);
@@ -3114,10 +3269,27 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
                       "it a receiver (list a sender first)");
         goto out;
     }
-    if (n->is_sender && !cfg->versions_dir) {
+    if (n->is_sender && !cfg->versions_dir && !cfg->source) {
         st = dc_error(DC_ERR_INVALID, "node %u is a sender: it needs the versions directory",
                       n->me);
         goto out;
+    }
+    if (cfg->source) {
+        uint32_t nsend = 0;
+        for (uint32_t i = 0; i < n->nnodes; i++) {
+            dc_topo_node_info_t oi;
+            memset(&oi, 0, sizeof(oi));
+            oi.size = sizeof(oi);
+            if (dc_topo_node(cfg->topo, i, &oi) == DC_OK && oi.role == DC_TOPO_SENDER)
+                nsend++;
+        }
+        if (!n->is_root || nsend != 1 || !cfg->tensors || !cfg->segs) {
+            st = dc_error(DC_ERR_UNSUPPORTED,
+                          "a sender from memory must be node 0 and the topology's only sender "
+                          "(this one has %u; shards of a trainer send from versions files), "
+                          "with its tensors and the committed version's segments", nsend);
+            goto out;
+        }
     }
     if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
         st = dc_error_errno(DC_ERR_IO, errno, "%s: mkdir", cfg->state_dir);
@@ -3219,6 +3391,10 @@ out:
         dc_st_close(n->wfile);
         dc_st_close(n->base);
         dc_st_close(n->next);
+        free(n->mbase);
+        free(n->tbase);
+        if (n->mnext_ok)
+            dc_place_fini(&n->mnext);
         if (n->base_fd >= 0)
             close(n->base_fd);
         if (n->next_fd >= 0)

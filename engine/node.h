@@ -25,6 +25,24 @@
 
 #include "util/dc_util.h"
 
+struct dc_place_seg;
+struct dc_refit_version_stats;
+
+/* A sender whose versions live in memory (the library's dc_refit_sender_*):
+ * the loop asks `next` for version v's weights and reports the outcome to
+ * `done`.  Both are called on the node's thread. */
+typedef struct dc_node_source {
+    /* 1: segs and nsegs place version v's bytes (host memory, borrowed until
+     * done(v)); 0: no more versions (the job ends); 2: not yet (asked again
+     * while the loop keeps serving); < 0: fail the job */
+    int (*next)(void *user, uint64_t v, const struct dc_place_seg **segs, size_t *nsegs);
+    void (*done)(void *user, uint64_t v, dc_status_t st,
+                 const struct dc_refit_version_stats *vs);
+    /* the baseline was copied (the caller may change its memory from now on) */
+    void (*ready)(void *user);
+    void *user;
+} dc_node_source_t;
+
 typedef struct dc_node_cfg {
     uint32_t rank;               /* this node's index in the topology */
     const dc_topo_t *topo;       /* borrowed */
@@ -50,6 +68,11 @@ typedef struct dc_node_cfg {
     uint64_t chunk_size;         /* 0: config chunk_size */
     const char *transport;       /* NULL: config transport */
     int progress;                /* root: progress line on stderr */
+    /* sender from memory (instead of versions_dir; the topology's only
+     * sender): tensors/segs above place the committed version's bytes (the
+     * baseline, copied at start: the sender keeps its own copy), each next
+     * version comes from source->next */
+    const dc_node_source_t *source;
 } dc_node_cfg_t;
 
 /** Run the node until the job ends (root: all versions committed and BYE

@@ -690,6 +690,57 @@ typedef struct dc_refit_node_config {
  */
 DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg);
 
+/** What one version of a refit took (dc_refit_sender_push). */
+typedef struct dc_refit_version_stats {
+    size_t size;                /**< sizeof(dc_refit_version_stats_t), set by the caller */
+    uint64_t version;
+    double seconds;             /**< push to joint commit */
+    double encode_s;            /**< encoder thread time (all threads) */
+    double transfer_s;          /**< first frame sent to last receiver's ack */
+    double apply_s;             /**< the slowest receiver's apply time */
+    double commit_s;            /**< last ack to the commit record written */
+    uint64_t payload_bytes;     /**< frame payloads sent (each once per tree edge) */
+    uint64_t repair_bytes;      /**< of which repairs (NEED, stalls, re-joins) */
+    uint64_t dense_bytes;       /**< the checkpoint's size */
+    uint64_t frames;
+} dc_refit_version_stats_t;
+
+/**
+ * A sender whose weights live in the caller's memory (a trainer embedding
+ * deltacast).  dc_refit_sender_open() takes cfg with topo, rank (the
+ * topology's only sender, node 0), state_dir, and tensors + segments that
+ * place the weights of the committed version: the version the receivers
+ * hold (the state directory's commit record, else initial_version).  The
+ * sender copies them: it keeps its own baseline (host memory of the
+ * checkpoint's size).  The node runs on a thread of its own from then on:
+ * receivers join while the trainer trains (wait_ms bounds the wait,
+ * counted from open).  cfg->topo is borrowed until close (the rest is
+ * copied).  versions_dir, last_version and weights_path must be unset; dense, stats_path, abort_ms, chunk_size apply as for
+ * dc_refit_node_run().
+ */
+typedef struct dc_refit_sender dc_refit_sender_t;
+DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
+                                        dc_refit_sender_t **out);
+
+/**
+ * Refit the next version (committed + 1) from the weights placed by
+ * segments (host memory; NULL: the segments given to open, updated in
+ * place by the trainer).  The segments must cover every tensor exactly
+ * once and stay unchanged until the call returns.  Blocks until every
+ * receiver applied and verified the version and the commit record was
+ * written (DC_OK; it is then the baseline of the next push), or the
+ * version was aborted (DC_ERR_CANCELED: receivers are back at the
+ * baseline or marked for a dense refit) or the job failed; after a
+ * failure every later push fails the same way.  stats (may be NULL; set
+ * its size) receives the version's figures.
+ */
+DC_API dc_status_t dc_refit_sender_push(dc_refit_sender_t *s, const dc_refit_segment_t *segments,
+                                        size_t n_segments, dc_refit_version_stats_t *stats);
+
+/** End the job (BYE to every receiver), wait for the node's thread, free.
+ *  Returns the job's failure, if any. */
+DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s);
+
 /**
  * The commit record of a state directory: the committed version, its
  * baseline and the checkpoint digest (XXH3-128 over the chunk digests).

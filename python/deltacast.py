@@ -89,6 +89,18 @@ class _RefitNodeConfig(ctypes.Structure):
                 ("abort_ms", ctypes.c_uint32), ("chunk_size", ctypes.c_uint64)]
 
 
+class _RefitVersionStats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint64),
+                ("seconds", ctypes.c_double), ("encode_s", ctypes.c_double),
+                ("transfer_s", ctypes.c_double), ("apply_s", ctypes.c_double),
+                ("commit_s", ctypes.c_double), ("payload_bytes", ctypes.c_uint64),
+                ("repair_bytes", ctypes.c_uint64), ("dense_bytes", ctypes.c_uint64),
+                ("frames", ctypes.c_uint64)]
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name, _ in self._fields_ if name != "size"}
+
+
 _LIB = None
 
 
@@ -132,6 +144,10 @@ def _lib():
         "dc_topo_free": (None, [vp]),
         "dc_refit_node_run": (c_int, [ctypes.POINTER(_RefitNodeConfig)]),
         "dc_refit_committed": (c_int, [c_char_p, c_u64p, c_u64p, ctypes.c_uint64 * 2]),
+        "dc_refit_sender_open": (c_int, [ctypes.POINTER(_RefitNodeConfig), ctypes.POINTER(vp)]),
+        "dc_refit_sender_push": (c_int, [vp, ctypes.POINTER(_RefitSegment), sz,
+                                         ctypes.POINTER(_RefitVersionStats)]),
+        "dc_refit_sender_close": (c_int, [vp]),
     })
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)
@@ -355,14 +371,93 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
         cfg.tensors, cfg.n_tensors = tarr, len(tensors)
         keep.append(tarr)
     if segments:
-        sarr = (_RefitSegment * len(segments))()
-        for i, (tensor, offset, buf) in enumerate(segments):
-            addr, length, ref = _writable_ptr(buf)
-            keep.append(ref)
-            sarr[i] = _RefitSegment(tensor.encode(), offset, length, addr)
-        cfg.segments, cfg.n_segments = sarr, len(segments)
-        keep.append(sarr)
+        cfg.segments, cfg.n_segments = _segments(segments, keep), len(segments)
     _check(_lib().dc_refit_node_run(ctypes.byref(cfg)))
+
+
+def _segments(segments, keep: list):
+    """[(tensor, byte offset, buffer), ...] as a C array; the buffers' ctypes
+    views (and the array) are appended to keep, which must outlive its use."""
+    sarr = (_RefitSegment * len(segments))()
+    for i, (tensor, offset, buf) in enumerate(segments):
+        addr, length, ref = _writable_ptr(buf)
+        keep.append(ref)
+        sarr[i] = _RefitSegment(tensor.encode(), offset, length, addr)
+    keep.append(sarr)
+    return sarr
+
+
+class Sender:
+    """A trainer that sends its weights from its own memory (the topology's
+    only sender, rank 0).
+
+    tensors = [(name, dtype, nelems), ...] in canonical order; segments =
+    [(tensor, byte offset, buffer), ...] place the weights of the committed
+    version (what the receivers hold): the sender copies them as its
+    baseline when it opens.  Receivers join in the background.  Each push()
+    refits the next version from the segments given (default: the same
+    buffers, which the trainer updated in place) and returns once every
+    receiver applied and verified it and the commit record was written,
+    with the version's figures; the buffers must not change meanwhile.
+    close() ends the job (BYE).  Also a context manager.
+    """
+
+    def __init__(self, topo: Topology, state_dir: str, tensors, segments, *, rank: int = 0,
+                 initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
+                 wait_ms: int = 0, abort_ms: int = 0, stats_path: str | None = None):
+        self._keep = []
+        self._topo = topo  # borrowed by the sender until close
+        cfg = _RefitNodeConfig()
+        cfg.size = ctypes.sizeof(_RefitNodeConfig)
+        cfg.topo = topo._h
+        cfg.rank = rank
+        cfg.state_dir = os.fsencode(state_dir)
+        cfg.stats_path = None if stats_path is None else os.fsencode(stats_path)
+        cfg.dense = int(dense)
+        cfg.wait_ms = wait_ms
+        cfg.abort_ms = abort_ms
+        cfg.initial_version = initial_version
+        cfg.chunk_size = chunk_size
+        tarr = (_RefitTensor * len(tensors))()
+        for i, (name, dtype, n) in enumerate(tensors):
+            tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
+        cfg.tensors, cfg.n_tensors = tarr, len(tensors)
+        cfg.segments, cfg.n_segments = _segments(segments, self._keep), len(segments)
+        h = ctypes.c_void_p()
+        _check(_lib().dc_refit_sender_open(ctypes.byref(cfg), ctypes.byref(h)))
+        self._h = h
+
+    def push(self, segments=None) -> dict:
+        """Refit the next version; returns its figures (version, seconds,
+        payload_bytes, ...).  Raises DeltacastError when it was aborted or
+        the job failed."""
+        if not self._h:
+            raise ValueError("sender is closed")
+        keep = []
+        arr, n = None, 0
+        if segments is not None:
+            arr, n = _segments(segments, keep), len(segments)
+        st = _RefitVersionStats()
+        st.size = ctypes.sizeof(_RefitVersionStats)
+        _check(_lib().dc_refit_sender_push(self._h, arr, n, ctypes.byref(st)))
+        return st.as_dict()
+
+    def close(self) -> None:
+        if self._h:
+            h, self._h = self._h, None
+            _check(_lib().dc_refit_sender_close(h))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 def refit_committed(state_dir: str) -> tuple:

@@ -110,6 +110,70 @@ class Refit(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_memory_sender_pushes_versions(self):
+        """A Python trainer sends from its own buffers (dc.Sender); two
+        `deltacast node` receivers in two regions; two versions pushed from
+        the same buffers updated in place; receivers byte-compared."""
+        tmp = tempfile.mkdtemp(prefix="dc-py-send-")
+        try:
+            ver = os.path.join(tmp, "ver")
+            subprocess.run([BIN, "gen", "--params", "200000", "--change-rate", "0.01",
+                            "--seed", "5", "-o", ver], check=True, capture_output=True)
+            v0p, v1p = os.path.join(ver, "base.safetensors"), os.path.join(ver, "next.safetensors")
+            v2p = os.path.join(ver, "v2.safetensors")
+            # v2: v1 with one element of every tensor changed
+            raw = bytearray(open(v1p, "rb").read())
+            (hlen,) = struct.unpack("<Q", raw[:8])
+            header = json.loads(raw[8:8 + hlen])
+            header.pop("__metadata__", None)
+            for t in header.values():
+                b, e = t["data_offsets"]
+                if e > b:
+                    raw[8 + hlen + b] ^= 0x40
+            open(v2p, "wb").write(raw)
+            versions = [read_safetensors(p) for p in (v0p, v1p, v2p)]
+            tensors = [(name, dtype, n) for name, dtype, n, _ in versions[0]]
+            bufs = {name: bytearray(data) for name, _, _, data in versions[0]}
+            segments = [(name, 0, bufs[name]) for name, _, _, _ in versions[0] if bufs[name]]
+            port = free_port_block(3)
+            env = dict(os.environ, DELTACAST_SECRET="py-secret", DELTACAST_TRANSPORT="tcp",
+                       DELTACAST_TIMEOUT_MS="2000")
+            os.environ.update(DELTACAST_SECRET="py-secret", DELTACAST_TRANSPORT="tcp",
+                              DELTACAST_TIMEOUT_MS="2000")
+            topo = dc.Topology.local(2, 1, port)
+            rx = []
+            for r in (1, 2):
+                w = os.path.join(tmp, f"w{r}.st")
+                shutil.copy(v0p, w)
+                rx.append((w, subprocess.Popen(
+                    [BIN, "node", "--local", f"2:1:{port}", "--rank", str(r), "--weights", w,
+                     "--state", os.path.join(tmp, f"st{r}"), "--chunk-size", "64KiB"],
+                    env=env, stderr=subprocess.PIPE)))
+            try:
+                with dc.Sender(topo, os.path.join(tmp, "st0"), tensors, segments,
+                               chunk_size=64 * 1024, wait_ms=30000) as snd:
+                    for v in (1, 2):
+                        for name, _, _, data in versions[v]:
+                            bufs[name][:] = data  # the optimizer step, in place
+                        stats = snd.push()
+                        self.assertEqual(stats["version"], v)
+                        self.assertEqual(stats["repair_bytes"], 0)
+                        self.assertGreater(stats["payload_bytes"], 0)
+                        self.assertLess(stats["payload_bytes"], stats["dense_bytes"])
+                        want = open((v0p, v1p, v2p)[v], "rb").read()
+                        for w, _ in rx:
+                            self.assertEqual(open(w, "rb").read(), want, f"{w} after v{v}")
+                    with self.assertRaises(dc.DeltacastError):
+                        snd.push(segments[:-1])  # a tensor left uncovered
+            finally:
+                for _, p in rx:
+                    _, err = p.communicate(timeout=60)
+                    self.assertEqual(p.returncode, 0, err.decode(errors="replace"))
+            self.assertEqual(dc.refit_committed(os.path.join(tmp, "st0"))[:2], (2, 1))
+            topo.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -98,3 +98,202 @@ Test(api, memory_receiver_with_placement_map)
     free(segs);
     free(tens);
 }
+
+/* The trainer's weights of version v, in its own buffers: each tensor in
+ * two pieces (a third, the rest) as an FSDP-like layout would hold it. */
+typedef struct trainer {
+    dc_st_file_t *f;
+    size_t nt, ns;
+    dc_refit_tensor_t *tens;
+    dc_refit_segment_t *segs;
+} trainer_t;
+
+static void trainer_load(trainer_t *tr, int v)
+{
+    char p[256];
+    snprintf(p, sizeof(p), "%s/ver/v%d.safetensors", J.dir, v);
+    dc_st_file_t *f;
+    cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK, "%s", dc_last_error());
+    if (!tr->segs) {
+        tr->nt = dc_st_count(f);
+        tr->tens = calloc(tr->nt, sizeof(*tr->tens));
+        tr->segs = calloc(2 * tr->nt, sizeof(*tr->segs));
+        for (size_t i = 0; i < tr->nt; i++) {
+            const dc_st_tensor_t *t = dc_st_tensor(f, i);
+            tr->tens[i] = (dc_refit_tensor_t){strdup(t->name), dc_dtype_name(t->dtype),
+                                              t->nelems};
+            uint64_t len = t->end - t->begin, third = len / 3;
+            uint64_t parts[2][2] = {{0, third}, {third, len - third}};
+            for (int k = 0; k < 2; k++)
+                if (parts[k][1])
+                    tr->segs[tr->ns++] = (dc_refit_segment_t){tr->tens[i].name, parts[k][0],
+                                                              parts[k][1],
+                                                              malloc(parts[k][1])};
+        }
+    }
+    /* the optimizer step: the same buffers take the new values in place */
+    for (size_t k = 0; k < tr->ns; k++) {
+        size_t i = 0;
+        while (strcmp(dc_st_tensor(f, i)->name, tr->segs[k].tensor) != 0)
+            i++;
+        memcpy(tr->segs[k].ptr, dc_st_data(f, dc_st_tensor(f, i)) + tr->segs[k].offset,
+               tr->segs[k].length);
+    }
+    dc_st_close(f);
+}
+
+static void trainer_free(trainer_t *tr)
+{
+    for (size_t k = 0; k < tr->ns; k++)
+        free(tr->segs[k].ptr);
+    for (size_t i = 0; i < tr->nt; i++)
+        free((char *)tr->tens[i].name);
+    free(tr->segs);
+    free(tr->tens);
+}
+
+/* A trainer embedding the library: the sender's versions come from its
+ * memory (dc_refit_sender_push), receivers are `deltacast node` processes
+ * in two regions.  Three versions, pushed in place and then from other
+ * buffers; a bad push fails alone; every receiver byte-exact after each. */
+Test(api, memory_sender_pushes_versions)
+{
+    job_init(&J, 2, 1, "2e5", 3, "optimizer");
+    trainer_t tr = {0};
+    trainer_load(&tr, 0);
+    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
+    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    dc_topo_t *topo;
+    cr_assert_eq(dc_topo_synthetic_local(2, 1, (uint16_t)J.port, &topo), DC_OK);
+    char sd[256];
+    snprintf(sd, sizeof(sd), "%s/state/0", J.dir);
+    dc_refit_node_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.size = sizeof(cfg);
+    cfg.topo = topo;
+    cfg.rank = 0;
+    cfg.state_dir = sd;
+    cfg.tensors = tr.tens;
+    cfg.n_tensors = tr.nt;
+    cfg.segments = tr.segs;
+    cfg.n_segments = tr.ns;
+    cfg.chunk_size = 64 * 1024;
+    cfg.wait_ms = 20000;
+    dc_refit_sender_t *s = NULL;
+    /* a sender from memory takes its versions from push, not a directory */
+    cfg.versions_dir = J.dir;
+    cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_ERR_INVALID);
+    cr_assert(strstr(dc_last_error(), "versions_dir"), "%s", dc_last_error());
+    cfg.versions_dir = NULL;
+    cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
+    job_start(&J, 1, NULL, NULL);
+    job_start(&J, 2, NULL, NULL);
+    for (int v = 1; v <= 2; v++) {
+        trainer_load(&tr, v);
+        dc_refit_version_stats_t vs = {.size = sizeof(vs)};
+        dc_status_t st = dc_refit_sender_push(s, NULL, 0, &vs);
+        if (st != DC_OK)
+            job_dump_logs(&J);
+        cr_assert_eq(st, DC_OK, "push v%d: %s", v, dc_last_error());
+        cr_assert_eq(vs.version, (uint64_t)v);
+        cr_assert(vs.payload_bytes > 0 && vs.payload_bytes < vs.dense_bytes / 4,
+                  "v%d sent %llu of %llu bytes", v, (unsigned long long)vs.payload_bytes,
+                  (unsigned long long)vs.dense_bytes);
+        cr_assert(vs.seconds > 0);
+        /* the delta is against the last committed version: nothing to
+         * repair (a stale baseline would show as digest failures repaired
+         * with overwrites) */
+        cr_assert_eq(vs.repair_bytes, 0, "v%d needed %llu repair bytes", v,
+                     (unsigned long long)vs.repair_bytes);
+        job_expect_all_exact(&J, v);
+        if (v == 1) {
+            /* a placement that leaves a tensor's bytes uncovered: refused
+             * before the job sees it */
+            cr_assert_eq(dc_refit_sender_push(s, tr.segs, tr.ns - 1, NULL), DC_ERR_INVALID);
+            cr_assert(strstr(dc_last_error(), "segments"), "%s", dc_last_error());
+        }
+    }
+    /* v3 from other buffers: one contiguous copy per tensor */
+    char p[256];
+    snprintf(p, sizeof(p), "%s/ver/v3.safetensors", J.dir);
+    dc_st_file_t *f;
+    cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK);
+    dc_refit_segment_t *one = calloc(tr.nt, sizeof(*one));
+    for (size_t i = 0; i < tr.nt; i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(f, i);
+        uint64_t len = t->end - t->begin;
+        one[i] = (dc_refit_segment_t){tr.tens[i].name, 0, len, malloc(len ? len : 1)};
+        memcpy(one[i].ptr, dc_st_data(f, t), len);
+    }
+    dc_st_close(f);
+    dc_refit_version_stats_t vs = {.size = sizeof(vs)};
+    cr_assert_eq(dc_refit_sender_push(s, one, tr.nt, &vs), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(vs.version, 3);
+    cr_assert_eq(vs.repair_bytes, 0);
+    job_expect_all_exact(&J, 3);
+    cr_assert_eq(dc_refit_sender_close(s), DC_OK, "%s", dc_last_error());
+    for (int i = 1; i <= 2; i++)
+        cr_assert_eq(job_wait(&J, i, 20), 0, "receiver %d did not end cleanly", i);
+    uint64_t v = 0, b = 0, d[2];
+    cr_assert_eq(dc_refit_committed(sd, &v, &b, d), DC_OK);
+    cr_assert_eq(v, 3);
+    cr_assert_eq(b, 2);
+    for (size_t i = 0; i < tr.nt; i++)
+        free(one[i].ptr);
+    free(one);
+    trainer_free(&tr);
+    dc_topo_free(topo);
+}
+
+/* A receiver lost before a push: the version is aborted (push says
+ * DC_ERR_CANCELED), the other receiver is back at the baseline, byte-exact,
+ * and the sender refuses further pushes with the same reason. */
+Test(api, memory_sender_abort_is_reported)
+{
+    job_init(&J, 1, 2, "1e5", 2, "optimizer");
+    trainer_t tr = {0};
+    trainer_load(&tr, 0);
+    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
+    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    dc_topo_t *topo;
+    cr_assert_eq(dc_topo_synthetic_local(1, 2, (uint16_t)J.port, &topo), DC_OK);
+    char sd[256];
+    snprintf(sd, sizeof(sd), "%s/state/0", J.dir);
+    dc_refit_node_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.size = sizeof(cfg);
+    cfg.topo = topo;
+    cfg.state_dir = sd;
+    cfg.tensors = tr.tens;
+    cfg.n_tensors = tr.nt;
+    cfg.segments = tr.segs;
+    cfg.n_segments = tr.ns;
+    cfg.chunk_size = 64 * 1024;
+    cfg.wait_ms = 20000;
+    cfg.abort_ms = 1500;
+    dc_refit_sender_t *s = NULL;
+    cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
+    job_start(&J, 1, NULL, NULL);
+    job_start(&J, 2, NULL, NULL);
+    trainer_load(&tr, 1);
+    cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_OK, "%s", dc_last_error());
+    job_expect_all_exact(&J, 1);
+    kill(J.pid[2], SIGKILL);
+    waitpid(J.pid[2], NULL, 0);
+    J.pid[2] = 0;
+    trainer_load(&tr, 2);
+    cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_ERR_CANCELED, "%s",
+                 dc_last_error());
+    cr_assert(strstr(dc_last_error(), "aborted"), "%s", dc_last_error());
+    cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_ERR_CANCELED);
+    cr_assert_eq(dc_refit_sender_close(s), DC_ERR_CANCELED);
+    cr_assert_eq(job_wait(&J, 1, 20), 0, "receiver 1 did not end cleanly");
+    cr_assert(job_exact(&J, 1, 1), "receiver 1 is not back at the baseline v1");
+    uint64_t v = 0;
+    cr_assert_eq(dc_refit_committed(sd, &v, NULL, NULL), DC_OK);
+    cr_assert_eq(v, 1);
+    trainer_free(&tr);
+    dc_topo_free(topo);
+}
