@@ -3,8 +3,10 @@
 #include "engine/layout.h"
 #include "engine/node.h"
 #include "kernels/codec.h"
+#include "verbs/gpumem.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -58,6 +60,26 @@ static dc_status_t dc_api_segments(const dc_layout_desc_t *d, size_t nt,
     return DC_OK;
 }
 
+/* The config's size covers `memory` (callers built against 0.1 do not). */
+static int dc_api_has_memory(const dc_refit_node_config_t *cfg)
+{
+    return cfg->size >= offsetof(dc_refit_node_config_t, memory) + sizeof(cfg->memory);
+}
+
+/* The config is one we know: its size at least that of 0.1's. */
+static dc_status_t dc_api_check_cfg(const dc_refit_node_config_t *cfg, const char *who)
+{
+    if (!cfg || cfg->size < offsetof(dc_refit_node_config_t, memory) || !cfg->topo ||
+        !cfg->state_dir)
+        return dc_error(DC_ERR_INVALID, "%s: config, its size, topology and state_dir are "
+                                        "required", who);
+    if (dc_api_has_memory(cfg) && cfg->memory != DC_REFIT_MEM_HOST &&
+        cfg->memory != DC_REFIT_MEM_CUDA)
+        return dc_error(DC_ERR_INVALID, "%s: memory %u is neither DC_REFIT_MEM_HOST nor "
+                                        "DC_REFIT_MEM_CUDA", who, cfg->memory);
+    return DC_OK;
+}
+
 static void dc_api_node_cfg(const dc_refit_node_config_t *cfg, dc_node_cfg_t *n)
 {
     memset(n, 0, sizeof(*n));
@@ -74,13 +96,14 @@ static void dc_api_node_cfg(const dc_refit_node_config_t *cfg, dc_node_cfg_t *n)
     n->durable = cfg->durable;
     n->abort_ms = cfg->abort_ms;
     n->chunk_size = cfg->chunk_size;
+    n->cuda_mem = dc_api_has_memory(cfg) && cfg->memory == DC_REFIT_MEM_CUDA;
 }
 
 DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg)
 {
-    if (!cfg || cfg->size < sizeof(dc_refit_node_config_t) || !cfg->topo || !cfg->state_dir)
-        return dc_error(DC_ERR_INVALID, "refit: config, its size, topology and state_dir are "
-                                        "required");
+    dc_status_t cst = dc_api_check_cfg(cfg, "refit");
+    if (cst != DC_OK)
+        return cst;
     dc_node_cfg_t n;
     dc_api_node_cfg(cfg, &n);
     dc_topo_node_info_t info;
@@ -243,8 +266,13 @@ static dc_status_t dc_api_check_place(dc_refit_sender_t *s, const dc_place_seg_t
 {
     dc_place_t p;
     dc_status_t st = dc_place_init(&p, s->layout);
-    for (size_t i = 0; i < n && st == DC_OK; i++)
-        st = dc_place_add(&p, g[i].tensor, g[i].offset, g[i].len, g[i].ptr);
+    for (size_t i = 0; i < n && st == DC_OK; i++) {
+        if (!s->ncfg.cuda_mem && g[i].len && dc_verbs_is_cuda_ptr(g[i].ptr))
+            st = dc_error(DC_ERR_INVALID, "segment %zu is CUDA device memory, but the sender "
+                          "was opened on host memory", i);
+        else
+            st = dc_place_add(&p, g[i].tensor, g[i].offset, g[i].len, g[i].ptr);
+    }
     if (st == DC_OK)
         st = dc_place_finish(&p);
     dc_place_fini(&p);
@@ -259,9 +287,9 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
     if (!out)
         return dc_error(DC_ERR_INVALID, "refit sender: out is NULL");
     *out = NULL;
-    if (!cfg || cfg->size < sizeof(dc_refit_node_config_t) || !cfg->topo || !cfg->state_dir)
-        return dc_error(DC_ERR_INVALID, "refit sender: config, its size, topology and state_dir "
-                                        "are required");
+    dc_status_t cst = dc_api_check_cfg(cfg, "refit sender");
+    if (cst != DC_OK)
+        return cst;
     if (cfg->versions_dir || cfg->weights_path || cfg->last_version)
         return dc_error(DC_ERR_INVALID, "refit sender: versions come from push; versions_dir, "
                                         "weights_path and last_version must be unset");

@@ -1,5 +1,6 @@
 /* layout.c - chunk plan and placement maps (see layout.h). */
 #include "engine/layout.h"
+#include "kernels/kern_cuda.h"
 
 #include <stdlib.h>
 #include <xxhash.h>
@@ -233,6 +234,8 @@ static size_t dc_place_find(const dc_place_t *p, uint32_t t, uint64_t off)
 
 uint8_t *dc_place_chunk_ptr(const dc_place_t *p, uint32_t chunk)
 {
+    if (p->dev)
+        return NULL; /* the CPU must not touch device memory */
     const dc_layout_chunk_t *c = &p->layout->chunks[chunk];
     size_t k = dc_place_find(p, c->tensor, c->offset);
     if (k >= p->nsegs)
@@ -244,7 +247,8 @@ uint8_t *dc_place_chunk_ptr(const dc_place_t *p, uint32_t chunk)
     return s->ptr + (c->offset - s->offset);
 }
 
-static void dc_place_copy(const dc_place_t *p, uint32_t chunk, uint8_t *buf, int to_place)
+static dc_status_t dc_place_copy(const dc_place_t *p, uint32_t chunk, uint8_t *buf,
+                                 int to_place)
 {
     const dc_layout_chunk_t *c = &p->layout->chunks[chunk];
     uint64_t off = c->offset, done = 0;
@@ -253,32 +257,46 @@ static void dc_place_copy(const dc_place_t *p, uint32_t chunk, uint8_t *buf, int
         const dc_place_seg_t *s = &p->segs[k];
         uint64_t in = off + done - s->offset;
         uint64_t n = DC_MIN(s->len - in, c->len - done);
-        if (to_place)
+        if (p->dev) {
+            dc_status_t st = to_place ? dc_kern_cuda_h2d(s->ptr + in, buf + done, n)
+                                      : dc_kern_cuda_d2h(buf + done, s->ptr + in, n);
+            if (st != DC_OK) {
+                dc_error_prefix("placement: chunk %u of tensor '%s'", chunk,
+                                p->layout->tensors[c->tensor].name);
+                return st;
+            }
+        } else if (to_place) {
             memcpy(s->ptr + in, buf + done, n);
-        else
+        } else {
             memcpy(buf + done, s->ptr + in, n);
+        }
         done += n;
         k++;
     }
+    return DC_OK;
 }
 
-void dc_place_read(const dc_place_t *p, uint32_t chunk, uint8_t *dst)
+dc_status_t dc_place_read(const dc_place_t *p, uint32_t chunk, uint8_t *dst)
 {
-    dc_place_copy(p, chunk, dst, 0);
+    return dc_place_copy(p, chunk, dst, 0);
 }
 
-void dc_place_write(const dc_place_t *p, uint32_t chunk, const uint8_t *src)
+dc_status_t dc_place_write(const dc_place_t *p, uint32_t chunk, const uint8_t *src)
 {
-    dc_place_copy(p, chunk, (uint8_t *)src, 1);
+    return dc_place_copy(p, chunk, (uint8_t *)src, 1);
 }
 
-dc_digest_t dc_place_digest(const dc_place_t *p, uint32_t chunk, uint8_t *scratch)
+dc_status_t dc_place_digest(const dc_place_t *p, uint32_t chunk, uint8_t *scratch,
+                            dc_digest_t *out)
 {
     const dc_layout_chunk_t *c = &p->layout->chunks[chunk];
     uint8_t *ptr = dc_place_chunk_ptr(p, chunk);
     if (!ptr) {
-        dc_place_read(p, chunk, scratch);
+        dc_status_t st = dc_place_read(p, chunk, scratch);
+        if (st != DC_OK)
+            return st;
         ptr = scratch;
     }
-    return dc_digest128(ptr, c->len);
+    *out = dc_digest128(ptr, c->len);
+    return DC_OK;
 }

@@ -76,6 +76,9 @@ typedef struct dc_place {
     const dc_layout_t *layout; /* borrowed */
     dc_place_seg_t *segs;      /* sorted by (tensor, offset) */
     size_t nsegs, cap;
+    int dev;                   /* segments are CUDA device memory (set after init):
+                                  no chunk pointer, reads and writes are copies
+                                  across PCIe (kernels/kern_cuda.h) */
 } dc_place_t;
 
 dc_status_t dc_place_init(dc_place_t *p, const dc_layout_t *l);
@@ -89,14 +92,17 @@ dc_status_t dc_place_finish(dc_place_t *p);
 /** Placement of a whole safetensors mapping (one segment per tensor). */
 dc_status_t dc_place_from_st(dc_place_t *p, const dc_layout_t *l, const dc_st_file_t *f);
 
-/** Pointer to the chunk's bytes when they are contiguous in one segment,
- *  else NULL (use dc_place_read/write through a scratch buffer). */
+/** Pointer to the chunk's bytes when they are contiguous in one segment of
+ *  host memory, else NULL (use dc_place_read/write through a scratch
+ *  buffer). */
 uint8_t *dc_place_chunk_ptr(const dc_place_t *p, uint32_t chunk);
-/** Copy chunk bytes out of / into the placement (len = chunk length). */
-void dc_place_read(const dc_place_t *p, uint32_t chunk, uint8_t *dst);
-void dc_place_write(const dc_place_t *p, uint32_t chunk, const uint8_t *src);
+/** Copy chunk bytes out of / into the placement (len = chunk length).
+ *  Fails only for device memory (a CUDA error). */
+dc_status_t dc_place_read(const dc_place_t *p, uint32_t chunk, uint8_t *dst);
+dc_status_t dc_place_write(const dc_place_t *p, uint32_t chunk, const uint8_t *src);
 /** XXH3-128 of the chunk's current bytes (scratch: >= max_chunk bytes, used
- *  only when the chunk spans segments). */
-dc_digest_t dc_place_digest(const dc_place_t *p, uint32_t chunk, uint8_t *scratch);
+ *  when the chunk spans segments or is in device memory). */
+dc_status_t dc_place_digest(const dc_place_t *p, uint32_t chunk, uint8_t *scratch,
+                            dc_digest_t *out);
 
 #endif /* DC_ENGINE_LAYOUT_H */

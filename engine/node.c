@@ -43,7 +43,9 @@
 #include "engine/proto.h"
 #include "kernels/codec.h"
 #include "kernels/frame.h"
+#include "kernels/kern_cuda.h"
 #include "topology/topo.h"
+#include "verbs/gpumem.h"
 #include "verbs/transport.h"
 
 #include <errno.h>
@@ -938,6 +940,16 @@ static void dc_rx_crash_mid_apply(dc_node_t *n, const dc_frame_hdr_t *fh,
     raise(SIGKILL);
 }
 
+/* The weights' memory failed us (a CUDA error: device memory cannot be
+ * read or written any more): stop this node; its journal tells a restart
+ * which chunks to repair. */
+static void dc_rx_mem_fail(dc_node_t *n)
+{
+    DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
+    n->result = dc_last_status() != DC_OK ? dc_last_status() : DC_ERR_IO;
+    n->finished = 1;
+}
+
 static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
 {
     if (!n->cur.active || m->version != n->cur.v)
@@ -985,7 +997,10 @@ static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
     uint8_t *ptr = dc_place_chunk_ptr(&n->place, c);
     uint8_t *work = ptr;
     if (!ptr) {
-        dc_place_read(&n->place, c, n->scratch);
+        if (dc_place_read(&n->place, c, n->scratch) != DC_OK) {
+            dc_rx_mem_fail(n);
+            return;
+        }
         work = n->scratch;
     }
     if (!xor_kind && state == DC_JSTATE_PENDING && n->cur.on_base &&
@@ -1016,8 +1031,11 @@ static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
         dc_rx_need(n, c, 1);
         return;
     }
-    if (!ptr)
-        dc_place_write(&n->place, c, n->scratch);
+    if (!ptr && dc_place_write(&n->place, c, n->scratch) != DC_OK) {
+        /* the journal says APPLYING: a restart repairs it with an overwrite */
+        dc_rx_mem_fail(n);
+        return;
+    }
     n->apply_ns += dc_now_ns() - t0;
     if (!dc_digest_eq(d, fh.target_digest)) {
         DC_LOG_WARN("node %u: chunk %u: target digest mismatch after apply; asking for an "
@@ -1112,7 +1130,10 @@ static void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
         uint8_t *ptr = dc_place_chunk_ptr(&n->place, c);
         uint8_t *work = ptr;
         if (!ptr) {
-            dc_place_read(&n->place, c, n->scratch);
+            if (dc_place_read(&n->place, c, n->scratch) != DC_OK) {
+                dense = 1;
+                continue;
+            }
             work = n->scratch;
         }
         int ok = 0;
@@ -1128,9 +1149,9 @@ static void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
                                 lt->esize) == DC_OK)
                 ok = 1;
         }
+        if (ok && !ptr && dc_place_write(&n->place, c, n->scratch) != DC_OK)
+            ok = 0;
         if (ok) {
-            if (!ptr)
-                dc_place_write(&n->place, c, n->scratch);
             dc_journal_reset(n->j, c);
             undone++;
         } else {
@@ -1284,7 +1305,10 @@ static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_
                              w->chunk);
                 return NULL;
             }
-            dc_place_read(&n->mnext, w->chunk, nbuf);
+            if (dc_place_read(&n->mnext, w->chunk, nbuf) != DC_OK) {
+                DC_LOG_ERROR("root: encode chunk %u: %s", w->chunk, dc_last_error());
+                return NULL;
+            }
             np = nbuf;
         }
     } else {
@@ -2414,10 +2438,10 @@ static dc_status_t dc_root_mem_init(dc_node_t *n)
                           cfg->segs[i].ptr);
     if (st == DC_OK)
         st = dc_place_finish(&p);
-    if (st == DC_OK)
-        for (uint32_t c = 0; c < l->nchunks; c++)
-            dc_place_read(&p, c, n->mbase + n->tbase[l->chunks[c].tensor] +
-                                     l->chunks[c].offset);
+    p.dev = cfg->cuda_mem;
+    for (uint32_t c = 0; st == DC_OK && c < l->nchunks; c++)
+        st = dc_place_read(&p, c, n->mbase + n->tbase[l->chunks[c].tensor] +
+                                      l->chunks[c].offset);
     dc_place_fini(&p);
     if (st != DC_OK)
         dc_error_prefix("sender: the baseline's placement");
@@ -2450,6 +2474,7 @@ static dc_status_t dc_root_mem_next(dc_node_t *n, uint64_t v)
             if (st != DC_OK)
                 return st;
             n->mnext_ok = 1;
+            n->mnext.dev = n->cfg->cuda_mem;
             for (size_t i = 0; i < nsegs && st == DC_OK; i++)
                 st = dc_place_add(&n->mnext, segs[i].tensor, segs[i].offset, segs[i].len,
                                   segs[i].ptr);
@@ -2466,12 +2491,16 @@ static dc_status_t dc_root_mem_next(dc_node_t *n, uint64_t v)
 }
 
 /* Memory sender: version v committed: it is the baseline of the next. */
-static void dc_root_mem_commit(dc_node_t *n)
+static dc_status_t dc_root_mem_commit(dc_node_t *n)
 {
     const dc_layout_t *l = n->layout;
-    for (uint32_t c = 0; c < l->nchunks; c++)
-        dc_place_read(&n->mnext, c, n->mbase + n->tbase[l->chunks[c].tensor] +
-                                        l->chunks[c].offset);
+    for (uint32_t c = 0; c < l->nchunks; c++) {
+        dc_status_t st = dc_place_read(&n->mnext, c, n->mbase + n->tbase[l->chunks[c].tensor] +
+                                                         l->chunks[c].offset);
+        if (st != DC_OK)
+            return st;
+    }
+    return DC_OK;
 }
 
 static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
@@ -2949,7 +2978,8 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         if (n->chunk_stream[c] == UINT32_MAX) {
             n->digests[c] = (dc_digest_t){0, 0};
         } else if (!n->dknown[c] && n->cfg->source) {
-            n->digests[c] = dc_place_digest(&n->mnext, c, n->scratch);
+            if ((st = dc_place_digest(&n->mnext, c, n->scratch, &n->digests[c])) != DC_OK)
+                return st;
         } else if (!n->dknown[c]) {
             const dc_layout_chunk_t *lc = &n->layout->chunks[c];
             const dc_st_tensor_t *nt = dc_st_tensor(n->next, lc->tensor);
@@ -2999,14 +3029,16 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
 
 /* Memory sender: version v ended (committed: it becomes our baseline);
  * tell the source, once no encoder reads its memory any more. */
-static void dc_root_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs)
+static dc_status_t dc_root_mem_done(dc_node_t *n, uint64_t v, dc_status_t st,
+                                    const dc_vstats_t *vs)
 {
     pthread_mutex_lock(&n->mu);
     while (n->enc_busy > 0)
         pthread_cond_wait(&n->cv, &n->mu);
     pthread_mutex_unlock(&n->mu);
-    if (st == DC_OK)
-        dc_root_mem_commit(n);
+    if (st == DC_OK && (st = dc_root_mem_commit(n)) != DC_OK)
+        dc_error_prefix("sender: version %llu committed, but its copy into the baseline",
+                        (unsigned long long)v);
     dc_refit_version_stats_t o = {.size = sizeof(o), .version = v, .seconds = vs->seconds,
                                   .encode_s = vs->encode_s, .transfer_s = vs->transfer_s,
                                   .apply_s = vs->apply_s, .commit_s = vs->commit_s,
@@ -3020,6 +3052,7 @@ static void dc_root_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_
     n->cfg->source->done(n->cfg->source->user, v, st, &o);
     if (st != DC_OK)
         dc_error(st, "%s", why);
+    return st;
 }
 
 static dc_status_t dc_root_run(dc_node_t *n)
@@ -3090,7 +3123,7 @@ static dc_status_t dc_root_run(dc_node_t *n)
                 st = DC_OK;
                 break;
             }
-            dc_root_mem_done(n, v, st, &vs);
+            st = dc_root_mem_done(n, v, st, &vs);
         }
         if (st != DC_OK) {
             if (n->progress_line)
@@ -3176,6 +3209,7 @@ static dc_status_t dc_rx_run(dc_node_t *n)
         if (st != DC_OK)
             return st;
         dc_place_init(&n->place, n->layout);
+        n->place.dev = cfg->cuda_mem;
         for (size_t i = 0; i < cfg->nsegs && st == DC_OK; i++)
             st = dc_place_add(&n->place, cfg->segs[i].tensor, cfg->segs[i].offset,
                               cfg->segs[i].len, cfg->segs[i].ptr);
@@ -3220,6 +3254,34 @@ static dc_status_t dc_rx_run(dc_node_t *n)
                 n->dense_needed ? " (marked for dense refit)" : "");
     dc_node_serve(n);
     return n->finished ? n->result : DC_OK;
+}
+
+/* The weights' memory is what the caller says: CUDA memory needs the
+ * kernels and a GPU; host segments must not be device pointers (the CPU
+ * would fault on them). */
+static dc_status_t dc_node_check_mem(const dc_node_t *n)
+{
+    const dc_node_cfg_t *cfg = n->cfg;
+    if (cfg->cuda_mem) {
+        if (!DC_HAVE_CUDA)
+            return dc_error(DC_ERR_UNSUPPORTED,
+                            "node %u: weights in CUDA device memory, but this build has no "
+                            "CUDA kernels (nvcc was not found when it was configured)", n->me);
+        if (!dc_kern_cuda_available())
+            return dc_error(DC_ERR_UNSUPPORTED,
+                            "node %u: weights in CUDA device memory, but no usable GPU here "
+                            "(no CUDA driver or no device)", n->me);
+        if (cfg->weights || !cfg->segs)
+            return dc_error(DC_ERR_INVALID, "node %u: CUDA memory is given as segments, not "
+                            "a weights file", n->me);
+        return DC_OK;
+    }
+    for (size_t i = 0; cfg->segs && i < cfg->nsegs; i++)
+        if (cfg->segs[i].len && dc_verbs_is_cuda_ptr(cfg->segs[i].ptr))
+            return dc_error(DC_ERR_INVALID, "node %u: segment %zu (tensor %u) is CUDA device "
+                            "memory: say so (memory = DC_REFIT_MEM_CUDA)", n->me, i,
+                            cfg->segs[i].tensor);
+    return DC_OK;
 }
 
 dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
@@ -3274,6 +3336,8 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
                       n->me);
         goto out;
     }
+    if ((st = dc_node_check_mem(n)) != DC_OK)
+        goto out;
     if (cfg->source) {
         uint32_t nsend = 0;
         for (uint32_t i = 0; i < n->nnodes; i++) {

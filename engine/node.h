@@ -73,6 +73,9 @@ typedef struct dc_node_cfg {
      * baseline, copied at start: the sender keeps its own copy), each next
      * version comes from source->next */
     const dc_node_source_t *source;
+    /* segs (receiver's and memory sender's) point to CUDA device memory:
+     * chunks are copied across PCIe around the CPU codec */
+    int cuda_mem;
 } dc_node_cfg_t;
 
 /** Run the node until the job ends (root: all versions committed and BYE

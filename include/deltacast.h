@@ -680,7 +680,14 @@ typedef struct dc_refit_node_config {
     /* both */
     uint32_t abort_ms;          /**< silent receiver aborts a version (0: 4 x timeout_ms) */
     uint64_t chunk_size;        /**< 0: config chunk_size; must match the root's */
+    /* (added in 0.2: callers built against 0.1 pass the smaller size) */
+    uint32_t memory;            /**< where segments point: DC_REFIT_MEM_HOST, or
+                                     DC_REFIT_MEM_CUDA (device memory of a GPU;
+                                     chunks cross PCIe around the CPU codec) */
 } dc_refit_node_config_t;
+
+/** dc_refit_node_config_t.memory */
+enum { DC_REFIT_MEM_HOST = 0, DC_REFIT_MEM_CUDA = 1 };
 
 /**
  * Run one node until the job ends: on the root, until every version up to

@@ -64,6 +64,11 @@ if [ -x "$build/tests/verbs_test_ucx" ]; then
     grep -E '^\[(PASS|SKIP|FAIL)' "$log" || true
 fi
 
+echo "== weights in GPU memory in the engine (engine_api cuda_memory_*) =="
+DELTACAST_BIN="$build/cli/deltacast" "$build/tests/engine_test_api" --verbose \
+    --filter 'api/cuda_memory_*' >"$log" 2>&1 || { cat "$log"; exit 1; }
+grep -E '^\[(PASS|SKIP|FAIL)' "$log" || true
+
 echo "== CUDA kernel throughput =="
 bench="$build/tests/kernels/gpu_bench"
 [ -x "$bench" ] || { echo "gpu-check: $bench was not built" >&2; exit 1; }

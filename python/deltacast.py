@@ -86,7 +86,11 @@ class _RefitNodeConfig(ctypes.Structure):
                 ("tensors", ctypes.POINTER(_RefitTensor)), ("n_tensors", ctypes.c_size_t),
                 ("segments", ctypes.POINTER(_RefitSegment)), ("n_segments", ctypes.c_size_t),
                 ("initial_version", ctypes.c_uint64), ("durable", ctypes.c_int),
-                ("abort_ms", ctypes.c_uint32), ("chunk_size", ctypes.c_uint64)]
+                ("abort_ms", ctypes.c_uint32), ("chunk_size", ctypes.c_uint64),
+                ("memory", ctypes.c_uint32)]
+
+
+_MEMORY = {"host": 0, "cuda": 1}
 
 
 class _RefitVersionStats(ctypes.Structure):
@@ -341,14 +345,16 @@ def _writable_ptr(buf) -> tuple:
 def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | None = None,
              weights_path: str | None = None, tensors=None, segments=None,
              initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
-             durable: bool = False, wait_ms: int = 0, abort_ms: int = 0) -> None:
+             durable: bool = False, wait_ms: int = 0, abort_ms: int = 0,
+             memory: str = "host") -> None:
     """Run one node of a refit job until the job ends (blocks).
 
     Root (rank 0): versions_dir holds v0.safetensors .. vK.safetensors.
     Receiver: weights_path (a safetensors file updated in place) or memory:
     tensors = [(name, dtype, nelems), ...] and segments = [(tensor, byte
     offset, writable buffer), ...] (the placement map: canonical byte ranges
-    of each tensor -> your buffers, written in place).
+    of each tensor -> your buffers, written in place); memory="cuda" when
+    the segments are (device address, nbytes) of GPU memory.
     """
     keep = []
     cfg = _RefitNodeConfig()
@@ -364,6 +370,7 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
     cfg.abort_ms = abort_ms
     cfg.initial_version = initial_version
     cfg.chunk_size = chunk_size
+    cfg.memory = _MEMORY[memory]
     if tensors:
         tarr = (_RefitTensor * len(tensors))()
         for i, (name, dtype, n) in enumerate(tensors):
@@ -377,11 +384,16 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
 
 def _segments(segments, keep: list):
     """[(tensor, byte offset, buffer), ...] as a C array; the buffers' ctypes
-    views (and the array) are appended to keep, which must outlive its use."""
+    views (and the array) are appended to keep, which must outlive its use.
+    A buffer may also be (address, nbytes): memory the caller owns, e.g. a
+    CUDA tensor's data_ptr() with memory="cuda"."""
     sarr = (_RefitSegment * len(segments))()
     for i, (tensor, offset, buf) in enumerate(segments):
-        addr, length, ref = _writable_ptr(buf)
-        keep.append(ref)
+        if isinstance(buf, tuple):
+            addr, length = int(buf[0]), int(buf[1])
+        else:
+            addr, length, ref = _writable_ptr(buf)
+            keep.append(ref)
         sarr[i] = _RefitSegment(tensor.encode(), offset, length, addr)
     keep.append(sarr)
     return sarr
@@ -399,12 +411,14 @@ class Sender:
     buffers, which the trainer updated in place) and returns once every
     receiver applied and verified it and the commit record was written,
     with the version's figures; the buffers must not change meanwhile.
-    close() ends the job (BYE).  Also a context manager.
+    close() ends the job (BYE).  Also a context manager.  memory="cuda":
+    the segments are (device address, nbytes) of GPU memory.
     """
 
     def __init__(self, topo: Topology, state_dir: str, tensors, segments, *, rank: int = 0,
                  initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
-                 wait_ms: int = 0, abort_ms: int = 0, stats_path: str | None = None):
+                 wait_ms: int = 0, abort_ms: int = 0, stats_path: str | None = None,
+                 memory: str = "host"):
         self._keep = []
         self._topo = topo  # borrowed by the sender until close
         cfg = _RefitNodeConfig()
@@ -418,6 +432,7 @@ class Sender:
         cfg.abort_ms = abort_ms
         cfg.initial_version = initial_version
         cfg.chunk_size = chunk_size
+        cfg.memory = _MEMORY[memory]
         tarr = (_RefitTensor * len(tensors))()
         for i, (name, dtype, n) in enumerate(tensors):
             tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)

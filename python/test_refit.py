@@ -174,6 +174,19 @@ class Refit(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_cuda_memory_without_gpu_is_refused(self):
+        """memory="cuda" on a machine without a usable GPU: a clear error,
+        not a CPU read of device addresses."""
+        if dc.build_features().get("cuda") and os.path.exists("/dev/nvidia0"):
+            self.skipTest("a GPU is present: perf/gpu-check.sh runs the device-memory refit")
+        topo = dc.Topology.local(1, 1, free_port_block(2))
+        buf = bytearray(64)
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(dc.DeltacastError) as e:
+                dc.Sender(topo, tmp, [("w", "BF16", 32)], [("w", 0, buf)], memory="cuda")
+            self.assertIn("CUDA", str(e.exception))
+        topo.close()
+
 
 if __name__ == "__main__":
     unittest.main()

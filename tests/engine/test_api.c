@@ -5,7 +5,10 @@
 #include "refit_util.h"
 
 #include "deltacast.h"
+#include "kernels/kern_cuda.h"
 #include "kernels/safetensors.h"
+
+#include <pthread.h>
 #include "topology/topo.h"
 
 static job_t J;
@@ -294,6 +297,110 @@ Test(api, memory_sender_abort_is_reported)
     uint64_t v = 0;
     cr_assert_eq(dc_refit_committed(sd, &v, NULL, NULL), DC_OK);
     cr_assert_eq(v, 1);
+    trainer_free(&tr);
+    dc_topo_free(topo);
+}
+
+typedef struct rx_thread {
+    dc_refit_node_config_t cfg;
+    dc_status_t st;
+    char why[512];
+} rx_thread_t;
+
+static void *rx_main(void *arg)
+{
+    rx_thread_t *r = arg;
+    r->st = dc_refit_node_run(&r->cfg);
+    snprintf(r->why, sizeof(r->why), "%s", dc_last_error());
+    return NULL;
+}
+
+/* Weights in GPU memory: a sender (dc_refit_sender_*) and a receiver
+ * (dc_refit_node_run on a thread) whose segments are CUDA device memory,
+ * beside a receiver process on a file.  Without a GPU both are refused
+ * with the reason, and the transfer part is skipped. */
+Test(api, cuda_memory_sender_and_receiver)
+{
+    job_init(&J, 1, 2, "1e5", 1, "optimizer");
+    trainer_t tr = {0};
+    trainer_load(&tr, 0);
+    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
+    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    dc_topo_t *topo;
+    cr_assert_eq(dc_topo_synthetic_local(1, 2, (uint16_t)J.port, &topo), DC_OK);
+    char sd[256], rd[256];
+    snprintf(sd, sizeof(sd), "%s/state/0", J.dir);
+    snprintf(rd, sizeof(rd), "%s/state/2", J.dir);
+    dc_refit_node_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.size = sizeof(cfg);
+    cfg.topo = topo;
+    cfg.state_dir = sd;
+    cfg.tensors = tr.tens;
+    cfg.n_tensors = tr.nt;
+    cfg.n_segments = tr.ns;
+    cfg.chunk_size = 64 * 1024;
+    cfg.wait_ms = 20000;
+    cfg.memory = DC_REFIT_MEM_CUDA;
+    rx_thread_t rx;
+    memset(&rx, 0, sizeof(rx));
+    rx.cfg = cfg;
+    rx.cfg.rank = 2;
+    rx.cfg.state_dir = rd;
+    dc_refit_sender_t *s = NULL;
+    if (!dc_kern_cuda_available()) {
+        cfg.segments = tr.segs;
+        cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_ERR_UNSUPPORTED);
+        cr_assert(strstr(dc_last_error(), "CUDA"), "%s", dc_last_error());
+        rx.cfg.segments = tr.segs;
+        cr_assert_eq(dc_refit_node_run(&rx.cfg), DC_ERR_UNSUPPORTED);
+        cr_assert(strstr(dc_last_error(), "CUDA"), "%s", dc_last_error());
+        trainer_free(&tr);
+        dc_topo_free(topo);
+        cr_skip_test("no usable GPU (%s): device-memory refit not run",
+                     DC_HAVE_CUDA ? "no CUDA driver or device" : "built without nvcc");
+    }
+    /* device copies of v0: the trainer's and receiver 2's */
+    dc_refit_segment_t *ds = calloc(tr.ns, sizeof(*ds)), *dr = calloc(tr.ns, sizeof(*dr));
+    for (size_t k = 0; k < tr.ns; k++) {
+        ds[k] = dr[k] = tr.segs[k];
+        cr_assert_eq(dc_kern_cuda_malloc(&ds[k].ptr, tr.segs[k].length), DC_OK);
+        cr_assert_eq(dc_kern_cuda_malloc(&dr[k].ptr, tr.segs[k].length), DC_OK);
+        cr_assert_eq(dc_kern_cuda_h2d(ds[k].ptr, tr.segs[k].ptr, tr.segs[k].length), DC_OK);
+        cr_assert_eq(dc_kern_cuda_h2d(dr[k].ptr, tr.segs[k].ptr, tr.segs[k].length), DC_OK);
+    }
+    cfg.segments = ds;
+    cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
+    job_start(&J, 1, NULL, NULL);
+    rx.cfg.segments = dr;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, rx_main, &rx), 0);
+    trainer_load(&tr, 1);
+    for (size_t k = 0; k < tr.ns; k++)
+        cr_assert_eq(dc_kern_cuda_h2d(ds[k].ptr, tr.segs[k].ptr, tr.segs[k].length), DC_OK);
+    dc_refit_version_stats_t vs = {.size = sizeof(vs)};
+    dc_status_t st = dc_refit_sender_push(s, NULL, 0, &vs);
+    if (st != DC_OK)
+        job_dump_logs(&J);
+    cr_assert_eq(st, DC_OK, "%s", dc_last_error());
+    cr_assert_eq(vs.repair_bytes, 0);
+    cr_assert(job_exact(&J, 1, 1), "receiver 1 (file) is not v1");
+    cr_assert_eq(dc_refit_sender_close(s), DC_OK, "%s", dc_last_error());
+    pthread_join(th, NULL);
+    cr_assert_eq(rx.st, DC_OK, "device receiver: %s", rx.why);
+    for (size_t k = 0; k < tr.ns; k++) {
+        uint8_t *back = malloc(tr.segs[k].length);
+        cr_assert_eq(dc_kern_cuda_d2h(back, dr[k].ptr, tr.segs[k].length), DC_OK);
+        cr_assert(memcmp(back, tr.segs[k].ptr, tr.segs[k].length) == 0,
+                  "device receiver segment %zu is not v1", k);
+        free(back);
+        dc_kern_cuda_free(ds[k].ptr);
+        dc_kern_cuda_free(dr[k].ptr);
+    }
+    cr_assert_eq(job_wait(&J, 1, 20), 0);
+    free(ds);
+    free(dr);
     trainer_free(&tr);
     dc_topo_free(topo);
 }
