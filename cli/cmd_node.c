@@ -1,6 +1,7 @@
 /* cmd_node.c - `deltacast node`: one process of a refit job. */
 #include "cli.h"
 #include "engine/node.h"
+#include "kernels/safetensors.h"
 #include "util/dc_util.h"
 
 #include <getopt.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void dc_node_help(FILE *fp)
 {
@@ -40,6 +42,10 @@ static void dc_node_help(FILE *fp)
             "  --stats FILE             write per-version figures as JSON\n"
             "  --wait-ms T              wait T ms for every receiver to join (60000)\n"
             "  --progress               progress line on stderr\n"
+            "  --from-memory            node 0 as a trainer embedding the library: holds\n"
+            "                           the weights in its own memory (each vN read into\n"
+            "                           the same buffers, as an optimizer step would) and\n"
+            "                           sends them with dc_refit_sender_push\n"
             " receiver:\n"
             "  --weights FILE           this node's checkpoint copy, updated in place\n"
             "  --initial-version V      version of FILE when there is no commit record (0)\n"
@@ -73,11 +79,141 @@ static int dc_node_subst_rank(char *out, size_t len, const char *in, uint32_t ra
     return 0;
 }
 
+/* The trainer's memory: one buffer per tensor, in canonical order. */
+typedef struct dc_mem_trainer {
+    size_t n;
+    dc_refit_tensor_t *tens;
+    dc_refit_segment_t *segs;
+} dc_mem_trainer_t;
+
+static void dc_mem_trainer_free(dc_mem_trainer_t *t)
+{
+    for (size_t i = 0; t->segs && i < t->n; i++) {
+        free(t->segs[i].ptr);
+        free((char *)t->tens[i].name);
+    }
+    free(t->segs);
+    free(t->tens);
+}
+
+/* Read version v of dir into the trainer's buffers (allocated on the first
+ * call, from that file's tensor list; later files must have the same). */
+static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, const char *dir, uint64_t v)
+{
+    char path[PATH_MAX];
+    if (dc_node_version_path(path, sizeof(path), dir, v) != 0)
+        return dc_error(DC_ERR_INVALID, "versions dir path too long");
+    dc_st_file_t *f = NULL;
+    dc_status_t st = dc_st_open(path, DC_ST_READ, &f);
+    if (st != DC_OK)
+        return st;
+    size_t n = dc_st_count(f);
+    if (!t->segs) {
+        t->tens = calloc(n ? n : 1, sizeof(*t->tens));
+        t->segs = calloc(n ? n : 1, sizeof(*t->segs));
+        if (!t->tens || !t->segs) {
+            dc_st_close(f);
+            return dc_error(DC_ERR_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) {
+            const dc_st_tensor_t *x = dc_st_tensor(f, i);
+            uint64_t len = x->end - x->begin;
+            char *name = strdup(x->name);
+            void *buf = malloc(len ? len : 1);
+            if (!name || !buf) {
+                free(name);
+                free(buf);
+                dc_st_close(f);
+                return dc_error(DC_ERR_NOMEM, "out of memory for tensor '%s'", x->name);
+            }
+            t->tens[i] = (dc_refit_tensor_t){name, dc_dtype_name(x->dtype), x->nelems};
+            t->segs[i] = (dc_refit_segment_t){name, 0, len, buf};
+            t->n = i + 1;
+        }
+    }
+    if (n != t->n) {
+        dc_st_close(f);
+        return dc_error(DC_ERR_UNSUPPORTED, "%s has %zu tensors, the job %zu", path, n, t->n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const dc_st_tensor_t *x = dc_st_tensor(f, i);
+        if (strcmp(x->name, t->tens[i].name) != 0 || x->end - x->begin != t->segs[i].length) {
+            dc_st_close(f);
+            return dc_error(DC_ERR_UNSUPPORTED, "%s: tensor %zu ('%s') differs from the job's "
+                            "('%s')", path, i, x->name, t->tens[i].name);
+        }
+        memcpy(t->segs[i].ptr, dc_st_data(f, x), t->segs[i].length);
+    }
+    dc_st_close(f);
+    return DC_OK;
+}
+
+/* Node 0 as a trainer that embeds the library: versions_dir/vN.safetensors
+ * stand for its optimizer steps. */
+static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
+{
+    uint64_t committed = nc->initial_version, b = 0, d[2];
+    dc_status_t st = dc_refit_committed(nc->state_dir, &committed, &b, d);
+    if (st == DC_ERR_NOT_FOUND)
+        committed = nc->initial_version;
+    else if (st != DC_OK)
+        return st;
+    uint64_t last = nc->nversions;
+    if (!last) {
+        char p[PATH_MAX];
+        for (last = committed; dc_node_version_path(p, sizeof(p), nc->versions_dir,
+                                                    last + 1) == 0 && access(p, R_OK) == 0;)
+            last++;
+    }
+    dc_mem_trainer_t tr = {0};
+    st = dc_mem_trainer_load(&tr, nc->versions_dir, committed);
+    dc_refit_sender_t *s = NULL;
+    if (st == DC_OK) {
+        dc_refit_node_config_t cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.size = sizeof(cfg);
+        cfg.topo = nc->topo;
+        cfg.rank = 0;
+        cfg.state_dir = nc->state_dir;
+        cfg.dense = nc->dense;
+        cfg.stats_path = nc->stats_path;
+        cfg.wait_ms = nc->wait_ms;
+        cfg.tensors = tr.tens;
+        cfg.n_tensors = tr.n;
+        cfg.segments = tr.segs;
+        cfg.n_segments = tr.n;
+        cfg.initial_version = nc->initial_version;
+        cfg.abort_ms = nc->abort_ms;
+        cfg.chunk_size = nc->chunk_size;
+        if (nc->transport)
+            dc_config_set("transport", nc->transport);
+        st = dc_refit_sender_open(&cfg, &s);
+    }
+    for (uint64_t v = committed + 1; st == DC_OK && v <= last; v++) {
+        st = dc_mem_trainer_load(&tr, nc->versions_dir, v);
+        dc_refit_version_stats_t vs = {.size = sizeof(vs)};
+        if (st == DC_OK)
+            st = dc_refit_sender_push(s, NULL, 0, &vs);
+        if (st == DC_OK)
+            DC_LOG_INFO("root: version %llu committed in %.3f s (%llu payload bytes)",
+                        (unsigned long long)vs.version, vs.seconds,
+                        (unsigned long long)vs.payload_bytes);
+    }
+    char why[1024] = "";
+    if (st != DC_OK)
+        snprintf(why, sizeof(why), "%s", dc_last_error());
+    dc_status_t cst = s ? dc_refit_sender_close(s) : DC_OK;
+    dc_mem_trainer_free(&tr);
+    if (st != DC_OK)
+        return dc_error(st, "%s", why);
+    return cst;
+}
+
 int dc_cmd_node(int argc, char **argv)
 {
     enum { O_TOPO = 1, O_LOCAL, O_RANK, O_STATE, O_VERSIONS, O_COUNT, O_DENSE, O_STATS,
            O_WAIT, O_PROGRESS, O_WEIGHTS, O_INITIAL, O_DURABLE, O_ABORT, O_CHUNK,
-           O_TRANSPORT, O_ROLE, O_LISTEN };
+           O_TRANSPORT, O_ROLE, O_LISTEN, O_FROM_MEMORY };
     static const struct option opts[] = {
         {"topology", required_argument, NULL, O_TOPO},
         {"local", required_argument, NULL, O_LOCAL},
@@ -97,6 +233,7 @@ int dc_cmd_node(int argc, char **argv)
         {"transport", required_argument, NULL, O_TRANSPORT},
         {"role", required_argument, NULL, O_ROLE},
         {"listen", required_argument, NULL, O_LISTEN},
+        {"from-memory", no_argument, NULL, O_FROM_MEMORY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -105,6 +242,7 @@ int dc_cmd_node(int argc, char **argv)
     const char *topo_path = NULL, *local = NULL;
     int64_t rank = -1;
     uint64_t u;
+    int from_memory = 0;
     optind = 1;
     int c;
     while ((c = dc_cli_getopt("node", argc, argv, "h", opts)) != -1) {
@@ -150,6 +288,7 @@ int dc_cmd_node(int argc, char **argv)
                 return DC_EXIT_USAGE;
             break;
         case O_TRANSPORT: cfg.transport = optarg; break;
+        case O_FROM_MEMORY: from_memory = 1; break;
         case O_ROLE:
         case O_LISTEN:
             return dc_cli_usage_error("node", "--role/--listen are taken from the topology "
@@ -226,7 +365,11 @@ int dc_cmd_node(int argc, char **argv)
         return dc_cli_usage_error("node", "a receiver needs --weights FILE");
     }
     cfg.topo = topo;
-    st = dc_node_run(&cfg);
+    if (from_memory && cfg.rank != 0) {
+        dc_topo_free(topo);
+        return dc_cli_usage_error("node", "--from-memory is for node 0 (the only sender)");
+    }
+    st = from_memory ? dc_node_from_memory(&cfg) : dc_node_run(&cfg);
     dc_topo_free(topo);
     if (st != DC_OK)
         return dc_cli_fail("node", st, "rank %u", cfg.rank);

@@ -48,6 +48,7 @@ typedef struct rb_opts {
     double wan_bps;
     const char *wan_text;
     int json, keep, no_dense, netns_off, demo;
+    int from_memory;    /* the root sends from memory through the library */
     uint64_t chunk_size;
     const char *workdir;
     const char *plot;
@@ -360,8 +361,9 @@ static pid_t rb_spawn(rb_ctx_t *c, int rank, int dense, uint32_t upto, const cha
             snprintf(err, sizeof(err), "2>>'%s/log0'", c->dir);
         k = snprintf(cmd, sizeof(cmd),
                  "exec %s'%s' node --topology '%s/topo.yaml' --rank 0 --versions '%s/ver' "
-                 "--count %u --state '%s/state/0' --stats '%s' --wait-ms 120000 %s %s",
-                 ns, c->self, c->dir, c->dir, upto, c->dir, stats, dense ? "--dense" : "", err);
+                 "--count %u --state '%s/state/0' --stats '%s' --wait-ms 120000 %s %s %s",
+                 ns, c->self, c->dir, c->dir, upto, c->dir, stats, dense ? "--dense" : "",
+                 c->o.from_memory ? "--from-memory" : "", err);
     } else if (sender) { /* another trainer shard: reads only its own chunks */
         k = snprintf(cmd, sizeof(cmd),
                  "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --versions '%s/ver' "
@@ -594,6 +596,8 @@ static void dc_perf_refit_help(FILE *fp)
             "  --keep                   do not delete the work directory\n"
             "  --plot FILE              PNG plot (default WORKDIR/refit.png)\n"
             "  --transport T            tcp (default), ucx\n"
+            "  --from-memory            the trainer holds its weights in memory and sends\n"
+            "                           through the library (deltacast node --from-memory)\n"
             "  --seed S                 model seed (default 1)\n"
             "  --json                   JSON on stdout\n"
             "  -h, --help               show this help\n"
@@ -605,7 +609,8 @@ static void dc_perf_refit_help(FILE *fp)
 static int rb_parse(int argc, char **argv, rb_opts_t *o)
 {
     enum { O_RECV = 1, O_SENDERS, O_REG, O_PARAMS, O_RATE, O_MODEL, O_WAN, O_VERS, O_CHUNK, O_NODENSE,
-           O_NONETNS, O_WORK, O_KEEP, O_PLOT, O_TRANSPORT, O_SEED, O_JSON, O_DEMO };
+           O_NONETNS, O_WORK, O_KEEP, O_PLOT, O_TRANSPORT, O_SEED, O_JSON, O_DEMO,
+           O_FROM_MEMORY };
     static const struct option opts[] = {
         {"receivers", required_argument, NULL, O_RECV},
         {"senders", required_argument, NULL, O_SENDERS},
@@ -625,6 +630,7 @@ static int rb_parse(int argc, char **argv, rb_opts_t *o)
         {"seed", required_argument, NULL, O_SEED},
         {"json", no_argument, NULL, O_JSON},
         {"demo", no_argument, NULL, O_DEMO},
+        {"from-memory", no_argument, NULL, O_FROM_MEMORY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -699,6 +705,7 @@ static int rb_parse(int argc, char **argv, rb_opts_t *o)
             break;
         case O_JSON: o->json = 1; break;
         case O_DEMO: o->demo = 1; break;
+        case O_FROM_MEMORY: o->from_memory = 1; break;
         default:
             return DC_EXIT_USAGE;
         }
@@ -709,6 +716,8 @@ static int rb_parse(int argc, char **argv, rb_opts_t *o)
         return dc_cli_usage_error("perf refit", "need 1 <= --regions <= --receivers");
     if (o->receivers + o->senders > RB_MAX_NODES - 1)
         return dc_cli_usage_error("perf refit", "at most %d receivers", RB_MAX_NODES - 2);
+    if (o->from_memory && o->senders != 1)
+        return dc_cli_usage_error("perf refit", "--from-memory takes one sender");
     if (o->regions > 200)
         return dc_cli_usage_error("perf refit", "at most 200 regions");
     if (o->versions == 0 || o->versions > 100)
@@ -883,6 +892,8 @@ int dc_cmd_perf_refit(int argc, char **argv)
     }
     json_object_set_new(out, "receivers", json_integer(c->o.receivers));
     json_object_set_new(out, "senders", json_integer(c->o.senders));
+    json_object_set_new(out, "sender_memory", json_string(c->o.from_memory ? "host (library)"
+                                                                           : "file"));
     json_object_set_new(out, "regions", json_integer(c->o.regions));
     json_object_set_new(out, "params", json_integer((json_int_t)gr.params));
     json_object_set_new(out, "model", json_string(c->o.inject ? "inject" : "optimizer"));
