@@ -155,34 +155,58 @@ static void trainer_free(trainer_t *tr)
     free(tr->tens);
 }
 
+/* A job of regions x per receivers whose node 0 is this process's trainer
+ * (tr holds v0); cfg is set up for a memory sender on tr's buffers, its
+ * state in sd. */
+typedef struct trainer_job {
+    trainer_t tr;
+    dc_topo_t *topo;
+    char sd[256];
+    dc_refit_node_config_t cfg;
+} trainer_job_t;
+
+static void trainer_job_init(trainer_job_t *t, int regions, int per, const char *params,
+                             int versions)
+{
+    memset(t, 0, sizeof(*t));
+    job_init(&J, regions, per, params, versions, "optimizer");
+    trainer_load(&t->tr, 0);
+    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
+    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    cr_assert_eq(dc_topo_synthetic_local((uint32_t)regions, (uint32_t)per, (uint16_t)J.port,
+                                         &t->topo),
+                 DC_OK);
+    snprintf(t->sd, sizeof(t->sd), "%s/state/0", J.dir);
+    dc_refit_node_config_t *cfg = &t->cfg;
+    cfg->size = sizeof(*cfg);
+    cfg->topo = t->topo;
+    cfg->rank = 0;
+    cfg->state_dir = t->sd;
+    cfg->tensors = t->tr.tens;
+    cfg->n_tensors = t->tr.nt;
+    cfg->segments = t->tr.segs;
+    cfg->n_segments = t->tr.ns;
+    cfg->chunk_size = 64 * 1024;
+    cfg->wait_ms = 20000;
+}
+
+static void trainer_job_fini(trainer_job_t *t)
+{
+    trainer_free(&t->tr);
+    dc_topo_free(t->topo);
+}
+
 /* A trainer embedding the library: the sender's versions come from its
  * memory (dc_refit_sender_push), receivers are `deltacast node` processes
  * in two regions.  Three versions, pushed in place and then from other
  * buffers; a bad push fails alone; every receiver byte-exact after each. */
 Test(api, memory_sender_pushes_versions)
 {
-    job_init(&J, 2, 1, "2e5", 3, "optimizer");
-    trainer_t tr = {0};
-    trainer_load(&tr, 0);
-    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
-    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
-    setenv("DELTACAST_TRANSPORT", "tcp", 1);
-    dc_topo_t *topo;
-    cr_assert_eq(dc_topo_synthetic_local(2, 1, (uint16_t)J.port, &topo), DC_OK);
-    char sd[256];
-    snprintf(sd, sizeof(sd), "%s/state/0", J.dir);
-    dc_refit_node_config_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.topo = topo;
-    cfg.rank = 0;
-    cfg.state_dir = sd;
-    cfg.tensors = tr.tens;
-    cfg.n_tensors = tr.nt;
-    cfg.segments = tr.segs;
-    cfg.n_segments = tr.ns;
-    cfg.chunk_size = 64 * 1024;
-    cfg.wait_ms = 20000;
+    trainer_job_t T;
+    trainer_job_init(&T, 2, 1, "2e5", 3);
+    trainer_t *tr = &T.tr;
+    dc_refit_node_config_t cfg = T.cfg;
     dc_refit_sender_t *s = NULL;
     /* a sender from memory takes its versions from push, not a directory */
     cfg.versions_dir = J.dir;
@@ -193,7 +217,7 @@ Test(api, memory_sender_pushes_versions)
     job_start(&J, 1, NULL, NULL);
     job_start(&J, 2, NULL, NULL);
     for (int v = 1; v <= 2; v++) {
-        trainer_load(&tr, v);
+        trainer_load(tr, v);
         dc_refit_version_stats_t vs = {.size = sizeof(vs)};
         dc_status_t st = dc_refit_sender_push(s, NULL, 0, &vs);
         if (st != DC_OK)
@@ -213,7 +237,7 @@ Test(api, memory_sender_pushes_versions)
         if (v == 1) {
             /* a placement that leaves a tensor's bytes uncovered: refused
              * before the job sees it */
-            cr_assert_eq(dc_refit_sender_push(s, tr.segs, tr.ns - 1, NULL), DC_ERR_INVALID);
+            cr_assert_eq(dc_refit_sender_push(s, tr->segs, tr->ns - 1, NULL), DC_ERR_INVALID);
             cr_assert(strstr(dc_last_error(), "segments"), "%s", dc_last_error());
         }
     }
@@ -222,16 +246,16 @@ Test(api, memory_sender_pushes_versions)
     snprintf(p, sizeof(p), "%s/ver/v3.safetensors", J.dir);
     dc_st_file_t *f;
     cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK);
-    dc_refit_segment_t *one = calloc(tr.nt, sizeof(*one));
-    for (size_t i = 0; i < tr.nt; i++) {
+    dc_refit_segment_t *one = calloc(tr->nt, sizeof(*one));
+    for (size_t i = 0; i < tr->nt; i++) {
         const dc_st_tensor_t *t = dc_st_tensor(f, i);
         uint64_t len = t->end - t->begin;
-        one[i] = (dc_refit_segment_t){tr.tens[i].name, 0, len, malloc(len ? len : 1)};
+        one[i] = (dc_refit_segment_t){tr->tens[i].name, 0, len, malloc(len ? len : 1)};
         memcpy(one[i].ptr, dc_st_data(f, t), len);
     }
     dc_st_close(f);
     dc_refit_version_stats_t vs = {.size = sizeof(vs)};
-    cr_assert_eq(dc_refit_sender_push(s, one, tr.nt, &vs), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_refit_sender_push(s, one, tr->nt, &vs), DC_OK, "%s", dc_last_error());
     cr_assert_eq(vs.version, 3);
     cr_assert_eq(vs.repair_bytes, 0);
     job_expect_all_exact(&J, 3);
@@ -239,14 +263,13 @@ Test(api, memory_sender_pushes_versions)
     for (int i = 1; i <= 2; i++)
         cr_assert_eq(job_wait(&J, i, 20), 0, "receiver %d did not end cleanly", i);
     uint64_t v = 0, b = 0, d[2];
-    cr_assert_eq(dc_refit_committed(sd, &v, &b, d), DC_OK);
+    cr_assert_eq(dc_refit_committed(T.sd, &v, &b, d), DC_OK);
     cr_assert_eq(v, 3);
     cr_assert_eq(b, 2);
-    for (size_t i = 0; i < tr.nt; i++)
+    for (size_t i = 0; i < tr->nt; i++)
         free(one[i].ptr);
     free(one);
-    trainer_free(&tr);
-    dc_topo_free(topo);
+    trainer_job_fini(&T);
 }
 
 /* A receiver lost before a push: the version is aborted (push says
@@ -254,39 +277,22 @@ Test(api, memory_sender_pushes_versions)
  * and the sender refuses further pushes with the same reason. */
 Test(api, memory_sender_abort_is_reported)
 {
-    job_init(&J, 1, 2, "1e5", 2, "optimizer");
-    trainer_t tr = {0};
-    trainer_load(&tr, 0);
-    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
-    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
-    setenv("DELTACAST_TRANSPORT", "tcp", 1);
-    dc_topo_t *topo;
-    cr_assert_eq(dc_topo_synthetic_local(1, 2, (uint16_t)J.port, &topo), DC_OK);
-    char sd[256];
-    snprintf(sd, sizeof(sd), "%s/state/0", J.dir);
-    dc_refit_node_config_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.topo = topo;
-    cfg.state_dir = sd;
-    cfg.tensors = tr.tens;
-    cfg.n_tensors = tr.nt;
-    cfg.segments = tr.segs;
-    cfg.n_segments = tr.ns;
-    cfg.chunk_size = 64 * 1024;
-    cfg.wait_ms = 20000;
+    trainer_job_t T;
+    trainer_job_init(&T, 1, 2, "1e5", 2);
+    trainer_t *tr = &T.tr;
+    dc_refit_node_config_t cfg = T.cfg;
     cfg.abort_ms = 1500;
     dc_refit_sender_t *s = NULL;
     cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
     job_start(&J, 1, NULL, NULL);
     job_start(&J, 2, NULL, NULL);
-    trainer_load(&tr, 1);
+    trainer_load(tr, 1);
     cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_OK, "%s", dc_last_error());
     job_expect_all_exact(&J, 1);
     kill(J.pid[2], SIGKILL);
     waitpid(J.pid[2], NULL, 0);
     J.pid[2] = 0;
-    trainer_load(&tr, 2);
+    trainer_load(tr, 2);
     cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_ERR_CANCELED, "%s",
                  dc_last_error());
     cr_assert(strstr(dc_last_error(), "aborted"), "%s", dc_last_error());
@@ -295,10 +301,9 @@ Test(api, memory_sender_abort_is_reported)
     cr_assert_eq(job_wait(&J, 1, 20), 0, "receiver 1 did not end cleanly");
     cr_assert(job_exact(&J, 1, 1), "receiver 1 is not back at the baseline v1");
     uint64_t v = 0;
-    cr_assert_eq(dc_refit_committed(sd, &v, NULL, NULL), DC_OK);
+    cr_assert_eq(dc_refit_committed(T.sd, &v, NULL, NULL), DC_OK);
     cr_assert_eq(v, 1);
-    trainer_free(&tr);
-    dc_topo_free(topo);
+    trainer_job_fini(&T);
 }
 
 typedef struct rx_thread {
@@ -321,27 +326,12 @@ static void *rx_main(void *arg)
  * with the reason, and the transfer part is skipped. */
 Test(api, cuda_memory_sender_and_receiver)
 {
-    job_init(&J, 1, 2, "1e5", 1, "optimizer");
-    trainer_t tr = {0};
-    trainer_load(&tr, 0);
-    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
-    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
-    setenv("DELTACAST_TRANSPORT", "tcp", 1);
-    dc_topo_t *topo;
-    cr_assert_eq(dc_topo_synthetic_local(1, 2, (uint16_t)J.port, &topo), DC_OK);
-    char sd[256], rd[256];
-    snprintf(sd, sizeof(sd), "%s/state/0", J.dir);
+    trainer_job_t T;
+    trainer_job_init(&T, 1, 2, "1e5", 1);
+    trainer_t *tr = &T.tr;
+    dc_refit_node_config_t cfg = T.cfg;
+    char rd[256];
     snprintf(rd, sizeof(rd), "%s/state/2", J.dir);
-    dc_refit_node_config_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.topo = topo;
-    cfg.state_dir = sd;
-    cfg.tensors = tr.tens;
-    cfg.n_tensors = tr.nt;
-    cfg.n_segments = tr.ns;
-    cfg.chunk_size = 64 * 1024;
-    cfg.wait_ms = 20000;
     cfg.memory = DC_REFIT_MEM_CUDA;
     rx_thread_t rx;
     memset(&rx, 0, sizeof(rx));
@@ -350,25 +340,24 @@ Test(api, cuda_memory_sender_and_receiver)
     rx.cfg.state_dir = rd;
     dc_refit_sender_t *s = NULL;
     if (!dc_kern_cuda_available()) {
-        cfg.segments = tr.segs;
+        cfg.segments = tr->segs;
         cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_ERR_UNSUPPORTED);
         cr_assert(strstr(dc_last_error(), "CUDA"), "%s", dc_last_error());
-        rx.cfg.segments = tr.segs;
+        rx.cfg.segments = tr->segs;
         cr_assert_eq(dc_refit_node_run(&rx.cfg), DC_ERR_UNSUPPORTED);
         cr_assert(strstr(dc_last_error(), "CUDA"), "%s", dc_last_error());
-        trainer_free(&tr);
-        dc_topo_free(topo);
+        trainer_job_fini(&T);
         cr_skip_test("no usable GPU (%s): device-memory refit not run",
                      DC_HAVE_CUDA ? "no CUDA driver or device" : "built without nvcc");
     }
     /* device copies of v0: the trainer's and receiver 2's */
-    dc_refit_segment_t *ds = calloc(tr.ns, sizeof(*ds)), *dr = calloc(tr.ns, sizeof(*dr));
-    for (size_t k = 0; k < tr.ns; k++) {
-        ds[k] = dr[k] = tr.segs[k];
-        cr_assert_eq(dc_kern_cuda_malloc(&ds[k].ptr, tr.segs[k].length), DC_OK);
-        cr_assert_eq(dc_kern_cuda_malloc(&dr[k].ptr, tr.segs[k].length), DC_OK);
-        cr_assert_eq(dc_kern_cuda_h2d(ds[k].ptr, tr.segs[k].ptr, tr.segs[k].length), DC_OK);
-        cr_assert_eq(dc_kern_cuda_h2d(dr[k].ptr, tr.segs[k].ptr, tr.segs[k].length), DC_OK);
+    dc_refit_segment_t *ds = calloc(tr->ns, sizeof(*ds)), *dr = calloc(tr->ns, sizeof(*dr));
+    for (size_t k = 0; k < tr->ns; k++) {
+        ds[k] = dr[k] = tr->segs[k];
+        cr_assert_eq(dc_kern_cuda_malloc(&ds[k].ptr, tr->segs[k].length), DC_OK);
+        cr_assert_eq(dc_kern_cuda_malloc(&dr[k].ptr, tr->segs[k].length), DC_OK);
+        cr_assert_eq(dc_kern_cuda_h2d(ds[k].ptr, tr->segs[k].ptr, tr->segs[k].length), DC_OK);
+        cr_assert_eq(dc_kern_cuda_h2d(dr[k].ptr, tr->segs[k].ptr, tr->segs[k].length), DC_OK);
     }
     cfg.segments = ds;
     cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
@@ -376,9 +365,9 @@ Test(api, cuda_memory_sender_and_receiver)
     rx.cfg.segments = dr;
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, rx_main, &rx), 0);
-    trainer_load(&tr, 1);
-    for (size_t k = 0; k < tr.ns; k++)
-        cr_assert_eq(dc_kern_cuda_h2d(ds[k].ptr, tr.segs[k].ptr, tr.segs[k].length), DC_OK);
+    trainer_load(tr, 1);
+    for (size_t k = 0; k < tr->ns; k++)
+        cr_assert_eq(dc_kern_cuda_h2d(ds[k].ptr, tr->segs[k].ptr, tr->segs[k].length), DC_OK);
     dc_refit_version_stats_t vs = {.size = sizeof(vs)};
     dc_status_t st = dc_refit_sender_push(s, NULL, 0, &vs);
     if (st != DC_OK)
@@ -389,10 +378,10 @@ Test(api, cuda_memory_sender_and_receiver)
     cr_assert_eq(dc_refit_sender_close(s), DC_OK, "%s", dc_last_error());
     pthread_join(th, NULL);
     cr_assert_eq(rx.st, DC_OK, "device receiver: %s", rx.why);
-    for (size_t k = 0; k < tr.ns; k++) {
-        uint8_t *back = malloc(tr.segs[k].length);
-        cr_assert_eq(dc_kern_cuda_d2h(back, dr[k].ptr, tr.segs[k].length), DC_OK);
-        cr_assert(memcmp(back, tr.segs[k].ptr, tr.segs[k].length) == 0,
+    for (size_t k = 0; k < tr->ns; k++) {
+        uint8_t *back = malloc(tr->segs[k].length);
+        cr_assert_eq(dc_kern_cuda_d2h(back, dr[k].ptr, tr->segs[k].length), DC_OK);
+        cr_assert(memcmp(back, tr->segs[k].ptr, tr->segs[k].length) == 0,
                   "device receiver segment %zu is not v1", k);
         free(back);
         dc_kern_cuda_free(ds[k].ptr);
@@ -401,8 +390,7 @@ Test(api, cuda_memory_sender_and_receiver)
     cr_assert_eq(job_wait(&J, 1, 20), 0);
     free(ds);
     free(dr);
-    trainer_free(&tr);
-    dc_topo_free(topo);
+    trainer_job_fini(&T);
 }
 
 /* `deltacast node --from-memory`: node 0 as a trainer embedding the
