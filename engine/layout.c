@@ -156,6 +156,8 @@ dc_status_t dc_place_add(dc_place_t *p, uint32_t tensor, uint64_t offset, uint64
     return DC_OK;
 }
 
+static size_t dc_place_find(const dc_place_t *p, uint32_t t, uint64_t off);
+
 static int dc_place_cmp(const void *a, const void *b)
 {
     const dc_place_seg_t *x = a, *y = b;
@@ -187,6 +189,37 @@ dc_status_t dc_place_finish(dc_place_t *p)
             return dc_error(DC_ERR_INVALID, "placement: tensor '%s' covered up to %llu of %llu bytes",
                             l->tensors[t].name, (unsigned long long)at,
                             (unsigned long long)l->tensors[t].nbytes);
+    }
+    return DC_OK;
+}
+
+dc_status_t dc_place_finish_chunks(dc_place_t *p, const uint8_t *want)
+{
+    const dc_layout_t *l = p->layout;
+    if (p->nsegs)
+        qsort(p->segs, p->nsegs, sizeof(*p->segs), dc_place_cmp);
+    for (size_t k = 1; k < p->nsegs; k++) {
+        const dc_place_seg_t *a = &p->segs[k - 1], *b = &p->segs[k];
+        if (a->tensor == b->tensor && a->offset + a->len > b->offset)
+            return dc_error(DC_ERR_INVALID, "placement: tensor '%s' has an overlap at byte %llu",
+                            l->tensors[b->tensor].name, (unsigned long long)b->offset);
+    }
+    for (uint32_t c = 0; c < l->nchunks; c++) {
+        if (!want[c])
+            continue;
+        const dc_layout_chunk_t *ch = &l->chunks[c];
+        uint64_t at = ch->offset, end = ch->offset + ch->len;
+        size_t k = dc_place_find(p, ch->tensor, at);
+        while (at < end && k < p->nsegs && p->segs[k].tensor == ch->tensor &&
+               p->segs[k].offset <= at) {
+            at = p->segs[k].offset + p->segs[k].len;
+            k++;
+        }
+        if (at < end)
+            return dc_error(DC_ERR_INVALID, "placement: tensor '%s' bytes %llu..%llu (chunk %u, "
+                            "sent by this sender) are not covered from byte %llu",
+                            l->tensors[ch->tensor].name, (unsigned long long)ch->offset,
+                            (unsigned long long)end, c, (unsigned long long)at);
     }
     return DC_OK;
 }
@@ -299,4 +332,30 @@ dc_status_t dc_place_digest(const dc_place_t *p, uint32_t chunk, uint8_t *scratc
     }
     *out = dc_digest128(ptr, c->len);
     return DC_OK;
+}
+
+void dc_layout_chunk_map(const dc_layout_t *l, const dc_tree_t *tree, uint32_t nshards,
+                         uint8_t *shard, uint32_t *stream, uint32_t *src)
+{
+    uint32_t S = nshards ? nshards : 1;
+    const dc_tree_stream_t *streams = dc_tree_streams(tree);
+    uint32_t first = 0, prev = UINT32_MAX, t = 0;
+    uint64_t tbase = 0; /* canonical offset of tensor t */
+    for (uint32_t c = 0; c < l->nchunks; c++) {
+        const dc_layout_chunk_t *lc = &l->chunks[c];
+        while (t < lc->tensor)
+            tbase += l->tensors[t++].nbytes;
+        uint64_t off = tbase + lc->offset; /* < 2^58: off * S fits */
+        uint32_t sh = l->total_bytes ? (uint32_t)(off * S / l->total_bytes) : 0;
+        if (sh >= S)
+            sh = S - 1;
+        if (sh != prev) {
+            first = c;
+            prev = sh;
+        }
+        shard[c] = (uint8_t)sh;
+        uint32_t s = dc_tree_stream_of(tree, sh, c - first);
+        stream[c] = s;
+        src[c] = s == UINT32_MAX ? UINT32_MAX : streams[s].source;
+    }
 }

@@ -89,6 +89,10 @@ dc_status_t dc_place_add(dc_place_t *p, uint32_t tensor, uint64_t offset, uint64
                          void *ptr);
 /** Sort and check that the segments cover every tensor exactly once. */
 dc_status_t dc_place_finish(dc_place_t *p);
+/** Sort and check that no two segments overlap and that every chunk c with
+ *  want[c] set is covered (a shard's placement: other bytes may be absent;
+ *  only wanted chunks may then be read or written). */
+dc_status_t dc_place_finish_chunks(dc_place_t *p, const uint8_t *want);
 /** Placement of a whole safetensors mapping (one segment per tensor). */
 dc_status_t dc_place_from_st(dc_place_t *p, const dc_layout_t *l, const dc_st_file_t *f);
 
@@ -104,5 +108,20 @@ dc_status_t dc_place_write(const dc_place_t *p, uint32_t chunk, const uint8_t *s
  *  when the chunk spans segments or is in device memory). */
 dc_status_t dc_place_digest(const dc_place_t *p, uint32_t chunk, uint8_t *scratch,
                             dc_digest_t *out);
+
+/* --- chunks -> shards -> streams -> senders ------------------------------ */
+
+/**
+ * Which shard, stream and sender each chunk belongs to (the same on every
+ * node: a function of the layout and the plan).  The rule: a chunk belongs
+ * to the shard holding its first canonical byte (the tensors' bytes one
+ * after the other in the layout's order), shard = floor(offset * nshards /
+ * total_bytes); its index within the shard picks the stream
+ * (dc_tree_stream_of), whose source is the sender that broadcasts it.  A
+ * chunk of a shard no receiver needs has no stream and no sender
+ * (UINT32_MAX).  Arrays have l->nchunks entries.
+ */
+void dc_layout_chunk_map(const dc_layout_t *l, const dc_tree_t *tree, uint32_t nshards,
+                         uint8_t *shard, uint32_t *stream, uint32_t *src);
 
 #endif /* DC_ENGINE_LAYOUT_H */

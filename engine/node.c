@@ -2639,13 +2639,8 @@ static dc_status_t dc_root_alloc(dc_node_t *n)
     return DC_OK;
 }
 
-/* Which shard, stream and sender each chunk belongs to (the same on every
- * node: a function of the layout and the plan).  The rule: a chunk belongs
- * to the shard holding its first canonical byte (the tensors' bytes one
- * after the other in the layout's order), shard = floor(offset * S /
- * total_bytes); its index within the shard picks the stream
- * (dc_tree_stream_of), whose source is the sender that broadcasts it.  A
- * chunk of a shard no receiver needs has no stream and is never sent. */
+/* The chunk map (layout.h dc_layout_chunk_map) of this node's plan: the
+ * chunks it broadcasts, and on the coordinator what each receiver needs. */
 static dc_status_t dc_node_chunk_map(dc_node_t *n)
 {
     const dc_layout_t *l = n->layout;
@@ -2660,34 +2655,13 @@ static dc_status_t dc_node_chunk_map(dc_node_t *n)
     n->chunk_stream = calloc(nch ? nch : 1, sizeof(uint32_t));
     n->chunk_src = calloc(nch ? nch : 1, sizeof(uint32_t));
     n->bcast = calloc(nch ? nch : 1, sizeof(uint32_t));
-    uint64_t *tbase = calloc(l->ntensors ? l->ntensors : 1, sizeof(uint64_t));
-    if (!n->chunk_shard || !n->chunk_stream || !n->chunk_src || !n->bcast || !tbase) {
-        free(tbase);
+    if (!n->chunk_shard || !n->chunk_stream || !n->chunk_src || !n->bcast)
         return dc_error(DC_ERR_NOMEM, "node: out of memory");
-    }
-    for (uint32_t t = 1; t < l->ntensors; t++)
-        tbase[t] = tbase[t - 1] + l->tensors[t - 1].nbytes;
-    const dc_tree_stream_t *streams = dc_tree_streams(n->tree);
-    uint32_t first = 0, prev = UINT32_MAX;
+    dc_layout_chunk_map(l, n->tree, S, n->chunk_shard, n->chunk_stream, n->chunk_src);
     n->nbcast = 0;
-    for (uint32_t c = 0; c < nch; c++) {
-        const dc_layout_chunk_t *lc = &l->chunks[c];
-        uint64_t off = tbase[lc->tensor] + lc->offset; /* < 2^58: off * S fits */
-        uint32_t sh = l->total_bytes ? (uint32_t)(off * S / l->total_bytes) : 0;
-        if (sh >= S)
-            sh = S - 1;
-        if (sh != prev) {
-            first = c;
-            prev = sh;
-        }
-        n->chunk_shard[c] = (uint8_t)sh;
-        uint32_t s = dc_tree_stream_of(n->tree, sh, c - first);
-        n->chunk_stream[c] = s;
-        n->chunk_src[c] = s == UINT32_MAX ? UINT32_MAX : streams[s].source;
+    for (uint32_t c = 0; c < nch; c++)
         if (n->is_sender && n->chunk_src[c] == n->me)
             n->bcast[n->nbcast++] = c;
-    }
-    free(tbase);
     if (n->is_root) {
         uint32_t per_shard[DC_TOPO_MAX_SHARDS] = {0};
         for (uint32_t c = 0; c < nch; c++)
