@@ -174,6 +174,7 @@ struct dc_refit_sender {
     char *state_dir, *stats_path;
     size_t ntensors;
     dc_layout_t *layout;        /* to check a push's placement before it is handed over */
+    uint8_t *want;              /* chunk -> this sender sends it (what a placement covers) */
     dc_place_seg_t *base_segs;  /* open's segments (push with NULL reuses them) */
     size_t nbase;
     /* the version handed over: set by push, taken by the node, ended by done */
@@ -231,6 +232,15 @@ static void dc_sender_ready(void *user)
     pthread_mutex_unlock(&s->mu);
 }
 
+static int dc_sender_closed(void *user)
+{
+    dc_refit_sender_t *s = user;
+    pthread_mutex_lock(&s->mu);
+    int c = s->closing;
+    pthread_mutex_unlock(&s->mu);
+    return c;
+}
+
 static void *dc_sender_thread(void *arg)
 {
     dc_refit_sender_t *s = arg;
@@ -255,13 +265,46 @@ static void dc_sender_free(dc_refit_sender_t *s)
     free(s->state_dir);
     free(s->stats_path);
     dc_layout_free(s->layout);
+    free(s->want);
     free(s->tensors);
     free(s->base_segs);
     free(s);
 }
 
-/* A placement must cover every tensor exactly once: checked before the
- * node sees it, so a bad push fails alone, not the job. */
+/* The job's layout (its chunk size) and the chunks sender cfg->rank
+ * sends in the job's plan. */
+static dc_status_t dc_api_sender_chunks(const dc_refit_node_config_t *cfg,
+                                        const dc_layout_desc_t *d, size_t nt, dc_layout_t **lo,
+                                        uint8_t **wo)
+{
+    dc_topo_node_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    if (dc_topo_node(cfg->topo, cfg->rank, &info) != DC_OK || info.role != DC_TOPO_SENDER)
+        return dc_error(DC_ERR_INVALID, "refit sender: rank %u is not a sender of the topology",
+                        cfg->rank);
+    uint64_t cs = 0;
+    dc_status_t st = dc_node_chunk_size(cfg->chunk_size, &cs);
+    dc_layout_t *l = NULL;
+    if (st == DC_OK)
+        st = dc_layout_from_list(d, nt, cs, &l);
+    if (st != DC_OK)
+        return st;
+    uint8_t *want = calloc(l->nchunks ? l->nchunks : 1, 1);
+    st = want ? dc_node_sender_chunks(cfg->topo, cfg->rank, l, want)
+              : dc_error(DC_ERR_NOMEM, "refit sender: out of memory");
+    if (st != DC_OK) {
+        free(want);
+        dc_layout_free(l);
+        return st;
+    }
+    *lo = l;
+    *wo = want;
+    return DC_OK;
+}
+
+/* A placement must cover every chunk this sender sends, without overlaps:
+ * checked before the node sees it, so a bad push fails alone, not the job. */
 static dc_status_t dc_api_check_place(dc_refit_sender_t *s, const dc_place_seg_t *g, size_t n)
 {
     dc_place_t p;
@@ -274,7 +317,7 @@ static dc_status_t dc_api_check_place(dc_refit_sender_t *s, const dc_place_seg_t
             st = dc_place_add(&p, g[i].tensor, g[i].offset, g[i].len, g[i].ptr);
     }
     if (st == DC_OK)
-        st = dc_place_finish(&p);
+        st = dc_place_finish_chunks(&p, s->want);
     dc_place_fini(&p);
     if (st != DC_OK)
         dc_error_prefix("refit sender: segments");
@@ -323,7 +366,7 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
         return dc_error(DC_ERR_NOMEM, "refit sender: out of memory");
     }
     dc_api_node_cfg(cfg, &s->ncfg);
-    st = dc_layout_from_list(s->tensors, s->ntensors, DC_CODEC_MAX_CHUNK, &s->layout);
+    st = dc_api_sender_chunks(cfg, s->tensors, s->ntensors, &s->layout, &s->want);
     if (st == DC_OK)
         st = dc_api_check_place(s, s->base_segs, s->nbase);
     if (st != DC_OK) {
@@ -342,7 +385,8 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
     s->ncfg.ntensors = s->ntensors;
     s->ncfg.segs = s->base_segs;
     s->ncfg.nsegs = s->nbase;
-    s->src = (dc_node_source_t){dc_sender_next, dc_sender_done, dc_sender_ready, s};
+    s->src = (dc_node_source_t){dc_sender_next, dc_sender_done, dc_sender_ready,
+                                dc_sender_closed, s};
     s->ncfg.source = &s->src;
     if (pthread_create(&s->th, NULL, dc_sender_thread, s) != 0) {
         dc_sender_free(s);
@@ -440,4 +484,50 @@ DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s)
     if (st != DC_OK)
         return dc_error(st, "%s", why[0] ? why : "refit sender failed");
     return DC_OK;
+}
+
+DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_config_t *cfg,
+                                          dc_refit_segment_t *out, size_t cap, size_t *n)
+{
+    if (!n)
+        return dc_error(DC_ERR_INVALID, "refit sender ranges: n is NULL");
+    *n = 0;
+    dc_status_t st = dc_api_check_cfg(cfg, "refit sender ranges");
+    if (st != DC_OK)
+        return st;
+    if (!cfg->tensors || !cfg->n_tensors)
+        return dc_error(DC_ERR_INVALID, "refit sender ranges: tensors are required");
+    dc_layout_desc_t *d = NULL;
+    dc_layout_t *l = NULL;
+    uint8_t *want = NULL;
+    st = dc_api_tensors(cfg->tensors, cfg->n_tensors, &d);
+    if (st == DC_OK)
+        st = dc_api_sender_chunks(cfg, d, cfg->n_tensors, &l, &want);
+    size_t k = 0;
+    uint32_t pt = UINT32_MAX; /* the last range's tensor and end */
+    uint64_t pend = 0;
+    for (uint32_t c = 0; st == DC_OK && c < l->nchunks; c++) {
+        if (!want[c])
+            continue;
+        const dc_layout_chunk_t *lc = &l->chunks[c];
+        if (k && lc->tensor == pt && lc->offset == pend) {
+            if (k <= cap)
+                out[k - 1].length += lc->len; /* adjacent: one range */
+            pend += lc->len;
+            continue;
+        }
+        if (k < cap)
+            out[k] = (dc_refit_segment_t){cfg->tensors[lc->tensor].name, lc->offset, lc->len,
+                                          NULL};
+        k++;
+        pt = lc->tensor;
+        pend = lc->offset + lc->len;
+    }
+    free(want);
+    dc_layout_free(l);
+    free(d);
+    *n = k;
+    if (st == DC_OK && k > cap)
+        return dc_error(DC_ERR_NOMEM, "refit sender ranges: %zu ranges, room for %zu", k, cap);
+    return st;
 }

@@ -211,8 +211,11 @@ typedef struct dc_node {
     uint64_t next_version;  /* version `next` maps (0: none) */
     int base_fd, next_fd;   /* the same files, read with pread by the encoders */
     /* memory sender (cfg->source): versions come from the library caller */
-    uint8_t *mbase;         /* the baseline's bytes, canonical order (our own copy) */
-    uint64_t *tbase;        /* tensor -> canonical offset of its first byte */
+    uint8_t *mbase;         /* the baseline's bytes of the chunks we send (our own copy) */
+    uint64_t *moff;         /* chunk -> offset of its bytes in mbase (ours only) */
+    uint8_t *mown;          /* chunk -> we send it (placements cover these) */
+    int mpend;              /* a BEGIN waits for the source's version */
+    dc_begin_t mbg;         /* ... this one */
     dc_place_t mnext;       /* where the version in flight's bytes are */
     int mnext_ok;
     int mend;               /* the source said: no more versions */
@@ -1239,8 +1242,35 @@ static int dc_root_all_joined(const dc_node_t *n)
     return 1;
 }
 
+/* The coordinator's live control link to sender s (NULL: none). */
+static dc_peer_t *dc_root_ctl_peer(dc_node_t *n, uint32_t s)
+{
+    for (size_t i = 0; i < n->npeers; i++)
+        if (n->peers[i]->ctl && n->peers[i]->node == s && !n->peers[i]->dead)
+            return n->peers[i];
+    return NULL;
+}
+
 static void dc_root_queue(dc_node_t *n, uint32_t chunk, uint32_t dest, int overwrite)
 {
+    if (n->is_root && n->cfg->source && n->chunk_src[chunk] != n->me) {
+        /* sent from another sender's memory: only it can re-send it (its
+         * repair frame comes back up its control link and is routed here) */
+        uint32_t src = n->chunk_src[chunk];
+        dc_peer_t *p = src < n->nnodes ? dc_root_ctl_peer(n, src) : NULL;
+        uint8_t h[DC_MSG_HDR_SIZE];
+        dc_msg_simple(DC_MSG_NEED, overwrite ? DC_NEED_F_OVERWRITE : 0, n->vnum, n->vbase, dest,
+                      chunk, 1, h);
+        dc_nbuf_t *b = p ? dc_nbuf_copy(n, h, sizeof(h)) : NULL;
+        if (b) {
+            dc_peer_send(n, p, b);
+            dc_nbuf_unref(n, b);
+        } else {
+            DC_LOG_WARN("coordinator: chunk %u for node %u: its sender %u is not connected",
+                        chunk, dest, src);
+        }
+        return;
+    }
     pthread_mutex_lock(&n->mu);
     if (n->wq_n == n->wq_cap) {
         size_t nc = n->wq_cap ? n->wq_cap * 2 : 256;
@@ -1297,7 +1327,7 @@ static dc_nbuf_t *dc_root_encode(dc_node_t *n, dc_codec_t *codec, const dc_work_
     const uint8_t *bp, *np;
     if (n->cfg->source) {
         /* memory: our baseline copy, the caller's placement of the version */
-        bp = n->mbase + n->tbase[lc->tensor] + lc->offset;
+        bp = n->mbase + n->moff[w->chunk];
         np = dc_place_chunk_ptr(&n->mnext, w->chunk);
         if (!np) {
             if (!nbuf) {
@@ -1479,7 +1509,11 @@ static void dc_root_drain_ready(dc_node_t *n)
                 if (m.flags & DC_FRAME_F_OVERWRITE)
                     n->overwrites_sent++;
             }
-            dc_send_frame_down(n, b, &m);
+            if (!n->is_root && m.node != DC_NODE_ALL &&
+                (m.node >= n->nnodes || !n->route[m.node] || n->route[m.node]->dead))
+                dc_send_up(n, b); /* a repair the coordinator asked for: it routes it */
+            else
+                dc_send_frame_down(n, b, &m);
         }
         dc_nbuf_unref(n, b);
         b = next;
@@ -1677,30 +1711,18 @@ static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v);
 static dc_status_t dc_enc_alloc(dc_node_t *n);
 static dc_status_t dc_node_chunk_map(dc_node_t *n);
 static dc_status_t dc_sender_start_encoders(dc_node_t *n);
+static int dc_mem_try(dc_node_t *n, uint64_t v);
+static dc_status_t dc_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs);
 
-/* BEGIN v from the coordinator: open the version's files and broadcast the
- * chunks this sender owns (the same encoder threads as the coordinator's). */
-static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
+/* Start broadcasting version bg (its bytes are open: files or memory). */
+static void dc_sender_start(dc_node_t *n, const dc_begin_t *bg, dc_status_t st)
 {
-    dc_begin_t bg;
-    if (dc_begin_parse(m, &bg) != DC_OK) {
-        DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
-        return;
-    }
-    if (n->in_flight && n->vnum == bg.version)
-        return;
-    dc_status_t st = DC_OK;
-    if (bg.version == 0 || bg.baseline != bg.version - 1)
-        st = dc_error(DC_ERR_INVALID, "sender %u: BEGIN %llu from baseline %llu", n->me,
-                      (unsigned long long)bg.version, (unsigned long long)bg.baseline);
-    int first = !n->layout;
-    if (st == DC_OK)
-        st = dc_root_open_version(n, bg.version);
-    if (st == DC_OK && (bg.layout_id != n->layout->id || bg.nchunks != n->layout->nchunks))
+    int first = !n->enc;
+    if (st == DC_OK && (bg->layout_id != n->layout->id || bg->nchunks != n->layout->nchunks))
         st = dc_error(DC_ERR_INVALID, "sender %u: version %llu has layout %016llx, the "
                       "coordinator's %016llx: different checkpoints", n->me,
-                      (unsigned long long)bg.version, (unsigned long long)n->layout->id,
-                      (unsigned long long)bg.layout_id);
+                      (unsigned long long)bg->version, (unsigned long long)n->layout->id,
+                      (unsigned long long)bg->layout_id);
     if (st == DC_OK && first) {
         st = dc_enc_alloc(n);
         if (st == DC_OK)
@@ -1714,9 +1736,9 @@ static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
         n->finished = 1;
         return;
     }
-    n->vnum = bg.version;
-    n->vbase = bg.baseline;
-    n->mode = bg.mode == DC_MODE_DENSE ? DC_MODE_DENSE : DC_MODE_DELTA;
+    n->vnum = bg->version;
+    n->vbase = bg->baseline;
+    n->mode = bg->mode == DC_MODE_DENSE ? DC_MODE_DENSE : DC_MODE_DELTA;
     n->sent = 0;
     n->sent_reported = 0;
     n->payload_bytes = n->repair_bytes = 0;
@@ -1729,12 +1751,64 @@ static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
     pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
     DC_LOG_INFO("sender %u: version %llu: broadcasting %u of %u chunks", n->me,
-                (unsigned long long)bg.version, n->nbcast, n->layout->nchunks);
+                (unsigned long long)bg->version, n->nbcast, n->layout->nchunks);
     dc_sender_report_sent(n); /* owns nothing anyone needs: SENT right away */
 }
 
-/* COMMIT / ABORT / BYE: the version is over for this sender. */
-static void dc_sender_end(dc_node_t *n, uint64_t v)
+/* BEGIN v from the coordinator: open the version's files and broadcast the
+ * chunks this sender owns (the same encoder threads as the coordinator's);
+ * a memory sender starts once its caller hands the version over
+ * (dc_sender_poll_memory). */
+static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
+{
+    dc_begin_t bg;
+    if (dc_begin_parse(m, &bg) != DC_OK) {
+        DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
+        return;
+    }
+    if ((n->in_flight && n->vnum == bg.version) || (n->mpend && n->mbg.version == bg.version))
+        return;
+    dc_status_t st = DC_OK;
+    if (bg.version == 0 || bg.baseline != bg.version - 1)
+        st = dc_error(DC_ERR_INVALID, "sender %u: BEGIN %llu from baseline %llu", n->me,
+                      (unsigned long long)bg.version, (unsigned long long)bg.baseline);
+    if (st == DC_OK && n->cfg->source) {
+        n->mpend = 1;
+        n->mbg = bg;
+        DC_LOG_INFO("sender %u: version %llu begun: waiting for its weights (push)", n->me,
+                    (unsigned long long)bg.version);
+        return;
+    }
+    if (st == DC_OK)
+        st = dc_root_open_version(n, bg.version);
+    dc_sender_start(n, &bg, st);
+}
+
+/* A memory sender with a BEGIN pending: start once the caller handed the
+ * version over. */
+static void dc_sender_poll_memory(dc_node_t *n)
+{
+    if (!n->mpend || n->finished)
+        return;
+    int r = dc_mem_try(n, n->mbg.version);
+    if (r == 0)
+        return;
+    n->mpend = 0;
+    if (r < 0) {
+        if (n->mend) /* closed before this version came: the job cannot go on */
+            dc_error(DC_ERR_CANCELED, "sender %u: closed while version %llu was begun", n->me,
+                     (unsigned long long)n->mbg.version);
+        DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
+        n->result = dc_last_status() != DC_OK ? dc_last_status() : DC_ERR_INVALID;
+        n->finished = 1;
+        return;
+    }
+    dc_sender_start(n, &n->mbg, DC_OK);
+}
+
+/* COMMIT / ABORT / BYE (type): the version is over for this sender; a
+ * memory sender tells its caller (committed: it becomes the baseline). */
+static void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type)
 {
     if (!n->in_flight || (v && n->vnum != v))
         return;
@@ -1744,6 +1818,27 @@ static void dc_sender_end(dc_node_t *n, uint64_t v)
     n->cursor = 0;
     n->wq_n = 0;
     pthread_mutex_unlock(&n->mu);
+    if (n->cfg->source) {
+        dc_status_t st = DC_OK;
+        if (type == DC_MSG_ABORT)
+            st = dc_error(DC_ERR_CANCELED, "version %llu aborted by the coordinator",
+                          (unsigned long long)n->vnum);
+        else if (type != DC_MSG_COMMIT)
+            st = dc_error(DC_ERR_CANCELED, "the job ended during version %llu",
+                          (unsigned long long)n->vnum);
+        dc_vstats_t vs;
+        memset(&vs, 0, sizeof(vs));
+        vs.version = n->vnum;
+        vs.payload_bytes = n->payload_bytes;
+        vs.repair_bytes = n->repair_bytes;
+        vs.dense_bytes = n->layout->total_bytes;
+        vs.frames = n->sent;
+        vs.encode_s = (double)n->enc_ns / 1e9;
+        if (dc_mem_done(n, n->vnum, st, &vs) != DC_OK && type == DC_MSG_COMMIT) {
+            n->result = dc_last_status();
+            n->finished = 1;
+        }
+    }
 }
 
 /* --- message dispatch ------------------------------------------------------------- */
@@ -1895,7 +1990,7 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
                 dc_send_down(n, b, m.node, DC_STREAM_ANY);
             if (n->is_sender) {
                 if (m.node == DC_NODE_ALL)
-                    dc_sender_end(n, m.version);
+                    dc_sender_end(n, m.version, m.type);
             } else if (m.type == DC_MSG_COMMIT) {
                 dc_rx_commit(n, &m);
             } else {
@@ -1911,7 +2006,15 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             dc_send_down(n, b, DC_NODE_ALL, DC_STREAM_ANY);
             n->bye = 1;
             if (n->is_sender)
-                dc_sender_end(n, 0);
+                dc_sender_end(n, 0, DC_MSG_BYE);
+            break;
+        case DC_MSG_NEED:
+            /* the coordinator asks the owner of a chunk (a sender) to re-send
+             * it to node m.node (repairs of chunks sent from memory) */
+            if (n->is_sender && n->in_flight && m.version == n->vnum &&
+                m.chunk < n->layout->nchunks && n->chunk_src[m.chunk] == n->me &&
+                m.node < n->nnodes)
+                dc_root_queue(n, m.chunk, m.node, m.flags & DC_NEED_F_OVERWRITE);
             break;
         default:
             DC_LOG_WARN("node %u: unexpected %s from the parent", n->me,
@@ -1963,6 +2066,18 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
     }
     if (from->node == UINT32_MAX) {
         dc_peer_fail(n, from, DC_ERR_FORMAT, "spoke before HELLO");
+        return;
+    }
+    if (m.type == DC_MSG_FRAME) {
+        /* a repair a memory sender made on the coordinator's request:
+         * along the route to its node */
+        if (n->is_root && from->ctl && n->in_flight && m.version == n->vnum &&
+            m.node < n->nnodes && m.node != 0 && m.chunk < n->layout->nchunks &&
+            n->chunk_src[m.chunk] == from->node) {
+            n->repair_bytes += b->len - DC_MSG_HDR_SIZE;
+            n->repairs++;
+            dc_send_frame_down(n, b, &m);
+        }
         return;
     }
     if (m.node < n->nnodes && m.node != n->me && m.node != 0)
@@ -2413,105 +2528,166 @@ static int dc_root_resident(const char *path)
     return (uint64_t)sb.st_size <= (uint64_t)pages * (uint64_t)psz / 8;
 }
 
-/* Memory sender: the baseline (cfg->segs, the committed version) copied
- * into our own buffer, and the layout from the tensor list. */
-static dc_status_t dc_root_mem_init(dc_node_t *n)
+/* Memory sender, at start: the layout from the tensor list. */
+static dc_status_t dc_mem_init(dc_node_t *n)
 {
     const dc_node_cfg_t *cfg = n->cfg;
     dc_status_t st = dc_layout_from_list(cfg->tensors, cfg->ntensors, n->chunk_size, &n->layout);
     if (st != DC_OK)
         return st;
-    const dc_layout_t *l = n->layout;
-    n->tbase = calloc(l->ntensors ? l->ntensors : 1, sizeof(*n->tbase));
-    n->mbase = malloc(l->total_bytes ? l->total_bytes : 1);
-    n->scratch = malloc(l->max_chunk ? l->max_chunk : 1);
-    if (!n->tbase || !n->mbase || !n->scratch)
-        return dc_error(DC_ERR_NOMEM, "sender: no memory for its baseline copy (%llu bytes)",
-                        (unsigned long long)l->total_bytes);
-    for (uint32_t t = 1; t < l->ntensors; t++)
-        n->tbase[t] = n->tbase[t - 1] + l->tensors[t - 1].nbytes;
-    dc_place_t p;
-    if ((st = dc_place_init(&p, l)) != DC_OK)
-        return st;
-    for (size_t i = 0; i < cfg->nsegs && st == DC_OK; i++)
-        st = dc_place_add(&p, cfg->segs[i].tensor, cfg->segs[i].offset, cfg->segs[i].len,
-                          cfg->segs[i].ptr);
+    n->scratch = malloc(n->layout->max_chunk ? n->layout->max_chunk : 1);
+    return n->scratch ? DC_OK : dc_error(DC_ERR_NOMEM, "sender: out of memory");
+}
+
+/* A placement of the chunks this memory sender sends (segs: the caller's). */
+static dc_status_t dc_mem_place(dc_node_t *n, dc_place_t *p, const dc_place_seg_t *segs,
+                                size_t nsegs)
+{
+    dc_status_t st = dc_place_init(p, n->layout);
+    p->dev = n->cfg->cuda_mem;
+    for (size_t i = 0; i < nsegs && st == DC_OK; i++)
+        st = dc_place_add(p, segs[i].tensor, segs[i].offset, segs[i].len, segs[i].ptr);
     if (st == DC_OK)
-        st = dc_place_finish(&p);
-    p.dev = cfg->cuda_mem;
-    for (uint32_t c = 0; st == DC_OK && c < l->nchunks; c++)
-        st = dc_place_read(&p, c, n->mbase + n->tbase[l->chunks[c].tensor] +
-                                      l->chunks[c].offset);
-    dc_place_fini(&p);
-    if (st != DC_OK)
-        dc_error_prefix("sender: the baseline's placement");
+        st = dc_place_finish_chunks(p, n->mown);
     return st;
 }
 
-/* Memory sender: ask the source for version v's placement, serving the
- * loop while it is not there yet.  DC_ERR_NOT_FOUND: no more versions. */
-static dc_status_t dc_root_mem_next(dc_node_t *n, uint64_t v)
+/* Memory sender, once the chunk map is known: our own copy of the
+ * baseline (cfg->segs: the committed version) for the chunks we send;
+ * then the caller may change its memory (source->ready). */
+static dc_status_t dc_mem_baseline(dc_node_t *n)
+{
+    const dc_layout_t *l = n->layout;
+    uint32_t nch = l->nchunks;
+    n->mown = calloc(nch ? nch : 1, 1);
+    n->moff = calloc(nch ? nch : 1, sizeof(*n->moff));
+    if (!n->mown || !n->moff)
+        return dc_error(DC_ERR_NOMEM, "sender: out of memory");
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < n->nbcast; k++) {
+        uint32_t c = n->bcast[k];
+        n->mown[c] = 1;
+        n->moff[c] = total;
+        total += l->chunks[c].len;
+    }
+    n->mbase = malloc(total ? total : 1);
+    if (!n->mbase)
+        return dc_error(DC_ERR_NOMEM, "sender: no memory for its baseline copy (%llu bytes)",
+                        (unsigned long long)total);
+    dc_place_t p;
+    dc_status_t st = dc_mem_place(n, &p, n->cfg->segs, n->cfg->nsegs);
+    for (uint32_t k = 0; st == DC_OK && k < n->nbcast; k++)
+        st = dc_place_read(&p, n->bcast[k], n->mbase + n->moff[n->bcast[k]]);
+    dc_place_fini(&p);
+    if (st != DC_OK) {
+        dc_error_prefix("sender %u: the baseline's placement", n->me);
+        return st;
+    }
+    DC_LOG_INFO("sender %u: sends %u of %u chunks from memory (%llu bytes of baseline)", n->me,
+                n->nbcast, nch, (unsigned long long)total);
+    n->cfg->source->ready(n->cfg->source->user);
+    return DC_OK;
+}
+
+/* Memory sender: is version v's placement there?  1: yes (in mnext);
+ * 0: not yet; -1: no more versions (n->mend) or an error (set). */
+static int dc_mem_try(dc_node_t *n, uint64_t v)
 {
     const dc_node_source_t *src = n->cfg->source;
-    for (;;) {
-        const dc_place_seg_t *segs = NULL;
-        size_t nsegs = 0;
-        int r = src->next(src->user, v, &segs, &nsegs);
-        if (r == 0) {
-            n->mend = 1;
-            return DC_ERR_NOT_FOUND;
-        }
-        if (r < 0)
-            return dc_last_status() != DC_OK ? dc_last_status()
-                                             : dc_error(DC_ERR_INVALID, "sender: no version %llu",
-                                                        (unsigned long long)v);
-        if (r == 1) {
-            if (n->mnext_ok) {
-                dc_place_fini(&n->mnext);
-                n->mnext_ok = 0;
-            }
-            dc_status_t st = dc_place_init(&n->mnext, n->layout);
-            if (st != DC_OK)
-                return st;
-            n->mnext_ok = 1;
-            n->mnext.dev = n->cfg->cuda_mem;
-            for (size_t i = 0; i < nsegs && st == DC_OK; i++)
-                st = dc_place_add(&n->mnext, segs[i].tensor, segs[i].offset, segs[i].len,
-                                  segs[i].ptr);
-            if (st == DC_OK)
-                st = dc_place_finish(&n->mnext);
-            if (st != DC_OK)
-                dc_error_prefix("sender: version %llu's placement", (unsigned long long)v);
-            return st;
-        }
-        if (n->finished)
-            return n->result ? n->result : dc_error(DC_ERR_INTERNAL, "sender stopped");
-        dc_node_step(n, 5);
+    const dc_place_seg_t *segs = NULL;
+    size_t nsegs = 0;
+    int r = src->next(src->user, v, &segs, &nsegs);
+    if (r == 0) {
+        n->mend = 1;
+        dc_error(DC_ERR_NOT_FOUND, "sender %u: no version %llu", n->me, (unsigned long long)v);
+        return -1;
     }
+    if (r < 0) {
+        if (dc_last_status() == DC_OK)
+            dc_error(DC_ERR_INVALID, "sender %u: no version %llu", n->me, (unsigned long long)v);
+        return -1;
+    }
+    if (r != 1)
+        return 0;
+    /* no encoder may still read the previous version's memory */
+    pthread_mutex_lock(&n->mu);
+    while (n->enc_busy > 0)
+        pthread_cond_wait(&n->cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+    if (n->mnext_ok)
+        dc_place_fini(&n->mnext);
+    n->mnext_ok = 1;
+    if (dc_mem_place(n, &n->mnext, segs, nsegs) != DC_OK) {
+        dc_error_prefix("sender %u: version %llu's placement", n->me, (unsigned long long)v);
+        return -1;
+    }
+    return 1;
 }
 
 /* Memory sender: version v committed: it is the baseline of the next. */
-static dc_status_t dc_root_mem_commit(dc_node_t *n)
+static dc_status_t dc_mem_commit(dc_node_t *n)
 {
-    const dc_layout_t *l = n->layout;
-    for (uint32_t c = 0; c < l->nchunks; c++) {
-        dc_status_t st = dc_place_read(&n->mnext, c, n->mbase + n->tbase[l->chunks[c].tensor] +
-                                                         l->chunks[c].offset);
+    for (uint32_t k = 0; k < n->nbcast; k++) {
+        uint32_t c = n->bcast[k];
+        dc_status_t st = dc_place_read(&n->mnext, c, n->mbase + n->moff[c]);
         if (st != DC_OK)
             return st;
     }
     return DC_OK;
 }
 
+/* Memory sender: version v ended (committed: it becomes our baseline);
+ * tell the source, once no encoder reads its memory any more. */
+static dc_status_t dc_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs)
+{
+    pthread_mutex_lock(&n->mu);
+    while (n->enc_busy > 0)
+        pthread_cond_wait(&n->cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+    if (st == DC_OK && (st = dc_mem_commit(n)) != DC_OK)
+        dc_error_prefix("sender %u: version %llu committed, but its copy into the baseline",
+                        n->me, (unsigned long long)v);
+    dc_vstats_t none;
+    if (!vs) {
+        memset(&none, 0, sizeof(none));
+        vs = &none;
+    }
+    dc_refit_version_stats_t o = {.size = sizeof(o), .version = v, .seconds = vs->seconds,
+                                  .encode_s = vs->encode_s, .transfer_s = vs->transfer_s,
+                                  .apply_s = vs->apply_s, .commit_s = vs->commit_s,
+                                  .payload_bytes = vs->payload_bytes,
+                                  .repair_bytes = vs->repair_bytes,
+                                  .dense_bytes = vs->dense_bytes, .frames = vs->frames};
+    /* the failure's words survive the callback */
+    char why[1024] = "";
+    if (st != DC_OK)
+        snprintf(why, sizeof(why), "%s", dc_last_error());
+    n->cfg->source->done(n->cfg->source->user, v, st, &o);
+    if (st != DC_OK)
+        dc_error(st, "%s", why);
+    return st;
+}
+
+/* The coordinator's blocking wait for its own version v from the source,
+ * serving the loop meanwhile.  DC_ERR_NOT_FOUND: no more versions. */
+static dc_status_t dc_root_mem_next(dc_node_t *n, uint64_t v)
+{
+    for (;;) {
+        int r = dc_mem_try(n, v);
+        if (r == 1)
+            return DC_OK;
+        if (r < 0)
+            return n->mend ? DC_ERR_NOT_FOUND : dc_last_status();
+        if (n->finished)
+            return n->result ? n->result : dc_error(DC_ERR_INTERNAL, "sender stopped");
+        dc_node_step(n, 5);
+    }
+}
+
 static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
 {
-    if (n->cfg->source) {
-        pthread_mutex_lock(&n->mu);
-        while (n->enc_busy > 0)
-            pthread_cond_wait(&n->cv, &n->mu);
-        pthread_mutex_unlock(&n->mu);
+    if (n->cfg->source)
         return dc_root_mem_next(n, v);
-    }
     char bp[PATH_MAX], np[PATH_MAX];
     if (dc_node_version_path(bp, sizeof(bp), n->cfg->versions_dir, v - 1) ||
         dc_node_version_path(np, sizeof(np), n->cfg->versions_dir, v))
@@ -2874,6 +3050,7 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     dc_root_begin(n, v);
     uint64_t last_line = 0;
     int aborted = 0;
+    const char *lost = "a receiver";
     /* a receiver with no ack progress this long after everything was
      * delivered to the root's children gets its missing chunks again */
     uint64_t stall_ns = DC_MAX(DC_STALL_NS, 2ull * n->timeout_ms * 1000000ull);
@@ -2922,6 +3099,18 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
                 n->last_progress[i] = now;
             }
         }
+        /* a shard sending from memory is the only holder of its chunks:
+         * without it they can be neither repaired nor re-sent */
+        for (uint32_t i = 1; n->cfg->source && !aborted && i < n->nnodes; i++) {
+            if (n->sjoined[i] && !dc_root_ctl_peer(n, i)) {
+                DC_LOG_ERROR("coordinator: sender %u lost mid-version; it sends from memory, "
+                             "nobody else holds its chunks: aborting version %llu", i,
+                             (unsigned long long)v);
+                n->sjoined[i] = 0;
+                lost = "a sender (from memory)";
+                aborted = 1;
+            }
+        }
         if (aborted)
             break;
     }
@@ -2940,8 +3129,8 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         dc_send_down_simple(n, DC_MSG_ABORT, v, v - 1, DC_NODE_ALL);
         memset(n->vdone, 0, n->nnodes);
         dc_node_run_until(n, dc_pred_done, dc_now_ns() + (uint64_t)n->abort_ms * 1000000ull);
-        return dc_error(DC_ERR_CANCELED, "version %llu aborted: a receiver was lost",
-                        (unsigned long long)v);
+        return dc_error(DC_ERR_CANCELED, "version %llu aborted: %s was lost",
+                        (unsigned long long)v, lost);
     }
     /* joint commit: every receiver verified every chunk it needs.  The
      * checkpoint digest covers the target digests of the chunks some
@@ -2952,6 +3141,10 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         if (n->chunk_stream[c] == UINT32_MAX) {
             n->digests[c] = (dc_digest_t){0, 0};
         } else if (!n->dknown[c] && n->cfg->source) {
+            if (!n->mown[c])
+                return dc_error(DC_ERR_IO, "version %llu: sender %u never reported chunk %u's "
+                                "digest, and only it holds that memory",
+                                (unsigned long long)v, n->chunk_src[c], c);
             if ((st = dc_place_digest(&n->mnext, c, n->scratch, &n->digests[c])) != DC_OK)
                 return st;
         } else if (!n->dknown[c]) {
@@ -3001,34 +3194,6 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     return DC_OK;
 }
 
-/* Memory sender: version v ended (committed: it becomes our baseline);
- * tell the source, once no encoder reads its memory any more. */
-static dc_status_t dc_root_mem_done(dc_node_t *n, uint64_t v, dc_status_t st,
-                                    const dc_vstats_t *vs)
-{
-    pthread_mutex_lock(&n->mu);
-    while (n->enc_busy > 0)
-        pthread_cond_wait(&n->cv, &n->mu);
-    pthread_mutex_unlock(&n->mu);
-    if (st == DC_OK && (st = dc_root_mem_commit(n)) != DC_OK)
-        dc_error_prefix("sender: version %llu committed, but its copy into the baseline",
-                        (unsigned long long)v);
-    dc_refit_version_stats_t o = {.size = sizeof(o), .version = v, .seconds = vs->seconds,
-                                  .encode_s = vs->encode_s, .transfer_s = vs->transfer_s,
-                                  .apply_s = vs->apply_s, .commit_s = vs->commit_s,
-                                  .payload_bytes = vs->payload_bytes,
-                                  .repair_bytes = vs->repair_bytes,
-                                  .dense_bytes = vs->dense_bytes, .frames = vs->frames};
-    /* the failure's words survive the callback */
-    char why[1024] = "";
-    if (st != DC_OK)
-        snprintf(why, sizeof(why), "%s", dc_last_error());
-    n->cfg->source->done(n->cfg->source->user, v, st, &o);
-    if (st != DC_OK)
-        dc_error(st, "%s", why);
-    return st;
-}
-
 static dc_status_t dc_root_run(dc_node_t *n)
 {
     dc_commit_rec_t rec;
@@ -3054,11 +3219,9 @@ static dc_status_t dc_root_run(dc_node_t *n)
         DC_LOG_WARN("root: nothing to refit: committed version %llu, last version %llu",
                     (unsigned long long)n->root_committed, (unsigned long long)last);
     /* the layout is needed before receivers can be served */
-    if (n->cfg->source) {
-        st = dc_root_mem_init(n);
-        if (st == DC_OK)
-            n->cfg->source->ready(n->cfg->source->user);
-    } else
+    if (n->cfg->source)
+        st = dc_mem_init(n);
+    else
         st = dc_root_open_version(n, n->root_committed + 1 <= last ? n->root_committed + 1 : 1);
     if (st != DC_OK)
         return st;
@@ -3066,6 +3229,8 @@ static dc_status_t dc_root_run(dc_node_t *n)
     if (st != DC_OK)
         return st;
     st = dc_node_chunk_map(n);
+    if (st == DC_OK && n->cfg->source)
+        st = dc_mem_baseline(n);
     if (st != DC_OK)
         return st;
     if (dc_root_nrecv(n) == 0)
@@ -3097,7 +3262,7 @@ static dc_status_t dc_root_run(dc_node_t *n)
                 st = DC_OK;
                 break;
             }
-            st = dc_root_mem_done(n, v, st, &vs);
+            st = dc_mem_done(n, v, st, &vs);
         }
         if (st != DC_OK) {
             if (n->progress_line)
@@ -3156,7 +3321,51 @@ static void dc_node_serve(dc_node_t *n)
 static dc_status_t dc_sender_run(dc_node_t *n)
 {
     DC_LOG_INFO("sender %u: serving its shards; the coordinator is node 0", n->me);
-    dc_node_serve(n);
+    if (!n->cfg->source) {
+        dc_node_serve(n);
+        dc_sender_stop_encoders(n);
+        return n->finished ? n->result : DC_OK;
+    }
+    /* from memory: the layout, the chunks we send and our baseline now (the
+     * caller may change its memory once open returns) */
+    dc_status_t st = dc_mem_init(n);
+    if (st == DC_OK)
+        st = dc_enc_alloc(n);
+    if (st == DC_OK)
+        st = dc_node_chunk_map(n);
+    if (st == DC_OK)
+        st = dc_mem_baseline(n);
+    if (st == DC_OK)
+        st = dc_sender_start_encoders(n);
+    if (st != DC_OK) {
+        dc_sender_stop_encoders(n);
+        return st;
+    }
+    /* serve; a version starts when both the coordinator's BEGIN and the
+     * caller's push are there; closed with nothing in flight: BYE is due
+     * from the coordinator (closed alongside), wait for it a while */
+    uint64_t closed_ns = 0;
+    while (!n->finished) {
+        dc_node_step(n, 5);
+        if (n->bye && !dc_node_tx_pending(n))
+            break;
+        dc_sender_poll_memory(n);
+        if (!n->in_flight && !n->mpend && n->cfg->source->closed(n->cfg->source->user)) {
+            uint64_t now = dc_now_ns();
+            if (!closed_ns)
+                closed_ns = now;
+            else if (now - closed_ns > 2ull * n->timeout_ms * 1000000ull) {
+                DC_LOG_WARN("sender %u: closed, and no BYE from the coordinator within %u ms",
+                            n->me, 2 * n->timeout_ms);
+                break;
+            }
+        }
+    }
+    if (n->bye) {
+        uint64_t dl = dc_now_ns() + 3000000000ull;
+        while (dc_node_tx_pending(n) && dc_now_ns() < dl)
+            dc_node_step(n, 5);
+    }
     dc_sender_stop_encoders(n);
     return n->finished ? n->result : DC_OK;
 }
@@ -3312,35 +3521,17 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
     }
     if ((st = dc_node_check_mem(n)) != DC_OK)
         goto out;
-    if (cfg->source) {
-        uint32_t nsend = 0;
-        for (uint32_t i = 0; i < n->nnodes; i++) {
-            dc_topo_node_info_t oi;
-            memset(&oi, 0, sizeof(oi));
-            oi.size = sizeof(oi);
-            if (dc_topo_node(cfg->topo, i, &oi) == DC_OK && oi.role == DC_TOPO_SENDER)
-                nsend++;
-        }
-        if (!n->is_root || nsend != 1 || !cfg->tensors || !cfg->segs) {
-            st = dc_error(DC_ERR_UNSUPPORTED,
-                          "a sender from memory must be node 0 and the topology's only sender "
-                          "(this one has %u; shards of a trainer send from versions files), "
-                          "with its tensors and the committed version's segments", nsend);
-            goto out;
-        }
+    if (cfg->source && (!n->is_sender || !cfg->tensors || !cfg->segs)) {
+        st = dc_error(DC_ERR_INVALID, "node %u: a sender from memory must be a sender of the "
+                      "topology, with its tensors and the committed version's segments", n->me);
+        goto out;
     }
     if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
         st = dc_error_errno(DC_ERR_IO, errno, "%s: mkdir", cfg->state_dir);
         goto out;
     }
-    n->chunk_size = cfg->chunk_size;
-    if (!n->chunk_size && (st = dc_config_get_size("chunk_size", &n->chunk_size)) != DC_OK)
+    if ((st = dc_node_chunk_size(cfg->chunk_size, &n->chunk_size)) != DC_OK)
         goto out;
-    if (n->chunk_size < DC_CODEC_MIN_CHUNK || n->chunk_size > DC_CODEC_MAX_CHUNK) {
-        st = dc_error(DC_ERR_INVALID, "chunk size %llu outside %u .. %u",
-                      (unsigned long long)n->chunk_size, DC_CODEC_MIN_CHUNK, DC_CODEC_MAX_CHUNK);
-        goto out;
-    }
     if ((st = dc_config_get_size("inflight_bytes", &n->inflight_max)) != DC_OK)
         goto out;
     n->rx_cap = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE + dc_codec_payload_bound(n->chunk_size) +
@@ -3430,7 +3621,8 @@ out:
         dc_st_close(n->base);
         dc_st_close(n->next);
         free(n->mbase);
-        free(n->tbase);
+        free(n->moff);
+        free(n->mown);
         if (n->mnext_ok)
             dc_place_fini(&n->mnext);
         if (n->base_fd >= 0)
@@ -3456,5 +3648,50 @@ out:
         if (st != DC_OK)
             dc_error(keep != DC_OK ? keep : st, "%s", msg);
     }
+    return st;
+}
+
+dc_status_t dc_node_chunk_size(uint64_t given, uint64_t *out)
+{
+    uint64_t cs = given;
+    dc_status_t st = DC_OK;
+    if (!cs)
+        st = dc_config_get_size("chunk_size", &cs);
+    if (st != DC_OK)
+        return st;
+    if (cs < DC_CODEC_MIN_CHUNK || cs > DC_CODEC_MAX_CHUNK)
+        return dc_error(DC_ERR_INVALID, "chunk size %llu outside %u .. %u", (unsigned long long)cs,
+                        DC_CODEC_MIN_CHUNK, DC_CODEC_MAX_CHUNK);
+    *out = cs;
+    return DC_OK;
+}
+
+dc_status_t dc_node_sender_chunks(const dc_topo_t *topo, uint32_t rank, const dc_layout_t *l,
+                                  uint8_t *want)
+{
+    dc_tree_options_t o;
+    memset(&o, 0, sizeof(o));
+    o.size = sizeof(o);
+    o.chunk_bytes = l->chunk_size;
+    o.max_stripes = 1;
+    dc_tree_t *tree = NULL;
+    dc_status_t st = dc_tree_plan(topo, &o, &tree);
+    if (st != DC_OK)
+        return st;
+    uint32_t nch = l->nchunks;
+    uint8_t *shard = calloc(nch ? nch : 1, 1);
+    uint32_t *stream = calloc(nch ? nch : 1, sizeof(uint32_t));
+    uint32_t *src = calloc(nch ? nch : 1, sizeof(uint32_t));
+    if (!shard || !stream || !src) {
+        st = dc_error(DC_ERR_NOMEM, "out of memory");
+    } else {
+        dc_layout_chunk_map(l, tree, dc_topo_shard_count(topo), shard, stream, src);
+        for (uint32_t c = 0; c < nch; c++)
+            want[c] = src[c] == rank;
+    }
+    free(shard);
+    free(stream);
+    free(src);
+    dc_tree_free(tree);
     return st;
 }

@@ -40,6 +40,8 @@ typedef struct dc_node_source {
                  const struct dc_refit_version_stats *vs);
     /* the baseline was copied (the caller may change its memory from now on) */
     void (*ready)(void *user);
+    /* 1 once the caller closed the sender (no more versions will come) */
+    int (*closed)(void *user);
     void *user;
 } dc_node_source_t;
 
@@ -82,6 +84,15 @@ typedef struct dc_node_cfg {
  *  sent; others: BYE received).  DC_ERR_CANCELED when a version was
  *  aborted (receivers are back at the baseline or marked for dense refit). */
 dc_status_t dc_node_run(const dc_node_cfg_t *cfg);
+
+/** The job's chunk size: `given`, else the config's chunk_size; checked. */
+dc_status_t dc_node_chunk_size(uint64_t given, uint64_t *out);
+
+/** want[c] = 1 for each chunk of layout l that sender `rank` broadcasts in
+ *  the job's plan (what its memory placements must cover). */
+struct dc_layout;
+dc_status_t dc_node_sender_chunks(const dc_topo_t *topo, uint32_t rank,
+                                  const struct dc_layout *l, uint8_t *want);
 
 /** Name of version file v in dir ("DIR/v<v>.safetensors"). */
 int dc_node_version_path(char *buf, size_t len, const char *dir, uint64_t v);

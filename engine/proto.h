@@ -98,6 +98,9 @@ enum {
     DC_FRAME_F_RETRY = 2,     /* addressed re-send (repair / rejoin) */
 };
 
+/* NEED flags (coordinator -> the sender owning the chunk: re-send it) */
+enum { DC_NEED_F_OVERWRITE = 1 };
+
 /* BEGIN modes */
 enum {
     DC_MODE_DELTA = 0, /* XOR/overwrite chunks against the baseline */

@@ -714,12 +714,17 @@ typedef struct dc_refit_version_stats {
 
 /**
  * A sender whose weights live in the caller's memory (a trainer embedding
- * deltacast).  dc_refit_sender_open() takes cfg with topo, rank (the
- * topology's only sender, node 0), state_dir, and tensors + segments that
- * place the weights of the committed version: the version the receivers
- * hold (the state directory's commit record, else initial_version).  The
- * sender copies them: it keeps its own baseline (host memory of the
- * checkpoint's size).  The node runs on a thread of its own from then on:
+ * deltacast).  dc_refit_sender_open() takes cfg with topo, rank (a sender of
+ * the topology: node 0, the coordinator, or a trainer shard), state_dir,
+ * tensors (every tensor of the model, in canonical order) and segments
+ * that place the weights of the committed version: the version the
+ * receivers hold (the state directory's commit record, else
+ * initial_version).  A shard's segments need cover only the bytes it sends
+ * (dc_refit_sender_ranges); the coordinator asks a chunk's owner for its
+ * repairs.  The sender copies them: it keeps its own baseline (host memory
+ * of the bytes it sends).  Every shard pushes each version; a version
+ * starts on a shard when both its push and the coordinator's BEGIN are
+ * there, and its push returns at the joint commit.  The node runs on a thread of its own from then on:
  * receivers join while the trainer trains (wait_ms bounds the wait,
  * counted from open).  cfg->topo is borrowed until close (the rest is
  * copied).  versions_dir, last_version and weights_path must be unset; dense, stats_path, abort_ms, chunk_size apply as for
@@ -732,17 +737,30 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
 /**
  * Refit the next version (committed + 1) from the weights placed by
  * segments (host memory; NULL: the segments given to open, updated in
- * place by the trainer).  The segments must cover every tensor exactly
+ * place by the trainer).  The segments must cover what the sender sends exactly
  * once and stay unchanged until the call returns.  Blocks until every
  * receiver applied and verified the version and the commit record was
  * written (DC_OK; it is then the baseline of the next push), or the
  * version was aborted (DC_ERR_CANCELED: receivers are back at the
  * baseline or marked for a dense refit) or the job failed; after a
- * failure every later push fails the same way.  stats (may be NULL; set
+ * failure every later push fails the same way.  A shard's close() waits
+ * for the coordinator's BYE (close node 0 first or alongside) for up to
+ * twice timeout_ms.  stats (may be NULL; set
  * its size) receives the version's figures.
  */
 DC_API dc_status_t dc_refit_sender_push(dc_refit_sender_t *s, const dc_refit_segment_t *segments,
                                         size_t n_segments, dc_refit_version_stats_t *stats);
+
+/**
+ * The canonical byte ranges sender cfg->rank sends (its chunks in the
+ * job's plan, adjacent ones merged): what its segments must cover when it
+ * is one of several senders (a trainer shard).  Needs cfg's topo, rank,
+ * tensors and chunk_size (0: the config's).  Writes up to cap ranges as
+ * segments with ptr NULL (tensor names borrowed from cfg->tensors) and
+ * their count to *n; DC_ERR_NOMEM (with *n set) when cap is too small.
+ */
+DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_config_t *cfg,
+                                          dc_refit_segment_t *out, size_t cap, size_t *n);
 
 /** End the job (BYE to every receiver), wait for the node's thread, free.
  *  Returns the job's failure, if any. */

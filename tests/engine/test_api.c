@@ -5,6 +5,7 @@
 #include "refit_util.h"
 
 #include "deltacast.h"
+#include "engine/layout.h"
 #include "kernels/kern_cuda.h"
 #include "kernels/safetensors.h"
 
@@ -422,4 +423,196 @@ Test(api, cli_node_from_memory)
     fclose(f);
     buf[n] = 0;
     cr_assert(strstr(buf, "\"version\": 3") || strstr(buf, "\"version\":3"), "%s", buf);
+}
+
+/* --- trainer shards sending from memory ---------------------------------- */
+
+typedef struct shard {
+    dc_refit_node_config_t cfg;
+    char sd[256];
+    dc_refit_segment_t *segs; /* its ranges, with buffers */
+    size_t ns;
+    dc_refit_sender_t *s;
+    dc_refit_version_stats_t vs;
+    dc_status_t st;
+    char why[512];
+} shard_t;
+
+/* Shard k's ranges filled with version v's bytes. */
+static void shard_load(shard_t *sh, int v)
+{
+    char p[256];
+    snprintf(p, sizeof(p), "%s/ver/v%d.safetensors", J.dir, v);
+    dc_st_file_t *f;
+    cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK);
+    for (size_t k = 0; k < sh->ns; k++) {
+        size_t i = 0;
+        while (strcmp(dc_st_tensor(f, i)->name, sh->segs[k].tensor) != 0)
+            i++;
+        memcpy(sh->segs[k].ptr, dc_st_data(f, dc_st_tensor(f, i)) + sh->segs[k].offset,
+               sh->segs[k].length);
+    }
+    dc_st_close(f);
+}
+
+static void *shard_push(void *arg)
+{
+    shard_t *sh = arg;
+    sh->vs = (dc_refit_version_stats_t){.size = sizeof(sh->vs)};
+    sh->st = dc_refit_sender_push(sh->s, NULL, 0, &sh->vs);
+    snprintf(sh->why, sizeof(sh->why), "%s", dc_last_error());
+    return NULL;
+}
+
+/* Two trainer shards (ranks 0 and 1, one shard each), each holding only
+ * the bytes it sends (dc_refit_sender_ranges), and 2 regions x 2
+ * receivers.  crash: receiver `crash_rank` kills itself while applying the
+ * last chunk (shard 1's) of v1 and is restarted: the coordinator has only
+ * shard 0's memory, so shard 1's owner makes the repair. */
+static void memory_shards(int crash_rank, int lose_shard)
+{
+    job_init(&J, 2, 2, "2e5", 3, "optimizer");
+    job_use_shards(&J, 2, NULL);
+    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
+    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    dc_topo_t *topo;
+    cr_assert_eq(dc_topo_load(J.topo, &topo), DC_OK, "%s", dc_last_error());
+    trainer_t all = {0};
+    trainer_load(&all, 0); /* for the tensor list */
+    shard_t sh[2];
+    memset(sh, 0, sizeof(sh));
+    uint64_t covered = 0, total = 0;
+    for (size_t i = 0; i < all.ns; i++)
+        total += all.segs[i].length;
+    for (int k = 0; k < 2; k++) {
+        snprintf(sh[k].sd, sizeof(sh[k].sd), "%s/state/%d", J.dir, k);
+        dc_refit_node_config_t *c = &sh[k].cfg;
+        c->size = sizeof(*c);
+        c->topo = topo;
+        c->rank = (uint32_t)k;
+        c->state_dir = sh[k].sd;
+        c->tensors = all.tens;
+        c->n_tensors = all.nt;
+        c->chunk_size = 64 * 1024;
+        c->wait_ms = 20000;
+        c->abort_ms = lose_shard ? 3000 : 15000;
+        size_t n = 0;
+        cr_assert_eq(dc_refit_sender_ranges(c, NULL, 0, &n), DC_ERR_NOMEM);
+        cr_assert(n > 0);
+        sh[k].segs = calloc(n, sizeof(*sh[k].segs));
+        cr_assert_eq(dc_refit_sender_ranges(c, sh[k].segs, n, &sh[k].ns), DC_OK, "%s",
+                     dc_last_error());
+        cr_assert_eq(sh[k].ns, n);
+        for (size_t r = 0; r < n; r++) {
+            sh[k].segs[r].ptr = malloc(sh[k].segs[r].length);
+            covered += sh[k].segs[r].length;
+        }
+        shard_load(&sh[k], 0);
+        c->segments = sh[k].segs;
+        c->n_segments = sh[k].ns;
+    }
+    /* the two shards' ranges split the checkpoint */
+    cr_assert_eq(covered, total);
+    cr_assert(sh[1].segs[0].offset > 0 || strcmp(sh[1].segs[0].tensor, all.tens[0].name) != 0,
+              "shard 1 starts at the first byte");
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(dc_refit_sender_open(&sh[k].cfg, &sh[k].s), DC_OK, "shard %d: %s", k,
+                     dc_last_error());
+    char crash[64];
+    {
+        char p[256];
+        snprintf(p, sizeof(p), "%s/ver/v0.safetensors", J.dir);
+        dc_st_file_t *f;
+        cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK);
+        dc_layout_t *l = NULL;
+        cr_assert_eq(dc_layout_from_st(f, 65536, &l), DC_OK);
+        snprintf(crash, sizeof(crash), "DELTACAST_ENGINE_CRASH_AT=%u", l->nchunks - 1);
+        dc_layout_free(l);
+        dc_st_close(f);
+    }
+    for (int i = 2; i < J.nnodes; i++)
+        job_start(&J, i, i == crash_rank ? crash : NULL, NULL);
+    if (lose_shard) {
+        /* shard 1 goes away instead of pushing v1: only it holds its
+         * chunks, so the coordinator aborts the version */
+        shard_load(&sh[0], 1);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, shard_push, &sh[0]), 0);
+        usleep(200000);
+        dc_status_t c1 = dc_refit_sender_close(sh[1].s);
+        pthread_join(th, NULL);
+        cr_assert_eq(sh[0].st, DC_ERR_CANCELED, "coordinator: %s", sh[0].why);
+        cr_assert(strstr(sh[0].why, "sender"), "%s", sh[0].why);
+        cr_assert_neq(c1, DC_OK);
+        cr_assert_eq(dc_refit_sender_close(sh[0].s), DC_ERR_CANCELED);
+        /* receivers undo v1 (ABORT) and then give up on the lost sender */
+        for (int i = 2; i < J.nnodes; i++) {
+            cr_assert_neq(job_wait(&J, i, 30), -1, "receiver %d did not end", i);
+            cr_assert(job_exact(&J, i, 0), "receiver %d is not back at v0", i);
+        }
+        goto out;
+    }
+    for (int v = 1; v <= 3; v++) {
+        for (int k = 0; k < 2; k++)
+            shard_load(&sh[k], v);
+        pthread_t th[2];
+        for (int k = 0; k < 2; k++)
+            cr_assert_eq(pthread_create(&th[k], NULL, shard_push, &sh[k]), 0);
+        if (v == 1 && crash_rank > 0) {
+            /* the receiver dies mid-apply of its last chunk; restart it */
+            int rc = job_wait(&J, crash_rank, 60);
+            cr_assert_eq(rc, 128 + SIGKILL, "receiver %d exit %d", crash_rank, rc);
+            job_start(&J, crash_rank, NULL, NULL);
+        }
+        for (int k = 0; k < 2; k++)
+            pthread_join(th[k], NULL);
+        if (sh[0].st != DC_OK || sh[1].st != DC_OK)
+            job_dump_logs(&J);
+        cr_assert_eq(sh[0].st, DC_OK, "v%d coordinator: %s", v, sh[0].why);
+        cr_assert_eq(sh[1].st, DC_OK, "v%d shard 1: %s", v, sh[1].why);
+        cr_assert_eq(sh[0].vs.version, (uint64_t)v);
+        /* repairs: by the owner of the chunk (shard 1's last chunk); after a
+         * crash, children of the restarted node may re-attach (and be
+         * re-sent what they missed) in a later version too */
+        if (crash_rank > 0 && v == 1)
+            cr_assert(sh[1].vs.repair_bytes > 0, "shard 1 made no repair");
+        else if (crash_rank == 0)
+            cr_assert_eq(sh[0].vs.repair_bytes + sh[1].vs.repair_bytes, 0,
+                         "v%d: %llu + %llu repair bytes", v,
+                         (unsigned long long)sh[0].vs.repair_bytes,
+                         (unsigned long long)sh[1].vs.repair_bytes);
+        job_expect_all_exact(&J, v);
+    }
+    dc_status_t c0 = dc_refit_sender_close(sh[0].s);
+    cr_assert_eq(c0, DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_refit_sender_close(sh[1].s), DC_OK, "%s", dc_last_error());
+    for (int i = 2; i < J.nnodes; i++)
+        cr_assert_eq(job_wait(&J, i, 20), 0, "receiver %d", i);
+    uint64_t v = 0;
+    cr_assert_eq(dc_refit_committed(sh[0].sd, &v, NULL, NULL), DC_OK);
+    cr_assert_eq(v, 3);
+out:
+    for (int k = 0; k < 2; k++) {
+        for (size_t r = 0; r < sh[k].ns; r++)
+            free(sh[k].segs[r].ptr);
+        free(sh[k].segs);
+    }
+    trainer_free(&all);
+    dc_topo_free(topo);
+}
+
+Test(api, memory_shards_send_their_own_bytes)
+{
+    memory_shards(0, 0);
+}
+
+Test(api, memory_shard_repairs_come_from_their_owner)
+{
+    memory_shards(5, 0);
+}
+
+Test(api, memory_shard_lost_aborts_the_version)
+{
+    memory_shards(0, 1);
 }
