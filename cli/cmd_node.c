@@ -42,10 +42,10 @@ static void dc_node_help(FILE *fp)
             "  --stats FILE             write per-version figures as JSON\n"
             "  --wait-ms T              wait T ms for every receiver to join (60000)\n"
             "  --progress               progress line on stderr\n"
-            "  --from-memory            node 0 as a trainer embedding the library: holds\n"
-            "                           the weights in its own memory (each vN read into\n"
-            "                           the same buffers, as an optimizer step would) and\n"
-            "                           sends them with dc_refit_sender_push\n"
+            "  --from-memory            a sender as a trainer embedding the library: holds\n"
+            "                           the bytes it sends in its own memory (each vN read\n"
+            "                           into the same buffers, as an optimizer step would)\n"
+            "                           and sends them with dc_refit_sender_push\n"
             " receiver:\n"
             "  --weights FILE           this node's checkpoint copy, updated in place\n"
             "  --initial-version V      version of FILE when there is no commit record (0)\n"
@@ -79,26 +79,47 @@ static int dc_node_subst_rank(char *out, size_t len, const char *in, uint32_t ra
     return 0;
 }
 
-/* The trainer's memory: one buffer per tensor, in canonical order. */
+/* A trainer's memory: the tensor list, and one buffer per range of
+ * canonical bytes this sender sends (dc_refit_sender_ranges). */
 typedef struct dc_mem_trainer {
-    size_t n;
+    size_t nt, ns;
     dc_refit_tensor_t *tens;
     dc_refit_segment_t *segs;
 } dc_mem_trainer_t;
 
 static void dc_mem_trainer_free(dc_mem_trainer_t *t)
 {
-    for (size_t i = 0; t->segs && i < t->n; i++) {
+    for (size_t i = 0; t->segs && i < t->ns; i++)
         free(t->segs[i].ptr);
+    for (size_t i = 0; t->tens && i < t->nt; i++)
         free((char *)t->tens[i].name);
-    }
     free(t->segs);
     free(t->tens);
 }
 
-/* Read version v of dir into the trainer's buffers (allocated on the first
- * call, from that file's tensor list; later files must have the same). */
-static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, const char *dir, uint64_t v)
+/* The tensor list of a version file (names copied). */
+static dc_status_t dc_mem_trainer_tensors(dc_mem_trainer_t *t, const dc_st_file_t *f)
+{
+    size_t n = dc_st_count(f);
+    t->tens = calloc(n ? n : 1, sizeof(*t->tens));
+    if (!t->tens)
+        return dc_error(DC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const dc_st_tensor_t *x = dc_st_tensor(f, i);
+        char *name = strdup(x->name);
+        if (!name)
+            return dc_error(DC_ERR_NOMEM, "out of memory");
+        t->tens[i] = (dc_refit_tensor_t){name, dc_dtype_name(x->dtype), x->nelems};
+        t->nt = i + 1;
+    }
+    return DC_OK;
+}
+
+/* Read version v of dir into the trainer's buffers: the first call takes
+ * the tensor list from that file and allocates the buffers of the ranges
+ * cfg's rank sends; later files must have the same tensors. */
+static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, dc_refit_node_config_t *cfg,
+                                       const char *dir, uint64_t v)
 {
     char path[PATH_MAX];
     if (dc_node_version_path(path, sizeof(path), dir, v) != 0)
@@ -107,49 +128,52 @@ static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, const char *dir, uin
     dc_status_t st = dc_st_open(path, DC_ST_READ, &f);
     if (st != DC_OK)
         return st;
-    size_t n = dc_st_count(f);
-    if (!t->segs) {
-        t->tens = calloc(n ? n : 1, sizeof(*t->tens));
-        t->segs = calloc(n ? n : 1, sizeof(*t->segs));
-        if (!t->tens || !t->segs) {
-            dc_st_close(f);
-            return dc_error(DC_ERR_NOMEM, "out of memory");
-        }
-        for (size_t i = 0; i < n; i++) {
-            const dc_st_tensor_t *x = dc_st_tensor(f, i);
-            uint64_t len = x->end - x->begin;
-            char *name = strdup(x->name);
-            void *buf = malloc(len ? len : 1);
-            if (!name || !buf) {
-                free(name);
-                free(buf);
-                dc_st_close(f);
-                return dc_error(DC_ERR_NOMEM, "out of memory for tensor '%s'", x->name);
-            }
-            t->tens[i] = (dc_refit_tensor_t){name, dc_dtype_name(x->dtype), x->nelems};
-            t->segs[i] = (dc_refit_segment_t){name, 0, len, buf};
-            t->n = i + 1;
-        }
+    if (!t->tens) {
+        st = dc_mem_trainer_tensors(t, f);
+        cfg->tensors = t->tens;
+        cfg->n_tensors = t->nt;
+        size_t n = 0;
+        if (st == DC_OK && dc_refit_sender_ranges(cfg, NULL, 0, &n) == DC_ERR_NOMEM && n)
+            st = (t->segs = calloc(n, sizeof(*t->segs))) != NULL
+                     ? dc_refit_sender_ranges(cfg, t->segs, n, &t->ns)
+                     : dc_error(DC_ERR_NOMEM, "out of memory");
+        else if (st == DC_OK)
+            st = dc_last_status() != DC_OK ? dc_last_status()
+                                           : dc_error(DC_ERR_INVALID, "node %u sends nothing",
+                                                      cfg->rank);
+        for (size_t i = 0; st == DC_OK && i < t->ns; i++)
+            if (!(t->segs[i].ptr = malloc(t->segs[i].length)))
+                st = dc_error(DC_ERR_NOMEM, "out of memory for %llu bytes",
+                              (unsigned long long)t->segs[i].length);
+        cfg->segments = t->segs;
+        cfg->n_segments = t->ns;
     }
-    if (n != t->n) {
-        dc_st_close(f);
-        return dc_error(DC_ERR_UNSUPPORTED, "%s has %zu tensors, the job %zu", path, n, t->n);
-    }
-    for (size_t i = 0; i < n; i++) {
+    if (st == DC_OK && dc_st_count(f) != t->nt)
+        st = dc_error(DC_ERR_UNSUPPORTED, "%s has %zu tensors, the job %zu", path,
+                      dc_st_count(f), t->nt);
+    for (size_t i = 0; st == DC_OK && i < t->nt; i++) {
         const dc_st_tensor_t *x = dc_st_tensor(f, i);
-        if (strcmp(x->name, t->tens[i].name) != 0 || x->end - x->begin != t->segs[i].length) {
-            dc_st_close(f);
-            return dc_error(DC_ERR_UNSUPPORTED, "%s: tensor %zu ('%s') differs from the job's "
-                            "('%s')", path, i, x->name, t->tens[i].name);
+        if (strcmp(x->name, t->tens[i].name) != 0 || x->nelems != t->tens[i].nelems)
+            st = dc_error(DC_ERR_UNSUPPORTED, "%s: tensor %zu ('%s') differs from the job's "
+                          "('%s')", path, i, x->name, t->tens[i].name);
+    }
+    /* the ranges are in tensor order */
+    for (size_t k = 0, i = 0; st == DC_OK && k < t->ns; k++) {
+        while (i < t->nt && strcmp(t->tens[i].name, t->segs[k].tensor) != 0)
+            i++;
+        const dc_st_tensor_t *x = i < t->nt ? dc_st_tensor(f, i) : NULL;
+        if (!x || t->segs[k].offset + t->segs[k].length > x->end - x->begin) {
+            st = dc_error(DC_ERR_INTERNAL, "range %zu outside its tensor", k);
+            break;
         }
-        memcpy(t->segs[i].ptr, dc_st_data(f, x), t->segs[i].length);
+        memcpy(t->segs[k].ptr, dc_st_data(f, x) + t->segs[k].offset, t->segs[k].length);
     }
     dc_st_close(f);
-    return DC_OK;
+    return st;
 }
 
-/* Node 0 as a trainer that embeds the library: versions_dir/vN.safetensors
- * stand for its optimizer steps. */
+/* A sender as a trainer that embeds the library: versions_dir/vN.safetensors
+ * stand for its optimizer steps; it holds only the bytes it sends. */
 static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
 {
     uint64_t committed = nc->initial_version, b = 0, d[2];
@@ -165,38 +189,33 @@ static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
                                                     last + 1) == 0 && access(p, R_OK) == 0;)
             last++;
     }
+    if (nc->transport)
+        dc_config_set("transport", nc->transport);
+    dc_refit_node_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.size = sizeof(cfg);
+    cfg.topo = nc->topo;
+    cfg.rank = nc->rank;
+    cfg.state_dir = nc->state_dir;
+    cfg.dense = nc->dense;
+    cfg.stats_path = nc->stats_path;
+    cfg.wait_ms = nc->wait_ms;
+    cfg.initial_version = nc->initial_version;
+    cfg.abort_ms = nc->abort_ms;
+    cfg.chunk_size = nc->chunk_size;
     dc_mem_trainer_t tr = {0};
-    st = dc_mem_trainer_load(&tr, nc->versions_dir, committed);
+    st = dc_mem_trainer_load(&tr, &cfg, nc->versions_dir, committed);
     dc_refit_sender_t *s = NULL;
-    if (st == DC_OK) {
-        dc_refit_node_config_t cfg;
-        memset(&cfg, 0, sizeof(cfg));
-        cfg.size = sizeof(cfg);
-        cfg.topo = nc->topo;
-        cfg.rank = 0;
-        cfg.state_dir = nc->state_dir;
-        cfg.dense = nc->dense;
-        cfg.stats_path = nc->stats_path;
-        cfg.wait_ms = nc->wait_ms;
-        cfg.tensors = tr.tens;
-        cfg.n_tensors = tr.n;
-        cfg.segments = tr.segs;
-        cfg.n_segments = tr.n;
-        cfg.initial_version = nc->initial_version;
-        cfg.abort_ms = nc->abort_ms;
-        cfg.chunk_size = nc->chunk_size;
-        if (nc->transport)
-            dc_config_set("transport", nc->transport);
+    if (st == DC_OK)
         st = dc_refit_sender_open(&cfg, &s);
-    }
     for (uint64_t v = committed + 1; st == DC_OK && v <= last; v++) {
-        st = dc_mem_trainer_load(&tr, nc->versions_dir, v);
+        st = dc_mem_trainer_load(&tr, &cfg, nc->versions_dir, v);
         dc_refit_version_stats_t vs = {.size = sizeof(vs)};
         if (st == DC_OK)
             st = dc_refit_sender_push(s, NULL, 0, &vs);
         if (st == DC_OK)
-            DC_LOG_INFO("root: version %llu committed in %.3f s (%llu payload bytes)",
-                        (unsigned long long)vs.version, vs.seconds,
+            DC_LOG_INFO("sender %u: version %llu committed in %.3f s (%llu payload bytes)",
+                        nc->rank, (unsigned long long)vs.version, vs.seconds,
                         (unsigned long long)vs.payload_bytes);
     }
     char why[1024] = "";
@@ -365,9 +384,9 @@ int dc_cmd_node(int argc, char **argv)
         return dc_cli_usage_error("node", "a receiver needs --weights FILE");
     }
     cfg.topo = topo;
-    if (from_memory && cfg.rank != 0) {
+    if (from_memory && !sender) {
         dc_topo_free(topo);
-        return dc_cli_usage_error("node", "--from-memory is for node 0 (the only sender)");
+        return dc_cli_usage_error("node", "--from-memory is for senders");
     }
     st = from_memory ? dc_node_from_memory(&cfg) : dc_node_run(&cfg);
     dc_topo_free(topo);

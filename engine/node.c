@@ -1772,6 +1772,18 @@ static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
     if (bg.version == 0 || bg.baseline != bg.version - 1)
         st = dc_error(DC_ERR_INVALID, "sender %u: BEGIN %llu from baseline %llu", n->me,
                       (unsigned long long)bg.version, (unsigned long long)bg.baseline);
+    if (st == DC_OK && n->cfg->source && bg.baseline != n->committed)
+        st = dc_error(DC_ERR_INVALID, "sender %u holds version %llu (its state directory's "
+                      "commit record, else initial_version), but the coordinator begins "
+                      "version %llu from %llu: open it on the committed version's weights",
+                      n->me, (unsigned long long)n->committed, (unsigned long long)bg.version,
+                      (unsigned long long)bg.baseline);
+    if (st != DC_OK && n->cfg->source) {
+        DC_LOG_ERROR("%s", dc_last_error());
+        n->result = st;
+        n->finished = 1;
+        return;
+    }
     if (st == DC_OK && n->cfg->source) {
         n->mpend = 1;
         n->mbg = bg;
@@ -1834,6 +1846,16 @@ static void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type)
         vs.dense_bytes = n->layout->total_bytes;
         vs.frames = n->sent;
         vs.encode_s = (double)n->enc_ns / 1e9;
+        if (type == DC_MSG_COMMIT) {
+            /* our own record of what our baseline is (a restart resumes it) */
+            dc_commit_rec_t rec = {.version = n->vnum, .baseline = n->vbase};
+            st = dc_commit_cas(n->cfg->state_dir, n->have_record ? n->committed : 0, &rec,
+                               NULL);
+            if (st == DC_OK) {
+                n->have_record = 1;
+                n->committed = n->vnum;
+            }
+        }
         if (dc_mem_done(n, n->vnum, st, &vs) != DC_OK && type == DC_MSG_COMMIT) {
             n->result = dc_last_status();
             n->finished = 1;
@@ -3326,9 +3348,19 @@ static dc_status_t dc_sender_run(dc_node_t *n)
         dc_sender_stop_encoders(n);
         return n->finished ? n->result : DC_OK;
     }
-    /* from memory: the layout, the chunks we send and our baseline now (the
-     * caller may change its memory once open returns) */
-    dc_status_t st = dc_mem_init(n);
+    /* from memory: the version we hold, the layout, the chunks we send and
+     * our baseline now (the caller may change its memory once open returns) */
+    dc_commit_rec_t rec;
+    dc_status_t st = dc_commit_read(n->cfg->state_dir, &rec);
+    if (st == DC_OK) {
+        n->committed = rec.version;
+        n->have_record = 1;
+    } else if (st == DC_ERR_NOT_FOUND) {
+        n->committed = n->cfg->initial_version;
+        st = DC_OK;
+    }
+    if (st == DC_OK)
+        st = dc_mem_init(n);
     if (st == DC_OK)
         st = dc_enc_alloc(n);
     if (st == DC_OK)

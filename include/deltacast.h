@@ -722,7 +722,9 @@ typedef struct dc_refit_version_stats {
  * initial_version).  A shard's segments need cover only the bytes it sends
  * (dc_refit_sender_ranges); the coordinator asks a chunk's owner for its
  * repairs.  The sender copies them: it keeps its own baseline (host memory
- * of the bytes it sends).  Every shard pushes each version; a version
+ * of the bytes it sends).  A shard (not node 0) writes its own commit
+ * record in state_dir at each COMMIT, and refuses a BEGIN whose baseline
+ * is not the version it holds (it would send wrong deltas).  Every shard pushes each version; a version
  * starts on a shard when both its push and the coordinator's BEGIN are
  * there, and its push returns at the joint commit.  The node runs on a thread of its own from then on:
  * receivers join while the trainer trains (wait_ms bounds the wait,

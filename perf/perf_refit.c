@@ -367,8 +367,9 @@ static pid_t rb_spawn(rb_ctx_t *c, int rank, int dense, uint32_t upto, const cha
     } else if (sender) { /* another trainer shard: reads only its own chunks */
         k = snprintf(cmd, sizeof(cmd),
                  "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --versions '%s/ver' "
-                 "--state '%s/state/%d' >>'%s/log%d' 2>&1",
-                 ns, c->self, c->dir, rank, c->dir, c->dir, rank, c->dir, rank);
+                 "--state '%s/state/%d' %s %s >>'%s/log%d' 2>&1",
+                 ns, c->self, c->dir, rank, c->dir, c->dir, rank, dense ? "--dense" : "",
+                 c->o.from_memory ? "--from-memory" : "", c->dir, rank);
     } else {
         k = snprintf(cmd, sizeof(cmd),
                  "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --weights '%s/w%d.st' "
@@ -596,8 +597,8 @@ static void dc_perf_refit_help(FILE *fp)
             "  --keep                   do not delete the work directory\n"
             "  --plot FILE              PNG plot (default WORKDIR/refit.png)\n"
             "  --transport T            tcp (default), ucx\n"
-            "  --from-memory            the trainer holds its weights in memory and sends\n"
-            "                           through the library (deltacast node --from-memory)\n"
+            "  --from-memory            the trainer (each shard) holds its weights in memory\n"
+            "                           and sends through the library (node --from-memory)\n"
             "  --seed S                 model seed (default 1)\n"
             "  --json                   JSON on stdout\n"
             "  -h, --help               show this help\n"
@@ -716,8 +717,6 @@ static int rb_parse(int argc, char **argv, rb_opts_t *o)
         return dc_cli_usage_error("perf refit", "need 1 <= --regions <= --receivers");
     if (o->receivers + o->senders > RB_MAX_NODES - 1)
         return dc_cli_usage_error("perf refit", "at most %d receivers", RB_MAX_NODES - 2);
-    if (o->from_memory && o->senders != 1)
-        return dc_cli_usage_error("perf refit", "--from-memory takes one sender");
     if (o->regions > 200)
         return dc_cli_usage_error("perf refit", "at most 200 regions");
     if (o->versions == 0 || o->versions > 100)

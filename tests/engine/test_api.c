@@ -512,6 +512,8 @@ static void memory_shards(int crash_rank, int lose_shard)
         c->segments = sh[k].segs;
         c->n_segments = sh[k].ns;
     }
+    if (lose_shard == 2)
+        sh[1].cfg.initial_version = 7; /* wrong: the job is at v0 */
     /* the two shards' ranges split the checkpoint */
     cr_assert_eq(covered, total);
     cr_assert(sh[1].segs[0].offset > 0 || strcmp(sh[1].segs[0].tensor, all.tens[0].name) != 0,
@@ -534,13 +536,24 @@ static void memory_shards(int crash_rank, int lose_shard)
     for (int i = 2; i < J.nnodes; i++)
         job_start(&J, i, i == crash_rank ? crash : NULL, NULL);
     if (lose_shard) {
-        /* shard 1 goes away instead of pushing v1: only it holds its
-         * chunks, so the coordinator aborts the version */
+        /* shard 1 goes away instead of pushing v1 (1), or cannot send v1
+         * from the version it holds (2): only it holds its chunks, so the
+         * coordinator aborts the version */
         shard_load(&sh[0], 1);
-        pthread_t th;
+        pthread_t th, th1;
         cr_assert_eq(pthread_create(&th, NULL, shard_push, &sh[0]), 0);
-        usleep(200000);
-        dc_status_t c1 = dc_refit_sender_close(sh[1].s);
+        dc_status_t c1;
+        if (lose_shard == 1) {
+            usleep(200000);
+            c1 = dc_refit_sender_close(sh[1].s);
+        } else {
+            shard_load(&sh[1], 1);
+            cr_assert_eq(pthread_create(&th1, NULL, shard_push, &sh[1]), 0);
+            pthread_join(th1, NULL);
+            cr_assert_neq(sh[1].st, DC_OK);
+            cr_assert(strstr(sh[1].why, "holds version 7"), "%s", sh[1].why);
+            c1 = dc_refit_sender_close(sh[1].s);
+        }
         pthread_join(th, NULL);
         cr_assert_eq(sh[0].st, DC_ERR_CANCELED, "coordinator: %s", sh[0].why);
         cr_assert(strstr(sh[0].why, "sender"), "%s", sh[0].why);
@@ -615,4 +628,9 @@ Test(api, memory_shard_repairs_come_from_their_owner)
 Test(api, memory_shard_lost_aborts_the_version)
 {
     memory_shards(0, 1);
+}
+
+Test(api, memory_shard_on_the_wrong_version_is_refused)
+{
+    memory_shards(0, 2);
 }
