@@ -152,6 +152,9 @@ def _lib():
         "dc_refit_sender_push": (c_int, [vp, ctypes.POINTER(_RefitSegment), sz,
                                          ctypes.POINTER(_RefitVersionStats)]),
         "dc_refit_sender_close": (c_int, [vp]),
+        "dc_refit_sender_ranges": (c_int, [ctypes.POINTER(_RefitNodeConfig),
+                                           ctypes.POINTER(_RefitSegment), sz,
+                                           ctypes.POINTER(sz)]),
     })
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)
@@ -397,6 +400,29 @@ def _segments(segments, keep: list):
         sarr[i] = _RefitSegment(tensor.encode(), offset, length, addr)
     keep.append(sarr)
     return sarr
+
+
+def sender_ranges(topo: Topology, rank: int, tensors, chunk_size: int = 0) -> list:
+    """[(tensor, byte offset, length), ...]: the canonical bytes sender
+    `rank` sends in the job's plan (a trainer shard's Sender segments must
+    cover these, and need cover nothing else)."""
+    cfg = _RefitNodeConfig()
+    cfg.size = ctypes.sizeof(_RefitNodeConfig)
+    cfg.topo = topo._h
+    cfg.rank = rank
+    cfg.state_dir = b"."
+    cfg.chunk_size = chunk_size
+    tarr = (_RefitTensor * len(tensors))()
+    for i, (name, dtype, n) in enumerate(tensors):
+        tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
+    cfg.tensors, cfg.n_tensors = tarr, len(tensors)
+    n = ctypes.c_size_t()
+    st = _lib().dc_refit_sender_ranges(ctypes.byref(cfg), None, 0, ctypes.byref(n))
+    if st != 0 and n.value == 0:
+        _check(st)
+    out = (_RefitSegment * max(n.value, 1))()
+    _check(_lib().dc_refit_sender_ranges(ctypes.byref(cfg), out, n.value, ctypes.byref(n)))
+    return [(out[i].tensor.decode(), out[i].offset, out[i].length) for i in range(n.value)]
 
 
 class Sender:

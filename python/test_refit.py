@@ -187,6 +187,35 @@ class Refit(unittest.TestCase):
             self.assertIn("CUDA", str(e.exception))
         topo.close()
 
+    def test_sender_ranges_split_the_checkpoint(self):
+        """Two trainer shards: their ranges are disjoint and cover every byte."""
+        with tempfile.TemporaryDirectory() as tmp:
+            topo_path = os.path.join(tmp, "t.yaml")
+            with open(topo_path, "w") as f:
+                f.write("shards: 2\nregions:\n  - name: train\n    nodes:\n"
+                        "      - {host: s0, addr: \"127.0.0.1:7000\", role: sender, shards: [0]}\n"
+                        "      - {host: s1, addr: \"127.0.0.1:7001\", role: sender, shards: [1]}\n"
+                        "  - name: r0\n    nodes:\n"
+                        "      - {host: r0, addr: \"127.0.0.1:7002\", role: receiver}\n")
+            topo = dc.Topology.load(topo_path)
+            tensors = [("a", "BF16", 100000), ("b", "F32", 7), ("c", "BF16", 250001)]
+            sizes = {"a": 200000, "b": 28, "c": 500002}
+            got = {name: [] for name in sizes}
+            for rank in (0, 1):
+                ranges = dc.sender_ranges(topo, rank, tensors, chunk_size=65536)
+                self.assertGreater(len(ranges), 0)
+                for name, off, length in ranges:
+                    got[name].append((off, off + length, rank))
+            for name, size in sizes.items():
+                spans = sorted(got[name])
+                at = 0
+                for b, e, _ in spans:
+                    self.assertEqual(b, at, f"{name}: gap or overlap at {at}")
+                    at = e
+                self.assertEqual(at, size, name)
+            self.assertEqual({r for v in got.values() for *_, r in v}, {0, 1})
+            topo.close()
+
 
 if __name__ == "__main__":
     unittest.main()
