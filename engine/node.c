@@ -1822,6 +1822,8 @@ static void dc_sender_poll_memory(dc_node_t *n)
  * memory sender tells its caller (committed: it becomes the baseline). */
 static void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type)
 {
+    if (n->mpend && (!v || n->mbg.version == v))
+        n->mpend = 0; /* ended before our caller handed the version over */
     if (!n->in_flight || (v && n->vnum != v))
         return;
     n->in_flight = 0;
