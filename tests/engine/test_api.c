@@ -634,3 +634,32 @@ Test(api, memory_shard_on_the_wrong_version_is_refused)
 {
     memory_shards(0, 2);
 }
+
+/* `deltacast node --from-memory` on two trainer shards, run twice (v1, then
+ * v2 by new processes): each shard holds only its ranges, and the second
+ * run's shards resume from their own commit records. */
+Test(api, cli_shards_from_memory_resume)
+{
+    job_init(&J, 2, 1, "2e5", 2, "optimizer");
+    job_use_shards(&J, 2, NULL);
+    for (int v = 1; v <= 2; v++) {
+        char args[64];
+        snprintf(args, sizeof(args), "--from-memory --count %d", v);
+        for (int i = 0; i < J.nnodes; i++)
+            job_start(&J, i, NULL, i < 2 ? args : NULL);
+        for (int i = 0; i < J.nnodes; i++) {
+            int rc = job_wait(&J, i, 60);
+            if (rc != 0)
+                job_dump_logs(&J);
+            cr_assert_eq(rc, 0, "run %d: node %d exit %d", v, i, rc);
+        }
+        job_expect_all_exact(&J, v);
+        char sd[256];
+        uint64_t c = 0;
+        for (int k = 0; k < 2; k++) {
+            snprintf(sd, sizeof(sd), "%s/state/%d", J.dir, k);
+            cr_assert_eq(dc_refit_committed(sd, &c, NULL, NULL), DC_OK, "shard %d: no record", k);
+            cr_assert_eq(c, (uint64_t)v, "shard %d holds %llu", k, (unsigned long long)c);
+        }
+    }
+}
