@@ -263,7 +263,11 @@ DC_API dc_status_t dc_delta_diff_files(const char *base_path, const char *next_p
 /**
  * Apply `delta_path` to `base_path`, writing the target to `out_path` via a
  * temporary file in the same directory, renamed into place only after every
- * chunk digest and the target checkpoint digest verified.  out_path == NULL
+ * chunk digest and the target checkpoint digest verified.  When they do not,
+ * the base's checkpoint digest is checked against the one the delta names:
+ * DC_ERR_WRONG_BASE ("made for a different base") or DC_ERR_VERIFY (the
+ * delta is corrupt); a base that differs only in bytes the delta does not
+ * use still yields the exact target (kernels/delta.h).  out_path == NULL
  * applies "in place": the target is built in a temporary file beside the
  * base and renamed over it, so an interrupted or failing apply leaves the
  * base file untouched (at base) and a successful one leaves it at target;

@@ -772,11 +772,11 @@ DC_API dc_status_t dc_delta_diff_buffers(const void *base, size_t base_len, cons
 
 typedef struct {
     dc_st_file_t *base, *tgt;
-    dc_grid_t bg, tg;
+    dc_grid_t tg;
     size_t *bidx;          /* per target tensor: matched base tensor or SIZE_MAX */
     uint8_t *used;         /* per base tensor: matched */
     uint64_t *frame_off;   /* per target chunk: offset of its frame; 0 = none */
-    dc_digest_t *bdg, *tdg;
+    dc_digest_t *tdg;
     const uint8_t *img;
     dc_pool_t pool;
     _Atomic uint64_t bad_chunk; /* lowest target chunk whose digest failed + 1 */
@@ -790,9 +790,10 @@ static void dc_note_bad(dc_apply_ctx_t *a, uint64_t g)
 }
 
 /* One target chunk: copy the base chunk, decode the frame onto it and hash
- * both the base chunk (for the base digest) and the result, in one pass
- * over the data (dc_codec_decode_digest).  Digest mismatches are only
- * noted here: the base digest is judged first, after all chunks. */
+ * the result, in one pass over the data (dc_codec_decode_digest).  The base
+ * is not hashed here: target digests that verify prove the result, and only
+ * when one fails does dc_apply_judge hash the base, to tell a wrong base
+ * from a corrupt delta.  Digest mismatches are only noted here. */
 static dc_status_t dc_apply_task(void *arg, size_t g)
 {
     dc_apply_ctx_t *a = arg;
@@ -804,16 +805,12 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
     uint64_t off = ci * ce, cnt = DC_MIN(ce, t->nelems - off);
     uint8_t *dst = dc_st_data(a->tgt, t) + off * w;
     const uint8_t *src = NULL;
-    dc_digest_t *bdp = NULL;
-    if (a->bidx[ti] != SIZE_MAX) {
-        size_t bj = a->bidx[ti];
-        src = dc_st_data(a->base, dc_st_tensor(a->base, bj)) + off * w;
-        bdp = &a->bdg[a->bg.gstart[bj] + ci];
-    }
+    if (a->bidx[ti] != SIZE_MAX)
+        src = dc_st_data(a->base, dc_st_tensor(a->base, a->bidx[ti])) + off * w;
     if (a->frame_off[g] == 0) {
-        /* unchanged: same bytes, same digest (copied and hashed in one pass) */
+        /* unchanged: copied and hashed in one pass */
         return dc_kern_patch_digest(dst, src, (size_t)cnt, w, DC_PATCH_COPY, NULL, NULL, 0,
-                                    bdp, &a->tdg[g]);
+                                    NULL, &a->tdg[g]);
     }
     dc_frame_hdr_t h;
     const uint8_t *fp = a->img + a->frame_off[g];
@@ -828,9 +825,9 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
     dc_codec_t *c;
     if ((st = dc_pool_get(&a->pool, &c)) != DC_OK)
         return st;
-    /* base copy, decode, base digest and target digest in one pass */
+    /* base copy, decode and target digest in one pass */
     st = dc_codec_decode_digest(c, h.encoding, payload, h.payload_len, src, dst, (size_t)cnt, w,
-                                bdp, &a->tdg[g]);
+                                NULL, &a->tdg[g]);
     dc_pool_put(&a->pool, c);
     if (st != DC_OK) {
         dc_error_prefix("tensor '%s' chunk %llu", t->name, (unsigned long long)ci);
@@ -839,6 +836,23 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
     if (!dc_digest_eq(a->tdg[g], h.target_digest))
         dc_note_bad(a, g);
     return DC_OK;
+}
+
+/* A target digest failed (`what`): hash the base now (the fast path never
+ * does) to say which of the two it is: DC_ERR_WRONG_BASE when the base's
+ * checkpoint digest is not the one the delta names, else DC_ERR_VERIFY. */
+static dc_status_t dc_apply_judge(const dc_st_file_t *base, const dc_delta_info_t *in,
+                                  unsigned threads, const char *what)
+{
+    dc_digest_t bd;
+    dc_status_t st = dc_ckpt_digest(base, in->chunk_size, threads, &bd);
+    if (st != DC_OK)
+        return st;
+    if (!dc_digest_eq(bd, in->base_digest))
+        return dc_error(DC_ERR_WRONG_BASE,
+                        "base checkpoint digest does not match the delta's: the delta was "
+                        "made for a different base");
+    return dc_error(DC_ERR_VERIFY, "%s on the delta's own base: the delta is corrupt", what);
 }
 
 /* Apply a validated reader's delta onto `out` (target_size bytes). */
@@ -870,7 +884,6 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
     a.base = base;
     a.img = r->buf;
     if ((st = dc_grid_init(&a.tg, a.tgt, in->chunk_size)) != DC_OK ||
-        (st = dc_grid_init(&a.bg, base, in->chunk_size)) != DC_OK ||
         (st = dc_match(base, a.tgt, &a.bidx, &a.used)) != DC_OK)
         goto out;
     uint64_t G = a.tg.G;
@@ -881,8 +894,7 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
     ss->chunks = G;
     a.frame_off = calloc(G + 1, sizeof(uint64_t));
     a.tdg = malloc(sizeof(dc_digest_t) * (G + 1));
-    a.bdg = malloc(sizeof(dc_digest_t) * (a.bg.G + 1));
-    if (!a.frame_off || !a.tdg || !a.bdg) {
+    if (!a.frame_off || !a.tdg) {
         st = dc_error(DC_ERR_NOMEM, "apply chunk tables (%llu chunks)", (unsigned long long)G);
         goto out;
     }
@@ -936,29 +948,22 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
                 goto out;
             }
     }
-    if ((st = dc_digest_unmatched(&a.bg, base, a.used, a.bdg, threads)) != DC_OK)
-        goto out;
     if ((st = dc_kern_parallel_for((size_t)G, dc_apply_task, &a, threads)) != DC_OK)
         goto out;
-    dc_digest_t bd, td;
-    if ((st = dc_ckpt_digest_finish(base, in->chunk_size, a.bdg, a.bg.G, &bd)) != DC_OK)
-        goto out;
-    if (!dc_digest_eq(bd, in->base_digest)) {
-        st = dc_error(DC_ERR_WRONG_BASE, "base checkpoint digest does not match the delta's");
-        goto out;
-    }
     uint64_t bad = atomic_load(&a.bad_chunk);
     if (bad) {
         size_t ti = dc_grid_tensor(&a.tg, bad - 1);
-        st = dc_error(DC_ERR_VERIFY, "tensor '%s' chunk %llu: target digest mismatch",
-                      dc_st_tensor(a.tgt, ti)->name,
-                      (unsigned long long)(bad - 1 - a.tg.gstart[ti]));
+        char what[512];
+        snprintf(what, sizeof(what), "tensor '%s' chunk %llu: target digest mismatch",
+                 dc_st_tensor(a.tgt, ti)->name, (unsigned long long)(bad - 1 - a.tg.gstart[ti]));
+        st = dc_apply_judge(base, in, threads, what);
         goto out;
     }
+    dc_digest_t td;
     if ((st = dc_ckpt_digest_finish(a.tgt, in->chunk_size, a.tdg, G, &td)) != DC_OK)
         goto out;
     if (!dc_digest_eq(td, in->target_digest)) {
-        st = dc_error(DC_ERR_VERIFY, "target checkpoint digest mismatch after apply");
+        st = dc_apply_judge(base, in, threads, "target checkpoint digest mismatch after apply");
         goto out;
     }
     ss->base_bytes = bsz;
@@ -968,11 +973,9 @@ out:
     dc_pool_destroy(&a.pool);
     free(a.frame_off);
     free(a.tdg);
-    free(a.bdg);
     free(a.bidx);
     free(a.used);
     dc_grid_free(&a.tg);
-    dc_grid_free(&a.bg);
     dc_st_close(a.tgt);
     return st;
 }

@@ -39,11 +39,21 @@
  *                     tensors in data-offset order, 16 bytes (lo, hi) each.
  * The tensors cover the data region exactly (safetensors validation), so
  * every byte of the file is covered.  Chunk digests are computed in
- * parallel and are the same digests the frames carry, so diff and apply
- * get the checkpoint digests while they touch each chunk anyway (one pass
- * over the base and one over the target).  apply refuses a base whose size
- * or digest differs (DC_ERR_WRONG_BASE) and verifies every frame's chunk
- * digest and the target digest (DC_ERR_VERIFY).
+ * parallel and are the same digests the frames carry, so diff gets both
+ * checkpoint digests while it touches each chunk anyway (one pass over the
+ * base and one over the target).
+ *
+ * apply refuses a base of another size (DC_ERR_WRONG_BASE) up front, then
+ * builds the target hashing only the result: every frame's chunk digest
+ * and the target checkpoint digest (which covers the chunks without a
+ * frame, copied from the base, and the header) are verified.  Only when
+ * one fails is the base hashed: a base digest other than the delta's is
+ * DC_ERR_WRONG_BASE ("... made for a different base"), else the delta is
+ * corrupt (DC_ERR_VERIFY).  So a wrong base is refused whenever it changes
+ * the result; a base that differs from the delta's only in bytes the delta
+ * does not use (chunks it overwrites whole with PUT_DENSE, words PUT_SPARSE
+ * overwrites, tensors the target drops, the header) yields the exact,
+ * verified target.
  */
 #ifndef DC_DELTA_H
 #define DC_DELTA_H

@@ -427,6 +427,17 @@ void dc_kern_xor_dense(void *dst, const void *src, size_t bytes)
  * that brings it in and the digest that reads it again. */
 #define DC_KERN_BLOCK 16384u
 
+/* Order earlier streaming stores (ops->copy_nt) before later loads and
+ * stores of this thread and others. */
+static inline void dc_kern_nt_fence(void)
+{
+#if defined(__x86_64__)
+    __builtin_ia32_sfence();
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
 size_t dc_kern_diff_digest(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
                            void *xorw, size_t cap, dc_digest_t *a_dg, dc_digest_t *b_dg)
 {
@@ -475,6 +486,37 @@ size_t dc_kern_diff_digest(const void *a, const void *b, size_t n, unsigned w, u
     return k;
 }
 
+static void plain_copy(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+}
+
+/* Block-relative scatter into a bounce buffer b holding elements
+ * [base, base + m) of the chunk: the (validated) positions pos[0..cnt) all
+ * fall in that range. */
+static void scatter_rel(uint8_t *b, unsigned w, const uint32_t *pos, size_t base,
+                        const uint8_t *v, size_t cnt, int xor)
+{
+#define REL_LOOP(T)                                                           \
+    for (size_t k = 0; k < cnt; k++) {                                        \
+        uint8_t *q = b + sizeof(T) * ((size_t)pos[k] - base);                 \
+        T x, s;                                                               \
+        memcpy(&s, v + sizeof(T) * k, sizeof(T));                             \
+        if (xor) {                                                            \
+            memcpy(&x, q, sizeof(T));                                         \
+            s ^= x;                                                           \
+        }                                                                     \
+        memcpy(q, &s, sizeof(T));                                             \
+    }
+    switch (w) {
+    case 1: REL_LOOP(uint8_t) break;
+    case 2: REL_LOOP(uint16_t) break;
+    case 4: REL_LOOP(uint32_t) break;
+    default: REL_LOOP(uint64_t) break;
+    }
+#undef REL_LOOP
+}
+
 dc_status_t dc_kern_patch_digest(void *dst, const void *src, size_t n, unsigned w,
                                  unsigned op, const uint32_t *pos, const void *vals,
                                  size_t count, dc_digest_t *src_dg, dc_digest_t *dst_dg)
@@ -509,23 +551,60 @@ dc_status_t dc_kern_patch_digest(void *dst, const void *src, size_t n, unsigned 
     dc_span_digest_init(&sd, pd, bytes_all);
     const size_t be = DC_KERN_BLOCK / w;
     size_t k = 0;
-    for (size_t i = 0; i < n; i += be) {
-        size_t m = DC_MIN(be, n - i), off = i * w, bytes = m * w;
-        switch (op) {
-        case DC_PATCH_XOR_DENSE:
-            if (!in_place)
-                memcpy(pd + off, ps + off, bytes);
-            ops->xor_dense(pd + off, pv + off, bytes);
-            break;
-        case DC_PATCH_PUT_DENSE:
-            memcpy(pd + off, pv + off, bytes);
-            break;
-        default: {
-            if (!in_place)
-                memcpy(pd + off, ps + off, bytes);
-            if (!sparse)
+    if (!in_place) {
+        /* To another buffer: each block is built in an L1 bounce buffer
+         * (copy, edit), hashed there and written out with streaming
+         * stores, so dst's lines are never read for ownership: two memory
+         * passes (src in, dst out) instead of three. */
+        _Alignas(64) uint8_t bb[DC_KERN_BLOCK];
+        void (*out)(void *, const void *, size_t) = ops->copy_nt ? ops->copy_nt : plain_copy;
+        for (size_t i = 0; i < n; i += be) {
+            size_t m = DC_MIN(be, n - i), off = i * w, bytes = m * w;
+            const uint8_t *blk; /* the block's result, in cache */
+            switch (op) {
+            case DC_PATCH_COPY: blk = ps + off; break;
+            case DC_PATCH_PUT_DENSE: blk = pv + off; break;
+            case DC_PATCH_XOR_DENSE:
+                memcpy(bb, ps + off, bytes);
+                ops->xor_dense(bb, pv + off, bytes);
+                blk = bb;
                 break;
-            if (in_place) {
+            default: {
+                size_t k1 = k, end = i + m;
+                while (k1 < count && pos[k1] < end)
+                    k1++;
+                if (k1 == k) {
+                    blk = ps + off;
+                    break;
+                }
+                memcpy(bb, ps + off, bytes);
+                scatter_rel(bb, w, pos + k, i, pv + k * w, k1 - k, op == DC_PATCH_XOR);
+                k = k1;
+                blk = bb;
+                break;
+            }
+            }
+            if (hash_src)
+                dc_span_digest_advance(&ss, off + bytes);
+            if (hash_dst)
+                dc_span_digest_advance_from(&sd, blk, off, off + bytes);
+            out(pd + off, blk, bytes);
+        }
+        /* the digest's tail reads dst: the streamed lines first */
+        dc_kern_nt_fence();
+    } else {
+        for (size_t i = 0; i < n; i += be) {
+            size_t m = DC_MIN(be, n - i), off = i * w, bytes = m * w;
+            switch (op) {
+            case DC_PATCH_XOR_DENSE:
+                ops->xor_dense(pd + off, pv + off, bytes);
+                break;
+            case DC_PATCH_PUT_DENSE:
+                memcpy(pd + off, pv + off, bytes);
+                break;
+            case DC_PATCH_COPY:
+                break;
+            default: {
                 /* the scatter touches a few lines of each block in no
                  * pattern a hardware prefetcher follows, and the hash then
                  * reads them all: ask for the next block now, so its lines
@@ -535,25 +614,23 @@ dc_status_t dc_kern_patch_digest(void *dst, const void *src, size_t n, unsigned 
                 size_t nb = DC_MIN(left, (size_t)DC_KERN_BLOCK);
                 for (size_t q = 0; q < nb; q += 64)
                     __builtin_prefetch(pd + off + bytes + q, 1, 3);
+                /* the positions (validated, increasing) that fall in this block */
+                size_t k1 = k, end = i + m;
+                while (k1 < count && pos[k1] < end)
+                    k1++;
+                if (k1 > k) {
+                    if (op == DC_PATCH_XOR)
+                        ops->xor_scatter(pd, w, pos + k, pv + k * w, k1 - k);
+                    else
+                        ops->put_scatter(pd, w, pos + k, pv + k * w, k1 - k);
+                }
+                k = k1;
+                break;
             }
-            /* the positions (validated, increasing) that fall in this block */
-            size_t k1 = k, end = i + m;
-            while (k1 < count && pos[k1] < end)
-                k1++;
-            if (k1 > k) {
-                if (op == DC_PATCH_XOR)
-                    ops->xor_scatter(pd, w, pos + k, pv + k * w, k1 - k);
-                else
-                    ops->put_scatter(pd, w, pos + k, pv + k * w, k1 - k);
             }
-            k = k1;
-            break;
+            if (hash_dst)
+                dc_span_digest_advance(&sd, off + bytes);
         }
-        }
-        if (hash_src)
-            dc_span_digest_advance(&ss, off + bytes);
-        if (hash_dst)
-            dc_span_digest_advance(&sd, off + bytes);
     }
     if (hash_src) {
         ds = dc_span_digest_final(&ss);

@@ -107,7 +107,9 @@ enum {
  * not NULL) and of the result (*dst_dg, when not NULL), in one pass over
  * the data (cache-sized blocks: copy, edit and hash each block while it is
  * in cache).  src == dst edits in place (src_dg is then the digest before
- * the edit).  src may be NULL only for DC_PATCH_PUT_DENSE.  pos/count/vals
+ * the edit).  To another buffer, each block is built in an L1 bounce
+ * buffer and written to dst with streaming stores (dst's lines are neither
+ * read nor left in cache).  src may be NULL only for DC_PATCH_PUT_DENSE.  pos/count/vals
  * are used by the sparse edits, vals by the dense ones.  Positions come
  * from hostile input: they are validated first (strictly increasing, < n)
  * and DC_ERR_FORMAT leaves dst untouched, as dc_kern_xor_scatter.

@@ -348,6 +348,32 @@ DC_AVX2 static void avx2_xor_dense(void *dst, const void *src, size_t bytes)
         pd[i] ^= ps[i];
 }
 
+DC_AVX2 static void avx2_copy_nt(void *dst, const void *src, size_t bytes)
+{
+    uint8_t *pd = dst;
+    const uint8_t *ps = src;
+    size_t head = (size_t)(-(uintptr_t)pd & 31);
+    if (bytes < head + 128) {
+        memcpy(pd, ps, bytes);
+        return;
+    }
+    memcpy(pd, ps, head);
+    size_t i = head;
+    for (; i + 128 <= bytes; i += 128) {
+        __m256i d0 = _mm256_loadu_si256((const __m256i *)(ps + i));
+        __m256i d1 = _mm256_loadu_si256((const __m256i *)(ps + i + 32));
+        __m256i d2 = _mm256_loadu_si256((const __m256i *)(ps + i + 64));
+        __m256i d3 = _mm256_loadu_si256((const __m256i *)(ps + i + 96));
+        _mm256_stream_si256((__m256i *)(pd + i), d0);
+        _mm256_stream_si256((__m256i *)(pd + i + 32), d1);
+        _mm256_stream_si256((__m256i *)(pd + i + 64), d2);
+        _mm256_stream_si256((__m256i *)(pd + i + 96), d3);
+    }
+    for (; i + 32 <= bytes; i += 32)
+        _mm256_stream_si256((__m256i *)(pd + i), _mm256_loadu_si256((const __m256i *)(ps + i)));
+    memcpy(pd + i, ps + i, bytes - i);
+}
+
 const dc_kern_ops_t dc_kern_ops_avx2 = {
     .name = "avx2",
     .count_changed = avx2_count,
@@ -358,6 +384,7 @@ const dc_kern_ops_t dc_kern_ops_avx2 = {
     .xor_scatter = dc_kern_scalar_xor_scatter,
     .put_scatter = dc_kern_scalar_put_scatter,
     .xor_dense = avx2_xor_dense,
+    .copy_nt = avx2_copy_nt,
 };
 
 #endif /* __x86_64__ */

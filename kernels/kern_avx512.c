@@ -313,6 +313,32 @@ DC_AVX512 static void avx512_xor_dense(void *dst, const void *src, size_t bytes)
     }
 }
 
+DC_AVX512 static void avx512_copy_nt(void *dst, const void *src, size_t bytes)
+{
+    uint8_t *pd = dst;
+    const uint8_t *ps = src;
+    size_t head = (size_t)(-(uintptr_t)pd & 63);
+    if (bytes < head + 256) {
+        memcpy(pd, ps, bytes);
+        return;
+    }
+    memcpy(pd, ps, head);
+    size_t i = head;
+    for (; i + 256 <= bytes; i += 256) {
+        __m512i d0 = _mm512_loadu_si512(ps + i);
+        __m512i d1 = _mm512_loadu_si512(ps + i + 64);
+        __m512i d2 = _mm512_loadu_si512(ps + i + 128);
+        __m512i d3 = _mm512_loadu_si512(ps + i + 192);
+        _mm512_stream_si512((void *)(pd + i), d0);
+        _mm512_stream_si512((void *)(pd + i + 64), d1);
+        _mm512_stream_si512((void *)(pd + i + 128), d2);
+        _mm512_stream_si512((void *)(pd + i + 192), d3);
+    }
+    for (; i + 64 <= bytes; i += 64)
+        _mm512_stream_si512((void *)(pd + i), _mm512_loadu_si512(ps + i));
+    memcpy(pd + i, ps + i, bytes - i);
+}
+
 const dc_kern_ops_t dc_kern_ops_avx512 = {
     .name = "avx512",
     .count_changed = avx512_count,
@@ -323,6 +349,7 @@ const dc_kern_ops_t dc_kern_ops_avx512 = {
     .xor_scatter = dc_kern_scalar_xor_scatter,
     .put_scatter = dc_kern_scalar_put_scatter,
     .xor_dense = avx512_xor_dense,
+    .copy_nt = avx512_copy_nt,
 };
 
 #endif /* __x86_64__ */

@@ -34,6 +34,11 @@ typedef struct dc_kern_ops {
     void (*put_scatter)(void *dst, unsigned w, const uint32_t *pos, const void *vals,
                         size_t count);
     void (*xor_dense)(void *dst, const void *src, size_t bytes);
+    /* memcpy with non-temporal (streaming) stores: the destination's lines
+     * are not read for ownership nor kept in cache.  The caller orders them
+     * (dc_kern_nt_fence) before reading dst or handing it on.  NULL in
+     * tables without one (plain memcpy). */
+    void (*copy_nt)(void *dst, const void *src, size_t bytes);
 } dc_kern_ops_t;
 
 extern const dc_kern_ops_t dc_kern_ops_scalar;

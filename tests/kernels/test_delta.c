@@ -413,6 +413,121 @@ Test(delta, in_place_apply)
     free(b0);
 }
 
+/* Apply targets for the wrong-base / corrupt-delta cases: the buffer API,
+ * a new file and in place; each must fail with `want`, a message holding
+ * `msg`, no output file and the base file as it was. */
+static void apply_fails_everywhere(const char *base, const char *delta, dc_status_t want,
+                                   const char *msg)
+{
+    size_t bl, dl;
+    uint8_t *b = slurp(base, &bl), *d = slurp(delta, &dl);
+    uint64_t ts;
+    cr_assert_eq(dc_delta_target_size(d, dl, &ts), DC_OK);
+    uint8_t *out = malloc((size_t)ts);
+    size_t ol;
+    dc_status_t st = dc_delta_apply_buffers(b, bl, d, dl, out, (size_t)ts, &ol, NULL, NULL);
+    cr_assert_eq(st, want, "buffers: %d %s", st, dc_last_error());
+    cr_assert(strstr(dc_last_error(), msg) != NULL, "buffers: %s", dc_last_error());
+    st = dc_delta_apply_files(base, delta, path("out"), NULL, NULL);
+    cr_assert_eq(st, want, "file: %d %s", st, dc_last_error());
+    cr_assert(strstr(dc_last_error(), msg) != NULL, "file: %s", dc_last_error());
+    cr_assert(strchr(dc_last_error(), '\n') == NULL);
+    cr_assert(!exists(path("out")));
+    st = dc_delta_apply_files(base, delta, NULL, NULL, NULL);
+    cr_assert_eq(st, want, "in place: %d %s", st, dc_last_error());
+    cr_assert(strstr(dc_last_error(), msg) != NULL, "in place: %s", dc_last_error());
+    size_t bl2;
+    uint8_t *b2 = slurp(base, &bl2);
+    cr_assert(bl2 == bl && memcmp(b, b2, bl) == 0, "in-place failure changed the base");
+    cr_assert(only_expected_files());
+    free(b2);
+    free(out);
+    free(d);
+    free(b);
+}
+
+/* The fast path verifies target digests only; a mismatch then hashes the
+ * base to tell a wrong base (a byte off in a chunk the delta leaves alone,
+ * or in one it XOR-patches) from a corrupt delta (a frame's or the
+ * header's target digest altered, CRCs recomputed so that only the digest
+ * check can catch it). */
+Test(delta, target_mismatch_says_wrong_base_or_corrupt)
+{
+    static const spec_t sp[] = {
+        {"same", DC_DTYPE_BF16, 1, {5000}},
+        {"edit", DC_DTYPE_BF16, 1, {5000}},
+    };
+    write_ckpt(path("base.st"), sp, 2, NULL, 1, 0.0);
+    size_t bl;
+    uint8_t *b = slurp(path("base.st"), &bl);
+    dc_st_file_t *f;
+    cr_assert_eq(dc_st_open_mem(b, bl, "base", &f), DC_OK);
+    size_t same_off = 0, edit_off = 0;
+    for (size_t i = 0; i < dc_st_count(f); i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(f, i);
+        size_t o = (size_t)(dc_st_data(f, t) - b);
+        if (strcmp(t->name, "same") == 0)
+            same_off = o;
+        else
+            edit_off = o;
+    }
+    dc_st_close(f);
+    /* next: a few elements of "edit"'s first chunk (512 elements) changed */
+    uint8_t *n = malloc(bl);
+    memcpy(n, b, bl);
+    for (size_t e = 3; e < 500; e += 37)
+        n[edit_off + 2 * e] ^= 0x21;
+    spit(path("next.st"), n, bl);
+    dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = 1024, .threads = 2};
+    dc_delta_stats_t s = {.size = sizeof(s)};
+    cr_assert_eq(dc_delta_diff_files(path("base.st"), path("next.st"), path("d.delta"), &o, &s),
+                 DC_OK, "%s", dc_last_error());
+    cr_assert_eq(s.frames, 1);
+    cr_assert_eq(s.frames_by_kind[DC_ENC_XOR_SPARSE], 1);
+    /* the right base applies, in place too */
+    cr_assert_eq(dc_delta_apply_files(path("base.st"), path("d.delta"), path("out"), NULL, NULL),
+                 DC_OK, "%s", dc_last_error());
+    same_files(path("out"), path("next.st"));
+    unlink(path("out"));
+
+    /* wrong base: a byte off in a chunk without a frame, then in the frame's */
+    const size_t offs[] = {same_off + 1000, edit_off + 2 * 40 + 1};
+    for (size_t k = 0; k < 2; k++) {
+        memcpy(n, b, bl);
+        n[offs[k]] ^= 0x80;
+        spit(path("wrong.st"), n, bl);
+        apply_fails_everywhere(path("wrong.st"), path("d.delta"), DC_ERR_WRONG_BASE,
+                               "different base");
+    }
+
+    /* corrupt delta: the frame's target digest (header CRC recomputed) */
+    size_t dl;
+    uint8_t *d = slurp(path("d.delta"), &dl);
+    size_t fo = DC_DELTA_HEADER_SIZE + (size_t)dc_load_le64(d + 72);
+    cr_assert(fo + DC_FRAME_HEADER_SIZE <= dl);
+    uint8_t *bad = malloc(dl);
+    memcpy(bad, d, dl);
+    bad[fo + 64] ^= 1;
+    dc_store_le32(bad + fo + 92, dc_crc32c(0, bad + fo, 92));
+    dc_frame_hdr_t h;
+    cr_assert_eq(dc_frame_decode(bad + fo, DC_FRAME_HEADER_SIZE, &h), DC_OK);
+    spit(path("bad.delta"), bad, dl);
+    apply_fails_everywhere(path("base.st"), path("bad.delta"), DC_ERR_VERIFY, "corrupt");
+    /* ... on a wrong base it is the base that is named */
+    apply_fails_everywhere(path("wrong.st"), path("bad.delta"), DC_ERR_WRONG_BASE,
+                           "different base");
+    /* corrupt delta: the header's target checkpoint digest (CRC recomputed) */
+    memcpy(bad, d, dl);
+    bad[56] ^= 4;
+    dc_store_le32(bad + 124, dc_crc32c(0, bad, 124));
+    spit(path("bad.delta"), bad, dl);
+    apply_fails_everywhere(path("base.st"), path("bad.delta"), DC_ERR_VERIFY, "corrupt");
+    free(bad);
+    free(d);
+    free(n);
+    free(b);
+}
+
 /* --- CLI ------------------------------------------------------------------ */
 
 static int run(const char *cmd)

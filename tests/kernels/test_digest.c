@@ -298,3 +298,73 @@ Test(digest, codec_digest_paths_match)
     dc_codec_free(c);
     free(a), free(b), free(o1), free(o2), free(p1), free(p2);
 }
+
+/* Patch to another buffer: each block is built in a bounce buffer, hashed
+ * there and streamed out (non-temporal stores from a 64-byte-aligned dst
+ * address on: a head and a tail of plain stores).  Every dst alignment,
+ * sizes around the block (16 KiB) and the streaming loop (256 bytes),
+ * positions at block edges, only dst hashed (what apply does) or both:
+ * same bytes as the reference edit, the digests of the one-shot XXH3 over
+ * the result, and not a byte written outside dst. */
+Test(digest, patch_digest_streamed_out_any_alignment)
+{
+    const size_t sizes[] = {1, 63, 255, 256, 257, 1023, 1024, 1025, 16383, 16384, 16385,
+                            40000, 65536 + 320};
+    const size_t mis[] = {0, 1, 8, 31, 33, 63};
+    size_t maxb = 65536 + 320 + 8;
+    uint8_t *src = malloc(maxb), *want = malloc(maxb), *vals = malloc(maxb),
+            *dbuf = malloc(maxb + 64 + 128);
+    uint32_t *pos = malloc(maxb * 4);
+    uint8_t *guard = malloc(maxb + 64 + 128);
+    cr_assert(src && want && vals && dbuf && pos && guard);
+    memset(guard, 0xC3, maxb + 64 + 128);
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!use_isa(ISAS[ii]))
+            continue;
+        for (size_t si = 0; si < DC_ARRAY_SIZE(sizes); si++)
+            for (unsigned w = 1; w <= 8; w *= 2) {
+                size_t n = sizes[si] / w ? sizes[si] / w : 1, bytes = n * w;
+                fill(src, bytes);
+                fill(vals, bytes);
+                /* first and last element, both sides of every block edge,
+                 * and a sprinkle */
+                size_t count = 0, be = 16384 / w;
+                for (size_t i = 0; i < n; i++)
+                    if (i == 0 || i == n - 1 || i % be == 0 || i % be == be - 1 || rnd() % 50 == 0)
+                        pos[count++] = (uint32_t)i;
+                for (unsigned op = DC_PATCH_COPY; op <= DC_PATCH_PUT_DENSE; op++) {
+                    memcpy(want, src, bytes);
+                    switch (op) {
+                    case DC_PATCH_XOR: dc_kern_xor_scatter(want, n, w, pos, vals, count); break;
+                    case DC_PATCH_PUT: dc_kern_put_scatter(want, n, w, pos, vals, count); break;
+                    case DC_PATCH_XOR_DENSE: dc_kern_xor_dense(want, vals, bytes); break;
+                    case DC_PATCH_PUT_DENSE: memcpy(want, vals, bytes); break;
+                    default: break;
+                    }
+                    for (size_t mi = 0; mi < DC_ARRAY_SIZE(mis); mi++)
+                        for (int both = 0; both < 2; both++) {
+                            uint8_t *dst = dbuf + 64 + mis[mi];
+                            memset(dbuf, 0xC3, maxb + 64 + 128);
+                            dc_digest_t ds = {7, 7}, dd = {9, 9};
+                            cr_assert_eq(dc_kern_patch_digest(dst, src, n, w, op, pos, vals,
+                                                              count, both ? &ds : NULL, &dd),
+                                         DC_OK);
+                            cr_assert(memcmp(dst, want, bytes) == 0,
+                                      "%s bytes %zu w %u op %u mis %zu", ISAS[ii], bytes, w, op,
+                                      mis[mi]);
+                            cr_assert(dc_digest_eq(dd, ref(want, bytes)), "%s %zu %u %u",
+                                      ISAS[ii], bytes, w, op);
+                            if (both)
+                                cr_assert(dc_digest_eq(ds, ref(src, bytes)));
+                            else
+                                cr_assert(ds.lo == 7 && ds.hi == 7);
+                            size_t tail = 64 + mis[mi] + bytes;
+                            cr_assert(memcmp(dbuf, guard, 64 + mis[mi]) == 0);
+                            cr_assert(memcmp(dbuf + tail, guard, maxb + 64 + 128 - tail) == 0);
+                        }
+                }
+            }
+    }
+    restore_isa();
+    free(src), free(want), free(vals), free(dbuf), free(pos), free(guard);
+}
