@@ -23,18 +23,22 @@ static void dc_apply_help(FILE *fp)
             "  -o, --output OUT         file to write (-o), atomically\n"
             "  --in-place               apply to BASE itself\n"
             "  --threads T              worker threads (default: all CPUs)\n"
+            "  --strict-base            also refuse a base that differs from the delta's only\n"
+            "                           in bytes the delta never reads (hashes the whole base\n"
+            "                           first: one more pass)\n"
             "  --json                   print figures as JSON\n"
             "  -h, --help               show this help\n");
 }
 
 int dc_cmd_apply(int argc, char **argv)
 {
-    enum { O_INPLACE = 1000, O_THREADS, O_JSON };
+    enum { O_INPLACE = 1000, O_THREADS, O_JSON, O_STRICT };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"in-place", no_argument, NULL, O_INPLACE},
         {"threads", required_argument, NULL, O_THREADS},
         {"json", no_argument, NULL, O_JSON},
+        {"strict-base", no_argument, NULL, O_STRICT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -54,6 +58,9 @@ int dc_cmd_apply(int argc, char **argv)
             break;
         case O_INPLACE:
             in_place = true;
+            break;
+        case O_STRICT:
+            o.strict_base = 1;
             break;
         case O_THREADS:
             if (!dc_cli_parse_u64("apply", "--threads", optarg, &u))

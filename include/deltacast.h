@@ -227,6 +227,10 @@ typedef struct dc_delta_opts {
     size_t size;          /**< sizeof(dc_delta_opts_t) */
     uint64_t chunk_size;  /**< diff: dense bytes per chunk; 0 = config chunk_size */
     unsigned threads;     /**< worker threads; 0 = one per CPU */
+    int strict_base;      /**< apply: hash the whole base first and refuse any base
+                               whose checkpoint digest is not the delta's, even one
+                               whose differing bytes the delta never reads (one more
+                               pass over the base; default: verify the target only) */
 } dc_delta_opts_t;
 
 /** Figures of one diff or apply.  Set size = sizeof before the call. */

@@ -501,6 +501,12 @@ static dc_status_t dc_opts_chunk(const dc_delta_opts_t *o, uint64_t *cs)
     return DC_OK;
 }
 
+static int dc_opts_strict(const dc_delta_opts_t *o)
+{
+    return o && o->size >= offsetof(dc_delta_opts_t, strict_base) + sizeof(int) &&
+           o->strict_base;
+}
+
 static unsigned dc_opts_threads(const dc_delta_opts_t *o)
 {
     if (o && o->size >= offsetof(dc_delta_opts_t, threads) + sizeof(unsigned) && o->threads)
@@ -857,7 +863,7 @@ static dc_status_t dc_apply_judge(const dc_st_file_t *base, const dc_delta_info_
 
 /* Apply a validated reader's delta onto `out` (target_size bytes). */
 static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8_t *out,
-                                 unsigned threads, dc_delta_stats_t *ss)
+                                 unsigned threads, int strict, dc_delta_stats_t *ss)
 {
     const dc_delta_info_t *in = &r->info;
     uint64_t bsz = dc_st_file_size(base);
@@ -865,6 +871,16 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
         return dc_error(DC_ERR_WRONG_BASE,
                         "delta was made for a base of %llu bytes, this base has %llu",
                         (unsigned long long)in->base_size, (unsigned long long)bsz);
+    if (strict) {
+        dc_digest_t bd;
+        dc_status_t sst = dc_ckpt_digest(base, in->chunk_size, threads, &bd);
+        if (sst != DC_OK)
+            return sst;
+        if (!dc_digest_eq(bd, in->base_digest))
+            return dc_error(DC_ERR_WRONG_BASE,
+                            "base checkpoint digest does not match the delta's: the delta was "
+                            "made for a different base (strict base check)");
+    }
     memcpy(out, r->target_header, in->target_header_len);
     dc_apply_ctx_t a;
     memset(&a, 0, sizeof(a));
@@ -1012,7 +1028,7 @@ DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, con
         return st;
     dc_delta_stats_t ss;
     memset(&ss, 0, sizeof(ss));
-    st = dc_apply_core(b, &r, out, dc_opts_threads(opts), &ss);
+    st = dc_apply_core(b, &r, out, dc_opts_threads(opts), dc_opts_strict(opts), &ss);
     dc_st_close(b);
     if (st != DC_OK)
         return st;
@@ -1100,7 +1116,7 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
     }
     dc_delta_stats_t ss;
     memset(&ss, 0, sizeof(ss));
-    st = dc_apply_core(b, &r, omap, dc_opts_threads(opts), &ss);
+    st = dc_apply_core(b, &r, omap, dc_opts_threads(opts), dc_opts_strict(opts), &ss);
     if (st != DC_OK) {
         dc_error_prefix("applying '%s' to '%s'", delta_path, base_path);
         goto out_tmp;

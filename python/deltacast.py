@@ -48,7 +48,7 @@ class _ConfigEntry(ctypes.Structure):
 
 class _DeltaOpts(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("chunk_size", ctypes.c_uint64),
-                ("threads", ctypes.c_uint)]
+                ("threads", ctypes.c_uint), ("strict_base", ctypes.c_int)]
 
 
 class _DeltaStats(ctypes.Structure):
@@ -233,8 +233,8 @@ def parse_rate(text: str) -> float:
 # Delta codec
 # --------------------------------------------------------------------------
 
-def _opts(chunk_size: int, threads: int) -> _DeltaOpts:
-    return _DeltaOpts(ctypes.sizeof(_DeltaOpts), chunk_size, threads)
+def _opts(chunk_size: int, threads: int, strict_base: bool = False) -> _DeltaOpts:
+    return _DeltaOpts(ctypes.sizeof(_DeltaOpts), chunk_size, threads, int(strict_base))
 
 
 def _stats() -> _DeltaStats:
@@ -251,12 +251,16 @@ def diff_files(base: str, next_: str, delta: str, chunk_size: int = 0, threads: 
     return s.as_dict()
 
 
-def apply_files(base: str, delta: str, out: str | None = None, threads: int = 0) -> dict:
-    """Apply DELTA to BASE, writing OUT atomically (out=None: BASE in place)."""
+def apply_files(base: str, delta: str, out: str | None = None, threads: int = 0,
+                strict_base: bool = False) -> dict:
+    """Apply DELTA to BASE, writing OUT atomically (out=None: BASE in place).
+    strict_base: also refuse a base that differs from the delta's only in
+    bytes the delta never reads (one more pass over the base)."""
     s = _stats()
     _check(_lib().dc_delta_apply_files(os.fsencode(base), os.fsencode(delta),
                                        None if out is None else os.fsencode(out),
-                                       ctypes.byref(_opts(0, threads)), ctypes.byref(s)))
+                                       ctypes.byref(_opts(0, threads, strict_base)),
+                                       ctypes.byref(s)))
     return s.as_dict()
 
 

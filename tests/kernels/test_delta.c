@@ -594,3 +594,48 @@ Test(delta, cli_gen_diff_apply_inspect)
     snprintf(cmd, sizeof(cmd), "rm -rf %s/g", tmpdir);
     run(cmd);
 }
+
+/* A base that differs from the delta's only in a tensor the target drops:
+ * apply gives the exact target (the target digests verify); strict_base
+ * refuses it as a wrong base, and accepts the delta's own base. */
+Test(delta, strict_base_refuses_unread_differences)
+{
+    static const spec_t sb[] = {
+        {"keep", DC_DTYPE_BF16, 1, {3000}},
+        {"gone", DC_DTYPE_F32, 1, {700}},
+    };
+    static const spec_t sn[] = {{"keep", DC_DTYPE_BF16, 1, {3000}}};
+    write_ckpt(path("base.st"), sb, 2, NULL, 1, 0.0);
+    write_ckpt(path("next.st"), sn, 1, NULL, 1, 0.02);
+    dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = 1024, .threads = 2};
+    cr_assert_eq(dc_delta_diff_files(path("base.st"), path("next.st"), path("d.delta"), &o, NULL),
+                 DC_OK, "%s", dc_last_error());
+    /* other base: one byte of "gone" off */
+    size_t bl;
+    uint8_t *b = slurp(path("base.st"), &bl);
+    dc_st_file_t *f;
+    cr_assert_eq(dc_st_open_mem(b, bl, "base", &f), DC_OK);
+    size_t goff = 0;
+    for (size_t i = 0; i < dc_st_count(f); i++)
+        if (strcmp(dc_st_tensor(f, i)->name, "gone") == 0)
+            goff = (size_t)(dc_st_data(f, dc_st_tensor(f, i)) - b);
+    dc_st_close(f);
+    cr_assert(goff > 0);
+    b[goff + 5] ^= 0x10;
+    spit(path("other.st"), b, bl);
+    free(b);
+    cr_assert_eq(dc_delta_apply_files(path("other.st"), path("d.delta"), path("out"), &o, NULL),
+                 DC_OK, "%s", dc_last_error());
+    same_files(path("out"), path("next.st"));
+    unlink(path("out"));
+    dc_delta_opts_t so = o;
+    so.strict_base = 1;
+    cr_assert_eq(dc_delta_apply_files(path("other.st"), path("d.delta"), path("out"), &so, NULL),
+                 DC_ERR_WRONG_BASE);
+    cr_assert(strstr(dc_last_error(), "different base"), "%s", dc_last_error());
+    cr_assert_eq(access(path("out"), F_OK), -1, "a refused apply left OUT behind");
+    cr_assert_eq(dc_delta_apply_files(path("base.st"), path("d.delta"), path("out"), &so, NULL),
+                 DC_OK, "%s", dc_last_error());
+    same_files(path("out"), path("next.st"));
+    unlink(path("out"));
+}
