@@ -67,10 +67,14 @@
  * Against ucx_perftest -t tag_bw (perf/ucx-bench.sh, UCX_TLS=tcp for both,
  * same messages and warmup; 2 vCPUs shared with other work, so read these
  * as +-10%): 0.80-0.85x when the machine is otherwise idle.  With both
- * CRC32C calls skipped (an experiment, never an option) 0.91x: the checks
- * cost ~10 points, the rest is protocol (8 rendezvous per 4 MiB message
- * instead of 1, ACKs) and the sleep in wait().  Tried and measured without
- * gain: polling the worker 50 us / 1 ms before sleeping (no better when
+ * CRC32C calls skipped (an experiment, never an option) 0.91-0.94x, with
+ * only the receiver's skipped 0.88x: the checks cost 10-15 points, most of
+ * it on the receiver, whose core is saturated (kernel copy, CRC32C, and the
+ * RTR + PUT_ACK control sends of 8 rendezvous per 4 MiB message instead of
+ * 1).  Tried and measured without gain: checking a rendezvous piece after
+ * the progress that landed it, once the next pieces' RTRs are out (the
+ * receiver is CPU-bound, not waiting); polling the worker 50 us / 1 ms
+ * before sleeping (no better when
  * idle; 2-10x worse once the peer shares our core, as ucx_perftest's busy
  * polling is: on a loaded machine the ratio goes above 1); 1-4 MiB pieces or
  * 2-8 MiB look-ahead (fewer control messages, colder CRC32Cs); leaving
