@@ -74,11 +74,11 @@
  * 1).  Tried and measured without gain: checking a rendezvous piece after
  * the progress that landed it, once the next pieces' RTRs are out (the
  * receiver is CPU-bound, not waiting); polling the worker 50 us / 1 ms
- * before sleeping (no better when
- * idle; 2-10x worse once the peer shares our core, as ucx_perftest's busy
- * polling is: on a loaded machine the ratio goes above 1); 1-4 MiB pieces or
- * 2-8 MiB look-ahead (fewer control messages, colder CRC32Cs); leaving
- * worker progress as soon as a piece can be accepted.  Sampled CPU per GB
+ * before sleeping (no better when idle; 2-10x worse once the peer shares
+ * our core, as ucx_perftest's busy polling is: on a loaded machine the
+ * ratio goes above 1); 1-4 MiB pieces or 2-8 MiB look-ahead (fewer control
+ * messages, colder CRC32Cs); leaving worker progress as soon as a piece can
+ * be accepted.  Sampled CPU per GB
  * (perf record): the sender's kernel copy is cheaper than ucx_perftest's
  * (our CRC32C warmed the piece) and our sender costs ~5% more in total.
  *
