@@ -5,6 +5,9 @@
  * Protocol over one authenticated transport connection (messages):
  *
  *   client -> server  SETUP (32 bytes: "DCPL", version, size, flags)
+ *   client -> server  --warmup data messages, `depth` in flight, all of them
+ *                     acknowledged before the timed phase starts (as
+ *                     ucx_perftest's -w: not counted in the goodput)
  *   client -> server  data messages of `size` bytes (>= 1) for --duration
  *                     or --bytes, keeping `depth` in flight
  *   client -> server  an empty message: end of the bandwidth phase
@@ -43,7 +46,8 @@ static void dc_perf_link_help(FILE *fp)
             "Usage: deltacast perf link --server [--bind ADDR:PORT] [--transport T] [--once]\n"
             "       deltacast perf link --client ADDR:PORT [--transport tcp|ucx|rdma|auto]\n"
             "                           [--streams K] [--size BYTES] [--duration S]\n"
-            "                           [--bytes N] [--lat-iters N] [--verify] [--json]\n"
+            "                           [--bytes N] [--warmup N] [--lat-iters N] [--verify]\n"
+            "                           [--json]\n"
             "\n"
             "Measure a link through a deltacast transport: goodput (Gb/s, 1e9 bit/s, payload\n"
             "bytes acknowledged by the receiver), message rate, and round-trip latency\n"
@@ -65,6 +69,8 @@ static void dc_perf_link_help(FILE *fp)
             "  --duration S             bandwidth phase length in seconds (default 5)\n"
             "  --bytes N                send exactly N bytes instead of --duration\n"
             "  --depth D                messages in flight (default: about 32 MiB worth)\n"
+            "  --warmup N               first send N messages, untimed and not counted, and\n"
+            "                           wait for all of them (as ucx_perftest -w; default 0)\n"
             "  --lat-iters N            ping-pong round trips (default 2000; 0: skip)\n"
             "  --zerocopy               tcp: send large messages with MSG_ZEROCOPY (off by\n"
             "                           default: on loopback the kernel copies anyway)\n"
@@ -104,6 +110,7 @@ typedef struct dc_pl_opts {
     uint64_t bytes;
     uint32_t depth;
     uint32_t lat_iters;
+    uint64_t warmup;
     bool verify;
     bool zerocopy;
     bool json;
@@ -362,8 +369,40 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         rc = dc_cli_fail("perf link", st, "setup");
         goto out;
     }
-    /* bandwidth phase */
     dc_verbs_req_t *reqs[DC_PL_MAX_DEPTH];
+    /* warmup: po->warmup messages, depth in flight, drained before timing */
+    uint64_t warm_bytes = 0;
+    for (uint64_t wsent = 0, wacked = 0; wacked < po->warmup;) {
+        while (wsent < po->warmup && wsent - wacked < depth) {
+            uint32_t slot = (uint32_t)(wsent % depth);
+            if (po->verify)
+                dc_pl_fill(slotp[slot], po->size, wsent);
+            st = t->isend(c, slotp[slot], po->size, NULL, &reqs[slot]);
+            if (st == DC_ERR_AGAIN)
+                break;
+            if (st != DC_OK) {
+                rc = dc_cli_fail("perf link", st, "warmup send");
+                goto out;
+            }
+            wsent++;
+        }
+        if (wsent == wacked)
+            continue;
+        int done = 0;
+        size_t len = 0;
+        if ((st = t->test(reqs[wacked % depth], &done, &len)) != DC_OK) {
+            rc = dc_cli_fail("perf link", st, "warmup send");
+            goto out;
+        }
+        if (!done) {
+            (void)t->wait(c, 5);
+            continue;
+        }
+        wacked++;
+        warm_bytes += len;
+    }
+    /* bandwidth phase (message indices continue after the warmup's, so
+     * that --verify seeds every message differently) */
     uint64_t sent_msgs = 0, acked = 0, acked_bytes = 0, queued_bytes = 0;
     double t0 = dc_now_s(), tend = t0 + po->duration, tlast = t0, tprog = t0;
     bool more = true;
@@ -381,7 +420,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
                 break;
             }
             if (po->verify)
-                dc_pl_fill(slotp[slot], len, sent_msgs);
+                dc_pl_fill(slotp[slot], len, po->warmup + sent_msgs);
             st = t->isend(c, slotp[slot], len, NULL, &reqs[slot]);
             if (st == DC_ERR_AGAIN)
                 break;
@@ -500,6 +539,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         json_object_set_new(j, "streams", json_integer(streams));
         json_object_set_new(j, "size", json_integer((json_int_t)po->size));
         json_object_set_new(j, "depth", json_integer(depth));
+        json_object_set_new(j, "warmup", json_integer((json_int_t)po->warmup));
         json_object_set_new(j, "bytes", json_integer((json_int_t)acked_bytes));
         json_object_set_new(j, "messages", json_integer((json_int_t)acked));
         json_object_set_new(j, "seconds", json_real(secs));
@@ -539,9 +579,10 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
             printf("  verify    %s (server checked %llu messages)\n",
                    mism ? "MISMATCH" : "byte-exact", (unsigned long long)srv_msgs);
     }
-    if (srv_bytes != acked_bytes) {
+    if (srv_bytes != warm_bytes + acked_bytes) {
         rc = dc_cli_fail("perf link", DC_ERR_VERIFY, "server counted %llu bytes, client %llu",
-                         (unsigned long long)srv_bytes, (unsigned long long)acked_bytes);
+                         (unsigned long long)srv_bytes,
+                         (unsigned long long)(warm_bytes + acked_bytes));
         goto out;
     }
     if (po->verify && mism) {
@@ -567,7 +608,8 @@ int dc_cmd_perf_link(int argc, char **argv)
         return DC_EXIT_OK;
     }
     enum { O_SERVER = 256, O_BIND, O_ONCE, O_ADDRFILE, O_CLIENT, O_TRANSPORT, O_STREAMS,
-           O_SIZE, O_DURATION, O_BYTES, O_DEPTH, O_LAT, O_VERIFY, O_TIMEOUT, O_JSON, O_ZC };
+           O_SIZE, O_DURATION, O_BYTES, O_DEPTH, O_LAT, O_VERIFY, O_TIMEOUT, O_JSON, O_ZC,
+           O_WARMUP };
     static const struct option opts[] = {
         {"server", no_argument, NULL, O_SERVER},
         {"bind", required_argument, NULL, O_BIND},
@@ -580,6 +622,7 @@ int dc_cmd_perf_link(int argc, char **argv)
         {"duration", required_argument, NULL, O_DURATION},
         {"bytes", required_argument, NULL, O_BYTES},
         {"depth", required_argument, NULL, O_DEPTH},
+        {"warmup", required_argument, NULL, O_WARMUP},
         {"lat-iters", required_argument, NULL, O_LAT},
         {"verify", no_argument, NULL, O_VERIFY},
         {"zerocopy", no_argument, NULL, O_ZC},
@@ -632,6 +675,13 @@ int dc_cmd_perf_link(int argc, char **argv)
             if (v < 1 || v > DC_PL_MAX_DEPTH)
                 return dc_cli_usage_error(cmd, "--depth must be 1..%d", DC_PL_MAX_DEPTH);
             po.depth = (uint32_t)v;
+            break;
+        case O_WARMUP:
+            if (!dc_cli_parse_u64(cmd, "--warmup", optarg, &v))
+                return DC_EXIT_USAGE;
+            if (v > 100000000)
+                return dc_cli_usage_error(cmd, "--warmup too large");
+            po.warmup = v;
             break;
         case O_LAT:
             if (!dc_cli_parse_u64(cmd, "--lat-iters", optarg, &v))

@@ -20,19 +20,37 @@
 # migrations out of the comparison.  Each run line shows the 1-minute load
 # average, so that runs disturbed by other work can be spotted.
 #
+# Both tools move the same messages the same way: ITERS messages of SIZE
+# bytes after WARMUP untimed ones (default ITERS/10; ucx_perftest -w, perf
+# link --warmup, drained before the timer starts), goodput = timed bytes /
+# time from the first timed send to the last completion.  (DURATION=S times
+# deltacast for S seconds instead of ITERS messages.)  ucx_perftest keeps one
+# tag_bw message in flight per iteration window; perf link keeps its default
+# depth (32 MiB of messages) and the transport bounds what is posted to UCP.
+#
+# Each run measures the two tools back to back (the order alternates from
+# run to run, so neither always runs first), and the per-run ratio is
+# printed: on a shared machine the median of the per-run ratios is the
+# figure to read; the ratio of the two medians is printed too.
+#
+# Each run (the pair) holds flock(1) on LOCK (default /tmp/bench.lock; LOCK=
+# turns it off), so that benchmarks sharing the machine do not overlap.
+#
 # deltacast's ucx transport sends a message as pieces of DELTACAST_UCX_PIECE
 # bytes (default 512 KiB), at most DELTACAST_UCX_AHEAD bytes posted ahead
 # (default 1 MiB): both are passed through from the environment.
 #
-# Usage: perf/ucx-bench.sh [RUNS]      environment: TLS, SIZE, DURATION,
-#        NET_DEVICES, PIN, DELTACAST_BIN (default build/cli/deltacast),
-#        ITERS (ucx_perftest).
+# Usage: perf/ucx-bench.sh [RUNS]      environment: TLS, SIZE, ITERS,
+#        WARMUP, DURATION, NET_DEVICES, PIN, DELTACAST_BIN (default
+#        build/cli/deltacast).
 set -euo pipefail
 
 RUNS=${1:-${RUNS:-5}}
 SIZE=${SIZE:-4194304}
-DURATION=${DURATION:-3}
+DURATION=${DURATION:-}
 ITERS=${ITERS:-1000}
+WARMUP=${WARMUP:-$((ITERS / 10))}
+LOCK=${LOCK-/tmp/bench.lock}
 TLS=${TLS:-tcp}
 BIN=${DELTACAST_BIN:-build/cli/deltacast}
 PIN=${PIN:-0}
@@ -41,8 +59,8 @@ die() { echo "ucx-bench: $*" >&2; exit 1; }
 command -v ucx_perftest >/dev/null || die "ucx_perftest not found (apt-get install ucx-utils)"
 command -v python3 >/dev/null || die "python3 is needed to read the JSON report"
 [ -x "$BIN" ] || die "$BIN not found (build first, or set DELTACAST_BIN)"
-if ! "$BIN" perf link --help 2>&1 | grep -q -- '--transport'; then
-    die "'$BIN perf link' has no --transport option (an older build: rebuild)"
+if ! "$BIN" perf link --help 2>&1 | grep -q -- '--warmup'; then
+    die "'$BIN perf link' has no --warmup option (an older build: rebuild)"
 fi
 
 case "$TLS" in
@@ -73,10 +91,10 @@ trap cleanup EXIT
 perftest_once() {
     local port out
     port=$(free_port)
-    pin 0 ucx_perftest -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" >/dev/null 2>&1 &
+    pin 0 ucx_perftest -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" -w "$WARMUP" >/dev/null 2>&1 &
     SERVER_PID=$!
     sleep 0.5
-    out=$(pin 1 ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" 2>&1) || {
+    out=$(pin 1 ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s "$SIZE" -n "$ITERS" -w "$WARMUP" 2>&1) || {
         echo "$out" >&2
         die "ucx_perftest client failed"
     }
@@ -91,8 +109,10 @@ deltacast_once() {
     pin 0 "$BIN" perf link --server --bind "127.0.0.1:$port" --transport ucx --once >/dev/null 2>&1 &
     SERVER_PID=$!
     sleep 0.5
+    local amount=(--bytes $((ITERS * SIZE)))
+    [ -n "$DURATION" ] && amount=(--duration "$DURATION")
     json=$(pin 1 "$BIN" perf link --client "127.0.0.1:$port" --transport ucx --size "$SIZE" \
-        --duration "$DURATION" --lat-iters 200 --json) || die "deltacast perf link failed"
+        --warmup "$WARMUP" "${amount[@]}" --lat-iters 0 --json) || die "deltacast perf link failed"
     kill "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
     SERVER_PID=
@@ -106,24 +126,42 @@ print("%.3f\t%s" % (float(j["gbps"]), j.get("device", "?")))'
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "ucx-bench: $RUNS runs, ${SIZE}-byte messages, UCX_TLS=$UCX_TLS," \
-     "UCX_NET_DEVICES=${UCX_NET_DEVICES:-all}, $(nproc) CPUs, PIN=$PIN," \
+amount="$ITERS messages"
+[ -n "$DURATION" ] && amount="${DURATION} s (deltacast), $ITERS messages (ucx_perftest)"
+echo "ucx-bench: $RUNS runs, ${SIZE}-byte messages, $amount after $WARMUP warmup," \
+     "UCX_TLS=$UCX_TLS (both tools), UCX_NET_DEVICES=${UCX_NET_DEVICES:-all}," \
+     "deltacast error mode ${DELTACAST_UCX_ERR_MODE:-peer}, $(nproc) CPUs, PIN=$PIN," \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
-pt=() dc=() device=?
+pt=() dc=() rt=() device=?
 for i in $(seq 1 "$RUNS"); do
-    p=$(perftest_once)
-    d=$(deltacast_once)
+    if [ -n "$LOCK" ]; then
+        exec 9>"$LOCK"
+        flock 9
+    fi
+    if [ $((i % 2)) = 1 ]; then
+        p=$(perftest_once)
+        d=$(deltacast_once)
+    else
+        d=$(deltacast_once)
+        p=$(perftest_once)
+    fi
+    [ -n "$LOCK" ] && exec 9>&-
     device=$(echo "$d" | cut -f2)
     d=$(echo "$d" | cut -f1)
+    r=$(awk -v a="$d" -v b="$p" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
     pt+=("$p")
     dc+=("$d")
-    printf '  run %d: ucx_perftest %8.3f Gb/s   deltacast ucx %8.3f Gb/s   (load %s)\n' \
-        "$i" "$p" "$d" "$(cut -d' ' -f1 /proc/loadavg)"
+    rt+=("$r")
+    printf '  run %d: ucx_perftest %8.3f Gb/s   deltacast ucx %8.3f Gb/s   ratio %sx   (load %s)\n' \
+        "$i" "$p" "$d" "$r" "$(cut -d' ' -f1 /proc/loadavg)"
 done
 mp=$(printf '%s\n' "${pt[@]}" | median)
 md=$(printf '%s\n' "${dc[@]}" | median)
+mr=$(printf '%s\n' "${rt[@]}" | median)
 ratio=$(awk -v a="$md" -v b="$mp" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
 printf '\n%-28s %10s\n' "median of $RUNS runs" "Gb/s"
-printf '%-28s %10.3f\n' "ucx_perftest -t tag_bw" "$mp"
-printf '%-28s %10.3f   (device: %s)\n' "deltacast perf link ucx" "$md" "$device"
-printf 'ratio deltacast / ucx_perftest: %sx (target >= 0.9x)\n' "$ratio"
+printf '%-28s %10.3f   (UCX_TLS=%s)\n' "ucx_perftest -t tag_bw" "$mp" "$UCX_TLS"
+printf '%-28s %10.3f   (UCX_TLS=%s, device: %s)\n' "deltacast perf link ucx" "$md" "$UCX_TLS" "$device"
+printf 'ratio deltacast / ucx_perftest: median of per-run ratios %sx, ratio of medians %sx' \
+    "$mr" "$ratio"
+printf ' (target >= 0.9x)\n'

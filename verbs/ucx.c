@@ -64,6 +64,24 @@
  * CRC32C is its first read of the buffer, so it stays a cold read (~19% of
  * the sender's CPU) whatever the piece size.
  *
+ * Against ucx_perftest -t tag_bw (perf/ucx-bench.sh, UCX_TLS=tcp for both,
+ * same messages and warmup; 2 vCPUs shared with other work, so read these
+ * as +-10%): 0.80-0.85x when the machine is otherwise idle.  With both
+ * CRC32C calls skipped (an experiment, never an option) 0.91-0.94x, with
+ * only the receiver's skipped 0.88x: the checks cost 10-15 points, most of
+ * it on the receiver, whose core is saturated (kernel copy, CRC32C, and the
+ * RTR + PUT_ACK control sends of 8 rendezvous per 4 MiB message instead of
+ * 1).  Tried and measured without gain: checking a rendezvous piece after
+ * the progress that landed it, once the next pieces' RTRs are out (the
+ * receiver is CPU-bound, not waiting); polling the worker 50 us / 1 ms
+ * before sleeping (no better when idle; 2-10x worse once the peer shares
+ * our core, as ucx_perftest's busy polling is: on a loaded machine the
+ * ratio goes above 1); 1-4 MiB pieces or 2-8 MiB look-ahead (fewer control
+ * messages, colder CRC32Cs); leaving worker progress as soon as a piece can
+ * be accepted.  Sampled CPU per GB
+ * (perf record): the sender's kernel copy is cheaper than ucx_perftest's
+ * (our CRC32C warmed the piece) and our sender costs ~5% more in total.
+ *
  * The receive side keeps a ring of DC_VERBS_MAX_INFLIGHT slots indexed by
  * seq: a message may arrive before its irecv() is posted (held: eager data
  * kept with UCS_INPROGRESS, a rendezvous descriptor kept for later), and an
@@ -258,11 +276,11 @@ struct dc_ucx_conn {
     socklen_t raddr_len;
     int reconnecting;   /* client: re-dial handshake in progress */
     int resend_pending; /* re-send the un-ACKed window after a resume */
-    double broken_deadline, next_dial;
+    double next_dial;
     dc_ucx_epref_t *epref;
     dc_ucx_listener_t *lst;        /* server: registry that can re-attach us */
     struct dc_ucx_conn *reg_next;
-    double deadline; /* handshake deadline (dc_now_s) */
+    double deadline; /* handshake, or recovery once BROKEN (dc_now_s) */
     uint32_t timeout_ms;
     uint64_t max_msg;
     uint8_t *secret;
@@ -473,7 +491,7 @@ static void dc_ucx_break(dc_ucx_conn_t *c, const char *what, ucs_status_t status
         DC_LOG_INFO("ucx %s: %s%s%s%s: recovering", c->peer, what, status ? " (" : "",
                     status ? ucs_status_string(status) : "", status ? ")" : "");
         c->state = DC_UCX_BROKEN;
-        c->broken_deadline = dc_now_s() + c->timeout_ms / 1000.0;
+        c->deadline = dc_now_s() + c->timeout_ms / 1000.0; /* to recover */
         c->next_dial = 0;
         return;
     }
@@ -913,6 +931,21 @@ static void dc_ucx_verify_piece(dc_ucx_conn_t *c, dc_ucx_slot_t *s, uint32_t off
     dc_ucx_slot_advance(c);
 }
 
+/* Eager bytes of the piece at `off` (UCP's transient data or a held
+ * copy) into the slot's irecv buffer, then their check.  0: the copy into
+ * device memory failed and so did the connection. */
+static int dc_ucx_land_eager(dc_ucx_conn_t *c, dc_ucx_slot_t *s, uint32_t off, const void *data,
+                             uint32_t len, uint32_t crc)
+{
+    dc_ucx_req_t *r = s->req;
+    if (dc_verbs_copy_in(r->mkind, r->buf + off, data, len) != DC_OK) {
+        dc_ucx_fail(c, dc_last_status(), "piece into GPU memory: %s", dc_last_error());
+        return 0;
+    }
+    dc_ucx_verify_piece(c, s, off, len, crc);
+    return 1;
+}
+
 /* The message does not fit its irecv buffer: fail that receive, drop the
  * pieces (those still to come are dropped as duplicates) and ACK. */
 static void dc_ucx_too_big(dc_ucx_conn_t *c, dc_ucx_slot_t *s)
@@ -971,14 +1004,10 @@ static void dc_ucx_deliver(dc_ucx_conn_t *c, dc_ucx_slot_t *s)
             s->held_tail = NULL;
         p->next = NULL;
         if (!p->rndv) {
-            dc_status_t cst = dc_verbs_copy_in(r->mkind, r->buf + p->off, p->data, p->len);
-            uint32_t off = p->off, len = p->len, crc = p->crc;
+            int ok = dc_ucx_land_eager(c, s, p->off, p->data, p->len, p->crc);
             dc_ucx_piece_release(c, p);
-            if (cst != DC_OK) {
-                dc_ucx_fail(c, cst, "piece into GPU memory: %s", dc_last_error());
+            if (!ok)
                 return;
-            }
-            dc_ucx_verify_piece(c, s, off, len, crc);
             continue;
         }
         ucp_request_param_t prm;
@@ -1120,11 +1149,7 @@ static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t head
             dc_ucx_too_big(c, s);
             return UCS_OK;
         }
-        if (dc_verbs_copy_in(s->req->mkind, s->req->buf + off, data, length) != DC_OK) {
-            dc_ucx_fail(c, dc_last_status(), "piece into GPU memory: %s", dc_last_error());
-            return UCS_OK;
-        }
-        dc_ucx_verify_piece(c, s, off, (uint32_t)length, h.crc);
+        dc_ucx_land_eager(c, s, off, data, (uint32_t)length, h.crc);
         return UCS_OK;
     }
     dc_ucx_piece_t *p = dc_ucx_piece_get(c);
@@ -1608,7 +1633,7 @@ static void dc_ucx_conn_progress(dc_ucx_conn_t *c)
     if (c->state == DC_UCX_BROKEN) {
         if (c->ep)
             dc_ucx_drop_ep(c, 1);
-        if (dc_now_s() > c->broken_deadline)
+        if (dc_now_s() > c->deadline)
             dc_ucx_fail(c, DC_ERR_RESET,
                         c->is_client ? "connection lost and not re-established within %u ms"
                                      : "connection lost and the peer did not re-attach within "
@@ -1967,7 +1992,6 @@ static void dc_ucx_redial(dc_ucx_conn_t *c)
     c->epoch++;
     c->reconnecting = 1;
     c->state = DC_UCX_C_WAIT_CHALLENGE;
-    c->deadline = c->broken_deadline;
     dc_ucx_queue_hello(c);
     DC_LOG_INFO("ucx %s: re-dialing (session %016llx, epoch %u)", c->peer,
                 (unsigned long long)c->session, c->epoch);

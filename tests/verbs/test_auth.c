@@ -212,3 +212,48 @@ Test(auth, server_survives_a_client_killed_mid_transfer_and_reports_json)
     json_decref(j);
     cr_assert(proc_file_contains(slog, "client dropped"), "the killed client was not reported");
 }
+
+Test(auth, perf_link_warmup_is_verified_and_not_counted)
+{
+    char dir[] = "/tmp/dc-warm-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char addr_file[256], slog[256], jlog[256];
+    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
+    snprintf(slog, sizeof(slog), "%s/server.log", dir);
+    snprintf(jlog, sizeof(jlog), "%s/client.json", dir);
+    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
+                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, "--once", NULL};
+    const char *env[] = {"DELTACAST_SECRET=warm", NULL};
+    pid_t srv = proc_spawn(sargv, env, slog);
+    const char *a = proc_read_line(addr_file, 20);
+    cr_assert(a, "server did not start");
+    char addr[256];
+    snprintf(addr, sizeof(addr), "%s", a);
+    /* 5 warmup messages, then 16 timed ones of 64 KiB, all seeded and
+     * checked by the server */
+    char *cargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
+                     "--size", "64KiB", "--warmup", "5", "--bytes", "1MiB", "--verify",
+                     "--lat-iters", "5", "--json", NULL};
+    int rc = proc_wait(proc_spawn(cargv, env, jlog), 60);
+    cr_assert_eq(proc_wait(srv, 20), 0, "server failed (see %s)", slog);
+    cr_assert_eq(rc, 0, "client failed (see %s, %s)", jlog, slog);
+    FILE *f = fopen(jlog, "r");
+    cr_assert(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *brace = strchr(buf, '{');
+    cr_assert(brace, "no JSON output");
+    json_error_t je;
+    json_t *j = json_loads(brace, JSON_DISABLE_EOF_CHECK, &je);
+    cr_assert(j, "bad JSON: %s", je.text);
+    cr_assert_eq(json_integer_value(json_object_get(j, "bytes")), 1 << 20);
+    cr_assert_eq(json_integer_value(json_object_get(j, "messages")), 16);
+    cr_assert_eq(json_integer_value(json_object_get(j, "warmup")), 5);
+    cr_assert(json_is_true(json_object_get(j, "verified")));
+    json_decref(j);
+    /* the server received and verified the warmup messages too */
+    cr_assert(proc_file_contains(slog, "1376256 bytes in 21 messages"), "see %s", slog);
+    cr_assert(proc_file_contains(slog, "verified"), "see %s", slog);
+}

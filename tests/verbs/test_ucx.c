@@ -740,6 +740,65 @@ static int small_server(int port_fd, const void *unused)
     return 0;
 }
 
+/* A server that takes one message and then vanishes (killed: no BYE). */
+static int vanishing_server(int port_fd, const void *unused)
+{
+    (void)unused;
+    const dc_verbs_ops_t *t;
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, "gone", 20000);
+    dc_verbs_listener_t *l;
+    dc_verbs_conn_t *c = NULL;
+    int rc = child_listen_accept(&o, port_fd, 30, "vanishing server", &t, &l, &c);
+    if (rc)
+        return rc;
+    uint8_t buf[64];
+    size_t len = 0;
+    if (dc_verbs_recv_blocking(c, buf, sizeof(buf), &len, 20000) != DC_OK || len != 5)
+        return 14;
+    /* let the ACK leave, then die without closing anything */
+    double until = dc_now_s() + 0.3;
+    while (dc_now_s() < until)
+        t->wait(c, 10);
+    raise(SIGKILL);
+    return 15;
+}
+
+/* The client's connection breaks for good: it re-dials until its timeout,
+ * counted from the break, then fails with DC_ERR_RESET saying so. */
+Test(ucx, lost_peer_fails_after_the_recovery_timeout)
+{
+    require_transport();
+    ucx_logs_to_stderr();
+    char addr[128];
+    pid_t pid = fork_server(vanishing_server, NULL, 60, addr, sizeof(addr));
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, "gone", 1500);
+    dc_verbs_conn_t *c = NULL;
+    cr_assert_eq(t->connect(&o, addr, &c), DC_OK, "%s", dc_last_error());
+    dc_status_t st;
+    while ((st = t->connect_test(c)) == DC_ERR_AGAIN)
+        t->wait(c, 10);
+    cr_assert_eq(st, DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_verbs_send_blocking(c, "hello", 5, 10000), DC_OK, "%s", dc_last_error());
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "server status 0x%x",
+              status);
+    /* the next message finds the peer gone */
+    double t0 = dc_now_s();
+    st = dc_verbs_send_blocking(c, "again", 5, 30000);
+    double took = dc_now_s() - t0;
+    cr_assert_eq(st, DC_ERR_RESET, "%s: %s", dc_status_name(st), dc_last_error());
+    /* (or, when the deadline falls inside a re-dial's handshake, "handshake
+     * not completed within": the same deadline either way) */
+    cr_assert(strstr(dc_last_error(), "within 1500 ms") != NULL, "%s", dc_last_error());
+    cr_assert(took >= 1.0 && took < 20.0, "failed after %.2f s", took);
+    t->close(c);
+}
+
 Test(ucx, receive_buffer_too_small)
 {
     require_transport();
