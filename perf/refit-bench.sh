@@ -13,6 +13,9 @@
 #                   all (loopback): the compute floor of this machine (every
 #                   process shares its 2 cores and its memory bandwidth),
 #                   next to the WAN bound
+#   4x1-memory      the 4x1 optimizer job with the trainer sending from its
+#                   memory through the library (node --from-memory), next to
+#                   the file sender
 #   4x1-slow, 4x4-slow   the 4x1 / 4x4 optimizer jobs at SLOW_WAN_RATE, where
 #                   local compute is fast relative to the WAN as on real
 #                   rollout nodes (each with its own cores): the issue's
@@ -44,6 +47,7 @@ run() { # name, wan, args...
 }
 run 4x1-optimizer "$wan" --receivers 4 --regions 4 --model optimizer --change-rate 0.01 --versions 2
 run 4x1-inject "$wan" --receivers 4 --regions 4 --model inject --change-rate 0.03 --versions 1
+run 4x1-memory "$wan" --receivers 4 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense --from-memory
 run 4x4-optimizer "$wan" --receivers 16 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense
 run 4x1-unshaped "$wan" --receivers 4 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense --no-netns
 run 4x4-unshaped "$wan" --receivers 16 --regions 4 --model optimizer --change-rate 0.01 --versions 2 --no-dense --no-netns
@@ -52,8 +56,8 @@ run 4x4-slow "$slow" --receivers 16 --regions 4 --model optimizer --change-rate 
 python3 - "$params" "$wan" "$slow" "$runs" <<'PY'
 import json, statistics, sys
 params, wan, slow, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-names = ("4x1-optimizer", "4x1-inject", "4x4-optimizer", "4x1-unshaped", "4x4-unshaped",
-         "4x1-slow", "4x4-slow")
+names = ("4x1-optimizer", "4x1-inject", "4x1-memory", "4x4-optimizer", "4x1-unshaped",
+         "4x4-unshaped", "4x1-slow", "4x4-slow")
 r = {n: [json.load(open(f"perf/results/refit-{n}-{i}.json")) for i in range(1, runs + 1)]
      for n in names}
 med = statistics.median
@@ -89,5 +93,7 @@ print(f"  4x4 compute floor (no WAN) {floor16:.3f} s = {floor16 / bound:.2f}x th
 print(f"4x4 vs 4x1 target <= 1.5x: at {wan} {ratio('4x4-optimizer', '4x1-optimizer'):.2f}x, "
       f"at {slow} {ratio('4x4-slow', '4x1-slow'):.2f}x; 4x4 WAN link bytes "
       f"{sorted(b['wan_bytes'].values())} vs payload {b['payload_bytes']} (each byte once per link)")
+print(f"sender from memory (library) / from files: {ratio('4x1-memory', '4x1-optimizer'):.2f}x "
+      f"the time")
 print("(all node processes share this machine's 2 cores and memory bandwidth)")
 PY
