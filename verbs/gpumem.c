@@ -57,6 +57,40 @@ static dc_cu_ptr_attr_fn dc_verbs_cu_fn(void)
     return fn;
 }
 
+/* cuMemGetHandleForAddressRange (CUDA >= 11.7), looked up once in the
+ * driver the process uses (types are the driver API's, spelled out). */
+typedef int (*dc_cu_get_handle_fn)(void *handle, unsigned long long dptr, size_t size,
+                                   int handle_type, unsigned long long flags);
+#define DC_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
+static _Atomic(dc_cu_get_handle_fn) dc_cu_get_handle;
+
+dc_status_t dc_verbs_cuda_dmabuf_fd(void *buf, size_t len, int *fd)
+{
+    dc_cu_get_handle_fn fn = atomic_load_explicit(&dc_cu_get_handle, memory_order_acquire);
+    if (!fn && dc_verbs_cu_fn()) {
+        /* the driver is loaded (dc_verbs_cu_fn found it): take its handle */
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        if (h)
+            fn = (dc_cu_get_handle_fn)(uintptr_t)dlsym(h, "cuMemGetHandleForAddressRange");
+        if (fn)
+            atomic_store_explicit(&dc_cu_get_handle, fn, memory_order_release);
+    }
+    if (!fn)
+        return dc_error(DC_ERR_UNSUPPORTED, "rdma: the CUDA driver has no "
+                                            "cuMemGetHandleForAddressRange (CUDA >= 11.7 "
+                                            "and a dma-buf capable driver are needed)");
+    int out = -1;
+    int rc = fn(&out, (unsigned long long)(uintptr_t)buf, len,
+                DC_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (rc != 0 || out < 0)
+        return dc_error(DC_ERR_UNSUPPORTED,
+                        "rdma: cuMemGetHandleForAddressRange failed (CUresult %d): the range "
+                        "must be page-aligned device memory",
+                        rc);
+    *fd = out;
+    return DC_OK;
+}
+
 int dc_verbs_is_cuda_ptr(const void *p)
 {
     if (!p)

@@ -26,6 +26,11 @@
  */
 int dc_verbs_is_cuda_ptr(const void *p);
 
+/** A dma-buf file descriptor for device memory [buf, buf + len) (for
+ *  ibv_reg_dmabuf_mr), through the CUDA driver the process uses (the one
+ *  loader of this file); DC_ERR_UNSUPPORTED with the reason otherwise. */
+dc_status_t dc_verbs_cuda_dmabuf_fd(void *buf, size_t len, int *fd);
+
 /** The kind of a message buffer: the registration's when there is one,
  *  else DC_VERBS_MEM_CUDA for a detected device pointer, else host. */
 uint32_t dc_verbs_buf_kind(uint32_t mr_kind, const void *buf);

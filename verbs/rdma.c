@@ -88,7 +88,6 @@
 #include "verbs/gpumem.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -2195,38 +2194,6 @@ static dc_status_t dc_rdma_connect_test(dc_verbs_conn_t *cb)
 
 /* --- memory ------------------------------------------------------------------------- */
 
-#if DC_HAVE_CUDA
-/* cuMemGetHandleForAddressRange through dlopen: no link-time dependency on
- * the CUDA driver library (types are the driver API's, spelled out). */
-typedef int (*dc_cu_get_handle_fn)(void *handle, unsigned long long dptr, size_t size,
-                                   int handle_type, unsigned long long flags);
-#define DC_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
-
-static dc_status_t dc_rdma_dmabuf_fd(void *buf, size_t len, int *fd)
-{
-    static dc_cu_get_handle_fn fn;
-    if (!fn) {
-        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (h)
-            fn = (dc_cu_get_handle_fn)(uintptr_t)dlsym(h, "cuMemGetHandleForAddressRange");
-        if (!fn)
-            return dc_error(DC_ERR_UNSUPPORTED, "rdma: the CUDA driver has no "
-                                                "cuMemGetHandleForAddressRange (CUDA >= 11.7 "
-                                                "and a dma-buf capable driver are needed)");
-    }
-    int out = -1;
-    int rc = fn(&out, (unsigned long long)(uintptr_t)buf, len,
-                DC_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-    if (rc != 0 || out < 0)
-        return dc_error(DC_ERR_UNSUPPORTED,
-                        "rdma: cuMemGetHandleForAddressRange failed (CUresult %d): the range "
-                        "must be page-aligned device memory",
-                        rc);
-    *fd = out;
-    return DC_OK;
-}
-#endif
-
 static dc_status_t dc_rdma_reg_mem(dc_verbs_conn_t *cb, void *buf, size_t len, uint32_t kind,
                                    dc_verbs_mr_t **out)
 {
@@ -2251,7 +2218,7 @@ static dc_status_t dc_rdma_reg_mem(dc_verbs_conn_t *cb, void *buf, size_t len, u
     } else if (kind == DC_VERBS_MEM_CUDA) {
 #if DC_HAVE_CUDA
         int fd = -1;
-        dc_status_t st = dc_rdma_dmabuf_fd(buf, len, &fd);
+        dc_status_t st = dc_verbs_cuda_dmabuf_fd(buf, len, &fd);
         if (st != DC_OK) {
             free(m);
             return st;
