@@ -1119,26 +1119,20 @@ static void dc_rdma_slot_advance(dc_rdma_conn_t *c)
     }
 }
 
-static void dc_rdma_ring_copy(dc_rdma_conn_t *c, void *dst, uint64_t n)
+/* Consume n ring bytes into dst of `kind` (host, or device memory: one or
+ * two host-to-device copies); dst NULL drops them.  Fails only for device
+ * memory, consuming nothing. */
+static dc_status_t dc_rdma_ring_copy(dc_rdma_conn_t *c, void *dst, uint32_t kind,
+                                     uint64_t n)
 {
     uint64_t pos = c->lk.rx_consumed % DC_RDMA_RING_BYTES;
     uint64_t first = DC_MIN(n, DC_RDMA_RING_BYTES - pos);
+    dc_status_t st = DC_OK;
     if (dst) {
-        memcpy(dst, c->lk.ring + pos, first);
-        if (n > first)
-            memcpy((uint8_t *)dst + first, c->lk.ring, n - first);
+        st = dc_verbs_copy_in(kind, dst, c->lk.ring + pos, first);
+        if (st == DC_OK && n > first)
+            st = dc_verbs_copy_in(kind, (uint8_t *)dst + first, c->lk.ring, n - first);
     }
-    c->lk.rx_consumed += n;
-}
-
-/* dc_rdma_ring_copy() into device memory (one or two host-to-device copies). */
-static dc_status_t dc_rdma_ring_copy_dev(dc_rdma_conn_t *c, void *dst, uint64_t n)
-{
-    uint64_t pos = c->lk.rx_consumed % DC_RDMA_RING_BYTES;
-    uint64_t first = DC_MIN(n, DC_RDMA_RING_BYTES - pos);
-    dc_status_t st = dc_verbs_copy_in(DC_VERBS_MEM_CUDA, dst, c->lk.ring + pos, first);
-    if (st == DC_OK && n > first)
-        st = dc_verbs_copy_in(DC_VERBS_MEM_CUDA, (uint8_t *)dst + first, c->lk.ring, n - first);
     if (st == DC_OK)
         c->lk.rx_consumed += n;
     return st;
@@ -1194,7 +1188,7 @@ static void dc_rdma_rx_parse(dc_rdma_conn_t *c)
             if (avail == 0)
                 return;
             uint64_t n = DC_MIN(avail, DC_VERBS_HDR_SIZE - c->hgot);
-            dc_rdma_ring_copy(c, c->hbuf + c->hgot, n);
+            (void)dc_rdma_ring_copy(c, c->hbuf + c->hgot, DC_VERBS_MEM_HOST, n);
             c->hgot += n;
             if (c->hgot < DC_VERBS_HDR_SIZE)
                 return;
@@ -1239,14 +1233,10 @@ static void dc_rdma_rx_parse(dc_rdma_conn_t *c)
             c->discard = 1;
         }
         uint64_t n = DC_MIN(avail, (uint64_t)c->cur.len - c->pay_done);
-        if (n && !c->discard && r->mkind == DC_VERBS_MEM_CUDA) {
-            if (dc_rdma_ring_copy_dev(c, r->buf + c->pay_done, n) != DC_OK) {
-                dc_rdma_fail(c, dc_last_status(), "receive into GPU memory: %s",
-                             dc_last_error());
-                return;
-            }
-        } else if (n) {
-            dc_rdma_ring_copy(c, c->discard ? NULL : r->buf + c->pay_done, n);
+        if (n && dc_rdma_ring_copy(c, c->discard ? NULL : r->buf + c->pay_done,
+                                   c->discard ? DC_VERBS_MEM_HOST : r->mkind, n) != DC_OK) {
+            dc_rdma_fail(c, dc_last_status(), "receive into GPU memory: %s", dc_last_error());
+            return;
         }
         c->pay_done += n;
         if (c->pay_done < c->cur.len)
