@@ -1914,6 +1914,29 @@ static dc_rdma_conn_t *dc_rdma_find_session(dc_rdma_listener_t *l, uint64_t sess
     return e;
 }
 
+/* May a dial of epoch `epoch` go on, given the accepted connection e of
+ * its session (NULL: none)?  0, or why not (DC_RDMA_REJ_*).  Asked at the
+ * connect request (to refuse at once) and again before a link is handed
+ * over (the registry may have changed during the handshake). */
+static uint16_t dc_rdma_session_verdict(const dc_rdma_conn_t *e, uint32_t epoch)
+{
+    if (epoch > 1 && (!e || e->state == DC_RDMA_FAILED))
+        return DC_RDMA_REJ_UNKNOWN;
+    if (epoch > 1 && epoch <= e->epoch)
+        return DC_RDMA_REJ_STALE;
+    if (epoch == 1 && e)
+        return DC_RDMA_REJ_DUP;
+    return 0;
+}
+
+static const char *dc_rdma_rej_str(uint16_t why)
+{
+    return why == DC_RDMA_REJ_UNKNOWN ? "re-dial of an unknown session"
+           : why == DC_RDMA_REJ_STALE ? "stale epoch"
+           : why == DC_RDMA_REJ_DUP   ? "new connection with a session in use"
+                                      : "refused";
+}
+
 static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_event *ev)
 {
     struct rdma_cm_id *id = ev->id;
@@ -1931,23 +1954,14 @@ static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_eve
          * again before a link is handed over): refuse re-dials that cannot
          * resume, so that the client gives up at once instead of timing out. */
         dc_rdma_conn_t *e = dc_rdma_find_session(l, pd.session);
-        if (pd.epoch > 1 && (!e || e->state == DC_RDMA_FAILED)) {
-            rej = DC_RDMA_REJ_UNKNOWN;
-            st = dc_error(DC_ERR_CANCELED, "rdma %s: re-dial of unknown session %016llx", peer,
-                          (unsigned long long)pd.session);
-        } else if (pd.epoch > 1 && pd.epoch <= e->epoch) {
-            rej = DC_RDMA_REJ_STALE;
-            st = dc_error(DC_ERR_RESET,
-                          "rdma %s: stale re-dial of session %016llx (epoch %u, "
-                          "current %u)",
-                          peer, (unsigned long long)pd.session, pd.epoch, e->epoch);
-        } else if (pd.epoch == 1 && e) {
-            rej = DC_RDMA_REJ_DUP;
-            st = dc_error(DC_ERR_FORMAT,
-                          "rdma %s: new connection with session %016llx, "
-                          "which is in use",
-                          peer, (unsigned long long)pd.session);
-        }
+        rej = dc_rdma_session_verdict(e, pd.epoch);
+        if (rej)
+            st = dc_error(rej == DC_RDMA_REJ_UNKNOWN ? DC_ERR_CANCELED
+                          : rej == DC_RDMA_REJ_STALE ? DC_ERR_RESET
+                                                     : DC_ERR_FORMAT,
+                          "rdma %s: session %016llx, epoch %u%s: %s", peer,
+                          (unsigned long long)pd.session, pd.epoch,
+                          e ? "" : " (no such session)", dc_rdma_rej_str(rej));
     }
     dc_rdma_conn_t *c = NULL;
     if (st == DC_OK) {
@@ -2066,18 +2080,13 @@ static dc_status_t dc_rdma_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out
             }
             dc_rdma_conn_t *e = dc_rdma_find_session(l, c->session);
             if (c->is_redial || e) {
-                /* Checked at the request already; the registry may have
-                 * changed during the handshake. */
-                if (e && c->is_redial && c->epoch > e->epoch && e->state != DC_RDMA_FAILED &&
-                    c->pd == e->pd) {
+                uint16_t why = dc_rdma_session_verdict(e, c->epoch);
+                if (!why && c->is_redial && c->pd == e->pd) {
                     dc_rdma_adopt(l, e, c);
                 } else {
                     DC_LOG_WARN("rdma listener %s: dropped %s (session %016llx, epoch %u): %s",
                                 l->addr, c->peer, (unsigned long long)c->session, c->epoch,
-                                !e || e->state == DC_RDMA_FAILED ? "re-dial of an unknown session"
-                                : !c->is_redial  ? "new connection with a session in use"
-                                : c->pd != e->pd ? "re-dial on another RDMA device"
-                                                 : "stale epoch");
+                                why ? dc_rdma_rej_str(why) : "re-dial on another RDMA device");
                     dc_rdma_conn_destroy(c); /* sends BYE: the client gives up */
                 }
                 continue;
