@@ -214,6 +214,8 @@ typedef struct dc_ucx_req {
      * complete; kept for re-sends), npieces * DC_UCX_DHDR_SIZE bytes */
     uint8_t *phdr;
     size_t phdr_cap;
+    uint32_t step;    /* send: piece size (device memory: the whole message, one
+                         GPU CRC kernel per message) */
     uint32_t npieces;
     uint32_t nhdr;       /* send: headers 0..nhdr-1 are filled */
     uint32_t next_piece; /* send: next piece to post (while queued) */
@@ -685,9 +687,10 @@ static void dc_ucx_send_cb(void *request, ucs_status_t status, void *user_data)
 static void dc_ucx_piece_span(const dc_ucx_conn_t *c, const dc_ucx_req_t *r, uint32_t k,
                               size_t *off, size_t *len)
 {
-    size_t o = (size_t)k * c->piece;
+    (void)c;
+    size_t o = (size_t)k * r->step;
     *off = o;
-    *len = DC_MIN((size_t)c->piece, r->len - o);
+    *len = DC_MIN((size_t)r->step, r->len - o);
 }
 
 /* Fill the DATA header of piece k (computes the piece's CRC32C; on the GPU
@@ -707,7 +710,7 @@ static dc_status_t dc_ucx_piece_hdr(const dc_ucx_conn_t *c, dc_ucx_req_t *r, uin
                          .crc = crc};
     dc_verbs_hdr_pack(&th, h);
     dc_store_le32(h + 32, (uint32_t)off);
-    dc_store_le32(h + 36, c->piece);
+    dc_store_le32(h + 36, r->step);
     dc_store_le32(h + 40, (uint32_t)len);
     dc_store_le32(h + 44, dc_crc32c(0, h, 44));
     return DC_OK;
@@ -2189,7 +2192,13 @@ static dc_status_t dc_ucx_isend(dc_verbs_conn_t *cb, const void *buf, size_t len
     if (!r)
         return dc_error(DC_ERR_NOMEM, "ucx: out of memory for a request");
     r->mkind = kind;
-    uint64_t n = len ? ((uint64_t)len + c->piece - 1) / c->piece : 1;
+    /* pieces let a host message's CRC32C run while its data lands in cache;
+     * for device memory each piece costs a synchronous CRC kernel launch,
+     * so a GPU message is one piece */
+    r->step = c->piece;
+    if (kind == DC_VERBS_MEM_CUDA && len > c->piece)
+        r->step = (uint32_t)DC_MIN((uint64_t)len, (uint64_t)DC_UCX_PIECE_MAX);
+    uint64_t n = len ? ((uint64_t)len + r->step - 1) / r->step : 1;
     size_t hbytes = (size_t)n * DC_UCX_DHDR_SIZE;
     if (hbytes > r->phdr_cap) {
         uint8_t *ph = realloc(r->phdr, hbytes);
