@@ -492,9 +492,10 @@ DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_config_t *cfg,
     if (!n)
         return dc_error(DC_ERR_INVALID, "refit sender ranges: n is NULL");
     *n = 0;
-    dc_status_t st = dc_api_check_cfg(cfg, "refit sender ranges");
-    if (st != DC_OK)
-        return st;
+    if (!cfg || cfg->size < offsetof(dc_refit_node_config_t, memory) || !cfg->topo)
+        return dc_error(DC_ERR_INVALID, "refit sender ranges: config, its size and topology "
+                                        "are required");
+    dc_status_t st = DC_OK;
     if (!cfg->tensors || !cfg->n_tensors)
         return dc_error(DC_ERR_INVALID, "refit sender ranges: tensors are required");
     dc_layout_desc_t *d = NULL;
