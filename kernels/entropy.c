@@ -532,6 +532,34 @@ dc_status_t dc_golomb_dec_init(dc_golomb_dec_t *d, const uint8_t *src, size_t le
                     gtab[code | j] = e;
             }
         }
+        /* two codes per slot where the second also fits the slot's bits
+         * (the bits after the first code, zero-filled: a code that needs
+         * the filled bits is longer than what is left, and is refused) */
+        uint32_t *g2 = d->gtab2;
+        size_t twos = 0;
+        for (uint32_t i = 0; i < (1u << DC_GT_BITS); i++) {
+            uint32_t e0 = gtab[i];
+            if (e0 == 0) {
+                g2[i] = 0;
+                continue;
+            }
+            unsigned l0 = e0 >> 24;
+            uint32_t g0 = e0 & 0xffffffu;
+            if (g0 >= (1u << 12)) { /* never, for codes of <= 12 bits */
+                g2[i] = 0;
+                continue;
+            }
+            uint32_t e = l0 | g0 << 7 | g0 << 20;
+            uint32_t e1 = l0 < DC_GT_BITS ? gtab[(i << l0) & ((1u << DC_GT_BITS) - 1)] : 0;
+            uint32_t o1 = g0 + 1 + (e1 & 0xffffffu);
+            if (e1 != 0 && l0 + (e1 >> 24) <= DC_GT_BITS && o1 < (1u << 12)) {
+                e = (l0 + (e1 >> 24)) | 1u << 6 | g0 << 7 | o1 << 20;
+                twos++;
+            }
+            g2[i] = e;
+        }
+        /* 3 lookups give >= 4 codes on average from 1/3 of the slots on */
+        d->glook = twos * 3 >= (1u << DC_GT_BITS) ? 3 : 4;
     }
     return DC_OK;
 }
@@ -1176,116 +1204,168 @@ dc_status_t dc_rans_dec_finish(const dc_rans_dec_t *d)
 }
 
 /* The interleaved loop of dc_ent_sparse_run (table Golomb codes, four-way
- * 16-bit rANS), as far as both fast paths go; compiled twice below: for
- * the baseline and with BMI2 (one-uop variable shifts). */
+ * 16-bit rANS), as far as both fast paths go; compiled for L = 3 and 4
+ * lookups per step, for the baseline and with BMI2 (one-uop variable
+ * shifts).
+ *
+ * A step decodes four values and L table lookups of positions (each up to
+ * two codes, gtab2): the Golomb chain per lookup is a shift, a load and a
+ * shift, and it runs alongside the four rANS chains.  The two counts move
+ * apart (kg positions, k values); what is left when either fast path ends
+ * goes through the general decoders.  Steps run in batches whose length is
+ * fixed before the batch by the worst case of every bound (stream bytes,
+ * counts), so the steps themselves test nothing but a table miss. */
 static inline __attribute__((always_inline)) dc_status_t
 dc_sparse_fast(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
-               size_t upto, const dc_ent_pf_t *pf)
+               size_t upto, const dc_ent_pf_t *pf, const unsigned L, const unsigned S0)
 {
-    size_t k = gd->k;
+    size_t k = rd->i, kg = gd->k;
+    const size_t uptor = DC_MIN(upto, rd->count);
     uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
-    /* lines per step (four codes), so that the span is asked for over the
-     * first half of the steps */
-    size_t steps = (upto - k) / 8 + 1;
+    /* lines per step, so that the span is asked for over the first half of
+     * the steps */
+    size_t steps = (uptor > k ? uptor - k : 0) / 8 + 1;
     const unsigned pl = pf ? (unsigned)DC_MIN((pf->len / 64 + steps - 1) / steps, (size_t)16) : 0;
-    {
-        /* four positions and four 16-bit values per step, in one loop: the
-         * Golomb chain (shift, table load, add per code) runs alongside
-         * the four rANS chains instead of before them */
-        const uint8_t *gp = gd->p, *gend = gd->end, *p = rd->p, *end = rd->end;
-        unsigned bc = gd->bc;
-        uint64_t next = gd->next;
-        const uint32_t *gtab = gd->gtab;
-        const unsigned S = rd->S;
-        const uint32_t mask = (1u << S) - 1;
-        const uint64_t *dtab = rd->dtab;
-        uint32_t x0 = rd->x[0], x1 = rd->x[1], x2 = rd->x[2], x3 = rd->x[3];
-        while (k + 4 <= upto && gend - gp >= 8 && end - p >= 8) {
+    const uint8_t *gp = gd->p, *gend = gd->end, *p = rd->p, *end = rd->end;
+    unsigned bc = gd->bc;
+    uint64_t next = gd->next;
+    const uint64_t gn = gd->n;
+    const uint32_t *g2 = gd->gtab2;
+    /* S0: the scale as a constant (0: rd->S) */
+    const unsigned S = S0 ? S0 : rd->S;
+    const uint32_t mask = (1u << S) - 1;
+    const uint64_t *dtab = rd->dtab;
+    uint32_t x0 = rd->x[0], x1 = rd->x[1], x2 = rd->x[2], x3 = rd->x[3];
+    dc_status_t st = DC_OK;
+    for (;;) {
+        /* steps this batch: each uses <= 12 L bits of positions (and reads
+         * 16 bytes from where it starts), <= 8 bytes of values, 4 values
+         * and <= 2 L positions */
+        if (gend - gp < 16 || end - p < 8 || kg + 2 * L > upto || k + 4 > uptor)
+            break;
+        size_t nst = DC_MIN((size_t)(gend - gp - 16) / (12 * L / 8 + 1),
+                            (size_t)(end - p - 8) / 8) + 1;
+        nst = DC_MIN(nst, (upto - kg) / (2 * L));
+        nst = DC_MIN(nst, (uptor - k) / 4);
+        nst = DC_MIN(nst, (size_t)64);
+        uint64_t win = __builtin_bswap64(dc_load_le64(gp)) << bc;
+        uint32_t *pk = pos + kg;
+        uint8_t *vk = vals + 2 * k;
+        size_t it = nst;
+        int miss = 0;
+        do {
             if (pc < pe) {
                 for (unsigned j = 0; j < pl; j++)
                     __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
                 pc += 64u * pl;
             }
-            uint64_t cont = __builtin_bswap64(dc_load_le64(gp));
-            /* a code the table lacks reads 0, and so do the lookups after
-             * it (they use the same bits): e3 == 0 means some code missed */
-            uint32_t e0 = gtab[(cont << bc) >> (64 - DC_GT_BITS)];
-            unsigned b1 = bc + (e0 >> 24);
-            uint32_t e1 = gtab[(cont << b1) >> (64 - DC_GT_BITS)];
-            unsigned b2 = b1 + (e1 >> 24);
-            uint32_t e2 = gtab[(cont << b2) >> (64 - DC_GT_BITS)];
-            unsigned b3 = b2 + (e2 >> 24);
-            uint32_t e3 = gtab[(cont << b3) >> (64 - DC_GT_BITS)];
-            uint64_t n0 = next + (e0 & 0xffffffu);
-            uint64_t n1 = n0 + 1 + (e1 & 0xffffffu);
-            uint64_t n2 = n1 + 1 + (e2 & 0xffffffu);
-            uint64_t n3 = n2 + 1 + (e3 & 0xffffffu);
-            if (DC_LIKELY(e3 != 0 && n3 < gd->n)) {
-                bc = b3 + (e3 >> 24);
-                pos[k] = (uint32_t)n0;
-                pos[k + 1] = (uint32_t)n1;
-                pos[k + 2] = (uint32_t)n2;
-                pos[k + 3] = (uint32_t)n3;
-                next = n3 + 1;
-                gp += bc >> 3;
-                bc &= 7;
-            } else {
-                /* a code the table lacks (or a bad position): these four
-                 * through the general decoder */
-                gd->p = gp;
-                gd->bc = bc;
-                gd->next = next;
-                gd->k = k;
-                dc_status_t st = dc_golomb_dec_run(gd, pos, k + 4);
-                if (st != DC_OK)
-                    return st;
-                gp = gd->p;
-                bc = gd->bc;
-                next = gd->next;
+            uint32_t ge = 0;
+            unsigned used = bc;
+            uint64_t nx0 = next;
+            uint32_t *pk0 = pk;
+#pragma GCC unroll 4
+            for (unsigned j = 0; j < L; j++) {
+                ge = g2[win >> (64 - DC_GT_BITS)];
+                win <<= ge & 63;
+                used += ge & 63;
+                pk[0] = (uint32_t)(next + ((ge >> 7) & 0x1fffu));
+                uint64_t a1 = next + (ge >> 20);
+                pk[1] = (uint32_t)a1;
+                next = a1 + 1;
+                pk += 1 + ((ge >> 6) & 1);
             }
+            if (DC_UNLIKELY(ge == 0 || next > gn)) {
+                /* a code the table lacks (or a bad position): this step's
+                 * positions go again through the general decoder, after
+                 * the values */
+                next = nx0;
+                pk = pk0;
+                miss = 1;
+            } else {
+                /* the next 64 bits: from the 128 at gp (used <= 55) */
+                uint64_t c0 = __builtin_bswap64(dc_load_le64(gp));
+                uint64_t c1 = __builtin_bswap64(dc_load_le64(gp + 8));
+                win = (c0 << used) | ((c1 >> 1) >> (63 - used));
+                gp += used >> 3;
+                bc = used & 7;
+            }
+            /* rANS: one table load per value; x >= 2^(23-S) >= 2^7 after
+             * it, so renormalizing takes 0, 1 or 2 bytes: those of one
+             * 8-byte load at p (<= 8 bytes a step) */
+            uint64_t rw = __builtin_bswap64(dc_load_le64(p));
+            unsigned off = 0;
 #define DC_RANS_STEP(X, I)                                                    \
     do {                                                                      \
         uint64_t e = dtab[X & mask];                                          \
         X = (uint32_t)(e >> 32) * (X >> S) + ((uint32_t)e >> 16);             \
         unsigned nbits = ((unsigned)__builtin_clz(X) - 1u) & ~7u;             \
-        uint32_t two = (uint32_t)p[0] << 8 | p[1];                            \
+        uint32_t two = (uint32_t)((rw << off) >> 48);                         \
         X = (uint32_t)(((uint64_t)X << nbits) | (two >> (16 - nbits)));       \
-        p += nbits >> 3;                                                      \
-        dc_store_le16(vals + 2 * (I), (uint16_t)e);                           \
+        off += nbits;                                                         \
+        dc_store_le16(vk + 2 * (I), (uint16_t)e);                             \
     } while (0)
-            DC_RANS_STEP(x0, k);
-            DC_RANS_STEP(x1, k + 1);
-            DC_RANS_STEP(x2, k + 2);
-            DC_RANS_STEP(x3, k + 3);
+            DC_RANS_STEP(x0, 0);
+            DC_RANS_STEP(x1, 1);
+            DC_RANS_STEP(x2, 2);
+            DC_RANS_STEP(x3, 3);
 #undef DC_RANS_STEP
-            k += 4;
+            p += off >> 3;
+            vk += 8;
+            if (miss)
+                break;
+        } while (--it);
+        kg = (size_t)(pk - pos);
+        k = (size_t)(vk - vals) / 2;
+        if (miss) {
+            gd->p = gp;
+            gd->bc = bc;
+            gd->next = next;
+            gd->k = kg;
+            if ((st = dc_golomb_dec_run(gd, pos, kg + 1)) != DC_OK)
+                goto out;
+            gp = gd->p;
+            bc = gd->bc;
+            next = gd->next;
+            kg = gd->k;
         }
-        gd->p = gp;
-        gd->bc = bc;
-        gd->next = next;
-        gd->k = k;
-        rd->p = p;
-        rd->x[0] = x0;
-        rd->x[1] = x1;
-        rd->x[2] = x2;
-        rd->x[3] = x3;
-        rd->i = k;
     }
-    return DC_OK;
+out:
+    gd->p = gp;
+    gd->bc = bc;
+    gd->next = next;
+    gd->k = kg;
+    rd->p = p;
+    rd->x[0] = x0;
+    rd->x[1] = x1;
+    rd->x[2] = x2;
+    rd->x[3] = x3;
+    rd->i = k;
+    return st;
 }
 
 static dc_status_t dc_sparse_fast_base(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
                                        uint8_t *vals, size_t upto, const dc_ent_pf_t *pf)
 {
-    return dc_sparse_fast(gd, rd, pos, vals, upto, pf);
+    return gd->glook == 3 ? dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 0)
+                          : dc_sparse_fast(gd, rd, pos, vals, upto, pf, 4, 0);
 }
 
 #if defined(__x86_64__)
-__attribute__((target("bmi2"))) static dc_status_t
+/* every CPU with BMI2 has LZCNT (Haswell, Zen) */
+__attribute__((target("bmi2,lzcnt"))) static dc_status_t
 dc_sparse_fast_bmi2(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
                     size_t upto, const dc_ent_pf_t *pf)
 {
-    return dc_sparse_fast(gd, rd, pos, vals, upto, pf);
+    /* the two scales encoders pick (12 and 16 bits) as constants: two
+     * registers fewer in the loop */
+    if (rd->S == 12)
+        return gd->glook == 3 ? dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 12)
+                              : dc_sparse_fast(gd, rd, pos, vals, upto, pf, 4, 12);
+    if (rd->S == 16)
+        return gd->glook == 3 ? dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 16)
+                              : dc_sparse_fast(gd, rd, pos, vals, upto, pf, 4, 16);
+    return gd->glook == 3 ? dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 0)
+                          : dc_sparse_fast(gd, rd, pos, vals, upto, pf, 4, 0);
 }
 #endif
 
@@ -1294,7 +1374,7 @@ dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *
 {
     if (upto > gd->count)
         upto = gd->count;
-    if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && rd->i == gd->k && (gd->k & 3) == 0) {
+    if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && (rd->i & 3) == 0) {
         dc_status_t st;
 #if defined(__x86_64__)
         if (dc_ent_bmi2())
