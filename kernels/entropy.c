@@ -516,6 +516,7 @@ dc_status_t dc_golomb_dec_init(dc_golomb_dec_t *d, const uint8_t *src, size_t le
      * prefixes. */
     unsigned b = d->b;
     d->use_tab = count >= 4096 && b + 1 <= DC_GT_BITS;
+    d->glook = 0; /* gtab2 not built yet */
     if (d->use_tab) {
         uint32_t *gtab = d->gtab;
         memset(gtab, 0, sizeof(d->gtab));
@@ -532,36 +533,45 @@ dc_status_t dc_golomb_dec_init(dc_golomb_dec_t *d, const uint8_t *src, size_t le
                     gtab[code | j] = e;
             }
         }
-        /* two codes per slot where the second also fits the slot's bits
-         * (the bits after the first code, zero-filled: a code that needs
-         * the filled bits is longer than what is left, and is refused) */
-        uint32_t *g2 = d->gtab2;
-        size_t twos = 0;
-        for (uint32_t i = 0; i < (1u << DC_GT_BITS); i++) {
-            uint32_t e0 = gtab[i];
-            if (e0 == 0) {
-                g2[i] = 0;
-                continue;
-            }
-            unsigned l0 = e0 >> 24;
-            uint32_t g0 = e0 & 0xffffffu;
-            if (g0 >= (1u << 12)) { /* never, for codes of <= 12 bits */
-                g2[i] = 0;
-                continue;
-            }
-            uint32_t e = l0 | g0 << 7 | g0 << 20;
-            uint32_t e1 = l0 < DC_GT_BITS ? gtab[(i << l0) & ((1u << DC_GT_BITS) - 1)] : 0;
-            uint32_t o1 = g0 + 1 + (e1 & 0xffffffu);
-            if (e1 != 0 && l0 + (e1 >> 24) <= DC_GT_BITS && o1 < (1u << 12)) {
-                e = (l0 + (e1 >> 24)) | 1u << 6 | g0 << 7 | o1 << 20;
-                twos++;
-            }
-            g2[i] = e;
-        }
-        /* 3 lookups give >= 4 codes on average from 1/3 of the slots on */
-        d->glook = twos * 3 >= (1u << DC_GT_BITS) ? 3 : 4;
     }
     return DC_OK;
+}
+
+/* gtab2 from gtab (what dc_ent_sparse_run decodes with; built on first
+ * use).  Every gtab code has <= DC_GT_BITS bits, so its gap is < 2^12
+ * ((13 - b) m - 1 < (13 - b) 2^b <= 4096 for b <= 11): the one-code entry
+ * is a plain repacking, 0 for 0.  A second code also fits a slot when it
+ * fits the bits after the first (zero-filled there: a code that needs the
+ * filled bits is longer than what is left, and is refused); the shortest
+ * code has max(b, 1) bits, so only b <= DC_GT_BITS / 2 has any. */
+static void dc_golomb_build_g2(dc_golomb_dec_t *d)
+{
+    const uint32_t *gtab = d->gtab;
+    uint32_t *g2 = d->gtab2;
+    for (uint32_t i = 0; i < (1u << DC_GT_BITS); i++) {
+        uint32_t e0 = gtab[i], g0 = e0 & 0xfffu;
+        g2[i] = e0 >> 24 | g0 << 7 | g0 << 20;
+    }
+    size_t twos = 0;
+    unsigned minlen = d->b ? d->b : 1;
+    if (2 * minlen <= DC_GT_BITS) {
+        for (uint32_t i = 0; i < (1u << DC_GT_BITS); i++) {
+            uint32_t e0 = gtab[i];
+            unsigned l0 = e0 >> 24;
+            if (e0 == 0 || l0 + minlen > DC_GT_BITS)
+                continue;
+            uint32_t e1 = gtab[(i << l0) & ((1u << DC_GT_BITS) - 1)];
+            uint32_t g0 = e0 & 0xfffu, o1 = g0 + 1 + (e1 & 0xffffffu);
+            if (e1 != 0 && l0 + (e1 >> 24) <= DC_GT_BITS && o1 < (1u << 12)) {
+                g2[i] = (l0 + (e1 >> 24)) | 1u << 6 | g0 << 7 | o1 << 20;
+                twos++;
+            }
+        }
+    }
+    /* three lookups of up to two codes beat four of one from 1/8 of the
+     * slots on (measured: the 2.3% gen pair, m = 29, gains 8%; with no
+     * two-code slot at all the one-code loop is faster) */
+    d->glook = twos * 8 >= (1u << DC_GT_BITS) ? 3 : 4;
 }
 
 dc_status_t dc_golomb_dec_run(dc_golomb_dec_t *d, uint32_t *pos, size_t upto)
@@ -1203,6 +1213,106 @@ dc_status_t dc_rans_dec_finish(const dc_rans_dec_t *d)
     return DC_OK;
 }
 
+/* Where no slot holds two codes (long codes: low change rates), the
+ * loop of one code per lookup and four per load, positions and values in
+ * step (k counts both); as fast as the general loop below there, and one
+ * instruction stream fewer. */
+static inline __attribute__((always_inline)) dc_status_t
+dc_sparse_fast1(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
+               size_t upto, const dc_ent_pf_t *pf)
+{
+    size_t k = gd->k;
+    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
+    /* lines per step (four codes), so that the span is asked for over the
+     * first half of the steps */
+    size_t steps = (upto - k) / 8 + 1;
+    const unsigned pl = pf ? (unsigned)DC_MIN((pf->len / 64 + steps - 1) / steps, (size_t)16) : 0;
+    {
+        /* four positions and four 16-bit values per step, in one loop: the
+         * Golomb chain (shift, table load, add per code) runs alongside
+         * the four rANS chains instead of before them */
+        const uint8_t *gp = gd->p, *gend = gd->end, *p = rd->p, *end = rd->end;
+        unsigned bc = gd->bc;
+        uint64_t next = gd->next;
+        const uint32_t *gtab = gd->gtab;
+        const unsigned S = rd->S;
+        const uint32_t mask = (1u << S) - 1;
+        const uint64_t *dtab = rd->dtab;
+        uint32_t x0 = rd->x[0], x1 = rd->x[1], x2 = rd->x[2], x3 = rd->x[3];
+        while (k + 4 <= upto && gend - gp >= 8 && end - p >= 8) {
+            if (pc < pe) {
+                for (unsigned j = 0; j < pl; j++)
+                    __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
+                pc += 64u * pl;
+            }
+            uint64_t cont = __builtin_bswap64(dc_load_le64(gp));
+            /* a code the table lacks reads 0, and so do the lookups after
+             * it (they use the same bits): e3 == 0 means some code missed */
+            uint32_t e0 = gtab[(cont << bc) >> (64 - DC_GT_BITS)];
+            unsigned b1 = bc + (e0 >> 24);
+            uint32_t e1 = gtab[(cont << b1) >> (64 - DC_GT_BITS)];
+            unsigned b2 = b1 + (e1 >> 24);
+            uint32_t e2 = gtab[(cont << b2) >> (64 - DC_GT_BITS)];
+            unsigned b3 = b2 + (e2 >> 24);
+            uint32_t e3 = gtab[(cont << b3) >> (64 - DC_GT_BITS)];
+            uint64_t n0 = next + (e0 & 0xffffffu);
+            uint64_t n1 = n0 + 1 + (e1 & 0xffffffu);
+            uint64_t n2 = n1 + 1 + (e2 & 0xffffffu);
+            uint64_t n3 = n2 + 1 + (e3 & 0xffffffu);
+            if (DC_LIKELY(e3 != 0 && n3 < gd->n)) {
+                bc = b3 + (e3 >> 24);
+                pos[k] = (uint32_t)n0;
+                pos[k + 1] = (uint32_t)n1;
+                pos[k + 2] = (uint32_t)n2;
+                pos[k + 3] = (uint32_t)n3;
+                next = n3 + 1;
+                gp += bc >> 3;
+                bc &= 7;
+            } else {
+                /* a code the table lacks (or a bad position): these four
+                 * through the general decoder */
+                gd->p = gp;
+                gd->bc = bc;
+                gd->next = next;
+                gd->k = k;
+                dc_status_t st = dc_golomb_dec_run(gd, pos, k + 4);
+                if (st != DC_OK)
+                    return st;
+                gp = gd->p;
+                bc = gd->bc;
+                next = gd->next;
+            }
+#define DC_RANS_STEP(X, I)                                                    \
+    do {                                                                      \
+        uint64_t e = dtab[X & mask];                                          \
+        X = (uint32_t)(e >> 32) * (X >> S) + ((uint32_t)e >> 16);             \
+        unsigned nbits = ((unsigned)__builtin_clz(X) - 1u) & ~7u;             \
+        uint32_t two = (uint32_t)p[0] << 8 | p[1];                            \
+        X = (uint32_t)(((uint64_t)X << nbits) | (two >> (16 - nbits)));       \
+        p += nbits >> 3;                                                      \
+        dc_store_le16(vals + 2 * (I), (uint16_t)e);                           \
+    } while (0)
+            DC_RANS_STEP(x0, k);
+            DC_RANS_STEP(x1, k + 1);
+            DC_RANS_STEP(x2, k + 2);
+            DC_RANS_STEP(x3, k + 3);
+#undef DC_RANS_STEP
+            k += 4;
+        }
+        gd->p = gp;
+        gd->bc = bc;
+        gd->next = next;
+        gd->k = k;
+        rd->p = p;
+        rd->x[0] = x0;
+        rd->x[1] = x1;
+        rd->x[2] = x2;
+        rd->x[3] = x3;
+        rd->i = k;
+    }
+    return DC_OK;
+}
+
 /* The interleaved loop of dc_ent_sparse_run (table Golomb codes, four-way
  * 16-bit rANS), as far as both fast paths go; compiled for L = 3 and 4
  * lookups per step, for the baseline and with BMI2 (one-uop variable
@@ -1346,8 +1456,9 @@ out:
 static dc_status_t dc_sparse_fast_base(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos,
                                        uint8_t *vals, size_t upto, const dc_ent_pf_t *pf)
 {
-    return gd->glook == 3 ? dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 0)
-                          : dc_sparse_fast(gd, rd, pos, vals, upto, pf, 4, 0);
+    if (gd->glook == 3)
+        return dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 0);
+    return dc_sparse_fast1(gd, rd, pos, vals, upto, pf);
 }
 
 #if defined(__x86_64__)
@@ -1356,16 +1467,15 @@ __attribute__((target("bmi2,lzcnt"))) static dc_status_t
 dc_sparse_fast_bmi2(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
                     size_t upto, const dc_ent_pf_t *pf)
 {
+    if (gd->glook != 3)
+        return dc_sparse_fast1(gd, rd, pos, vals, upto, pf);
     /* the two scales encoders pick (12 and 16 bits) as constants: two
      * registers fewer in the loop */
     if (rd->S == 12)
-        return gd->glook == 3 ? dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 12)
-                              : dc_sparse_fast(gd, rd, pos, vals, upto, pf, 4, 12);
+        return dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 12);
     if (rd->S == 16)
-        return gd->glook == 3 ? dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 16)
-                              : dc_sparse_fast(gd, rd, pos, vals, upto, pf, 4, 16);
-    return gd->glook == 3 ? dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 0)
-                          : dc_sparse_fast(gd, rd, pos, vals, upto, pf, 4, 0);
+        return dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 16);
+    return dc_sparse_fast(gd, rd, pos, vals, upto, pf, 3, 0);
 }
 #endif
 
@@ -1374,7 +1484,17 @@ dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *
 {
     if (upto > gd->count)
         upto = gd->count;
-    if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && (rd->i & 3) == 0) {
+    if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && (rd->i & 3) == 0 && gd->glook == 0) {
+        /* no two-code slots when the shortest code has > half the bits */
+        if (2 * (gd->b ? gd->b : 1) > DC_GT_BITS)
+            gd->glook = 4;
+        else
+            dc_golomb_build_g2(gd);
+    }
+    /* the one-code loop keeps both decoders at one count: they start a call
+     * in step (both run to upto) unless a caller ran one of them alone */
+    if (gd->use_tab && rd->ways == 4 && rd->bits == 16 && (rd->i & 3) == 0 &&
+        (gd->glook == 3 || (gd->glook == 4 && rd->i == gd->k))) {
         dc_status_t st;
 #if defined(__x86_64__)
         if (dc_ent_bmi2())

@@ -120,8 +120,9 @@ typedef struct dc_golomb_dec {
      * (bits 0-5), 1 when a second code is there (bit 6), the first gap
      * g0 (bits 7-19) and the offset of the last position decoded from the
      * one before (bits 20-31: g0, or g0 + 1 + g1 with a second code).
-     * glook: lookups per four values (3 when enough slots hold two codes,
-     * else 4). */
+     * glook: 3 when enough slots hold two codes (three lookups a step of
+     * four values, with gtab2), else 4 (four one-code lookups, gtab); 0
+     * until dc_ent_sparse_run first looks (and builds gtab2). */
     uint32_t gtab2[1u << DC_GT_BITS];
     unsigned glook;
 } dc_golomb_dec_t;
