@@ -1314,9 +1314,9 @@ dc_sparse_fast1(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *
 }
 
 /* The interleaved loop of dc_ent_sparse_run (table Golomb codes, four-way
- * 16-bit rANS), as far as both fast paths go; compiled for L = 3 and 4
- * lookups per step, for the baseline and with BMI2 (one-uop variable
- * shifts).
+ * 16-bit rANS) where many slots hold two codes, as far as both fast paths
+ * go; compiled with L = 3 lookups per step, for the baseline and with
+ * BMI2 (one-uop variable shifts) and LZCNT.
  *
  * A step decodes four values and L table lookups of positions (each up to
  * two codes, gtab2): the Golomb chain per lookup is a shift, a load and a
