@@ -115,6 +115,16 @@ typedef struct dc_golomb_dec {
     uint64_t m, cut, n, next;
     size_t k, count;        /* positions decoded, positions in the stream */
     uint32_t gtab[1u << DC_GT_BITS];
+    /* For dc_ent_sparse_run: the same DC_GT_BITS bits decode up to two
+     * codes at once.  Entry (0: the first code does not fit): bits used
+     * (bits 0-5), 1 when a second code is there (bit 6), the first gap
+     * g0 (bits 7-19) and the offset of the last position decoded from the
+     * one before (bits 20-31: g0, or g0 + 1 + g1 with a second code).
+     * glook: 3 when enough slots hold two codes (three lookups a step of
+     * four values, with gtab2), else 4 (four one-code lookups, gtab); 0
+     * until dc_ent_sparse_run first looks (and builds gtab2). */
+    uint32_t gtab2[1u << DC_GT_BITS];
+    unsigned glook;
 } dc_golomb_dec_t;
 dc_status_t dc_golomb_dec_init(dc_golomb_dec_t *d, const uint8_t *src, size_t len, size_t count,
                                uint64_t n);

@@ -322,3 +322,327 @@ Test(rans, encoders_identical_on_every_isa)
     free(ref);
     free(got);
 }
+
+/* --- Golomb positions: every decoder against a bit-by-bit reference ------- */
+
+/* MSB-first bit writer / reader of the test's own (independent of the
+ * library's) Golomb coder: per gap, q = g / m zero bits, a one, then
+ * r = g % m in truncated binary (b = ceil(log2 m), cut = 2^b - m: r < cut
+ * in b - 1 bits, else r + cut in b bits). */
+typedef struct {
+    uint8_t *buf;
+    size_t cap, bits;
+} tbw_t;
+
+static void tbw_put(tbw_t *w, uint64_t v, unsigned nb)
+{
+    for (unsigned i = nb; i-- > 0;) {
+        size_t by = w->bits >> 3;
+        cr_assert(by < w->cap);
+        if (((w->bits & 7) == 0))
+            w->buf[by] = 0;
+        if ((v >> i) & 1)
+            w->buf[by] |= (uint8_t)(0x80u >> (w->bits & 7));
+        w->bits++;
+    }
+}
+
+static unsigned t_ceil_log2(uint64_t m)
+{
+    unsigned b = 0;
+    while ((1ull << b) < m)
+        b++;
+    return b;
+}
+
+/* A positions stream with parameter m for the gaps g[0..count): varint m
+ * then the codes; returns its length in bytes. */
+static size_t t_golomb_write(const uint64_t *g, size_t count, uint64_t m, uint8_t *buf,
+                             size_t cap)
+{
+    size_t h = dc_ent_put_varint(buf, m);
+    tbw_t w = {buf + h, cap - h, 0};
+    unsigned b = t_ceil_log2(m);
+    uint64_t cut = (1ull << b) - m;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t q = g[k] / m, r = g[k] % m;
+        for (uint64_t i = 0; i < q; i++)
+            tbw_put(&w, 0, 1);
+        tbw_put(&w, 1, 1);
+        if (b) {
+            if (r < cut)
+                tbw_put(&w, r, b - 1);
+            else
+                tbw_put(&w, r + cut, b);
+        }
+    }
+    return h + (w.bits + 7) / 8;
+}
+
+/* The reference decoder, one bit at a time: the positions of a stream, or
+ * -1 for any stream the format refuses (bad parameter, truncated, a
+ * position outside [0, n), fewer or more codes, non-zero padding). */
+static int t_golomb_ref(const uint8_t *src, size_t len, size_t count, uint64_t n,
+                        uint32_t *pos)
+{
+    const uint8_t *p = src, *end = src + len;
+    uint64_t m;
+    if (dc_ent_get_varint(&p, end, &m) != DC_OK || m < 1 || m > (1ull << 32) || count > n)
+        return -1;
+    size_t nbits = (size_t)(end - p) * 8, at = 0;
+#define TBIT() ((p[at >> 3] >> (7 - (at & 7))) & 1)
+    unsigned b = t_ceil_log2(m);
+    uint64_t cut = (1ull << b) - m, next = 0;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t q = 0;
+        for (;;) {
+            if (at >= nbits)
+                return -1;
+            if (TBIT()) {
+                at++;
+                break;
+            }
+            at++;
+            if (++q > n)
+                return -1;
+        }
+        uint64_t r = 0;
+        if (b) {
+            for (unsigned i = 0; i + 1 < b; i++) {
+                if (at >= nbits)
+                    return -1;
+                r = r << 1 | TBIT();
+                at++;
+            }
+            if (r >= cut) {
+                if (at >= nbits)
+                    return -1;
+                r = (r << 1 | TBIT()) - cut;
+                at++;
+            }
+        }
+        uint64_t ps = next + q * m + r;
+        if (ps >= n)
+            return -1;
+        pos[k] = (uint32_t)ps;
+        next = ps + 1;
+    }
+    if (nbits - at >= 8)
+        return -1;
+    for (; at < nbits; at++)
+        if (TBIT())
+            return -1;
+#undef TBIT
+    return 0;
+}
+
+/* Decode positions (and values, 4-way 16-bit rANS, as the codec does)
+ * through dc_ent_sparse_run in random slices, or through the standalone
+ * positions decoder: 0 and the positions, or -1 when refused. */
+static int t_golomb_lib(dc_ent_scratch_t *s, dc_golomb_dec_t *gd, const uint8_t *pb, size_t pl,
+                        const uint8_t *vb, size_t vl, size_t count, uint64_t n, int sparse,
+                        uint32_t *pos, uint16_t *vals)
+{
+    if (!sparse)
+        return dc_ent_pos_decode(pb, pl, count, n, pos) == DC_OK ? 0 : -1;
+    if (dc_golomb_dec_init(gd, pb, pl, count, n) != DC_OK)
+        return -1;
+    dc_rans_dec_t rd;
+    cr_assert_eq(dc_rans_dec_init(s, &rd, vb, vl, count, 16), DC_OK);
+    size_t k = 0;
+    while (k < count) {
+        k = sparse == 1 ? count : DC_MIN(count, k + 1 + rnd() % 5000);
+        if (dc_ent_sparse_run(gd, &rd, pos, (uint8_t *)vals, k, NULL) != DC_OK)
+            return -1;
+    }
+    if (dc_golomb_dec_finish(gd) != DC_OK)
+        return -1;
+    cr_assert_eq(dc_rans_dec_finish(&rd), DC_OK);
+    return 0;
+}
+
+/* The table decoders (one code per lookup, and up to two in the sparse
+ * loop, 3 or 4 lookups a step) give what the bit-by-bit reference gives
+ * on every ISA: for every table width (b = 0..11, both sides of the cut),
+ * on valid streams with long codes the tables lack and positions at the
+ * chunk's end, and on corrupted ones (flipped bits, truncated, padded,
+ * random bytes), where the verdict must match too. */
+Test(rans, golomb_tables_match_bitwise_reference)
+{
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    static const uint64_t ms[] = {1, 2, 3, 5, 7, 8, 12, 17, 18, 29, 31, 32, 33, 67, 100,
+                                  127, 128, 129, 300, 511, 700, 1024, 1500, 2047, 2048};
+    const size_t maxc = 12000;
+    uint64_t *g = malloc(maxc * 8);
+    uint32_t *ref = malloc(maxc * 4), *got = malloc(maxc * 4);
+    uint16_t *val = malloc(maxc * 2), *gv = malloc(maxc * 2);
+    size_t pcap = maxc * 64 + 64, vcap = dc_ent_val_bound(maxc, 2);
+    uint8_t *pb = malloc(pcap), *cb = malloc(pcap + 8), *vb = malloc(vcap);
+    dc_golomb_dec_t *gd = malloc(sizeof(*gd));
+    dc_ent_scratch_t *s;
+    cr_assert(g && ref && got && val && gv && pb && cb && vb && gd);
+    cr_assert_eq(dc_ent_scratch_create(maxc * 2, &s), DC_OK);
+    const char *was = dc_kern_isa();
+    size_t two_code = 0, three = 0, four = 0;
+    for (size_t mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++) {
+        uint64_t m = ms[mi];
+        for (int shape = 0; shape < 3; shape++) {
+            /* shape 0: gaps ~ the code's own geometric law; 1: plus long
+             * runs (codes of > 12 bits: table misses); 2: ends exactly at
+             * the chunk's last element */
+            size_t count = 4096 + rnd() % (maxc - 4096);
+            uint64_t at = 0;
+            for (size_t k = 0; k < count; k++) {
+                uint64_t q = 0;
+                while (rnd() % 1000 < 450 && q < 40)
+                    q++;
+                g[k] = q * m + rnd() % m;
+                if (shape == 1 && rnd() % 50 == 0)
+                    g[k] += m * (13 + rnd() % 40);
+                at += g[k] + 1;
+            }
+            uint64_t n = shape == 2 ? at : at + rnd() % 100;
+            size_t pl = t_golomb_write(g, count, m, pb, pcap);
+            for (size_t k = 0; k < count; k++)
+                val[k] = (uint16_t)(rnd() % 7 == 0 ? rnd() : 1 + rnd() % 5);
+            size_t vl;
+            unsigned vm;
+            dc_ent_rans_ways = 4;
+            cr_assert_eq(dc_ent_val_encode(s, val, count, 2, 0, vb, vcap, &vl, &vm), DC_OK);
+            dc_ent_rans_ways = 0;
+            cr_assert_eq(vm, DC_ENT_RANS);
+            cr_assert_eq(t_golomb_ref(pb, pl, count, n, ref), 0, "m %llu", (unsigned long long)m);
+            for (size_t k = 0, a = 0; k < count; a = ref[k] + 1, k++)
+                cr_assert_eq(ref[k], a + g[k]);
+            /* (the sparse run builds the two-code table) */
+            cr_assert_eq(t_golomb_lib(s, gd, pb, pl, vb, vl, count, n, 1, got, gv), 0);
+            if (gd->use_tab) {
+                cr_assert(gd->glook == 3 || gd->glook == 4);
+                three += gd->glook == 3;
+                four += gd->glook == 4;
+            }
+            if (gd->use_tab && gd->glook == 3) {
+                /* the two-code table against the one-code table */
+                for (uint32_t i = 0; i < (1u << DC_GT_BITS); i++) {
+                    uint32_t e = gd->gtab2[i], e0 = gd->gtab[i];
+                    if (e0 == 0) {
+                        cr_assert_eq(e, 0);
+                        continue;
+                    }
+                    unsigned l0 = e0 >> 24, g0 = e0 & 0xffffff;
+                    cr_assert_eq((e >> 7) & 0x1fff, g0);
+                    if (e & 64) {
+                        uint32_t e1 = gd->gtab[(i << l0) & ((1u << DC_GT_BITS) - 1)];
+                        cr_assert_neq(e1, 0);
+                        cr_assert_eq(e & 63, l0 + (e1 >> 24));
+                        cr_assert_eq(e >> 20, g0 + 1 + (e1 & 0xffffff));
+                        two_code++;
+                    } else {
+                        cr_assert_eq(e & 63, l0);
+                        cr_assert_eq(e >> 20, g0);
+                    }
+                }
+            }
+            for (size_t ii = 0; ii < sizeof(isas) / sizeof(isas[0]); ii++) {
+                if (!dc_kern_isa_supported(isas[ii]))
+                    continue;
+                cr_assert_eq(dc_kern_set_isa(isas[ii]), DC_OK);
+                for (int sparse = 0; sparse < 3; sparse++) {
+                    memset(got, 0xee, count * 4);
+                    cr_assert_eq(t_golomb_lib(s, gd, pb, pl, vb, vl, count, n, sparse, got, gv),
+                                 0, "m %llu shape %d isa %s", (unsigned long long)m, shape,
+                                 isas[ii]);
+                    cr_assert(memcmp(got, ref, count * 4) == 0, "m %llu shape %d isa %s mode %d",
+                              (unsigned long long)m, shape, isas[ii], sparse);
+                    if (sparse)
+                        cr_assert(memcmp(gv, val, count * 2) == 0);
+                }
+                /* a bound one short of the last position is refused */
+                if (shape == 2)
+                    for (int sparse = 0; sparse < 3; sparse++)
+                        cr_assert_eq(t_golomb_lib(s, gd, pb, pl, vb, vl, count, n - 1, sparse,
+                                                  got, gv),
+                                     -1);
+                /* corrupted streams: the same verdict (and positions) */
+                for (int trial = 0; trial < 12; trial++) {
+                    size_t cl = pl;
+                    memcpy(cb, pb, pl);
+                    int kind = trial % 4;
+                    size_t h = 1; /* keep the parameter (kind 3 rewrites all) */
+                    if (kind == 0) {
+                        for (int f = 0; f < 1 + trial / 4; f++) {
+                            size_t bit = h * 8 + rnd() % ((pl - h) * 8);
+                            cb[bit >> 3] ^= (uint8_t)(0x80u >> (bit & 7));
+                        }
+                    } else if (kind == 1) {
+                        cl = h + rnd() % (pl - h);
+                    } else if (kind == 2) {
+                        cb[pl] = (uint8_t)(rnd() % 2 ? 0 : rnd());
+                        cl = pl + 1;
+                    } else {
+                        for (size_t i = h + rnd() % (pl - h); i < pl; i++)
+                            cb[i] = (uint8_t)rnd();
+                    }
+                    size_t cc = trial == 11 ? count - 1 : count;
+                    int rv = t_golomb_ref(cb, cl, cc, n, ref);
+                    for (int sparse = 0; sparse < 3; sparse++) {
+                        int lv = t_golomb_lib(s, gd, cb, cl, vb, vl, cc, n, sparse, got, gv);
+                        cr_assert_eq(lv, rv, "m %llu trial %d isa %s mode %d",
+                                     (unsigned long long)m, trial, isas[ii], sparse);
+                        if (rv == 0)
+                            cr_assert(memcmp(got, ref, cc * 4) == 0);
+                    }
+                    t_golomb_ref(pb, pl, count, n, ref); /* restore the reference */
+                }
+            }
+            cr_assert_eq(dc_kern_set_isa(was), DC_OK);
+        }
+    }
+    /* Streams of two-code lookups only (6 codes of 2 bits a step) at
+     * every count modulo a step, with the bound below, at and past the
+     * last position */
+    for (size_t count = 6000; count < 6012; count++) {
+        uint64_t at = 0;
+        for (size_t k = 0; k < count; k++) {
+            g[k] = rnd() % 2;
+            at += g[k] + 1;
+        }
+        size_t pl = t_golomb_write(g, count, 2, pb, pcap);
+        for (size_t k = 0; k < count; k++)
+            val[k] = (uint16_t)(1 + rnd() % 5);
+        size_t vl;
+        unsigned vm;
+        dc_ent_rans_ways = 4;
+        cr_assert_eq(dc_ent_val_encode(s, val, count, 2, 0, vb, vcap, &vl, &vm), DC_OK);
+        dc_ent_rans_ways = 0;
+        for (size_t ii = 0; ii < sizeof(isas) / sizeof(isas[0]); ii++) {
+            if (!dc_kern_isa_supported(isas[ii]))
+                continue;
+            cr_assert_eq(dc_kern_set_isa(isas[ii]), DC_OK);
+            for (uint64_t n = at - 2; n <= at + 1; n++) {
+                int rv = t_golomb_ref(pb, pl, count, n, ref);
+                cr_assert_eq(rv, n >= at ? 0 : -1);
+                for (int sparse = 0; sparse < 3; sparse++) {
+                    cr_assert_eq(t_golomb_lib(s, gd, pb, pl, vb, vl, count, n, sparse, got, gv),
+                                 rv, "count %zu n %llu isa %s mode %d", count,
+                                 (unsigned long long)n, isas[ii], sparse);
+                    if (rv == 0)
+                        cr_assert(memcmp(got, ref, count * 4) == 0);
+                }
+            }
+        }
+        cr_assert_eq(dc_kern_set_isa(was), DC_OK);
+    }
+    /* both step shapes and the two-code entries were exercised */
+    cr_assert(two_code > 0 && three > 0 && four > 0, "%zu %zu %zu", two_code, three, four);
+    dc_ent_scratch_free(s);
+    free(g);
+    free(ref);
+    free(got);
+    free(val);
+    free(gv);
+    free(pb);
+    free(cb);
+    free(vb);
+    free(gd);
+}
