@@ -215,6 +215,7 @@ typedef struct dc_node {
     uint64_t *moff;         /* chunk -> offset of its bytes in mbase (ours only) */
     uint8_t *mown;          /* chunk -> we send it (placements cover these) */
     int mpend;              /* a BEGIN waits for the source's version */
+    uint64_t mclosed_ns;    /* when the source was first seen closed, idle */
     dc_begin_t mbg;         /* ... this one */
     dc_place_t mnext;       /* where the version in flight's bytes are */
     int mnext_ok;
@@ -789,13 +790,26 @@ static dc_status_t dc_rx_set_dense_needed(dc_node_t *n, int on)
     return dc_engine_fsync_dir(n->cfg->state_dir);
 }
 
-static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b)
+/* The version this node holds: its state directory's commit record, else
+ * the configured initial version. */
+static dc_status_t dc_node_load_committed(dc_node_t *n)
 {
-    if (n->cfg->durable && n->wfile) {
-        dc_status_t st = dc_st_sync(n->wfile);
-        if (st != DC_OK)
-            return st;
+    dc_commit_rec_t rec;
+    dc_status_t st = dc_commit_read(n->cfg->state_dir, &rec);
+    if (st == DC_OK) {
+        n->committed = rec.version;
+        n->have_record = 1;
+    } else if (st == DC_ERR_NOT_FOUND) {
+        n->committed = n->cfg->initial_version;
+        st = DC_OK;
     }
+    return st;
+}
+
+/* Our own commit record now says v (from baseline b): compare-and-set on
+ * the version we held. */
+static dc_status_t dc_node_record_commit(dc_node_t *n, uint64_t v, uint64_t b)
+{
     dc_commit_rec_t rec = {.version = v, .baseline = b};
     dc_status_t st = dc_commit_cas(n->cfg->state_dir, n->have_record ? n->committed : 0, &rec,
                                    NULL);
@@ -803,6 +817,19 @@ static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b)
         return st;
     n->have_record = 1;
     n->committed = v;
+    return DC_OK;
+}
+
+static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b)
+{
+    if (n->cfg->durable && n->wfile) {
+        dc_status_t st = dc_st_sync(n->wfile);
+        if (st != DC_OK)
+            return st;
+    }
+    dc_status_t st = dc_node_record_commit(n, v, b);
+    if (st != DC_OK)
+        return st;
     dc_journal_remove(n->cfg->state_dir);
     if (n->dense_needed)
         dc_rx_set_dense_needed(n, 0);
@@ -1850,13 +1877,7 @@ static void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type)
         vs.encode_s = (double)n->enc_ns / 1e9;
         if (type == DC_MSG_COMMIT) {
             /* our own record of what our baseline is (a restart resumes it) */
-            dc_commit_rec_t rec = {.version = n->vnum, .baseline = n->vbase};
-            st = dc_commit_cas(n->cfg->state_dir, n->have_record ? n->committed : 0, &rec,
-                               NULL);
-            if (st == DC_OK) {
-                n->have_record = 1;
-                n->committed = n->vnum;
-            }
+            st = dc_node_record_commit(n, n->vnum, n->vbase);
         }
         if (dc_mem_done(n, n->vnum, st, &vs) != DC_OK && type == DC_MSG_COMMIT) {
             n->result = dc_last_status();
@@ -2552,6 +2573,15 @@ static int dc_root_resident(const char *path)
     return (uint64_t)sb.st_size <= (uint64_t)pages * (uint64_t)psz / 8;
 }
 
+/* Until no encoder thread is encoding (none reads the version's bytes). */
+static void dc_enc_wait_idle(dc_node_t *n)
+{
+    pthread_mutex_lock(&n->mu);
+    while (n->enc_busy > 0)
+        pthread_cond_wait(&n->cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+}
+
 /* Memory sender, at start: the layout from the tensor list. */
 static dc_status_t dc_mem_init(dc_node_t *n)
 {
@@ -2634,10 +2664,7 @@ static int dc_mem_try(dc_node_t *n, uint64_t v)
     if (r != 1)
         return 0;
     /* no encoder may still read the previous version's memory */
-    pthread_mutex_lock(&n->mu);
-    while (n->enc_busy > 0)
-        pthread_cond_wait(&n->cv, &n->mu);
-    pthread_mutex_unlock(&n->mu);
+    dc_enc_wait_idle(n);
     if (n->mnext_ok)
         dc_place_fini(&n->mnext);
     n->mnext_ok = 1;
@@ -2664,18 +2691,10 @@ static dc_status_t dc_mem_commit(dc_node_t *n)
  * tell the source, once no encoder reads its memory any more. */
 static dc_status_t dc_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs)
 {
-    pthread_mutex_lock(&n->mu);
-    while (n->enc_busy > 0)
-        pthread_cond_wait(&n->cv, &n->mu);
-    pthread_mutex_unlock(&n->mu);
+    dc_enc_wait_idle(n);
     if (st == DC_OK && (st = dc_mem_commit(n)) != DC_OK)
         dc_error_prefix("sender %u: version %llu committed, but its copy into the baseline",
                         n->me, (unsigned long long)v);
-    dc_vstats_t none;
-    if (!vs) {
-        memset(&none, 0, sizeof(none));
-        vs = &none;
-    }
     dc_refit_version_stats_t o = {.size = sizeof(o), .version = v, .seconds = vs->seconds,
                                   .encode_s = vs->encode_s, .transfer_s = vs->transfer_s,
                                   .apply_s = vs->apply_s, .commit_s = vs->commit_s,
@@ -2717,10 +2736,7 @@ static dc_status_t dc_root_open_version(dc_node_t *n, uint64_t v)
         dc_node_version_path(np, sizeof(np), n->cfg->versions_dir, v))
         return dc_error(DC_ERR_INVALID, "versions dir path too long");
     /* no encoder may still read the previous version's mappings */
-    pthread_mutex_lock(&n->mu);
-    while (n->enc_busy > 0)
-        pthread_cond_wait(&n->cv, &n->mu);
-    pthread_mutex_unlock(&n->mu);
+    dc_enc_wait_idle(n);
     dc_status_t st = DC_OK;
     if (n->next && n->next_version == v - 1) {
         /* the previous target is this baseline: keep its (warm) mapping */
@@ -3323,13 +3339,16 @@ out:;
 
 /* --- sender driver (a sender other than the coordinator) ---------------------------- */
 
-/* Step the loop until the job ends (BYE or failure); after BYE, flush what
- * is still queued to the children for up to 3 s. */
-static void dc_node_serve(dc_node_t *n)
+/* Step the loop until the job ends (BYE, failure, or `each`, called after
+ * every step, says so); after BYE, flush what is still queued to the
+ * children for up to 3 s. */
+static void dc_node_serve(dc_node_t *n, int step_ms, int (*each)(dc_node_t *n))
 {
     while (!n->finished) {
-        dc_node_step(n, 20);
+        dc_node_step(n, step_ms);
         if (n->bye && !dc_node_tx_pending(n))
+            break;
+        if (each && each(n))
             break;
     }
     if (n->bye) {
@@ -3339,6 +3358,25 @@ static void dc_node_serve(dc_node_t *n)
     }
 }
 
+/* A memory sender between loop steps: a version starts when both the
+ * coordinator's BEGIN and the caller's push are there; closed with nothing
+ * in flight, BYE is due from the coordinator (closed alongside): wait for
+ * it a while, then stop. */
+static int dc_sender_memory_step(dc_node_t *n)
+{
+    dc_sender_poll_memory(n);
+    if (n->in_flight || n->mpend || !n->cfg->source->closed(n->cfg->source->user))
+        return 0;
+    uint64_t now = dc_now_ns();
+    if (!n->mclosed_ns)
+        n->mclosed_ns = now;
+    if (now - n->mclosed_ns <= 2ull * n->timeout_ms * 1000000ull)
+        return 0;
+    DC_LOG_WARN("sender %u: closed, and no BYE from the coordinator within %u ms", n->me,
+                2 * n->timeout_ms);
+    return 1;
+}
+
 /* Runs until BYE: connects to the coordinator (its control link), serves
  * the children of its streams, and broadcasts its chunks of every version
  * the coordinator BEGINs. */
@@ -3346,21 +3384,13 @@ static dc_status_t dc_sender_run(dc_node_t *n)
 {
     DC_LOG_INFO("sender %u: serving its shards; the coordinator is node 0", n->me);
     if (!n->cfg->source) {
-        dc_node_serve(n);
+        dc_node_serve(n, 20, NULL);
         dc_sender_stop_encoders(n);
         return n->finished ? n->result : DC_OK;
     }
     /* from memory: the version we hold, the layout, the chunks we send and
      * our baseline now (the caller may change its memory once open returns) */
-    dc_commit_rec_t rec;
-    dc_status_t st = dc_commit_read(n->cfg->state_dir, &rec);
-    if (st == DC_OK) {
-        n->committed = rec.version;
-        n->have_record = 1;
-    } else if (st == DC_ERR_NOT_FOUND) {
-        n->committed = n->cfg->initial_version;
-        st = DC_OK;
-    }
+    dc_status_t st = dc_node_load_committed(n);
     if (st == DC_OK)
         st = dc_mem_init(n);
     if (st == DC_OK)
@@ -3375,31 +3405,7 @@ static dc_status_t dc_sender_run(dc_node_t *n)
         dc_sender_stop_encoders(n);
         return st;
     }
-    /* serve; a version starts when both the coordinator's BEGIN and the
-     * caller's push are there; closed with nothing in flight: BYE is due
-     * from the coordinator (closed alongside), wait for it a while */
-    uint64_t closed_ns = 0;
-    while (!n->finished) {
-        dc_node_step(n, 5);
-        if (n->bye && !dc_node_tx_pending(n))
-            break;
-        dc_sender_poll_memory(n);
-        if (!n->in_flight && !n->mpend && n->cfg->source->closed(n->cfg->source->user)) {
-            uint64_t now = dc_now_ns();
-            if (!closed_ns)
-                closed_ns = now;
-            else if (now - closed_ns > 2ull * n->timeout_ms * 1000000ull) {
-                DC_LOG_WARN("sender %u: closed, and no BYE from the coordinator within %u ms",
-                            n->me, 2 * n->timeout_ms);
-                break;
-            }
-        }
-    }
-    if (n->bye) {
-        uint64_t dl = dc_now_ns() + 3000000000ull;
-        while (dc_node_tx_pending(n) && dc_now_ns() < dl)
-            dc_node_step(n, 5);
-    }
+    dc_node_serve(n, 5, dc_sender_memory_step);
     dc_sender_stop_encoders(n);
     return n->finished ? n->result : DC_OK;
 }
@@ -3454,22 +3460,14 @@ static dc_status_t dc_rx_run(dc_node_t *n)
     st = dc_codec_create(n->layout->max_chunk ? n->layout->max_chunk : 64, &n->codec);
     if (st != DC_OK)
         return st;
-    dc_commit_rec_t rec;
-    st = dc_commit_read(cfg->state_dir, &rec);
-    if (st == DC_OK) {
-        n->committed = rec.version;
-        n->have_record = 1;
-    } else if (st == DC_ERR_NOT_FOUND) {
-        n->committed = cfg->initial_version;
-    } else {
+    if ((st = dc_node_load_committed(n)) != DC_OK)
         return st;
-    }
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/dense_needed", cfg->state_dir);
     n->dense_needed = access(path, F_OK) == 0;
     DC_LOG_INFO("node %u: holding version %llu%s", n->me, (unsigned long long)n->committed,
                 n->dense_needed ? " (marked for dense refit)" : "");
-    dc_node_serve(n);
+    dc_node_serve(n, 20, NULL);
     return n->finished ? n->result : DC_OK;
 }
 
