@@ -844,11 +844,10 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
     return DC_OK;
 }
 
-/* A target digest failed (`what`): hash the base now (the fast path never
- * does) to say which of the two it is: DC_ERR_WRONG_BASE when the base's
- * checkpoint digest is not the one the delta names, else DC_ERR_VERIFY. */
-static dc_status_t dc_apply_judge(const dc_st_file_t *base, const dc_delta_info_t *in,
-                                  unsigned threads, const char *what)
+/* Hash the whole base: DC_OK when its checkpoint digest is the one the
+ * delta names, else DC_ERR_WRONG_BASE (`note` ends the message). */
+static dc_status_t dc_apply_check_base(const dc_st_file_t *base, const dc_delta_info_t *in,
+                                       unsigned threads, const char *note)
 {
     dc_digest_t bd;
     dc_status_t st = dc_ckpt_digest(base, in->chunk_size, threads, &bd);
@@ -857,7 +856,19 @@ static dc_status_t dc_apply_judge(const dc_st_file_t *base, const dc_delta_info_
     if (!dc_digest_eq(bd, in->base_digest))
         return dc_error(DC_ERR_WRONG_BASE,
                         "base checkpoint digest does not match the delta's: the delta was "
-                        "made for a different base");
+                        "made for a different base%s", note);
+    return DC_OK;
+}
+
+/* A target digest failed (`what`): hash the base now (the fast path never
+ * does) to say which of the two it is: DC_ERR_WRONG_BASE when the base's
+ * checkpoint digest is not the one the delta names, else DC_ERR_VERIFY. */
+static dc_status_t dc_apply_judge(const dc_st_file_t *base, const dc_delta_info_t *in,
+                                  unsigned threads, const char *what)
+{
+    dc_status_t st = dc_apply_check_base(base, in, threads, "");
+    if (st != DC_OK)
+        return st;
     return dc_error(DC_ERR_VERIFY, "%s on the delta's own base: the delta is corrupt", what);
 }
 
@@ -872,14 +883,9 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
                         "delta was made for a base of %llu bytes, this base has %llu",
                         (unsigned long long)in->base_size, (unsigned long long)bsz);
     if (strict) {
-        dc_digest_t bd;
-        dc_status_t sst = dc_ckpt_digest(base, in->chunk_size, threads, &bd);
+        dc_status_t sst = dc_apply_check_base(base, in, threads, " (strict base check)");
         if (sst != DC_OK)
             return sst;
-        if (!dc_digest_eq(bd, in->base_digest))
-            return dc_error(DC_ERR_WRONG_BASE,
-                            "base checkpoint digest does not match the delta's: the delta was "
-                            "made for a different base (strict base check)");
     }
     memcpy(out, r->target_header, in->target_header_len);
     dc_apply_ctx_t a;
