@@ -112,6 +112,18 @@ typedef struct trainer {
     dc_refit_segment_t *segs;
 } trainer_t;
 
+/* Each segment's buffer takes its bytes of checkpoint f. */
+static void segs_fill(const dc_st_file_t *f, const dc_refit_segment_t *segs, size_t ns)
+{
+    for (size_t k = 0; k < ns; k++) {
+        size_t i = 0;
+        while (strcmp(dc_st_tensor(f, i)->name, segs[k].tensor) != 0)
+            i++;
+        memcpy(segs[k].ptr, dc_st_data(f, dc_st_tensor(f, i)) + segs[k].offset,
+               segs[k].length);
+    }
+}
+
 static void trainer_load(trainer_t *tr, int v)
 {
     char p[256];
@@ -136,13 +148,7 @@ static void trainer_load(trainer_t *tr, int v)
         }
     }
     /* the optimizer step: the same buffers take the new values in place */
-    for (size_t k = 0; k < tr->ns; k++) {
-        size_t i = 0;
-        while (strcmp(dc_st_tensor(f, i)->name, tr->segs[k].tensor) != 0)
-            i++;
-        memcpy(tr->segs[k].ptr, dc_st_data(f, dc_st_tensor(f, i)) + tr->segs[k].offset,
-               tr->segs[k].length);
-    }
+    segs_fill(f, tr->segs, tr->ns);
     dc_st_close(f);
 }
 
@@ -445,13 +451,7 @@ static void shard_load(shard_t *sh, int v)
     snprintf(p, sizeof(p), "%s/ver/v%d.safetensors", J.dir, v);
     dc_st_file_t *f;
     cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK);
-    for (size_t k = 0; k < sh->ns; k++) {
-        size_t i = 0;
-        while (strcmp(dc_st_tensor(f, i)->name, sh->segs[k].tensor) != 0)
-            i++;
-        memcpy(sh->segs[k].ptr, dc_st_data(f, dc_st_tensor(f, i)) + sh->segs[k].offset,
-               sh->segs[k].length);
-    }
+    segs_fill(f, sh->segs, sh->ns);
     dc_st_close(f);
 }
 

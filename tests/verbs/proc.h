@@ -4,6 +4,7 @@
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,24 @@ static inline bool proc_file_contains(const char *path, const char *needle)
         found = strstr(buf, needle) != NULL;
     fclose(f);
     return found;
+}
+
+/* The JSON object a command printed to `path` after any log lines (from
+ * its first '{'); the test fails when there is none.  Caller decrefs. */
+static inline json_t *proc_json(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "cannot read %s", path);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *brace = strchr(buf, '{');
+    cr_assert(brace, "no JSON in %s", path);
+    json_error_t je;
+    json_t *j = json_loads(brace, JSON_DISABLE_EOF_CHECK, &je);
+    cr_assert(j, "bad JSON in %s: %s", path, je.text);
+    return j;
 }
 
 #endif /* DC_TEST_VERBS_PROC_H */

@@ -93,18 +93,7 @@ Test(netns, shaped_1gbit_veth_exact, .fini = ns_cleanup)
     int src = proc_wait(srv, 30);
     cr_assert_eq(rc, 0, "client failed (see %s)", cout);
     cr_assert_eq(src, 0, "server failed (see %s)", slog);
-    /* the JSON object follows any log lines: find its first '{' */
-    FILE *f = fopen(cout, "r");
-    cr_assert(f);
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *brace = strchr(buf, '{');
-    cr_assert(brace, "no JSON in %s", cout);
-    json_error_t je;
-    json_t *j = json_loads(brace, JSON_DISABLE_EOF_CHECK, &je);
-    cr_assert(j, "bad JSON: %s", je.text);
+    json_t *j = proc_json(cout);
     cr_assert(json_is_true(json_object_get(j, "verified")), "data not byte-exact");
     cr_assert_eq(json_integer_value(json_object_get(j, "bytes")), 48 << 20);
     cr_assert_str_eq(json_string_value(json_object_get(j, "device")), "dcva");
