@@ -242,55 +242,62 @@ Test(digest, patch_digest_all_edits)
 
 Test(digest, codec_digest_paths_match)
 {
-    const size_t n = 300000;
+    /* elements x width: whole 16 KiB blocks, a short last block, one
+     * block, and the 1- and 2-byte widths the interleaved decoder takes */
+    const size_t shapes[][2] = {{300000, 2}, {150001, 2}, {5000, 2}, {262147, 1}, {70001, 4}};
     const unsigned rates[] = {0, 5, 30, 400, 1000};
-    uint8_t *a = malloc(n * 2), *b = malloc(n * 2), *o1 = malloc(n * 2), *o2 = malloc(n * 2);
-    size_t cap = dc_codec_payload_bound(n * 2);
+    const size_t maxb = 600000;
+    uint8_t *a = malloc(maxb), *b = malloc(maxb), *o1 = malloc(maxb), *o2 = malloc(maxb);
+    size_t cap = dc_codec_payload_bound(maxb);
     uint8_t *p1 = malloc(cap), *p2 = malloc(cap);
     dc_codec_t *c;
     cr_assert(a && b && o1 && o2 && p1 && p2);
-    cr_assert_eq(dc_codec_create(n * 2, &c), DC_OK);
+    cr_assert_eq(dc_codec_create(maxb, &c), DC_OK);
     for (size_t ii = 0; ii < 3; ii++) {
         if (!use_isa(ISAS[ii]))
             continue;
+        for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
         for (size_t ri = 0; ri < sizeof(rates) / sizeof(rates[0]); ri++)
             for (int nobase = 0; nobase < 2; nobase++) {
-                make_pair(a, b, n * 2, rates[ri]);
+                const size_t n = shapes[si][0];
+                const unsigned w = (unsigned)shapes[si][1];
+                make_pair(a, b, n * w, rates[ri]);
                 const uint8_t *base = nobase ? NULL : a;
                 size_t l1, l2;
                 uint16_t e1, e2;
                 dc_digest_t da = {0, 0}, db = {0, 0};
-                cr_assert_eq(dc_codec_encode(c, base, b, n, 2, p1, cap, &l1, &e1, NULL), DC_OK);
-                cr_assert_eq(dc_codec_encode_digest(c, base, b, n, 2, p2, cap, &l2, &e2, NULL,
+                cr_assert_eq(dc_codec_encode(c, base, b, n, w, p1, cap, &l1, &e1, NULL), DC_OK);
+                cr_assert_eq(dc_codec_encode_digest(c, base, b, n, w, p2, cap, &l2, &e2, NULL,
                                                     &da, &db),
                              DC_OK);
                 cr_assert_eq(l1, l2);
                 cr_assert_eq(e1, e2);
                 cr_assert(memcmp(p1, p2, l1) == 0);
                 if (base)
-                    cr_assert(dc_digest_eq(da, ref(a, n * 2)));
-                cr_assert(dc_digest_eq(db, ref(b, n * 2)));
+                    cr_assert(dc_digest_eq(da, ref(a, n * w)));
+                cr_assert(dc_digest_eq(db, ref(b, n * w)));
                 /* decode both ways */
-                memcpy(o1, a, n * 2);
-                cr_assert_eq(dc_codec_decode(c, e1, p1, l1, o1, n, 2), DC_OK);
-                cr_assert(memcmp(o1, b, n * 2) == 0);
-                memset(o2, 0, n * 2);
+                memcpy(o1, a, n * w);
+                cr_assert_eq(dc_codec_decode(c, e1, p1, l1, o1, n, w), DC_OK);
+                cr_assert(memcmp(o1, b, n * w) == 0);
+                memset(o2, 0, n * w);
                 dc_digest_t sd = {0, 0}, td = {0, 0};
-                cr_assert_eq(dc_codec_decode_digest(c, e1, p1, l1, base, o2, n, 2, &sd, &td),
+                cr_assert_eq(dc_codec_decode_digest(c, e1, p1, l1, base, o2, n, w, &sd, &td),
                              DC_OK);
-                cr_assert(memcmp(o2, b, n * 2) == 0, "%s rate %u", ISAS[ii], rates[ri]);
-                cr_assert(dc_digest_eq(td, ref(b, n * 2)));
+                cr_assert(memcmp(o2, b, n * w) == 0, "%s %zu x %u rate %u", ISAS[ii], n, w,
+                          rates[ri]);
+                cr_assert(dc_digest_eq(td, ref(b, n * w)));
                 if (base)
-                    cr_assert(dc_digest_eq(sd, ref(a, n * 2)));
+                    cr_assert(dc_digest_eq(sd, ref(a, n * w)));
                 /* a corrupted payload leaves dst untouched */
                 if (l1 > 8) {
                     p1[l1 / 2] ^= 0x40;
-                    memset(o2, 0x33, n * 2);
-                    memcpy(o1, o2, n * 2);
+                    memset(o2, 0x33, n * w);
+                    memcpy(o1, o2, n * w);
                     dc_status_t st =
-                        dc_codec_decode_digest(c, e1, p1, l1, base, o2, n, 2, NULL, NULL);
+                        dc_codec_decode_digest(c, e1, p1, l1, base, o2, n, w, NULL, NULL);
                     if (st != DC_OK)
-                        cr_assert(memcmp(o1, o2, n * 2) == 0);
+                        cr_assert(memcmp(o1, o2, n * w) == 0);
                 }
             }
     }
