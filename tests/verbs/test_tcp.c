@@ -30,6 +30,41 @@ Test(tcp, proc_64mib_random_exact)
     run_pair(&c);
 }
 
+/* The caller's CRC32C (isend_crc): in the header, the sender does not read
+ * the payload before writing it; every byte arrives exactly, no NACK. */
+Test(tcp, caller_crc_exact)
+{
+    pair_cfg_t c = tcp_cfg(32u << 20, 1u << 20, 4);
+    c.caller_crc = 1;
+    pair_result_t r = run_pair(&c);
+    cr_assert_gt(r.msgs, 20);
+    cr_assert_eq(r.rstats.nacks_sent, 0);
+}
+
+/* A wrong caller CRC32C on every fifth message: each is NACKed exactly
+ * once, then re-sent with the transport's own CRC32C trailer and delivered
+ * exactly (never a NACK loop). */
+Test(tcp, wrong_caller_crc_nacked_once_then_exact)
+{
+    pair_cfg_t c = tcp_cfg(16u << 20, 1u << 20, 2);
+    c.caller_crc = 2;
+    pair_result_t r = run_pair(&c);
+    cr_assert_gt(pair_wrong_crcs(r.msgs), 0);
+    cr_assert_eq(r.rstats.nacks_sent, pair_wrong_crcs(r.msgs), "NACKs %llu, wrong CRC32Cs %llu",
+                 (unsigned long long)r.rstats.nacks_sent,
+                 (unsigned long long)pair_wrong_crcs(r.msgs));
+}
+
+/* The caller's CRC32C does not stop the receiver from catching damage. */
+Test(tcp, caller_crc_corruption_caught)
+{
+    pair_cfg_t c = tcp_cfg(16u << 20, 256u << 10, 2);
+    c.caller_crc = 1;
+    c.fault_receiver = "corrupt=0.2,seed=5";
+    pair_result_t r = run_pair(&c);
+    cr_assert_gt(r.rstats.nacks_sent, 0, "corruption was injected but never detected");
+}
+
 Test(tcp, zero_length_messages)
 {
     const dc_verbs_ops_t *t;
