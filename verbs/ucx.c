@@ -16,9 +16,12 @@
  * landed, ran out of cache and cost about 40% of the link's throughput.)
  *
  *   AM 1 (DATA)  header = 48 bytes, payload = one piece of the message:
- *                  0..31  the transport header (transport.h) of type DATA,
- *                         flags 0: seq, len = the WHOLE message's length,
- *                         crc = CRC32C of THIS PIECE's bytes
+ *                  0..31  the transport header (transport.h) of type DATA:
+ *                         seq, len = the WHOLE message's length, and
+ *                         flags 0: crc = CRC32C of THIS PIECE's bytes, or
+ *                         flags DC_VERBS_HDR_F_MSGCRC: crc = CRC32C of the
+ *                         WHOLE message, the same in every piece (the
+ *                         caller's, isend_crc; see "Caller's CRC32C")
  *                 32..35  off   offset of the piece in the message (LE)
  *                 36..39  step  the sender's piece size (>= 64 KiB, LE)
  *                 40..43  plen  piece length = min(step, len - off) (LE)
@@ -49,6 +52,20 @@
  * The ACK or NACK of a message is sent once ALL its pieces have landed and
  * been checked, so the pieces of a re-send never overlap those of the
  * attempt that failed (no attempt numbers on the wire).
+ *
+ * Caller's CRC32C (isend_crc): the engine computes a frame's CRC32C once,
+ * when it encodes it, and a relay forwards frames it has verified, so the
+ * sender need not read the buffer again.  Such a message's pieces carry
+ * the message's CRC32C (flag MSGCRC) and the sender does not read them.
+ * The receiver checks EVERY piece exactly as before, right after it lands
+ * (the same CRC32C calls, same cost), keeps the piece's CRC32C (pcrc[k]),
+ * and once all pieces have landed combines them in order (one GF(2)
+ * multiply by x^(8 step) mod P per piece, dc_crc32c_combine_op) and
+ * compares the result with the carried CRC32C; a mismatch NACKs the whole
+ * message, as a damaged piece does.  On that NACK the sender drops the
+ * caller's value and re-sends with per-piece CRC32Cs of its own (and warns
+ * if the caller's was wrong), so a wrong caller CRC32C costs one round
+ * trip, never a NACK loop, and is never delivered.
  *
  * Send pacing: sends queue their pieces (conn->sq, in seq order) and
  * dc_ucx_pump() posts them while fewer than `ahead` pieces are in UCP's
@@ -81,6 +98,27 @@
  * be accepted.  Sampled CPU per GB
  * (perf record): the sender's kernel copy is cheaper than ucx_perftest's
  * (our CRC32C warmed the piece) and our sender costs ~5% more in total.
+ *
+ * With the caller's CRC32C (perf link passes it since isend_crc; measured
+ * against the build before it, interleaved, same session, medians of 7;
+ * another engineer's single-thread benchmark and compiles shared the 2
+ * cores, load 1-3, so single runs swing 0.4x-6x and only medians mean
+ * anything): the sender's CPU for 2.2 GB went from 577 to 552 ms (-4%;
+ * the same binary with --transport-crc 625 ms): its CRC32C (15% of its
+ * samples) is gone, but its kernel copy (_copy_from_iter 30% -> 44%) now
+ * reads the buffer cold, as ucx_perftest's does.  The receiver is
+ * unchanged (560-570 ms; _copy_to_iter 43%, CRC32C 14-15%, the TCP stack
+ * ~30% of which ~10% transmitting RTRs/ACKs on loopback, UCX + ours ~5%,
+ * 1.4% of it UCP re-registering the unregistered receive buffer per
+ * rendezvous) and it is the saturated side: goodput did not move beyond
+ * the noise (deltacast medians 32.0 -> 32.0 and 32.2 -> 30.5 Gb/s in two
+ * A/B series of 7; per-run-ratio medians 0.87 -> 0.94 and 0.86 -> 0.78;
+ * PIN=1 0.82 -> 0.81).  ucx_perftest's receiver, by its samples, spends
+ * ~35% of its core polling at 34 Gb/s: its sender is its bottleneck, ours
+ * is the receiver, by about the CRC32C (14-15%) plus 8 rendezvous per
+ * message instead of 1.  1 MiB pieces (2 MiB ahead) with the caller's
+ * CRC32C cost the receiver ~4% less CPU (fewer RTRs) in three series, but
+ * goodput was within noise, so the default stays 512 KiB.
  *
  * The receive side keeps a ring of DC_VERBS_MAX_INFLIGHT slots indexed by
  * seq: a message may arrive before its irecv() is posted (held: eager data
