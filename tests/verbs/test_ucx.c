@@ -719,6 +719,18 @@ Test(ucx, gpu_memory_transfer_with_corruption)
     run_transfer(32ull << 20, 0.2);
 }
 
+/* GPU memory with the caller's CRC32C (of the host copy of the same
+ * bytes): the receiver's GPU CRC32Cs of the pieces are combined and
+ * checked; wrong caller CRC32Cs are NACKed once each; damage is caught. */
+Test(ucx, gpu_memory_caller_crc_wrong_and_corrupted)
+{
+    require_transport();
+    require_gpu_memory();
+    g_gpu = 1;
+    g_caller_crc = 2;
+    run_transfer(32ull << 20, 0.2);
+}
+
 Test(ucx, gpu_memory_pieces_with_cuts_and_corruption)
 {
     require_transport();
