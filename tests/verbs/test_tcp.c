@@ -197,6 +197,23 @@ Test(tcp, header_pack_roundtrip_and_damage)
         d[i] ^= 0x10;
         cr_assert_neq(dc_verbs_hdr_unpack(d, 1000, &g), DC_OK, "flip at byte %d accepted", i);
     }
+    /* flags: TRAILER or MSGCRC on DATA, never both, none on control */
+    static const struct {
+        uint8_t type, flags;
+        dc_status_t want;
+    } F[] = {{DC_VERBS_MSG_DATA, DC_VERBS_HDR_F_TRAILER, DC_OK},
+             {DC_VERBS_MSG_DATA, DC_VERBS_HDR_F_MSGCRC, DC_OK},
+             {DC_VERBS_MSG_DATA, DC_VERBS_HDR_F_TRAILER | DC_VERBS_HDR_F_MSGCRC, DC_ERR_FORMAT},
+             {DC_VERBS_MSG_DATA, 0x04, DC_ERR_FORMAT},
+             {DC_VERBS_MSG_ACK, DC_VERBS_HDR_F_MSGCRC, DC_ERR_FORMAT}};
+    for (size_t i = 0; i < DC_ARRAY_SIZE(F); i++) {
+        dc_verbs_hdr_t f = {.type = F[i].type, .flags = F[i].flags, .seq = 5,
+                            .len = F[i].type == DC_VERBS_MSG_DATA ? 10 : 0};
+        dc_verbs_hdr_pack(&f, b);
+        cr_assert_eq(dc_verbs_hdr_unpack(b, 1000, &g), F[i].want, "case %zu", i);
+        if (F[i].want == DC_OK)
+            cr_assert_eq(g.flags, F[i].flags);
+    }
 }
 
 Test(tcp, window)
