@@ -111,9 +111,15 @@
  * ~30% of which ~10% transmitting RTRs/ACKs on loopback, UCX + ours ~5%,
  * 1.4% of it UCP re-registering the unregistered receive buffer per
  * rendezvous) and it is the saturated side: goodput did not move beyond
- * the noise (deltacast medians 32.0 -> 32.0 and 32.2 -> 30.5 Gb/s in two
- * A/B series of 7; per-run-ratio medians 0.87 -> 0.94 and 0.86 -> 0.78;
- * PIN=1 0.82 -> 0.81).  ucx_perftest's receiver, by its samples, spends
+ * the noise (deltacast medians 32.0 -> 32.0, 32.2 -> 30.5, 30.2 -> 29.5
+ * Gb/s in three A/B series of 7-9 under load 1-2; per-run-ratio medians
+ * 0.87 -> 0.94, 0.86 -> 0.78, 0.88 -> 0.81; PIN=1 0.82 -> 0.81; one series
+ * at load < 1: 29.0 -> 27.7 Gb/s, 0.89 -> 0.84).  Same binary, caller's vs
+ * the transport's CRC32C (--transport-crc), 7 pairs: sender CPU 949 vs
+ * 1184 ms per 4.4 GB, goodput medians 32.1 vs 9.6 Gb/s (bimodal ~30 / ~10
+ * with the other load: noise, not the CRC).  On loopback the sender's
+ * CRC32C also warmed each piece for the kernel's copy, so dropping it
+ * saves less than its 15%.  ucx_perftest's receiver, by its samples, spends
  * ~35% of its core polling at 34 Gb/s: its sender is its bottleneck, ours
  * is the receiver, by about the CRC32C (14-15%) plus 8 rendezvous per
  * message instead of 1.  1 MiB pieces (2 MiB ahead) with the caller's
