@@ -222,6 +222,24 @@ uint32_t dc_crc32c(uint32_t crc, const void *buf, size_t len)
 #endif
 }
 
+/* Combining: crc(A || B) = crc(A) * x^(8 |B|) mod P  XOR  crc(B).  The
+ * pre- and post-inversions of the two CRCs cancel (as in zlib's
+ * crc32_combine), so finished CRCs combine as they are. */
+uint32_t dc_crc32c_shift_op(size_t len)
+{
+    return x_pow_8n(len);
+}
+
+uint32_t dc_crc32c_combine_op(uint32_t crc1, uint32_t crc2, uint32_t op)
+{
+    return gf2_mul(op, crc1) ^ crc2;
+}
+
+uint32_t dc_crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2)
+{
+    return gf2_mul(x_pow_8n(len2), crc1) ^ crc2;
+}
+
 const char *dc_crc32c_impl(void)
 {
 #if DC_HAVE_ISAL

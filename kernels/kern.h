@@ -17,6 +17,15 @@
  *  start from 0.  Hardware accelerated (ISA-L or SSE4.2/PCLMUL). */
 uint32_t dc_crc32c(uint32_t crc, const void *buf, size_t len);
 
+/** CRC32C of A || B from crc1 = dc_crc32c(0, A, |A|), crc2 =
+ *  dc_crc32c(0, B, len2) and B's length alone (GF(2) shift by len2 bytes:
+ *  about 40 carry-less 32-bit multiplies, no data read).  For many pieces
+ *  of one length, take op = dc_crc32c_shift_op(len2) once and
+ *  dc_crc32c_combine_op(crc1, crc2, op) per piece (one multiply). */
+uint32_t dc_crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2);
+uint32_t dc_crc32c_shift_op(size_t len2);
+uint32_t dc_crc32c_combine_op(uint32_t crc1, uint32_t crc2, uint32_t op);
+
 /** Which CRC32C code dc_crc32c() runs: "isa-l", "sse4.2" or "table". */
 const char *dc_crc32c_impl(void);
 

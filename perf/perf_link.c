@@ -19,8 +19,15 @@
  * regenerates and compares: a mismatch makes the client fail (exit 1).
  * Goodput counts payload bytes acknowledged by the receiver (the transport
  * completes a send only after the peer verified its CRC32C), in 1e9 bit/s.
+ *
+ * The client passes each message's CRC32C to the transport (isend_crc), as
+ * the engine does for a frame whose CRC32C it computed when encoding it: it
+ * is computed once per buffer content (once for the re-sent buffer; after
+ * each fill with --verify).  The receiving transport still checks every
+ * byte.  --transport-crc has the transport compute it per message instead.
  */
 #include "cli/cli.h"
+#include "kernels/kern.h"
 #include "perf/harness.h"
 #include "verbs/fault.h"
 #include "verbs/transport.h"
@@ -76,6 +83,11 @@ static void dc_perf_link_help(FILE *fp)
             "                           default: on loopback the kernel copies anyway)\n"
             "  --verify                 seeded data, checked byte for byte by the server\n"
             "                           (else one buffer is re-sent, as iperf3 does)\n"
+            "  --transport-crc          the transport computes each message's CRC32C (isend);\n"
+            "                           default: the client computes it once per buffer\n"
+            "                           content and passes it (isend_crc), as the engine does\n"
+            "                           for encoded frames.  The receiver checks every byte\n"
+            "                           either way\n"
             "  --timeout-ms MS          connect/reconnect timeout (default config)\n"
             "  --json                   one JSON object (keys: transport, device, why,\n"
             "                           streams, size, bytes, seconds, gbps, msg_rate,\n"
@@ -113,9 +125,24 @@ typedef struct dc_pl_opts {
     uint64_t warmup;
     bool verify;
     bool zerocopy;
+    bool transport_crc;
     bool json;
     uint32_t timeout_ms;
 } dc_pl_opts_t;
+
+/* Post the send of one data message of `len` bytes from `buf`, whose
+ * CRC32C is `crc` when `len` is a full buffer (computed when the buffer was
+ * filled), else computed here. */
+static dc_status_t dc_pl_isend(const dc_verbs_ops_t *t, dc_verbs_conn_t *c,
+                               const dc_pl_opts_t *po, const uint8_t *buf, size_t len,
+                               uint32_t crc, dc_verbs_req_t **out)
+{
+    if (po->transport_crc)
+        return t->isend(c, buf, len, NULL, out);
+    if (len != po->size)
+        crc = dc_crc32c(0, buf, len);
+    return dc_verbs_isend_crc(c, buf, len, NULL, crc, out);
+}
 
 static dc_status_t dc_pl_wait_conn(const dc_verbs_ops_t *t, dc_verbs_conn_t *c)
 {
@@ -359,6 +386,8 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         dc_pl_fill(bufs[i], po->size, i);
         slotp[i] = bufs[i];
     }
+    /* the re-sent buffer's CRC32C, once (--verify: after each fill) */
+    uint32_t crc0 = po->verify || po->transport_crc ? 0 : dc_crc32c(0, bufs[0], po->size);
     uint8_t setup[DC_PL_SETUP] = {0};
     dc_store_le32(setup, DC_PL_MAGIC);
     dc_store_le32(setup + 4, 1);
@@ -375,9 +404,13 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
     for (uint64_t wsent = 0, wacked = 0; wacked < po->warmup;) {
         while (wsent < po->warmup && wsent - wacked < depth) {
             uint32_t slot = (uint32_t)(wsent % depth);
-            if (po->verify)
+            uint32_t crc = crc0;
+            if (po->verify) {
                 dc_pl_fill(slotp[slot], po->size, wsent);
-            st = t->isend(c, slotp[slot], po->size, NULL, &reqs[slot]);
+                if (!po->transport_crc)
+                    crc = dc_crc32c(0, slotp[slot], po->size);
+            }
+            st = dc_pl_isend(t, c, po, slotp[slot], po->size, crc, &reqs[slot]);
             if (st == DC_ERR_AGAIN)
                 break;
             if (st != DC_OK) {
@@ -419,9 +452,13 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
                 more = false;
                 break;
             }
-            if (po->verify)
+            uint32_t crc = crc0;
+            if (po->verify) {
                 dc_pl_fill(slotp[slot], len, po->warmup + sent_msgs);
-            st = t->isend(c, slotp[slot], len, NULL, &reqs[slot]);
+                if (!po->transport_crc)
+                    crc = dc_crc32c(0, slotp[slot], len);
+            }
+            st = dc_pl_isend(t, c, po, slotp[slot], len, crc, &reqs[slot]);
             if (st == DC_ERR_AGAIN)
                 break;
             if (st != DC_OK) {
@@ -555,6 +592,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         json_object_set_new(j, "resends", json_integer((json_int_t)s.resends));
         json_object_set_new(j, "reconnects", json_integer((json_int_t)s.reconnects));
         json_object_set_new(j, "zerocopy", json_boolean(po->zerocopy));
+        json_object_set_new(j, "caller_crc", json_boolean(!po->transport_crc));
         json_object_set_new(j, "zc_sends", json_integer((json_int_t)s.zc_sends));
         json_object_set_new(j, "zc_copied", json_integer((json_int_t)s.zc_copied));
         dc_perf_json_print(j);
@@ -609,7 +647,7 @@ int dc_cmd_perf_link(int argc, char **argv)
     }
     enum { O_SERVER = 256, O_BIND, O_ONCE, O_ADDRFILE, O_CLIENT, O_TRANSPORT, O_STREAMS,
            O_SIZE, O_DURATION, O_BYTES, O_DEPTH, O_LAT, O_VERIFY, O_TIMEOUT, O_JSON, O_ZC,
-           O_WARMUP };
+           O_WARMUP, O_TCRC };
     static const struct option opts[] = {
         {"server", no_argument, NULL, O_SERVER},
         {"bind", required_argument, NULL, O_BIND},
@@ -626,6 +664,7 @@ int dc_cmd_perf_link(int argc, char **argv)
         {"lat-iters", required_argument, NULL, O_LAT},
         {"verify", no_argument, NULL, O_VERIFY},
         {"zerocopy", no_argument, NULL, O_ZC},
+        {"transport-crc", no_argument, NULL, O_TCRC},
         {"timeout-ms", required_argument, NULL, O_TIMEOUT},
         {"json", no_argument, NULL, O_JSON},
         {"help", no_argument, NULL, 'h'},
@@ -692,6 +731,7 @@ int dc_cmd_perf_link(int argc, char **argv)
             break;
         case O_VERIFY: po.verify = true; break;
         case O_ZC: po.zerocopy = true; break;
+        case O_TCRC: po.transport_crc = true; break;
         case O_TIMEOUT:
             if (!dc_cli_parse_u64(cmd, "--timeout-ms", optarg, &v))
                 return DC_EXIT_USAGE;

@@ -187,6 +187,8 @@ typedef struct dc_rdma_req {
     uint64_t seq;
     unsigned wrs; /* posted work requests reading buf */
     int queued;   /* in the transmit queue */
+    int crc_known; /* hdr carries the caller's CRC32C (isend_crc): a NACK
+                      recomputes it (never trusted twice) */
     uint8_t hdr[DC_VERBS_HDR_SIZE];
 } dc_rdma_req_t;
 
@@ -1380,6 +1382,23 @@ static void dc_rdma_on_ctrl(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
         dc_rdma_req_t *r = dc_verbs_window_get(&c->win, seq);
         if (r && r->state == DC_RDMA_R_PENDING && !r->queued) {
             c->stats.resends++;
+            if (r->crc_known) {
+                /* the caller's CRC32C may be what was wrong: the re-send
+                 * carries our own (one round trip, never a NACK loop);
+                 * the peer has read the old header already */
+                uint32_t crc = 0;
+                if (dc_verbs_crc32c(r->mkind, r->buf, r->len, &crc) != DC_OK) {
+                    dc_rdma_fail(c, dc_last_status(), "CRC32C of a message in GPU memory: %s",
+                                 dc_last_error());
+                    return;
+                }
+                dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
+                                    .seq = r->seq,
+                                    .len = (uint32_t)r->len,
+                                    .crc = crc};
+                dc_verbs_hdr_pack(&h, r->hdr);
+                r->crc_known = 0;
+            }
             dc_rdma_txq_push(c, r);
         }
     } else if (type != DC_RDMA_CT_CREDIT) {
@@ -2321,8 +2340,9 @@ static dc_status_t dc_rdma_check_mr(const dc_rdma_mr_t *m, const void *buf, size
     return DC_OK;
 }
 
-static dc_status_t dc_rdma_isend(dc_verbs_conn_t *cb, const void *buf, size_t len,
-                                 dc_verbs_mr_t *mr, dc_verbs_req_t **out)
+static dc_status_t dc_rdma_isend_any(dc_verbs_conn_t *cb, const void *buf, size_t len,
+                                     dc_verbs_mr_t *mr, const uint32_t *ccrc,
+                                     dc_verbs_req_t **out)
 {
     dc_rdma_conn_t *c = (dc_rdma_conn_t *)cb;
     if (c->state == DC_RDMA_FAILED)
@@ -2341,12 +2361,15 @@ static dc_status_t dc_rdma_isend(dc_verbs_conn_t *cb, const void *buf, size_t le
     if (dc_verbs_window_used(&c->win) >= DC_VERBS_MAX_INFLIGHT)
         return DC_ERR_AGAIN;
     uint32_t crc = 0;
-    if ((st = dc_verbs_crc32c(kind, buf, len, &crc)) != DC_OK)
+    if (ccrc)
+        crc = *ccrc; /* the caller's: the buffer is not read here */
+    else if ((st = dc_verbs_crc32c(kind, buf, len, &crc)) != DC_OK)
         return st;
     dc_rdma_req_t *r = dc_rdma_req_new(c, DC_RDMA_REQ_SEND, (void *)(uintptr_t)buf, len, mr);
     if (!r)
         return dc_error(DC_ERR_NOMEM, "rdma: out of memory for a request");
     r->mkind = kind;
+    r->crc_known = ccrc != NULL;
     if (dc_verbs_window_push(&c->win, r, &r->seq) != DC_OK) {
         dc_rdma_req_release(r);
         return DC_ERR_AGAIN;
@@ -2360,6 +2383,18 @@ static dc_status_t dc_rdma_isend(dc_verbs_conn_t *cb, const void *buf, size_t le
     dc_rdma_tx_pump(c);
     *out = &r->base;
     return DC_OK;
+}
+
+static dc_status_t dc_rdma_isend(dc_verbs_conn_t *c, const void *buf, size_t len,
+                                 dc_verbs_mr_t *mr, dc_verbs_req_t **out)
+{
+    return dc_rdma_isend_any(c, buf, len, mr, NULL, out);
+}
+
+static dc_status_t dc_rdma_isend_crc(dc_verbs_conn_t *c, const void *buf, size_t len,
+                                     dc_verbs_mr_t *mr, uint32_t crc, dc_verbs_req_t **out)
+{
+    return dc_rdma_isend_any(c, buf, len, mr, &crc, out);
 }
 
 static dc_status_t dc_rdma_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_verbs_mr_t *mr,
@@ -2490,6 +2525,7 @@ const dc_verbs_ops_t dc_rdma_ops = {
     .reg_mem = dc_rdma_reg_mem,
     .dereg_mem = dc_rdma_dereg_mem,
     .isend = dc_rdma_isend,
+    .isend_crc = dc_rdma_isend_crc,
     .irecv = dc_rdma_irecv,
     .test = dc_rdma_test,
     .progress = dc_rdma_progress,

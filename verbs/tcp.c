@@ -95,9 +95,11 @@ typedef struct dc_tcp_req {
     uint32_t zc_pending; /* MSG_ZEROCOPY sends the kernel still holds pages of */
     /* both */
     size_t len;
-    uint32_t crc;
+    uint32_t crc; /* send: the caller's CRC32C of the message (crc_known) */
     uint64_t seq;
     dc_status_t err;
+    bool crc_known; /* send (isend_crc): header carries `crc`, no trailer; a
+                       NACK clears it (the re-send computes its own) */
 } dc_tcp_req_t;
 
 typedef struct dc_tcp_mr {
@@ -139,6 +141,7 @@ typedef struct dc_tcp_stream {
     size_t poff;
     size_t crc_upto;   /* payload bytes of cur already in scrc */
     uint32_t scrc;     /* running CRC32C of cur, sent as its trailer */
+    bool trailer;      /* cur is sent with a CRC32C trailer (not crc_known) */
     bool wblocked;
     /* receive side */
     uint8_t *rbuf;
@@ -570,15 +573,20 @@ static void dc_tcp_stream_load(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t id
         dc_tcp_req_t *r = dc_tcp_txq_pop(c);
         if (r) {
             /* the CRC32C goes in a trailer: each piece is checksummed just
-             * before it is written, while it is in cache */
-            dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA, .flags = DC_VERBS_HDR_F_TRAILER,
+             * before it is written, while it is in cache; the caller's
+             * CRC32C (isend_crc) goes in the header, and the payload is
+             * not read here */
+            dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
+                                .flags = r->crc_known ? 0 : DC_VERBS_HDR_F_TRAILER,
                                 .stream = (uint16_t)idx, .seq = r->seq,
-                                .len = (uint32_t)r->len};
+                                .len = (uint32_t)r->len,
+                                .crc = r->crc_known ? r->crc : 0};
             dc_verbs_hdr_pack(&h, s->obuf + s->olen);
             s->olen += DC_VERBS_HDR_SIZE;
             s->cur = r;
             s->poff = 0;
-            s->crc_upto = 0;
+            s->trailer = !r->crc_known;
+            s->crc_upto = r->crc_known ? r->len : 0;
             s->scrc = 0;
             r->on_wire = true;
         }
@@ -722,8 +730,10 @@ static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint
                 s->cur->on_wire = false;
                 s->cur = NULL;
                 s->olen = s->ooff = 0;
-                dc_store_le32(s->obuf, s->scrc);
-                s->olen = 4;
+                if (s->trailer) {
+                    dc_store_le32(s->obuf, s->scrc);
+                    s->olen = 4;
+                }
                 continue;
             }
         }
@@ -810,6 +820,13 @@ static dc_status_t dc_tcp_on_header(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
     if (h->type == DC_VERBS_MSG_NACK) {
         dc_tcp_req_t *r = dc_verbs_window_get(&c->swin, h->seq);
         if (r && !r->acked && !r->on_wire && !r->queued) {
+            /* never trust the caller's CRC32C twice: the re-send computes
+             * its own (a wrong one costs a round trip, not a NACK loop) */
+            if (r->crc_known)
+                DC_LOG_DEBUG("tcp: message %llu sent with the caller's CRC32C was NACKed: "
+                             "re-sending with our own",
+                             (unsigned long long)r->seq);
+            r->crc_known = false;
             /* first in line: the peer's caller is likely waiting for it,
              * and the peer holds later messages in its stash meanwhile */
             c->txq_head = (c->txq_head + 2 * W - 1) % (2 * W);
@@ -1845,8 +1862,9 @@ static void dc_tcp_listen_close(dc_verbs_listener_t *lb)
 
 /* --- requests ---------------------------------------------------------------------- */
 
-static dc_status_t dc_tcp_isend(dc_verbs_conn_t *cb, const void *buf, size_t len,
-                                dc_verbs_mr_t *mr, dc_verbs_req_t **out)
+static dc_status_t dc_tcp_isend_any(dc_verbs_conn_t *cb, const void *buf, size_t len,
+                                    dc_verbs_mr_t *mr, const uint32_t *crc,
+                                    dc_verbs_req_t **out)
 {
     dc_tcp_conn_t *c = (dc_tcp_conn_t *)cb;
     (void)mr;
@@ -1867,6 +1885,10 @@ static dc_status_t dc_tcp_isend(dc_verbs_conn_t *cb, const void *buf, size_t len
     r->is_send = true;
     r->sbuf = buf;
     r->len = len;
+    if (crc) {
+        r->crc_known = true;
+        r->crc = *crc;
+    }
     uint64_t seq;
     if (dc_verbs_window_push(&c->swin, r, &seq) != DC_OK) {
         r->in_use = false;
@@ -1879,6 +1901,18 @@ static dc_status_t dc_tcp_isend(dc_verbs_conn_t *cb, const void *buf, size_t len
     if (c->state == C_ESTABLISHED)
         (void)dc_tcp_progress_conn(c);
     return DC_OK;
+}
+
+static dc_status_t dc_tcp_isend(dc_verbs_conn_t *c, const void *buf, size_t len,
+                                dc_verbs_mr_t *mr, dc_verbs_req_t **out)
+{
+    return dc_tcp_isend_any(c, buf, len, mr, NULL, out);
+}
+
+static dc_status_t dc_tcp_isend_crc(dc_verbs_conn_t *c, const void *buf, size_t len,
+                                    dc_verbs_mr_t *mr, uint32_t crc, dc_verbs_req_t **out)
+{
+    return dc_tcp_isend_any(c, buf, len, mr, &crc, out);
 }
 
 static dc_status_t dc_tcp_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_verbs_mr_t *mr,
@@ -2156,4 +2190,5 @@ const dc_verbs_ops_t dc_tcp_ops = {
     .fd = dc_tcp_fd,
     .stats = dc_tcp_stats,
     .close = dc_tcp_close,
+    .isend_crc = dc_tcp_isend_crc,
 };

@@ -311,7 +311,8 @@ dc_status_t dc_verbs_hdr_unpack(const uint8_t in[DC_VERBS_HDR_SIZE], uint64_t ma
     h.crc = dc_load_le32(in + 20);
     if (h.type < DC_VERBS_MSG_DATA || h.type > DC_VERBS_MSG_BYE)
         return dc_error(DC_ERR_FORMAT, "transport header: unknown type %u", h.type);
-    if ((h.flags & ~(uint8_t)DC_VERBS_HDR_F_TRAILER) != 0 ||
+    if ((h.flags & ~(uint8_t)(DC_VERBS_HDR_F_TRAILER | DC_VERBS_HDR_F_MSGCRC)) != 0 ||
+        (h.flags & DC_VERBS_HDR_F_TRAILER && h.flags & DC_VERBS_HDR_F_MSGCRC) ||
         (h.type != DC_VERBS_MSG_DATA && h.flags != 0))
         return dc_error(DC_ERR_FORMAT, "transport header: unknown flags 0x%02x", h.flags);
     if (h.type != DC_VERBS_MSG_DATA && h.len != 0)

@@ -248,6 +248,22 @@ struct dc_verbs_ops {
     dc_status_t (*stats)(dc_verbs_conn_t *c, dc_verbs_stats_t *out);
     /** Close and free; outstanding requests are freed (never completed). */
     void (*close)(dc_verbs_conn_t *c);
+
+    /**
+     * isend() of a message whose CRC32C the caller already knows: `crc` ==
+     * dc_crc32c(0, buf, len) (e.g. computed once when the frame was
+     * encoded, or verified on receipt by a relay).  The transport sends
+     * `crc` instead of reading the buffer to compute it; the RECEIVER
+     * STILL CHECKS EVERY BYTE against it, exactly as for isend().  A wrong
+     * `crc` is therefore caught as corruption: the peer NACKs, and the
+     * re-send carries a CRC32C the transport computes itself (the caller's
+     * value is never trusted twice), so a wrong `crc` costs one round trip
+     * and a warning, never a loop or a bad delivery.  Every transport
+     * implements it (tcp, ucx, rdma); callers use dc_verbs_isend_crc(),
+     * which also works with a table compiled before this member existed.
+     */
+    dc_status_t (*isend_crc)(dc_verbs_conn_t *c, const void *buf, size_t len, dc_verbs_mr_t *mr,
+                             uint32_t crc, dc_verbs_req_t **out);
 };
 
 /* --- registry (verbs/transport.c) ---------------------------------------- */
@@ -300,6 +316,17 @@ static inline dc_status_t dc_verbs_isend(dc_verbs_conn_t *c, const void *buf, si
 {
     return c->ops->isend(c, buf, len, mr, out);
 }
+/* isend() with the caller's CRC32C of the message (see ops->isend_crc);
+ * a transport without it computes the CRC32C itself. */
+static inline dc_status_t dc_verbs_isend_crc(dc_verbs_conn_t *c, const void *buf, size_t len,
+                                             dc_verbs_mr_t *mr, uint32_t crc,
+                                             dc_verbs_req_t **out)
+{
+    const dc_verbs_ops_t *o = c->ops;
+    if (o->size >= offsetof(dc_verbs_ops_t, isend_crc) + sizeof(o->isend_crc) && o->isend_crc)
+        return o->isend_crc(c, buf, len, mr, crc, out);
+    return o->isend(c, buf, len, mr, out);
+}
 static inline dc_status_t dc_verbs_irecv(dc_verbs_conn_t *c, void *buf, size_t cap,
                                          dc_verbs_mr_t *mr, dc_verbs_req_t **out)
 {
@@ -334,7 +361,7 @@ dc_status_t dc_verbs_recv_blocking(dc_verbs_conn_t *c, void *buf, size_t cap, si
  *   off size field
  *    0   4   magic  "DCVM" (0x4d564344 LE)
  *    4   1   type   DC_VERBS_MSG_DATA / _ACK / _NACK / _PING / _BYE
- *    5   1   flags  DC_VERBS_HDR_F_TRAILER or 0
+ *    5   1   flags  DC_VERBS_HDR_F_TRAILER, DC_VERBS_HDR_F_MSGCRC (ucx) or 0
  *    6   2   stream index the message was written on (diagnostics)
  *    8   8   seq    message sequence number, from 0, per direction
  *   16   4   len    payload length (DATA), 0 otherwise
@@ -368,6 +395,9 @@ dc_status_t dc_verbs_recv_blocking(dc_verbs_conn_t *c, void *buf, size_t cap, si
 #define DC_VERBS_HDR_SIZE 32
 #define DC_VERBS_HDR_MAGIC 0x4d564344u /* "DCVM" little-endian */
 #define DC_VERBS_HDR_F_TRAILER 0x01u   /* CRC32C follows the payload */
+#define DC_VERBS_HDR_F_MSGCRC 0x02u    /* ucx pieces: `crc` is the CRC32C of the
+                                          WHOLE message (the caller's, isend_crc),
+                                          not of this piece */
 
 enum {
     DC_VERBS_MSG_DATA = 1,

@@ -16,9 +16,12 @@
  * landed, ran out of cache and cost about 40% of the link's throughput.)
  *
  *   AM 1 (DATA)  header = 48 bytes, payload = one piece of the message:
- *                  0..31  the transport header (transport.h) of type DATA,
- *                         flags 0: seq, len = the WHOLE message's length,
- *                         crc = CRC32C of THIS PIECE's bytes
+ *                  0..31  the transport header (transport.h) of type DATA:
+ *                         seq, len = the WHOLE message's length, and
+ *                         flags 0: crc = CRC32C of THIS PIECE's bytes, or
+ *                         flags DC_VERBS_HDR_F_MSGCRC: crc = CRC32C of the
+ *                         WHOLE message, the same in every piece (the
+ *                         caller's, isend_crc; see "Caller's CRC32C")
  *                 32..35  off   offset of the piece in the message (LE)
  *                 36..39  step  the sender's piece size (>= 64 KiB, LE)
  *                 40..43  plen  piece length = min(step, len - off) (LE)
@@ -49,6 +52,20 @@
  * The ACK or NACK of a message is sent once ALL its pieces have landed and
  * been checked, so the pieces of a re-send never overlap those of the
  * attempt that failed (no attempt numbers on the wire).
+ *
+ * Caller's CRC32C (isend_crc): the engine computes a frame's CRC32C once,
+ * when it encodes it, and a relay forwards frames it has verified, so the
+ * sender need not read the buffer again.  Such a message's pieces carry
+ * the message's CRC32C (flag MSGCRC) and the sender does not read them.
+ * The receiver checks EVERY piece exactly as before, right after it lands
+ * (the same CRC32C calls, same cost), keeps the piece's CRC32C (pcrc[k]),
+ * and once all pieces have landed combines them in order (one GF(2)
+ * multiply by x^(8 step) mod P per piece, dc_crc32c_combine_op) and
+ * compares the result with the carried CRC32C; a mismatch NACKs the whole
+ * message, as a damaged piece does.  On that NACK the sender drops the
+ * caller's value and re-sends with per-piece CRC32Cs of its own (and warns
+ * if the caller's was wrong), so a wrong caller CRC32C costs one round
+ * trip, never a NACK loop, and is never delivered.
  *
  * Send pacing: sends queue their pieces (conn->sq, in seq order) and
  * dc_ucx_pump() posts them while fewer than `ahead` pieces are in UCP's
@@ -81,6 +98,33 @@
  * be accepted.  Sampled CPU per GB
  * (perf record): the sender's kernel copy is cheaper than ucx_perftest's
  * (our CRC32C warmed the piece) and our sender costs ~5% more in total.
+ *
+ * With the caller's CRC32C (perf link passes it since isend_crc; measured
+ * against the build before it, interleaved, same session, medians of 7;
+ * another engineer's single-thread benchmark and compiles shared the 2
+ * cores, load 1-3, so single runs swing 0.4x-6x and only medians mean
+ * anything): the sender's CPU for 2.2 GB went from 577 to 552 ms (-4%;
+ * the same binary with --transport-crc 625 ms): its CRC32C (15% of its
+ * samples) is gone, but its kernel copy (_copy_from_iter 30% -> 44%) now
+ * reads the buffer cold, as ucx_perftest's does.  The receiver is
+ * unchanged (560-570 ms; _copy_to_iter 43%, CRC32C 14-15%, the TCP stack
+ * ~30% of which ~10% transmitting RTRs/ACKs on loopback, UCX + ours ~5%,
+ * 1.4% of it UCP re-registering the unregistered receive buffer per
+ * rendezvous) and it is the saturated side: goodput did not move beyond
+ * the noise (deltacast medians 32.0 -> 32.0, 32.2 -> 30.5, 30.2 -> 29.5
+ * Gb/s in three A/B series of 7-9 under load 1-2; per-run-ratio medians
+ * 0.87 -> 0.94, 0.86 -> 0.78, 0.88 -> 0.81; PIN=1 0.82 -> 0.81; one series
+ * at load < 1: 29.0 -> 27.7 Gb/s, 0.89 -> 0.84).  Same binary, caller's vs
+ * the transport's CRC32C (--transport-crc), 7 pairs: sender CPU 949 vs
+ * 1184 ms per 4.4 GB, goodput medians 32.1 vs 9.6 Gb/s (bimodal ~30 / ~10
+ * with the other load: noise, not the CRC).  On loopback the sender's
+ * CRC32C also warmed each piece for the kernel's copy, so dropping it
+ * saves less than its 15%.  ucx_perftest's receiver, by its samples, spends
+ * ~35% of its core polling at 34 Gb/s: its sender is its bottleneck, ours
+ * is the receiver, by about the CRC32C (14-15%) plus 8 rendezvous per
+ * message instead of 1.  1 MiB pieces (2 MiB ahead) with the caller's
+ * CRC32C cost the receiver ~4% less CPU (fewer RTRs) in three series, but
+ * goodput was within noise, so the default stays 512 KiB.
  *
  * The receive side keeps a ring of DC_VERBS_MAX_INFLIGHT slots indexed by
  * seq: a message may arrive before its irecv() is posted (held: eager data
@@ -221,6 +265,11 @@ typedef struct dc_ucx_req {
     uint32_t next_piece; /* send: next piece to post (while queued) */
     int queued;          /* send: on conn->sq */
     struct dc_ucx_req *qnext;
+    /* send: the caller's CRC32C of the whole message (isend_crc); the
+     * pieces then carry it (DC_VERBS_HDR_F_MSGCRC) instead of their own */
+    int crc_known;
+    uint32_t ccrc;
+    int ccrc_nacked; /* the peer NACKed it: re-sends carry our own CRCs */
 } dc_ucx_req_t;
 
 typedef enum {
@@ -255,6 +304,13 @@ typedef struct dc_ucx_slot {
     dc_ucx_req_t *req; /* the irecv() posted for this seq */
     uint8_t *seen;     /* bitmap of the pieces of this attempt (kept) */
     size_t seen_cap;
+    /* DC_VERBS_HDR_F_MSGCRC: the pieces carry the whole message's CRC32C
+     * (mcrc); each piece's own CRC32C goes to pcrc[k] as it lands, and
+     * they are combined in order once all have landed */
+    int msgcrc;
+    uint32_t mcrc;
+    uint32_t *pcrc;  /* npieces entries (kept) */
+    size_t pcrc_cap; /* entries */
 } dc_ucx_slot_t;
 
 typedef struct dc_ucx_ctrl {
@@ -701,10 +757,19 @@ static dc_status_t dc_ucx_piece_hdr(const dc_ucx_conn_t *c, dc_ucx_req_t *r, uin
     dc_ucx_piece_span(c, r, k, &off, &len);
     uint8_t *h = r->phdr + (size_t)k * DC_UCX_DHDR_SIZE;
     uint32_t crc = 0;
-    dc_status_t st = dc_verbs_crc32c(r->mkind, r->buf + off, len, &crc);
-    if (st != DC_OK)
-        return st;
+    uint8_t flags = 0;
+    if (r->crc_known) {
+        /* the caller's CRC32C of the whole message: the buffer is not read
+         * here; the receiver checks every piece and combines them */
+        crc = r->ccrc;
+        flags = DC_VERBS_HDR_F_MSGCRC;
+    } else {
+        dc_status_t st = dc_verbs_crc32c(r->mkind, r->buf + off, len, &crc);
+        if (st != DC_OK)
+            return st;
+    }
     dc_verbs_hdr_t th = {.type = DC_VERBS_MSG_DATA,
+                         .flags = flags,
                          .seq = r->seq,
                          .len = (uint32_t)r->len,
                          .crc = crc};
@@ -771,6 +836,25 @@ static void dc_ucx_sq_unlink(dc_ucx_conn_t *c, dc_ucx_req_t *r)
     r->queued = 0;
 }
 
+/* A message sent with the caller's CRC32C was NACKed and its pieces now
+ * carry our own: combine those and say so if the caller's was wrong (its
+ * re-send is checked against ours, so it is delivered all the same). */
+static void dc_ucx_check_caller_crc(const dc_ucx_conn_t *c, dc_ucx_req_t *r)
+{
+    r->ccrc_nacked = 0;
+    uint32_t crc = 0;
+    for (uint32_t k = 0; k < r->npieces; k++) {
+        size_t off, len;
+        dc_ucx_piece_span(c, r, k, &off, &len);
+        crc = dc_crc32c_combine(crc, dc_load_le32(r->phdr + (size_t)k * DC_UCX_DHDR_SIZE + 20),
+                                len);
+    }
+    if (crc != r->ccrc)
+        DC_LOG_WARN("ucx %s: message %llu: the caller's CRC32C 0x%08x is wrong (its bytes' is "
+                    "0x%08x); re-sent with the transport's own",
+                    c->peer, (unsigned long long)r->seq, r->ccrc, crc);
+}
+
 /*
  * Post queued pieces while fewer than c->ahead are in UCP's hands.  A
  * piece's CRC32C is computed here, just before it is posted, and the
@@ -792,6 +876,8 @@ static void dc_ucx_pump(dc_ucx_conn_t *c)
                 return;
             }
             r->nhdr = k + 1;
+            if (r->ccrc_nacked && r->nhdr == r->npieces)
+                dc_ucx_check_caller_crc(c, r);
         }
         dc_ucx_post_piece(c, r, k);
     }
@@ -872,10 +958,14 @@ static void dc_ucx_slot_reset(dc_ucx_conn_t *c, dc_ucx_slot_t *s, int keep_req)
     dc_ucx_req_t *req = keep_req ? s->req : NULL;
     uint8_t *seen = s->seen;
     size_t cap = s->seen_cap;
+    uint32_t *pcrc = s->pcrc;
+    size_t pcap = s->pcrc_cap;
     memset(s, 0, sizeof(*s));
     s->req = req;
     s->seen = seen;
     s->seen_cap = cap;
+    s->pcrc = pcrc;
+    s->pcrc_cap = pcap;
 }
 
 static void dc_ucx_slot_advance(dc_ucx_conn_t *c)
@@ -907,7 +997,10 @@ static void dc_ucx_verify_piece(dc_ucx_conn_t *c, dc_ucx_slot_t *s, uint32_t off
         return;
     }
     s->ndone++;
-    if (crc != want) {
+    if (s->msgcrc) {
+        /* combined with the other pieces' once all have landed */
+        s->pcrc[off / s->step] = crc;
+    } else if (crc != want) {
         DC_LOG_DEBUG("ucx %s: message %llu, piece at %u (%u bytes): CRC32C mismatch "
                      "(0x%08x != 0x%08x)",
                      c->peer, (unsigned long long)s->seq, off, len, crc, want);
@@ -916,6 +1009,18 @@ static void dc_ucx_verify_piece(dc_ucx_conn_t *c, dc_ucx_slot_t *s, uint32_t off
     if (s->ndone < s->npieces)
         return;
     uint64_t seq = s->seq;
+    if (s->msgcrc) {
+        uint32_t op = dc_crc32c_shift_op(s->step), mcrc = 0;
+        uint32_t last = s->npieces - 1;
+        for (uint32_t k = 0; k < last; k++)
+            mcrc = dc_crc32c_combine_op(mcrc, s->pcrc[k], op);
+        mcrc = dc_crc32c_combine(mcrc, s->pcrc[last], s->len - (size_t)last * s->step);
+        if (mcrc != s->mcrc) {
+            DC_LOG_DEBUG("ucx %s: message %llu: CRC32C mismatch (0x%08x != 0x%08x)", c->peer,
+                         (unsigned long long)seq, mcrc, s->mcrc);
+            s->nbad++;
+        }
+    }
     if (s->nbad) {
         DC_LOG_DEBUG("ucx %s: message %llu: %u of %u pieces damaged, NACK", c->peer,
                      (unsigned long long)seq, s->nbad, s->npieces);
@@ -1067,7 +1172,8 @@ static int dc_ucx_parse_dhdr(dc_ucx_conn_t *c, const void *header, size_t header
     *step = dc_load_le32(b + 36);
     uint32_t plen = dc_load_le32(b + 40);
     uint64_t want = h->len > *off ? DC_MIN((uint64_t)*step, (uint64_t)h->len - *off) : 0;
-    if (h->type != DC_VERBS_MSG_DATA || h->flags != 0 || *step < DC_UCX_PIECE_MIN ||
+    if (h->type != DC_VERBS_MSG_DATA || (h->flags & ~DC_VERBS_HDR_F_MSGCRC) != 0 ||
+        *step < DC_UCX_PIECE_MIN ||
         *step > DC_UCX_PIECE_MAX || *off % *step != 0 || (*off >= h->len && *off != 0) ||
         plen != want || plen != length) {
         dc_ucx_fail(c, DC_ERR_FORMAT,
@@ -1123,6 +1229,16 @@ static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t head
             s->seen = b;
             s->seen_cap = bytes;
         }
+        if (n > s->pcrc_cap) {
+            uint32_t *pc = realloc(s->pcrc, (size_t)n * sizeof(*pc));
+            if (!pc) {
+                dc_ucx_fail(c, DC_ERR_NOMEM, "out of memory for message %llu",
+                            (unsigned long long)h.seq);
+                return UCS_OK;
+            }
+            s->pcrc = pc;
+            s->pcrc_cap = (size_t)n;
+        }
         memset(s->seen, 0, bytes);
         s->state = DC_UCX_SLOT_ACTIVE;
         s->seq = h.seq;
@@ -1130,10 +1246,16 @@ static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t head
         s->step = step;
         s->npieces = (uint32_t)n;
         s->ndone = s->nbad = 0;
-    } else if (s->seq != h.seq || s->len != h.len || s->step != step) {
+        s->msgcrc = !!(h.flags & DC_VERBS_HDR_F_MSGCRC);
+        s->mcrc = h.crc;
+    } else if (s->seq != h.seq || s->len != h.len || s->step != step ||
+               s->msgcrc != !!(h.flags & DC_VERBS_HDR_F_MSGCRC) ||
+               (s->msgcrc && s->mcrc != h.crc)) {
         dc_ucx_fail(c, DC_ERR_FORMAT, "pieces of message %llu disagree (length %u vs %u, "
-                                      "step %u vs %u)",
-                    (unsigned long long)h.seq, h.len, s->len, step, s->step);
+                                      "step %u vs %u, flags 0x%02x, message CRC32C 0x%08x vs "
+                                      "0x%08x)",
+                    (unsigned long long)h.seq, h.len, s->len, step, s->step, h.flags, h.crc,
+                    s->mcrc);
         return UCS_OK;
     }
     uint32_t k = off / step;
@@ -1219,6 +1341,18 @@ static ucs_status_t dc_ucx_am_ctrl_cb(void *arg, const void *header, size_t head
         dc_ucx_req_t *r = dc_verbs_window_get(&c->win, h.seq);
         if (r && r->state == DC_UCX_R_PENDING) {
             c->stats.resends++;
+            if (r->crc_known && !r->queued) {
+                /* Never trust the caller's CRC32C twice: the re-send
+                 * carries the CRC32Cs we compute (so a wrong one costs one
+                 * round trip, not a NACK loop).  Every piece was received,
+                 * so UCP no longer needs the old headers. */
+                DC_LOG_DEBUG("ucx %s: message %llu sent with the caller's CRC32C was NACKed: "
+                             "re-sending with our own",
+                             c->peer, (unsigned long long)h.seq);
+                r->crc_known = 0;
+                r->ccrc_nacked = 1;
+                r->nhdr = 0;
+            }
             dc_ucx_post_send(c, r);
         }
     } else if (h.type == DC_VERBS_MSG_BYE) {
@@ -1613,8 +1747,10 @@ static void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
         c->piece_all = p->next_all;
         free(p);
     }
-    for (size_t i = 0; i < DC_UCX_RING; i++)
+    for (size_t i = 0; i < DC_UCX_RING; i++) {
         free(c->slot[i].seen);
+        free(c->slot[i].pcrc);
+    }
     while (c->ctrl_all) {
         dc_ucx_ctrl_t *k = c->ctrl_all;
         c->ctrl_all = k->next_all;
@@ -2169,8 +2305,9 @@ static dc_status_t dc_ucx_check_mr(const dc_ucx_mr_t *m, const void *buf, size_t
     return DC_OK;
 }
 
-static dc_status_t dc_ucx_isend(dc_verbs_conn_t *cb, const void *buf, size_t len,
-                                dc_verbs_mr_t *mr, dc_verbs_req_t **out)
+static dc_status_t dc_ucx_isend_any(dc_verbs_conn_t *cb, const void *buf, size_t len,
+                                    dc_verbs_mr_t *mr, const uint32_t *crc,
+                                    dc_verbs_req_t **out)
 {
     dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
     if (c->state == DC_UCX_FAILED)
@@ -2210,6 +2347,10 @@ static dc_status_t dc_ucx_isend(dc_verbs_conn_t *cb, const void *buf, size_t len
         r->phdr_cap = hbytes;
     }
     r->npieces = (uint32_t)n;
+    if (crc) {
+        r->crc_known = 1;
+        r->ccrc = *crc;
+    }
     if (dc_verbs_window_push(&c->win, r, &r->seq) != DC_OK) {
         dc_ucx_req_release(r);
         return DC_ERR_AGAIN;
@@ -2219,6 +2360,18 @@ static dc_status_t dc_ucx_isend(dc_verbs_conn_t *cb, const void *buf, size_t len
     dc_ucx_post_send(c, r);
     *out = &r->base;
     return DC_OK;
+}
+
+static dc_status_t dc_ucx_isend(dc_verbs_conn_t *c, const void *buf, size_t len,
+                                dc_verbs_mr_t *mr, dc_verbs_req_t **out)
+{
+    return dc_ucx_isend_any(c, buf, len, mr, NULL, out);
+}
+
+static dc_status_t dc_ucx_isend_crc(dc_verbs_conn_t *c, const void *buf, size_t len,
+                                    dc_verbs_mr_t *mr, uint32_t crc, dc_verbs_req_t **out)
+{
+    return dc_ucx_isend_any(c, buf, len, mr, &crc, out);
 }
 
 static dc_status_t dc_ucx_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_verbs_mr_t *mr,
@@ -2381,4 +2534,5 @@ const dc_verbs_ops_t dc_ucx_ops = {
     .fd = dc_ucx_fd,
     .stats = dc_ucx_stats,
     .close = dc_ucx_close,
+    .isend_crc = dc_ucx_isend_crc,
 };

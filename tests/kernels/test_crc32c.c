@@ -99,6 +99,42 @@ Test(crc32c, chaining_and_agreement)
     free(buf);
 }
 
+/* crc(A || B) from crc(A), crc(B) and |B|: every split of a buffer, and a
+ * message put together from equal pieces plus a short tail (the way the
+ * ucx receiver combines the CRC32Cs of its pieces). */
+Test(crc32c, combine)
+{
+    const size_t len = 3 * 65536 + 12345;
+    uint8_t *buf = malloc(len);
+    cr_assert(buf);
+    uint64_t s = 7;
+    for (size_t i = 0; i < len; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        buf[i] = (uint8_t)(s >> 56);
+    }
+    uint32_t whole = dc_crc32c_sw(0, buf, len);
+    static const size_t SPLITS[] = {0, 1, 7, 4096, 65536, 3 * 65536, len - 1, len};
+    for (size_t i = 0; i < DC_ARRAY_SIZE(SPLITS); i++) {
+        size_t k = SPLITS[i];
+        uint32_t a = dc_crc32c(0, buf, k), b = dc_crc32c(0, buf + k, len - k);
+        cr_assert_eq(dc_crc32c_combine(a, b, len - k), whole, "split %zu", k);
+        cr_assert_eq(dc_crc32c_combine_op(a, b, dc_crc32c_shift_op(len - k)), whole);
+    }
+    const size_t step = 65536;
+    uint32_t op = dc_crc32c_shift_op(step), acc = 0;
+    size_t off = 0;
+    for (; off + step <= len; off += step)
+        acc = dc_crc32c_combine_op(acc, dc_crc32c(0, buf + off, step), op);
+    acc = dc_crc32c_combine(acc, dc_crc32c(0, buf + off, len - off), len - off);
+    cr_assert_eq(acc, whole);
+    /* a flipped bit in one piece changes the combined CRC */
+    buf[2 * step + 5] ^= 0x10;
+    cr_assert_neq(dc_crc32c_combine(dc_crc32c(0, buf, 2 * step),
+                                    dc_crc32c(0, buf + 2 * step, len - 2 * step), len - 2 * step),
+                  whole);
+    free(buf);
+}
+
 Test(crc32c, detects_single_bit_flip)
 {
     uint8_t buf[4096];

@@ -11,6 +11,7 @@
 #ifndef DC_TEST_VERBS_PAIR_H
 #define DC_TEST_VERBS_PAIR_H
 
+#include "kernels/kern.h"
 #include "verbs/fault.h"
 #include "verbs/transport.h"
 
@@ -31,13 +32,22 @@ typedef struct pair_cfg {
     const char *fault_sender; /* DELTACAST_FAULT syntax, NULL: none */
     const char *fault_receiver;
     int timeout_ms;
+    int caller_crc; /* sender: 0 isend; 1 isend_crc with the right CRC32C;
+                       2 isend_crc, WRONG for messages i % 5 == 3 */
 } pair_cfg_t;
 
 typedef struct pair_result {
     dc_verbs_stats_t rstats; /* receiver side */
     int child_status;
     double seconds;
+    uint64_t msgs; /* messages received */
 } pair_result_t;
+
+/* Messages sent with a wrong caller CRC32C (caller_crc 2) out of `msgs`. */
+static inline uint64_t pair_wrong_crcs(uint64_t msgs)
+{
+    return msgs / 5 + (msgs % 5 > 3);
+}
 
 static inline uint64_t pair_rng(uint64_t *s)
 {
@@ -100,11 +110,18 @@ static int pair_child(const pair_cfg_t *cfg, const char *addr, const uint8_t *da
     dc_verbs_req_t *reqs[64];
     uint32_t depth = DC_MIN(cfg->depth, 64u);
     uint32_t head = 0, n = 0;
-    uint64_t off = 0, s = 42;
+    uint64_t off = 0, s = 42, i = 0;
     while (off < cfg->total || n) {
         while (off < cfg->total && n < depth) {
             size_t len = pair_msg_len(&s, cfg->max_msg, cfg->total - off);
-            st = t->isend(c, data + off, len, NULL, &reqs[(head + n) % 64]);
+            if (cfg->caller_crc) {
+                uint32_t crc = dc_crc32c(0, data + off, len);
+                if (cfg->caller_crc == 2 && i % 5 == 3)
+                    crc ^= 0x80u;
+                st = dc_verbs_isend_crc(c, data + off, len, NULL, crc, &reqs[(head + n) % 64]);
+            } else {
+                st = t->isend(c, data + off, len, NULL, &reqs[(head + n) % 64]);
+            }
             if (st == DC_ERR_AGAIN)
                 break;
             if (st != DC_OK) {
@@ -113,6 +130,7 @@ static int pair_child(const pair_cfg_t *cfg, const char *addr, const uint8_t *da
             }
             off += len;
             n++;
+            i++;
         }
         int done = 0;
         st = t->test(reqs[head], &done, NULL);
@@ -208,6 +226,7 @@ static inline pair_result_t run_pair(const pair_cfg_t *cfg)
         if (done) {
             cr_assert_eq(len, lens[head], "message length %zu != %zu", len, lens[head]);
             recvd += len;
+            res.msgs++;
             head = (head + 1) % 64;
             n--;
         } else {

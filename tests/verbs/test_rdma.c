@@ -84,6 +84,31 @@ Test(rdma, corruption_is_nacked_and_resent)
     run_transfer(24ull << 20, 0.3);
 }
 
+/* The caller's CRC32C (isend_crc) in the header: exact, no NACK. */
+Test(rdma, caller_crc_round_trips_exactly)
+{
+    require_rdma();
+    g_caller_crc = 1;
+    run_transfer(24ull << 20, 0);
+}
+
+/* A wrong caller CRC32C on every fifth message: NACKed once each, re-sent
+ * with the transport's own, delivered exactly. */
+Test(rdma, wrong_caller_crc_nacked_once_then_exact)
+{
+    require_rdma();
+    g_caller_crc = 2;
+    run_transfer(24ull << 20, 0);
+}
+
+/* The caller's CRC32C does not stop the receiver from catching damage. */
+Test(rdma, caller_crc_corruption_still_caught)
+{
+    require_rdma();
+    g_caller_crc = 1;
+    run_transfer(24ull << 20, 0.3);
+}
+
 Test(rdma, transfer_1gib_two_processes, .timeout = 1100)
 {
     require_rdma();

@@ -30,6 +30,41 @@ Test(tcp, proc_64mib_random_exact)
     run_pair(&c);
 }
 
+/* The caller's CRC32C (isend_crc): in the header, the sender does not read
+ * the payload before writing it; every byte arrives exactly, no NACK. */
+Test(tcp, caller_crc_exact)
+{
+    pair_cfg_t c = tcp_cfg(32u << 20, 1u << 20, 4);
+    c.caller_crc = 1;
+    pair_result_t r = run_pair(&c);
+    cr_assert_gt(r.msgs, 20);
+    cr_assert_eq(r.rstats.nacks_sent, 0);
+}
+
+/* A wrong caller CRC32C on every fifth message: each is NACKed exactly
+ * once, then re-sent with the transport's own CRC32C trailer and delivered
+ * exactly (never a NACK loop). */
+Test(tcp, wrong_caller_crc_nacked_once_then_exact)
+{
+    pair_cfg_t c = tcp_cfg(16u << 20, 1u << 20, 2);
+    c.caller_crc = 2;
+    pair_result_t r = run_pair(&c);
+    cr_assert_gt(pair_wrong_crcs(r.msgs), 0);
+    cr_assert_eq(r.rstats.nacks_sent, pair_wrong_crcs(r.msgs), "NACKs %llu, wrong CRC32Cs %llu",
+                 (unsigned long long)r.rstats.nacks_sent,
+                 (unsigned long long)pair_wrong_crcs(r.msgs));
+}
+
+/* The caller's CRC32C does not stop the receiver from catching damage. */
+Test(tcp, caller_crc_corruption_caught)
+{
+    pair_cfg_t c = tcp_cfg(16u << 20, 256u << 10, 2);
+    c.caller_crc = 1;
+    c.fault_receiver = "corrupt=0.2,seed=5";
+    pair_result_t r = run_pair(&c);
+    cr_assert_gt(r.rstats.nacks_sent, 0, "corruption was injected but never detected");
+}
+
 Test(tcp, zero_length_messages)
 {
     const dc_verbs_ops_t *t;
@@ -161,6 +196,23 @@ Test(tcp, header_pack_roundtrip_and_damage)
         memcpy(d, b, sizeof(d));
         d[i] ^= 0x10;
         cr_assert_neq(dc_verbs_hdr_unpack(d, 1000, &g), DC_OK, "flip at byte %d accepted", i);
+    }
+    /* flags: TRAILER or MSGCRC on DATA, never both, none on control */
+    static const struct {
+        uint8_t type, flags;
+        dc_status_t want;
+    } F[] = {{DC_VERBS_MSG_DATA, DC_VERBS_HDR_F_TRAILER, DC_OK},
+             {DC_VERBS_MSG_DATA, DC_VERBS_HDR_F_MSGCRC, DC_OK},
+             {DC_VERBS_MSG_DATA, DC_VERBS_HDR_F_TRAILER | DC_VERBS_HDR_F_MSGCRC, DC_ERR_FORMAT},
+             {DC_VERBS_MSG_DATA, 0x04, DC_ERR_FORMAT},
+             {DC_VERBS_MSG_ACK, DC_VERBS_HDR_F_MSGCRC, DC_ERR_FORMAT}};
+    for (size_t i = 0; i < DC_ARRAY_SIZE(F); i++) {
+        dc_verbs_hdr_t f = {.type = F[i].type, .flags = F[i].flags, .seq = 5,
+                            .len = F[i].type == DC_VERBS_MSG_DATA ? 10 : 0};
+        dc_verbs_hdr_pack(&f, b);
+        cr_assert_eq(dc_verbs_hdr_unpack(b, 1000, &g), F[i].want, "case %zu", i);
+        if (F[i].want == DC_OK)
+            cr_assert_eq(g.flags, F[i].flags);
     }
 }
 

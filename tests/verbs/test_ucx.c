@@ -404,6 +404,11 @@ static dc_status_t client_connect(const dc_verbs_ops_t *t, const char *addr, con
 /* `corrupt_at` > 0: the server flips its received payload byte at that
  * offset, once: exactly one NACK. */
 static int g_late_ms; /* server_cfg_t.late_ms of the next transfer */
+/* How the next transfer's client sends: 0 isend (the transport computes the
+ * CRC32C), 1 isend_crc with the right CRC32C, 2 isend_crc with a WRONG one
+ * for every message i with i % 5 == 3 (the rest right). */
+static int g_caller_crc;
+#define WRONG_CRC(i) ((i) % 5 == 3)
 
 static void run_transfer_full(uint64_t total, double corrupt_p, int64_t corrupt_at,
                               uint64_t cut_every, uint64_t cuts)
@@ -456,12 +461,23 @@ static void run_transfer_full(uint64_t total, double corrupt_p, int64_t corrupt_
     uint64_t nmsg = 0;
     for (uint64_t sum = 0; sum < total; nmsg++)
         sum += msg_size(nmsg);
-    uint64_t posted = 0, done = 0;
+    uint64_t posted = 0, done = 0, nwrong = 0;
     double t0 = dc_now_s();
     while (done < nmsg) {
         while (posted < nmsg && posted - done < DEPTH) {
             size_t sz = msg_size(posted);
-            st = t->isend(c, src + msg_off(posted, sz), sz, smr, &reqs[posted % DEPTH]);
+            const uint8_t *m = src + msg_off(posted, sz);
+            if (g_caller_crc) {
+                /* the CRC32C of the host copy (the same bytes as src) */
+                uint32_t crc = dc_crc32c(0, g_src + msg_off(posted, sz), sz);
+                if (g_caller_crc == 2 && WRONG_CRC(posted)) {
+                    crc ^= 0x00100000u;
+                    nwrong++;
+                }
+                st = dc_verbs_isend_crc(c, m, sz, smr, crc, &reqs[posted % DEPTH]);
+            } else {
+                st = t->isend(c, m, sz, smr, &reqs[posted % DEPTH]);
+            }
             if (st == DC_ERR_AGAIN)
                 break;
             cr_assert_eq(st, DC_OK, "isend %llu: %s", (unsigned long long)posted,
@@ -514,12 +530,18 @@ static void run_transfer_full(uint64_t total, double corrupt_p, int64_t corrupt_
     if (!cut_every)
         cr_assert_eq(s.resends, reply[1], "every NACK is answered by one re-send");
     if (corrupt_p > 0)
-        cr_assert_gt(reply[1], 0, "corruption was injected but never detected");
+        cr_assert_gt(reply[1], nwrong, "corruption was injected but never detected");
     else if (corrupt_at > 0)
-        cr_assert_eq(reply[1], 1, "one damaged piece must NACK its message once, got %llu",
+        cr_assert_eq(reply[1], 1 + nwrong,
+                     "one damaged piece must NACK its message once, got %llu",
                      (unsigned long long)reply[1]);
     else
-        cr_assert_eq(reply[1], 0);
+        /* each wrong caller CRC32C: one NACK, then a re-send with the
+         * transport's own CRC32C that is accepted (no NACK loop) */
+        cr_assert_eq(reply[1], nwrong, "NACKs %llu, wrong caller CRC32Cs %llu",
+                     (unsigned long long)reply[1], (unsigned long long)nwrong);
+    if (g_caller_crc == 2)
+        cr_assert_gt(nwrong, 0);
     cr_assert_eq(wait_child(pid), 0, "server reported a failure");
     free(g_src);
 }
@@ -629,6 +651,46 @@ Test(ucx, pieces_not_a_multiple_round_trip_exactly)
     run_transfer(24ull << 20, 0);
 }
 
+/* The caller's CRC32C of each message (isend_crc): the sender does not
+ * compute one, the receiver checks every 64 KiB piece and combines them;
+ * every byte arrives exactly, no NACK.  Late receives: held pieces too. */
+Test(ucx, caller_crc_round_trips_exactly)
+{
+    require_transport();
+    cr_assert_eq(use_small_pieces(), 0);
+    g_late_ms = 300;
+    g_caller_crc = 1;
+    run_transfer(24ull << 20, 0);
+}
+
+/* A wrong caller CRC32C on every fifth message: each such message is
+ * NACKed exactly once, then re-sent with the transport's own CRC32Cs and
+ * delivered exactly. */
+Test(ucx, wrong_caller_crc_nacked_once_then_exact)
+{
+    require_transport();
+    cr_assert_eq(use_small_pieces(), 0);
+    g_caller_crc = 2;
+    run_transfer(24ull << 20, 0);
+}
+
+/* With the caller's CRC32C, a damaged piece is still caught: one flipped
+ * byte NACKs its message once; random damage is NACKed and repaired. */
+Test(ucx, caller_crc_damaged_piece_still_caught)
+{
+    require_transport();
+    cr_assert_eq(use_small_pieces(), 0);
+    g_caller_crc = 1;
+    run_transfer_full(12ull << 20, 0, 65536 + 4321, 0, 0);
+}
+
+Test(ucx, caller_crc_corruption_and_cuts_repaired_exactly)
+{
+    require_transport();
+    g_caller_crc = 1;
+    run_transfer_cut(32ull << 20, 0.3, 9000000, 2);
+}
+
 /* One flipped byte in the second 64 KiB piece of the first message: that
  * message (and only it) is NACKed once, re-sent whole, and arrives exact. */
 Test(ucx, damaged_piece_nacks_its_message_once)
@@ -654,6 +716,18 @@ Test(ucx, gpu_memory_transfer_with_corruption)
     require_transport();
     require_gpu_memory();
     g_gpu = 1;
+    run_transfer(32ull << 20, 0.2);
+}
+
+/* GPU memory with the caller's CRC32C (of the host copy of the same
+ * bytes): the receiver's GPU CRC32Cs of the pieces are combined and
+ * checked; wrong caller CRC32Cs are NACKed once each; damage is caught. */
+Test(ucx, gpu_memory_caller_crc_wrong_and_corrupted)
+{
+    require_transport();
+    require_gpu_memory();
+    g_gpu = 1;
+    g_caller_crc = 2;
     run_transfer(32ull << 20, 0.2);
 }
 
