@@ -434,13 +434,12 @@ static void dc_peer_fail(dc_node_t *n, dc_peer_t *p, dc_status_t st, const char 
 static int dc_frame_msg_crc(const dc_nbuf_t *b, uint32_t *crc)
 {
     const size_t hl = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE;
-    if (b->len < hl || b->data[4] != DC_MSG_FRAME)
+    dc_msg_t m;
+    dc_frame_hdr_t fh;
+    if (dc_msg_parse(b->data, b->len, &m) != DC_OK || m.type != DC_MSG_FRAME ||
+        dc_frame_decode(m.body, m.body_len, &fh) != DC_OK || hl + fh.payload_len != b->len)
         return 0;
-    const uint8_t *fh = b->data + DC_MSG_HDR_SIZE;
-    uint32_t plen = dc_load_le32(fh + 36);
-    if (hl + plen != b->len)
-        return 0;
-    *crc = dc_crc32c_combine(dc_crc32c(0, b->data, hl), dc_load_le32(fh + 56), plen);
+    *crc = dc_crc32c_combine(dc_crc32c(0, b->data, hl), fh.payload_crc, fh.payload_len);
     return 1;
 }
 
