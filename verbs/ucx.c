@@ -269,7 +269,8 @@ typedef struct dc_ucx_req {
      * pieces then carry it (DC_VERBS_HDR_F_MSGCRC) instead of their own */
     int crc_known;
     uint32_t ccrc;
-    int ccrc_nacked; /* the peer NACKed it: re-sends carry our own CRCs */
+    int ccrc_nacked;   /* the peer NACKed it: re-sends carry our own CRCs */
+    uint32_t ccrc_acc; /* while ccrc_nacked: our pieces' CRC32Cs combined */
 } dc_ucx_req_t;
 
 typedef enum {
@@ -767,6 +768,20 @@ static dc_status_t dc_ucx_piece_hdr(const dc_ucx_conn_t *c, dc_ucx_req_t *r, uin
         dc_status_t st = dc_verbs_crc32c(r->mkind, r->buf + off, len, &crc);
         if (st != DC_OK)
             return st;
+        if (r->ccrc_nacked) {
+            /* re-sent with our own CRC32Cs after the caller's was NACKed:
+             * combine them (pieces are built in order) and say so if the
+             * caller's was wrong (the re-send is checked against ours, so
+             * it is delivered all the same) */
+            r->ccrc_acc = dc_crc32c_combine(r->ccrc_acc, crc, len);
+            if (k + 1 == r->npieces) {
+                r->ccrc_nacked = 0;
+                if (r->ccrc_acc != r->ccrc)
+                    DC_LOG_WARN("ucx %s: message %llu: the caller's CRC32C 0x%08x is wrong "
+                                "(its bytes' is 0x%08x); re-sent with the transport's own",
+                                c->peer, (unsigned long long)r->seq, r->ccrc, r->ccrc_acc);
+            }
+        }
     }
     dc_verbs_hdr_t th = {.type = DC_VERBS_MSG_DATA,
                          .flags = flags,
@@ -836,25 +851,6 @@ static void dc_ucx_sq_unlink(dc_ucx_conn_t *c, dc_ucx_req_t *r)
     r->queued = 0;
 }
 
-/* A message sent with the caller's CRC32C was NACKed and its pieces now
- * carry our own: combine those and say so if the caller's was wrong (its
- * re-send is checked against ours, so it is delivered all the same). */
-static void dc_ucx_check_caller_crc(const dc_ucx_conn_t *c, dc_ucx_req_t *r)
-{
-    r->ccrc_nacked = 0;
-    uint32_t crc = 0;
-    for (uint32_t k = 0; k < r->npieces; k++) {
-        size_t off, len;
-        dc_ucx_piece_span(c, r, k, &off, &len);
-        crc = dc_crc32c_combine(crc, dc_load_le32(r->phdr + (size_t)k * DC_UCX_DHDR_SIZE + 20),
-                                len);
-    }
-    if (crc != r->ccrc)
-        DC_LOG_WARN("ucx %s: message %llu: the caller's CRC32C 0x%08x is wrong (its bytes' is "
-                    "0x%08x); re-sent with the transport's own",
-                    c->peer, (unsigned long long)r->seq, r->ccrc, crc);
-}
-
 /*
  * Post queued pieces while fewer than c->ahead are in UCP's hands.  A
  * piece's CRC32C is computed here, just before it is posted, and the
@@ -876,8 +872,6 @@ static void dc_ucx_pump(dc_ucx_conn_t *c)
                 return;
             }
             r->nhdr = k + 1;
-            if (r->ccrc_nacked && r->nhdr == r->npieces)
-                dc_ucx_check_caller_crc(c, r);
         }
         dc_ucx_post_piece(c, r, k);
     }
@@ -1351,6 +1345,7 @@ static ucs_status_t dc_ucx_am_ctrl_cb(void *arg, const void *header, size_t head
                              c->peer, (unsigned long long)h.seq);
                 r->crc_known = 0;
                 r->ccrc_nacked = 1;
+                r->ccrc_acc = 0;
                 r->nhdr = 0;
             }
             dc_ucx_post_send(c, r);
