@@ -1337,6 +1337,16 @@ static void dc_rdma_on_auth(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
     dc_rdma_fail(c, DC_ERR_AUTH, "unexpected handshake message type %u (%zu bytes)", type, len);
 }
 
+/* The transport header of a send request's message, carrying `crc`. */
+static void dc_rdma_data_hdr(dc_rdma_req_t *r, uint32_t crc)
+{
+    dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
+                        .seq = r->seq,
+                        .len = (uint32_t)r->len,
+                        .crc = crc};
+    dc_verbs_hdr_pack(&h, r->hdr);
+}
+
 static void dc_rdma_on_ctrl(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
 {
     if (len < DC_RDMA_CTRL_HDR || len > DC_RDMA_CTRL_SIZE || dc_load_le32(m) != DC_RDMA_CTRL_MAGIC) {
@@ -1392,11 +1402,7 @@ static void dc_rdma_on_ctrl(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
                                  dc_last_error());
                     return;
                 }
-                dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
-                                    .seq = r->seq,
-                                    .len = (uint32_t)r->len,
-                                    .crc = crc};
-                dc_verbs_hdr_pack(&h, r->hdr);
+                dc_rdma_data_hdr(r, crc);
                 r->crc_known = 0;
             }
             dc_rdma_txq_push(c, r);
@@ -2374,11 +2380,7 @@ static dc_status_t dc_rdma_isend_any(dc_verbs_conn_t *cb, const void *buf, size_
         dc_rdma_req_release(r);
         return DC_ERR_AGAIN;
     }
-    dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
-                        .seq = r->seq,
-                        .len = (uint32_t)len,
-                        .crc = crc};
-    dc_verbs_hdr_pack(&h, r->hdr);
+    dc_rdma_data_hdr(r, crc);
     dc_rdma_txq_push(c, r);
     dc_rdma_tx_pump(c);
     *out = &r->base;
