@@ -199,20 +199,20 @@ static void build_frame(hmsg_t *m, const ckpt_t *k, uint32_t c, int dense, uint6
 
 /* Drop what an authenticated child may legitimately use to change the job
  * (rather than to break the node): anything speaking for the honest
- * receiver 2; for receiver 1 (which it impersonates), what would complete
+ * receiver; for the receiver it impersonates (imp), what would complete
  * its version: ACKs covering its last chunk, a STATE / HELLO that says
  * committed or the last chunk applied.  In phase B, parse-valid SUB and
  * HELLO (a bad one closes the link by design; phase A covers them). */
-static int sane_up(const hmsg_t *m, uint32_t nch, int phase_b)
+static int sane_up(const hmsg_t *m, uint32_t nch, int phase_b, uint32_t imp, uint32_t honest)
 {
     dc_msg_t h;
     if (dc_msg_parse(m->b, m->len, &h) != DC_OK)
         return 1; /* garbage: the node must drop it */
-    if (h.node == 2)
+    if (h.node == honest)
         return 0;
     if (phase_b && (h.type == DC_MSG_SUB || h.type == DC_MSG_HELLO))
         return 0;
-    if (h.node != 1)
+    if (h.node != imp)
         return 1;
     if (h.type == DC_MSG_ACK && h.chunk < nch && (uint64_t)h.chunk + h.count >= nch)
         return 0;
@@ -226,17 +226,17 @@ static int sane_up(const hmsg_t *m, uint32_t nch, int phase_b)
     return 1;
 }
 
-/* One hostile upward message (from a child), node ids mostly 1. */
-static void gen_up(hmsg_t *m, const ckpt_t *k, uint64_t vcur, int pre_hello)
+/* One hostile upward message (from a child), node ids mostly imp's. */
+static void gen_up(hmsg_t *m, const ckpt_t *k, uint64_t vcur, int pre_hello, uint32_t imp)
 {
     uint32_t nch = k->l->nchunks, nn = 3;
-    uint32_t node = chance(70) ? 1 : edge32(nch, nn);
+    uint32_t node = chance(70) ? imp : edge32(nch, nn);
     uint64_t v = chance(70) ? vcur : edge64();
     unsigned what = pre_hello ? rn(4) : 2 + rn(12);
     switch (what) {
     case 0: { /* SUB: count vs body, stream ids out of range, node lies */
         uint32_t n = rn(8), said = chance(60) ? n : edge32(nch, nn);
-        hmsg_hdr(m, DC_MSG_SUB, 0, 0, 0, chance(60) ? 1 : node, (uint32_t)rnd(), said, 4 * n);
+        hmsg_hdr(m, DC_MSG_SUB, 0, 0, 0, chance(60) ? imp : node, (uint32_t)rnd(), said, 4 * n);
         for (uint32_t i = 0; i < n; i++)
             dc_store_le32(m->b + DC_MSG_HDR_SIZE + 4 * i, chance(50) ? i : edge32(nch, nn));
         break;
@@ -277,7 +277,7 @@ static void gen_up(hmsg_t *m, const ckpt_t *k, uint64_t vcur, int pre_hello)
         break;
     }
     case 9: /* FRAME up a non-control link */
-        build_frame(m, k, rn(nch), chance(50), v, v - 1, chance(50) ? node : 1, chance(50));
+        build_frame(m, k, rn(nch), chance(50), v, v - 1, node, chance(50));
         break;
     case 10: { /* down-messages from a child */
         static const uint8_t ty[] = {DC_MSG_BEGIN, DC_MSG_COMMIT, DC_MSG_ABORT, DC_MSG_SUBOK,
@@ -314,17 +314,19 @@ static int pred_frames_to_me(hc_t *h, uint64_t n)
     return h->frames_to_me >= n;
 }
 
-Test(hostile, hostile_child_vs_coordinator)
+/* A hostile child of node `target` (the coordinator, or a relay) that
+ * speaks as receiver `imp`; receiver `honest` runs from the start, the
+ * real `imp` only once the hostile child is gone. */
+static void hostile_child(int regions, int per, uint32_t target, uint32_t imp, uint32_t honest)
 {
-    hc_seed(0x1234567ull); /* fixed: a failure replays */
-    job_init(&J, 2, 1, "3e5", 2, "optimizer"); /* root 0, receivers 1 and 2 (both under 0) */
+    job_init(&J, regions, per, "3e5", 2, "optimizer");
     ckpt_t k;
     ckpt_load(&k, &J);
     uint32_t nch = k.l->nchunks;
     job_start(&J, 0, NULL, "--abort-ms 20000");
-    job_start(&J, 2, NULL, NULL);
+    job_start(&J, (int)honest, NULL, NULL);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port + (int)target);
     uint64_t t0 = dc_now_ns();
     static hmsg_t m;
     uint64_t sent = 0, dropped = 0;
@@ -333,11 +335,11 @@ Test(hostile, hostile_child_vs_coordinator)
      * these links) */
     for (int conn = 0; conn < hc_scale(30); conn++) {
         hc_t h;
-        hc_connect(&h, addr, 1);
+        hc_connect(&h, addr, imp);
         int n = 1 + (int)rn(6);
         for (int i = 0; i < n && !h.dead; i++) {
-            gen_up(&m, &k, 1, i < 2);
-            if (!sane_up(&m, nch, 0)) {
+            gen_up(&m, &k, 1, i < 2, imp);
+            if (!sane_up(&m, nch, 0, imp, honest)) {
                 dropped++;
                 continue;
             }
@@ -345,56 +347,57 @@ Test(hostile, hostile_child_vs_coordinator)
         }
         hc_until(&h, 150, hc_pred_flushed, 0);
         hc_close(&h);
-        cr_assert(hc_alive(&J, 0), "the coordinator died in phase A (connection %d)", conn);
+        cr_assert(hc_alive(&J, (int)target), "node %u died in phase A (connection %d)", target,
+                  conn);
     }
 
-    /* Phase B: a child that announced itself as receiver 1 (so the version
-     * begins once receiver 2 is in too), then a stream of hostile messages
-     * about the version in flight */
+    /* Phase B: a child that announced itself as receiver imp (so the
+     * version begins once the honest receiver is in too), then a stream of
+     * hostile messages about the version in flight */
     hc_t h;
-    hc_connect(&h, addr, 1);
-    hmsg_hdr(&m, DC_MSG_SUB, 0, 0, 0, 1, 7, 1, 4);
+    hc_connect(&h, addr, imp);
+    hmsg_hdr(&m, DC_MSG_SUB, 0, 0, 0, imp, 7, 1, 4);
     dc_store_le32(m.b + DC_MSG_HDR_SIZE, 0);
     cr_assert(hc_send(&h, m.b, m.len));
     cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUBOK | (1u << 8)), "no SUBOK");
-    build_hello(&m, DC_MSG_HELLO, 1, 0, 0, 0, 0, 0);
+    build_hello(&m, DC_MSG_HELLO, imp, 0, 0, 0, 0, 0);
     cr_assert(hc_send(&h, m.b, m.len));
     cr_assert(hc_until(&h, 15000, hc_pred_type, DC_MSG_BEGIN | (1u << 8)),
               "the coordinator never began a version");
     cr_assert_eq(h.last_begin, 1);
     for (int i = 0; i < hc_scale(4000); i++) {
-        gen_up(&m, &k, h.last_begin, 0);
-        if (!sane_up(&m, nch, 1)) {
+        gen_up(&m, &k, h.last_begin, 0, imp);
+        if (!sane_up(&m, nch, 1, imp, honest)) {
             dropped++;
             continue;
         }
-        cr_assert(hc_send(&h, m.b, m.len), "the coordinator closed the link at message %d", i);
+        cr_assert(hc_send(&h, m.b, m.len), "node %u closed the link at message %d", target, i);
         sent++;
     }
     cr_assert(hc_until(&h, 10000, hc_pred_flushed, 0), "hostile messages not acknowledged");
-    /* still serving: a clean STATE of receiver 1 (on the baseline, nothing
-     * applied) gets the chunks it lacks re-sent, addressed to it */
+    /* still serving: a clean STATE of receiver imp (on the baseline,
+     * nothing applied) gets the chunks it lacks re-sent, addressed to it */
     uint64_t before = h.frames_to_me;
-    build_hello(&m, DC_MSG_STATE, 1, 0, 0, 0, 0, 0);
+    build_hello(&m, DC_MSG_STATE, imp, 0, 0, 0, 0, 0);
     cr_assert(hc_send(&h, m.b, m.len));
     cr_assert(hc_until(&h, 10000, pred_frames_to_me, before + 1),
-              "the coordinator no longer answers a receiver's STATE");
+              "no re-sent chunk after a receiver's STATE");
+    cr_assert(hc_alive(&J, (int)target), "node %u died", target);
     cr_assert(hc_alive(&J, 0), "the coordinator died");
-    cr_log_info("hostile child: %llu messages sent, %llu withheld, got %llu FRAMEs (%llu "
-                "addressed), %llu SUBOK, %.1f s",
-                (unsigned long long)sent, (unsigned long long)dropped,
-                (unsigned long long)h.got[DC_MSG_FRAME], (unsigned long long)h.frames_to_me,
-                (unsigned long long)h.got[DC_MSG_SUBOK], (double)(dc_now_ns() - t0) / 1e9);
+    cr_log_info("hostile child of node %u: %llu messages sent, %llu withheld, got %llu FRAMEs "
+                "(%llu addressed), %.1f s", target, (unsigned long long)sent,
+                (unsigned long long)dropped, (unsigned long long)h.got[DC_MSG_FRAME],
+                (unsigned long long)h.frames_to_me, (double)(dc_now_ns() - t0) / 1e9);
     hc_close(&h);
     ckpt_free(&k);
 
-    /* the real receiver 1 joins: every version commits, both exact */
-    job_start(&J, 1, NULL, NULL);
+    /* the real receiver imp joins: every version commits, all exact */
+    job_start(&J, (int)imp, NULL, NULL);
     int rc = job_wait(&J, 0, 60);
     if (rc != 0)
         job_dump_logs(&J);
     cr_assert_eq(rc, 0, "coordinator exit %d", rc);
-    for (int i = 1; i <= 2; i++) {
+    for (int i = 1; i < J.nnodes; i++) {
         int r = job_wait(&J, i, 15);
         if (r != 0)
             job_dump_logs(&J);
@@ -402,8 +405,24 @@ Test(hostile, hostile_child_vs_coordinator)
     }
     job_expect_all_exact(&J, 2);
     /* it said why it dropped them */
-    cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log0", J.dir), 0);
-    cr_assert_eq(job_sh("grep -q 'bad HELLO' %s/log0", J.dir), 0);
+    cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log%u", J.dir, target), 0);
+    cr_assert_eq(job_sh("grep -q 'bad HELLO' %s/log%u", J.dir, target), 0);
+}
+
+Test(hostile, hostile_child_vs_coordinator)
+{
+    hc_seed(0x1234567ull); /* fixed: a failure replays */
+    /* root 0, receivers 1 and 2 (both under 0); the child speaks as 1 */
+    hostile_child(2, 1, 0, 1, 2);
+}
+
+Test(hostile, hostile_child_vs_relay)
+{
+    hc_seed(0xabcdef12ull);
+    /* root 0, relay 1 (the region's gateway), receiver 2 under it; the
+     * child of the relay speaks as 2: the relay forwards what it takes up
+     * to the coordinator unchanged */
+    hostile_child(1, 2, 1, 2, 1);
 }
 
 /* --- the receiver side ------------------------------------------------------------ */
