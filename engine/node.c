@@ -2032,7 +2032,15 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
          * several parents gets each control message from every one of them:
          * only the first is forwarded and acted on. */
         switch (m.type) {
-        case DC_MSG_BEGIN:
+        case DC_MSG_BEGIN: {
+            /* checked before it counts as seen: a malformed BEGIN v must
+             * neither be forwarded, nor replayed to children attaching
+             * later, nor make the valid BEGIN v that follows a duplicate */
+            dc_begin_t bg;
+            if (dc_begin_parse(&m, &bg) != DC_OK) {
+                DC_LOG_WARN("node %u: dropping a bad BEGIN: %s", n->me, dc_last_error());
+                break;
+            }
             if (m.version == n->seen_begin)
                 break;
             n->seen_begin = m.version;
@@ -2045,6 +2053,7 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             else
                 dc_rx_begin(n, &m);
             break;
+        }
         case DC_MSG_FRAME:
             if (m.node != n->me)
                 dc_send_frame_down(n, b, &m);

@@ -1,0 +1,603 @@
+/* test_hostile.c - a peer that KNOWS THE JOB SECRET (so the transport's
+ * handshake lets it in) sends malformed and hostile engine messages to real
+ * `deltacast node` processes; every one must be bounds-checked and dropped
+ * or answered, never crash or hang the node, and the node must still serve
+ * an honest refit to byte-exact weights afterwards.
+ *
+ *   hostile_child_vs_coordinator: the test dials the coordinator (node 0)
+ *     as a child.  Phase A: short connections that send SUB / HELLO lies
+ *     (node ids out of range, counts larger than the body, nstates lying,
+ *     the wrong role) and traffic before HELLO.  Phase B: one connection
+ *     that announces itself as receiver 1, then a seeded stream of mutated
+ *     ACK / NEED (ranges that wrap uint32), STATE, DONE (short bodies), SENT
+ *     (entries out of range), FRAME, down-messages and garbage, while a
+ *     version is in flight.  Then the real receiver 1 joins: the root must
+ *     commit every version and both receivers end byte-exact.
+ *   hostile_parent_vs_receiver: the test listens at the coordinator's
+ *     address; the receiver dials it and takes a seeded stream of mutated
+ *     BEGIN (absurd nchunks / mode / baseline), FRAME (chunks out of range,
+ *     frame headers that lie, truncated payloads, payloads corrupted with a
+ *     valid CRC32C so they reach the decoder and the weights in place,
+ *     wrong digests), COMMIT / ABORT for versions never begun, duplicated,
+ *     addressed elsewhere, and upward messages it should never get.  Then
+ *     the real coordinator takes that address: the receiver must end
+ *     byte-exact with the last version.
+ *
+ * Messages the protocol lets an authenticated peer use to end a job on
+ * purpose are not sent parse-valid (they would end the node by design, not
+ * by a bug): BYE, a BEGIN of another checkpoint's layout, and claims that
+ * would complete a version for the node it impersonates (see sane_*).  The
+ * stream is deterministic (fixed seeds). */
+#include "hostile_util.h"
+
+static job_t J;
+
+static void fini(void)
+{
+    job_fini(&J);
+}
+
+TestSuite(hostile, .fini = fini, .timeout = 120);
+
+/* What the test knows of the checkpoint: its layout, v0 and v1 mapped, and
+ * for each chunk an XOR (v0 -> v1) and a PUT_DENSE payload with v1's
+ * digest, to build frames the receiver's layout checks accept. */
+typedef struct ckpt {
+    dc_st_file_t *f0, *f1;
+    dc_layout_t *l;
+    uint8_t **xpay, **dpay;
+    size_t *xlen, *dlen;
+    uint16_t *xenc, *denc;
+    dc_digest_t *dg;
+} ckpt_t;
+
+static void ckpt_load(ckpt_t *k, job_t *j)
+{
+    char p[256];
+    memset(k, 0, sizeof(*k));
+    snprintf(p, sizeof(p), "%s/ver/v0.safetensors", j->dir);
+    cr_assert_eq(dc_st_open(p, DC_ST_READ, &k->f0), DC_OK, "%s", dc_last_error());
+    snprintf(p, sizeof(p), "%s/ver/v1.safetensors", j->dir);
+    cr_assert_eq(dc_st_open(p, DC_ST_READ, &k->f1), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_layout_from_st(k->f0, 64 << 10, &k->l), DC_OK, "%s", dc_last_error());
+    uint32_t nch = k->l->nchunks;
+    cr_assert_geq(nch, 4, "the checkpoint needs a few chunks");
+    k->xpay = calloc(nch, sizeof(*k->xpay));
+    k->dpay = calloc(nch, sizeof(*k->dpay));
+    k->xlen = calloc(nch, sizeof(*k->xlen));
+    k->dlen = calloc(nch, sizeof(*k->dlen));
+    k->xenc = calloc(nch, sizeof(*k->xenc));
+    k->denc = calloc(nch, sizeof(*k->denc));
+    k->dg = calloc(nch, sizeof(*k->dg));
+    dc_codec_t *codec;
+    cr_assert_eq(dc_codec_create(k->l->max_chunk, &codec), DC_OK);
+    for (uint32_t c = 0; c < nch; c++) {
+        const dc_layout_chunk_t *lc = &k->l->chunks[c];
+        const dc_layout_tensor_t *lt = &k->l->tensors[lc->tensor];
+        const uint8_t *b = dc_st_data(k->f0, dc_st_tensor(k->f0, lc->tensor)) + lc->offset;
+        const uint8_t *n = dc_st_data(k->f1, dc_st_tensor(k->f1, lc->tensor)) + lc->offset;
+        size_t cap = dc_codec_payload_bound(lc->len);
+        k->xpay[c] = malloc(cap);
+        k->dpay[c] = malloc(cap);
+        cr_assert_eq(dc_codec_encode_digest(codec, b, n, lc->len / lt->esize, lt->esize,
+                                            k->xpay[c], cap, &k->xlen[c], &k->xenc[c], NULL,
+                                            NULL, &k->dg[c]),
+                     DC_OK, "%s", dc_last_error());
+        cr_assert_eq(dc_codec_encode(codec, NULL, n, lc->len / lt->esize, lt->esize, k->dpay[c],
+                                     cap, &k->dlen[c], &k->denc[c], NULL),
+                     DC_OK, "%s", dc_last_error());
+    }
+    dc_codec_free(codec);
+}
+
+static void ckpt_free(ckpt_t *k)
+{
+    for (uint32_t c = 0; k->l && c < k->l->nchunks; c++) {
+        free(k->xpay[c]);
+        free(k->dpay[c]);
+    }
+    free(k->xpay);
+    free(k->dpay);
+    free(k->xlen);
+    free(k->dlen);
+    free(k->xenc);
+    free(k->denc);
+    free(k->dg);
+    dc_layout_free(k->l);
+    dc_st_close(k->f0);
+    dc_st_close(k->f1);
+}
+
+/* A HELLO / STATE body: committed, journal (nstates states; some invalid),
+ * flags; the header's count and the body's nstates may disagree. */
+static void build_hello(hmsg_t *m, uint8_t type, uint32_t node, uint64_t committed,
+                        uint32_t flags, uint32_t nstates, uint32_t nstates_said, int bad_states)
+{
+    if (nstates > 8192)
+        nstates = 8192;
+    dc_hello_t h = {.node = node, .committed = committed, .j_target = edge64(),
+                    .j_baseline = edge64(), .layout_id = rnd(), .flags = flags,
+                    .nstates = nstates};
+    uint8_t st[8192];
+    for (uint32_t i = 0; i < nstates; i++)
+        st[i] = (uint8_t)(bad_states && chance(10) ? 3 + rn(253) : rn(3));
+    h.states = st;
+    dc_hello_pack(type, &h, m->b);
+    m->len = dc_hello_size(nstates);
+    dc_store_le32(m->b + DC_MSG_HDR_SIZE + 36, nstates_said);
+}
+
+/* A FRAME for chunk c (its real layout fields and v1 payload, XOR or
+ * PUT_DENSE), for version v from baseline b, addressed to `node`; with
+ * `lie`, frame header fields and payload bytes lie, mostly behind a
+ * recomputed header CRC and payload CRC32C so that they reach the node's
+ * layout checks and its decoder. */
+static void build_frame(hmsg_t *m, const ckpt_t *k, uint32_t c, int dense, uint64_t v,
+                        uint64_t b, uint32_t node, int lie)
+{
+    const dc_layout_t *l = k->l;
+    const dc_layout_chunk_t *lc = &l->chunks[c];
+    const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
+    const uint8_t *pay = dense ? k->dpay[c] : k->xpay[c];
+    size_t plen = dense ? k->dlen[c] : k->xlen[c];
+    uint8_t *p = m->b + DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE;
+    memcpy(p, pay, plen);
+    dc_frame_hdr_t fh = {.type = DC_FRAME_CHUNK, .dtype = (uint8_t)lt->dtype,
+                         .encoding = dense ? k->denc[c] : k->xenc[c], .tensor_id = lc->tensor,
+                         .chunk_index = lc->index, .elem_offset = lc->offset / lt->esize,
+                         .elem_count = lc->len / lt->esize, .baseline_version = b,
+                         .target_version = v, .payload_len = (uint32_t)plen,
+                         .payload_crc = dc_crc32c(0, pay, plen), .target_digest = k->dg[c]};
+    int recrc = 1;
+    if (lie) {
+        switch (rn(14)) {
+        case 0: fh.tensor_id = edge32(l->nchunks, 2); break;
+        case 1: fh.chunk_index = edge32(l->nchunks, 2); break;
+        case 2: fh.elem_offset = edge64(); break;
+        case 3: fh.elem_count = chance(50) ? edge64() : fh.elem_count + 1; break;
+        case 4: fh.dtype = (uint8_t)rnd(); break;
+        case 5: /* another kind, or unknown bits */
+            fh.encoding = (uint16_t)(chance(50) ? 1 + rn(DC_ENC_KIND_MAX) : rnd());
+            break;
+        case 6: fh.target_digest.lo ^= 1; break;
+        case 7: fh.baseline_version = edge64(); break;
+        case 8: fh.target_version = edge64(); break;
+        case 9: { /* payload truncated, the header says so (and CRC32C matches) */
+            plen = rn((uint32_t)plen);
+            fh.payload_len = (uint32_t)plen;
+            break;
+        }
+        case 10: /* payload length lies (the body does not follow it) */
+            fh.payload_len = chance(50) ? edge32(l->nchunks, 2) : fh.payload_len + 1;
+            break;
+        case 11: /* a wrong CRC32C: the node must not decode */
+            fh.payload_crc ^= 0x5a5a5a5au;
+            recrc = 0;
+            break;
+        default: { /* payload bytes corrupted behind a valid CRC32C: the decoder
+                    * and the digest check must catch it */
+            uint32_t nflip = 1 + rn(8);
+            for (uint32_t i = 0; i < nflip && plen; i++)
+                p[rn((uint32_t)plen)] ^= (uint8_t)(chance(30) ? 0xff : 1u << rn(8));
+            break;
+        }
+        }
+    }
+    if (recrc)
+        fh.payload_crc = dc_crc32c(0, p, plen);
+    dc_frame_encode(&fh, m->b + DC_MSG_HDR_SIZE);
+    if (lie && chance(5)) /* the frame header's own CRC broken */
+        m->b[DC_MSG_HDR_SIZE + rn(DC_FRAME_HEADER_SIZE)] ^= 0x10;
+    unsigned kind = dc_enc_kind(fh.encoding);
+    hmsg_hdr(m, DC_MSG_FRAME,
+             (uint8_t)((kind == DC_ENC_PUT_DENSE ? DC_FRAME_F_OVERWRITE : 0) |
+                       (node != DC_NODE_ALL ? DC_FRAME_F_RETRY : 0)),
+             v, b, node, c, 1, DC_FRAME_HEADER_SIZE + plen);
+}
+
+/* --- the coordinator side -------------------------------------------------------- */
+
+/* Drop what an authenticated child may legitimately use to change the job
+ * (rather than to break the node): anything speaking for the honest
+ * receiver; for the receiver it impersonates (imp), what would complete
+ * its version: ACKs covering its last chunk, a STATE / HELLO that says
+ * committed or the last chunk applied.  In phase B, parse-valid SUB and
+ * HELLO (a bad one closes the link by design; phase A covers them). */
+static int sane_up(const hmsg_t *m, uint32_t nch, int phase_b, uint32_t imp, uint32_t honest)
+{
+    dc_msg_t h;
+    if (dc_msg_parse(m->b, m->len, &h) != DC_OK)
+        return 1; /* garbage: the node must drop it */
+    if (h.node == honest)
+        return 0;
+    if (phase_b && (h.type == DC_MSG_SUB || h.type == DC_MSG_HELLO))
+        return 0;
+    if (h.node != imp)
+        return 1;
+    if (h.type == DC_MSG_ACK && h.chunk < nch && (uint64_t)h.chunk + h.count >= nch)
+        return 0;
+    if (h.type == DC_MSG_HELLO || h.type == DC_MSG_STATE) {
+        dc_hello_t hh;
+        if (dc_hello_parse(&h, &hh) == DC_OK &&
+            (hh.committed >= 1 ||
+             (hh.nstates >= nch && hh.states[nch - 1] == DC_JSTATE_APPLIED)))
+            return 0;
+    }
+    return 1;
+}
+
+/* One hostile upward message (from a child), node ids mostly imp's. */
+static void gen_up(hmsg_t *m, const ckpt_t *k, uint64_t vcur, int pre_hello, uint32_t imp)
+{
+    uint32_t nch = k->l->nchunks, nn = 3;
+    uint32_t node = chance(70) ? imp : edge32(nch, nn);
+    uint64_t v = chance(70) ? vcur : edge64();
+    unsigned what = pre_hello ? rn(4) : 2 + rn(12);
+    switch (what) {
+    case 0: { /* SUB: count vs body, stream ids out of range, node lies */
+        uint32_t n = rn(8), said = chance(60) ? n : edge32(nch, nn);
+        hmsg_hdr(m, DC_MSG_SUB, 0, 0, 0, chance(60) ? imp : node, (uint32_t)rnd(), said, 4 * n);
+        for (uint32_t i = 0; i < n; i++)
+            dc_store_le32(m->b + DC_MSG_HDR_SIZE + 4 * i, chance(50) ? i : edge32(nch, nn));
+        break;
+    }
+    case 1: /* HELLO: node / nstates / role lies */
+    case 2: {
+        uint32_t ns = chance(50) ? nch : rn(2 * nch + 2);
+        uint32_t flags = (uint32_t)(chance(20) ? rnd() : rn(16));
+        build_hello(m, what == 1 ? DC_MSG_HELLO : DC_MSG_STATE, node, chance(50) ? 0 : edge64(),
+                    flags, ns, chance(70) ? ns : edge32(nch, nn), 1);
+        break;
+    }
+    case 3: /* ACK */
+    case 4:
+        hmsg_hdr(m, DC_MSG_ACK, 0, v, v - 1, node, chance(40) ? rn(nch) : edge32(nch, nn),
+                 chance(40) ? 1 + rn(3) : edge32(nch, nn), 0);
+        break;
+    case 5: /* NEED */
+        hmsg_hdr(m, DC_MSG_NEED, (uint8_t)rnd(), v, v - 1, node,
+                 chance(40) ? rn(nch) : edge32(nch, nn), chance(40) ? 1 + rn(3) : edge32(nch, nn),
+                 0);
+        break;
+    case 6: /* DONE: bodies from empty to longer than DC_MAX_LINKS entries */
+    case 7: {
+        size_t bl = chance(50) ? rn(21) : rn(32 + 12 * 10 + 8);
+        hmsg_hdr(m, DC_MSG_DONE, (uint8_t)rnd(), v, edge64(), node, 0, 0, bl);
+        hmsg_rand_body(m, bl);
+        break;
+    }
+    case 8: { /* SENT: entries with chunks in and out of range, LAST or not */
+        uint32_t n = rn(40);
+        hmsg_hdr(m, DC_MSG_SENT, (uint8_t)(chance(50) ? DC_SENT_F_LAST : rnd()), v, rnd(),
+                 node, 0, n, (size_t)n * DC_SENT_ENTRY);
+        hmsg_rand_body(m, (size_t)n * DC_SENT_ENTRY);
+        for (uint32_t i = 0; i < n; i++)
+            dc_store_le32(m->b + DC_MSG_HDR_SIZE + i * DC_SENT_ENTRY,
+                          chance(50) ? rn(nch) : edge32(nch, nn));
+        break;
+    }
+    case 9: /* FRAME up a non-control link */
+        build_frame(m, k, rn(nch), chance(50), v, v - 1, node, chance(50));
+        break;
+    case 10: { /* down-messages from a child */
+        static const uint8_t ty[] = {DC_MSG_BEGIN, DC_MSG_COMMIT, DC_MSG_ABORT, DC_MSG_SUBOK,
+                                     DC_MSG_BYE};
+        size_t bl = rn(40);
+        hmsg_hdr(m, ty[rn(DC_ARRAY_SIZE(ty))], 0, v, v - 1, chance(50) ? DC_NODE_ALL : node,
+                 edge32(nch, nn), edge32(nch, nn), bl);
+        hmsg_rand_body(m, bl);
+        break;
+    }
+    case 11: { /* raw garbage (may even start with the magic) */
+        m->len = rn(300);
+        for (size_t i = 0; i < m->len; i++)
+            m->b[i] = (uint8_t)rnd();
+        if (m->len >= 4 && chance(50))
+            dc_store_le32(m->b, DC_MSG_MAGIC);
+        return;
+    }
+    default: { /* any type, random header fields */
+        size_t bl = rn(64);
+        hmsg_hdr(m, (uint8_t)(chance(50) ? rnd() : 16 + rn(8)), (uint8_t)rnd(), v, edge64(),
+                 node, edge32(nch, nn), edge32(nch, nn), bl);
+        hmsg_rand_body(m, bl);
+        break;
+    }
+    }
+    int nm = chance(45) ? 1 + (int)rn(3) : 0;
+    for (int i = 0; i < nm; i++)
+        mut_one(m, nch, nn);
+}
+
+static int pred_frames_to_me(hc_t *h, uint64_t n)
+{
+    return h->frames_to_me >= n;
+}
+
+/* A hostile child of node `target` (the coordinator, or a relay) that
+ * speaks as receiver `imp`; receiver `honest` runs from the start, the
+ * real `imp` only once the hostile child is gone. */
+static void hostile_child(int regions, int per, uint32_t target, uint32_t imp, uint32_t honest)
+{
+    job_init(&J, regions, per, "3e5", 2, "optimizer");
+    ckpt_t k;
+    ckpt_load(&k, &J);
+    uint32_t nch = k.l->nchunks;
+    job_start(&J, 0, NULL, "--abort-ms 20000");
+    job_start(&J, (int)honest, NULL, NULL);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port + (int)target);
+    uint64_t t0 = dc_now_ns();
+    static hmsg_t m;
+    uint64_t sent = 0, dropped = 0;
+
+    /* Phase A: lies before and in the announcement (the node closes most of
+     * these links) */
+    for (int conn = 0; conn < hc_scale(30); conn++) {
+        hc_t h;
+        hc_connect(&h, addr, imp);
+        int n = 1 + (int)rn(6);
+        for (int i = 0; i < n && !h.dead; i++) {
+            gen_up(&m, &k, 1, i < 2, imp);
+            if (!sane_up(&m, nch, 0, imp, honest)) {
+                dropped++;
+                continue;
+            }
+            sent += hc_send(&h, m.b, m.len);
+        }
+        hc_until(&h, 150, hc_pred_flushed, 0);
+        hc_close(&h);
+        cr_assert(hc_alive(&J, (int)target), "node %u died in phase A (connection %d)", target,
+                  conn);
+    }
+
+    /* Phase B: a child that announced itself as receiver imp (so the
+     * version begins once the honest receiver is in too), then a stream of
+     * hostile messages about the version in flight */
+    hc_t h;
+    hc_connect(&h, addr, imp);
+    hmsg_hdr(&m, DC_MSG_SUB, 0, 0, 0, imp, 7, 1, 4);
+    dc_store_le32(m.b + DC_MSG_HDR_SIZE, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUBOK | (1u << 8)), "no SUBOK");
+    build_hello(&m, DC_MSG_HELLO, imp, 0, 0, 0, 0, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 15000, hc_pred_type, DC_MSG_BEGIN | (1u << 8)),
+              "the coordinator never began a version");
+    cr_assert_eq(h.last_begin, 1);
+    for (int i = 0; i < hc_scale(4000); i++) {
+        gen_up(&m, &k, h.last_begin, 0, imp);
+        if (!sane_up(&m, nch, 1, imp, honest)) {
+            dropped++;
+            continue;
+        }
+        cr_assert(hc_send(&h, m.b, m.len), "node %u closed the link at message %d", target, i);
+        sent++;
+    }
+    cr_assert(hc_until(&h, 10000, hc_pred_flushed, 0), "hostile messages not acknowledged");
+    /* still serving: a clean STATE of receiver imp (on the baseline,
+     * nothing applied) gets the chunks it lacks re-sent, addressed to it */
+    uint64_t before = h.frames_to_me;
+    build_hello(&m, DC_MSG_STATE, imp, 0, 0, 0, 0, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 10000, pred_frames_to_me, before + 1),
+              "no re-sent chunk after a receiver's STATE");
+    cr_assert(hc_alive(&J, (int)target), "node %u died", target);
+    cr_assert(hc_alive(&J, 0), "the coordinator died");
+    cr_log_info("hostile child of node %u: %llu messages sent, %llu withheld, got %llu FRAMEs "
+                "(%llu addressed), %.1f s", target, (unsigned long long)sent,
+                (unsigned long long)dropped, (unsigned long long)h.got[DC_MSG_FRAME],
+                (unsigned long long)h.frames_to_me, (double)(dc_now_ns() - t0) / 1e9);
+    hc_close(&h);
+    ckpt_free(&k);
+
+    /* the real receiver imp joins: every version commits, all exact */
+    job_start(&J, (int)imp, NULL, NULL);
+    int rc = job_wait(&J, 0, 60);
+    if (rc != 0)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
+    for (int i = 1; i < J.nnodes; i++) {
+        int r = job_wait(&J, i, 15);
+        if (r != 0)
+            job_dump_logs(&J);
+        cr_assert_eq(r, 0, "receiver %d exit %d", i, r);
+    }
+    job_expect_all_exact(&J, 2);
+    /* it said why it dropped them */
+    cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log%u", J.dir, target), 0);
+    cr_assert_eq(job_sh("grep -q 'bad HELLO' %s/log%u", J.dir, target), 0);
+}
+
+Test(hostile, hostile_child_vs_coordinator)
+{
+    hc_seed(0x1234567ull); /* fixed: a failure replays */
+    /* root 0, receivers 1 and 2 (both under 0); the child speaks as 1 */
+    hostile_child(2, 1, 0, 1, 2);
+}
+
+Test(hostile, hostile_child_vs_relay)
+{
+    hc_seed(0xabcdef12ull);
+    /* root 0, relay 1 (the region's gateway), receiver 2 under it; the
+     * child of the relay speaks as 2: the relay forwards what it takes up
+     * to the coordinator unchanged */
+    hostile_child(1, 2, 1, 2, 1);
+}
+
+/* --- the receiver side ------------------------------------------------------------ */
+
+/* Drop what an authenticated parent may legitimately use to end or steer
+ * the job (not to break the node): a parse-valid BYE, a BEGIN of another
+ * layout (a receiver stops on a checkpoint mismatch by design), a broadcast
+ * COMMIT of the versions the honest coordinator sends later (the node
+ * would take it for the real one). */
+static int sane_down(const hmsg_t *m, const ckpt_t *k)
+{
+    dc_msg_t h;
+    if (dc_msg_parse(m->b, m->len, &h) != DC_OK)
+        return 1;
+    if (h.type == DC_MSG_BYE)
+        return 0;
+    if (h.type == DC_MSG_BEGIN) {
+        dc_begin_t bg;
+        if (dc_begin_parse(&h, &bg) == DC_OK &&
+            (bg.layout_id != k->l->id || bg.nchunks != k->l->nchunks))
+            return 0;
+    }
+    if ((h.type == DC_MSG_COMMIT || h.type == DC_MSG_ABORT) && h.node == DC_NODE_ALL &&
+        (h.version == 1 || h.version == 2))
+        return h.type == DC_MSG_ABORT && h.version == 1;
+    return 1;
+}
+
+static void gen_begin(hmsg_t *m, const ckpt_t *k, uint64_t v, uint64_t b, uint32_t mode)
+{
+    dc_begin_t bg = {.version = v, .baseline = b, .layout_id = k->l->id,
+                     .nchunks = k->l->nchunks, .mode = mode};
+    dc_begin_pack(&bg, m->b);
+    m->len = DC_BEGIN_SIZE;
+}
+
+/* One hostile down-message (from a parent).  *hv: the version the stream
+ * "begun" last (1 from 0: the receiver's own baseline, or 100.. from 99..). */
+static void gen_down(hmsg_t *m, const ckpt_t *k, uint64_t *hv)
+{
+    uint32_t nch = k->l->nchunks, nn = 2;
+    uint32_t node = chance(70) ? DC_NODE_ALL : chance(50) ? 1 : edge32(nch, nn);
+    unsigned what = rn(20);
+    if (what < 2) { /* BEGIN: a new hostile version, or a lie in one */
+        if (chance(60))
+            *hv = chance(50) ? 1 : 100 + rn(5);
+        gen_begin(m, k, *hv, *hv - 1, chance(70) ? DC_MODE_DELTA : DC_MODE_DENSE);
+        if (chance(40)) {
+            uint8_t *p = m->b + DC_MSG_HDR_SIZE;
+            switch (rn(4)) {
+            case 0: dc_store_le32(p + 8, edge32(nch, nn)); break;  /* nchunks */
+            case 1: dc_store_le32(p + 12, (uint32_t)rnd()); break;  /* mode */
+            case 2: dc_store_le64(m->b + 16, *hv + rn(3)); break;  /* baseline >= version */
+            default: dc_store_le64(p, rnd()); break;                /* layout id */
+            }
+        }
+    } else if (what < 12) { /* FRAME: never a valid one for chunk 0 (see sane_*) */
+        uint32_t c = 1 + rn(nch - 1);
+        int dense = chance(40);
+        uint64_t v = chance(85) ? *hv : edge64();
+        build_frame(m, k, c, dense, v, v - 1, chance(80) ? node : DC_NODE_ALL, chance(60));
+        if (chance(10)) /* the message header's chunk lies */
+            dc_store_le32(m->b + 28, chance(50) ? 0 : edge32(nch, nn));
+    } else if (what < 15) { /* COMMIT / ABORT: current, never begun, stale, elsewhere */
+        uint64_t v = chance(50) ? *hv : edge64();
+        hmsg_hdr(m, chance(50) ? DC_MSG_COMMIT : DC_MSG_ABORT, 0, v, v - 1, node, 0, 0, 0);
+    } else if (what == 15) { /* SUBOK */
+        hmsg_hdr(m, DC_MSG_SUBOK, 0, 0, 0, 1, (uint32_t)rnd(), 0, 0);
+    } else if (what == 16) { /* NEED to a receiver (a sender's request) */
+        hmsg_hdr(m, DC_MSG_NEED, (uint8_t)rnd(), *hv, *hv - 1, edge32(nch, nn),
+                 edge32(nch, nn), edge32(nch, nn), 0);
+    } else if (what == 17) { /* BYE, always malformed (sane_down drops a valid one) */
+        hmsg_hdr(m, DC_MSG_BYE, 0, 0, 0, DC_NODE_ALL, 0, 0, 0);
+        dc_store_le32(m->b + 36, 1 + rn(100));
+        return;
+    } else if (what == 18) { /* upward messages a parent never sends */
+        static const uint8_t ty[] = {DC_MSG_HELLO, DC_MSG_ACK, DC_MSG_STATE, DC_MSG_DONE,
+                                     DC_MSG_SUB, DC_MSG_SENT};
+        size_t bl = rn(48);
+        hmsg_hdr(m, ty[rn(DC_ARRAY_SIZE(ty))], 0, *hv, *hv - 1, 1, rn(nch), 1, bl);
+        hmsg_rand_body(m, bl);
+    } else { /* garbage */
+        m->len = rn(300);
+        for (size_t i = 0; i < m->len; i++)
+            m->b[i] = (uint8_t)rnd();
+        if (m->len >= 4 && chance(50))
+            dc_store_le32(m->b, DC_MSG_MAGIC);
+        return;
+    }
+    int nm = chance(35) ? 1 + (int)rn(3) : 0;
+    for (int i = 0; i < nm; i++)
+        mut_one(m, nch, nn);
+}
+
+Test(hostile, hostile_parent_vs_receiver)
+{
+    hc_seed(0xfeedf00dull); /* fixed: a failure replays */
+    job_init(&J, 1, 1, "3e5", 2, "inject"); /* root 0 (played by the test first), receiver 1 */
+    ckpt_t k;
+    ckpt_load(&k, &J);
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
+    dc_verbs_opts_t o;
+    hc_opts(&o);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    dc_verbs_listener_t *l;
+    cr_assert_eq(t->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
+    job_start(&J, 1, NULL, "--abort-ms 20000");
+    uint64_t t0 = dc_now_ns();
+    static hmsg_t m;
+    hc_t h;
+    hc_accept(&h, t, l, 1, 10000);
+    /* the child's SUB, our SUBOK, its HELLO */
+    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUB | (1u << 8)), "no SUB");
+    hmsg_hdr(&m, DC_MSG_SUBOK, 0, 0, 0, 1, h.sub_chunk, 0, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_HELLO | (1u << 8)), "no HELLO");
+    /* a malformed BEGIN (unknown mode) must not shadow the valid BEGIN of
+     * the same version that follows: the receiver, off that baseline, asks
+     * for overwrites of version 5 */
+    gen_begin(&m, &k, 5, 4, DC_MODE_DELTA);
+    dc_store_le32(m.b + DC_MSG_HDR_SIZE + 12, 7);
+    cr_assert(hc_send(&h, m.b, m.len));
+    gen_begin(&m, &k, 5, 4, DC_MODE_DELTA);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 5000, hc_pred_up_v, 5),
+              "a malformed BEGIN 5 made the receiver ignore the valid BEGIN 5");
+    uint64_t hv = 1, sent = 0, dropped = 0;
+    for (int i = 0; i < hc_scale(4000); i++) {
+        gen_down(&m, &k, &hv);
+        if (!sane_down(&m, &k)) {
+            dropped++;
+            continue;
+        }
+        cr_assert(hc_send(&h, m.b, m.len), "the receiver closed the link at message %d", i);
+        sent++;
+        if (i % 256 == 0)
+            cr_assert(hc_alive(&J, 1), "the receiver died at message %d", i);
+    }
+    cr_assert(hc_until(&h, 15000, hc_pred_flushed, 0), "hostile messages not acknowledged");
+    /* still serving, in order: a version begun and aborted is answered by
+     * its DONE (and the broadcast BEGIN / ABORT de-duplication moves off
+     * the versions the stream used) */
+    const uint64_t probe = 0x5eed0001ull; /* a version the stream never uses */
+    gen_begin(&m, &k, probe, probe - 1, DC_MODE_DELTA);
+    cr_assert(hc_send(&h, m.b, m.len));
+    hmsg_hdr(&m, DC_MSG_ABORT, 0, probe, probe - 1, DC_NODE_ALL, 0, 0, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 10000, hc_pred_done, probe), "the receiver no longer answers ABORT");
+    cr_assert(hc_alive(&J, 1), "the receiver died");
+    cr_log_info("hostile parent: %llu messages sent, %llu withheld; got %llu ACK, %llu NEED, "
+                "%llu DONE; %.1f s",
+                (unsigned long long)sent, (unsigned long long)dropped,
+                (unsigned long long)h.got[DC_MSG_ACK], (unsigned long long)h.got[DC_MSG_NEED],
+                (unsigned long long)h.got[DC_MSG_DONE], (double)(dc_now_ns() - t0) / 1e9);
+    /* it applied some of the hostile frames (valid ones of chunks >= 1) and
+     * asked again for the lying ones */
+    cr_assert_gt(h.got[DC_MSG_ACK], 0);
+    cr_assert_gt(h.got[DC_MSG_NEED], 0);
+    hc_close(&h);
+    t->listen_close(l);
+    ckpt_free(&k);
+
+    /* the real coordinator takes the address: v1, v2, exact */
+    job_start(&J, 0, NULL, "--abort-ms 20000");
+    int rc = job_wait(&J, 0, 60);
+    if (rc != 0)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
+    rc = job_wait(&J, 1, 15);
+    if (rc != 0)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 0, "receiver exit %d", rc);
+    job_expect_all_exact(&J, 2);
+    cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log1", J.dir), 0);
+    cr_assert_eq(job_sh("grep -q 'bad frame for chunk' %s/log1", J.dir), 0);
+}
