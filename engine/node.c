@@ -243,6 +243,11 @@ typedef struct dc_node {
     uint32_t cursor, sent, total;   /* broadcast: encode cursor, sent count */
     dc_work_t *wq;
     size_t wq_head, wq_n, wq_cap;
+    /* per (dest, chunk), under mu: 1 an XOR, 2 an overwrite of the chunk
+     * for dest waits in wq (a repeated request while it waits is dropped:
+     * a flapping child's every STATE would otherwise queue again all the
+     * chunks it lacks) */
+    uint8_t *wqin;
     dc_nbuf_t *ready_head, *ready_tail;
     pthread_t *enc;
     struct dc_enc_arg *enc_args;
@@ -1310,6 +1315,14 @@ static dc_peer_t *dc_root_ctl_peer(dc_node_t *n, uint32_t s)
     return NULL;
 }
 
+/* Drop every queued repair (under mu). */
+static void dc_wq_clear(dc_node_t *n)
+{
+    n->wq_n = 0;
+    if (n->wqin)
+        memset(n->wqin, 0, (size_t)n->nnodes * (n->layout->nchunks ? n->layout->nchunks : 1));
+}
+
 static void dc_root_queue(dc_node_t *n, uint32_t chunk, uint32_t dest, int overwrite)
 {
     if (n->is_root && n->cfg->source && n->chunk_src[chunk] != n->me) {
@@ -1331,6 +1344,14 @@ static void dc_root_queue(dc_node_t *n, uint32_t chunk, uint32_t dest, int overw
         return;
     }
     pthread_mutex_lock(&n->mu);
+    uint32_t nch = n->layout->nchunks;
+    uint8_t *in = n->wqin && dest < n->nnodes && chunk < nch
+                      ? &n->wqin[(size_t)dest * nch + chunk] : NULL;
+    if (in && (*in & (overwrite ? 2 : 3))) {
+        /* already waiting (an overwrite serves an XOR's request too) */
+        pthread_mutex_unlock(&n->mu);
+        return;
+    }
     if (n->wq_n == n->wq_cap) {
         size_t nc = n->wq_cap ? n->wq_cap * 2 : 256;
         dc_work_t *w = malloc(nc * sizeof(*w));
@@ -1347,6 +1368,8 @@ static void dc_root_queue(dc_node_t *n, uint32_t chunk, uint32_t dest, int overw
     }
     n->wq[(n->wq_head + n->wq_n) % n->wq_cap] = (dc_work_t){chunk, dest, (uint8_t)overwrite};
     n->wq_n++;
+    if (in)
+        *in |= overwrite ? 2 : 1;
     n->repairs++;
     pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
@@ -1494,6 +1517,8 @@ static void *dc_root_encoder(void *arg)
             w = n->wq[n->wq_head];
             n->wq_head = (n->wq_head + 1) % n->wq_cap;
             n->wq_n--;
+            if (n->wqin && w.dest < n->nnodes && w.chunk < n->layout->nchunks)
+                n->wqin[(size_t)w.dest * n->layout->nchunks + w.chunk] &= w.overwrite ? 1 : 2;
         } else {
             w = (dc_work_t){n->bcast[n->cursor++], DC_NODE_ALL, 0};
         }
@@ -1804,7 +1829,7 @@ static void dc_sender_start(dc_node_t *n, const dc_begin_t *bg, dc_status_t st)
     n->in_flight = 1;
     pthread_mutex_lock(&n->mu);
     memset(n->dknown, 0, n->layout->nchunks ? n->layout->nchunks : 1);
-    n->wq_n = 0;
+    dc_wq_clear(n);
     n->cursor = 0;
     n->total = n->nbcast;
     pthread_cond_broadcast(&n->cv);
@@ -1889,7 +1914,7 @@ static void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type)
     pthread_mutex_lock(&n->mu);
     n->total = 0;
     n->cursor = 0;
-    n->wq_n = 0;
+    dc_wq_clear(n);
     pthread_mutex_unlock(&n->mu);
     if (n->cfg->source) {
         dc_status_t st = DC_OK;
@@ -2853,7 +2878,8 @@ static dc_status_t dc_enc_alloc(dc_node_t *n)
     n->digests = calloc(nch ? nch : 1, sizeof(*n->digests));
     n->dknown = calloc(nch ? nch : 1, 1);
     n->sentc = calloc(nch ? nch : 1, 1);
-    if (!n->digests || !n->dknown || !n->sentc)
+    n->wqin = calloc((size_t)n->nnodes * (nch ? nch : 1), 1);
+    if (!n->digests || !n->dknown || !n->sentc || !n->wqin)
         return dc_error(DC_ERR_NOMEM, "sender: out of memory");
     return DC_OK;
 }
@@ -2998,6 +3024,7 @@ static void dc_root_free(dc_node_t *n)
     free(n->rx_bytes);
     free(n->rx_parent);
     free(n->wq);
+    free(n->wqin);
     free(n->vstats);
     free(n->dknown);
     free(n->sentc);
@@ -3198,7 +3225,7 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     pthread_mutex_lock(&n->mu);
     n->total = 0;
     n->cursor = 0;
-    n->wq_n = 0;
+    dc_wq_clear(n);
     pthread_mutex_unlock(&n->mu);
     if (n->finished)
         return n->result ? n->result : dc_error(DC_ERR_INTERNAL, "root stopped");

@@ -22,6 +22,9 @@
  *     addressed elsewhere, and upward messages it should never get.  Then
  *     the real coordinator takes that address: the receiver must end
  *     byte-exact with the last version.
+ *   state_storm_queues_each_chunk_once: 50 clean STATEs in a row from a
+ *     child that lacks every chunk re-send each chunk about once or twice
+ *     (a request already waiting in the coordinator's queue is dropped).
  *
  * Messages the protocol lets an authenticated peer use to end a job on
  * purpose are not sent parse-valid (they would end the node by design, not
@@ -407,6 +410,82 @@ static void hostile_child(int regions, int per, uint32_t target, uint32_t imp, u
     /* it said why it dropped them */
     cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log%u", J.dir, target), 0);
     cr_assert_eq(job_sh("grep -q 'bad HELLO' %s/log%u", J.dir, target), 0);
+}
+
+/* A child whose link flaps says STATE each time it is back: the
+ * coordinator must queue each chunk the child lacks once while a request
+ * for it waits, not once per STATE (50 STATEs in a row used to queue, encode
+ * and send every such chunk 50 times). */
+static int pred_frames(hc_t *h, uint64_t n)
+{
+    return h->got[DC_MSG_FRAME] >= n;
+}
+
+Test(hostile, state_storm_queues_each_chunk_once)
+{
+    hc_seed(0x5157a7eull);
+    job_init(&J, 2, 1, "3e5", 2, "optimizer");
+    ckpt_t k;
+    ckpt_load(&k, &J);
+    uint32_t nch = k.l->nchunks;
+    job_start(&J, 0, NULL, "--abort-ms 20000");
+    job_start(&J, 2, NULL, NULL);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    static hmsg_t m;
+    hc_t h;
+    hc_connect(&h, addr, 1);
+    hmsg_hdr(&m, DC_MSG_SUB, 0, 0, 0, 1, 7, 1, 4);
+    dc_store_le32(m.b + DC_MSG_HDR_SIZE, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUBOK | (1u << 8)), "no SUBOK");
+    build_hello(&m, DC_MSG_HELLO, 1, 0, 0, 0, 0, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 15000, hc_pred_type, DC_MSG_BEGIN | (1u << 8)),
+              "the coordinator never began a version");
+    /* the broadcast passes by (never ACKed: receiver 1 lacks every chunk) */
+    cr_assert(hc_until(&h, 15000, pred_frames, nch), "broadcast of %u chunks incomplete", nch);
+    hc_until(&h, 300, NULL, 0);
+    uint64_t before = h.frames_to_me;
+    enum { STORM = 50 };
+    for (int i = 0; i < STORM; i++) {
+        build_hello(&m, DC_MSG_STATE, 1, 0, 0, 0, 0, 0);
+        cr_assert(hc_send(&h, m.b, m.len));
+    }
+    cr_assert(hc_until(&h, 10000, hc_pred_flushed, 0), "STATEs not acknowledged");
+    /* until no re-sent chunk came for a second */
+    uint64_t last = h.frames_to_me, quiet = dc_now_ns(), end = quiet + 20000000000ull;
+    while (dc_now_ns() < end && dc_now_ns() - quiet < 1000000000ull) {
+        hc_until(&h, 100, NULL, 0);
+        if (h.frames_to_me != last) {
+            last = h.frames_to_me;
+            quiet = dc_now_ns();
+        }
+    }
+    uint64_t got = h.frames_to_me - before;
+    cr_log_info("%d STATEs over %u unacknowledged chunks: %llu chunks re-sent", STORM, nch,
+                (unsigned long long)got);
+    cr_assert_geq(got, nch, "a STATE must get every chunk re-sent (%llu of %u)",
+                  (unsigned long long)got, nch);
+    /* ~2 nch here (a chunk the encoder has taken is queued again by the
+     * next STATE); without the check STORM * nch: a 5x margin for load */
+    cr_assert_leq(got, (uint64_t)nch * STORM / 5, "%d STATEs re-sent %llu chunks of %u", STORM,
+                  (unsigned long long)got, nch);
+    cr_assert(hc_alive(&J, 0), "the coordinator died");
+    hc_close(&h);
+    ckpt_free(&k);
+    job_start(&J, 1, NULL, NULL);
+    int rc = job_wait(&J, 0, 60);
+    if (rc != 0)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
+    for (int i = 1; i < J.nnodes; i++) {
+        int r = job_wait(&J, i, 15);
+        if (r != 0)
+            job_dump_logs(&J);
+        cr_assert_eq(r, 0, "receiver %d exit %d", i, r);
+    }
+    job_expect_all_exact(&J, 2);
 }
 
 Test(hostile, hostile_child_vs_coordinator)
