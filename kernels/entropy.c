@@ -650,7 +650,8 @@ dc_status_t dc_golomb_dec_run(dc_golomb_dec_t *d, uint32_t *pos, size_t upto)
             unsigned lz = win ? (unsigned)__builtin_clzll(win) : 64;
             if (lz + 1 + b > 64 - bc)
                 goto careful;
-            win <<= lz + 1;
+            /* in two shifts: with b = 0 the code can be all 64 bits */
+            win = (win << lz) << 1;
             unsigned used = lz + 1;
             uint64_t rem = 0;
             if (b) {

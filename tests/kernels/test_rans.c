@@ -183,6 +183,39 @@ Test(rans, golomb_positions_roundtrip)
     free(buf);
 }
 
+/* Golomb parameter 1 (b = 0: a code is g zeros and a one) with codes of
+ * 63 and more zeros starting on a byte boundary: the decoder's one-code path
+ * then consumes a whole 64-bit window (found by libFuzzer + UBSan as a
+ * shift by 64).  Every gap 56..70 lands on a byte boundary after 200 unit
+ * gaps, in streams short of the table's threshold and long enough to use
+ * it. */
+Test(rans, golomb_unary_codes_fill_the_window)
+{
+    for (uint32_t gap = 56; gap <= 70; gap++) {
+        for (size_t lead = 200; lead <= 200 + 8 * 4096; lead += 8 * 4096) {
+            size_t count = lead + 2;
+            uint32_t *pos = malloc(count * 4), *got = malloc(count * 4);
+            cr_assert(pos && got);
+            for (size_t i = 0; i < lead; i++)
+                pos[i] = (uint32_t)i; /* 'lead' one-bit codes: a byte boundary */
+            pos[lead] = (uint32_t)(lead + gap);
+            pos[lead + 1] = pos[lead] + 1;
+            uint64_t n = (uint64_t)pos[lead + 1] + 1;
+            size_t cap = dc_ent_pos_bound(count, n), len;
+            uint8_t *buf = malloc(cap);
+            cr_assert(buf);
+            cr_assert_eq(dc_ent_pos_encode(pos, count, n, buf, cap, &len), DC_OK);
+            cr_assert_eq(buf[0], 1, "Golomb parameter %u, expected 1", buf[0]);
+            cr_assert_eq(dc_ent_pos_decode(buf, len, count, n, got), DC_OK, "gap %u: %s", gap,
+                         dc_last_error());
+            cr_assert(memcmp(got, pos, count * 4) == 0, "gap %u lead %zu", gap, lead);
+            free(buf);
+            free(pos);
+            free(got);
+        }
+    }
+}
+
 /* The resumable decoders, run in slices of random sizes (alone, and both
  * at once through dc_ent_sparse_run with and without a prefetch span),
  * give what one whole run gives, and finish only at the stream's end. */
