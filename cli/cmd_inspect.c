@@ -130,7 +130,8 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bo
     dc_tstat_t *ts = calloc(nt + 1, sizeof(*ts));
     dc_codec_t *codec = NULL;
     int rc = DC_EXIT_FAIL;
-    if (!ts || (st = dc_codec_create((size_t)r.info.chunk_size, &codec)) != DC_OK) {
+    if (!ts || (st = dc_codec_create((size_t)dc_delta_max_chunk_bytes(lay, r.info.chunk_size),
+                                   &codec)) != DC_OK) {
         st = ts ? st : DC_ERR_NOMEM;
         dc_cli_fail("inspect", st, "%s", path);
         goto out;

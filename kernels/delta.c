@@ -21,6 +21,18 @@ static dc_status_t dc_opts_chunk(const dc_delta_opts_t *o, uint64_t *cs);
 /*  Chunk grid and checkpoint digest                                        */
 /* ======================================================================== */
 
+uint64_t dc_delta_max_chunk_bytes(const dc_st_file_t *f, uint64_t chunk_size)
+{
+    uint64_t m = DC_CODEC_MIN_CHUNK;
+    for (size_t i = 0; i < dc_st_count(f); i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(f, i);
+        unsigned w = (unsigned)dc_dtype_size(t->dtype);
+        uint64_t b = DC_MIN(dc_delta_chunk_elems(chunk_size, w), t->nelems) * w;
+        m = DC_MAX(m, b);
+    }
+    return m;
+}
+
 dc_status_t dc_grid_init(dc_grid_t *g, const dc_st_file_t *f, uint64_t cs)
 {
     g->nt = dc_st_count(f);
@@ -547,7 +559,8 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
     uint8_t *used = NULL, *outbuf = NULL;
     dc_diff_ctx_t d;
     memset(&d, 0, sizeof(d));
-    dc_pool_init(&d.pool, (size_t)cs);
+    size_t maxc = (size_t)dc_delta_max_chunk_bytes(next, cs);
+    dc_pool_init(&d.pool, maxc);
     if ((st = dc_grid_init(&bg, base, cs)) != DC_OK || (st = dc_grid_init(&ng, next, cs)) != DC_OK ||
         (st = dc_match(base, next, &bidx, &used)) != DC_OK)
         goto out;
@@ -555,7 +568,7 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
     ndg = malloc(sizeof(dc_digest_t) * (ng.G + 1));
     size_t batch = DC_MAX((size_t)threads * 4, (size_t)((64u << 20) / cs));
     batch = DC_MIN(batch, (size_t)4096);
-    d.out_cap = dc_codec_payload_bound((size_t)cs);
+    d.out_cap = dc_codec_payload_bound(maxc);
     d.jobs = calloc(batch, sizeof(dc_job_t));
     outbuf = malloc(batch * d.out_cap);
     if (!bdg || !ndg || !d.jobs || !outbuf) {
@@ -905,6 +918,10 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
     }
     a.base = base;
     a.img = r->buf;
+    /* codec contexts as large as the target's largest chunk, not as the
+     * header's chunk_size claims (a 500-byte delta claiming 128 MiB chunks
+     * made every context allocate and clear for them) */
+    a.pool.max_bytes = (size_t)dc_delta_max_chunk_bytes(a.tgt, in->chunk_size);
     if ((st = dc_grid_init(&a.tg, a.tgt, in->chunk_size)) != DC_OK ||
         (st = dc_match(base, a.tgt, &a.bidx, &a.used)) != DC_OK)
         goto out;

@@ -124,6 +124,11 @@ dc_status_t dc_delta_reader_next(dc_delta_reader_t *r, dc_frame_hdr_t *h,
 dc_status_t dc_delta_layout(const dc_delta_reader_t *r, dc_st_file_t **out, void **map);
 void dc_delta_layout_free(const dc_delta_reader_t *r, void *map);
 
+/** Bytes of the largest chunk of f's tensors cut at chunk_size (at least
+ *  DC_CODEC_MIN_CHUNK): what a codec context for them needs.  A delta
+ *  header's chunk_size alone may claim far more than any tensor holds. */
+uint64_t dc_delta_max_chunk_bytes(const dc_st_file_t *f, uint64_t chunk_size);
+
 /** Elements per chunk of a w-byte dtype for a chunk size. */
 static inline uint64_t dc_delta_chunk_elems(uint64_t chunk_size, unsigned w)
 {

@@ -275,7 +275,8 @@ static dc_status_t dc_apply_in_place(uint8_t *img, size_t len, const uint8_t *d,
         goto out;
     threads = DC_MIN(DC_MAX(threads, 1u), 64u);
     for (unsigned i = 0; i < threads; i++)
-        if ((st = dc_codec_create(rd.info.chunk_size, &codecs[i])) != DC_OK)
+        if ((st = dc_codec_create(dc_delta_max_chunk_bytes(f, rd.info.chunk_size), &codecs[i])) !=
+            DC_OK)
             goto out;
     dc_inplace_job_t job = {.img = img, .f = f, .fr = fr, .nframes = nf, .nthreads = threads,
                             .data_off = dc_st_data_offset(f), .c = codecs};

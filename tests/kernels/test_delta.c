@@ -9,6 +9,7 @@
  */
 #include <criterion/criterion.h>
 
+#include "kernels/codec.h"
 #include "kernels/delta.h"
 #include "kernels/safetensors.h"
 
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -529,6 +531,52 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
 }
 
 /* --- CLI ------------------------------------------------------------------ */
+
+/* A small checkpoint cut at the largest chunk size there is: diff and
+ * apply size their codec contexts by the largest chunk its tensors hold,
+ * not by the chunk size (a 500-byte hostile delta claiming 128 MiB chunks
+ * made apply allocate and clear contexts for them).  In a child whose
+ * address space may grow by 192 MiB only: a context sized by the claim
+ * needs 4 bytes of positions per byte of chunk (1 GiB) and fails there.
+ * (Not under ASan, whose shadow memory needs terabytes of address space.) */
+Test(delta, huge_chunk_size_on_small_checkpoint_needs_little_memory)
+{
+    write_ckpt(path("base.st"), ALL_DTYPES, DC_ARRAY_SIZE(ALL_DTYPES), NULL, 1, 0.0);
+    write_ckpt(path("next.st"), ALL_DTYPES, DC_ARRAY_SIZE(ALL_DTYPES), NULL, 1, 0.05);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+#if !defined(__SANITIZE_ADDRESS__)
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1)
+            _exit(3);
+        fclose(f);
+        rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)192 << 20);
+        struct rlimit rl = {lim, lim};
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(3);
+#endif
+        dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = DC_CODEC_MAX_CHUNK, .threads = 2};
+        if (dc_delta_diff_files(path("base.st"), path("next.st"), path("d.delta"), &o, NULL) !=
+            DC_OK) {
+            fprintf(stderr, "diff: %s\n", dc_last_error());
+            _exit(1);
+        }
+        if (dc_delta_apply_files(path("base.st"), path("d.delta"), path("out.st"), &o, NULL) !=
+            DC_OK) {
+            fprintf(stderr, "apply: %s\n", dc_last_error());
+            _exit(2);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "diff/apply at chunk size %u within 192 MiB: status 0x%x", DC_CODEC_MAX_CHUNK,
+              status);
+    same_files(path("out.st"), path("next.st"));
+}
 
 static int run(const char *cmd)
 {
