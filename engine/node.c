@@ -1797,6 +1797,7 @@ static dc_status_t dc_node_chunk_map(dc_node_t *n);
 static dc_status_t dc_sender_start_encoders(dc_node_t *n);
 static int dc_mem_try(dc_node_t *n, uint64_t v);
 static dc_status_t dc_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs);
+static void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type);
 
 /* Start broadcasting version bg (its bytes are open: files or memory). */
 static void dc_sender_start(dc_node_t *n, const dc_begin_t *bg, dc_status_t st)
@@ -1850,8 +1851,18 @@ static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
         DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
         return;
     }
-    if ((n->in_flight && n->vnum == bg.version) || (n->mpend && n->mbg.version == bg.version))
+    if (n->mpend && n->mbg.version == bg.version)
         return;
+    if (n->in_flight && n->vnum == bg.version) {
+        /* the version we broadcast, begun again: a new coordinator process
+         * on a new control link (the old one died mid-version).  Our
+         * chunks went out; SENT again, or it never learns so (no stall
+         * repair, no re-send to receivers that re-joined: the version hung
+         * until abort_ms) */
+        n->sent_reported = 0;
+        dc_sender_report_sent(n);
+        return;
+    }
     dc_status_t st = DC_OK;
     if (bg.version == 0 || bg.baseline != bg.version - 1)
         st = dc_error(DC_ERR_INVALID, "sender %u: BEGIN %llu from baseline %llu", n->me,
@@ -1862,6 +1873,14 @@ static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
                       "version %llu from %llu: open it on the committed version's weights",
                       n->me, (unsigned long long)n->committed, (unsigned long long)bg.version,
                       (unsigned long long)bg.baseline);
+    if (st == DC_OK && n->in_flight) {
+        /* another version in flight whose COMMIT / ABORT never came (a new
+         * coordinator process, or a hostile one): end it first, so that no
+         * encoder takes one of its chunks while its files are swapped under
+         * it (one read a closed mapping: ASan, null dc_st_file_t in
+         * dc_root_encode).  Begun from it, it was committed. */
+        dc_sender_end(n, n->vnum, bg.baseline == n->vnum ? DC_MSG_COMMIT : DC_MSG_ABORT);
+    }
     if (st != DC_OK && n->cfg->source) {
         DC_LOG_ERROR("%s", dc_last_error());
         n->result = st;
@@ -2066,6 +2085,15 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
                 DC_LOG_WARN("node %u: dropping a bad BEGIN: %s", n->me, dc_last_error());
                 break;
             }
+            /* the coordinator begins v from v - 1 (dc_root_begin); a sender
+             * encodes against exactly that, so any other baseline is a
+             * malformed BEGIN: dropped (it used to stop the sender) */
+            if (n->is_sender && bg.baseline != bg.version - 1) {
+                DC_LOG_WARN("node %u: dropping a bad BEGIN: version %llu from baseline %llu",
+                            n->me, (unsigned long long)bg.version,
+                            (unsigned long long)bg.baseline);
+                break;
+            }
             if (m.version == n->seen_begin)
                 break;
             n->seen_begin = m.version;
@@ -2142,6 +2170,9 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
         dc_hello_t h;
         if (dc_hello_parse(&m, &h) != DC_OK || h.node == n->me || h.node >= n->nnodes ||
             h.node == 0 || (from->node != UINT32_MAX && from->node != h.node)) {
+            if (dc_hello_parse(&m, &h) == DC_OK) /* else its parse error says why */
+                dc_error(DC_ERR_FORMAT, "node id %u on a link of node %u (%u nodes)", h.node,
+                         from->node, n->nnodes);
             DC_LOG_WARN("node %u: bad HELLO: %s", n->me, dc_last_error());
             dc_peer_fail(n, from, DC_ERR_FORMAT, "sent a bad HELLO");
             return;
@@ -2183,11 +2214,18 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
         /* a repair a memory sender made on the coordinator's request:
          * along the route to its node */
         if (n->is_root && from->ctl && n->in_flight && m.version == n->vnum &&
-            m.node < n->nnodes && m.node != 0 && m.chunk < n->layout->nchunks &&
-            n->chunk_src[m.chunk] == from->node) {
+            m.node < n->nnodes && m.node != 0 && n->rneed[m.node] &&
+            m.chunk < n->layout->nchunks && n->chunk_src[m.chunk] == from->node) {
             n->repair_bytes += b->len - DC_MSG_HDR_SIZE;
             n->repairs++;
             dc_send_frame_down(n, b, &m);
+        } else {
+            /* only a sender's repair of its own chunk of the version in
+             * flight, for a receiver (one for another node went to every
+             * child: no route leads to a sender) */
+            DC_LOG_WARN("node %u: dropping a FRAME from node %u: chunk %u of version %llu for "
+                        "node %u is no repair it may send", n->me, from->node, m.chunk,
+                        (unsigned long long)m.version, m.node);
         }
         return;
     }
@@ -2204,6 +2242,14 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
     if (m.node >= n->nnodes || m.node == 0)
         return;
     if (m.type == DC_MSG_SENT) {
+        /* a sender's SENT comes up its own control link, never forwarded:
+         * from any other link it would mark that sender's chunks sent and
+         * set their digests (the commit record's checkpoint digest) */
+        if (!from->ctl || from->node != m.node) {
+            DC_LOG_WARN("node %u: dropping a SENT of node %u from node %u: not its control "
+                        "link", n->me, m.node, from->node);
+            return;
+        }
         dc_root_sent(n, &m);
         return;
     }
@@ -2466,6 +2512,11 @@ static void dc_node_links(dc_node_t *n)
     up->hello_sent = 1;
     n->announced = n->subgen;
     if (n->is_sender) {
+        /* a new control link may be a new coordinator process, which begins
+         * the version in flight again: its BEGIN / COMMIT / ABORT are not
+         * duplicates of the old one's (the de-duplication is for nodes
+         * with several parents; a sender has one) */
+        n->seen_begin = n->seen_commit = n->seen_abort = 0;
         dc_hello_t h = {.node = n->me, .flags = DC_HELLO_F_SENDER};
         size_t len = dc_hello_size(0);
         dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);

@@ -194,6 +194,7 @@ typedef struct hc {
     uint64_t frames_to_me;  /* FRAMEs addressed to `me` received */
     uint64_t done_v[HC_NDONE]; /* versions of the last DONEs received */
     uint64_t up_v;          /* version of the last ACK or NEED received */
+    uint64_t sent_last_v;   /* version of the last SENT with DC_SENT_F_LAST received */
     unsigned ndone;
 } hc_t;
 
@@ -224,6 +225,8 @@ static inline void hc_handle(hc_t *h, const uint8_t *b, size_t len)
         h->up_v = m.version;
     else if (m.type == DC_MSG_DONE)
         h->done_v[h->ndone++ % HC_NDONE] = m.version;
+    else if (m.type == DC_MSG_SENT && (m.flags & DC_SENT_F_LAST))
+        h->sent_last_v = m.version;
 }
 
 static inline int hc_got_done(const hc_t *h, uint64_t v)
@@ -355,6 +358,11 @@ static inline int hc_pred_type(hc_t *h, uint64_t type_and_count)
 static inline int hc_pred_up_v(hc_t *h, uint64_t v)
 {
     return h->up_v == v;
+}
+
+static inline int hc_pred_sent_last(hc_t *h, uint64_t v)
+{
+    return h->sent_last_v == v;
 }
 
 static inline int hc_pred_done(hc_t *h, uint64_t v)

@@ -22,6 +22,21 @@
  *     addressed elsewhere, and upward messages it should never get.  Then
  *     the real coordinator takes that address: the receiver must end
  *     byte-exact with the last version.
+ *   hostile_sender_vs_coordinator: a job with two senders; the test dials
+ *     the coordinator as sender 1's control link (HELLOs lying about the
+ *     sender role first), then streams SENT (other senders' chunks, out of
+ *     range, wrong digests, LAST or not, versions never begun, for other
+ *     nodes), repair FRAMEs (chunks it does not own, nodes that are no
+ *     receivers, lying headers and payloads behind valid CRCs) and the
+ *     traffic a sender forwards, while version 1 is in flight; then the real
+ *     nodes commit every version, byte-exact.
+ *   hostile_coordinator_vs_sender: the test listens at the coordinator's
+ *     address; a real non-coordinator sender dials it and takes BEGIN
+ *     (versions back and forth, lying fields), NEED (chunks it does not own,
+ *     out of range, huge counts, absent nodes), COMMIT / ABORT, SUBOK,
+ *     FRAMEs and garbage; then the real coordinator takes the address.
+ *   coordinator_replaced_mid_version: a coordinator gone mid-version and a
+ *     new one beginning the same version: the sender says SENT again.
  *   state_storm_queues_each_chunk_once: 50 clean STATEs in a row from a
  *     child that lacks every chunk re-send each chunk about once or twice
  *     (a request already waiting in the coordinator's queue is dropped).
@@ -679,4 +694,454 @@ Test(hostile, hostile_parent_vs_receiver)
     job_expect_all_exact(&J, 2);
     cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log1", J.dir), 0);
     cr_assert_eq(job_sh("grep -q 'bad frame for chunk' %s/log1", J.dir), 0);
+}
+
+/* --- several senders (trainer shards) ------------------------------------------- */
+
+/* The shard of chunk c by the engine's rule (test_shards.c): the shard
+ * holding the chunk's first canonical byte.  With one shard per sender,
+ * sender s owns the chunks of shard s. */
+static uint32_t shard_of(const dc_layout_t *l, uint32_t c, uint32_t S)
+{
+    uint64_t base = 0;
+    for (uint32_t t = 0; t < l->chunks[c].tensor; t++)
+        base += l->tensors[t].nbytes;
+    uint64_t off = base + l->chunks[c].offset;
+    uint32_t s = (uint32_t)(off * S / l->total_bytes);
+    return s < S ? s : S - 1;
+}
+
+/* Drop what an authenticated coordinator may legitimately use to end the
+ * job for a sender (not to break it): a parse-valid BYE; a BEGIN of another
+ * checkpoint's layout, or of a version the job has no files for (the sender
+ * stops: it cannot serve it, by design). */
+static int sane_to_sender(const hmsg_t *m, const ckpt_t *k, uint64_t last_version)
+{
+    dc_msg_t h;
+    if (dc_msg_parse(m->b, m->len, &h) != DC_OK)
+        return 1;
+    if (h.type == DC_MSG_BYE)
+        return 0;
+    if (h.type == DC_MSG_BEGIN) {
+        dc_begin_t bg;
+        if (dc_begin_parse(&h, &bg) == DC_OK &&
+            (bg.layout_id != k->l->id || bg.nchunks != k->l->nchunks ||
+             bg.version > last_version))
+            return 0;
+    }
+    return 1;
+}
+
+/* One hostile message of a coordinator to a sender: BEGIN (versions 1 and
+ * 2 back and forth, none in between, lies), NEED (chunks it does not own,
+ * out of range, huge counts, for nodes that do not exist, for versions
+ * never begun), COMMIT / ABORT, SUBOK, FRAMEs (it relays them to its
+ * children), upward messages, garbage.  own: the chunks sender 1 owns. */
+static void gen_to_sender(hmsg_t *m, const ckpt_t *k, uint64_t *hv, const uint32_t *own,
+                          uint32_t nown, uint32_t nn)
+{
+    uint32_t nch = k->l->nchunks;
+    unsigned what = rn(20);
+    if (what < 4) { /* BEGIN */
+        if (chance(70))
+            *hv = 1 + rn(2);
+        gen_begin(m, k, *hv, *hv - 1, chance(80) ? DC_MODE_DELTA : DC_MODE_DENSE);
+        if (chance(30)) {
+            uint8_t *p = m->b + DC_MSG_HDR_SIZE;
+            switch (rn(4)) {
+            case 0: dc_store_le32(p + 8, edge32(nch, nn)); break;  /* nchunks */
+            case 1: dc_store_le32(p + 12, (uint32_t)rnd()); break;  /* mode */
+            case 2: dc_store_le64(m->b + 16, chance(50) ? *hv + rn(3) : 0); break; /* baseline */
+            default: dc_store_le64(m->b + 8, edge64()); break;      /* version */
+            }
+        }
+    } else if (what < 10) { /* NEED: a re-send request */
+        uint32_t c = chance(50) && nown ? own[rn(nown)] : chance(50) ? rn(nch) : edge32(nch, nn);
+        uint32_t node = chance(40) ? 2 + rn(nn - 2) : chance(50) ? rn(nn) : edge32(nch, nn);
+        uint32_t cnt = chance(50) ? 1 : edge32(nch, nn);
+        uint64_t v = chance(80) ? *hv : edge64();
+        hmsg_hdr(m, DC_MSG_NEED, (uint8_t)(chance(50) ? DC_NEED_F_OVERWRITE : rnd()), v, v - 1,
+                 node, c, cnt, 0);
+    } else if (what < 13) { /* COMMIT / ABORT */
+        uint64_t v = chance(60) ? *hv : edge64();
+        hmsg_hdr(m, chance(50) ? DC_MSG_COMMIT : DC_MSG_ABORT, 0, v, v - 1,
+                 chance(70) ? DC_NODE_ALL : chance(50) ? 1 : edge32(nch, nn), 0, 0, 0);
+    } else if (what == 13) { /* SUBOK */
+        hmsg_hdr(m, DC_MSG_SUBOK, 0, 0, 0, 1, (uint32_t)rnd(), 0, 0);
+    } else if (what < 16) { /* FRAME down the control link (relayed to its children) */
+        uint32_t c = rn(nch);
+        build_frame(m, k, c, chance(40), *hv, *hv - 1, chance(50) ? DC_NODE_ALL : 2 + rn(nn - 2),
+                    chance(60));
+    } else if (what == 16) { /* BYE, always malformed (sane_to_sender drops a valid one) */
+        hmsg_hdr(m, DC_MSG_BYE, 0, 0, 0, DC_NODE_ALL, 0, 0, 0);
+        dc_store_le32(m->b + 36, 1 + rn(100));
+        return;
+    } else if (what < 19) { /* upward messages a coordinator never sends */
+        static const uint8_t ty[] = {DC_MSG_HELLO, DC_MSG_ACK, DC_MSG_STATE, DC_MSG_DONE,
+                                     DC_MSG_SUB, DC_MSG_SENT, DC_MSG_NEED};
+        uint8_t t = ty[rn(DC_ARRAY_SIZE(ty))];
+        if (t == DC_MSG_SENT) {
+            uint32_t n = rn(8);
+            hmsg_hdr(m, t, DC_SENT_F_LAST, *hv, rnd(), 1, 0, n, (size_t)n * DC_SENT_ENTRY);
+            hmsg_rand_body(m, (size_t)n * DC_SENT_ENTRY);
+        } else {
+            size_t bl = rn(48);
+            hmsg_hdr(m, t, 0, *hv, *hv - 1, rn(nn), rn(nch), 1, bl);
+            hmsg_rand_body(m, bl);
+        }
+    } else { /* garbage */
+        m->len = rn(300);
+        for (size_t i = 0; i < m->len; i++)
+            m->b[i] = (uint8_t)rnd();
+        if (m->len >= 4 && chance(50))
+            dc_store_le32(m->b, DC_MSG_MAGIC);
+        return;
+    }
+    int nm = chance(35) ? 1 + (int)rn(3) : 0;
+    for (int i = 0; i < nm; i++)
+        mut_one(m, nch, nn);
+}
+
+static int pred_hello(hc_t *h, uint64_t arg)
+{
+    (void)arg;
+    return h->got[DC_MSG_HELLO] >= 1;
+}
+
+/* The test listens at the coordinator's address of a job with two senders
+ * (node 0, played by the test; node 1 real) and accepts sender 1's
+ * control link.  Returns the listener. */
+static dc_verbs_listener_t *fake_coordinator(hc_t *h, const dc_verbs_ops_t **t, ckpt_t *k,
+                                             uint32_t **own, uint32_t *nown)
+{
+    job_init(&J, 1, 2, "3e5", 2, "optimizer");
+    job_use_shards(&J, 2, NULL); /* senders 0 and 1, receivers 2 and 3 */
+    ckpt_load(k, &J);
+    *own = calloc(k->l->nchunks, sizeof(**own));
+    *nown = 0;
+    for (uint32_t c = 0; c < k->l->nchunks; c++)
+        if (shard_of(k->l, c, 2) == 1)
+            (*own)[(*nown)++] = c;
+    cr_assert_gt(*nown, 0, "sender 1 owns no chunk");
+    cr_assert_eq(dc_verbs_find("tcp", t), DC_OK);
+    dc_verbs_opts_t o;
+    hc_opts(&o);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    dc_verbs_listener_t *l;
+    cr_assert_eq((*t)->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
+    job_start(&J, 1, NULL, "--abort-ms 30000");
+    /* the repairs it makes come back up this link addressed to node 2 */
+    hc_accept(h, *t, l, 2, 10000);
+    cr_assert(hc_until(h, 5000, pred_hello, 0), "no HELLO from sender 1");
+    return l;
+}
+
+/* The real coordinator, then the receivers: v1 and v2 commit, all exact. */
+static void honest_shards_job(void)
+{
+    job_start(&J, 0, NULL, "--abort-ms 20000");
+    for (int i = J.nsenders; i < J.nnodes; i++)
+        job_start(&J, i, NULL, NULL);
+    int rc = job_wait(&J, 0, 60);
+    if (rc != 0)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
+    for (int i = 1; i < J.nnodes; i++) {
+        int r = job_wait(&J, i, 15);
+        if (r != 0)
+            job_dump_logs(&J);
+        cr_assert_eq(r, 0, "node %d exit %d", i, r);
+    }
+    job_expect_all_exact(&J, 2);
+}
+
+Test(hostile, hostile_coordinator_vs_sender)
+{
+    hc_seed(0xc0051de5ull); /* fixed: a failure replays */
+    hc_t h;
+    const dc_verbs_ops_t *t;
+    ckpt_t k;
+    uint32_t *own, nown;
+    dc_verbs_listener_t *l = fake_coordinator(&h, &t, &k, &own, &nown);
+    uint64_t t0 = dc_now_ns();
+    static hmsg_t m;
+    /* a clean BEGIN 1: the sender encodes its chunks and says SENT */
+    gen_begin(&m, &k, 1, 0, DC_MODE_DELTA);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 10000, hc_pred_sent_last, 1), "no SENT of version 1");
+    uint64_t hv = 1, sent = 0, dropped = 0;
+    for (int i = 0; i < hc_scale(4000); i++) {
+        gen_to_sender(&m, &k, &hv, own, nown, (uint32_t)J.nnodes);
+        if (!sane_to_sender(&m, &k, 2)) {
+            dropped++;
+            continue;
+        }
+        cr_assert(hc_send(&h, m.b, m.len), "the sender closed the link at message %d", i);
+        sent++;
+        if (i % 256 == 0)
+            cr_assert(hc_alive(&J, 1), "the sender died at message %d", i);
+    }
+    cr_assert(hc_until(&h, 15000, hc_pred_flushed, 0), "hostile messages not acknowledged");
+    hc_until(&h, 300, NULL, 0);
+    cr_assert(hc_alive(&J, 1), "the sender died");
+    /* still serving: BEGIN 1 then 2 (whichever the stream left as the last
+     * one seen, 2 is begun afresh), its SENT, and a NEED of one of its
+     * chunks for node 2 answered by one repair frame up this link */
+    h.sent_last_v = 0;
+    gen_begin(&m, &k, 1, 0, DC_MODE_DELTA);
+    cr_assert(hc_send(&h, m.b, m.len));
+    gen_begin(&m, &k, 2, 1, DC_MODE_DELTA);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 10000, hc_pred_sent_last, 2), "no SENT of version 2");
+    hc_until(&h, 300, NULL, 0);
+    uint64_t before = h.frames_to_me;
+    hmsg_hdr(&m, DC_MSG_NEED, DC_NEED_F_OVERWRITE, 2, 1, 2, own[0], 1, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 10000, pred_frames_to_me, before + 1), "no repair after a NEED");
+    hmsg_hdr(&m, DC_MSG_ABORT, 0, 2, 1, DC_NODE_ALL, 0, 0, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 5000, hc_pred_flushed, 0));
+    cr_assert(hc_alive(&J, 1), "the sender died");
+    cr_log_info("hostile coordinator: %llu messages sent, %llu withheld; got %llu SENT, %llu "
+                "FRAMEs (%llu repairs for node 2); %.1f s",
+                (unsigned long long)sent, (unsigned long long)dropped,
+                (unsigned long long)h.got[DC_MSG_SENT], (unsigned long long)h.got[DC_MSG_FRAME],
+                (unsigned long long)h.frames_to_me, (double)(dc_now_ns() - t0) / 1e9);
+    hc_close(&h);
+    t->listen_close(l);
+    ckpt_free(&k);
+    free(own);
+    honest_shards_job();
+    cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log1", J.dir), 0);
+    cr_assert_eq(job_sh("grep -q 'dropping a bad BEGIN' %s/log1", J.dir), 0);
+}
+
+/* A coordinator gone while a version is in flight (the sender broadcast
+ * its chunks of version 1 and said SENT), and a new coordinator process in
+ * its place begins version 1 again: the sender must take the new BEGIN of
+ * the same version and say SENT again, or the new coordinator never learns
+ * that its chunks went out. */
+Test(hostile, coordinator_replaced_mid_version)
+{
+    hc_seed(0x2e91aceull);
+    hc_t h;
+    const dc_verbs_ops_t *t;
+    ckpt_t k;
+    uint32_t *own, nown;
+    dc_verbs_listener_t *l = fake_coordinator(&h, &t, &k, &own, &nown);
+    static hmsg_t m;
+    gen_begin(&m, &k, 1, 0, DC_MODE_DELTA);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 10000, hc_pred_sent_last, 1), "no SENT of version 1");
+    hc_close(&h);
+    t->listen_close(l);
+    ckpt_free(&k);
+    free(own);
+    honest_shards_job();
+}
+
+/* Drop what an authenticated sender may legitimately use to steer the job
+ * (not to break the coordinator): anything about the honest receiver but
+ * repair frames for it; for the impersonated receiver imp what would
+ * complete its version (sane_up); parse-valid SUB / HELLO (another node's
+ * closes the link by design; phase A covers them); frames of version 2
+ * (frames carry their own target digest: a sender could hand version 1's
+ * bytes out as version 2's, by design its call; those of version 1 are its
+ * true bytes, or lies the receivers' checks catch). */
+static int sane_from_sender(const hmsg_t *m, uint32_t nch, uint32_t imp, uint32_t honest)
+{
+    dc_msg_t h;
+    if (dc_msg_parse(m->b, m->len, &h) != DC_OK)
+        return 1;
+    if (h.type == DC_MSG_FRAME)
+        return h.version != 2;
+    return sane_up(m, nch, 1, imp, honest);
+}
+
+/* One hostile message up a sender's control link: its SENT (entries of
+ * chunks it does not own, out of range, digests wrong, LAST or not,
+ * versions never begun), repair FRAMEs (chunks it does not own, out of
+ * range, for nodes that are no receivers, headers and payloads that lie
+ * behind valid CRCs), the subtree traffic a sender forwards (ACK / NEED /
+ * STATE / DONE of receiver imp, from the wrong role), down-messages. */
+static void gen_from_sender(hmsg_t *m, const ckpt_t *k, uint64_t vcur, uint32_t me,
+                            uint32_t imp, const uint32_t *own, uint32_t nown)
+{
+    uint32_t nch = k->l->nchunks, nn = 4;
+    unsigned what = rn(10);
+    if (what < 3) { /* SENT */
+        uint32_t n = chance(30) ? nown : rn(40);
+        uint64_t v = chance(75) ? vcur : chance(50) ? vcur + 1 : edge64();
+        hmsg_hdr(m, DC_MSG_SENT, (uint8_t)(chance(60) ? DC_SENT_F_LAST : rnd()), v,
+                 chance(50) ? rn(1u << 20) : rnd(), chance(80) ? me : edge32(nch, nn), 0, n,
+                 (size_t)n * DC_SENT_ENTRY);
+        hmsg_rand_body(m, (size_t)n * DC_SENT_ENTRY);
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t c = chance(50) ? own[i % nown] : chance(50) ? rn(nch) : edge32(nch, nn);
+            uint8_t *p = m->b + DC_MSG_HDR_SIZE + (size_t)i * DC_SENT_ENTRY;
+            dc_store_le32(p, c);
+            if (c < nch && chance(40)) { /* the true digest, sometimes */
+                dc_store_le64(p + 4, k->dg[c].lo);
+                dc_store_le64(p + 12, k->dg[c].hi);
+            }
+        }
+    } else if (what < 6) { /* a repair frame up the control link */
+        uint32_t c = chance(60) ? own[rn(nown)] : rn(nch);
+        uint32_t node = chance(60) ? (chance(50) ? imp : 2) : chance(50) ? rn(nn) : edge32(nch, nn);
+        uint64_t v = chance(85) ? vcur : edge64();
+        build_frame(m, k, c, chance(50), v, v - 1, node, chance(60));
+        if (chance(10)) /* the message header's chunk lies */
+            dc_store_le32(m->b + 28, edge32(nch, nn));
+    } else { /* the traffic a sender forwards, and the rest (gen_up) */
+        gen_up(m, k, vcur, 0, chance(50) ? imp : me);
+        return;
+    }
+    int nm = chance(35) ? 1 + (int)rn(3) : 0;
+    for (int i = 0; i < nm; i++)
+        mut_one(m, nch, nn);
+}
+
+/* A HELLO of a sender's control link (no journal). */
+static void sender_hello(hmsg_t *m, uint32_t node, uint32_t flags)
+{
+    dc_hello_t hh = {.node = node, .flags = flags};
+    dc_hello_pack(DC_MSG_HELLO, &hh, m->b);
+    m->len = dc_hello_size(0);
+}
+
+/* Two senders (0 coordinates, 1 real) and two receiver regions of one
+ * receiver each (2 real, 3 played by the test: a child that never
+ * completes a version, so version 1 stays in flight).  The test dials the
+ * coordinator as sender 1's control link, before the real sender 1 runs:
+ * phase A, short links whose HELLO lies about the sender role; phase B,
+ * the control link streams hostile SENT / FRAME / forwarded traffic about
+ * the version in flight.  Then the real receiver 3 joins: every version
+ * commits, both receivers byte-exact. */
+Test(hostile, hostile_sender_vs_coordinator)
+{
+    hc_seed(0x5e0de55ull); /* fixed: a failure replays */
+    const uint32_t me = 1, imp = 3, honest = 2;
+    job_init(&J, 2, 1, "3e5", 2, "optimizer");
+    job_use_shards(&J, 2, NULL);
+    ckpt_t k;
+    ckpt_load(&k, &J);
+    uint32_t nch = k.l->nchunks;
+    uint32_t *own = calloc(nch, sizeof(*own)), nown = 0;
+    for (uint32_t c = 0; c < nch; c++)
+        if (shard_of(k.l, c, 2) == me)
+            own[nown++] = c;
+    cr_assert_gt(nown, 0);
+    job_start(&J, 0, NULL, "--abort-ms 20000");
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    uint64_t t0 = dc_now_ns();
+    static hmsg_t m;
+    uint64_t sent = 0, dropped = 0;
+
+    /* Phase A: HELLOs that lie about the sender role (a receiver's id with
+     * the sender flag, sender 1 without it, node 0, the sender flag among
+     * others), some followed by traffic */
+    for (int conn = 0; conn < hc_scale(24); conn++) {
+        hc_t h;
+        hc_connect(&h, addr, me);
+        static const uint32_t ids[] = {0, 1, 2, 3, 4, 0xffffffffu};
+        uint32_t id = ids[rn(DC_ARRAY_SIZE(ids))];
+        uint32_t fl = chance(60) ? DC_HELLO_F_SENDER : 0;
+        if (chance(30))
+            fl |= (uint32_t)rnd() & ~(uint32_t)DC_HELLO_F_SENDER;
+        if (id == me && (fl & DC_HELLO_F_SENDER) && chance(50))
+            fl |= DC_HELLO_F_RELAY; /* a valid role, other flags with it */
+        sender_hello(&m, id, fl);
+        if (chance(20))
+            mut_one(&m, nch, 4);
+        sent += hc_send(&h, m.b, m.len);
+        for (int i = 0, n = (int)rn(4); i < n && !h.dead; i++) {
+            gen_from_sender(&m, &k, 1, me, imp, own, nown);
+            if (!sane_from_sender(&m, nch, imp, honest)) {
+                dropped++;
+                continue;
+            }
+            sent += hc_send(&h, m.b, m.len);
+        }
+        hc_until(&h, 100, hc_pred_flushed, 0);
+        hc_close(&h);
+        cr_assert(hc_alive(&J, 0), "the coordinator died in phase A (connection %d)", conn);
+    }
+
+    /* Phase B: the control link of sender 1, then the child playing
+     * receiver 3, then the real sender 1 and receiver 2: version 1 begins */
+    hc_t s;
+    hc_connect(&s, addr, imp);
+    sender_hello(&m, me, DC_HELLO_F_SENDER);
+    cr_assert(hc_send(&s, m.b, m.len));
+    cr_assert(hc_until(&s, 2000, hc_pred_flushed, 0));
+    hc_t c;
+    hc_connect(&c, addr, imp);
+    hmsg_hdr(&m, DC_MSG_SUB, 0, 0, 0, imp, 7, 1, 4);
+    dc_store_le32(m.b + DC_MSG_HDR_SIZE, 0);
+    cr_assert(hc_send(&c, m.b, m.len));
+    cr_assert(hc_until(&c, 5000, hc_pred_type, DC_MSG_SUBOK | (1u << 8)), "no SUBOK");
+    build_hello(&m, DC_MSG_HELLO, imp, 0, 0, 0, 0, 0);
+    cr_assert(hc_send(&c, m.b, m.len));
+    job_start(&J, (int)me, NULL, "--abort-ms 20000");
+    job_start(&J, (int)honest, NULL, NULL);
+    for (uint64_t dl = dc_now_ns() + 15000000000ull; !s.got[DC_MSG_BEGIN] && dc_now_ns() < dl;) {
+        hc_until(&c, 5, NULL, 0);
+        hc_until(&s, 5, NULL, 0);
+    }
+    cr_assert_eq(s.last_begin, 1, "the coordinator never began version 1 on the control link");
+    for (int i = 0; i < hc_scale(4000); i++) {
+        gen_from_sender(&m, &k, s.last_begin, me, imp, own, nown);
+        if (!sane_from_sender(&m, nch, imp, honest)) {
+            dropped++;
+            continue;
+        }
+        cr_assert(hc_send(&s, m.b, m.len), "the coordinator closed the control link at %d", i);
+        sent++;
+        if (i % 64 == 0)
+            hc_pump(&c); /* the child drains what the coordinator sends it */
+    }
+    cr_assert(hc_until(&s, 10000, hc_pred_flushed, 0), "hostile messages not acknowledged");
+    cr_assert(hc_alive(&J, 0), "the coordinator died");
+    /* still serving: a clean STATE of receiver imp (nothing applied) over
+     * the child's link gets the chunks it lacks re-sent to it (down the
+     * link that last spoke for imp: the child's, or the control link whose
+     * hostile messages named imp, when the coordinator took those last) */
+    uint64_t before = c.frames_to_me + s.frames_to_me;
+    build_hello(&m, DC_MSG_STATE, imp, 0, 0, 0, 0, 0);
+    cr_assert(hc_send(&c, m.b, m.len));
+    for (uint64_t dl = dc_now_ns() + 10000000000ull;
+         c.frames_to_me + s.frames_to_me <= before && dc_now_ns() < dl;) {
+        hc_until(&c, 5, NULL, 0);
+        hc_until(&s, 5, NULL, 0);
+    }
+    cr_assert_gt(c.frames_to_me + s.frames_to_me, before,
+                 "no re-sent chunk after a receiver's STATE");
+    cr_assert(hc_alive(&J, 0), "the coordinator died");
+    cr_log_info("hostile sender: %llu messages sent, %llu withheld; %.1f s",
+                (unsigned long long)sent, (unsigned long long)dropped,
+                (double)(dc_now_ns() - t0) / 1e9);
+    hc_close(&s);
+    hc_close(&c);
+    ckpt_free(&k);
+    free(own);
+
+    /* the real receiver 3 joins: every version commits, all exact */
+    job_start(&J, (int)imp, NULL, NULL);
+    int rc = job_wait(&J, 0, 60);
+    if (rc != 0)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
+    for (int i = 1; i < J.nnodes; i++) {
+        int r = job_wait(&J, i, 15);
+        if (r != 0)
+            job_dump_logs(&J);
+        cr_assert_eq(r, 0, "node %d exit %d", i, r);
+    }
+    job_expect_all_exact(&J, 2);
+    cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log0", J.dir), 0);
+    cr_assert_eq(job_sh("grep -q 'does not match its role' %s/log0", J.dir), 0);
+    cr_assert_eq(job_sh("grep -q 'dropping a SENT of node' %s/log0", J.dir), 0);
+    cr_assert_eq(job_sh("grep -q 'dropping a FRAME from node 1' %s/log0", J.dir), 0);
 }
