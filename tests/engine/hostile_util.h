@@ -175,6 +175,24 @@ static inline void mut_one(hmsg_t *m, uint32_t nch, uint32_t nnodes)
     }
 }
 
+/* Up to three mutations on top of a built message, pct% of the time. */
+static inline void mut_some(hmsg_t *m, unsigned pct, uint32_t nch, uint32_t nnodes)
+{
+    int nm = chance(pct) ? 1 + (int)rn(3) : 0;
+    for (int i = 0; i < nm; i++)
+        mut_one(m, nch, nnodes);
+}
+
+/* Raw garbage of up to 300 bytes, half the time starting with the magic. */
+static inline void hmsg_garbage(hmsg_t *m)
+{
+    m->len = rn(300);
+    for (size_t i = 0; i < m->len; i++)
+        m->b[i] = (uint8_t)rnd();
+    if (m->len >= 4 && chance(50))
+        dc_store_le32(m->b, DC_MSG_MAGIC);
+}
+
 /* --- a hostile transport connection --------------------------------------------- */
 
 typedef struct hc {

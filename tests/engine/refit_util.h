@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/layout.h"
 #include "engine/synth.h"
 
 #define JOB_MAX 24
@@ -246,6 +247,34 @@ static inline int job_exact(job_t *j, int rank, int v)
 static inline void job_dump_logs(job_t *j)
 {
     job_sh("for f in %s/log*; do echo \"== $f\"; tail -n 15 $f; done >&2", j->dir);
+}
+
+/* The coordinator (rank 0) exits 0 within root_s seconds, then every other
+ * node within node_s seconds each; the logs are dumped on a failure. */
+static inline void job_expect_all_exit_ok(job_t *j, int root_s, int node_s)
+{
+    int rc = job_wait(j, 0, root_s);
+    if (rc != 0)
+        job_dump_logs(j);
+    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
+    for (int i = 1; i < j->nnodes; i++) {
+        rc = job_wait(j, i, node_s);
+        if (rc != 0)
+            job_dump_logs(j);
+        cr_assert_eq(rc, 0, "node %d exit %d", i, rc);
+    }
+}
+
+/* The shard of chunk c by the engine's documented rule: the shard holding
+ * the chunk's first canonical byte, floor(offset * S / total). */
+static inline uint32_t job_shard_of(const dc_layout_t *l, uint32_t c, uint32_t S)
+{
+    uint64_t base = 0;
+    for (uint32_t t = 0; t < l->chunks[c].tensor; t++)
+        base += l->tensors[t].nbytes;
+    uint64_t off = base + l->chunks[c].offset;
+    uint32_t s = (uint32_t)(off * S / l->total_bytes);
+    return s < S ? s : S - 1;
 }
 
 static inline void job_expect_all_exact(job_t *j, int v)

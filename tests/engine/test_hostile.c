@@ -145,6 +145,22 @@ static void build_hello(hmsg_t *m, uint8_t type, uint32_t node, uint64_t committ
     dc_store_le32(m->b + DC_MSG_HDR_SIZE + 36, nstates_said);
 }
 
+/* Dial addr as receiver imp's child link: SUB (stream 0), HELLO (on the
+ * baseline, nothing applied), and wait for the version to begin. */
+static void hc_join_as_receiver(hc_t *h, const char *addr, uint32_t imp)
+{
+    static hmsg_t m;
+    hc_connect(h, addr, imp);
+    hmsg_hdr(&m, DC_MSG_SUB, 0, 0, 0, imp, 7, 1, 4);
+    dc_store_le32(m.b + DC_MSG_HDR_SIZE, 0);
+    cr_assert(hc_send(h, m.b, m.len));
+    cr_assert(hc_until(h, 5000, hc_pred_type, DC_MSG_SUBOK | (1u << 8)), "no SUBOK");
+    build_hello(&m, DC_MSG_HELLO, imp, 0, 0, 0, 0, 0);
+    cr_assert(hc_send(h, m.b, m.len));
+    cr_assert(hc_until(h, 15000, hc_pred_type, DC_MSG_BEGIN | (1u << 8)),
+              "the coordinator never began a version");
+}
+
 /* A FRAME for chunk c (its real layout fields and v1 payload, XOR or
  * PUT_DENSE), for version v from baseline b, addressed to `node`; with
  * `lie`, frame header fields and payload bytes lie, mostly behind a
@@ -307,11 +323,7 @@ static void gen_up(hmsg_t *m, const ckpt_t *k, uint64_t vcur, int pre_hello, uin
         break;
     }
     case 11: { /* raw garbage (may even start with the magic) */
-        m->len = rn(300);
-        for (size_t i = 0; i < m->len; i++)
-            m->b[i] = (uint8_t)rnd();
-        if (m->len >= 4 && chance(50))
-            dc_store_le32(m->b, DC_MSG_MAGIC);
+        hmsg_garbage(m);
         return;
     }
     default: { /* any type, random header fields */
@@ -322,9 +334,7 @@ static void gen_up(hmsg_t *m, const ckpt_t *k, uint64_t vcur, int pre_hello, uin
         break;
     }
     }
-    int nm = chance(45) ? 1 + (int)rn(3) : 0;
-    for (int i = 0; i < nm; i++)
-        mut_one(m, nch, nn);
+    mut_some(m, 45, nch, nn);
 }
 
 static int pred_frames_to_me(hc_t *h, uint64_t n)
@@ -373,15 +383,7 @@ static void hostile_child(int regions, int per, uint32_t target, uint32_t imp, u
      * version begins once the honest receiver is in too), then a stream of
      * hostile messages about the version in flight */
     hc_t h;
-    hc_connect(&h, addr, imp);
-    hmsg_hdr(&m, DC_MSG_SUB, 0, 0, 0, imp, 7, 1, 4);
-    dc_store_le32(m.b + DC_MSG_HDR_SIZE, 0);
-    cr_assert(hc_send(&h, m.b, m.len));
-    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUBOK | (1u << 8)), "no SUBOK");
-    build_hello(&m, DC_MSG_HELLO, imp, 0, 0, 0, 0, 0);
-    cr_assert(hc_send(&h, m.b, m.len));
-    cr_assert(hc_until(&h, 15000, hc_pred_type, DC_MSG_BEGIN | (1u << 8)),
-              "the coordinator never began a version");
+    hc_join_as_receiver(&h, addr, imp);
     cr_assert_eq(h.last_begin, 1);
     for (int i = 0; i < hc_scale(4000); i++) {
         gen_up(&m, &k, h.last_begin, 0, imp);
@@ -411,16 +413,7 @@ static void hostile_child(int regions, int per, uint32_t target, uint32_t imp, u
 
     /* the real receiver imp joins: every version commits, all exact */
     job_start(&J, (int)imp, NULL, NULL);
-    int rc = job_wait(&J, 0, 60);
-    if (rc != 0)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
-    for (int i = 1; i < J.nnodes; i++) {
-        int r = job_wait(&J, i, 15);
-        if (r != 0)
-            job_dump_logs(&J);
-        cr_assert_eq(r, 0, "receiver %d exit %d", i, r);
-    }
+    job_expect_all_exit_ok(&J, 60, 15);
     job_expect_all_exact(&J, 2);
     /* it said why it dropped them */
     cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log%u", J.dir, target), 0);
@@ -449,15 +442,7 @@ Test(hostile, state_storm_queues_each_chunk_once)
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
     static hmsg_t m;
     hc_t h;
-    hc_connect(&h, addr, 1);
-    hmsg_hdr(&m, DC_MSG_SUB, 0, 0, 0, 1, 7, 1, 4);
-    dc_store_le32(m.b + DC_MSG_HDR_SIZE, 0);
-    cr_assert(hc_send(&h, m.b, m.len));
-    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUBOK | (1u << 8)), "no SUBOK");
-    build_hello(&m, DC_MSG_HELLO, 1, 0, 0, 0, 0, 0);
-    cr_assert(hc_send(&h, m.b, m.len));
-    cr_assert(hc_until(&h, 15000, hc_pred_type, DC_MSG_BEGIN | (1u << 8)),
-              "the coordinator never began a version");
+    hc_join_as_receiver(&h, addr, 1);
     /* the broadcast passes by (never ACKed: receiver 1 lacks every chunk) */
     cr_assert(hc_until(&h, 15000, pred_frames, nch), "broadcast of %u chunks incomplete", nch);
     hc_until(&h, 300, NULL, 0);
@@ -490,16 +475,7 @@ Test(hostile, state_storm_queues_each_chunk_once)
     hc_close(&h);
     ckpt_free(&k);
     job_start(&J, 1, NULL, NULL);
-    int rc = job_wait(&J, 0, 60);
-    if (rc != 0)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
-    for (int i = 1; i < J.nnodes; i++) {
-        int r = job_wait(&J, i, 15);
-        if (r != 0)
-            job_dump_logs(&J);
-        cr_assert_eq(r, 0, "receiver %d exit %d", i, r);
-    }
+    job_expect_all_exit_ok(&J, 60, 15);
     job_expect_all_exact(&J, 2);
 }
 
@@ -599,16 +575,10 @@ static void gen_down(hmsg_t *m, const ckpt_t *k, uint64_t *hv)
         hmsg_hdr(m, ty[rn(DC_ARRAY_SIZE(ty))], 0, *hv, *hv - 1, 1, rn(nch), 1, bl);
         hmsg_rand_body(m, bl);
     } else { /* garbage */
-        m->len = rn(300);
-        for (size_t i = 0; i < m->len; i++)
-            m->b[i] = (uint8_t)rnd();
-        if (m->len >= 4 && chance(50))
-            dc_store_le32(m->b, DC_MSG_MAGIC);
+        hmsg_garbage(m);
         return;
     }
-    int nm = chance(35) ? 1 + (int)rn(3) : 0;
-    for (int i = 0; i < nm; i++)
-        mut_one(m, nch, nn);
+    mut_some(m, 35, nch, nn);
 }
 
 Test(hostile, hostile_parent_vs_receiver)
@@ -683,33 +653,13 @@ Test(hostile, hostile_parent_vs_receiver)
 
     /* the real coordinator takes the address: v1, v2, exact */
     job_start(&J, 0, NULL, "--abort-ms 20000");
-    int rc = job_wait(&J, 0, 60);
-    if (rc != 0)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
-    rc = job_wait(&J, 1, 15);
-    if (rc != 0)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 0, "receiver exit %d", rc);
+    job_expect_all_exit_ok(&J, 60, 15);
     job_expect_all_exact(&J, 2);
     cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log1", J.dir), 0);
     cr_assert_eq(job_sh("grep -q 'bad frame for chunk' %s/log1", J.dir), 0);
 }
 
 /* --- several senders (trainer shards) ------------------------------------------- */
-
-/* The shard of chunk c by the engine's rule (test_shards.c): the shard
- * holding the chunk's first canonical byte.  With one shard per sender,
- * sender s owns the chunks of shard s. */
-static uint32_t shard_of(const dc_layout_t *l, uint32_t c, uint32_t S)
-{
-    uint64_t base = 0;
-    for (uint32_t t = 0; t < l->chunks[c].tensor; t++)
-        base += l->tensors[t].nbytes;
-    uint64_t off = base + l->chunks[c].offset;
-    uint32_t s = (uint32_t)(off * S / l->total_bytes);
-    return s < S ? s : S - 1;
-}
 
 /* Drop what an authenticated coordinator may legitimately use to end the
  * job for a sender (not to break it): a parse-valid BYE; a BEGIN of another
@@ -790,16 +740,10 @@ static void gen_to_sender(hmsg_t *m, const ckpt_t *k, uint64_t *hv, const uint32
             hmsg_rand_body(m, bl);
         }
     } else { /* garbage */
-        m->len = rn(300);
-        for (size_t i = 0; i < m->len; i++)
-            m->b[i] = (uint8_t)rnd();
-        if (m->len >= 4 && chance(50))
-            dc_store_le32(m->b, DC_MSG_MAGIC);
+        hmsg_garbage(m);
         return;
     }
-    int nm = chance(35) ? 1 + (int)rn(3) : 0;
-    for (int i = 0; i < nm; i++)
-        mut_one(m, nch, nn);
+    mut_some(m, 35, nch, nn);
 }
 
 static int pred_hello(hc_t *h, uint64_t arg)
@@ -820,7 +764,7 @@ static dc_verbs_listener_t *fake_coordinator(hc_t *h, const dc_verbs_ops_t **t, 
     *own = calloc(k->l->nchunks, sizeof(**own));
     *nown = 0;
     for (uint32_t c = 0; c < k->l->nchunks; c++)
-        if (shard_of(k->l, c, 2) == 1)
+        if (job_shard_of(k->l, c, 2) == 1)
             (*own)[(*nown)++] = c;
     cr_assert_gt(*nown, 0, "sender 1 owns no chunk");
     cr_assert_eq(dc_verbs_find("tcp", t), DC_OK);
@@ -843,16 +787,7 @@ static void honest_shards_job(void)
     job_start(&J, 0, NULL, "--abort-ms 20000");
     for (int i = J.nsenders; i < J.nnodes; i++)
         job_start(&J, i, NULL, NULL);
-    int rc = job_wait(&J, 0, 60);
-    if (rc != 0)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
-    for (int i = 1; i < J.nnodes; i++) {
-        int r = job_wait(&J, i, 15);
-        if (r != 0)
-            job_dump_logs(&J);
-        cr_assert_eq(r, 0, "node %d exit %d", i, r);
-    }
+    job_expect_all_exit_ok(&J, 60, 15);
     job_expect_all_exact(&J, 2);
 }
 
@@ -997,9 +932,7 @@ static void gen_from_sender(hmsg_t *m, const ckpt_t *k, uint64_t vcur, uint32_t 
         gen_up(m, k, vcur, 0, chance(50) ? imp : me);
         return;
     }
-    int nm = chance(35) ? 1 + (int)rn(3) : 0;
-    for (int i = 0; i < nm; i++)
-        mut_one(m, nch, nn);
+    mut_some(m, 35, nch, nn);
 }
 
 /* A HELLO of a sender's control link (no journal). */
@@ -1029,7 +962,7 @@ Test(hostile, hostile_sender_vs_coordinator)
     uint32_t nch = k.l->nchunks;
     uint32_t *own = calloc(nch, sizeof(*own)), nown = 0;
     for (uint32_t c = 0; c < nch; c++)
-        if (shard_of(k.l, c, 2) == me)
+        if (job_shard_of(k.l, c, 2) == me)
             own[nown++] = c;
     cr_assert_gt(nown, 0);
     job_start(&J, 0, NULL, "--abort-ms 20000");
@@ -1129,16 +1062,7 @@ Test(hostile, hostile_sender_vs_coordinator)
 
     /* the real receiver 3 joins: every version commits, all exact */
     job_start(&J, (int)imp, NULL, NULL);
-    int rc = job_wait(&J, 0, 60);
-    if (rc != 0)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
-    for (int i = 1; i < J.nnodes; i++) {
-        int r = job_wait(&J, i, 15);
-        if (r != 0)
-            job_dump_logs(&J);
-        cr_assert_eq(r, 0, "node %d exit %d", i, r);
-    }
+    job_expect_all_exit_ok(&J, 60, 15);
     job_expect_all_exact(&J, 2);
     cr_assert_eq(job_sh("grep -q 'dropping a bad message' %s/log0", J.dir), 0);
     cr_assert_eq(job_sh("grep -q 'does not match its role' %s/log0", J.dir), 0);

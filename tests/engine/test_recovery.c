@@ -18,16 +18,7 @@ TestSuite(recovery, .fini = fini, .timeout = 150);
 
 static void finish_ok(int last_version)
 {
-    int rc = job_wait(&J, 0, 90);
-    if (rc != 0)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 0, "root exit %d", rc);
-    for (int i = 1; i < J.nnodes; i++) {
-        int r = job_wait(&J, i, 15);
-        if (r != 0)
-            job_dump_logs(&J);
-        cr_assert_eq(r, 0, "receiver %d exit %d", i, r);
-    }
+    job_expect_all_exit_ok(&J, 90, 15);
     job_expect_all_exact(&J, last_version);
 }
 

@@ -21,33 +21,12 @@ TestSuite(shards, .fini = fini, .timeout = 150);
 
 static void finish_ok(int v)
 {
-    int rc = job_wait(&J, 0, 90);
-    if (rc != 0)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 0, "coordinator exit %d", rc);
-    for (int i = 1; i < J.nnodes; i++) {
-        rc = job_wait(&J, i, 20);
-        if (rc != 0)
-            job_dump_logs(&J);
-        cr_assert_eq(rc, 0, "node %d exit %d", i, rc);
-    }
+    job_expect_all_exit_ok(&J, 90, 20);
     char st[256];
     snprintf(st, sizeof(st), "%s/state/0", J.dir);
     dc_commit_rec_t r;
     cr_assert_eq(dc_commit_read(st, &r), DC_OK);
     cr_assert_eq(r.version, (uint64_t)v);
-}
-
-/* The shard of each chunk, by the engine's documented rule: the shard
- * holding the chunk's first canonical byte, floor(offset * S / total). */
-static uint32_t shard_of(const dc_layout_t *l, uint32_t c, uint32_t S)
-{
-    uint64_t base = 0;
-    for (uint32_t t = 0; t < l->chunks[c].tensor; t++)
-        base += l->tensors[t].nbytes;
-    uint64_t off = base + l->chunks[c].offset;
-    uint32_t s = (uint32_t)(off * S / l->total_bytes);
-    return s < S ? s : S - 1;
 }
 
 /* Receiver `rank`: chunks of the shards in `mask` equal version `v_need`,
@@ -73,12 +52,12 @@ static void check_shards(int rank, uint64_t mask, uint32_t S, int v_need, int v_
         const uint8_t *a = dc_st_data(w, dc_st_tensor(w, lc->tensor)) + lc->offset;
         const uint8_t *bn = dc_st_data(fn, dc_st_tensor(fn, lc->tensor)) + lc->offset;
         const uint8_t *bo = dc_st_data(fo, dc_st_tensor(fo, lc->tensor)) + lc->offset;
-        int need = (mask >> shard_of(l, c, S)) & 1;
+        int need = (mask >> job_shard_of(l, c, S)) & 1;
         const uint8_t *want = need ? bn : bo;
         if (memcmp(a, want, lc->len) != 0) {
             job_dump_logs(&J);
             cr_assert_fail("receiver %d chunk %u (shard %u, %s) is not version %d", rank, c,
-                           shard_of(l, c, S), need ? "needed" : "not needed",
+                           job_shard_of(l, c, S), need ? "needed" : "not needed",
                            need ? v_need : v_other);
         }
         *n_changed += memcmp(bn, bo, lc->len) != 0;
