@@ -22,7 +22,6 @@
 #include "kernels/frame.h"
 #include "verbs/transport.h"
 
-#define HC_SECRET "refit-test-secret" /* refit_util.h's job secret */
 #define HC_NRX 16
 #define HC_NTX 128
 #define HC_RXCAP (4u << 20)
@@ -219,8 +218,11 @@ typedef struct hc {
 static inline void hc_opts(dc_verbs_opts_t *o)
 {
     dc_verbs_opts_init(o);
-    o->secret = HC_SECRET;
-    o->secret_len = strlen(HC_SECRET);
+    /* the job's secret (job_init() puts it in the environment) */
+    const char *sec = getenv("DELTACAST_SECRET");
+    cr_assert_not_null(sec, "no job secret: job_init() first");
+    o->secret = sec;
+    o->secret_len = strlen(sec);
     o->streams = 1;
     o->timeout_ms = 1000;
 }

@@ -32,6 +32,7 @@ typedef struct job {
     int versions;
     int nsenders;   /* ranks 0 .. nsenders-1 are senders (node 0 coordinates) */
     char topo[160]; /* topology file ("": the synthetic --local one) */
+    char secret[96]; /* this job's secret (also in the test's DELTACAST_SECRET) */
     pid_t pid[JOB_MAX];
 } job_t;
 
@@ -111,6 +112,11 @@ static inline void job_init(job_t *j, int regions, int per, const char *params, 
     for (int i = 1; i < j->nnodes; i++)
         cr_assert_eq(job_sh("cp %s/ver/v0.safetensors %s/w%d.st", j->dir, j->dir, i), 0);
     j->port = job_pick_ports(j->nnodes);
+    /* one secret per job: tests run two at a time and pick their ports at
+     * random, so a node dialing a port another test's job took just then
+     * must fail authentication there, not join that job */
+    snprintf(j->secret, sizeof(j->secret), "refit-test-%d-%s", (int)getpid(), j->dir + 5);
+    setenv("DELTACAST_SECRET", j->secret, 1);
 }
 
 /* Turn a job_init()ed job into one of `nsenders` senders in region "train"
@@ -186,7 +192,7 @@ static inline pid_t job_start(job_t *j, int rank, const char *env, const char *a
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+        setenv("DELTACAST_SECRET", j->secret, 1);
         setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
         setenv("DELTACAST_CHUNK_SIZE", "64KiB", 1);
         setenv("DELTACAST_THREADS", "1", 1);

@@ -51,7 +51,7 @@ Test(api, memory_receiver_with_placement_map)
     }
     job_start(&J, 0, NULL, NULL);
     job_start(&J, 1, NULL, NULL);
-    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+    setenv("DELTACAST_SECRET", J.secret, 1);
     setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
     setenv("DELTACAST_TRANSPORT", "tcp", 1);
     dc_topo_t *topo;
@@ -178,7 +178,7 @@ static void trainer_job_init(trainer_job_t *t, int regions, int per, const char 
     memset(t, 0, sizeof(*t));
     job_init(&J, regions, per, params, versions, "optimizer");
     trainer_load(&t->tr, 0);
-    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+    setenv("DELTACAST_SECRET", J.secret, 1);
     setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
     setenv("DELTACAST_TRANSPORT", "tcp", 1);
     cr_assert_eq(dc_topo_synthetic_local((uint32_t)regions, (uint32_t)per, (uint16_t)J.port,
@@ -473,7 +473,7 @@ static void memory_shards(int crash_rank, int lose_shard)
 {
     job_init(&J, 2, 2, "2e5", 3, "optimizer");
     job_use_shards(&J, 2, NULL);
-    setenv("DELTACAST_SECRET", "refit-test-secret", 1);
+    setenv("DELTACAST_SECRET", J.secret, 1);
     setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
     setenv("DELTACAST_TRANSPORT", "tcp", 1);
     dc_topo_t *topo;
@@ -575,6 +575,8 @@ static void memory_shards(int crash_rank, int lose_shard)
         if (v == 1 && crash_rank > 0) {
             /* the receiver dies mid-apply of its last chunk; restart it */
             int rc = job_wait(&J, crash_rank, 60);
+            if (rc != 128 + SIGKILL)
+                job_dump_logs(&J);
             cr_assert_eq(rc, 128 + SIGKILL, "receiver %d exit %d", crash_rank, rc);
             job_start(&J, crash_rank, NULL, NULL);
         }
