@@ -272,3 +272,30 @@ Test(shards, sender_killed_mid_version_restarts)
     finish_ok(2);
     job_expect_all_exact(&J, 2);
 }
+
+/* A sender that cannot open a version the coordinator begins fails, and its
+ * last line says why (the reason it failed, not whatever was said after). */
+Test(shards, sender_failure_says_why)
+{
+    job_init(&J, 2, 1, "2e5", 2, "optimizer");
+    job_use_shards(&J, 2, NULL);
+    /* sender 1 holds v0 and v1 only */
+    cr_assert_eq(job_sh("mkdir -p %s/ver1 && cp %s/ver/v0.safetensors %s/ver/v1.safetensors "
+                        "%s/ver1/",
+                        J.dir, J.dir, J.dir, J.dir),
+                 0);
+    char args[256];
+    snprintf(args, sizeof(args), "--versions %s/ver1", J.dir);
+    job_start(&J, 0, NULL, "--abort-ms 5000");
+    job_start(&J, 1, NULL, args);
+    for (int i = J.nsenders; i < J.nnodes; i++)
+        job_start(&J, i, NULL, NULL);
+    int rc = job_wait(&J, 1, 60);
+    if (rc != 1)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 1, "sender 1 exit %d", rc);
+    cr_assert_eq(job_sh("tail -n 1 %s/log1 | grep -q "
+                        "\"^deltacast node: error: rank 1: cannot open .*ver1/v2.safetensors\"",
+                        J.dir),
+                 0, "sender 1's last line does not say why it failed");
+}
