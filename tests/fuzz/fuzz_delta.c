@@ -168,17 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef DC_FUZZ_REPLAY
-#include <dirent.h>
-#include <sys/stat.h>
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rng(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#define DC_FUZZ_SEED 0x2545F4914F6CDD1Dull
+#include "replay.h"
 
 static size_t mutate(uint8_t *b, size_t len, size_t cap)
 {
@@ -212,28 +203,6 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
         break;
     }
     return len;
-}
-
-static void run_one(const uint8_t *in, size_t len, unsigned mutations)
-{
-    uint8_t *exact = malloc(len ? len : 1);
-    memcpy(exact, in, len);
-    LLVMFuzzerTestOneInput(exact, len);
-    free(exact);
-    size_t cap = len + 64;
-    uint8_t *buf = malloc(cap);
-    for (unsigned m = 0; m < mutations; m++) {
-        memcpy(buf, in, len);
-        size_t l = len;
-        unsigned k = 1 + (unsigned)(rng() % 3);
-        for (unsigned j = 0; j < k; j++)
-            l = mutate(buf, l, cap);
-        exact = malloc(l ? l : 1);
-        memcpy(exact, buf, l);
-        LLVMFuzzerTestOneInput(exact, l);
-        free(exact);
-    }
-    free(buf);
 }
 
 /* Seeds: deltas of the fixed base against mutated targets (modes 0 and 1),
@@ -292,14 +261,11 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens, size_t max)
 
 int main(int argc, char **argv)
 {
-    unsigned mutations = 0;
+    unsigned mutations = dc_fuzz_mutations(argc, argv);
     const char *write_dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "--mutations=", 12) == 0)
-            mutations = (unsigned)strtoul(argv[i] + 12, NULL, 10);
-        else if (strncmp(argv[i], "--write-corpus=", 15) == 0)
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--write-corpus=", 15) == 0)
             write_dir = argv[i] + 15;
-    }
     uint8_t *seeds[64];
     size_t lens[64];
     size_t ns = make_seeds(seeds, lens, 64);
@@ -311,39 +277,13 @@ int main(int argc, char **argv)
             CHECK(f && fwrite(seeds[i], 1, lens[i], f) == lens[i]);
             fclose(f);
         }
-        run_one(seeds[i], lens[i], mutations);
+        dc_fuzz_run(seeds[i], lens[i], 64, mutations, 3, mutate);
         free(seeds[i]);
     }
-    size_t files = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "--", 2) == 0)
-            continue;
-        DIR *dir = opendir(argv[i]);
-        if (!dir)
-            continue;
-        struct dirent *e;
-        while ((e = readdir(dir))) {
-            if (e->d_name[0] == '.')
-                continue;
-            char p[1024];
-            snprintf(p, sizeof(p), "%s/%s", argv[i], e->d_name);
-            FILE *f = fopen(p, "rb");
-            if (!f)
-                continue;
-            fseek(f, 0, SEEK_END);
-            long sz = ftell(f);
-            fseek(f, 0, SEEK_SET);
-            uint8_t *b = malloc((size_t)sz + 1);
-            if (fread(b, 1, (size_t)sz, f) == (size_t)sz)
-                run_one(b, (size_t)sz, mutations);
-            fclose(f);
-            free(b);
-            files++;
-        }
-        closedir(dir);
-    }
+    size_t files;
+    int rc = dc_fuzz_run_paths(argc, argv, 64, 3, mutate, &files);
     printf("fuzz_delta_replay: %zu seeds, %zu corpus files, %u mutations each: ok\n", ns, files,
            mutations);
-    return 0;
+    return rc;
 }
 #endif

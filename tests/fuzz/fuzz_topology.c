@@ -178,17 +178,8 @@ out:
 }
 
 #ifdef DC_FUZZ_REPLAY
-#include <dirent.h>
-#include <sys/stat.h>
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
-static uint64_t rng(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#define DC_FUZZ_SEED 0x2545f4914f6cdd1dULL
+#include "replay.h"
 
 /* One deterministic mutation (byte 0, the target, is kept): flip, set to a
  * syntax character or a digit, insert, delete, truncate, or repeat a span. */
@@ -225,83 +216,17 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
     return len;
 }
 
-static int run_file(const char *path, unsigned mutations)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        fprintf(stderr, "cannot open %s\n", path);
-        return 1;
-    }
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    size_t cap = (size_t)sz + 256;
-    uint8_t *orig = malloc(cap), *buf = malloc(cap);
-    if (!orig || !buf || fread(orig, 1, (size_t)sz, fp) != (size_t)sz) {
-        fclose(fp);
-        free(orig);
-        free(buf);
-        fprintf(stderr, "cannot read %s\n", path);
-        return 1;
-    }
-    fclose(fp);
-    for (unsigned m = 0; m <= mutations; m++) {
-        memcpy(buf, orig, (size_t)sz);
-        size_t len = (size_t)sz;
-        unsigned k = m ? 1 + (unsigned)(rng() % 4) : 0;
-        for (unsigned j = 0; j < k; j++)
-            len = mutate(buf, len, cap);
-        /* exact-size heap copies so that ASan catches any overread */
-        uint8_t *exact = malloc(len ? len : 1);
-        memcpy(exact, buf, len);
-        LLVMFuzzerTestOneInput(exact, len);
-        free(exact);
-    }
-    free(orig);
-    free(buf);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    unsigned mutations = 0;
-    int files = 0, rc = 0;
-    for (int i = 1; i < argc; i++)
-        if (strncmp(argv[i], "--mutations=", 12) == 0)
-            mutations = (unsigned)strtoul(argv[i] + 12, NULL, 10);
     dc_log_set_level(DC_LOG_LEVEL_ERROR);
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "--mutations=", 12) == 0)
-            continue;
-        struct stat sb;
-        if (stat(argv[i], &sb) != 0) {
-            fprintf(stderr, "no such corpus: %s\n", argv[i]);
-            return 1;
-        }
-        if (!S_ISDIR(sb.st_mode)) {
-            rc |= run_file(argv[i], mutations);
-            files++;
-            continue;
-        }
-        DIR *d = opendir(argv[i]);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (e->d_name[0] == '.')
-                continue;
-            char p[4096];
-            snprintf(p, sizeof(p), "%s/%s", argv[i], e->d_name);
-            rc |= run_file(p, mutations);
-            files++;
-        }
-        if (d)
-            closedir(d);
-    }
+    size_t files;
+    int rc = dc_fuzz_run_paths(argc, argv, 256, 4, mutate, &files);
     if (files == 0) {
         fprintf(stderr, "usage: %s [--mutations=N] CORPUS_DIR|FILE...\n", argv[0]);
         return 1;
     }
-    printf("fuzz_topology: %d inputs, %u mutations each, %lu accepted: ok\n", files, mutations,
-           fuzz_accepted);
+    printf("fuzz_topology: %zu inputs, %u mutations each, %lu accepted: ok\n", files,
+           dc_fuzz_mutations(argc, argv), fuzz_accepted);
     return rc;
 }
 #endif
