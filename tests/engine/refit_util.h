@@ -54,6 +54,25 @@ static inline int job_sh(const char *fmt, ...)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+/* Run the shell condition every 25 ms until it exits 0 (then 1) or `ms`
+ * milliseconds pass (then 0). */
+static inline int job_until_sh(int ms, const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    for (int waited = 0;; waited += 25) {
+        int rc = system(cmd);
+        if (WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
+            return 1;
+        if (waited >= ms)
+            return 0;
+        usleep(25000);
+    }
+}
+
 static inline int job_port_free(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -234,6 +253,14 @@ static inline int job_wait(job_t *j, int rank, int timeout_s)
     waitpid(j->pid[rank], NULL, 0);
     j->pid[rank] = 0;
     return -1;
+}
+
+/* SIGKILL node `rank` and reap it. */
+static inline void job_kill(job_t *j, int rank)
+{
+    kill(j->pid[rank], SIGKILL);
+    waitpid(j->pid[rank], NULL, 0);
+    j->pid[rank] = 0;
 }
 
 static inline void job_start_all(job_t *j, const char *root_args)

@@ -296,9 +296,7 @@ Test(api, memory_sender_abort_is_reported)
     trainer_load(tr, 1);
     cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_OK, "%s", dc_last_error());
     job_expect_all_exact(&J, 1);
-    kill(J.pid[2], SIGKILL);
-    waitpid(J.pid[2], NULL, 0);
-    J.pid[2] = 0;
+    job_kill(&J, 2);
     trainer_load(tr, 2);
     cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_ERR_CANCELED, "%s",
                  dc_last_error());

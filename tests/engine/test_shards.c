@@ -219,16 +219,9 @@ Test(shards, sender_restarted_rejoins)
     usleep(100000);
     job_start(&J, 1, NULL, NULL);
     job_start(&J, 2, NULL, NULL);
-    int seen = 0;
-    for (int k = 0; k < 400 && !seen; k++) {
-        seen = job_sh("grep -q 'coordinator: sender 1 connected' %s/log0", J.dir) == 0;
-        if (!seen)
-            usleep(25000);
-    }
-    cr_assert(seen, "sender 1 never connected to the coordinator");
-    kill(J.pid[1], SIGKILL);
-    waitpid(J.pid[1], NULL, 0);
-    J.pid[1] = 0;
+    cr_assert(job_until_sh(10000, "grep -q 'coordinator: sender 1 connected' %s/log0", J.dir),
+              "sender 1 never connected to the coordinator");
+    job_kill(&J, 1);
     job_start(&J, 1, NULL, NULL);
     job_start(&J, 3, NULL, NULL);
     finish_ok(3);
@@ -248,15 +241,11 @@ Test(shards, sender_killed_mid_version_restarts)
     job_start(&J, 1, "DELTACAST_FAULT=stall_after=20000,stall_ms=60000", NULL);
     job_start(&J, 2, NULL, NULL);
     job_start(&J, 3, NULL, NULL);
-    int seen = 0;
-    for (int k = 0; k < 400 && !seen; k++) {
-        seen = job_sh("grep -q 'sender 1: version 1: broadcasting' %s/log1 && "
-                      "grep -q 'fault injection: stalling' %s/log1",
-                      J.dir, J.dir) == 0;
-        if (!seen)
-            usleep(25000);
-    }
-    cr_assert(seen, "sender 1 never stalled inside version 1");
+    cr_assert(job_until_sh(10000,
+                           "grep -q 'sender 1: version 1: broadcasting' %s/log1 && "
+                           "grep -q 'fault injection: stalling' %s/log1",
+                           J.dir, J.dir),
+              "sender 1 never stalled inside version 1");
     usleep(200000);
     /* killed mid-version: the coordinator has not committed version 1 */
     char st[256];
@@ -265,9 +254,7 @@ Test(shards, sender_killed_mid_version_restarts)
     if (dc_commit_read(st, &r) == DC_OK)
         cr_assert_eq(r.version, 0, "version %llu committed before sender 1 was killed",
                      (unsigned long long)r.version);
-    kill(J.pid[1], SIGKILL);
-    waitpid(J.pid[1], NULL, 0);
-    J.pid[1] = 0;
+    job_kill(&J, 1);
     job_start(&J, 1, NULL, NULL);
     finish_ok(2);
     job_expect_all_exact(&J, 2);
