@@ -353,11 +353,6 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
     dc_perf_metric_init(&r->xd_s, "xdelta3", "s");
     dc_perf_metric_init(&r->zs_s, "zstd_patch_from", "s");
     r->exact = 1;
-    /* the chunk size the codec uses: the memcpy reference copies as much per call */
-    uint64_t step64 = chunk;
-    if (step64 == 0 && (dc_config_get_size("chunk_size", &step64) != DC_OK || step64 == 0))
-        step64 = (uint64_t)4 << 20;
-    const size_t step = (size_t)step64;
     dc_status_t st = DC_OK;
     for (unsigned pass = 0; pass < 2; pass++) {
         unsigned t = pass == 0 ? 1 : threads;
@@ -385,8 +380,15 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
                 /* the receiver's path: patch in place, verify each chunk
                  * (pass 0: one thread; pass 1: every core at once) */
                 double iw = 0, ic = 0, hw = 0;
-                /* the base into out, a chunk per memcpy (one thread): what
-                 * any apply into a new buffer must at least move */
+                /* the base into out, a chunk per memcpy (one thread, the
+                 * delta's own chunk size): what any apply into a new buffer
+                 * must at least move */
+                dc_delta_reader_t hr;
+                if ((st = dc_delta_reader_init(&hr, d, dl)) != DC_OK) {
+                    dc_free(d);
+                    goto out;
+                }
+                const size_t step = (size_t)hr.info.chunk_size;
                 double m0 = dc_now_s();
                 for (size_t at = 0; at < bl; at += step)
                     memcpy(out + at, b + at, DC_MIN(step, bl - at));
