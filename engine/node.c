@@ -903,13 +903,10 @@ static void dc_rx_send_done(dc_node_t *n, uint64_t v, uint8_t flags)
     }
 }
 
-static void dc_rx_begin(dc_node_t *n, const dc_msg_t *m)
+/* bgp: a BEGIN that dc_begin_parse accepted (dc_node_handle). */
+static void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
 {
-    dc_begin_t bg;
-    if (dc_begin_parse(m, &bg) != DC_OK) {
-        DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
-        return;
-    }
+    const dc_begin_t bg = *bgp;
     if (bg.layout_id != n->layout->id || bg.nchunks != n->layout->nchunks) {
         DC_LOG_ERROR("node %u: version %llu has layout %016llx (%u chunks), this node's "
                      "checkpoint %016llx (%u chunks): cannot take it",
@@ -1844,13 +1841,10 @@ static void dc_sender_start(dc_node_t *n, const dc_begin_t *bg, dc_status_t st)
  * chunks this sender owns (the same encoder threads as the coordinator's);
  * a memory sender starts once its caller hands the version over
  * (dc_sender_poll_memory). */
-static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
+/* bgp: a BEGIN that dc_begin_parse accepted, from v - 1 (dc_node_handle). */
+static void dc_sender_begin(dc_node_t *n, const dc_begin_t *bgp)
 {
-    dc_begin_t bg;
-    if (dc_begin_parse(m, &bg) != DC_OK) {
-        DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
-        return;
-    }
+    const dc_begin_t bg = *bgp;
     if (n->mpend && n->mbg.version == bg.version)
         return;
     if (n->in_flight && n->vnum == bg.version) {
@@ -1864,10 +1858,7 @@ static void dc_sender_begin(dc_node_t *n, const dc_msg_t *m)
         return;
     }
     dc_status_t st = DC_OK;
-    if (bg.version == 0 || bg.baseline != bg.version - 1)
-        st = dc_error(DC_ERR_INVALID, "sender %u: BEGIN %llu from baseline %llu", n->me,
-                      (unsigned long long)bg.version, (unsigned long long)bg.baseline);
-    if (st == DC_OK && n->cfg->source && bg.baseline != n->committed)
+    if (n->cfg->source && bg.baseline != n->committed)
         st = dc_error(DC_ERR_INVALID, "sender %u holds version %llu (its state directory's "
                       "commit record, else initial_version), but the coordinator begins "
                       "version %llu from %llu: open it on the committed version's weights",
@@ -2102,9 +2093,9 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             b->refs++;
             dc_send_down(n, b, DC_NODE_ALL, DC_STREAM_ANY);
             if (n->is_sender)
-                dc_sender_begin(n, &m);
+                dc_sender_begin(n, &bg);
             else
-                dc_rx_begin(n, &m);
+                dc_rx_begin(n, &bg);
             break;
         }
         case DC_MSG_FRAME:
