@@ -2159,9 +2159,10 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
     }
     if (m.type == DC_MSG_HELLO) {
         dc_hello_t h;
-        if (dc_hello_parse(&m, &h) != DC_OK || h.node == n->me || h.node >= n->nnodes ||
-            h.node == 0 || (from->node != UINT32_MAX && from->node != h.node)) {
-            if (dc_hello_parse(&m, &h) == DC_OK) /* else its parse error says why */
+        int parsed = dc_hello_parse(&m, &h) == DC_OK; /* else its parse error says why */
+        if (!parsed || h.node == n->me || h.node >= n->nnodes || h.node == 0 ||
+            (from->node != UINT32_MAX && from->node != h.node)) {
+            if (parsed)
                 dc_error(DC_ERR_FORMAT, "node id %u on a link of node %u (%u nodes)", h.node,
                          from->node, n->nnodes);
             DC_LOG_WARN("node %u: bad HELLO: %s", n->me, dc_last_error());
