@@ -65,6 +65,9 @@ void dc_kern_scalar_gather(const void *b, unsigned w, const uint32_t *pos, size_
 uint32_t dc_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 #if defined(__x86_64__)
 uint32_t dc_crc32c_sse42(uint32_t crc, const void *buf, size_t len);
+/* AVX-512 + VPCLMULQDQ; only where dc_crc32c_vpclmul_ok() */
+uint32_t dc_crc32c_vpclmul(uint32_t crc, const void *buf, size_t len);
+int dc_crc32c_vpclmul_ok(void);
 #endif
 #if DC_HAVE_ISAL
 uint32_t dc_crc32c_isal(uint32_t crc, const void *buf, size_t len);

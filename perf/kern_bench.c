@@ -172,6 +172,8 @@ int main(int argc, char **argv)
     TIME_SUM("crc32c table", dc_crc32c_sw(0, B.a, B.n * 2));
 #if defined(__x86_64__)
     TIME_SUM("crc32c sse4.2 3-way", dc_crc32c_sse42(0, B.a, B.n * 2));
+    if (dc_crc32c_vpclmul_ok())
+        TIME_SUM("crc32c avx512 vpclmulqdq", dc_crc32c_vpclmul(0, B.a, B.n * 2));
 #endif
 #if DC_HAVE_ISAL
     TIME_SUM("crc32c isa-l", dc_crc32c_isal(0, B.a, B.n * 2));

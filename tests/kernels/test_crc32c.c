@@ -20,6 +20,7 @@ static const struct {
     {"table", dc_crc32c_sw},
 #if defined(__x86_64__)
     {"sse4.2", dc_crc32c_sse42},
+    {"vpclmul", dc_crc32c_vpclmul},
 #endif
 #if DC_HAVE_ISAL
     {"isa-l", dc_crc32c_isal},
@@ -31,6 +32,8 @@ static int impl_runs(size_t i)
 #if defined(__x86_64__)
     if (IMPLS[i].fn == dc_crc32c_sse42)
         return __builtin_cpu_supports("sse4.2");
+    if (IMPLS[i].fn == dc_crc32c_vpclmul)
+        return dc_crc32c_vpclmul_ok();
 #endif
     (void)i;
     return 1;
@@ -56,7 +59,8 @@ Test(crc32c, known_vectors)
         cr_assert_eq(f(0, "", 0), 0u, "%s", IMPLS[i].name);
         cr_assert_eq(f(0x12345678u, "", 0), 0x12345678u, "%s", IMPLS[i].name);
     }
-    cr_assert(strcmp(dc_crc32c_impl(), "isa-l") == 0 || strcmp(dc_crc32c_impl(), "sse4.2") == 0 ||
+    cr_assert(strcmp(dc_crc32c_impl(), "avx512-vpclmulqdq") == 0 ||
+              strcmp(dc_crc32c_impl(), "isa-l") == 0 || strcmp(dc_crc32c_impl(), "sse4.2") == 0 ||
               strcmp(dc_crc32c_impl(), "table") == 0);
 }
 
@@ -69,8 +73,11 @@ Test(crc32c, chaining_and_agreement)
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         buf[i] = (uint8_t)(s >> 56);
     }
-    static const size_t LENS[] = {0, 1, 7, 8, 9, 255, 767, 768, 769, 4096, 24575, 24576,
-                                  24577, 50000, 3 * 8192 * 2 + 3 * 256 * 3 + 77};
+    static const size_t LENS[] = {0,    1,     7,     8,     9,     15,    16,   17,
+                                  63,   64,    65,    255,   256,   257,   271,  272,
+                                  319,  320,   511,   512,   513,   575,   767,  768,
+                                  769,  4096,  24575, 24576, 24577, 50000,
+                                  3 * 8192 * 2 + 3 * 256 * 3 + 77};
     for (size_t off = 0; off < 8; off++) {
         for (size_t li = 0; li < DC_ARRAY_SIZE(LENS); li++) {
             size_t n = LENS[li];
@@ -97,6 +104,27 @@ Test(crc32c, chaining_and_agreement)
         }
     }
     free(buf);
+}
+
+/* Every length up to 1100 and every alignment mod 8 against the tables:
+ * each tail of the folding code (256-byte steps, 64-byte steps, lanes,
+ * 16-byte steps, the bytes after) and every fallback below 256. */
+Test(crc32c, every_short_length)
+{
+    uint8_t buf[1100 + 8];
+    uint64_t s = 99;
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        buf[i] = (uint8_t)(s >> 56);
+    }
+    for (size_t off = 0; off < 8; off++)
+        for (size_t n = 0; n <= 1100; n++) {
+            uint32_t ref = dc_crc32c_sw(0x5a5a5a5au, buf + off, n);
+            for (size_t i = 0; i < DC_ARRAY_SIZE(IMPLS); i++)
+                if (impl_runs(i))
+                    cr_assert_eq(IMPLS[i].fn(0x5a5a5a5au, buf + off, n), ref,
+                                 "%s off=%zu n=%zu", IMPLS[i].name, off, n);
+        }
 }
 
 /* crc(A || B) from crc(A), crc(B) and |B|: every split of a buffer, and a
