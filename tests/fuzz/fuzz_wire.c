@@ -1,0 +1,281 @@
+/*
+ * fuzz_wire.c - fuzz target for the small fixed formats that arrive from a
+ * peer or from disk: engine messages (proto.h), transport headers
+ * (transport.h), commit records (commit.h) and receiver journals
+ * (journal.h).
+ *
+ * Input byte 0 selects the format; byte 1 holds flags; the rest is the
+ * bytes:
+ *   0: an engine message: dc_msg_parse, then dc_begin_parse (BEGIN) or
+ *      dc_hello_parse (HELLO / STATE);
+ *   1: a 32-byte transport header, dc_verbs_hdr_unpack (the next 4 bytes,
+ *      if any, are max_len);
+ *   2: a 64-byte commit record, dc_commit_decode;
+ *   3: a journal file (written to a private directory), dc_journal_load,
+ *      and when it loads, dc_journal_open of the same journal (a resume).
+ * Flag bit 0 of byte 1 (formats 1-3) first makes the input's checksum
+ * right (the header's CRC32C, the record's or journal header's XXH3-64), so
+ * that mutations reach the field checks behind it.
+ * Oracle: no crash / sanitizer report; a failing call leaves a status and
+ * a detail message; what parses packs back to the same bytes (reserved
+ * fields aside) and decodes to values the format allows.
+ *
+ * Builds as the other targets (tests/fuzz/meson.build): fuzz_wire_replay
+ * (any compiler, -DDC_FUZZ_REPLAY) runs a corpus directory plus
+ * deterministic mutations; fuzz_wire is the libFuzzer binary.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "engine/commit.h"
+#include "engine/journal.h"
+#include "engine/proto.h"
+#include "kernels/kern.h"
+#include "verbs/transport.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(c)                                                                              \
+    do {                                                                                      \
+        if (!(c)) {                                                                           \
+            fprintf(stderr, "fuzz_wire: %s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+            abort();                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static unsigned long fuzz_accepted;
+
+static void failed_cleanly(dc_status_t st)
+{
+    CHECK(st != DC_OK && dc_last_status() != DC_OK && *dc_last_error());
+}
+
+static void fuzz_msg(const uint8_t *b, size_t n)
+{
+    dc_msg_t m;
+    dc_status_t st = dc_msg_parse(b, n, &m);
+    if (st != DC_OK) {
+        failed_cleanly(st);
+        return;
+    }
+    fuzz_accepted++;
+    CHECK(m.body == b + DC_MSG_HDR_SIZE && (size_t)m.body_len + DC_MSG_HDR_SIZE == n);
+    CHECK(dc_msg_type_name(m.type)[0] != '?');
+    /* the header packs back to the same bytes (6..7 are reserved) */
+    uint8_t h[DC_MSG_HDR_SIZE];
+    dc_msg_pack(&m, h);
+    CHECK(memcmp(h, b, 6) == 0 && memcmp(h + 8, b + 8, DC_MSG_HDR_SIZE - 8) == 0);
+    if (m.type == DC_MSG_BEGIN) {
+        dc_begin_t bg;
+        if ((st = dc_begin_parse(&m, &bg)) != DC_OK) {
+            failed_cleanly(st);
+            return;
+        }
+        CHECK(bg.baseline < bg.version && bg.nchunks <= DC_MAX_CHUNKS);
+        CHECK(bg.mode == DC_MODE_DELTA || bg.mode == DC_MODE_DENSE);
+        uint8_t out[DC_BEGIN_SIZE];
+        dc_begin_pack(&bg, out);
+        CHECK(n == DC_BEGIN_SIZE && memcmp(out + DC_MSG_HDR_SIZE, m.body, DC_BEGIN_FIXED) == 0);
+    } else if (m.type == DC_MSG_HELLO || m.type == DC_MSG_STATE) {
+        dc_hello_t hl;
+        if ((st = dc_hello_parse(&m, &hl)) != DC_OK) {
+            failed_cleanly(st);
+            return;
+        }
+        CHECK(hl.node != DC_NODE_ALL && hl.nstates <= DC_MAX_CHUNKS);
+        CHECK(dc_hello_size(hl.nstates) == n);
+        for (uint32_t i = 0; i < hl.nstates; i++)
+            CHECK(hl.states[i] <= DC_JSTATE_APPLIED);
+        uint8_t *out = malloc(n);
+        CHECK(out);
+        dc_hello_pack(m.type, &hl, out);
+        CHECK(memcmp(out + DC_MSG_HDR_SIZE, m.body, m.body_len) == 0);
+        free(out);
+    }
+}
+
+static void fuzz_hdr(const uint8_t *b, size_t n, int fix)
+{
+    if (n < DC_VERBS_HDR_SIZE)
+        return;
+    uint8_t in[DC_VERBS_HDR_SIZE];
+    memcpy(in, b, sizeof(in));
+    if (fix)
+        dc_store_le32(in + 24, dc_crc32c(0, in, 24));
+    uint64_t max_len = n >= DC_VERBS_HDR_SIZE + 4 ? dc_load_le32(b + DC_VERBS_HDR_SIZE)
+                                                  : UINT32_MAX;
+    dc_verbs_hdr_t h;
+    dc_status_t st = dc_verbs_hdr_unpack(in, max_len, &h);
+    if (st != DC_OK) {
+        failed_cleanly(st);
+        return;
+    }
+    fuzz_accepted++;
+    CHECK(h.type >= DC_VERBS_MSG_DATA && h.type <= DC_VERBS_MSG_BYE && h.len <= max_len);
+    CHECK(h.type == DC_VERBS_MSG_DATA || (h.flags == 0 && h.len == 0));
+    uint8_t out[DC_VERBS_HDR_SIZE];
+    dc_verbs_hdr_pack(&h, out);
+    CHECK(memcmp(out, in, 28) == 0);
+}
+
+static void fuzz_commit(const uint8_t *b, size_t n, int fix)
+{
+    uint8_t *in = malloc(n ? n : 1);
+    CHECK(in);
+    memcpy(in, b, n);
+    if (fix && n == DC_COMMIT_RECORD_SIZE)
+        dc_store_le64(in + 56, XXH3_64bits(in, 56));
+    dc_commit_rec_t r;
+    dc_status_t st = dc_commit_decode(in, n, "fuzz", &r);
+    if (st != DC_OK) {
+        failed_cleanly(st);
+    } else {
+        fuzz_accepted++;
+        CHECK(r.version == 0 || r.baseline < r.version);
+        uint8_t out[DC_COMMIT_RECORD_SIZE];
+        dc_commit_encode(&r, out);
+        dc_commit_rec_t r2;
+        CHECK(dc_commit_decode(out, sizeof(out), "fuzz", &r2) == DC_OK);
+        CHECK(memcmp(&r, &r2, sizeof(r)) == 0);
+    }
+    free(in);
+}
+
+/* One private directory per process, for the journal file (removed at
+ * exit). */
+static char fuzz_dir_name[64];
+
+static void fuzz_dir_remove(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", fuzz_dir_name, DC_JOURNAL_FILE);
+    unlink(path);
+    rmdir(fuzz_dir_name);
+}
+
+static const char *fuzz_dir(void)
+{
+    if (!fuzz_dir_name[0]) {
+        snprintf(fuzz_dir_name, sizeof(fuzz_dir_name), "/tmp/dc-fuzz-wire-XXXXXX");
+        CHECK(mkdtemp(fuzz_dir_name) != NULL);
+        atexit(fuzz_dir_remove);
+    }
+    return fuzz_dir_name;
+}
+
+static void fuzz_journal(const uint8_t *b, size_t n, int fix)
+{
+    /* Far larger files would only cost time: the states are one byte each. */
+    if (n > (1u << 20))
+        return;
+    const char *dir = fuzz_dir();
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", dir, DC_JOURNAL_FILE);
+    uint8_t *in = malloc(n ? n : 1);
+    CHECK(in);
+    memcpy(in, b, n);
+    if (fix && n >= DC_JOURNAL_HEADER_SIZE)
+        dc_store_le64(in + 56, XXH3_64bits(in, 56));
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(in, 1, n, fp) == n && fclose(fp) == 0);
+    dc_journal_info_t info;
+    uint8_t *states = NULL;
+    dc_status_t st = dc_journal_load(dir, &info, &states);
+    if (st != DC_OK) {
+        failed_cleanly(st);
+    } else {
+        fuzz_accepted++;
+        CHECK(info.nchunks == n - DC_JOURNAL_HEADER_SIZE);
+        for (uint64_t i = 0; i < info.nchunks; i++)
+            CHECK(states[i] <= DC_JSTATE_APPLIED);
+        /* the same journal resumes, with the same states */
+        dc_journal_t *j = NULL;
+        int resumed = 0;
+        st = dc_journal_open(dir, &info, 0, 1, &j, &resumed);
+        CHECK(st == DC_OK && resumed == 1);
+        for (uint64_t i = 0; i < info.nchunks; i++)
+            CHECK(dc_journal_state(j, i) == states[i]);
+        dc_journal_close(j);
+        free(states);
+    }
+    free(in);
+    unlink(path);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static int quiet;
+    if (!quiet) {
+        dc_log_set_level(DC_LOG_LEVEL_ERROR);
+        quiet = 1;
+    }
+    if (size < 2)
+        return 0;
+    int fix = data[1] & 1;
+    const uint8_t *b = data + 2;
+    size_t n = size - 2;
+    switch (data[0] % 4) {
+    case 0: fuzz_msg(b, n); break;
+    case 1: fuzz_hdr(b, n, fix); break;
+    case 2: fuzz_commit(b, n, fix); break;
+    default: fuzz_journal(b, n, fix); break;
+    }
+    return 0;
+}
+
+#ifdef DC_FUZZ_REPLAY
+#define DC_FUZZ_SEED 0x9b1c6f3e2d5a4871ULL
+#include "replay.h"
+
+/* One deterministic mutation (bytes 0-1, the format and flags, are kept):
+ * flip a bit, set a byte to 0 / 0xff / a small value, insert, delete,
+ * truncate, or overwrite a 4-byte field with a boundary value. */
+static size_t mutate(uint8_t *b, size_t len, size_t cap)
+{
+    if (len < 3)
+        return len;
+    size_t at = 2 + (size_t)(rng() % (len - 2));
+    static const uint32_t edge[] = {0, 1, 2, 3, 0x7fffffffu, 0x80000000u, 0xffffffffu,
+                                    DC_MAX_CHUNKS, DC_MAX_CHUNKS + 1, DC_SUB_MAX + 1};
+    switch (rng() % 7) {
+    case 0: b[at] ^= (uint8_t)(1u << (rng() % 8)); break;
+    case 1: b[at] = (uint8_t)(rng() % 2 ? 0 : 0xff); break;
+    case 2: b[at] = (uint8_t)(rng() % 24); break;
+    case 3:
+        if (len < cap) {
+            memmove(b + at + 1, b + at, len - at);
+            b[at] = (uint8_t)rng();
+            len++;
+        }
+        break;
+    case 4:
+        memmove(b + at, b + at + 1, len - at - 1);
+        len--;
+        break;
+    case 5: len = at; break;
+    default:
+        if (at + 4 <= len)
+            dc_store_le32(b + at, edge[rng() % (sizeof(edge) / sizeof(edge[0]))]);
+        break;
+    }
+    return len;
+}
+
+int main(int argc, char **argv)
+{
+    dc_log_set_level(DC_LOG_LEVEL_ERROR);
+    size_t files;
+    int rc = dc_fuzz_run_paths(argc, argv, 64, 4, mutate, &files);
+    if (files == 0) {
+        fprintf(stderr, "usage: %s [--mutations=N] CORPUS_DIR|FILE...\n", argv[0]);
+        return 1;
+    }
+    printf("fuzz_wire: %zu inputs, %u mutations each, %lu accepted: ok\n", files,
+           dc_fuzz_mutations(argc, argv), fuzz_accepted);
+    return rc;
+}
+#endif
