@@ -14,7 +14,7 @@
 #include "util/dc_util.h"
 
 /** CRC32C (Castagnoli).  Chain with crc = dc_crc32c(crc, next, len);
- *  start from 0.  Hardware accelerated (ISA-L or SSE4.2/PCLMUL). */
+ *  start from 0.  Hardware accelerated (AVX-512 VPCLMULQDQ folding, ISA-L or SSE4.2). */
 uint32_t dc_crc32c(uint32_t crc, const void *buf, size_t len);
 
 /** CRC32C of A || B from crc1 = dc_crc32c(0, A, |A|), crc2 =
@@ -26,7 +26,8 @@ uint32_t dc_crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2);
 uint32_t dc_crc32c_shift_op(size_t len2);
 uint32_t dc_crc32c_combine_op(uint32_t crc1, uint32_t crc2, uint32_t op);
 
-/** Which CRC32C code dc_crc32c() runs: "isa-l", "sse4.2" or "table". */
+/** Which CRC32C code dc_crc32c() runs: "avx512-vpclmulqdq", "isa-l",
+ *  "sse4.2" or "table". */
 const char *dc_crc32c_impl(void);
 
 /** 128-bit end-to-end digest (XXH3-128). */

@@ -592,6 +592,7 @@ int dc_cmd_perf_codec(int argc, char **argv)
         json_object_set_new(root, "threads_all", json_integer((json_int_t)threads));
         json_object_set_new(root, "runs", json_integer((json_int_t)runs));
         json_object_set_new(root, "isa", json_string(dc_kern_isa()));
+        json_object_set_new(root, "crc32c", json_string(dc_crc32c_impl()));
         json_t *arr = json_array();
         for (size_t i = 0; i < nres; i++) {
             dc_codec_res_t *r = &res[i];
@@ -641,10 +642,12 @@ int dc_cmd_perf_codec(int argc, char **argv)
         if (json)
             return DC_EXIT_OK;
     }
-    printf("deltacast perf codec: medians of %llu runs, all cores = %llu threads, kernels %s\n"
+    printf("deltacast perf codec: medians of %llu runs, all cores = %llu threads, kernels %s, "
+           "crc32c %s\n"
            "GB/s are of checkpoint bytes; 'cpu' = per core by process CPU time; "
            "the file rows and baselines read/write files in %s\n\n",
-           (unsigned long long)runs, (unsigned long long)threads, dc_kern_isa(), dir);
+           (unsigned long long)runs, (unsigned long long)threads, dc_kern_isa(),
+           dc_crc32c_impl(), dir);
     printf("%-34s", "");
     for (size_t i = 0; i < nres; i++)
         printf(" %16s", res[i].name);

@@ -593,13 +593,15 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         json_object_set_new(j, "reconnects", json_integer((json_int_t)s.reconnects));
         json_object_set_new(j, "zerocopy", json_boolean(po->zerocopy));
         json_object_set_new(j, "caller_crc", json_boolean(!po->transport_crc));
+        json_object_set_new(j, "crc32c", json_string(dc_crc32c_impl()));
         json_object_set_new(j, "zc_sends", json_integer((json_int_t)s.zc_sends));
         json_object_set_new(j, "zc_copied", json_integer((json_int_t)s.zc_copied));
         dc_perf_json_print(j);
         json_decref(j);
     } else {
         char b[32];
-        printf("perf link: transport %s, device %s, %u stream(s)\n", t->name, device, streams);
+        printf("perf link: transport %s, device %s, %u stream(s), crc32c %s\n", t->name, device,
+               streams, dc_crc32c_impl());
         printf("  chosen: %s\n", why);
         printf("  goodput   %8.3f Gb/s  (%s in %.3f s, %llu x %llu B messages, depth %u)\n", gbps,
                dc_fmt_bytes(acked_bytes, b, sizeof(b)), secs, (unsigned long long)acked,
