@@ -29,18 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DC_FUZZ_NAME "fuzz_delta"
+#include "fuzz.h"
+
 #include "kernels/codec.h"
 #include "kernels/delta.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                              \
-    do {                                                                                      \
-        if (!(c)) {                                                                           \
-            fprintf(stderr, "fuzz_delta: %s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            abort();                                                                          \
-        }                                                                                     \
-    } while (0)
 
 /* --- the fixed base checkpoint --------------------------------------------- */
 

@@ -27,20 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DC_FUZZ_NAME "fuzz_safetensors"
+#include "fuzz.h"
+
 #include "kernels/safetensors.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static unsigned long fuzz_accepted; /* inputs that parsed (for the replay summary) */
-
-#define CHECK(c)                                                                              \
-    do {                                                                                      \
-        if (!(c)) {                                                                           \
-            fprintf(stderr, "fuzz_safetensors: %s:%d: check failed: %s\n", __FILE__, __LINE__, \
-                    #c);                                                                      \
-            abort();                                                                          \
-        }                                                                                     \
-    } while (0)
 
 static void same_table(const dc_st_file_t *a, const dc_st_file_t *b)
 {
@@ -199,14 +189,6 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
 
 int main(int argc, char **argv)
 {
-    size_t files;
-    int rc = dc_fuzz_run_paths(argc, argv, 64, 4, mutate, &files);
-    if (files == 0) {
-        fprintf(stderr, "usage: %s [--mutations=N] CORPUS_DIR|FILE...\n", argv[0]);
-        return 1;
-    }
-    printf("fuzz_safetensors: %zu inputs, %u mutations each, %lu parsed: ok\n", files,
-           dc_fuzz_mutations(argc, argv), fuzz_accepted);
-    return rc;
+    return dc_fuzz_main(argc, argv, 64, 4, mutate, "parsed");
 }
 #endif

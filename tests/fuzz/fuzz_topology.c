@@ -23,26 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DC_FUZZ_NAME "fuzz_topology"
+#include "fuzz.h"
+
 #include "deltacast.h"
 #include "topology/topo.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                              \
-    do {                                                                                      \
-        if (!(c)) {                                                                           \
-            fprintf(stderr, "fuzz_topology: %s:%d: check failed: %s\n", __FILE__, __LINE__,  \
-                    #c);                                                                      \
-            abort();                                                                          \
-        }                                                                                     \
-    } while (0)
-
-static unsigned long fuzz_accepted;
-
-static void failed_cleanly(dc_status_t st)
-{
-    CHECK(st != DC_OK && dc_last_status() != DC_OK && *dc_last_error());
-}
 
 static void topo_checks(dc_topo_t *t)
 {
@@ -218,15 +203,6 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
 
 int main(int argc, char **argv)
 {
-    dc_log_set_level(DC_LOG_LEVEL_ERROR);
-    size_t files;
-    int rc = dc_fuzz_run_paths(argc, argv, 256, 4, mutate, &files);
-    if (files == 0) {
-        fprintf(stderr, "usage: %s [--mutations=N] CORPUS_DIR|FILE...\n", argv[0]);
-        return 1;
-    }
-    printf("fuzz_topology: %zu inputs, %u mutations each, %lu accepted: ok\n", files,
-           dc_fuzz_mutations(argc, argv), fuzz_accepted);
-    return rc;
+    return dc_fuzz_main(argc, argv, 256, 4, mutate, "accepted");
 }
 #endif

@@ -6,7 +6,8 @@
  * in exact-size heap copies (so that ASan catches any overread).
  *
  * A target defines DC_FUZZ_SEED (its deterministic stream) before
- * including this, and its mutate(b, len, cap) after.
+ * including this (after fuzz.h), and its mutate(b, len, cap) after; its
+ * main() may be dc_fuzz_main().
  */
 #ifndef DC_TESTS_FUZZ_REPLAY_H
 #define DC_TESTS_FUZZ_REPLAY_H
@@ -18,7 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static uint64_t rng_state = DC_FUZZ_SEED;
 static uint64_t rng(void)
@@ -130,6 +131,23 @@ static int dc_fuzz_run_paths(int argc, char **argv, size_t slack, unsigned max_k
         if (d)
             closedir(d);
     }
+    return rc;
+}
+
+/* main() of a replay driver: run the corpus paths of the command line,
+ * then print "<target>: N inputs, M mutations each, K <accepted>: ok". */
+static inline int dc_fuzz_main(int argc, char **argv, size_t slack, unsigned max_k,
+                               dc_fuzz_mutate_fn mutate, const char *accepted)
+{
+    dc_log_set_level(DC_LOG_LEVEL_ERROR);
+    size_t files;
+    int rc = dc_fuzz_run_paths(argc, argv, slack, max_k, mutate, &files);
+    if (files == 0) {
+        fprintf(stderr, "usage: %s [--mutations=N] CORPUS_DIR|FILE...\n", argv[0]);
+        return 1;
+    }
+    printf(DC_FUZZ_NAME ": %zu inputs, %u mutations each, %lu %s: ok\n", files,
+           dc_fuzz_mutations(argc, argv), fuzz_accepted, accepted);
     return rc;
 }
 
