@@ -173,7 +173,7 @@ int main(int argc, char **argv)
 #if defined(__x86_64__)
     TIME_SUM("crc32c sse4.2 3-way", dc_crc32c_sse42(0, B.a, B.n * 2));
     if (dc_crc32c_vpclmul_ok())
-        TIME_SUM("crc32c avx512 vpclmulqdq", dc_crc32c_vpclmul(0, B.a, B.n * 2));
+        TIME_SUM("crc32c avx512 vpclmul", dc_crc32c_vpclmul(0, B.a, B.n * 2));
 #endif
 #if DC_HAVE_ISAL
     TIME_SUM("crc32c isa-l", dc_crc32c_isal(0, B.a, B.n * 2));
