@@ -1578,8 +1578,10 @@ static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
     if (h->nstreams == 0 || h->nstreams > DC_TCP_MAX_STREAMS || h->idx >= h->nstreams ||
         h->max_msg == 0) {
         dc_tcp_hs_reply(h, DC_TCP_OK_BAD, h->session, 0);
-        return dc_error(DC_ERR_FORMAT, "tcp: %s sent bad stream parameters (%u of %u)", h->peer,
-                        h->idx, h->nstreams);
+        return dc_error(DC_ERR_FORMAT,
+                        "tcp: %s sent bad stream parameters (stream %u of %u, at most %u; "
+                        "largest message %u bytes)",
+                        h->peer, h->idx, h->nstreams, DC_TCP_MAX_STREAMS, h->max_msg);
     }
     dc_tcp_conn_t *c = dc_tcp_find_session(l, h->session);
     if (!c) {
