@@ -583,8 +583,9 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         json_object_set_new(j, "gbps", json_real(gbps));
         json_object_set_new(j, "msg_rate", json_real(rate));
         json_t *lj = json_object();
-        json_object_set_new(lj, "p50", json_real(p50));
-        json_object_set_new(lj, "p99", json_real(p99));
+        /* not measured (--lat-iters 0): null, not a latency of 0 */
+        json_object_set_new(lj, "p50", nlat ? json_real(p50) : json_null());
+        json_object_set_new(lj, "p99", nlat ? json_real(p99) : json_null());
         json_object_set_new(lj, "n", json_integer(nlat));
         json_object_set_new(j, "latency_us", lj);
         json_object_set_new(j, "server_bytes", json_integer((json_int_t)srv_bytes));
@@ -607,8 +608,11 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
                dc_fmt_bytes(acked_bytes, b, sizeof(b)), secs, (unsigned long long)acked,
                (unsigned long long)po->size, depth);
         printf("  msg rate  %8.0f msg/s\n", rate);
-        printf("  latency   p50 %.1f us  p99 %.1f us  (round trip, %u x %u B ping-pong)\n", p50,
-               p99, nlat, DC_PL_LAT_SIZE);
+        if (nlat)
+            printf("  latency   p50 %.1f us  p99 %.1f us  (round trip, %u x %u B ping-pong)\n",
+                   p50, p99, nlat, DC_PL_LAT_SIZE);
+        else
+            printf("  latency   not measured (--lat-iters 0)\n");
         printf("  recovery  %llu re-sent message(s), %llu reconnect(s)\n",
                (unsigned long long)s.resends, (unsigned long long)s.reconnects);
         if (po->zerocopy)

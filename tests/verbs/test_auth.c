@@ -237,3 +237,36 @@ Test(auth, perf_link_warmup_is_verified_and_not_counted)
     cr_assert(proc_file_contains(slog, "1376256 bytes in 21 messages"), "see %s", slog);
     cr_assert(proc_file_contains(slog, "verified"), "see %s", slog);
 }
+
+/* --lat-iters 0: no latency phase, and the report says so (JSON null, not
+ * a latency of 0 us). */
+Test(auth, perf_link_without_latency_phase_reports_none)
+{
+    char dir[] = "/tmp/dc-nolat-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char addr_file[256], slog[256], jlog[256];
+    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
+    snprintf(slog, sizeof(slog), "%s/server.log", dir);
+    snprintf(jlog, sizeof(jlog), "%s/client.json", dir);
+    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
+                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, "--once", NULL};
+    const char *env[] = {"DELTACAST_SECRET=nolat", NULL};
+    pid_t srv = proc_spawn(sargv, env, slog);
+    const char *a = proc_read_line(addr_file, 20);
+    cr_assert(a, "server did not start");
+    char addr[256];
+    snprintf(addr, sizeof(addr), "%s", a);
+    char *cargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
+                     "--size", "64KiB", "--bytes", "1MiB", "--lat-iters", "0", "--json", NULL};
+    int rc = proc_wait(proc_spawn(cargv, env, jlog), 60);
+    cr_assert_eq(proc_wait(srv, 20), 0, "server failed (see %s)", slog);
+    cr_assert_eq(rc, 0, "client failed (see %s, %s)", jlog, slog);
+    json_t *j = proc_json(jlog);
+    json_t *lat = json_object_get(j, "latency_us");
+    cr_assert(json_is_object(lat));
+    cr_assert(json_is_null(json_object_get(lat, "p50")), "p50 reported without a latency phase");
+    cr_assert(json_is_null(json_object_get(lat, "p99")), "p99 reported without a latency phase");
+    cr_assert_eq(json_integer_value(json_object_get(lat, "n")), 0);
+    cr_assert(json_real_value(json_object_get(j, "gbps")) > 0);
+    json_decref(j);
+}
