@@ -144,11 +144,24 @@ static dc_status_t dc_pl_isend(const dc_verbs_ops_t *t, dc_verbs_conn_t *c,
     return dc_verbs_isend_crc(c, buf, len, NULL, crc, out);
 }
 
-static dc_status_t dc_pl_wait_conn(const dc_verbs_ops_t *t, dc_verbs_conn_t *c)
+/* Wait for the connection; on a terminal, after a second, say what it
+ * waits for (a server runs one client at a time: others queue). */
+static dc_status_t dc_pl_wait_conn(const dc_verbs_ops_t *t, dc_verbs_conn_t *c,
+                                   const char *addr)
 {
     dc_status_t st;
-    while ((st = t->connect_test(c)) == DC_ERR_AGAIN)
+    double t0 = dc_now_s(), next = t0 + 1.0;
+    while ((st = t->connect_test(c)) == DC_ERR_AGAIN) {
         (void)t->wait(c, 10);
+        double now = dc_now_s();
+        if (addr && now >= next) {
+            dc_perf_progress("perf link: waiting %.0f s for %s to complete the handshake "
+                             "(a server serves one client at a time; or it is unreachable)",
+                             now - t0, addr);
+            next = now + 1.0;
+        }
+    }
+    dc_perf_progress_end();
     return st;
 }
 
@@ -362,7 +375,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         rc = dc_cli_fail("perf link", st, "connect %s", addr);
         goto out;
     }
-    if ((st = dc_pl_wait_conn(t, c)) != DC_OK) {
+    if ((st = dc_pl_wait_conn(t, c, addr)) != DC_OK) {
         rc = dc_cli_fail("perf link", st, "connect %s", addr);
         goto out;
     }
