@@ -203,6 +203,11 @@
 #define DC_UCX_PIECE_MIN (64u << 10)    /* bounds the receiver's bitmap */
 #define DC_UCX_PIECE_MAX (1u << 30)
 #define DC_UCX_AHEAD_DEFAULT (1u << 20)  /* posted, not yet sent (bytes) */
+/* Eager bytes held for messages whose irecv is not posted yet, per
+ * connection (rendezvous pieces hold only a descriptor).  Within its send
+ * window a peer could otherwise make us hold 256 x max_msg bytes (16 GiB
+ * at the defaults) by sending eagerly ahead of our receives. */
+#define DC_UCX_HOLD_MAX (256u << 20)
 
 #define DC_UCX_RING DC_VERBS_MAX_INFLIGHT
 #define DC_UCX_CTRLQ 1024 /* queued ACK/NACKs between two progress calls */
@@ -359,6 +364,7 @@ struct dc_ucx_conn {
     ucp_ep_h ep;
     int efd;
     unsigned outstanding; /* UCP requests whose callbacks have not fired */
+    size_t held_bytes;    /* eager bytes of held pieces (DC_UCX_HOLD_MAX) */
 
     /* send side */
     dc_verbs_window_t win;
@@ -936,6 +942,8 @@ static void dc_ucx_piece_put(dc_ucx_conn_t *c, dc_ucx_piece_t *p)
 static void dc_ucx_piece_release(dc_ucx_conn_t *c, dc_ucx_piece_t *p)
 {
     if (p->data) {
+        if (!p->rndv)
+            c->held_bytes -= p->len;
         if (p->owned)
             free(p->data);
         else
@@ -1280,6 +1288,14 @@ static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t head
         dc_ucx_land_eager(c, s, off, data, (uint32_t)length, h.crc);
         return UCS_OK;
     }
+    if (!rndv && c->held_bytes + length > DC_UCX_HOLD_MAX) {
+        dc_ucx_fail(c, DC_ERR_BUSY,
+                    "the peer sent more than %u MiB of messages ahead of the receives "
+                    "posted for them (message %llu; receives are posted up to %llu)",
+                    DC_UCX_HOLD_MAX >> 20, (unsigned long long)h.seq,
+                    (unsigned long long)c->rpost);
+        return UCS_OK;
+    }
     dc_ucx_piece_t *p = dc_ucx_piece_get(c);
     if (!p) {
         dc_ucx_fail(c, DC_ERR_NOMEM, "out of memory holding message %llu",
@@ -1303,6 +1319,8 @@ static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t head
         memcpy(p->data, data, length);
         p->owned = 1;
     }
+    if (!rndv)
+        c->held_bytes += length;
     if (s->held_tail)
         s->held_tail->next = p;
     else

@@ -814,6 +814,78 @@ static int small_server(int port_fd, const void *unused)
     return 0;
 }
 
+/* A server that accepts and never posts a receive: the client's eager
+ * messages pile up until the held-bytes bound fails the connection. */
+static int hoarding_server(int port_fd, const void *unused)
+{
+    (void)unused;
+    const dc_verbs_ops_t *t;
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, "hoard", 20000);
+    dc_verbs_listener_t *l;
+    dc_verbs_conn_t *c = NULL;
+    int rc = child_listen_accept(&o, port_fd, 30, "hoarding server", &t, &l, &c);
+    if (rc)
+        return rc;
+    dc_status_t st = DC_OK;
+    double until = dc_now_s() + 60;
+    while (st == DC_OK && dc_now_s() < until)
+        st = t->wait(c, 10);
+    if (st != DC_ERR_BUSY) {
+        fprintf(stderr, "hoarding server: %s: %s\n", dc_status_name(st), dc_last_error());
+        return 16;
+    }
+    if (!strstr(dc_last_error(), "ahead of the receives")) {
+        fprintf(stderr, "hoarding server: %s\n", dc_last_error());
+        return 17;
+    }
+    t->close(c);
+    t->listen_close(l);
+    return 0;
+}
+
+/* A peer that sends eagerly (UCX_RNDV_THRESH=inf) far ahead of the
+ * receives posted for it: the receiver holds at most DC_UCX_HOLD_MAX
+ * (256 MiB) of such data, then fails the connection saying why, instead of
+ * holding up to 256 x max_msg bytes. */
+Test(ucx, eager_flood_ahead_of_receives_is_bounded, .timeout = 180)
+{
+    setenv("UCX_RNDV_THRESH", "inf", 1); /* before UCX starts in this process */
+    require_transport();
+    ucx_logs_to_stderr();
+    char addr[128];
+    pid_t pid = fork_server(hoarding_server, NULL, 120, addr, sizeof(addr));
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
+    dc_verbs_conn_t *c = NULL;
+    cr_assert_eq(client_connect(t, addr, "hoard", &c), DC_OK, "%s", dc_last_error());
+    size_t len = 4u << 20;
+    uint8_t *msg = malloc(len);
+    cr_assert(msg);
+    memset(msg, 0x3c, len);
+    /* 100 x 4 MiB, all in flight (the window is 256): 400 MiB > the bound */
+    dc_verbs_req_t *reqs[100];
+    int posted = 0;
+    dc_status_t st = DC_OK;
+    for (; posted < 100 && st == DC_OK; posted++)
+        while ((st = t->isend(c, msg, len, NULL, &reqs[posted])) == DC_ERR_AGAIN)
+            t->wait(c, 10);
+    /* progress until the server gives up on us */
+    int status = 0;
+    double until = dc_now_s() + 90;
+    pid_t w = 0;
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && dc_now_s() < until)
+        t->wait(c, 10);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    t->close(c);
+    free(msg);
+    cr_assert(w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the receiver did not fail the flood at its bound (status 0x%x)", status);
+}
+
 /* A server that takes one message and then vanishes (killed: no BYE). */
 static int vanishing_server(int port_fd, const void *unused)
 {
