@@ -108,4 +108,40 @@ static inline json_t *proc_json(const char *path)
     return j;
 }
 
+/* A `deltacast perf link --server --transport tcp` on 127.0.0.1 with its
+ * files in a fresh directory: dir/addr (the address it listens on),
+ * dir/server.log, and dir/<name> paths for the test's own logs. */
+typedef struct proc_pl_server {
+    char dir[64];
+    char addr_file[256], log[256];
+    char addr[256];
+    pid_t pid;
+} proc_pl_server_t;
+
+/* Start it with extra env (NULL-terminated) and, when `once`, --once;
+ * waits for its address.  `tag` names the directory. */
+static inline void proc_pl_server_start(proc_pl_server_t *s, const char *tag,
+                                        const char *const env[], bool once)
+{
+    snprintf(s->dir, sizeof(s->dir), "/tmp/dc-%s-XXXXXX", tag);
+    cr_assert(mkdtemp(s->dir));
+    snprintf(s->addr_file, sizeof(s->addr_file), "%s/addr", s->dir);
+    snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
+    char *argv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
+                    "--bind", "127.0.0.1:0", "--addr-file", s->addr_file,
+                    once ? "--once" : NULL, NULL};
+    s->pid = proc_spawn(argv, env, s->log);
+    const char *a = proc_read_line(s->addr_file, 20);
+    cr_assert(a, "server did not start (see %s)", s->log);
+    snprintf(s->addr, sizeof(s->addr), "%s", a);
+}
+
+/* dir/<name> of the server's directory. */
+static inline const char *proc_pl_path(const proc_pl_server_t *s, const char *name, char *buf,
+                                       size_t len)
+{
+    snprintf(buf, len, "%s/%s", s->dir, name);
+    return buf;
+}
+
 #endif /* DC_TEST_VERBS_PROC_H */

@@ -88,21 +88,15 @@ static int good_client(const char *addr, const char *log)
 
 Test(auth, server_rejects_wrong_secret_and_garbage_and_keeps_serving)
 {
-    char dir[] = "/tmp/dc-auth-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char addr_file[256], slog[256], clog[256];
-    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
-    snprintf(slog, sizeof(slog), "%s/server.log", dir);
-    snprintf(clog, sizeof(clog), "%s/client.log", dir);
-    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
-                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, NULL};
     const char *senv[] = {"DELTACAST_SECRET=the-right-one", "DELTACAST_TIMEOUT_MS=3000",
                           "DELTACAST_LOG=info", NULL};
-    pid_t srv = proc_spawn(sargv, senv, slog);
-    const char *a = proc_read_line(addr_file, 20);
-    cr_assert(a, "server did not start");
-    char addr[256];
-    snprintf(addr, sizeof(addr), "%s", a);
+    proc_pl_server_t S;
+    proc_pl_server_start(&S, "auth", senv, false);
+    char clog[256];
+    proc_pl_path(&S, "client.log", clog, sizeof(clog));
+    char *addr = S.addr;
+    const char *slog = S.log;
+    pid_t srv = S.pid;
 
     /* 1. wrong secret, through the API: the client sees DC_ERR_AUTH */
     const dc_verbs_ops_t *t;
@@ -155,21 +149,15 @@ Test(auth, server_rejects_wrong_secret_and_garbage_and_keeps_serving)
 
 Test(auth, server_survives_a_client_killed_mid_transfer_and_reports_json)
 {
-    char dir[] = "/tmp/dc-kill-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char addr_file[256], slog[256], clog[256], jlog[256];
-    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
-    snprintf(slog, sizeof(slog), "%s/server.log", dir);
-    snprintf(clog, sizeof(clog), "%s/client.log", dir);
-    snprintf(jlog, sizeof(jlog), "%s/client.json", dir);
-    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
-                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, NULL};
     const char *senv[] = {"DELTACAST_SECRET=the-right-one", "DELTACAST_TIMEOUT_MS=1500", NULL};
-    pid_t srv = proc_spawn(sargv, senv, slog);
-    const char *a = proc_read_line(addr_file, 20);
-    cr_assert(a, "server did not start");
-    char addr[256];
-    snprintf(addr, sizeof(addr), "%s", a);
+    proc_pl_server_t S;
+    proc_pl_server_start(&S, "kill", senv, false);
+    char clog[256], jlog[256];
+    proc_pl_path(&S, "client.log", clog, sizeof(clog));
+    proc_pl_path(&S, "client.json", jlog, sizeof(jlog));
+    char *addr = S.addr;
+    const char *slog = S.log;
+    pid_t srv = S.pid;
     /* a client that is killed in the middle of its bandwidth phase */
     char *kargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
                      "--duration", "30", "--lat-iters", "0", NULL};
@@ -205,20 +193,14 @@ Test(auth, server_survives_a_client_killed_mid_transfer_and_reports_json)
 
 Test(auth, perf_link_warmup_is_verified_and_not_counted)
 {
-    char dir[] = "/tmp/dc-warm-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char addr_file[256], slog[256], jlog[256];
-    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
-    snprintf(slog, sizeof(slog), "%s/server.log", dir);
-    snprintf(jlog, sizeof(jlog), "%s/client.json", dir);
-    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
-                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, "--once", NULL};
     const char *env[] = {"DELTACAST_SECRET=warm", NULL};
-    pid_t srv = proc_spawn(sargv, env, slog);
-    const char *a = proc_read_line(addr_file, 20);
-    cr_assert(a, "server did not start");
-    char addr[256];
-    snprintf(addr, sizeof(addr), "%s", a);
+    proc_pl_server_t S;
+    proc_pl_server_start(&S, "warm", env, true);
+    char jlog[256];
+    proc_pl_path(&S, "client.json", jlog, sizeof(jlog));
+    char *addr = S.addr;
+    const char *slog = S.log;
+    pid_t srv = S.pid;
     /* 5 warmup messages, then 16 timed ones of 64 KiB, all seeded and
      * checked by the server */
     char *cargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
@@ -242,20 +224,14 @@ Test(auth, perf_link_warmup_is_verified_and_not_counted)
  * a latency of 0 us). */
 Test(auth, perf_link_without_latency_phase_reports_none)
 {
-    char dir[] = "/tmp/dc-nolat-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char addr_file[256], slog[256], jlog[256];
-    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
-    snprintf(slog, sizeof(slog), "%s/server.log", dir);
-    snprintf(jlog, sizeof(jlog), "%s/client.json", dir);
-    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
-                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, "--once", NULL};
     const char *env[] = {"DELTACAST_SECRET=nolat", NULL};
-    pid_t srv = proc_spawn(sargv, env, slog);
-    const char *a = proc_read_line(addr_file, 20);
-    cr_assert(a, "server did not start");
-    char addr[256];
-    snprintf(addr, sizeof(addr), "%s", a);
+    proc_pl_server_t S;
+    proc_pl_server_start(&S, "nolat", env, true);
+    char jlog[256];
+    proc_pl_path(&S, "client.json", jlog, sizeof(jlog));
+    char *addr = S.addr;
+    const char *slog = S.log;
+    pid_t srv = S.pid;
     char *cargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
                      "--size", "64KiB", "--bytes", "1MiB", "--lat-iters", "0", "--json", NULL};
     int rc = proc_wait(proc_spawn(cargv, env, jlog), 60);

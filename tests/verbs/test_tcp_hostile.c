@@ -150,21 +150,15 @@ static int good_client(const char *addr, const char *log)
 Test(tcp_hostile, authenticated_peer_speaking_bad_wire_is_dropped_and_server_keeps_serving,
      .timeout = 120)
 {
-    char dir[] = "/tmp/dc-tcph-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char addr_file[256], slog[256], clog[256];
-    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
-    snprintf(slog, sizeof(slog), "%s/server.log", dir);
-    snprintf(clog, sizeof(clog), "%s/client.log", dir);
-    char *sargv[] = {(char *)proc_bin(), "perf", "link", "--server", "--transport", "tcp",
-                     "--bind", "127.0.0.1:0", "--addr-file", addr_file, NULL};
     const char *senv[] = {"DELTACAST_SECRET=" SECRET, "DELTACAST_TIMEOUT_MS=1500",
                           "DELTACAST_LOG=debug", NULL};
-    pid_t srv = proc_spawn(sargv, senv, slog);
-    const char *a = proc_read_line(addr_file, 20);
-    cr_assert(a, "server did not start");
-    char addr[256];
-    snprintf(addr, sizeof(addr), "%s", a);
+    proc_pl_server_t S;
+    proc_pl_server_start(&S, "tcph", senv, false);
+    char clog[256];
+    proc_pl_path(&S, "client.log", clog, sizeof(clog));
+    char *addr = S.addr;
+    const char *slog = S.log;
+    pid_t srv = S.pid;
     cr_assert_eq(good_client(addr, clog), 0, "first good client failed (see %s)", clog);
 
     /* 1. bad stream parameters in an authenticated proof: refused, code BAD */
