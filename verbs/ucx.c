@@ -204,10 +204,11 @@
 #define DC_UCX_PIECE_MAX (1u << 30)
 #define DC_UCX_AHEAD_DEFAULT (1u << 20)  /* posted, not yet sent (bytes) */
 /* Eager bytes held for messages whose irecv is not posted yet, per
- * connection (rendezvous pieces hold only a descriptor).  Within its send
+ * connection (rendezvous pieces hold only a descriptor): at most this, or
+ * two of the largest messages if more (dc_ucx_hold_max).  Within its send
  * window a peer could otherwise make us hold 256 x max_msg bytes (16 GiB
  * at the defaults) by sending eagerly ahead of our receives. */
-#define DC_UCX_HOLD_MAX (256u << 20)
+#define DC_UCX_HOLD_MAX (256ull << 20)
 
 #define DC_UCX_RING DC_VERBS_MAX_INFLIGHT
 #define DC_UCX_CTRLQ 1024 /* queued ACK/NACKs between two progress calls */
@@ -1288,11 +1289,12 @@ static ucs_status_t dc_ucx_am_data_cb(void *arg, const void *header, size_t head
         dc_ucx_land_eager(c, s, off, data, (uint32_t)length, h.crc);
         return UCS_OK;
     }
-    if (!rndv && c->held_bytes + length > DC_UCX_HOLD_MAX) {
+    uint64_t hold_max = DC_MAX(DC_UCX_HOLD_MAX, 2 * c->max_msg);
+    if (!rndv && c->held_bytes + length > hold_max) {
         dc_ucx_fail(c, DC_ERR_BUSY,
-                    "the peer sent more than %u MiB of messages ahead of the receives "
+                    "the peer sent more than %llu MiB of messages ahead of the receives "
                     "posted for them (message %llu; receives are posted up to %llu)",
-                    DC_UCX_HOLD_MAX >> 20, (unsigned long long)h.seq,
+                    (unsigned long long)(hold_max >> 20), (unsigned long long)h.seq,
                     (unsigned long long)c->rpost);
         return UCS_OK;
     }

@@ -845,9 +845,10 @@ static int hoarding_server(int port_fd, const void *unused)
 }
 
 /* A peer that sends eagerly (UCX_RNDV_THRESH=inf) far ahead of the
- * receives posted for it: the receiver holds at most DC_UCX_HOLD_MAX
- * (256 MiB) of such data, then fails the connection saying why, instead of
- * holding up to 256 x max_msg bytes. */
+ * receives posted for it: the receiver holds at most DC_UCX_HOLD_MAX (256
+ * MiB here: two of the 64 MiB largest messages are less) of such data,
+ * then fails the connection saying why, instead of holding up to 256 x
+ * max_msg bytes. */
 Test(ucx, eager_flood_ahead_of_receives_is_bounded, .timeout = 180)
 {
     setenv("UCX_RNDV_THRESH", "inf", 1); /* before UCX starts in this process */
