@@ -39,6 +39,10 @@ typedef struct dc_kern_ops {
      * (dc_kern_nt_fence) before reading dst or handing it on.  NULL in
      * tables without one (plain memcpy). */
     void (*copy_nt)(void *dst, const void *src, size_t bytes);
+    /* copy_nt that also runs XXH3's long-input loop (as diff_acc) over the
+     * first hb bytes (whole 1024-byte blocks, hb <= bytes) into acc (8
+     * accumulators, 64-byte aligned).  NULL in tables without one. */
+    void (*copy_nt_acc)(void *dst, const void *src, size_t bytes, uint64_t *acc, size_t hb);
 } dc_kern_ops_t;
 
 extern const dc_kern_ops_t dc_kern_ops_scalar;
