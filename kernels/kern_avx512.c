@@ -351,11 +351,13 @@ DC_AVX512 static void avx512_copy_nt(void *dst, const void *src, size_t bytes)
  * the separate hash then copy ran at ~0.7x of a plain streaming copy).
  * dst need not be aligned: the stores go to the 64-byte lines of dst
  * (loaded from src at the same offsets), the partial lines at either end
- * with plain stores.
+ * with plain stores.  pf (may be NULL): `bytes` of memory the caller reads
+ * next, prefetched a line per stripe meanwhile.
  */
 DC_AVX512 static void avx512_copy_nt_acc(void *dst, const void *src, size_t bytes,
-                                         uint64_t *acc, size_t hb)
+                                         uint64_t *acc, size_t hb, const void *pf)
 {
+    const uint8_t *pp = pf;
     uint8_t *pd = dst;
     const uint8_t *ps = src;
     const size_t h = (size_t)(-(uintptr_t)pd & 63);
@@ -374,6 +376,8 @@ DC_AVX512 static void avx512_copy_nt_acc(void *dst, const void *src, size_t byte
             __m512i dk = _mm512_xor_si512(v, _mm512_loadu_si512(secret + 8u * st));
             pr = _mm512_add_epi64(pr, _mm512_mul_epu32(dk, _mm512_srli_epi64(dk, 32)));
             dt = _mm512_add_epi64(dt, v);
+            if (pp)
+                _mm_prefetch((const char *)pp + at, _MM_HINT_T0);
             if (j < units) {
                 __m512i u = h ? _mm512_loadu_si512(ps + h + 64 * j) : v;
                 _mm512_stream_si512((void *)(pd + h + 64 * j), u);
