@@ -374,6 +374,48 @@ DC_AVX2 static void avx2_copy_nt(void *dst, const void *src, size_t bytes)
     memcpy(pd + i, ps + i, bytes - i);
 }
 
+/* avx2_copy_nt that also runs XXH3's long loop over the first hb bytes
+ * and prefetches pf meanwhile: see avx512_copy_nt_acc (here the lines of
+ * dst are 32-byte units: two per stripe). */
+DC_AVX2 static void avx2_copy_nt_acc(void *dst, const void *src, size_t bytes, uint64_t *acc,
+                                     size_t hb, const void *pf)
+{
+    uint8_t *pd = dst;
+    const uint8_t *ps = src, *pp = pf;
+    const size_t h = (size_t)(-(uintptr_t)pd & 31);
+    const size_t units = bytes > h ? (bytes - h) / 32 : 0;
+    const uint8_t *secret = dc_xxh3_secret;
+    memcpy(pd, ps, DC_MIN(h, bytes));
+    size_t j = 0; /* next 32-byte unit of dst to stream */
+    for (size_t o = 0; o < hb; o += 1024) {
+        __m256i pr0 = _mm256_setzero_si256(), pr1 = pr0, dt0 = pr0, dt1 = pr0;
+        for (unsigned st = 0; st < 16; st++) {
+            size_t at = o + 64u * st;
+            if (pp)
+                _mm_prefetch((const char *)pp + at, _MM_HINT_T0);
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(ps + at));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(ps + at + 32));
+            DC_XXH2_STRIPE(pr0, dt0, v0, _mm256_loadu_si256((const __m256i *)(secret + 8 * st)));
+            DC_XXH2_STRIPE(pr1, dt1, v1,
+                           _mm256_loadu_si256((const __m256i *)(secret + 8 * st + 32)));
+            for (unsigned q = 0; q < 2 && j < units; q++, j++) {
+                __m256i u = h ? _mm256_loadu_si256((const __m256i *)(ps + h + 32 * j))
+                              : (q ? v1 : v0);
+                _mm256_stream_si256((__m256i *)(pd + h + 32 * j), u);
+            }
+        }
+        const uint8_t *skey = secret + 192 - 64;
+        xxh_block_end2(acc, pr0, dt0, skey);
+        xxh_block_end2(acc + 4, pr1, dt1, skey + 32);
+    }
+    for (; j < units; j++)
+        _mm256_stream_si256((__m256i *)(pd + h + 32 * j),
+                            _mm256_loadu_si256((const __m256i *)(ps + h + 32 * j)));
+    size_t done = h + 32 * units;
+    if (done < bytes)
+        memcpy(pd + done, ps + done, bytes - done);
+}
+
 const dc_kern_ops_t dc_kern_ops_avx2 = {
     .name = "avx2",
     .count_changed = avx2_count,
@@ -385,6 +427,7 @@ const dc_kern_ops_t dc_kern_ops_avx2 = {
     .put_scatter = dc_kern_scalar_put_scatter,
     .xor_dense = avx2_xor_dense,
     .copy_nt = avx2_copy_nt,
+    .copy_nt_acc = avx2_copy_nt_acc,
 };
 
 #endif /* __x86_64__ */
