@@ -839,8 +839,12 @@ static int hoarding_server(int port_fd, const void *unused)
         fprintf(stderr, "hoarding server: %s\n", dc_last_error());
         return 17;
     }
-    t->close(c);
-    t->listen_close(l);
+    /* The connection and listener are left to the process exit: closing
+     * an endpoint failed a moment after its setup while the peer still
+     * floods it raced once in ~75 runs with UCX 1.13.1's sockcm async
+     * thread (SIGSEGV in uct_tcp_sockcm_ep_recv, in CI; not reproduced
+     * locally), which is not what this test is about. */
+    (void)l;
     return 0;
 }
 
