@@ -351,8 +351,9 @@ DC_AVX512 static void avx512_copy_nt(void *dst, const void *src, size_t bytes)
  * the separate hash then copy ran at ~0.7x of a plain streaming copy).
  * dst need not be aligned: the stores go to the 64-byte lines of dst
  * (loaded from src at the same offsets), the partial lines at either end
- * with plain stores.  pf (may be NULL): `bytes` of memory the caller reads
- * next, prefetched a line per stripe meanwhile.
+ * with plain stores.  pf (may be NULL): memory the caller reads next, its
+ * first hb bytes prefetched a line per hashed stripe meanwhile (prefetches
+ * never fault, so pf + hb may run past the caller's buffer).
  */
 DC_AVX512 static void avx512_copy_nt_acc(void *dst, const void *src, size_t bytes,
                                          uint64_t *acc, size_t hb, const void *pf)

@@ -41,8 +41,8 @@ typedef struct dc_kern_ops {
     void (*copy_nt)(void *dst, const void *src, size_t bytes);
     /* copy_nt that also runs XXH3's long-input loop (as diff_acc) over the
      * first hb bytes (whole 1024-byte blocks, hb <= bytes) into acc (8
-     * accumulators, 64-byte aligned), and prefetches the `bytes` at pf (may
-     * be NULL) meanwhile.  NULL in tables without one. */
+     * accumulators, 64-byte aligned), and prefetches the first hb bytes at
+     * pf (may be NULL) meanwhile.  NULL in tables without one. */
     void (*copy_nt_acc)(void *dst, const void *src, size_t bytes, uint64_t *acc, size_t hb,
                         const void *pf);
 } dc_kern_ops_t;
