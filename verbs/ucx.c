@@ -366,6 +366,7 @@ struct dc_ucx_conn {
     int efd;
     unsigned outstanding; /* UCP requests whose callbacks have not fired */
     size_t held_bytes;    /* eager bytes of held pieces (DC_UCX_HOLD_MAX) */
+    int fail_live;        /* FAILED by dc_ucx_fail while established (see there) */
 
     /* send side */
     dc_verbs_window_t win;
@@ -554,6 +555,9 @@ static void dc_ucx_fail(dc_ucx_conn_t *c, dc_status_t st, const char *fmt, ...)
     va_end(ap);
     snprintf(c->errmsg, sizeof(c->errmsg), "ucx %s: %s", c->peer, msg);
     c->err = st;
+    /* failed by us (a protocol or resource error) with the endpoint still
+     * up: closing says BYE, so the peer stops instead of re-dialing */
+    c->fail_live = c->state == DC_UCX_ESTABLISHED && c->ep != NULL;
     c->state = DC_UCX_FAILED;
     DC_LOG_DEBUG("%s", c->errmsg);
 }
@@ -699,7 +703,8 @@ static void dc_ucx_ctrl_send(dc_ucx_conn_t *c, unsigned am_id, uint8_t type, uin
     /* ACK/NACK/BYE only on a live connection: after a break the endpoint
      * is dead (UCX would complain) and the peer re-sends what we did not
      * ACK anyway. */
-    if (!c->ep || (am_id == DC_UCX_AM_CTRL && c->state != DC_UCX_ESTABLISHED))
+    if (!c->ep || (am_id == DC_UCX_AM_CTRL && c->state != DC_UCX_ESTABLISHED &&
+                   !(type == DC_VERBS_MSG_BYE && c->state == DC_UCX_FAILED && c->fail_live)))
         return;
     dc_ucx_ctrl_t *k = dc_ucx_ctrl_get(c);
     if (!k) {
@@ -1381,6 +1386,7 @@ static ucs_status_t dc_ucx_am_ctrl_cb(void *arg, const void *header, size_t head
         }
     } else if (h.type == DC_VERBS_MSG_BYE) {
         dc_ucx_fail(c, DC_ERR_RESET, "peer closed the connection");
+        c->fail_live = 0; /* it left: no good-bye back, the close is forced */
     }
     /* PING: nothing to do */
     return UCS_OK;
@@ -1742,15 +1748,22 @@ static void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
         dc_ucx_listener_unref(l);
     }
     if (c->worker) {
-        if (c->state == DC_UCX_ESTABLISHED && c->ep) {
-            /* Flush queued ACKs, then say good-bye: the peer must not mistake
-             * an orderly close for a broken link and re-dial. */
+        /* Say good-bye on a live endpoint, also one we failed ourselves
+         * (fail_live): the peer must not mistake the close for a broken
+         * link and re-dial.  (A re-dial racing with the listener's
+         * destruction crashed UCX 1.13.1's async thread in
+         * ucp_cm_server_conn_request_cb, 1 in 75 runs of
+         * ucx::eager_flood_ahead_of_receives_is_bounded under load.) */
+        int live = c->ep && (c->state == DC_UCX_ESTABLISHED ||
+                             (c->state == DC_UCX_FAILED && c->fail_live));
+        if (live) {
+            /* flush queued ACKs first */
             for (unsigned i = 0; i < c->nctrl; i++)
                 dc_ucx_ctrl_send(c, DC_UCX_AM_CTRL, c->ctrlq[i].type, c->ctrlq[i].seq, NULL, 0);
             c->nctrl = 0;
             dc_ucx_ctrl_send(c, DC_UCX_AM_CTRL, DC_VERBS_MSG_BYE, 0, NULL, 0);
         }
-        dc_ucx_drop_ep(c, c->state != DC_UCX_ESTABLISHED);
+        dc_ucx_drop_ep(c, !live);
         ucp_worker_destroy(c->worker);
     }
     free(c->epref);
