@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -208,9 +209,15 @@ static inline pid_t job_start(job_t *j, int rank, const char *env, const char *a
                  "%s >>%s/log%d 2>&1",
                  job_bin(), spec, rank, j->dir, rank, j->dir, rank, args ? args : "", j->dir,
                  rank);
+    pid_t parent = getpid();
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
+        /* dies with the test (exec keeps it): a failed assertion leaves no
+         * node behind */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         setenv("DELTACAST_SECRET", j->secret, 1);
         setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
         setenv("DELTACAST_CHUNK_SIZE", "64KiB", 1);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,13 +20,19 @@ static inline const char *proc_bin(void)
 }
 
 /* Spawn argv with extra env "K=V" strings (NULL-terminated), stdout and
- * stderr to `log` (appended).  Returns the pid. */
+ * stderr to `log` (appended).  Returns the pid.  The child is killed when
+ * the test's process exits. */
 static inline pid_t proc_spawn(char *const argv[], const char *const env[], const char *log)
 {
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
+        /* dies with the test: a failed assertion leaves no server behind */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
         if (log) {
