@@ -191,25 +191,38 @@ Test(auth, server_survives_a_client_killed_mid_transfer_and_reports_json)
     cr_assert(proc_file_contains(slog, "client dropped"), "the killed client was not reported");
 }
 
+/* One perf link client against a --once server S: `args` after
+ * "--client ADDR --transport tcp", then --json.  Both must exit 0; returns
+ * the client's JSON (caller decrefs). */
+static json_t *once_client_json(const proc_pl_server_t *S, const char *const env[],
+                                const char *const args[])
+{
+    char jlog[256];
+    proc_pl_path(S, "client.json", jlog, sizeof(jlog));
+    char *argv[32] = {(char *)proc_bin(), "perf", "link", "--client", (char *)S->addr,
+                      "--transport", "tcp"};
+    size_t n = 7;
+    for (size_t i = 0; args[i] && n < 30; i++)
+        argv[n++] = (char *)args[i];
+    argv[n++] = "--json";
+    argv[n] = NULL;
+    int rc = proc_wait(proc_spawn(argv, env, jlog), 60);
+    cr_assert_eq(proc_wait(S->pid, 20), 0, "server failed (see %s)", S->log);
+    cr_assert_eq(rc, 0, "client failed (see %s, %s)", jlog, S->log);
+    return proc_json(jlog);
+}
+
 Test(auth, perf_link_warmup_is_verified_and_not_counted)
 {
     const char *env[] = {"DELTACAST_SECRET=warm", NULL};
     proc_pl_server_t S;
     proc_pl_server_start(&S, "warm", env, true);
-    char jlog[256];
-    proc_pl_path(&S, "client.json", jlog, sizeof(jlog));
-    char *addr = S.addr;
     const char *slog = S.log;
-    pid_t srv = S.pid;
     /* 5 warmup messages, then 16 timed ones of 64 KiB, all seeded and
      * checked by the server */
-    char *cargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
-                     "--size", "64KiB", "--warmup", "5", "--bytes", "1MiB", "--verify",
-                     "--lat-iters", "5", "--json", NULL};
-    int rc = proc_wait(proc_spawn(cargv, env, jlog), 60);
-    cr_assert_eq(proc_wait(srv, 20), 0, "server failed (see %s)", slog);
-    cr_assert_eq(rc, 0, "client failed (see %s, %s)", jlog, slog);
-    json_t *j = proc_json(jlog);
+    static const char *const args[] = {"--size", "64KiB", "--warmup", "5", "--bytes", "1MiB",
+                                       "--verify", "--lat-iters", "5", NULL};
+    json_t *j = once_client_json(&S, env, args);
     cr_assert_eq(json_integer_value(json_object_get(j, "bytes")), 1 << 20);
     cr_assert_eq(json_integer_value(json_object_get(j, "messages")), 16);
     cr_assert_eq(json_integer_value(json_object_get(j, "warmup")), 5);
@@ -227,17 +240,9 @@ Test(auth, perf_link_without_latency_phase_reports_none)
     const char *env[] = {"DELTACAST_SECRET=nolat", NULL};
     proc_pl_server_t S;
     proc_pl_server_start(&S, "nolat", env, true);
-    char jlog[256];
-    proc_pl_path(&S, "client.json", jlog, sizeof(jlog));
-    char *addr = S.addr;
-    const char *slog = S.log;
-    pid_t srv = S.pid;
-    char *cargv[] = {(char *)proc_bin(), "perf", "link", "--client", addr, "--transport", "tcp",
-                     "--size", "64KiB", "--bytes", "1MiB", "--lat-iters", "0", "--json", NULL};
-    int rc = proc_wait(proc_spawn(cargv, env, jlog), 60);
-    cr_assert_eq(proc_wait(srv, 20), 0, "server failed (see %s)", slog);
-    cr_assert_eq(rc, 0, "client failed (see %s, %s)", jlog, slog);
-    json_t *j = proc_json(jlog);
+    static const char *const args[] = {"--size", "64KiB", "--bytes", "1MiB", "--lat-iters", "0",
+                                       NULL};
+    json_t *j = once_client_json(&S, env, args);
     json_t *lat = json_object_get(j, "latency_us");
     cr_assert(json_is_object(lat));
     cr_assert(json_is_null(json_object_get(lat, "p50")), "p50 reported without a latency phase");
