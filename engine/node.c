@@ -1312,6 +1312,14 @@ static dc_peer_t *dc_root_ctl_peer(dc_node_t *n, uint32_t s)
     return NULL;
 }
 
+/* The wqin entry of (dest, chunk), NULL when there is none (under mu). */
+static uint8_t *dc_wq_in(dc_node_t *n, uint32_t dest, uint32_t chunk)
+{
+    uint32_t nch = n->layout->nchunks;
+    return n->wqin && dest < n->nnodes && chunk < nch ? &n->wqin[(size_t)dest * nch + chunk]
+                                                      : NULL;
+}
+
 /* Drop every queued repair (under mu). */
 static void dc_wq_clear(dc_node_t *n)
 {
@@ -1341,9 +1349,7 @@ static void dc_root_queue(dc_node_t *n, uint32_t chunk, uint32_t dest, int overw
         return;
     }
     pthread_mutex_lock(&n->mu);
-    uint32_t nch = n->layout->nchunks;
-    uint8_t *in = n->wqin && dest < n->nnodes && chunk < nch
-                      ? &n->wqin[(size_t)dest * nch + chunk] : NULL;
+    uint8_t *in = dc_wq_in(n, dest, chunk);
     if (in && (*in & (overwrite ? 2 : 3))) {
         /* already waiting (an overwrite serves an XOR's request too) */
         pthread_mutex_unlock(&n->mu);
@@ -1514,8 +1520,9 @@ static void *dc_root_encoder(void *arg)
             w = n->wq[n->wq_head];
             n->wq_head = (n->wq_head + 1) % n->wq_cap;
             n->wq_n--;
-            if (n->wqin && w.dest < n->nnodes && w.chunk < n->layout->nchunks)
-                n->wqin[(size_t)w.dest * n->layout->nchunks + w.chunk] &= w.overwrite ? 1 : 2;
+            uint8_t *in = dc_wq_in(n, w.dest, w.chunk);
+            if (in)
+                *in &= w.overwrite ? 1 : 2;
         } else {
             w = (dc_work_t){n->bcast[n->cursor++], DC_NODE_ALL, 0};
         }
