@@ -262,6 +262,13 @@ static inline int job_wait(job_t *j, int rank, int timeout_s)
     return -1;
 }
 
+/* "127.0.0.1:PORT" of node `rank` of the job, into out. */
+static inline const char *job_addr(const job_t *j, int rank, char *out, size_t len)
+{
+    snprintf(out, len, "127.0.0.1:%d", j->port + rank);
+    return out;
+}
+
 /* SIGKILL node `rank` and reap it. */
 static inline void job_kill(job_t *j, int rank)
 {

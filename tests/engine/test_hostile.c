@@ -354,7 +354,7 @@ static void hostile_child(int regions, int per, uint32_t target, uint32_t imp, u
     job_start(&J, 0, NULL, "--abort-ms 20000");
     job_start(&J, (int)honest, NULL, NULL);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port + (int)target);
+    job_addr(&J, (int)target, addr, sizeof(addr));
     uint64_t t0 = dc_now_ns();
     static hmsg_t m;
     uint64_t sent = 0, dropped = 0;
@@ -439,7 +439,7 @@ Test(hostile, state_storm_queues_each_chunk_once)
     job_start(&J, 0, NULL, "--abort-ms 20000");
     job_start(&J, 2, NULL, NULL);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    job_addr(&J, 0, addr, sizeof(addr));
     static hmsg_t m;
     hc_t h;
     hc_join_as_receiver(&h, addr, 1);
@@ -592,7 +592,7 @@ Test(hostile, hostile_parent_vs_receiver)
     dc_verbs_opts_t o;
     hc_opts(&o);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    job_addr(&J, 0, addr, sizeof(addr));
     dc_verbs_listener_t *l;
     cr_assert_eq(t->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
     job_start(&J, 1, NULL, "--abort-ms 20000");
@@ -771,7 +771,7 @@ static dc_verbs_listener_t *fake_coordinator(hc_t *h, const dc_verbs_ops_t **t, 
     dc_verbs_opts_t o;
     hc_opts(&o);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    job_addr(&J, 0, addr, sizeof(addr));
     dc_verbs_listener_t *l;
     cr_assert_eq((*t)->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
     job_start(&J, 1, NULL, "--abort-ms 30000");
@@ -967,7 +967,7 @@ Test(hostile, hostile_sender_vs_coordinator)
     cr_assert_gt(nown, 0);
     job_start(&J, 0, NULL, "--abort-ms 20000");
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port);
+    job_addr(&J, 0, addr, sizeof(addr));
     uint64_t t0 = dc_now_ns();
     static hmsg_t m;
     uint64_t sent = 0, dropped = 0;
