@@ -205,7 +205,7 @@
 #define DC_UCX_AHEAD_DEFAULT (1u << 20)  /* posted, not yet sent (bytes) */
 /* Eager bytes held for messages whose irecv is not posted yet, per
  * connection (rendezvous pieces hold only a descriptor): at most this, or
- * two of the largest messages if more (dc_ucx_hold_max).  Within its send
+ * two of the largest messages if more (dc_ucx_am_data_cb).  Within its send
  * window a peer could otherwise make us hold 256 x max_msg bytes (16 GiB
  * at the defaults) by sending eagerly ahead of our receives. */
 #define DC_UCX_HOLD_MAX (256ull << 20)
