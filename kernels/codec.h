@@ -35,6 +35,16 @@
 #define DC_CODEC_MAX_CHUNK (256u * 1024u * 1024u)
 #define DC_CODEC_MIN_CHUNK 64u
 
+/** Fewest changes for which the encoder tries rANS-coded gaps (entropy.h
+ *  DC_ENT_GAPS) for the positions. */
+#define DC_CODEC_GAPS_MIN 4096u
+
+/** Positions method the encoder uses: 0 = automatic (gaps from
+ *  DC_CODEC_GAPS_MIN changes on, where at most 1/64 larger than Golomb),
+ *  DC_ENT_GOLOMB or DC_ENT_GAPS (any count >= 1) force one.  A knob for
+ *  tests and benchmarks; not thread-safe to change while coding. */
+extern unsigned dc_codec_pos_method;
+
 /** Per-thread codec context with scratch for chunks of up to max_bytes. */
 typedef struct dc_codec dc_codec_t;
 dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out);

@@ -18,6 +18,12 @@
 #define DC_RANS_TWO_WAY 0x80u
 #define DC_RANS_FOUR_WAY 0x40u
 #define DC_RANS_WAY_MASK 0xC0u
+/* ... both bits: 32 states with 16-bit renormalization (the SIMD layout) */
+#define DC_RANS_32_WAY 0xC0u
+#define DC_R32_L (1u << 16)
+/* fewest symbols the encoder gives the 32-way layout (its 32 states cost
+ * 112 bytes more than four) */
+#define DC_R32_MIN 4096u
 
 /* rANS encoder symbol with a reciprocal instead of a division (after
  * F. Giesen's rans_byte.h). */
@@ -26,14 +32,31 @@ struct dc_rans_esym {
     uint16_t cmpl_freq, rcp_shift;
 };
 
+/* 32-way encoder symbol: x / freq as the high half of x * rcp (64 x 64
+ * bits; exact for x < 2^32, freq >= 2), and freq = 1 by Giesen's trick
+ * (rcp = 2^64 - 1 gives x - 1, made up by bias and cmpl). */
+struct dc_r32_esym {
+    uint64_t rcp;
+    uint64_t x_max;
+    uint32_t bias, cmpl;
+};
+
 struct dc_ent_scratch {
     size_t max_count; /* bytes of values coded at once */
     uint32_t *hist;   /* 65536 */
     uint32_t *qfreq;  /* 65536 */
     uint32_t *cum;    /* 65537 */
-    uint64_t *dtab;   /* 65536: per slot, sym | (slot - cum) << 16 | freq << 32 */
+    /* decoder tables, two sets (positions and values decode at once): */
+    uint64_t *dtab[2]; /* 1-4-way: per slot, sym | (slot - cum) << 16 | freq << 32 */
     uint16_t *syms;   /* 65536: list of used symbols */
     struct dc_rans_esym *esym; /* 65536: encoder symbols (reciprocals) */
+    struct dc_r32_esym *esym32; /* 65536: the same for 32-way streams */
+    /* 32-way: per slot freq << 16 | (slot - cum), and the symbol (+ 16
+     * entries so that a 32-bit gather of the last one stays inside) */
+    uint32_t *ftab[2];
+    uint16_t *stab[2];
+    uint16_t *gsym;   /* gap quotients (encoder), gsym_cap entries */
+    size_t gsym_cap;
     uint8_t *tmp[2];  /* candidate outputs, each val_bound(max_count, 8) */
     size_t tmp_cap;
     uint64_t *hkeys;  /* hash table for w > 2 entropy */
@@ -45,7 +68,7 @@ unsigned dc_ent_rans_ways = 0;
 
 const char *dc_ent_method_name(unsigned method)
 {
-    static const char *const names[] = {"raw", "zstd", "rans", "planes", "golomb"};
+    static const char *const names[] = {"raw", "zstd", "rans", "planes", "golomb", "gaps"};
     return method < DC_ENT_METHOD_COUNT ? names[method] : "?";
 }
 
@@ -62,15 +85,22 @@ dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out)
     s->hist = calloc(65536, sizeof(uint32_t));
     s->qfreq = calloc(65536, sizeof(uint32_t));
     s->cum = calloc(65537, sizeof(uint32_t));
-    s->dtab = malloc(65536 * sizeof(uint64_t));
+    s->dtab[0] = malloc(65536 * sizeof(uint64_t));
+    s->dtab[1] = malloc(65536 * sizeof(uint64_t));
     s->syms = calloc(65536, sizeof(uint16_t));
     s->esym = calloc(65536, sizeof(*s->esym));
+    s->esym32 = calloc(65536, sizeof(*s->esym32));
+    for (unsigned j = 0; j < 2; j++) {
+        s->ftab[j] = calloc(65536, sizeof(uint32_t));
+        s->stab[j] = calloc(65536 + 16, sizeof(uint16_t));
+    }
     s->tmp[0] = malloc(s->tmp_cap);
     s->tmp[1] = malloc(s->tmp_cap);
     s->hkeys = malloc(s->hcap * sizeof(uint64_t));
     s->hcnt = calloc(s->hcap, sizeof(uint32_t));
-    if (!s->hist || !s->qfreq || !s->cum || !s->dtab || !s->syms || !s->esym || !s->tmp[0] ||
-        !s->tmp[1] || !s->hkeys || !s->hcnt) {
+    if (!s->hist || !s->qfreq || !s->cum || !s->dtab[0] || !s->dtab[1] || !s->syms ||
+        !s->esym || !s->tmp[0] || !s->tmp[1] || !s->hkeys || !s->hcnt || !s->esym32 ||
+        !s->ftab[0] || !s->ftab[1] || !s->stab[0] || !s->stab[1]) {
         dc_ent_scratch_free(s);
         return dc_error(DC_ERR_NOMEM, "entropy scratch for %zu words", max_count);
     }
@@ -85,9 +115,16 @@ void dc_ent_scratch_free(dc_ent_scratch_t *s)
     free(s->hist);
     free(s->qfreq);
     free(s->cum);
-    free(s->dtab);
+    free(s->dtab[0]);
+    free(s->dtab[1]);
     free(s->syms);
     free(s->esym);
+    free(s->esym32);
+    for (unsigned j = 0; j < 2; j++) {
+        free(s->ftab[j]);
+        free(s->stab[j]);
+    }
+    free(s->gsym);
     free(s->tmp[0]);
     free(s->tmp[1]);
     free(s->hkeys);
@@ -928,6 +965,72 @@ dc_rans_put_bmi2(const struct dc_rans_esym *esym, const uint8_t *v, size_t count
 #endif
 #undef DC_RANS_PUT_DISPATCH
 
+/*
+ * The 32-way layout's encoder: the table is written (dst[0, h)), s->qfreq
+ * and s->cum hold the quantized frequencies of the nsym symbols s->syms[]
+ * at scale S.  Symbols count-1 down to 0, symbol i by state i % 32, each
+ * first renormalizing (at most one 16-bit word out: x < 2^32 and x_max >=
+ * 2^16) into words stored downwards from dst + cap; the decoder, reading
+ * upwards, meets them in symbol order, so a SIMD decoder that renormalizes
+ * 16 lanes at once reads them in lane order.  Then the 32 final states,
+ * state 0 first.
+ */
+static int dc_r32_put_all(const struct dc_r32_esym *restrict esym, const uint8_t *restrict v,
+                          size_t count, const unsigned stride, const unsigned bits,
+                          const uint8_t *lo, uint8_t **pp, uint32_t xs[32])
+{
+    uint8_t *p = *pp;
+    for (size_t i = count; i-- > 0;) {
+        if (DC_UNLIKELY((i & 31) == 31 || i == count - 1) && p - lo < 64 + 2)
+            return 0;
+        const struct dc_r32_esym *e = &esym[dc_sym_at(v, i, stride, bits)];
+        uint32_t x = xs[i & 31];
+        unsigned nb = (uint64_t)x >= e->x_max;
+        dc_store_le16(p - 2, (uint16_t)x);
+        p -= 2 * nb;
+        x = nb ? x >> 16 : x;
+        uint32_t q = (uint32_t)(((unsigned __int128)x * e->rcp) >> 64);
+        xs[i & 31] = x + e->bias + q * e->cmpl;
+    }
+    *pp = p;
+    return 1;
+}
+
+static dc_status_t dc_r32_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                 unsigned stride, unsigned bits, size_t nsym, unsigned S,
+                                 uint8_t *dst, size_t h, size_t cap, size_t *out_len)
+{
+    uint32_t M = 1u << S;
+    for (size_t k = 0; k < nsym; k++) {
+        uint32_t c = s->syms[k], f = s->qfreq[c];
+        struct dc_r32_esym *e = &s->esym32[c];
+        /* x_max = ((L >> S) << 16) * f: x >= x_max would leave >= 2^32 */
+        e->x_max = (uint64_t)f << (32 - S);
+        e->cmpl = M - f;
+        if (f < 2) {
+            e->rcp = ~0ull;
+            e->bias = s->cum[c] + M - 1;
+        } else {
+            e->rcp = (uint64_t)(((unsigned __int128)1 << 64) / f) + 1;
+            e->bias = s->cum[c];
+        }
+    }
+    uint32_t xs[32];
+    for (unsigned j = 0; j < 32; j++)
+        xs[j] = DC_R32_L;
+    uint8_t *lo = dst + h, *p = dst + cap;
+    if (cap < h + 128 + 66 || !dc_r32_put_all(s->esym32, v, count, stride, bits, lo + 128, &p, xs))
+        return DC_ERR_BUSY;
+    for (unsigned j = 32; j-- > 0;) {
+        p -= 4;
+        dc_store_le32(p, xs[j]);
+    }
+    size_t dlen = (size_t)(dst + cap - p);
+    memmove(lo, p, dlen);
+    *out_len = h + dlen;
+    return DC_OK;
+}
+
 /* dc_rans_encode with the histogram of the symbols already in s->hist /
  * s->syms (dc_hist_build); leaves it there (s->syms reordered). */
 static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
@@ -1000,6 +1103,21 @@ static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, si
         acc += s->qfreq[c];
         c0 = c;
     }
+    unsigned ways = dc_ent_rans_ways == 1 || dc_ent_rans_ways == 2 || dc_ent_rans_ways == 4 ||
+                            dc_ent_rans_ways == 32
+                        ? dc_ent_rans_ways
+                    : count >= DC_R32_MIN && (bits == 16 || stride == 1) ? 32
+                    : count >= 64                                        ? 4
+                    : count >= 16                                        ? 2
+                                                                         : 1;
+    /* a 32-way table entry holds freq in 16 bits: no lone symbol at S = 16 */
+    if (ways == 32 && nsym == 1 && S == 16)
+        ways = 4;
+    if (ways == 32) {
+        dst[0] |= DC_RANS_32_WAY;
+        st = dc_r32_encode(s, v, count, stride, bits, nsym, S, dst, h, cap, out_len);
+        goto clear;
+    }
     /* encoder symbols */
     for (size_t k = 0; k < nsym; k++) {
         uint32_t c = s->syms[k], f = s->qfreq[c];
@@ -1024,9 +1142,6 @@ static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, si
      * chain */
     uint8_t *lo = dst + h, *p = dst + cap;
     uint32_t x0 = DC_RANS_L, x1 = DC_RANS_L, x2 = DC_RANS_L, x3 = DC_RANS_L;
-    unsigned ways = dc_ent_rans_ways == 1 || dc_ent_rans_ways == 2 || dc_ent_rans_ways == 4
-                        ? dc_ent_rans_ways
-                        : count >= 64 ? 4 : count >= 16 ? 2 : 1;
     dst[0] |= ways == 4 ? DC_RANS_FOUR_WAY : ways == 2 ? DC_RANS_TWO_WAY : 0;
     uint32_t xs0[4] = {x0, x1, x2, x3};
     int room =
@@ -1059,17 +1174,22 @@ clear:
     return st;
 }
 
-dc_status_t dc_rans_dec_init(dc_ent_scratch_t *s, dc_rans_dec_t *d, const uint8_t *src,
-                             size_t len, size_t count, unsigned bits)
+/* dc_rans_dec_init with the 32-way tables of set `slot` (0 or 1). */
+static dc_status_t dc_rans_dec_init_slot(dc_ent_scratch_t *s, unsigned slot, dc_rans_dec_t *d,
+                                         const uint8_t *src, size_t len, size_t count,
+                                         unsigned bits)
 {
     const uint8_t *p = src, *end = src + len;
     if (len < 2)
         return dc_error(DC_ERR_FORMAT, "rANS stream truncated");
     unsigned sb = *p++, S = *p++;
     unsigned wf = sb & DC_RANS_WAY_MASK;
-    if (wf == DC_RANS_WAY_MASK)
-        return dc_error(DC_ERR_FORMAT, "rANS stream header byte 0x%02x is invalid", sb);
-    unsigned ways = wf == DC_RANS_FOUR_WAY ? 4 : wf == DC_RANS_TWO_WAY ? 2 : 1;
+    unsigned ways = wf == DC_RANS_32_WAY     ? 32
+                    : wf == DC_RANS_FOUR_WAY ? 4
+                    : wf == DC_RANS_TWO_WAY  ? 2
+                                             : 1;
+    uint32_t *ftab = s->ftab[slot];
+    uint16_t *stab = s->stab[slot];
     sb &= ~DC_RANS_WAY_MASK;
     if (sb != bits)
         return dc_error(DC_ERR_FORMAT, "rANS stream has %u-bit symbols, expected %u", sb, bits);
@@ -1092,9 +1212,19 @@ dc_status_t dc_rans_dec_init(dc_ent_scratch_t *s, dc_rans_dec_t *d, const uint8_
             return dc_error(DC_ERR_FORMAT, "rANS table entry out of range");
         /* slot j of symbol c: x' = f * (x >> S) + (j - cum) */
         /* slot - cum < f <= 2^16: 16 bits; f: 17 bits */
-        uint64_t e = c | f << 32;
-        for (uint64_t j = acc; j < acc + f; j++)
-            s->dtab[j] = e | (j - acc) << 16;
+        if (ways == 32) {
+            /* f in 16 bits */
+            if (f > 0xffff)
+                return dc_error(DC_ERR_FORMAT, "rANS frequency 65536 in a 32-way stream");
+            for (uint64_t j = acc; j < acc + f; j++) {
+                ftab[j] = (uint32_t)(f << 16 | (j - acc));
+                stab[j] = (uint16_t)c;
+            }
+        } else {
+            uint64_t e = c | f << 32;
+            for (uint64_t j = acc; j < acc + f; j++)
+                s->dtab[slot][j] = e | (j - acc) << 16;
+        }
         acc += f;
     }
     if (acc != M)
@@ -1103,23 +1233,34 @@ dc_status_t dc_rans_dec_init(dc_ent_scratch_t *s, dc_rans_dec_t *d, const uint8_
     if ((size_t)(end - p) < 4u * ways)
         return dc_error(DC_ERR_FORMAT, "rANS stream truncated");
     /* states: symbol i is coded by state i % ways */
-    for (unsigned j = 0; j < 4; j++)
-        d->x[j] = DC_RANS_L;
+    const uint32_t L = ways == 32 ? DC_R32_L : DC_RANS_L;
+    for (unsigned j = 0; j < 32; j++)
+        d->x[j] = L;
     for (unsigned j = 0; j < ways; j++) {
         d->x[j] = dc_load_le32(p + 4 * j);
-        if (d->x[j] < DC_RANS_L || d->x[j] >= (DC_RANS_L << 8))
+        if (d->x[j] < L || (ways != 32 && d->x[j] >= (DC_RANS_L << 8)))
             return dc_error(DC_ERR_FORMAT, "rANS initial state out of range");
     }
     p += 4u * ways;
+    if (ways == 32 && (size_t)(end - p) % 2)
+        return dc_error(DC_ERR_FORMAT, "32-way rANS data of an odd number of bytes");
     d->p = p;
     d->end = end;
-    d->dtab = s->dtab;
+    d->dtab = s->dtab[slot];
+    d->ftab = ftab;
+    d->stab = stab;
     d->S = S;
     d->bits = bits;
     d->ways = ways;
     d->i = 0;
     d->count = count;
     return DC_OK;
+}
+
+dc_status_t dc_rans_dec_init(dc_ent_scratch_t *s, dc_rans_dec_t *d, const uint8_t *src,
+                             size_t len, size_t count, unsigned bits)
+{
+    return dc_rans_dec_init_slot(s, 0, d, src, len, count, bits);
 }
 
 /* dc_rans_dec_run for one symbol width (a constant after inlining). */
@@ -1200,16 +1341,137 @@ out:
     return st;
 }
 
+/* The 32-way layout, one symbol at a time (the reference, and what the
+ * SIMD loop leaves): symbol i by state i % 32, then at most one 16-bit
+ * word if the state fell below 2^16. */
+static dc_status_t dc_r32_run_scalar(dc_rans_dec_t *d, uint8_t *out, unsigned stride,
+                                     size_t upto)
+{
+    const uint8_t *p = d->p, *end = d->end;
+    const unsigned S = d->S;
+    const uint32_t mask = (1u << S) - 1;
+    const uint32_t *ftab = d->ftab;
+    const uint16_t *stab = d->stab;
+    size_t i = d->i;
+    dc_status_t st = DC_OK;
+    for (; i < upto; i++) {
+        uint32_t x = d->x[i & 31];
+        uint32_t e = ftab[x & mask];
+        uint16_t sym = stab[x & mask];
+        x = (e >> 16) * (x >> S) + (e & 0xffff);
+        if (x < DC_R32_L) {
+            if (DC_UNLIKELY(end - p < 2)) {
+                st = dc_error(DC_ERR_FORMAT, "rANS data truncated");
+                break;
+            }
+            x = x << 16 | dc_load_le16(p);
+            p += 2;
+        }
+        d->x[i & 31] = x;
+        if (d->bits == 16)
+            dc_store_le16(out + i * stride, sym);
+        else
+            out[i * stride] = (uint8_t)sym;
+    }
+    d->p = p;
+    d->i = i;
+    return st;
+}
+
+#if defined(__x86_64__)
+#define DC_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,popcnt,bmi2")))
+/* One 32-way step of 16 states: decode, renormalize (the lanes below 2^16
+ * take the next words at *p in lane order), return the symbols. */
+#define DC_R32_STEP16(X, SYM)                                                 \
+    do {                                                                      \
+        __m512i slot_ = _mm512_and_si512(X, maskv);                           \
+        __m512i e_ = _mm512_i32gather_epi32(slot_, (const void *)ftab, 4);    \
+        SYM = _mm512_i32gather_epi32(slot_, (const void *)stab, 2);           \
+        X = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(e_, 16),    \
+                                                _mm512_srl_epi32(X, sv)),     \
+                             _mm512_and_si512(e_, lo16));                     \
+        __mmask16 m_ = _mm512_cmplt_epu32_mask(X, lv);                        \
+        __m512i w_ = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)); \
+        X = _mm512_mask_or_epi32(X, m_, _mm512_slli_epi32(X, 16),             \
+                                 _mm512_maskz_expand_epi32(m_, w_));          \
+        p += 2 * (unsigned)__builtin_popcount((unsigned)m_);                  \
+    } while (0)
+
+/* The 32-way layout with AVX-512: 32 symbols a step (two vectors of 16
+ * states: two dependency chains of gathers) while 64 bytes of data are
+ * surely there; the scalar loop does the rest. */
+DC_AVX512_TARGET static dc_status_t dc_r32_run_avx512(dc_rans_dec_t *d, uint8_t *out,
+                                                      unsigned stride, size_t upto)
+{
+    size_t i = d->i;
+    if ((i & 31) == 0 && (d->bits == 16 ? stride == 2 : stride == 1)) {
+        const uint8_t *p = d->p, *end = d->end;
+        const uint32_t *ftab = d->ftab;
+        const uint16_t *stab = d->stab;
+        const __m512i maskv = _mm512_set1_epi32((int)((1u << d->S) - 1));
+        const __m512i lo16 = _mm512_set1_epi32(0xffff), lv = _mm512_set1_epi32(DC_R32_L);
+        const __m128i sv = _mm_cvtsi32_si128((int)d->S);
+        __m512i xa = _mm512_loadu_si512(d->x), xb = _mm512_loadu_si512(d->x + 16);
+        for (; i + 32 <= upto && end - p >= 64; i += 32) {
+            __m512i sa, sb;
+            DC_R32_STEP16(xa, sa);
+            DC_R32_STEP16(xb, sb);
+            if (d->bits == 16) {
+                _mm256_storeu_si256((void *)(out + 2 * i), _mm512_cvtepi32_epi16(sa));
+                _mm256_storeu_si256((void *)(out + 2 * i + 32), _mm512_cvtepi32_epi16(sb));
+            } else {
+                _mm_storeu_si128((void *)(out + i), _mm512_cvtepi32_epi8(sa));
+                _mm_storeu_si128((void *)(out + i + 16), _mm512_cvtepi32_epi8(sb));
+            }
+        }
+        _mm512_storeu_si512(d->x, xa);
+        _mm512_storeu_si512(d->x + 16, xb);
+        d->p = p;
+        d->i = i;
+    }
+    return dc_r32_run_scalar(d, out, stride, upto);
+}
+#endif
+
+/* 1 when the AVX-512 decoders may run: the kernels' ISA is avx512 (which
+ * also means AVX512-VBMI2) and the CPU has AVX512-VBMI (every one with
+ * VBMI2 so far). */
+static int dc_ent_avx512(void)
+{
+#if defined(__x86_64__)
+    static int vbmi = -1;
+    if (vbmi < 0) {
+        __builtin_cpu_init();
+        vbmi = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+    }
+    return vbmi && strcmp(dc_kern_isa(), "avx512") == 0;
+#else
+    return 0;
+#endif
+}
+
 dc_status_t dc_rans_dec_run(dc_rans_dec_t *d, uint8_t *out, unsigned stride, size_t upto)
 {
+    if (d->ways == 32) {
+        if (upto > d->count)
+            upto = d->count;
+#if defined(__x86_64__)
+        if (dc_ent_avx512())
+            return dc_r32_run_avx512(d, out, stride, upto);
+#endif
+        return dc_r32_run_scalar(d, out, stride, upto);
+    }
     return d->bits == 16 ? dc_rans_run_bits(d, out, stride, upto, 16)
                          : dc_rans_run_bits(d, out, stride, upto, 8);
 }
 
 dc_status_t dc_rans_dec_finish(const dc_rans_dec_t *d)
 {
-    if (d->i != d->count || d->x[0] != DC_RANS_L || d->x[1] != DC_RANS_L ||
-        d->x[2] != DC_RANS_L || d->x[3] != DC_RANS_L || d->p != d->end)
+    const uint32_t L = d->ways == 32 ? DC_R32_L : DC_RANS_L;
+    int ok = d->i == d->count && d->p == d->end;
+    for (unsigned j = 0; j < 32; j++)
+        ok &= d->x[j] == L;
+    if (!ok)
         return dc_error(DC_ERR_FORMAT, "rANS stream does not end cleanly");
     return DC_OK;
 }
@@ -1534,6 +1796,341 @@ static dc_status_t dc_rans_decode(dc_ent_scratch_t *s, const uint8_t *src, size_
         st = dc_rans_dec_run(&d, out, stride, count);
     if (st == DC_OK)
         st = dc_rans_dec_finish(&d);
+    return st;
+}
+
+/* --- positions: rANS-coded gap quotients ------------------------------------ */
+
+/* the largest escape symbol, and E << b at most 2^24 (so that 16 gaps of
+ * the SIMD loop sum to < 2^29) */
+#define DC_GAPS_MAX_B 16u
+#define DC_GAPS_E_SHIFT_MAX 24u
+
+size_t dc_ent_gaps_bound(size_t count)
+{
+    /* header, a RANS stream of count 16-bit symbols (raw-sized words, the
+     * table, 32 states), low bits, escapes */
+    return 64 + 6 * 65536 + count * 2 + 128 + count * 2 + count * 5;
+}
+
+static dc_status_t dc_gsym_reserve(dc_ent_scratch_t *s, size_t count)
+{
+    if (count <= s->gsym_cap)
+        return DC_OK;
+    /* + 16: the SIMD pass loads 16 quotients at a time */
+    uint16_t *g = realloc(s->gsym, (count + 16) * sizeof(uint16_t));
+    if (!g)
+        return dc_error(DC_ERR_NOMEM, "gap quotients for %zu positions", count);
+    s->gsym = g;
+    s->gsym_cap = count;
+    return DC_OK;
+}
+
+dc_status_t dc_ent_gaps_encode(dc_ent_scratch_t *s, const uint32_t *pos, size_t count,
+                               uint64_t n, uint8_t *dst, size_t cap, size_t *out_len)
+{
+    if (count == 0 || (uint64_t)pos[count - 1] >= n)
+        return dc_error(DC_ERR_INVALID, "gaps: no positions, or one past the chunk");
+    dc_status_t st = dc_gsym_reserve(s, count);
+    if (st != DC_OK)
+        return st;
+    /* b: the low bits sent as they are, ~ log2(mean gap) - 2 (quotients
+     * of mean ~4-8: a short table, and the low bits of a geometric gap
+     * are close to uniform, so little is lost) */
+    uint64_t mean = ((uint64_t)pos[count - 1] + 1) / count;
+    unsigned b = 0;
+    while (b < DC_GAPS_MAX_B && (mean >> (b + 3)) != 0)
+        b++;
+    /* E: quotients >= E are escaped; the smallest E with at most 1/1024 of
+     * them beyond (within 2^24 >> b) */
+    uint32_t qh[4097];
+    memset(qh, 0, sizeof(qh));
+    uint64_t prev = 0;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t g = pos[k] - prev;
+        prev = (uint64_t)pos[k] + 1;
+        if (k > 0 && pos[k] < pos[k - 1] + 1)
+            return dc_error(DC_ERR_INVALID, "gaps: positions not increasing");
+        uint64_t q = g >> b;
+        qh[q < 4096 ? q : 4096]++;
+    }
+    uint32_t emax = DC_MIN(4095u, (1u << DC_GAPS_E_SHIFT_MAX) >> b);
+    uint32_t E = emax;
+    {
+        uint64_t tail = qh[4096], lim = count >> 10;
+        for (uint32_t e = 4096; e-- > 1;) {
+            if (tail + qh[e] > lim) {
+                E = DC_MIN(e + 1, emax);
+                break;
+            }
+            tail += qh[e];
+            E = e;
+        }
+    }
+    size_t h = 0;
+    if (cap < 32)
+        return DC_ERR_BUSY;
+    dst[h++] = (uint8_t)b;
+    h += dc_ent_put_varint(dst + h, E);
+    /* quotients (escaped: E) */
+    prev = 0;
+    uint16_t *gs = s->gsym;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t q = (pos[k] - prev) >> b;
+        prev = (uint64_t)pos[k] + 1;
+        gs[k] = (uint16_t)(q < E ? q : E);
+    }
+    /* the RANS stream after a 5-byte room for its length */
+    size_t qlen;
+    if (cap - h < 5 + 16)
+        return DC_ERR_BUSY;
+    st = dc_rans_encode(s, (const uint8_t *)gs, count, 2, 16, dst + h + 5, cap - h - 5, &qlen);
+    if (st != DC_OK)
+        return st;
+    uint8_t vb[10];
+    size_t vl = dc_ent_put_varint(vb, qlen);
+    memmove(dst + h + vl, dst + h + 5, qlen);
+    memcpy(dst + h, vb, vl);
+    h += vl + qlen;
+    /* low bits, LSB first */
+    size_t lo_len = (count * b + 7) / 8;
+    if (cap - h < lo_len + 8)
+        return DC_ERR_BUSY;
+    if (b) {
+        uint64_t acc = 0;
+        unsigned nb = 0;
+        uint8_t *o = dst + h;
+        prev = 0;
+        for (size_t k = 0; k < count; k++) {
+            uint64_t r = (pos[k] - prev) & ((1u << b) - 1);
+            prev = (uint64_t)pos[k] + 1;
+            acc |= r << nb;
+            nb += b;
+            while (nb >= 8) {
+                *o++ = (uint8_t)acc;
+                acc >>= 8;
+                nb -= 8;
+            }
+        }
+        if (nb)
+            *o++ = (uint8_t)acc;
+    }
+    h += lo_len;
+    /* escapes */
+    prev = 0;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t q = (pos[k] - prev) >> b;
+        prev = (uint64_t)pos[k] + 1;
+        if (q >= E) {
+            if (cap - h < 10)
+                return DC_ERR_BUSY;
+            h += dc_ent_put_varint(dst + h, q - E);
+        }
+    }
+    *out_len = h;
+    return DC_OK;
+}
+
+dc_status_t dc_gaps_dec_init(dc_ent_scratch_t *s, dc_gaps_dec_t *d, const uint8_t *src,
+                             size_t len, size_t count, uint64_t n)
+{
+    const uint8_t *p = src, *end = src + len;
+    uint64_t E, qlen;
+    if (count == 0)
+        return len == 0 ? DC_OK : dc_error(DC_ERR_FORMAT, "gaps: bytes without positions");
+    if (len < 1)
+        return dc_error(DC_ERR_FORMAT, "gaps stream truncated");
+    unsigned b = *p++;
+    if (b > DC_GAPS_MAX_B)
+        return dc_error(DC_ERR_FORMAT, "gaps: %u low bits (at most %u)", b, DC_GAPS_MAX_B);
+    if (dc_ent_get_varint(&p, end, &E) != DC_OK || dc_ent_get_varint(&p, end, &qlen) != DC_OK)
+        return dc_error(DC_ERR_FORMAT, "gaps stream truncated");
+    if (E < 1 || E > 65535 || (E << b) > (1u << DC_GAPS_E_SHIFT_MAX))
+        return dc_error(DC_ERR_FORMAT, "gaps: escape %llu with %u low bits out of range",
+                        (unsigned long long)E, b);
+    if (qlen > (uint64_t)(end - p))
+        return dc_error(DC_ERR_FORMAT, "gaps: quotients longer than the stream");
+    dc_status_t st = dc_rans_dec_init_slot(s, 1, &d->q, p, (size_t)qlen, count, 16);
+    if (st != DC_OK)
+        return st;
+    p += qlen;
+    uint64_t lo_len = ((uint64_t)count * b + 7) / 8;
+    if (lo_len > (uint64_t)(end - p))
+        return dc_error(DC_ERR_FORMAT, "gaps: low bits truncated");
+    if ((st = dc_gsym_reserve(s, count)) != DC_OK)
+        return st;
+    d->gsym = s->gsym;
+    d->lo = p;
+    d->lo_len = (size_t)lo_len;
+    d->esc = p + lo_len;
+    d->esc_end = end;
+    d->b = b;
+    d->E = (uint32_t)E;
+    d->n = n;
+    d->next = 0;
+    d->k = 0;
+    d->count = count;
+    return DC_OK;
+}
+
+/* the b low bits of gap k */
+static inline uint32_t dc_gaps_low(const dc_gaps_dec_t *d, size_t k)
+{
+    uint64_t bit = (uint64_t)k * d->b;
+    size_t at = (size_t)(bit >> 3);
+    uint32_t v;
+    if (at + 4 <= d->lo_len)
+        v = dc_load_le32(d->lo + at);
+    else {
+        v = 0;
+        for (size_t j = 0; at + j < d->lo_len && j < 4; j++)
+            v |= (uint32_t)d->lo[at + j] << (8 * j);
+    }
+    return (v >> (bit & 7)) & ((1u << d->b) - 1);
+}
+
+/* positions [d->k, upto) from quotients already in gsym */
+static dc_status_t dc_gaps_pos_scalar(dc_gaps_dec_t *d, uint32_t *pos, size_t upto)
+{
+    uint64_t next = d->next;
+    for (size_t k = d->k; k < upto; k++) {
+        uint64_t q = d->gsym[k];
+        if (q == d->E) {
+            uint64_t x;
+            if (dc_ent_get_varint(&d->esc, d->esc_end, &x) != DC_OK || x > UINT32_MAX)
+                return dc_error(DC_ERR_FORMAT, "gaps: bad escape");
+            q += x;
+        }
+        uint64_t at = next + ((q << d->b) | dc_gaps_low(d, k));
+        if (at >= d->n)
+            return dc_error(DC_ERR_FORMAT, "gaps: position %llu past the chunk of %llu",
+                            (unsigned long long)at, (unsigned long long)d->n);
+        pos[k] = (uint32_t)at;
+        next = at + 1;
+        d->k = k + 1;
+        d->next = next;
+    }
+    return DC_OK;
+}
+
+#if defined(__x86_64__)
+/* positions [d->k, upto) from the quotients in gsym, 16 at a time: the low
+ * bits of 16 gaps are 2b bytes from byte 2b * (k / 16) on; a byte
+ * permutation gives each lane the 32 bits its field starts in, a variable
+ * shift and a mask the field.  Then (q << b | r) + 1 summed up the lanes. */
+DC_AVX512_TARGET static dc_status_t dc_gaps_pos_avx512(dc_gaps_dec_t *d, uint32_t *pos,
+                                                       size_t upto, const dc_ent_pf_t *pf)
+{
+    const unsigned b = d->b;
+    uint8_t pidx[64];
+    uint32_t sh[16];
+    for (unsigned j = 0; j < 16; j++) {
+        for (unsigned t = 0; t < 4; t++)
+            pidx[4 * j + t] = (uint8_t)(((j * b) >> 3) + t);
+        sh[j] = (j * b) & 7;
+    }
+    const __m512i perm = _mm512_loadu_si512(pidx), shv = _mm512_loadu_si512(sh);
+    const __m512i lmask = _mm512_set1_epi32((int)((1u << b) - 1)), one = _mm512_set1_epi32(1);
+    const __m512i ev = _mm512_set1_epi32((int)d->E), zero = _mm512_setzero_si512();
+    const __m128i bv = _mm_cvtsi32_si128((int)b);
+    const __mmask64 lm = b ? (~0ull >> (64 - 2 * b)) : 0;
+    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
+    size_t groups = (upto - d->k) / 16 + 1;
+    const unsigned pl =
+        pf ? (unsigned)DC_MIN((pf->len / 64 + groups - 1) / groups, (size_t)16) : 0;
+    size_t k = d->k;
+    uint64_t next = d->next;
+    dc_status_t st = DC_OK;
+    while (k + 16 <= upto) {
+        if (pc < pe) {
+            for (unsigned j = 0; j < pl; j++)
+                __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
+            pc += 64u * pl;
+        }
+        __m512i q = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(d->gsym + k)));
+        if (DC_UNLIKELY(_mm512_cmpeq_epi32_mask(q, ev))) {
+            d->k = k;
+            d->next = next;
+            if ((st = dc_gaps_pos_scalar(d, pos, k + 16)) != DC_OK)
+                return st;
+            k += 16;
+            next = d->next;
+            continue;
+        }
+        __m512i g = _mm512_sll_epi32(q, bv);
+        if (b) {
+            __m512i win = _mm512_maskz_loadu_epi8(lm, d->lo + (k / 16) * 2 * b);
+            __m512i r = _mm512_srlv_epi32(_mm512_permutexvar_epi8(perm, win), shv);
+            g = _mm512_or_si512(g, _mm512_and_si512(r, lmask));
+        }
+        g = _mm512_add_epi32(g, one);
+        g = _mm512_add_epi32(g, _mm512_alignr_epi32(g, zero, 15));
+        g = _mm512_add_epi32(g, _mm512_alignr_epi32(g, zero, 14));
+        g = _mm512_add_epi32(g, _mm512_alignr_epi32(g, zero, 12));
+        g = _mm512_add_epi32(g, _mm512_alignr_epi32(g, zero, 8));
+        uint32_t total = (uint32_t)_mm_extract_epi32(_mm512_extracti32x4_epi32(g, 3), 3);
+        if (DC_UNLIKELY(next + total > d->n)) {
+            d->k = k;
+            d->next = next;
+            return dc_gaps_pos_scalar(d, pos, k + 16); /* names the bad position */
+        }
+        _mm512_storeu_si512((void *)(pos + k),
+                            _mm512_add_epi32(g, _mm512_set1_epi32((int)(uint32_t)(next - 1))));
+        next += total;
+        k += 16;
+    }
+    d->k = k;
+    d->next = next;
+    return st;
+}
+#endif
+
+dc_status_t dc_gaps_dec_run(dc_gaps_dec_t *d, uint32_t *pos, size_t upto,
+                            const dc_ent_pf_t *pf)
+{
+    if (upto > d->count)
+        upto = d->count;
+    if (upto <= d->k)
+        return DC_OK;
+    /* the quotients first (as far as upto), then the positions */
+    dc_status_t st = dc_rans_dec_run(&d->q, (uint8_t *)d->gsym, 2, upto);
+    if (st != DC_OK)
+        return st;
+#if defined(__x86_64__)
+    if (dc_ent_avx512() && (d->k & 15) == 0 &&
+        (st = dc_gaps_pos_avx512(d, pos, upto, pf)) != DC_OK)
+        return st;
+#else
+    (void)pf;
+#endif
+    return dc_gaps_pos_scalar(d, pos, upto);
+}
+
+dc_status_t dc_gaps_dec_finish(const dc_gaps_dec_t *d)
+{
+    if (d->count == 0)
+        return DC_OK;
+    dc_status_t st = dc_rans_dec_finish(&d->q);
+    if (st != DC_OK)
+        return st;
+    if (d->k != d->count || d->esc != d->esc_end)
+        return dc_error(DC_ERR_FORMAT, "gaps stream does not end cleanly");
+    /* the padding bits of the last low-bits byte are zero */
+    unsigned used = (unsigned)((d->count * d->b) & 7);
+    if (used && (d->lo[d->lo_len - 1] >> used) != 0)
+        return dc_error(DC_ERR_FORMAT, "gaps: nonzero padding bits");
+    return DC_OK;
+}
+
+dc_status_t dc_ent_gaps_decode(dc_ent_scratch_t *s, const uint8_t *src, size_t len,
+                               size_t count, uint64_t n, uint32_t *pos)
+{
+    dc_gaps_dec_t d;
+    dc_status_t st = dc_gaps_dec_init(s, &d, src, len, count, n);
+    if (st == DC_OK && count)
+        st = dc_gaps_dec_run(&d, pos, count, NULL);
+    if (st == DC_OK)
+        st = dc_gaps_dec_finish(&d);
     return st;
 }
 

@@ -60,10 +60,11 @@ enum {
     DC_ENT_RANS = 2,
     DC_ENT_PLANES = 3,
     DC_ENT_GOLOMB = 4,
+    DC_ENT_GAPS = 5,
     DC_ENT_METHOD_COUNT
 };
 
-/** "raw", "zstd", "rans", "planes", "golomb" or "?". */
+/** "raw", "zstd", "rans", "planes", "golomb", "gaps" or "?". */
 const char *dc_ent_method_name(unsigned method);
 
 /** Scratch memory for coding up to `max_count` bytes of words at once.
@@ -131,6 +132,19 @@ dc_status_t dc_golomb_dec_init(dc_golomb_dec_t *d, const uint8_t *src, size_t le
 dc_status_t dc_golomb_dec_run(dc_golomb_dec_t *d, uint32_t *pos, size_t upto);
 dc_status_t dc_golomb_dec_finish(const dc_golomb_dec_t *d);
 
+/* --- positions: rANS-coded gaps (DC_ENT_GAPS) ------------------------------ */
+
+/** Upper bound of a gaps stream of count positions. */
+size_t dc_ent_gaps_bound(size_t count);
+/** Encode count >= 1 strictly increasing positions < n as a gaps stream.
+ *  DC_ERR_BUSY if cap is too small. */
+dc_status_t dc_ent_gaps_encode(dc_ent_scratch_t *s, const uint32_t *pos, size_t count,
+                               uint64_t n, uint8_t *dst, size_t cap, size_t *out_len);
+/** Decode exactly count positions (each < n, strictly increasing) from a
+ *  gaps stream of exactly len bytes. */
+dc_status_t dc_ent_gaps_decode(dc_ent_scratch_t *s, const uint8_t *src, size_t len,
+                               size_t count, uint64_t n, uint32_t *pos);
+
 /* --- values --------------------------------------------------------------- */
 
 /** Upper bound of any values stream of count words of w bytes. */
@@ -173,8 +187,10 @@ dc_status_t dc_ent_val_decode(dc_ent_scratch_t *s, unsigned method, const uint8_
  */
 typedef struct dc_rans_dec {
     const uint8_t *p, *end;
-    const uint64_t *dtab;
-    uint32_t x[4];
+    const uint64_t *dtab;   /* 1-, 2-, 4-way streams */
+    const uint32_t *ftab;   /* 32-way streams */
+    const uint16_t *stab;
+    uint32_t x[32];
     unsigned S, bits, ways;
     size_t i, count;
 } dc_rans_dec_t;
@@ -188,6 +204,30 @@ typedef struct dc_ent_pf {
     const void *p;
     size_t len;
 } dc_ent_pf_t;
+
+/**
+ * Resumable gaps decoder (its quotient tables are the scratch's second
+ * set, so a values decoder of the same scratch can run alongside): run
+ * decodes positions [k, upto) (checked: strictly increasing, < n), pf as
+ * for dc_ent_sparse_run; finish checks that the stream ended exactly.
+ * Any error is DC_ERR_FORMAT.
+ */
+typedef struct dc_gaps_dec {
+    dc_rans_dec_t q;        /* the quotients */
+    uint16_t *gsym;         /* decoded quotients (scratch) */
+    const uint8_t *lo;      /* low bits, lo_len bytes */
+    size_t lo_len;
+    const uint8_t *esc, *esc_end; /* escapes not yet read */
+    unsigned b;
+    uint32_t E;
+    uint64_t n, next;
+    size_t k, count;
+} dc_gaps_dec_t;
+dc_status_t dc_gaps_dec_init(dc_ent_scratch_t *s, dc_gaps_dec_t *d, const uint8_t *src,
+                             size_t len, size_t count, uint64_t n);
+dc_status_t dc_gaps_dec_run(dc_gaps_dec_t *d, uint32_t *pos, size_t upto,
+                            const dc_ent_pf_t *pf);
+dc_status_t dc_gaps_dec_finish(const dc_gaps_dec_t *d);
 
 /** Both runs to `upto` (positions and values of a sparse chunk, values
  *  stride bits / 8), interleaved in one loop where both fast paths apply:

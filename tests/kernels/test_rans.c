@@ -1,6 +1,7 @@
 /*
- * test_rans.c - the values coder's rANS streams: four-, two- and one-way
- * (older encoders) interleaved streams all decode, at every count around
+ * test_rans.c - the values coder's rANS streams: 32-way (the SIMD layout,
+ * decoded by the AVX-512 and the scalar code alike), four-, two- and
+ * one-way (older encoders) interleaved streams all decode, at every count around
  * the interleave and unroll edges, for 8- and 16-bit symbols and the byte
  * planes; the 12-bit table is chosen for small alphabets without losing
  * size; truncated or padded streams are refused.
@@ -52,13 +53,28 @@ static void roundtrip(const uint8_t *v, size_t count, unsigned w, unsigned ways)
     cr_assert_eq(dc_ent_val_encode(s, v, count, w, 0, dst, cap, &len, &m), DC_OK);
     dc_ent_rans_ways = 0;
     if (m == DC_ENT_RANS) {
-        unsigned want = ways ? ways : count >= 64 ? 4 : count >= 16 ? 2 : 1;
-        unsigned flag = want == 4 ? 0x40 : want == 2 ? 0x80 : 0;
+        unsigned want = ways ? ways : count >= 4096 ? 32 : count >= 64 ? 4 : count >= 16 ? 2 : 1;
+        unsigned flag = want == 32 ? 0xC0 : want == 4 ? 0x40 : want == 2 ? 0x80 : 0;
+        /* a lone symbol at scale 16 cannot be 32-way (its frequency is 2^16) */
+        if (want == 32 && (dst[0] & 0xC0) == 0x40 && dst[1] == 16)
+            flag = 0x40;
         cr_assert_eq(dst[0] & 0xC0, flag, "count %zu ways %u", count, ways);
     }
-    cr_assert_eq(dc_ent_val_decode(s, m, dst, len, count, w, out), DC_OK,
-                 "count %zu w %u method %u ways %u", count, w, m, ways);
-    cr_assert(memcmp(out, v, count * w) == 0, "count %zu w %u method %u", count, w, m);
+    /* every decoder (the AVX-512 one for 32-way streams, and the scalar
+     * one) gives the same words */
+    static const char *const isas[] = {"scalar", "avx512"};
+    const char *was = dc_kern_isa();
+    for (unsigned ii = 0; ii < 2; ii++) {
+        if (!dc_kern_isa_supported(isas[ii]))
+            continue;
+        cr_assert_eq(dc_kern_set_isa(isas[ii]), DC_OK);
+        memset(out, 0xA5, count * w);
+        cr_assert_eq(dc_ent_val_decode(s, m, dst, len, count, w, out), DC_OK,
+                     "count %zu w %u method %u ways %u isa %s", count, w, m, ways, isas[ii]);
+        cr_assert(memcmp(out, v, count * w) == 0, "count %zu w %u method %u isa %s", count, w,
+                  m, isas[ii]);
+    }
+    cr_assert_eq(dc_kern_set_isa(was), DC_OK);
     if (m == DC_ENT_RANS || m == DC_ENT_PLANES) {
         /* truncated and padded streams are refused */
         cr_assert_eq(dc_ent_val_decode(s, m, dst, len - 1, count, w, out), DC_ERR_FORMAT);
@@ -72,9 +88,9 @@ static void roundtrip(const uint8_t *v, size_t count, unsigned w, unsigned ways)
 
 Test(rans, one_way_and_two_way_roundtrip)
 {
-    const size_t counts[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 18, 31, 63, 64, 65, 66, 67,
-                             100, 4095, 4096, 4097, 100001};
-    const unsigned modes[] = {0, 1, 2, 4};
+    const size_t counts[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 18, 31, 32, 33, 63, 64, 65, 66, 67,
+                             100, 4095, 4096, 4097, 4127, 4128, 4129, 100001};
+    const unsigned modes[] = {0, 1, 2, 4, 32};
     const unsigned spreads[] = {1, 2, 70, 300, 5000};
     uint8_t *v = malloc(100001 * 2);
     cr_assert(v);
@@ -101,6 +117,7 @@ Test(rans, planes_roundtrip)
                 v[i] = (uint8_t)(rnd() % 5 == 0 ? rnd() : 0);
             roundtrip(v, counts[ci], w, 0);
             roundtrip(v, counts[ci], w, 1);
+            roundtrip(v, counts[ci], w, 32);
         }
     free(v);
 }
@@ -127,12 +144,15 @@ Test(rans, small_alphabet_takes_12_bit_table_near_entropy)
     unsigned m;
     cr_assert_eq(dc_ent_val_encode(s, v, count, 2, 0, dst, cap, &len, &m), DC_OK);
     cr_assert_eq(m, DC_ENT_RANS);
-    cr_assert_eq(dst[0], 16 | 0x40);
+    cr_assert_eq(dst[0], 16 | 0xC0);
     cr_assert_eq(dst[1], 12, "scale %u", dst[1]);
     cr_assert(len * 8.0 <= bits * 1.01 + 8 * 600, "len %zu vs %.0f bits", len, bits);
-    /* a header byte with both interleave flags is refused */
+    /* the same data read as four-way, or with a symbol width that lies, is
+     * refused */
     uint8_t *out = malloc(count * 2);
-    dst[0] = 16 | 0xC0;
+    dst[0] = 16 | 0x40;
+    cr_assert_eq(dc_ent_val_decode(s, m, dst, len, count, 2, out), DC_ERR_FORMAT);
+    dst[0] = 8 | 0xC0;
     cr_assert_eq(dc_ent_val_decode(s, m, dst, len, count, 2, out), DC_ERR_FORMAT);
     free(out);
     free(dst);
@@ -315,8 +335,8 @@ Test(rans, encoders_identical_on_every_isa)
                 at += 1 + (uint32_t)(rnd() % (k % 7 == 0 ? 3000 : 40));
                 pos[k] = at;
             }
-            for (unsigned ways = 0; ways <= 4; ways++) {
-                if (ways == 3)
+            for (unsigned ways = 0; ways <= 32; ways++) {
+                if (ways == 3 || (ways > 4 && ways < 32))
                     continue;
                 size_t rlen = 0, rplen = 0;
                 unsigned rm = 0;
