@@ -176,26 +176,36 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
     size_t h = dc_ent_put_varint(dst, count);
     size_t pcap = dc_ent_pos_bound(count, n);
     size_t plen;
-    s = dc_ent_pos_encode(c->pos, count, n, dst + h + 10, pcap, &plen);
-    if (s != DC_OK)
-        return s;
+    /* Positions: rANS-coded gaps decode several times faster (SIMD) than
+     * Golomb codes; they are taken where at most 1/64 larger.  Where they
+     * are within 1/64 of the iid bound n H(p) (which Golomb does not beat
+     * by more than its table-free overhead) Golomb is not even tried.
+     * (vals2 is free until the values are coded.) */
     unsigned pm = DC_ENT_GOLOMB;
-    if (dc_codec_pos_method == DC_ENT_GAPS ||
-        (dc_codec_pos_method == 0 && count >= DC_CODEC_GAPS_MIN)) {
-        /* rANS-coded gaps decode several times faster (SIMD); taken when
-         * at most 1/64 larger than Golomb (vals2 is free until the values
-         * are coded) */
-        size_t glen, gcap = dc_codec_pos_method == DC_ENT_GAPS
-                                ? c->max_bytes
-                                : DC_MIN(plen + plen / 64, c->max_bytes);
-        s = count ? dc_ent_gaps_encode(c->ent, c->pos, count, n, c->vals2, gcap, &glen)
-                  : DC_ERR_BUSY;
-        if (s == DC_OK && glen <= pcap) {
+    size_t glen = 0;
+    dc_status_t gs = DC_ERR_BUSY;
+    if (count > 0 && (dc_codec_pos_method == DC_ENT_GAPS ||
+                      (dc_codec_pos_method == 0 && count >= DC_CODEC_GAPS_MIN))) {
+        gs = dc_ent_gaps_encode(c->ent, c->pos, count, n, c->vals2,
+                                DC_MIN(pcap, c->max_bytes), &glen);
+        if (gs != DC_OK && gs != DC_ERR_BUSY)
+            return gs;
+    }
+    double pbound = (double)n * dc_codec_h2((double)count / (double)n);
+    if (gs == DC_OK && (dc_codec_pos_method == DC_ENT_GAPS ||
+                        (double)glen * 8.0 <= pbound * (1.0 + 1.0 / 64) + 512.0)) {
+        memcpy(dst + h + 10, c->vals2, glen);
+        plen = glen;
+        pm = DC_ENT_GAPS;
+    } else {
+        s = dc_ent_pos_encode(c->pos, count, n, dst + h + 10, pcap, &plen);
+        if (s != DC_OK)
+            return s;
+        if (gs == DC_OK && glen <= plen + plen / 64) {
             memcpy(dst + h + 10, c->vals2, glen);
             plen = glen;
             pm = DC_ENT_GAPS;
-        } else if (s != DC_ERR_BUSY && s != DC_OK)
-            return s;
+        }
     }
     uint8_t vb[10];
     size_t vl = dc_ent_put_varint(vb, plen);

@@ -20,7 +20,9 @@
 #define DC_RANS_WAY_MASK 0xC0u
 /* ... both bits: 32 states with 16-bit renormalization (the SIMD layout) */
 #define DC_RANS_32_WAY 0xC0u
-#define DC_R32_L (1u << 16)
+#define DC_R32_L (1u << 15)
+/* largest scale of a 32-way stream (x >> S >= 1 keeps one word enough) */
+#define DC_R32_MAX_SCALE 15
 /* fewest symbols the encoder gives the 32-way layout (its 32 states cost
  * 112 bytes more than four) */
 #define DC_R32_MIN 4096u
@@ -32,15 +34,6 @@ struct dc_rans_esym {
     uint16_t cmpl_freq, rcp_shift;
 };
 
-/* 32-way encoder symbol: x / freq as the high half of x * rcp (64 x 64
- * bits; exact for x < 2^32, freq >= 2), and freq = 1 by Giesen's trick
- * (rcp = 2^64 - 1 gives x - 1, made up by bias and cmpl). */
-struct dc_r32_esym {
-    uint64_t rcp;
-    uint64_t x_max;
-    uint32_t bias, cmpl;
-};
-
 struct dc_ent_scratch {
     size_t max_count; /* bytes of values coded at once */
     uint32_t *hist;   /* 65536 */
@@ -50,7 +43,6 @@ struct dc_ent_scratch {
     uint64_t *dtab[2]; /* 1-4-way: per slot, sym | (slot - cum) << 16 | freq << 32 */
     uint16_t *syms;   /* 65536: list of used symbols */
     struct dc_rans_esym *esym; /* 65536: encoder symbols (reciprocals) */
-    struct dc_r32_esym *esym32; /* 65536: the same for 32-way streams */
     /* 32-way: per slot freq << 16 | (slot - cum), and the symbol (+ 16
      * entries so that a 32-bit gather of the last one stays inside) */
     uint32_t *ftab[2];
@@ -89,7 +81,6 @@ dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out)
     s->dtab[1] = malloc(65536 * sizeof(uint64_t));
     s->syms = calloc(65536, sizeof(uint16_t));
     s->esym = calloc(65536, sizeof(*s->esym));
-    s->esym32 = calloc(65536, sizeof(*s->esym32));
     for (unsigned j = 0; j < 2; j++) {
         s->ftab[j] = calloc(65536, sizeof(uint32_t));
         s->stab[j] = calloc(65536 + 16, sizeof(uint16_t));
@@ -99,7 +90,7 @@ dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out)
     s->hkeys = malloc(s->hcap * sizeof(uint64_t));
     s->hcnt = calloc(s->hcap, sizeof(uint32_t));
     if (!s->hist || !s->qfreq || !s->cum || !s->dtab[0] || !s->dtab[1] || !s->syms ||
-        !s->esym || !s->tmp[0] || !s->tmp[1] || !s->hkeys || !s->hcnt || !s->esym32 ||
+        !s->esym || !s->tmp[0] || !s->tmp[1] || !s->hkeys || !s->hcnt ||
         !s->ftab[0] || !s->ftab[1] || !s->stab[0] || !s->stab[1]) {
         dc_ent_scratch_free(s);
         return dc_error(DC_ERR_NOMEM, "entropy scratch for %zu words", max_count);
@@ -119,7 +110,6 @@ void dc_ent_scratch_free(dc_ent_scratch_t *s)
     free(s->dtab[1]);
     free(s->syms);
     free(s->esym);
-    free(s->esym32);
     for (unsigned j = 0; j < 2; j++) {
         free(s->ftab[j]);
         free(s->stab[j]);
@@ -966,60 +956,69 @@ dc_rans_put_bmi2(const struct dc_rans_esym *esym, const uint8_t *v, size_t count
 #undef DC_RANS_PUT_DISPATCH
 
 /*
- * The 32-way layout's encoder: the table is written (dst[0, h)), s->qfreq
- * and s->cum hold the quantized frequencies of the nsym symbols s->syms[]
- * at scale S.  Symbols count-1 down to 0, symbol i by state i % 32, each
- * first renormalizing (at most one 16-bit word out: x < 2^32 and x_max >=
- * 2^16) into words stored downwards from dst + cap; the decoder, reading
- * upwards, meets them in symbol order, so a SIMD decoder that renormalizes
- * 16 lanes at once reads them in lane order.  Then the 32 final states,
- * state 0 first.
+ * The 32-way layout's encoder: the table is written (dst[0, h)) and s->esym
+ * holds the encoder symbols of scale S <= 15 with x_max for this layout.
+ * States stay in [2^15, 2^31) (so the 32-bit reciprocals of
+ * dc_rans_esym are exact).  Symbols count-1 down to 0, symbol i by state
+ * i % 32, each first renormalizing (at most one 16-bit word out: x < 2^31
+ * and x_max >= 2^16) into words stored downwards from dst + cap; the
+ * decoder, reading upwards, meets them in symbol order, so a SIMD decoder
+ * that renormalizes 16 lanes at once reads them in lane order.  Then the
+ * 32 final states, state 0 first.
  */
-static int dc_r32_put_all(const struct dc_r32_esym *restrict esym, const uint8_t *restrict v,
+static int dc_r32_put_all(const struct dc_rans_esym *restrict esym, const uint8_t *restrict v,
                           size_t count, const unsigned stride, const unsigned bits,
                           const uint8_t *lo, uint8_t **pp, uint32_t xs[32])
 {
     uint8_t *p = *pp;
-    for (size_t i = count; i-- > 0;) {
-        if (DC_UNLIKELY((i & 31) == 31 || i == count - 1) && p - lo < 64 + 2)
+    size_t i = count;
+    while (i > 0) {
+        if (DC_UNLIKELY(p - lo < 64 + 2))
             return 0;
-        const struct dc_r32_esym *e = &esym[dc_sym_at(v, i, stride, bits)];
-        uint32_t x = xs[i & 31];
-        unsigned nb = (uint64_t)x >= e->x_max;
-        dc_store_le16(p - 2, (uint16_t)x);
-        p -= 2 * nb;
-        x = nb ? x >> 16 : x;
-        uint32_t q = (uint32_t)(((unsigned __int128)x * e->rcp) >> 64);
-        xs[i & 31] = x + e->bias + q * e->cmpl;
+        /* to the next multiple of 32 below (at most 32 words) */
+        size_t stop = (i - 1) & ~(size_t)31;
+        do {
+            i--;
+            const struct dc_rans_esym *e = &esym[dc_sym_at(v, i, stride, bits)];
+            uint32_t x = xs[i & 31];
+            unsigned nb = x >= e->x_max;
+            dc_store_le16(p - 2, (uint16_t)x);
+            p -= 2 * nb;
+            x >>= 16 * nb;
+            uint32_t q = (uint32_t)(((uint64_t)x * e->rcp_freq) >> 32) >> e->rcp_shift;
+            xs[i & 31] = x + e->bias + q * e->cmpl_freq;
+        } while (i > stop);
     }
     *pp = p;
     return 1;
+}
+
+/* dc_r32_put_all per symbol width and stride (as DC_RANS_PUT_DISPATCH) */
+static int dc_r32_put(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
+                      unsigned stride, unsigned bits, const uint8_t *lo, uint8_t **pp,
+                      uint32_t xs[32])
+{
+    if (bits == 16)
+        return dc_r32_put_all(esym, v, count, 2, 16, lo, pp, xs);
+    if (stride == 1)
+        return dc_r32_put_all(esym, v, count, 1, 8, lo, pp, xs);
+    return dc_r32_put_all(esym, v, count, stride, 8, lo, pp, xs);
 }
 
 static dc_status_t dc_r32_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
                                  unsigned stride, unsigned bits, size_t nsym, unsigned S,
                                  uint8_t *dst, size_t h, size_t cap, size_t *out_len)
 {
-    uint32_t M = 1u << S;
+    /* x_max = ((L >> S) << 16) * f: x >= x_max would leave >= 2^31 */
     for (size_t k = 0; k < nsym; k++) {
-        uint32_t c = s->syms[k], f = s->qfreq[c];
-        struct dc_r32_esym *e = &s->esym32[c];
-        /* x_max = ((L >> S) << 16) * f: x >= x_max would leave >= 2^32 */
-        e->x_max = (uint64_t)f << (32 - S);
-        e->cmpl = M - f;
-        if (f < 2) {
-            e->rcp = ~0ull;
-            e->bias = s->cum[c] + M - 1;
-        } else {
-            e->rcp = (uint64_t)(((unsigned __int128)1 << 64) / f) + 1;
-            e->bias = s->cum[c];
-        }
+        uint32_t c = s->syms[k];
+        s->esym[c].x_max = s->qfreq[c] << (31 - S);
     }
     uint32_t xs[32];
     for (unsigned j = 0; j < 32; j++)
         xs[j] = DC_R32_L;
     uint8_t *lo = dst + h, *p = dst + cap;
-    if (cap < h + 128 + 66 || !dc_r32_put_all(s->esym32, v, count, stride, bits, lo + 128, &p, xs))
+    if (cap < h + 128 + 66 || !dc_r32_put(s->esym, v, count, stride, bits, lo + 128, &p, xs))
         return DC_ERR_BUSY;
     for (unsigned j = 32; j-- > 0;) {
         p -= 4;
@@ -1110,14 +1109,9 @@ static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, si
                     : count >= 64                                        ? 4
                     : count >= 16                                        ? 2
                                                                          : 1;
-    /* a 32-way table entry holds freq in 16 bits: no lone symbol at S = 16 */
-    if (ways == 32 && nsym == 1 && S == 16)
+    /* (32-way: scales up to 15) */
+    if (ways == 32 && S > DC_R32_MAX_SCALE)
         ways = 4;
-    if (ways == 32) {
-        dst[0] |= DC_RANS_32_WAY;
-        st = dc_r32_encode(s, v, count, stride, bits, nsym, S, dst, h, cap, out_len);
-        goto clear;
-    }
     /* encoder symbols */
     for (size_t k = 0; k < nsym; k++) {
         uint32_t c = s->syms[k], f = s->qfreq[c];
@@ -1136,6 +1130,11 @@ static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, si
             e->rcp_shift = (uint16_t)(shift - 1);
             e->bias = s->cum[c];
         }
+    }
+    if (ways == 32) {
+        dst[0] |= DC_RANS_32_WAY;
+        st = dc_r32_encode(s, v, count, stride, bits, nsym, S, dst, h, cap, out_len);
+        goto clear;
     }
     /* encode backwards; from 16 symbols on two, from 64 on four
      * interleaved states (symbol i: state i % ways) split the dependency
@@ -1193,7 +1192,7 @@ static dc_status_t dc_rans_dec_init_slot(dc_ent_scratch_t *s, unsigned slot, dc_
     sb &= ~DC_RANS_WAY_MASK;
     if (sb != bits)
         return dc_error(DC_ERR_FORMAT, "rANS stream has %u-bit symbols, expected %u", sb, bits);
-    if (S < DC_RANS_MIN_SCALE || S > DC_RANS_MAX_SCALE)
+    if (S < DC_RANS_MIN_SCALE || S > (ways == 32 ? DC_R32_MAX_SCALE : DC_RANS_MAX_SCALE))
         return dc_error(DC_ERR_FORMAT, "rANS scale %u out of range", S);
     uint32_t M = 1u << S;
     uint64_t nsym;
@@ -1213,9 +1212,6 @@ static dc_status_t dc_rans_dec_init_slot(dc_ent_scratch_t *s, unsigned slot, dc_
         /* slot j of symbol c: x' = f * (x >> S) + (j - cum) */
         /* slot - cum < f <= 2^16: 16 bits; f: 17 bits */
         if (ways == 32) {
-            /* f in 16 bits */
-            if (f > 0xffff)
-                return dc_error(DC_ERR_FORMAT, "rANS frequency 65536 in a 32-way stream");
             for (uint64_t j = acc; j < acc + f; j++) {
                 ftab[j] = (uint32_t)(f << 16 | (j - acc));
                 stab[j] = (uint16_t)c;
@@ -1238,7 +1234,7 @@ static dc_status_t dc_rans_dec_init_slot(dc_ent_scratch_t *s, unsigned slot, dc_
         d->x[j] = L;
     for (unsigned j = 0; j < ways; j++) {
         d->x[j] = dc_load_le32(p + 4 * j);
-        if (d->x[j] < L || (ways != 32 && d->x[j] >= (DC_RANS_L << 8)))
+        if (d->x[j] < L || d->x[j] >= (1u << 31))
             return dc_error(DC_ERR_FORMAT, "rANS initial state out of range");
     }
     p += 4u * ways;
@@ -1841,19 +1837,51 @@ dc_status_t dc_ent_gaps_encode(dc_ent_scratch_t *s, const uint32_t *pos, size_t 
     unsigned b = 0;
     while (b < DC_GAPS_MAX_B && (mean >> (b + 3)) != 0)
         b++;
-    /* E: quotients >= E are escaped; the smallest E with at most 1/1024 of
-     * them beyond (within 2^24 >> b) */
+    size_t lo_len = (count * b + 7) / 8;
+    /* header (b, E: <= 3 bytes), the quotients' length (<= 5), then the
+     * low bits go after the quotients: written here first, at the end of
+     * dst, and moved */
+    if (cap < 16 + lo_len + 8)
+        return DC_ERR_BUSY;
+    uint8_t *lob = dst + cap - lo_len - 8;
+    /* one pass: quotients (saturated to 16 bits), their histogram (to
+     * 4096; four of them, by k % 4, so that runs of one quotient do not
+     * wait on one counter: in s->qfreq, unused until the rANS coder
+     * quantizes), the low bits */
     uint32_t qh[4097];
-    memset(qh, 0, sizeof(qh));
-    uint64_t prev = 0;
+    uint32_t *qh4 = s->qfreq;
+    memset(qh4, 0, 4 * 4097 * sizeof(uint32_t));
+    uint16_t *gs = s->gsym;
+    uint64_t prev = 0, acc = 0;
+    unsigned nb = 0;
+    uint8_t *o = lob;
+    const uint32_t rmask = (1u << b) - 1;
     for (size_t k = 0; k < count; k++) {
+        if (DC_UNLIKELY(pos[k] < prev))
+            return dc_error(DC_ERR_INVALID, "gaps: positions not increasing");
         uint64_t g = pos[k] - prev;
         prev = (uint64_t)pos[k] + 1;
-        if (k > 0 && pos[k] < pos[k - 1] + 1)
-            return dc_error(DC_ERR_INVALID, "gaps: positions not increasing");
         uint64_t q = g >> b;
-        qh[q < 4096 ? q : 4096]++;
+        gs[k] = (uint16_t)(q < 65535 ? q : 65535);
+        qh4[(k & 3) * 4097 + (q < 4096 ? q : 4096)]++;
+        acc |= (g & rmask) << nb;
+        nb += b;
+        if (nb >= 32) {
+            dc_store_le32(o, (uint32_t)acc);
+            o += 4;
+            acc >>= 32;
+            nb -= 32;
+        }
     }
+    while (nb > 0) {
+        *o++ = (uint8_t)acc;
+        acc >>= 8;
+        nb = nb > 8 ? nb - 8 : 0;
+    }
+    for (uint32_t c = 0; c <= 4096; c++)
+        qh[c] = qh4[c] + qh4[4097 + c] + qh4[2 * 4097 + c] + qh4[3 * 4097 + c];
+    /* E: quotients >= E are escaped; the smallest E with at most 1/1024 of
+     * them beyond (within 2^24 >> b) */
     uint32_t emax = DC_MIN(4095u, (1u << DC_GAPS_E_SHIFT_MAX) >> b);
     uint32_t E = emax;
     {
@@ -1868,23 +1896,60 @@ dc_status_t dc_ent_gaps_encode(dc_ent_scratch_t *s, const uint32_t *pos, size_t 
         }
     }
     size_t h = 0;
-    if (cap < 32)
-        return DC_ERR_BUSY;
     dst[h++] = (uint8_t)b;
     h += dc_ent_put_varint(dst + h, E);
-    /* quotients (escaped: E) */
-    prev = 0;
-    uint16_t *gs = s->gsym;
-    for (size_t k = 0; k < count; k++) {
-        uint64_t q = (pos[k] - prev) >> b;
-        prev = (uint64_t)pos[k] + 1;
-        gs[k] = (uint16_t)(q < E ? q : E);
+    /* the symbols' histogram for the rANS coder: qh below E, the rest at E */
+    size_t nsym = 0;
+    uint64_t esc = 0;
+    for (uint32_t c = 0; c <= 4096; c++) {
+        if (c < E) {
+            if (qh[c]) {
+                s->hist[c] = qh[c];
+                s->syms[nsym++] = (uint16_t)c;
+            }
+        } else
+            esc += qh[c];
     }
-    /* the RANS stream after a 5-byte room for its length */
+    /* escapes: quotients >= E become E, and q - E goes as a varint, for
+     * now below the low bits (blocks of 64 with no escape are skipped by
+     * their maximum) */
+    uint8_t *escb = lob;
+    size_t esc_len = 0;
+    if (esc) {
+        s->hist[E] = (uint32_t)esc;
+        s->syms[nsym++] = (uint16_t)E;
+        if ((size_t)(lob - dst) < h + 16 + esc * 5) {
+            dc_hist_clear(s, nsym);
+            return DC_ERR_BUSY;
+        }
+        escb = lob - esc * 5;
+        for (size_t k0 = 0; k0 < count; k0 += 64) {
+            size_t k1 = DC_MIN(count, k0 + 64);
+            uint16_t mx = 0;
+            for (size_t k = k0; k < k1; k++)
+                mx = gs[k] > mx ? gs[k] : mx;
+            if (mx < E)
+                continue;
+            for (size_t k = k0; k < k1; k++) {
+                if (gs[k] < E)
+                    continue;
+                uint64_t q = (pos[k] - (k ? (uint64_t)pos[k - 1] + 1 : 0)) >> b;
+                esc_len += dc_ent_put_varint(escb + esc_len, q - E);
+                gs[k] = (uint16_t)E;
+            }
+        }
+    }
+    /* the RANS stream after a 5-byte room for its length, below the
+     * escapes */
     size_t qlen;
-    if (cap - h < 5 + 16)
+    uint8_t *qlim = escb;
+    if ((size_t)(qlim - dst) < h + 5 + 16) {
+        dc_hist_clear(s, nsym);
         return DC_ERR_BUSY;
-    st = dc_rans_encode(s, (const uint8_t *)gs, count, 2, 16, dst + h + 5, cap - h - 5, &qlen);
+    }
+    st = dc_rans_encode_hist(s, (const uint8_t *)gs, count, 2, 16, nsym, dst + h + 5,
+                             (size_t)(qlim - dst) - h - 5, &qlen);
+    dc_hist_clear(s, nsym);
     if (st != DC_OK)
         return st;
     uint8_t vb[10];
@@ -1892,41 +1957,10 @@ dc_status_t dc_ent_gaps_encode(dc_ent_scratch_t *s, const uint32_t *pos, size_t 
     memmove(dst + h + vl, dst + h + 5, qlen);
     memcpy(dst + h, vb, vl);
     h += vl + qlen;
-    /* low bits, LSB first */
-    size_t lo_len = (count * b + 7) / 8;
-    if (cap - h < lo_len + 8)
-        return DC_ERR_BUSY;
-    if (b) {
-        uint64_t acc = 0;
-        unsigned nb = 0;
-        uint8_t *o = dst + h;
-        prev = 0;
-        for (size_t k = 0; k < count; k++) {
-            uint64_t r = (pos[k] - prev) & ((1u << b) - 1);
-            prev = (uint64_t)pos[k] + 1;
-            acc |= r << nb;
-            nb += b;
-            while (nb >= 8) {
-                *o++ = (uint8_t)acc;
-                acc >>= 8;
-                nb -= 8;
-            }
-        }
-        if (nb)
-            *o++ = (uint8_t)acc;
-    }
+    memmove(dst + h, lob, lo_len);
     h += lo_len;
-    /* escapes */
-    prev = 0;
-    for (size_t k = 0; k < count; k++) {
-        uint64_t q = (pos[k] - prev) >> b;
-        prev = (uint64_t)pos[k] + 1;
-        if (q >= E) {
-            if (cap - h < 10)
-                return DC_ERR_BUSY;
-            h += dc_ent_put_varint(dst + h, q - E);
-        }
-    }
+    memmove(dst + h, escb, esc_len);
+    h += esc_len;
     *out_len = h;
     return DC_OK;
 }

@@ -91,7 +91,8 @@ dc_status_t dc_frame_decode(const uint8_t *b, size_t len, dc_frame_hdr_t *out)
     if (kind < 1 || kind > DC_ENC_KIND_MAX || (h.encoding >> 12) != 0)
         return dc_error(DC_ERR_FORMAT, "unknown frame encoding 0x%04x", h.encoding);
     int sparse = kind == DC_ENC_XOR_SPARSE || kind == DC_ENC_PUT_SPARSE;
-    if ((sparse && pm != DC_ENT_GOLOMB) || (!sparse && pm != 0) || vm > DC_ENT_PLANES)
+    if ((sparse && pm != DC_ENT_GOLOMB && pm != DC_ENT_GAPS) || (!sparse && pm != 0) ||
+        vm > DC_ENT_PLANES)
         return dc_error(DC_ERR_FORMAT, "bad stream methods in frame encoding 0x%04x",
                         h.encoding);
     if (h.elem_count == 0 || h.elem_count > UINT32_MAX)

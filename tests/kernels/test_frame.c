@@ -110,6 +110,8 @@ Test(frame, fields_out_of_range_rejected)
         {34, 2, 5 | (DC_ENT_GOLOMB << 4), "encoding kind 5"},
         {34, 2, 0x1000 | DC_ENC_XOR_SPARSE | (DC_ENT_GOLOMB << 4), "encoding high bits"},
         {34, 2, DC_ENC_XOR_SPARSE, "sparse without positions method"},
+        {34, 2, DC_ENC_XOR_SPARSE | ((DC_ENT_GAPS + 1) << 4), "positions method 6"},
+        {34, 2, DC_ENC_PUT_DENSE | (DC_ENT_GAPS << 4), "dense with gaps positions"},
         {34, 2, DC_ENC_XOR_DENSE | (DC_ENT_GOLOMB << 4), "dense with positions method"},
         {34, 2, DC_ENC_PUT_DENSE | (9 << 8), "values method"},
         {36, 4, DC_FRAME_MAX_PAYLOAD + 1ull, "payload_len"},
@@ -127,7 +129,11 @@ Test(frame, fields_out_of_range_rejected)
                      cases[k].what);
         cr_assert(strlen(dc_last_error()) > 5);
     }
-    /* and the limits that are fine */
+    /* and the limits that are fine; gaps positions */
+    memcpy(c, b, sizeof(b));
+    dc_store_le16(c + 34, dc_enc_make(DC_ENC_PUT_SPARSE, DC_ENT_GAPS, DC_ENT_RANS));
+    reseal(c);
+    cr_assert_eq(dc_frame_decode(c, sizeof(c), &g), DC_OK, "%s", dc_last_error());
     memcpy(c, b, sizeof(b));
     dc_store_le64(c + 24, UINT32_MAX);
     dc_store_le32(c + 36, DC_FRAME_MAX_PAYLOAD);
