@@ -15,8 +15,9 @@
  *
  * Payload layout:
  *   sparse kinds: varint count, varint positions_len, positions stream
- *                 (Golomb, positions_len bytes), values stream (the rest:
- *                 count words, method from the frame's encoding field).
+ *                 (Golomb or gaps, positions_len bytes), values stream (the
+ *                 rest: count words); both methods from the frame's
+ *                 encoding field.
  *   dense kinds:  the values stream (n words).
  *
  * Entropy bound of a chunk (what the payload is measured against):

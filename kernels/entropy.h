@@ -4,11 +4,19 @@
  * Two kinds of stream make up a chunk payload (see codec.h):
  *
  *  - a POSITIONS stream: the strictly increasing indices of the changed
- *    elements of a chunk of n elements.  Coded as gaps (g = pos[k] -
- *    pos[k-1] - 1) with a Golomb code whose parameter m is fitted to the
- *    chunk's change rate.  For positions that are iid Bernoulli(p) the gaps
- *    are geometric and a Golomb code is the optimal prefix code: it lands
- *    within ~1% of n*H(p).
+ *    elements of a chunk of n elements, as gaps (g = pos[k] - pos[k-1] -
+ *    1, pos[-1] = -1), coded by one of
+ *      DC_ENT_GOLOMB  a Golomb code whose parameter m is fitted to the
+ *                     chunk's change rate.  For positions that are iid
+ *                     Bernoulli(p) the gaps are geometric and a Golomb code
+ *                     is the optimal prefix code: within ~1% of n*H(p).
+ *      DC_ENT_GAPS    the gap's low b bits as they are and its quotient
+ *                     g >> b through a 32-way rANS stream: as small (the
+ *                     quotients' histogram adapts to any gap distribution),
+ *                     and a SIMD decoder takes 16 gaps at a time (rANS
+ *                     with gathers, the low bits by a byte permutation,
+ *                     a prefix sum): several times the speed of the
+ *                     bit-serial Golomb decoder.
  *
  *  - a VALUES stream: `count` words of width w (1, 2, 4, 8 bytes): XOR words
  *    or new values.  Coded by whichever is smallest of
@@ -24,10 +32,20 @@
  *   Golomb positions:  varint m (1 <= m <= 2^32), then the bit stream
  *                      (MSB first): per gap, q = g / m zero bits, a one bit,
  *                      then r = g % m in truncated binary.
+ *   GAPS positions:    u8 b (0..16), varint E (1..65535, E << b <= 2^24),
+ *                      varint qlen, a RANS stream (below) of count 16-bit
+ *                      symbols min(g >> b, E) in qlen bytes, the low bits
+ *                      (g & (2^b - 1), b bits each, LSB first, zero
+ *                      padding: ceil(count * b / 8) bytes), then for each
+ *                      gap with g >> b >= E in order, varint (g >> b) - E
+ *                      (< 2^32), and nothing after.  The encoder picks b ~
+ *                      log2(mean gap) - 2 and the smallest E <= 4095 that
+ *                      leaves at most 1/1024 of the gaps escaped.
  *   RAW values:        count * w bytes.
  *   ZSTD values:       one zstd frame whose content is count * w bytes.
  *   RANS values:       u8 symbol bits (8|16), plus 0x80 when the data is
- *                      two-way or 0x40 when it is four-way interleaved,
+ *                      two-way, 0x40 when it is four-way interleaved, 0xC0
+ *                      for the 32-way layout (below),
  *                      u8 scale bits S (8..16), varint nsym, nsym x
  *                      (varint symbol delta - 1 (first: the symbol), varint
  *                      freq - 1) with freqs summing to 2^S, then the rANS
@@ -42,6 +60,16 @@
  *                      when it costs at most 0.5% more bits (the decoder's
  *                      table then stays in L1).  One-way streams (older
  *                      encoders) still decode.
+ *                      32-way layout (from 4096 symbols on, where the scale
+ *                      is <= 15; the SIMD layout): the same table with S <=
+ *                      15, 32 u32 states (symbol i by state i % 32, each in
+ *                      [2^15, 2^31)), then u16 little-endian words, one
+ *                      read after a symbol whose state fell below 2^15
+ *                      (in symbol order: so 16 lanes decoded at once read
+ *                      theirs in lane order).  Every state ends at exactly
+ *                      2^15.  The states cost 112 bytes more than four;
+ *                      an AVX-512 decoder (two gathers per 16 symbols) runs
+ *                      4x the four-way loop.
  *   PLANES values:     w x (varint length, RANS stream of 8-bit symbols)
  *                      for byte plane 0 (least significant) .. w-1.
  *

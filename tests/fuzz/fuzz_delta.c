@@ -34,6 +34,7 @@
 
 #include "kernels/codec.h"
 #include "kernels/delta.h"
+#include "kernels/entropy.h"
 
 /* --- the fixed base checkpoint --------------------------------------------- */
 
@@ -248,6 +249,36 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens, size_t max)
             free(a);
             free(b);
         }
+    /* the SIMD layouts: gaps positions (4- and 32-way quotients) and
+     * 32-way values, forced at these small counts */
+    for (unsigned w = 1; w <= 2 && k < max; w++)
+        for (unsigned ways = 0; ways <= 32 && k < max; ways += 32)
+            for (size_t r = 1; r < 3 && k < max; r++) {
+                size_t n = 4096;
+                uint8_t *a = malloc(n * w), *b = malloc(n * w);
+                for (size_t i = 0; i < n * w; i++)
+                    a[i] = b[i] = (uint8_t)rng();
+                for (size_t i = 0; i < n; i++)
+                    if ((double)(rng() % 1000) < rates[r] * 700)
+                        b[i * w] ^= (uint8_t)(1 + rng() % 3);
+                size_t cap = dc_codec_payload_bound(n * w), len;
+                uint8_t *p = malloc(cap + 6);
+                uint16_t enc;
+                dc_codec_pos_method = DC_ENT_GAPS;
+                dc_ent_rans_ways = ways;
+                CHECK(dc_codec_encode(c, a, b, n, w, p + 6, cap, &len, &enc, NULL) == DC_OK);
+                dc_codec_pos_method = 0;
+                dc_ent_rans_ways = 0;
+                CHECK(dc_enc_pos_method(enc) == DC_ENT_GAPS);
+                p[0] = 2;
+                dc_store_le16(p + 1, enc);
+                p[3] = (uint8_t)(w == 1 ? 0 : 1);
+                dc_store_le16(p + 4, (uint16_t)(n - 1));
+                seeds[k] = p;
+                lens[k++] = len + 6;
+                free(a);
+                free(b);
+            }
     dc_codec_free(c);
     return k;
 }
