@@ -21,8 +21,10 @@ static void dc_inspect_help(FILE *fp)
             "\n"
             "Show what a delta or a safetensors checkpoint holds.  For a checkpoint:\n"
             "tensors, dtypes, shapes, sizes.  For a delta: per tensor the frames, change\n"
-            "rate, encoding mix, bytes per stream and the ratio to the entropy bound\n"
-            "(every frame is decoded, so this also validates the delta).\n"
+            "rate, encoding mix, bytes per stream and the ratio to the entropy bound;\n"
+            "for the file also the frames by stream method (positions: golomb, gaps;\n"
+            "values: raw, zstd, rans, planes).  Every frame is decoded, so this also\n"
+            "validates the delta.\n"
             "\n"
             "Options:\n"
             "  --json                   machine-readable output\n"
@@ -130,6 +132,8 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bo
     dc_tstat_t *ts = calloc(nt + 1, sizeof(*ts));
     dc_codec_t *codec = NULL;
     int rc = DC_EXIT_FAIL;
+    /* frames by positions method (sparse kinds) and by values method */
+    uint64_t pmeth[DC_ENT_METHOD_COUNT] = {0}, vmeth[DC_ENT_METHOD_COUNT] = {0};
     if (!ts || (st = dc_codec_create((size_t)dc_delta_max_chunk_bytes(lay, r.info.chunk_size),
                                    &codec)) != DC_OK) {
         st = ts ? st : DC_ERR_NOMEM;
@@ -169,6 +173,10 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bo
             dc_cli_fail("inspect", st, "%s: tensor '%s' chunk %u", path, t->name, h.chunk_index);
             goto out;
         }
+        unsigned pm = dc_enc_pos_method(h.encoding), vm = dc_enc_val_method(h.encoding);
+        if (pm)
+            pmeth[pm < DC_ENT_METHOD_COUNT ? pm : 0]++;
+        vmeth[vm < DC_ENT_METHOD_COUNT ? vm : 0]++;
         dc_tstat_t *s = &ts[h.tensor_id];
         s->frames++;
         s->kinds[dc_enc_kind(h.encoding)]++;
@@ -259,8 +267,20 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bo
             "put_dense", (json_int_t)tot.kinds[4], "payload_bytes", (json_int_t)tot.payload,
             "pos_bytes", (json_int_t)tot.pos, "val_bytes", (json_int_t)tot.val, "bound_bytes",
             tot.bound, "tensor_list", arr);
-        if (j)
+        if (j) {
             json_object_set_new(j, "ratio_to_bound", ratio > 0 ? json_real(ratio) : json_null());
+            json_t *pj = json_object(), *vj = json_object();
+            for (unsigned m = 0; m < DC_ENT_METHOD_COUNT; m++) {
+                if (m == DC_ENT_GOLOMB || m == DC_ENT_GAPS)
+                    json_object_set_new(pj, dc_ent_method_name(m),
+                                        json_integer((json_int_t)pmeth[m]));
+                else
+                    json_object_set_new(vj, dc_ent_method_name(m),
+                                        json_integer((json_int_t)vmeth[m]));
+            }
+            json_object_set_new(j, "positions_methods", pj);
+            json_object_set_new(j, "values_methods", vj);
+        }
         dc_print_json(j);
     } else {
         printf("delta %s: %zu bytes (%.3f%% of the %llu-byte target), chunk size %llu, %llu "
@@ -274,6 +294,11 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bo
                (unsigned long long)tot.kinds[4], (unsigned long long)tot.payload,
                (unsigned long long)tot.pos, (unsigned long long)tot.val, ratio, bd,
                (unsigned long long)r.info.base_size, td);
+        printf("  frames by stream method: positions golomb %llu, gaps %llu; values raw %llu, "
+               "zstd %llu, rans %llu, planes %llu\n",
+               (unsigned long long)pmeth[DC_ENT_GOLOMB], (unsigned long long)pmeth[DC_ENT_GAPS],
+               (unsigned long long)vmeth[DC_ENT_RAW], (unsigned long long)vmeth[DC_ENT_ZSTD],
+               (unsigned long long)vmeth[DC_ENT_RANS], (unsigned long long)vmeth[DC_ENT_PLANES]);
     }
     rc = DC_EXIT_OK;
 out:

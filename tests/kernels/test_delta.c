@@ -611,6 +611,26 @@ Test(delta, cli_gen_diff_apply_inspect)
     js[il - 1] = 0;
     cr_assert(strstr((char *)js, "\"ratio_to_bound\"") != NULL);
     cr_assert(strstr((char *)js, "\"xor_sparse\"") != NULL);
+    cr_assert(strstr((char *)js, "\"positions_methods\"") != NULL);
+    free(js);
+    /* 5% injected changes in 4 MiB chunks: the gaps positions and 32-way
+     * rANS values, exact through the files, and inspect counts them */
+    snprintf(cmd, sizeof(cmd),
+             "%s gen --params 1e7 --change-rate 0.05 --model inject --seed 4 -o %s/g5 "
+             ">/dev/null && %s diff %s/g5/base.safetensors %s/g5/next.safetensors -o %s/y.delta "
+             ">/dev/null && %s apply %s/g5/base.safetensors %s/y.delta -o %s/o5.st >/dev/null && "
+             "cmp %s/o5.st %s/g5/next.safetensors && %s inspect %s/y.delta --json > %s/i5.json",
+             bin, tmpdir, bin, tmpdir, tmpdir, tmpdir, bin, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir,
+             bin, tmpdir, tmpdir);
+    rc = run(cmd);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/g5 %s/o5.st", tmpdir, tmpdir);
+    run(cmd);
+    cr_assert_eq(rc, 0, "CLI pipeline at 5%% failed (%d)", rc);
+    js = slurp(path("i5.json"), &il);
+    js[il - 1] = 0;
+    const char *g = strstr((char *)js, "\"gaps\":");
+    cr_assert(g, "%s", js);
+    cr_assert(atoi(g + 7) >= 4, "frames with gaps positions: %s", js);
     free(js);
     /* wrong base: exit 1, one line, no output */
     snprintf(cmd, sizeof(cmd), "%s apply %s/g/next.safetensors %s/x.delta -o %s/out 2>%s/err",
