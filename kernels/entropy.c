@@ -155,6 +155,18 @@ dc_status_t dc_ent_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v
     return dc_error(DC_ERR_FORMAT, "varint longer than 10 bytes");
 }
 
+/* A stream written at at + 5 (len bytes) gets its varint length in front:
+ * the length goes at `at` and the stream moves up to follow it; returns
+ * the bytes both take. */
+static size_t dc_ent_prefix_len(uint8_t *at, size_t len)
+{
+    uint8_t vb[10];
+    size_t vl = dc_ent_put_varint(vb, len);
+    memmove(at + vl, at + 5, len);
+    memcpy(at, vb, vl);
+    return vl + len;
+}
+
 /* --- positions: Golomb-coded gaps ----------------------------------------- */
 
 size_t dc_ent_pos_bound(size_t count, uint64_t n)
@@ -1953,11 +1965,7 @@ dc_status_t dc_ent_gaps_encode(dc_ent_scratch_t *s, const uint32_t *pos, size_t 
     dc_hist_clear(s, nsym);
     if (st != DC_OK)
         return st;
-    uint8_t vb[10];
-    size_t vl = dc_ent_put_varint(vb, qlen);
-    memmove(dst + h + vl, dst + h + 5, qlen);
-    memcpy(dst + h, vb, vl);
-    h += vl + qlen;
+    h += dc_ent_prefix_len(dst + h, qlen);
     memmove(dst + h, lob, lo_len);
     h += lo_len;
     memmove(dst + h, escb, esc_len);
@@ -2224,11 +2232,7 @@ static dc_status_t dc_planes_encode(dc_ent_scratch_t *s, const uint8_t *v, size_
         dc_status_t st = dc_rans_encode(s, v + j, count, w, 8, dst + h + 5, cap - h - 5, &len);
         if (st != DC_OK)
             return st;
-        uint8_t vb[10];
-        size_t vl = dc_ent_put_varint(vb, len);
-        memmove(dst + h + vl, dst + h + 5, len);
-        memcpy(dst + h, vb, vl);
-        h += vl + len;
+        h += dc_ent_prefix_len(dst + h, len);
     }
     *out_len = h;
     return DC_OK;

@@ -199,6 +199,35 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
     return len;
 }
 
+/* A mode-2 seed: the payload of a chunk of n words of w bytes, a fraction
+ * `rate` of them changed (no_base: a PUT_DENSE chunk), behind its header
+ * (mode, encoding, width selector, n - 1). */
+static uint8_t *chunk_seed(dc_codec_t *c, size_t n, unsigned w, double rate, int no_base,
+                           size_t *seed_len)
+{
+    uint8_t *a = malloc(n * w), *b = malloc(n * w);
+    CHECK(a && b);
+    for (size_t i = 0; i < n * w; i++)
+        a[i] = b[i] = (uint8_t)rng();
+    for (size_t i = 0; i < n; i++)
+        if ((double)(rng() % 1000) < rate * 1000)
+            b[i * w] ^= (uint8_t)(1 + rng() % 3);
+    size_t cap = dc_codec_payload_bound(n * w), len;
+    uint8_t *p = malloc(cap + 6);
+    CHECK(p);
+    uint16_t enc;
+    CHECK(dc_codec_encode(c, no_base ? NULL : a, b, n, w, p + 6, cap, &len, &enc, NULL) ==
+          DC_OK);
+    p[0] = 2;
+    dc_store_le16(p + 1, enc);
+    p[3] = (uint8_t)(w == 1 ? 0 : w == 2 ? 1 : w == 4 ? 2 : 3);
+    dc_store_le16(p + 4, (uint16_t)(n - 1));
+    free(a);
+    free(b);
+    *seed_len = len + 6;
+    return p;
+}
+
 /* Seeds: deltas of the fixed base against mutated targets (modes 0 and 1),
  * and raw chunk payloads of every kind (mode 2). */
 static size_t make_seeds(uint8_t **seeds, size_t *lens, size_t max)
@@ -228,56 +257,21 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens, size_t max)
     CHECK(dc_codec_create(4096 * 8, &c) == DC_OK);
     for (unsigned w = 1; w <= 8 && k < max; w *= 2)
         for (size_t r = 0; r < 4 && k < max; r++) {
-            size_t n = 1000;
-            uint8_t *a = malloc(n * w), *b = malloc(n * w);
-            for (size_t i = 0; i < n * w; i++)
-                a[i] = b[i] = (uint8_t)rng();
-            for (size_t i = 0; i < n; i++)
-                if ((double)(rng() % 1000) < rates[r] * 1000)
-                    b[i * w] ^= (uint8_t)(1 + rng() % 3);
-            size_t cap = dc_codec_payload_bound(n * w), len;
-            uint8_t *p = malloc(cap + 6);
-            uint16_t enc;
-            CHECK(dc_codec_encode(c, r == 3 ? NULL : a, b, n, w, p + 6, cap, &len, &enc, NULL) ==
-                  DC_OK);
-            p[0] = 2;
-            dc_store_le16(p + 1, enc);
-            p[3] = (uint8_t)(w == 1 ? 0 : w == 2 ? 1 : w == 4 ? 2 : 3);
-            dc_store_le16(p + 4, (uint16_t)(n - 1));
-            seeds[k] = p;
-            lens[k++] = len + 6;
-            free(a);
-            free(b);
+            seeds[k] = chunk_seed(c, 1000, w, rates[r], r == 3, &lens[k]);
+            k++;
         }
     /* the SIMD layouts: gaps positions (4- and 32-way quotients) and
      * 32-way values, forced at these small counts */
     for (unsigned w = 1; w <= 2 && k < max; w++)
         for (unsigned ways = 0; ways <= 32 && k < max; ways += 32)
             for (size_t r = 1; r < 3 && k < max; r++) {
-                size_t n = 4096;
-                uint8_t *a = malloc(n * w), *b = malloc(n * w);
-                for (size_t i = 0; i < n * w; i++)
-                    a[i] = b[i] = (uint8_t)rng();
-                for (size_t i = 0; i < n; i++)
-                    if ((double)(rng() % 1000) < rates[r] * 700)
-                        b[i * w] ^= (uint8_t)(1 + rng() % 3);
-                size_t cap = dc_codec_payload_bound(n * w), len;
-                uint8_t *p = malloc(cap + 6);
-                uint16_t enc;
                 dc_codec_pos_method = DC_ENT_GAPS;
                 dc_ent_rans_ways = ways;
-                CHECK(dc_codec_encode(c, a, b, n, w, p + 6, cap, &len, &enc, NULL) == DC_OK);
+                seeds[k] = chunk_seed(c, 4096, w, rates[r] * 0.7, 0, &lens[k]);
                 dc_codec_pos_method = 0;
                 dc_ent_rans_ways = 0;
-                CHECK(dc_enc_pos_method(enc) == DC_ENT_GAPS);
-                p[0] = 2;
-                dc_store_le16(p + 1, enc);
-                p[3] = (uint8_t)(w == 1 ? 0 : 1);
-                dc_store_le16(p + 4, (uint16_t)(n - 1));
-                seeds[k] = p;
-                lens[k++] = len + 6;
-                free(a);
-                free(b);
+                CHECK(dc_enc_pos_method(dc_load_le16(seeds[k] + 1)) == DC_ENT_GAPS);
+                k++;
             }
     dc_codec_free(c);
     return k;
