@@ -3,6 +3,7 @@
 #include "kernels/kern.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -1362,6 +1363,40 @@ static dc_status_t dc_r32_run_scalar(dc_rans_dec_t *d, uint8_t *out, unsigned st
     const uint16_t *stab = d->stab;
     size_t i = d->i;
     dc_status_t st = DC_OK;
+    /* while 64 bytes are surely there (32 symbols, at most one word
+     * each): branch-free renormalization (whether a word is read is a coin
+     * toss the branch predictor loses) */
+    if (i + 32 <= upto && end - p >= 64) {
+        /* the states in a local array (the output stores cannot touch it) */
+        uint32_t xs[32];
+        memcpy(xs, d->x, sizeof(xs));
+        const int b16 = d->bits == 16;
+#define DC_R32_SCALAR(J)                                                      \
+    do {                                                                      \
+        uint32_t x_ = xs[(i + (J)) & 31];                                     \
+        uint32_t e_ = ftab[x_ & mask];                                        \
+        uint16_t sym_ = stab[x_ & mask];                                      \
+        x_ = (e_ >> 16) * (x_ >> S) + (e_ & 0xffff);                          \
+        unsigned need_ = x_ < DC_R32_L;                                       \
+        uint32_t xw_ = x_ << 16 | dc_load_le16(p);                            \
+        xs[(i + (J)) & 31] = need_ ? xw_ : x_;                                \
+        p += 2 * need_;                                                       \
+        if (b16)                                                              \
+            dc_store_le16(out + (i + (J)) * stride, sym_);                    \
+        else                                                                  \
+            out[(i + (J)) * stride] = (uint8_t)sym_;                          \
+    } while (0)
+        while (i + 32 <= upto && end - p >= 64) {
+            for (size_t stop = i + 32; i < stop; i += 4) {
+                DC_R32_SCALAR(0);
+                DC_R32_SCALAR(1);
+                DC_R32_SCALAR(2);
+                DC_R32_SCALAR(3);
+            }
+        }
+#undef DC_R32_SCALAR
+        memcpy(d->x, xs, sizeof(xs));
+    }
     for (; i < upto; i++) {
         uint32_t x = d->x[i & 31];
         uint32_t e = ftab[x & mask];
@@ -1441,6 +1476,99 @@ DC_AVX512_TARGET static dc_status_t dc_r32_run_avx512(dc_rans_dec_t *d, uint8_t 
 }
 #endif
 
+#if defined(__x86_64__)
+#define DC_AVX2_TARGET __attribute__((target("avx2,popcnt,bmi2")))
+/* For the AVX2 renormalization: per 8-bit mask of the lanes that read a
+ * word, the index of the word each lane takes (lane j: the number of
+ * reading lanes below j), for a vpermd over the next 8 words. */
+static uint32_t g_r32_perm[256][8];
+static pthread_once_t g_r32_perm_once = PTHREAD_ONCE_INIT;
+static void dc_r32_perm_init(void)
+{
+    for (unsigned m = 0; m < 256; m++)
+        for (unsigned j = 0; j < 8; j++)
+            g_r32_perm[m][j] = (uint32_t)__builtin_popcount(m & ((1u << j) - 1));
+}
+
+/* One 32-way step of 8 states with AVX2 (as DC_R32_STEP16) */
+#define DC_R32_STEP8(X, SYM)                                                  \
+    do {                                                                      \
+        __m256i slot_ = _mm256_and_si256(X, maskv);                           \
+        __m256i e_ = _mm256_i32gather_epi32((const int *)ftab, slot_, 4);     \
+        SYM = _mm256_and_si256(                                               \
+            _mm256_i32gather_epi32((const int *)stab, slot_, 2), symmask);    \
+        X = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_srli_epi32(e_, 16),    \
+                                                _mm256_srl_epi32(X, sv)),     \
+                             _mm256_and_si256(e_, lo16));                     \
+        __m256i m_ = _mm256_cmpgt_epi32(lv, X);                               \
+        unsigned mb_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(m_)); \
+        __m256i w_ = _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)p)); \
+        w_ = _mm256_permutevar8x32_epi32(                                     \
+            w_, _mm256_loadu_si256((const void *)g_r32_perm[mb_]));           \
+        X = _mm256_blendv_epi8(X, _mm256_or_si256(_mm256_slli_epi32(X, 16), w_), m_); \
+        p += 2 * (unsigned)__builtin_popcount(mb_);                           \
+    } while (0)
+
+/* 16 symbols of 32-bit lanes (< 2^16) as 16 little-endian u16 */
+#define DC_R32_PACK16(A, B)                                                   \
+    _mm256_permute4x64_epi64(_mm256_packus_epi32(A, B), 0xD8)
+
+/* The 32-way layout with AVX2: 32 symbols a step, four vectors of 8 states
+ * (four dependency chains of gathers). */
+DC_AVX2_TARGET static dc_status_t dc_r32_run_avx2(dc_rans_dec_t *d, uint8_t *out,
+                                                  unsigned stride, size_t upto)
+{
+    size_t i = d->i;
+    if ((i & 31) == 0 && (d->bits == 16 ? stride == 2 : stride == 1)) {
+        pthread_once(&g_r32_perm_once, dc_r32_perm_init);
+        const uint8_t *p = d->p, *end = d->end;
+        const uint32_t *ftab = d->ftab;
+        const uint16_t *stab = d->stab;
+        const __m256i maskv = _mm256_set1_epi32((int)((1u << d->S) - 1));
+        const __m256i lo16 = _mm256_set1_epi32(0xffff), lv = _mm256_set1_epi32(DC_R32_L);
+        const __m256i symmask = _mm256_set1_epi32(d->bits == 16 ? 0xffff : 0xff);
+        const __m128i sv = _mm_cvtsi32_si128((int)d->S);
+        __m256i x0 = _mm256_loadu_si256((const void *)d->x);
+        __m256i x1 = _mm256_loadu_si256((const void *)(d->x + 8));
+        __m256i x2 = _mm256_loadu_si256((const void *)(d->x + 16));
+        __m256i x3 = _mm256_loadu_si256((const void *)(d->x + 24));
+        for (; i + 32 <= upto && end - p >= 64; i += 32) {
+            __m256i s0, s1, s2, s3;
+            DC_R32_STEP8(x0, s0);
+            DC_R32_STEP8(x1, s1);
+            DC_R32_STEP8(x2, s2);
+            DC_R32_STEP8(x3, s3);
+            __m256i a = DC_R32_PACK16(s0, s1), b = DC_R32_PACK16(s2, s3);
+            if (d->bits == 16) {
+                _mm256_storeu_si256((void *)(out + 2 * i), a);
+                _mm256_storeu_si256((void *)(out + 2 * i + 32), b);
+            } else {
+                /* 32 words < 256 to bytes */
+                __m256i c = _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xD8);
+                _mm256_storeu_si256((void *)(out + i), c);
+            }
+        }
+        _mm256_storeu_si256((void *)d->x, x0);
+        _mm256_storeu_si256((void *)(d->x + 8), x1);
+        _mm256_storeu_si256((void *)(d->x + 16), x2);
+        _mm256_storeu_si256((void *)(d->x + 24), x3);
+        d->p = p;
+        d->i = i;
+    }
+    return dc_r32_run_scalar(d, out, stride, upto);
+}
+#endif
+
+/* 1 when the AVX2 decoders may run (the kernels' ISA is avx2 or avx512). */
+static int dc_ent_avx2(void)
+{
+#if defined(__x86_64__)
+    return strcmp(dc_kern_isa(), "scalar") != 0;
+#else
+    return 0;
+#endif
+}
+
 /* 1 when the AVX-512 decoders may run: the kernels' ISA is avx512 (which
  * also means AVX512-VBMI2) and the CPU has AVX512-VBMI (every one with
  * VBMI2 so far). */
@@ -1466,6 +1594,8 @@ dc_status_t dc_rans_dec_run(dc_rans_dec_t *d, uint8_t *out, unsigned stride, siz
 #if defined(__x86_64__)
         if (dc_ent_avx512())
             return dc_r32_run_avx512(d, out, stride, upto);
+        if (dc_ent_avx2())
+            return dc_r32_run_avx2(d, out, stride, upto);
 #endif
         return dc_r32_run_scalar(d, out, stride, upto);
     }
@@ -2036,7 +2166,32 @@ static inline uint32_t dc_gaps_low(const dc_gaps_dec_t *d, size_t k)
 static dc_status_t dc_gaps_pos_scalar(dc_gaps_dec_t *d, uint32_t *pos, size_t upto)
 {
     uint64_t next = d->next;
-    for (size_t k = d->k; k < upto; k++) {
+    size_t k0 = d->k;
+    /* while no escape is in sight and the 4 bytes of a field are inside
+     * the low bits: locals only */
+    {
+        const uint16_t *gs = d->gsym;
+        const uint8_t *lo = d->lo;
+        const unsigned b = d->b;
+        const uint32_t E = d->E, rmask = (1u << b) - 1;
+        const uint64_t n = d->n;
+        size_t k = k0;
+        for (; k < upto && ((uint64_t)k * b >> 3) + 4 <= d->lo_len; k++) {
+            uint32_t q = gs[k];
+            if (DC_UNLIKELY(q == E))
+                break;
+            uint64_t bit = (uint64_t)k * b;
+            uint32_t r = (dc_load_le32(lo + (bit >> 3)) >> (bit & 7)) & rmask;
+            uint64_t at = next + ((uint64_t)q << b | r);
+            if (DC_UNLIKELY(at >= n))
+                break;
+            pos[k] = (uint32_t)at;
+            next = at + 1;
+        }
+        d->k = k0 = k;
+        d->next = next;
+    }
+    for (size_t k = k0; k < upto; k++) {
         uint64_t q = d->gsym[k];
         if (q == d->E) {
             uint64_t x;
@@ -2128,6 +2283,75 @@ DC_AVX512_TARGET static dc_status_t dc_gaps_pos_avx512(dc_gaps_dec_t *d, uint32_
 }
 #endif
 
+#if defined(__x86_64__)
+/* dc_gaps_pos_avx512 with AVX2, 8 gaps a step: the low bits of lane j by a
+ * 4-byte gather at bit j * b of the group's b bytes (while those 4 bytes
+ * are inside the low bits), a variable shift and a mask. */
+DC_AVX2_TARGET static dc_status_t dc_gaps_pos_avx2(dc_gaps_dec_t *d, uint32_t *pos,
+                                                   size_t upto, const dc_ent_pf_t *pf)
+{
+    const unsigned b = d->b;
+    int off[8], sh[8];
+    for (unsigned j = 0; j < 8; j++) {
+        off[j] = (int)((j * b) >> 3);
+        sh[j] = (int)((j * b) & 7);
+    }
+    const __m256i offv = _mm256_loadu_si256((const void *)off);
+    const __m256i shv = _mm256_loadu_si256((const void *)sh);
+    const __m256i lmask = _mm256_set1_epi32((int)((1u << b) - 1)), one = _mm256_set1_epi32(1);
+    const __m256i ev = _mm256_set1_epi32((int)d->E), three = _mm256_set1_epi32(3);
+    const __m128i bv = _mm_cvtsi32_si128((int)b);
+    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
+    size_t groups = (upto - d->k) / 8 + 1;
+    const unsigned pl =
+        pf ? (unsigned)DC_MIN((pf->len / 64 + groups - 1) / groups, (size_t)16) : 0;
+    size_t k = d->k;
+    uint64_t next = d->next;
+    dc_status_t st = DC_OK;
+    /* the gather reads 4 bytes from byte (k / 8) * b + off[j] <= .. + b */
+    while (k + 8 <= upto && (k / 8) * b + b + 4 <= d->lo_len) {
+        if (pc < pe) {
+            for (unsigned j = 0; j < pl; j++)
+                __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
+            pc += 64u * pl;
+        }
+        __m256i q = _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(d->gsym + k)));
+        if (DC_UNLIKELY(_mm256_movemask_epi8(_mm256_cmpeq_epi32(q, ev)))) {
+            d->k = k;
+            d->next = next;
+            if ((st = dc_gaps_pos_scalar(d, pos, k + 8)) != DC_OK)
+                return st;
+            k += 8;
+            next = d->next;
+            continue;
+        }
+        __m256i g = _mm256_sll_epi32(q, bv);
+        if (b) {
+            __m256i r = _mm256_i32gather_epi32((const int *)(d->lo + (k / 8) * b), offv, 1);
+            g = _mm256_or_si256(g, _mm256_and_si256(_mm256_srlv_epi32(r, shv), lmask));
+        }
+        g = _mm256_add_epi32(g, one);
+        g = _mm256_add_epi32(g, _mm256_slli_si256(g, 4));
+        g = _mm256_add_epi32(g, _mm256_slli_si256(g, 8));
+        g = _mm256_add_epi32(g, _mm256_blend_epi32(_mm256_setzero_si256(),
+                                                   _mm256_permutevar8x32_epi32(g, three), 0xF0));
+        uint32_t total = (uint32_t)_mm256_extract_epi32(g, 7);
+        if (DC_UNLIKELY(next + total > d->n)) {
+            d->k = k;
+            d->next = next;
+            return dc_gaps_pos_scalar(d, pos, k + 8); /* names the bad position */
+        }
+        _mm256_storeu_si256((void *)(pos + k),
+                            _mm256_add_epi32(g, _mm256_set1_epi32((int)(uint32_t)(next - 1))));
+        next += total;
+        k += 8;
+    }
+    d->k = k;
+    d->next = next;
+    return st;
+}
+#endif
+
 dc_status_t dc_gaps_dec_run(dc_gaps_dec_t *d, uint32_t *pos, size_t upto,
                             const dc_ent_pf_t *pf)
 {
@@ -2140,9 +2364,13 @@ dc_status_t dc_gaps_dec_run(dc_gaps_dec_t *d, uint32_t *pos, size_t upto,
     if (st != DC_OK)
         return st;
 #if defined(__x86_64__)
-    if (dc_ent_avx512() && (d->k & 15) == 0 &&
-        (st = dc_gaps_pos_avx512(d, pos, upto, pf)) != DC_OK)
-        return st;
+    if (dc_ent_avx512()) {
+        if ((d->k & 15) == 0 && (st = dc_gaps_pos_avx512(d, pos, upto, pf)) != DC_OK)
+            return st;
+    } else if (dc_ent_avx2()) {
+        if ((d->k & 7) == 0 && (st = dc_gaps_pos_avx2(d, pos, upto, pf)) != DC_OK)
+            return st;
+    }
 #else
     (void)pf;
 #endif

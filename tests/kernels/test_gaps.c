@@ -1,8 +1,8 @@
 /*
  * test_gaps.c - positions as rANS-coded gaps (entropy.h DC_ENT_GAPS):
  * every rate from dense to one change in a million, escapes, positions
- * up to 2^32 - 2, every count around the 16- and 32-wide SIMD edges;
- * the AVX-512 and the scalar decoders agree with the encoder, also when
+ * up to 2^32 - 2, every count around the 8-, 16- and 32-wide SIMD edges;
+ * the AVX-512, AVX2 and scalar decoders agree with the encoder, also when
  * run in slices; hostile streams fail with DC_ERR_FORMAT and never yield
  * positions that are not strictly increasing and inside the chunk; the
  * codec takes gaps where they are no larger and decodes both kinds.
@@ -26,7 +26,7 @@ static uint64_t rnd(void)
     return g_rng;
 }
 
-static const char *const g_isas[] = {"scalar", "avx512"};
+static const char *const g_isas[] = {"scalar", "avx2", "avx512"};
 
 /* decode with every decoder, all at once and in slices of odd sizes */
 static void check_decodes(dc_ent_scratch_t *s, const uint8_t *buf, size_t len, size_t count,
@@ -35,7 +35,7 @@ static void check_decodes(dc_ent_scratch_t *s, const uint8_t *buf, size_t len, s
     uint32_t *got = malloc((count + 1) * 4);
     cr_assert(got);
     const char *was = dc_kern_isa();
-    for (unsigned ii = 0; ii < 2; ii++) {
+    for (unsigned ii = 0; ii < 3; ii++) {
         if (!dc_kern_isa_supported(g_isas[ii]))
             continue;
         cr_assert_eq(dc_kern_set_isa(g_isas[ii]), DC_OK);
@@ -206,7 +206,7 @@ Test(gaps, hostile_streams_fail_cleanly)
         for (unsigned f = 0; f < flips; f++)
             bad[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
         size_t l = t % 5 == 0 ? len - 1 - rnd() % 16 : len;
-        for (unsigned ii = 0; ii < 2; ii++) {
+        for (unsigned ii = 0; ii < 3; ii++) {
             if (!dc_kern_isa_supported(g_isas[ii]))
                 continue;
             const char *was = dc_kern_isa();

@@ -1,6 +1,6 @@
 /*
  * test_rans.c - the values coder's rANS streams: 32-way (the SIMD layout,
- * decoded by the AVX-512 and the scalar code alike), four-, two- and
+ * decoded by the AVX-512, AVX2 and scalar code alike), four-, two- and
  * one-way (older encoders) interleaved streams all decode, at every count around
  * the interleave and unroll edges, for 8- and 16-bit symbols and the byte
  * planes; the 12-bit table is chosen for small alphabets without losing
@@ -60,11 +60,11 @@ static void roundtrip(const uint8_t *v, size_t count, unsigned w, unsigned ways)
             flag = 0x40;
         cr_assert_eq(dst[0] & 0xC0, flag, "count %zu ways %u", count, ways);
     }
-    /* every decoder (the AVX-512 one for 32-way streams, and the scalar
-     * one) gives the same words */
-    static const char *const isas[] = {"scalar", "avx512"};
+    /* every decoder (the AVX-512 and AVX2 ones for 32-way streams, and
+     * the scalar one) gives the same words */
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
     const char *was = dc_kern_isa();
-    for (unsigned ii = 0; ii < 2; ii++) {
+    for (unsigned ii = 0; ii < 3; ii++) {
         if (!dc_kern_isa_supported(isas[ii]))
             continue;
         cr_assert_eq(dc_kern_set_isa(isas[ii]), DC_OK);
