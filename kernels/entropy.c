@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -1580,12 +1581,15 @@ static int dc_ent_avx2(void)
 static int dc_ent_avx512(void)
 {
 #if defined(__x86_64__)
-    static int vbmi = -1;
-    if (vbmi < 0) {
+    /* -1 until known (threads may race to the same answer) */
+    static _Atomic int vbmi = -1;
+    int v = atomic_load_explicit(&vbmi, memory_order_relaxed);
+    if (v < 0) {
         __builtin_cpu_init();
-        vbmi = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+        v = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+        atomic_store_explicit(&vbmi, v, memory_order_relaxed);
     }
-    return vbmi && strcmp(dc_kern_isa(), "avx512") == 0;
+    return v && strcmp(dc_kern_isa(), "avx512") == 0;
 #else
     return 0;
 #endif
