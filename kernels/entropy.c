@@ -30,11 +30,18 @@
 #define DC_R32_MIN 4096u
 
 /* rANS encoder symbol with a reciprocal instead of a division (after
- * F. Giesen's rans_byte.h). */
+ * F. Giesen's rans_byte.h).  16 bytes: the AVX-512 encoder gathers its
+ * four 32-bit words. */
 struct dc_rans_esym {
     uint32_t x_max, rcp_freq, bias;
     uint16_t cmpl_freq, rcp_shift;
 };
+_Static_assert(sizeof(struct dc_rans_esym) == 16, "dc_rans_esym is four 32-bit words");
+
+#if defined(__x86_64__)
+#define DC_AVX512_TARGET                                                      \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,popcnt,bmi2")))
+#endif
 
 struct dc_ent_scratch {
     size_t max_count; /* bytes of values coded at once */
@@ -981,12 +988,12 @@ dc_rans_put_bmi2(const struct dc_rans_esym *esym, const uint8_t *v, size_t count
  * 32 final states, state 0 first.
  */
 static int dc_r32_put_all(const struct dc_rans_esym *restrict esym, const uint8_t *restrict v,
-                          size_t count, const unsigned stride, const unsigned bits,
-                          const uint8_t *lo, uint8_t **pp, uint32_t xs[32])
+                          size_t count, size_t downto, const unsigned stride,
+                          const unsigned bits, const uint8_t *lo, uint8_t **pp, uint32_t xs[32])
 {
     uint8_t *p = *pp;
     size_t i = count;
-    while (i > 0) {
+    while (i > downto) {
         if (DC_UNLIKELY(p - lo < 64 + 2))
             return 0;
         /* to the next multiple of 32 below (at most 32 words) */
@@ -1007,16 +1014,82 @@ static int dc_r32_put_all(const struct dc_rans_esym *restrict esym, const uint8_
     return 1;
 }
 
+#if defined(__x86_64__)
+/* One 32-way encode step of 16 states (symbols i0..i0+15, descending in the
+ * scalar order): the lanes whose state reaches x_max give their low 16
+ * bits, in lane order, just below p (as the scalar loop, going down from
+ * lane 15, leaves them), then x = x + bias + (x / freq) * (M - freq) with
+ * the reciprocal's high product from two even/odd 32x32 multiplies. */
+#define DC_R32_PUT16(X, I0)                                                   \
+    do {                                                                      \
+        __m512i sym_ = bits == 16                                             \
+            ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(v + 2 * (I0)))) \
+            : _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(v + (I0))));   \
+        __m512i ix_ = _mm512_slli_epi32(sym_, 2);                             \
+        __m512i xm_ = _mm512_i32gather_epi32(ix_, eb, 4);                     \
+        __m512i rc_ = _mm512_i32gather_epi32(ix_, eb + 1, 4);                 \
+        __m512i bi_ = _mm512_i32gather_epi32(ix_, eb + 2, 4);                 \
+        __m512i cs_ = _mm512_i32gather_epi32(ix_, eb + 3, 4);                 \
+        __mmask16 m_ = _mm512_cmpge_epu32_mask(X, xm_);                       \
+        unsigned n_ = (unsigned)__builtin_popcount((unsigned)m_);             \
+        p -= 2 * n_;                                                          \
+        _mm512_mask_cvtepi32_storeu_epi16(p, (__mmask16)((1u << n_) - 1),     \
+                                          _mm512_maskz_compress_epi32(m_, X)); \
+        X = _mm512_mask_srli_epi32(X, m_, X, 16);                             \
+        __m512i pe_ = _mm512_mul_epu32(X, rc_);                               \
+        __m512i po_ = _mm512_mul_epu32(_mm512_srli_epi64(X, 32), _mm512_srli_epi64(rc_, 32)); \
+        __m512i hi_ = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe_, 32), po_); \
+        __m512i q_ = _mm512_srlv_epi32(hi_, _mm512_srli_epi32(cs_, 16));      \
+        X = _mm512_add_epi32(_mm512_add_epi32(X, bi_),                        \
+                             _mm512_mullo_epi32(q_, _mm512_and_si512(cs_, lo16))); \
+    } while (0)
+
+/* dc_r32_put_all with AVX-512 for 16-bit words or bytes (stride = width):
+ * the symbols above the last multiple of 32 by the scalar loop, then 32 a
+ * step (states 16-31, then 0-15); the same bytes, and the same room checks
+ * at the same places. */
+DC_AVX512_TARGET static int dc_r32_put_avx512(const struct dc_rans_esym *esym,
+                                              const uint8_t *v, size_t count,
+                                              const unsigned bits, const uint8_t *lo,
+                                              uint8_t **pp, uint32_t xs[32])
+{
+    size_t top = count & ~(size_t)31;
+    if (!dc_r32_put_all(esym, v, count, top, bits / 8, bits, lo, pp, xs))
+        return 0;
+    uint8_t *p = *pp;
+    const int *eb = (const int *)esym;
+    const __m512i lo16 = _mm512_set1_epi32(0xffff);
+    __m512i xa = _mm512_loadu_si512(xs), xb = _mm512_loadu_si512(xs + 16);
+    for (size_t i = top; i >= 32; i -= 32) {
+        if (DC_UNLIKELY(p - lo < 64 + 2))
+            return 0;
+        DC_R32_PUT16(xb, i - 16);
+        DC_R32_PUT16(xa, i - 32);
+    }
+    _mm512_storeu_si512(xs, xa);
+    _mm512_storeu_si512(xs + 16, xb);
+    *pp = p;
+    return 1;
+}
+#undef DC_R32_PUT16
+#endif
+
+static int dc_ent_avx512(void);
+
 /* dc_r32_put_all per symbol width and stride (as DC_RANS_PUT_DISPATCH) */
 static int dc_r32_put(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
                       unsigned stride, unsigned bits, const uint8_t *lo, uint8_t **pp,
                       uint32_t xs[32])
 {
+#if defined(__x86_64__)
+    if (stride == bits / 8 && dc_ent_avx512())
+        return dc_r32_put_avx512(esym, v, count, bits, lo, pp, xs);
+#endif
     if (bits == 16)
-        return dc_r32_put_all(esym, v, count, 2, 16, lo, pp, xs);
+        return dc_r32_put_all(esym, v, count, 0, 2, 16, lo, pp, xs);
     if (stride == 1)
-        return dc_r32_put_all(esym, v, count, 1, 8, lo, pp, xs);
-    return dc_r32_put_all(esym, v, count, stride, 8, lo, pp, xs);
+        return dc_r32_put_all(esym, v, count, 0, 1, 8, lo, pp, xs);
+    return dc_r32_put_all(esym, v, count, 0, stride, 8, lo, pp, xs);
 }
 
 static dc_status_t dc_r32_encode(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
@@ -1428,7 +1501,6 @@ static dc_status_t dc_r32_run_scalar(dc_rans_dec_t *d, uint8_t *out, unsigned st
 }
 
 #if defined(__x86_64__)
-#define DC_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,popcnt,bmi2")))
 /* One 32-way step of 16 states: decode, renormalize (the lanes below 2^16
  * take the next words at *p in lane order), return the symbols. */
 #define DC_R32_STEP16(X, SYM)                                                 \
@@ -2008,14 +2080,35 @@ dc_status_t dc_ent_gaps_encode(dc_ent_scratch_t *s, const uint32_t *pos, size_t 
     unsigned nb = 0;
     uint8_t *o = lob;
     const uint32_t rmask = (1u << b) - 1;
-    for (size_t k = 0; k < count; k++) {
+    /* two gaps a step: their low bits join before they go into acc (one
+     * shift-or chain per pair) */
+    size_t k = 0;
+    for (; k + 2 <= count; k += 2) {
+        if (DC_UNLIKELY(pos[k] < prev || pos[k + 1] <= pos[k]))
+            return dc_error(DC_ERR_INVALID, "gaps: positions not increasing");
+        uint64_t g0 = pos[k] - prev, g1 = (uint64_t)pos[k + 1] - pos[k] - 1;
+        prev = (uint64_t)pos[k + 1] + 1;
+        uint64_t q0 = g0 >> b, q1 = g1 >> b;
+        gs[k] = (uint16_t)(q0 < 65535 ? q0 : 65535);
+        gs[k + 1] = (uint16_t)(q1 < 65535 ? q1 : 65535);
+        qh4[(k & 2) * 4097 + (q0 < 4096 ? q0 : 4096)]++;
+        qh4[((k & 2) + 1) * 4097 + (q1 < 4096 ? q1 : 4096)]++;
+        acc |= ((g0 & rmask) | (g1 & rmask) << b) << nb;
+        nb += 2 * b;
+        if (nb >= 32) {
+            dc_store_le32(o, (uint32_t)acc);
+            o += 4;
+            acc >>= 32;
+            nb -= 32;
+        }
+    }
+    if (k < count) {
         if (DC_UNLIKELY(pos[k] < prev))
             return dc_error(DC_ERR_INVALID, "gaps: positions not increasing");
         uint64_t g = pos[k] - prev;
-        prev = (uint64_t)pos[k] + 1;
         uint64_t q = g >> b;
         gs[k] = (uint16_t)(q < 65535 ? q : 65535);
-        qh4[(k & 3) * 4097 + (q < 4096 ? q : 4096)]++;
+        qh4[(q < 4096 ? q : 4096)]++;
         acc |= (g & rmask) << nb;
         nb += b;
         if (nb >= 32) {
@@ -2077,17 +2170,20 @@ dc_status_t dc_ent_gaps_encode(dc_ent_scratch_t *s, const uint32_t *pos, size_t 
         escb = lob - esc * 5;
         for (size_t k0 = 0; k0 < count; k0 += 64) {
             size_t k1 = DC_MIN(count, k0 + 64);
-            uint16_t mx = 0;
-            for (size_t k = k0; k < k1; k++)
-                mx = gs[k] > mx ? gs[k] : mx;
-            if (mx < E)
-                continue;
-            for (size_t k = k0; k < k1; k++) {
-                if (gs[k] < E)
+            if (k1 == k0 + 64) {
+                /* a fixed trip count: the compiler vectorizes it */
+                unsigned any = 0;
+                for (size_t j = 0; j < 64; j++)
+                    any |= gs[k0 + j] >= E;
+                if (!any)
                     continue;
-                uint64_t q = (pos[k] - (k ? (uint64_t)pos[k - 1] + 1 : 0)) >> b;
+            }
+            for (size_t j = k0; j < k1; j++) {
+                if (gs[j] < E)
+                    continue;
+                uint64_t q = (pos[j] - (j ? (uint64_t)pos[j - 1] + 1 : 0)) >> b;
                 esc_len += dc_ent_put_varint(escb + esc_len, q - E);
-                gs[k] = (uint16_t)E;
+                gs[j] = (uint16_t)E;
             }
         }
     }
