@@ -1695,6 +1695,34 @@ dc_status_t dc_rans_dec_finish(const dc_rans_dec_t *d)
     return DC_OK;
 }
 
+/* The decode loops' prefetch of the chunk to patch (pf): `steps` steps
+ * ask for it over the first half of them, pl lines a step (at most 16). */
+typedef struct dc_pf_plan {
+    uintptr_t pc, pe;
+    unsigned pl;
+} dc_pf_plan_t;
+
+static inline dc_pf_plan_t dc_pf_plan(const dc_ent_pf_t *pf, size_t steps)
+{
+    dc_pf_plan_t q = {0, 0, 0};
+    if (pf) {
+        q.pc = (uintptr_t)pf->p;
+        q.pe = q.pc + pf->len;
+        q.pl = (unsigned)DC_MIN((pf->len / 64 + steps - 1) / steps, (size_t)16);
+    }
+    return q;
+}
+
+/* one step's share of the plan */
+static inline __attribute__((always_inline)) void dc_pf_step(dc_pf_plan_t *q)
+{
+    if (q->pc < q->pe) {
+        for (unsigned j = 0; j < q->pl; j++)
+            __builtin_prefetch((const void *)(q->pc + 64u * j), 0, 2);
+        q->pc += 64u * q->pl;
+    }
+}
+
 /* Where no slot holds two codes (long codes: low change rates), the
  * loop of one code per lookup and four per load, positions and values in
  * step (k counts both); as fast as the general loop below there, and one
@@ -1704,11 +1732,8 @@ dc_sparse_fast1(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *
                size_t upto, const dc_ent_pf_t *pf)
 {
     size_t k = gd->k;
-    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
-    /* lines per step (four codes), so that the span is asked for over the
-     * first half of the steps */
-    size_t steps = (upto - k) / 8 + 1;
-    const unsigned pl = pf ? (unsigned)DC_MIN((pf->len / 64 + steps - 1) / steps, (size_t)16) : 0;
+    /* steps of four codes */
+    dc_pf_plan_t pfq = dc_pf_plan(pf, (upto - k) / 8 + 1);
     {
         /* four positions and four 16-bit values per step, in one loop: the
          * Golomb chain (shift, table load, add per code) runs alongside
@@ -1722,11 +1747,7 @@ dc_sparse_fast1(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *
         const uint64_t *dtab = rd->dtab;
         uint32_t x0 = rd->x[0], x1 = rd->x[1], x2 = rd->x[2], x3 = rd->x[3];
         while (k + 4 <= upto && gend - gp >= 8 && end - p >= 8) {
-            if (pc < pe) {
-                for (unsigned j = 0; j < pl; j++)
-                    __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
-                pc += 64u * pl;
-            }
+            dc_pf_step(&pfq);
             uint64_t cont = __builtin_bswap64(dc_load_le64(gp));
             /* a code the table lacks reads 0, and so do the lookups after
              * it (they use the same bits): e3 == 0 means some code missed */
@@ -1827,11 +1848,7 @@ dc_sparse_fast(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *v
 {
     size_t k = rd->i, kg = gd->k;
     const size_t uptor = DC_MIN(upto, rd->count);
-    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
-    /* lines per step, so that the span is asked for over the first half of
-     * the steps */
-    size_t steps = (uptor > k ? uptor - k : 0) / 8 + 1;
-    const unsigned pl = pf ? (unsigned)DC_MIN((pf->len / 64 + steps - 1) / steps, (size_t)16) : 0;
+    dc_pf_plan_t pfq = dc_pf_plan(pf, (uptor > k ? uptor - k : 0) / 8 + 1);
     const uint8_t *gp = gd->p, *gend = gd->end, *p = rd->p, *end = rd->end;
     unsigned bc = gd->bc;
     uint64_t next = gd->next;
@@ -1860,11 +1877,7 @@ dc_sparse_fast(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *v
         size_t it = nst;
         int miss = 0;
         do {
-            if (pc < pe) {
-                for (unsigned j = 0; j < pl; j++)
-                    __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
-                pc += 64u * pl;
-            }
+            dc_pf_step(&pfq);
             uint32_t ge = 0;
             unsigned used = bc;
             uint64_t nx0 = next;
@@ -2337,19 +2350,12 @@ DC_AVX512_TARGET static dc_status_t dc_gaps_pos_avx512(dc_gaps_dec_t *d, uint32_
     const __m512i ev = _mm512_set1_epi32((int)d->E), zero = _mm512_setzero_si512();
     const __m128i bv = _mm_cvtsi32_si128((int)b);
     const __mmask64 lm = b ? (~0ull >> (64 - 2 * b)) : 0;
-    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
-    size_t groups = (upto - d->k) / 16 + 1;
-    const unsigned pl =
-        pf ? (unsigned)DC_MIN((pf->len / 64 + groups - 1) / groups, (size_t)16) : 0;
+    dc_pf_plan_t pfq = dc_pf_plan(pf, (upto - d->k) / 16 + 1);
     size_t k = d->k;
     uint64_t next = d->next;
     dc_status_t st = DC_OK;
     while (k + 16 <= upto) {
-        if (pc < pe) {
-            for (unsigned j = 0; j < pl; j++)
-                __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
-            pc += 64u * pl;
-        }
+        dc_pf_step(&pfq);
         __m512i q = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(d->gsym + k)));
         if (DC_UNLIKELY(_mm512_cmpeq_epi32_mask(q, ev))) {
             d->k = k;
@@ -2406,20 +2412,13 @@ DC_AVX2_TARGET static dc_status_t dc_gaps_pos_avx2(dc_gaps_dec_t *d, uint32_t *p
     const __m256i lmask = _mm256_set1_epi32((int)((1u << b) - 1)), one = _mm256_set1_epi32(1);
     const __m256i ev = _mm256_set1_epi32((int)d->E), three = _mm256_set1_epi32(3);
     const __m128i bv = _mm_cvtsi32_si128((int)b);
-    uintptr_t pc = pf ? (uintptr_t)pf->p : 0, pe = pf ? pc + pf->len : 0;
-    size_t groups = (upto - d->k) / 8 + 1;
-    const unsigned pl =
-        pf ? (unsigned)DC_MIN((pf->len / 64 + groups - 1) / groups, (size_t)16) : 0;
+    dc_pf_plan_t pfq = dc_pf_plan(pf, (upto - d->k) / 8 + 1);
     size_t k = d->k;
     uint64_t next = d->next;
     dc_status_t st = DC_OK;
     /* the gather reads 4 bytes from byte (k / 8) * b + off[j] <= .. + b */
     while (k + 8 <= upto && (k / 8) * b + b + 4 <= d->lo_len) {
-        if (pc < pe) {
-            for (unsigned j = 0; j < pl; j++)
-                __builtin_prefetch((const void *)(pc + 64u * j), 0, 2);
-            pc += 64u * pl;
-        }
+        dc_pf_step(&pfq);
         __m256i q = _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(d->gsym + k)));
         if (DC_UNLIKELY(_mm256_movemask_epi8(_mm256_cmpeq_epi32(q, ev)))) {
             d->k = k;
