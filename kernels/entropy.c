@@ -41,6 +41,7 @@ _Static_assert(sizeof(struct dc_rans_esym) == 16, "dc_rans_esym is four 32-bit w
 #if defined(__x86_64__)
 #define DC_AVX512_TARGET                                                      \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,popcnt,bmi2")))
+#define DC_AVX2_TARGET __attribute__((target("avx2,popcnt,bmi2")))
 #endif
 
 struct dc_ent_scratch {
@@ -1072,9 +1073,88 @@ DC_AVX512_TARGET static int dc_r32_put_avx512(const struct dc_rans_esym *esym,
     return 1;
 }
 #undef DC_R32_PUT16
+
+/* For the AVX2 encoder: per 8-bit mask of the lanes that give a word, the
+ * vpermd indices that put those lanes, in lane order, at the top of the
+ * vector (so that 16 bytes stored just below p end with them). */
+static uint32_t g_r32_top[256][8];
+static pthread_once_t g_r32_top_once = PTHREAD_ONCE_INIT;
+static void dc_r32_top_init(void)
+{
+    for (unsigned m = 0; m < 256; m++) {
+        unsigned n = (unsigned)__builtin_popcount(m), at = 8 - n;
+        for (unsigned j = 0; j < 8; j++)
+            if (m >> j & 1)
+                g_r32_top[m][at++] = j;
+    }
+}
+
+/* DC_R32_PUT16 for 8 states with AVX2: the words go out as 16 bytes
+ * stored at p - 16 whose top 2n bytes are the n words (the bytes below
+ * are scratch: below the new p, and above the 128 bytes kept free under
+ * lo for the states); x >= x_max unsigned as max(x, x_max) == x. */
+#define DC_R32_PUT8(X, I0)                                                    \
+    do {                                                                      \
+        __m256i sym_ = bits == 16                                             \
+            ? _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(v + 2 * (I0)))) \
+            : _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(v + (I0))));    \
+        __m256i ix_ = _mm256_slli_epi32(sym_, 2);                             \
+        __m256i xm_ = _mm256_i32gather_epi32(eb, ix_, 4);                     \
+        __m256i rc_ = _mm256_i32gather_epi32(eb + 1, ix_, 4);                 \
+        __m256i bi_ = _mm256_i32gather_epi32(eb + 2, ix_, 4);                 \
+        __m256i cs_ = _mm256_i32gather_epi32(eb + 3, ix_, 4);                 \
+        __m256i m_ = _mm256_cmpeq_epi32(_mm256_max_epu32(X, xm_), X);         \
+        unsigned mb_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(m_)); \
+        __m256i w_ = _mm256_permutevar8x32_epi32(                             \
+            _mm256_and_si256(X, lo16), _mm256_loadu_si256((const void *)g_r32_top[mb_])); \
+        w_ = _mm256_permute4x64_epi64(_mm256_packus_epi32(w_, w_), 0xD8);     \
+        _mm_storeu_si128((void *)(p - 16), _mm256_castsi256_si128(w_));       \
+        p -= 2 * (unsigned)__builtin_popcount(mb_);                           \
+        X = _mm256_blendv_epi8(X, _mm256_srli_epi32(X, 16), m_);              \
+        __m256i pe_ = _mm256_mul_epu32(X, rc_);                               \
+        __m256i po_ = _mm256_mul_epu32(_mm256_srli_epi64(X, 32), _mm256_srli_epi64(rc_, 32)); \
+        __m256i hi_ = _mm256_blend_epi32(_mm256_srli_epi64(pe_, 32), po_, 0xAA); \
+        __m256i q_ = _mm256_srlv_epi32(hi_, _mm256_srli_epi32(cs_, 16));      \
+        X = _mm256_add_epi32(_mm256_add_epi32(X, bi_),                        \
+                             _mm256_mullo_epi32(q_, _mm256_and_si256(cs_, lo16))); \
+    } while (0)
+
+/* dc_r32_put_avx512 with AVX2: four vectors of 8 states, 24-31 first. */
+DC_AVX2_TARGET static int dc_r32_put_avx2(const struct dc_rans_esym *esym, const uint8_t *v,
+                                          size_t count, const unsigned bits, const uint8_t *lo,
+                                          uint8_t **pp, uint32_t xs[32])
+{
+    size_t top = count & ~(size_t)31;
+    if (!dc_r32_put_all(esym, v, count, top, bits / 8, bits, lo, pp, xs))
+        return 0;
+    pthread_once(&g_r32_top_once, dc_r32_top_init);
+    uint8_t *p = *pp;
+    const int *eb = (const int *)esym;
+    const __m256i lo16 = _mm256_set1_epi32(0xffff);
+    __m256i x0 = _mm256_loadu_si256((const void *)xs);
+    __m256i x1 = _mm256_loadu_si256((const void *)(xs + 8));
+    __m256i x2 = _mm256_loadu_si256((const void *)(xs + 16));
+    __m256i x3 = _mm256_loadu_si256((const void *)(xs + 24));
+    for (size_t i = top; i >= 32; i -= 32) {
+        if (DC_UNLIKELY(p - lo < 64 + 2))
+            return 0;
+        DC_R32_PUT8(x3, i - 8);
+        DC_R32_PUT8(x2, i - 16);
+        DC_R32_PUT8(x1, i - 24);
+        DC_R32_PUT8(x0, i - 32);
+    }
+    _mm256_storeu_si256((void *)xs, x0);
+    _mm256_storeu_si256((void *)(xs + 8), x1);
+    _mm256_storeu_si256((void *)(xs + 16), x2);
+    _mm256_storeu_si256((void *)(xs + 24), x3);
+    *pp = p;
+    return 1;
+}
+#undef DC_R32_PUT8
 #endif
 
 static int dc_ent_avx512(void);
+static int dc_ent_avx2(void);
 
 /* dc_r32_put_all per symbol width and stride (as DC_RANS_PUT_DISPATCH) */
 static int dc_r32_put(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
@@ -1084,6 +1164,8 @@ static int dc_r32_put(const struct dc_rans_esym *esym, const uint8_t *v, size_t 
 #if defined(__x86_64__)
     if (stride == bits / 8 && dc_ent_avx512())
         return dc_r32_put_avx512(esym, v, count, bits, lo, pp, xs);
+    if (stride == bits / 8 && dc_ent_avx2())
+        return dc_r32_put_avx2(esym, v, count, bits, lo, pp, xs);
 #endif
     if (bits == 16)
         return dc_r32_put_all(esym, v, count, 0, 2, 16, lo, pp, xs);
@@ -1555,7 +1637,6 @@ DC_AVX512_TARGET static dc_status_t dc_r32_run_avx512(dc_rans_dec_t *d, uint8_t 
 #endif
 
 #if defined(__x86_64__)
-#define DC_AVX2_TARGET __attribute__((target("avx2,popcnt,bmi2")))
 /* For the AVX2 renormalization: per 8-bit mask of the lanes that read a
  * word, the index of the word each lane takes (lane j: the number of
  * reading lanes below j), for a vpermd over the next 8 words. */
