@@ -231,7 +231,14 @@ typedef struct dc_delta_opts {
                                whose checkpoint digest is not the delta's, even one
                                whose differing bytes the delta never reads (one more
                                pass over the base; default: verify the target only) */
+    unsigned layout;      /**< diff: DC_LAYOUT_SIMD or DC_LAYOUT_COMPACT; 0 = config
+                               codec_layout.  Every layout applies everywhere; SIMD
+                               applies fastest with AVX2 / AVX-512, COMPACT without */
 } dc_delta_opts_t;
+
+/** dc_delta_opts_t.layout values (kernels/codec.h DC_CODEC_LAYOUT_*). */
+#define DC_LAYOUT_SIMD 1
+#define DC_LAYOUT_COMPACT 2
 
 /** Figures of one diff or apply.  Set size = sizeof before the call. */
 typedef struct dc_delta_stats {

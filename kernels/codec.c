@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 unsigned dc_codec_pos_method = 0;
@@ -15,6 +16,7 @@ struct dc_codec {
     size_t max_bytes;
     dc_ent_scratch_t *ent;
     dc_golomb_dec_t *gd;
+    unsigned layout;  /* DC_CODEC_LAYOUT_* */
     uint32_t *pos;   /* max_bytes entries (enough for any count <= n) */
     uint8_t *vals1;  /* max_bytes */
     uint8_t *vals2;  /* max_bytes */
@@ -44,8 +46,34 @@ dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out)
         dc_codec_free(c);
         return dc_error(DC_ERR_NOMEM, "codec context for %zu-byte chunks", max_bytes);
     }
+    unsigned layout;
+    dc_status_t st = dc_codec_layout_config(&layout);
+    if (st != DC_OK) {
+        dc_codec_free(c);
+        return st;
+    }
+    dc_codec_set_layout(c, layout);
     *out = c;
     return DC_OK;
+}
+
+dc_status_t dc_codec_layout_config(unsigned *layout)
+{
+    const char *v = dc_config_get("codec_layout");
+    if (!v || !*v || strcmp(v, "simd") == 0)
+        *layout = DC_CODEC_LAYOUT_SIMD;
+    else if (strcmp(v, "compact") == 0)
+        *layout = DC_CODEC_LAYOUT_COMPACT;
+    else
+        return dc_error(DC_ERR_INVALID, "codec_layout '%s' is not simd or compact", v);
+    return DC_OK;
+}
+
+void dc_codec_set_layout(dc_codec_t *c, unsigned layout)
+{
+    c->layout = layout == DC_CODEC_LAYOUT_COMPACT ? DC_CODEC_LAYOUT_COMPACT
+                                                  : DC_CODEC_LAYOUT_SIMD;
+    dc_ent_scratch_set_max_ways(c->ent, c->layout == DC_CODEC_LAYOUT_SIMD ? 32 : 4);
 }
 
 void dc_codec_free(dc_codec_t *c)
@@ -185,7 +213,8 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
     size_t glen = 0;
     dc_status_t gs = DC_ERR_BUSY;
     if (count > 0 && (dc_codec_pos_method == DC_ENT_GAPS ||
-                      (dc_codec_pos_method == 0 && count >= DC_CODEC_GAPS_MIN))) {
+                      (dc_codec_pos_method == 0 && count >= DC_CODEC_GAPS_MIN &&
+                       c->layout == DC_CODEC_LAYOUT_SIMD))) {
         gs = dc_ent_gaps_encode(c->ent, c->pos, count, n, c->vals2,
                                 DC_MIN(pcap, c->max_bytes), &glen);
         if (gs != DC_OK && gs != DC_ERR_BUSY)

@@ -46,10 +46,23 @@
  *  tests and benchmarks; not thread-safe to change while coding. */
 extern unsigned dc_codec_pos_method;
 
-/** Per-thread codec context with scratch for chunks of up to max_bytes. */
+/** Per-thread codec context with scratch for chunks of up to max_bytes.
+ *  Its layout comes from the config key codec_layout (an invalid value is
+ *  DC_ERR_INVALID). */
 typedef struct dc_codec dc_codec_t;
 dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out);
 void dc_codec_free(dc_codec_t *c);
+
+/** How the encoder lays out the streams it writes (every layout decodes
+ *  everywhere; this picks which decoders are fast):
+ *   DC_CODEC_LAYOUT_SIMD     gaps positions and 32-way rANS values where
+ *                            they apply (fastest with AVX2 / AVX-512),
+ *   DC_CODEC_LAYOUT_COMPACT  Golomb positions and at most 4-way rANS (the
+ *                            fused scalar loop: faster without AVX2). */
+enum { DC_CODEC_LAYOUT_SIMD = 1, DC_CODEC_LAYOUT_COMPACT = 2 };
+void dc_codec_set_layout(dc_codec_t *c, unsigned layout);
+/** The config key codec_layout as a DC_CODEC_LAYOUT_* value. */
+dc_status_t dc_codec_layout_config(unsigned *layout);
 
 /** Largest payload the encoder can produce for a chunk of `bytes` bytes. */
 size_t dc_codec_payload_bound(size_t bytes);

@@ -458,6 +458,7 @@ typedef struct {
     dc_job_t *jobs;
     dc_pool_t pool;
     size_t out_cap;
+    unsigned layout; /* DC_CODEC_LAYOUT_*, 0: the codec's own (config) */
 } dc_diff_ctx_t;
 
 static dc_status_t dc_diff_task(void *arg, size_t i)
@@ -468,6 +469,8 @@ static dc_status_t dc_diff_task(void *arg, size_t i)
     dc_status_t st = dc_pool_get(&d->pool, &c);
     if (st != DC_OK)
         return st;
+    if (d->layout)
+        dc_codec_set_layout(c, d->layout);
     /* the chunk digests come from the diff's own pass over the data */
     st = dc_codec_encode_digest(c, j->base, j->next, (size_t)j->cnt, j->w, j->out, d->out_cap,
                                 &j->len, &j->enc, &j->st, j->base_dg, j->next_dg);
@@ -510,6 +513,18 @@ static dc_status_t dc_opts_chunk(const dc_delta_opts_t *o, uint64_t *cs)
         return dc_error(DC_ERR_INVALID, "chunk size %llu out of range [%u, %u]",
                         (unsigned long long)v, DC_CODEC_MIN_CHUNK, DC_CODEC_MAX_CHUNK);
     *cs = v;
+    return DC_OK;
+}
+
+static dc_status_t dc_opts_layout(const dc_delta_opts_t *o, unsigned *layout)
+{
+    *layout = 0;
+    if (!o || o->size < offsetof(dc_delta_opts_t, layout) + sizeof(unsigned) || !o->layout)
+        return DC_OK;
+    if (o->layout != DC_LAYOUT_SIMD && o->layout != DC_LAYOUT_COMPACT)
+        return dc_error(DC_ERR_INVALID, "delta layout %u is not DC_LAYOUT_SIMD or "
+                        "DC_LAYOUT_COMPACT", o->layout);
+    *layout = o->layout == DC_LAYOUT_SIMD ? DC_CODEC_LAYOUT_SIMD : DC_CODEC_LAYOUT_COMPACT;
     return DC_OK;
 }
 
@@ -559,6 +574,8 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
     uint8_t *used = NULL, *outbuf = NULL;
     dc_diff_ctx_t d;
     memset(&d, 0, sizeof(d));
+    if ((st = dc_opts_layout(opts, &d.layout)) != DC_OK)
+        return st;
     size_t maxc = (size_t)dc_delta_max_chunk_bytes(next, cs);
     dc_pool_init(&d.pool, maxc);
     if ((st = dc_grid_init(&bg, base, cs)) != DC_OK || (st = dc_grid_init(&ng, next, cs)) != DC_OK ||

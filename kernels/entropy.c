@@ -59,6 +59,7 @@ struct dc_ent_scratch {
     uint16_t *stab[2];
     uint16_t *gsym;   /* gap quotients (encoder), gsym_cap entries */
     size_t gsym_cap;
+    unsigned max_ways; /* largest interleave the encoder writes (32 or 4) */
     uint8_t *tmp[2];  /* candidate outputs, each val_bound(max_count, 8) */
     size_t tmp_cap;
     uint64_t *hkeys;  /* hash table for w > 2 entropy */
@@ -80,6 +81,7 @@ dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out)
     if (!s)
         return dc_error(DC_ERR_NOMEM, "entropy scratch");
     s->max_count = max_count;
+    s->max_ways = 32;
     s->tmp_cap = dc_ent_val_bound(max_count, 1);
     s->hcap = 16;
     while (s->hcap < max_count / 2) /* words of >= 4 bytes: load <= 50% */
@@ -107,6 +109,11 @@ dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out)
     }
     *out = s;
     return DC_OK;
+}
+
+void dc_ent_scratch_set_max_ways(dc_ent_scratch_t *s, unsigned ways)
+{
+    s->max_ways = ways >= 32 ? 32 : 4;
 }
 
 void dc_ent_scratch_free(dc_ent_scratch_t *s)
@@ -1278,8 +1285,8 @@ static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, si
                     : count >= 64                                        ? 4
                     : count >= 16                                        ? 2
                                                                          : 1;
-    /* (32-way: scales up to 15) */
-    if (ways == 32 && S > DC_R32_MAX_SCALE)
+    /* (32-way: scales up to 15, and not in the compact layout) */
+    if (ways == 32 && (S > DC_R32_MAX_SCALE || s->max_ways < 32))
         ways = 4;
     /* encoder symbols */
     for (size_t k = 0; k < nsym; k++) {

@@ -103,6 +103,10 @@ const char *dc_ent_method_name(unsigned method);
 typedef struct dc_ent_scratch dc_ent_scratch_t;
 dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out);
 void dc_ent_scratch_free(dc_ent_scratch_t *s);
+/** Largest interleave of the RANS streams this scratch encodes: 32 (the
+ *  default; the 32-way layout where it applies) or 4 (never the 32-way
+ *  layout: the compact codec layout).  dc_ent_rans_ways overrides it. */
+void dc_ent_scratch_set_max_ways(dc_ent_scratch_t *s, unsigned ways);
 
 /** Interleaving of the RANS streams the encoder writes: 0 = automatic
  *  (1 state below 16 symbols, 2 below 64, else 4); 1, 2 or 4 force it.

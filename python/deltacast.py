@@ -48,7 +48,12 @@ class _ConfigEntry(ctypes.Structure):
 
 class _DeltaOpts(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("chunk_size", ctypes.c_uint64),
-                ("threads", ctypes.c_uint), ("strict_base", ctypes.c_int)]
+                ("threads", ctypes.c_uint), ("strict_base", ctypes.c_int),
+                ("layout", ctypes.c_uint)]
+
+
+# dc_delta_opts_t.layout: "" = the config key codec_layout
+_LAYOUTS = {"": 0, "simd": 1, "compact": 2}
 
 
 class _DeltaStats(ctypes.Structure):
@@ -233,8 +238,12 @@ def parse_rate(text: str) -> float:
 # Delta codec
 # --------------------------------------------------------------------------
 
-def _opts(chunk_size: int, threads: int, strict_base: bool = False) -> _DeltaOpts:
-    return _DeltaOpts(ctypes.sizeof(_DeltaOpts), chunk_size, threads, int(strict_base))
+def _opts(chunk_size: int, threads: int, strict_base: bool = False,
+          layout: str = "") -> _DeltaOpts:
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout {layout!r} is not 'simd' or 'compact'")
+    return _DeltaOpts(ctypes.sizeof(_DeltaOpts), chunk_size, threads, int(strict_base),
+                      _LAYOUTS[layout])
 
 
 def _stats() -> _DeltaStats:
@@ -243,11 +252,14 @@ def _stats() -> _DeltaStats:
     return s
 
 
-def diff_files(base: str, next_: str, delta: str, chunk_size: int = 0, threads: int = 0) -> dict:
-    """Encode the delta BASE -> NEXT into the file DELTA; returns its figures."""
+def diff_files(base: str, next_: str, delta: str, chunk_size: int = 0, threads: int = 0,
+               layout: str = "") -> dict:
+    """Encode the delta BASE -> NEXT into the file DELTA; returns its figures.
+    layout: "simd" or "compact" (see `deltacast diff --help`); "" = config."""
     s = _stats()
     _check(_lib().dc_delta_diff_files(os.fsencode(base), os.fsencode(next_), os.fsencode(delta),
-                                      ctypes.byref(_opts(chunk_size, threads)), ctypes.byref(s)))
+                                      ctypes.byref(_opts(chunk_size, threads, layout=layout)),
+                                      ctypes.byref(s)))
     return s.as_dict()
 
 
@@ -268,11 +280,13 @@ def _ro_ptr(data: bytes):
     return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p)
 
 
-def diff_bytes(base: bytes, next_: bytes, chunk_size: int = 0, threads: int = 0) -> bytes:
-    """Delta between two safetensors images held in memory."""
+def diff_bytes(base: bytes, next_: bytes, chunk_size: int = 0, threads: int = 0,
+               layout: str = "") -> bytes:
+    """Delta between two safetensors images held in memory (layout as for
+    diff_files)."""
     out, out_len, s = ctypes.c_void_p(), ctypes.c_size_t(), _stats()
     _check(_lib().dc_delta_diff_buffers(_ro_ptr(base), len(base), _ro_ptr(next_), len(next_),
-                                        ctypes.byref(_opts(chunk_size, threads)),
+                                        ctypes.byref(_opts(chunk_size, threads, layout=layout)),
                                         ctypes.byref(out), ctypes.byref(out_len),
                                         ctypes.byref(s)))
     try:

@@ -48,6 +48,13 @@ class Codec(unittest.TestCase):
         self.assertNotEqual(dc.checkpoint_digest(self.base_bytes),
                             dc.checkpoint_digest(self.next_bytes))
 
+    def test_layouts_round_trip_exact(self):
+        for layout in ("simd", "compact"):
+            delta = dc.diff_bytes(self.base_bytes, self.next_bytes, layout=layout)
+            self.assertEqual(dc.apply_bytes(self.base_bytes, delta), self.next_bytes)
+        with self.assertRaises(ValueError):
+            dc.diff_bytes(self.base_bytes, self.next_bytes, layout="fast")
+
     def test_wrong_base_is_refused(self):
         delta = dc.diff_bytes(self.base_bytes, self.next_bytes)
         with self.assertRaises(dc.DeltacastError) as cm:

@@ -14,6 +14,10 @@ static const dc_config_entry_t dc_config_entries[] = {
     {"log", "warn", "log level: error, warn, info, debug"},
     {"chunk_size", "4MiB", "dense bytes per chunk (unit of encoding, transfer, retry)"},
     {"threads", "0", "encode/apply worker threads (0 = all online CPUs)"},
+    {"codec_layout", "simd",
+     "how deltas are coded: simd (gap-quotient positions and 32-way rANS values; AVX2 / "
+     "AVX-512 receivers decode them fastest) or compact (Golomb positions, 4-way rANS: "
+     "faster on receivers without AVX2, e.g. ARM)"},
     {"inflight_bytes", "1GiB", "bound on memory held by frames in flight per node"},
     {"transport", "auto", "intra-region transport: auto, rdma, ucx, tcp"},
     {"tcp_streams", "auto",

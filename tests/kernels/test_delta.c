@@ -311,6 +311,13 @@ Test(delta, deterministic_across_threads_and_buffer_api_matches)
     cr_assert_eq(memcmp(out, n, nl), 0);
     cr_assert_eq(dc_delta_apply_buffers(b, bl, md, mdl, out, nl - 1, &ol, NULL, NULL),
                  DC_ERR_INVALID);
+    /* a layout that is neither DC_LAYOUT_SIMD nor DC_LAYOUT_COMPACT */
+    dc_delta_opts_t o3 = {.size = sizeof(o3), .chunk_size = 512, .layout = 3};
+    void *md3 = NULL;
+    size_t mdl3;
+    cr_assert_eq(dc_delta_diff_buffers(b, bl, n, nl, &o3, &md3, &mdl3, NULL), DC_ERR_INVALID);
+    cr_assert(strstr(dc_last_error(), "layout") != NULL, "%s", dc_last_error());
+    cr_assert_null(md3);
     uint8_t dg[16], dg2[16];
     cr_assert_eq(dc_checkpoint_digest(n, nl, 512, 1, dg), DC_OK);
     cr_assert_eq(dc_checkpoint_digest(n, nl, 512, 4, dg2), DC_OK);
@@ -623,7 +630,18 @@ Test(delta, cli_gen_diff_apply_inspect)
              bin, tmpdir, bin, tmpdir, tmpdir, tmpdir, bin, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir,
              bin, tmpdir, tmpdir);
     rc = run(cmd);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s/g5 %s/o5.st", tmpdir, tmpdir);
+    /* the same with --layout compact */
+    if (rc == 0) {
+        snprintf(cmd, sizeof(cmd),
+                 "%s diff %s/g5/base.safetensors %s/g5/next.safetensors -o %s/z.delta "
+                 "--layout compact >/dev/null && %s apply %s/g5/base.safetensors %s/z.delta -o "
+                 "%s/o6.st >/dev/null && cmp %s/o6.st %s/g5/next.safetensors && %s inspect "
+                 "%s/z.delta --json > %s/i6.json",
+                 bin, tmpdir, tmpdir, tmpdir, bin, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, bin,
+                 tmpdir, tmpdir);
+        rc = run(cmd);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/g5 %s/o5.st %s/o6.st", tmpdir, tmpdir, tmpdir);
     run(cmd);
     cr_assert_eq(rc, 0, "CLI pipeline at 5%% failed (%d)", rc);
     js = slurp(path("i5.json"), &il);
@@ -631,6 +649,12 @@ Test(delta, cli_gen_diff_apply_inspect)
     const char *g = strstr((char *)js, "\"gaps\":");
     cr_assert(g, "%s", js);
     cr_assert(atoi(g + 7) >= 4, "frames with gaps positions: %s", js);
+    free(js);
+    /* --layout compact: Golomb positions only */
+    js = slurp(path("i6.json"), &il);
+    js[il - 1] = 0;
+    g = strstr((char *)js, "\"gaps\":");
+    cr_assert(g && atoi(g + 7) == 0, "compact layout: %s", js);
     free(js);
     /* wrong base: exit 1, one line, no output */
     snprintf(cmd, sizeof(cmd), "%s apply %s/g/next.safetensors %s/x.delta -o %s/out 2>%s/err",

@@ -287,3 +287,56 @@ Test(gaps, codec_picks_and_decodes_both)
     free(out);
     dc_codec_free(c);
 }
+
+/* The layouts: simd (the default: gaps and 32-way streams at 5%) and
+ * compact (Golomb positions, four-way values), by context and by the
+ * config key codec_layout; both decode to the same bytes; a bad key is
+ * refused by name. */
+Test(gaps, codec_layouts)
+{
+    const size_t n = 1u << 20;
+    const unsigned w = 2;
+    uint16_t *base = malloc(n * 2), *next = malloc(n * 2), *out = malloc(n * 2);
+    cr_assert(base && next && out);
+    for (size_t i = 0; i < n; i++) {
+        base[i] = (uint16_t)rnd();
+        next[i] = rnd() % 100 < 5 ? base[i] ^ (uint16_t)(1u << (rnd() % 7)) : base[i];
+    }
+    size_t cap = dc_codec_payload_bound(n * w), len;
+    uint8_t *pl = malloc(cap);
+    cr_assert(pl);
+    for (unsigned how = 0; how < 4; how++) {
+        /* 0: default; 1: set compact; 2: config compact; 3: config simd */
+        cr_assert_eq(dc_config_set("codec_layout", how == 2 ? "compact" : how == 3 ? "simd" : NULL),
+                     DC_OK);
+        dc_codec_t *c;
+        cr_assert_eq(dc_codec_create(n * w, &c), DC_OK);
+        if (how == 1)
+            dc_codec_set_layout(c, DC_CODEC_LAYOUT_COMPACT);
+        uint16_t enc;
+        cr_assert_eq(dc_codec_encode(c, base, next, n, w, pl, cap, &len, &enc, NULL), DC_OK);
+        int compact = how == 1 || how == 2;
+        cr_assert_eq(dc_enc_pos_method(enc), compact ? DC_ENT_GOLOMB : DC_ENT_GAPS, "how %u",
+                     how);
+        /* the values stream: after count, positions length, positions */
+        const uint8_t *p = pl;
+        uint64_t cnt, plen;
+        cr_assert_eq(dc_ent_get_varint(&p, pl + len, &cnt), DC_OK);
+        cr_assert_eq(dc_ent_get_varint(&p, pl + len, &plen), DC_OK);
+        cr_assert_eq(dc_enc_val_method(enc), DC_ENT_RANS);
+        cr_assert_eq(p[plen] & 0xC0, compact ? 0x40 : 0xC0, "how %u", how);
+        memcpy(out, base, n * 2);
+        cr_assert_eq(dc_codec_decode(c, enc, pl, len, out, n, w), DC_OK);
+        cr_assert(memcmp(out, next, n * 2) == 0, "how %u", how);
+        dc_codec_free(c);
+    }
+    cr_assert_eq(dc_config_set("codec_layout", "fast"), DC_OK);
+    dc_codec_t *c = NULL;
+    cr_assert_eq(dc_codec_create(n * w, &c), DC_ERR_INVALID);
+    cr_assert(strstr(dc_last_error(), "codec_layout") != NULL, "%s", dc_last_error());
+    cr_assert_eq(dc_config_set("codec_layout", NULL), DC_OK);
+    free(pl);
+    free(base);
+    free(next);
+    free(out);
+}
