@@ -55,7 +55,9 @@ static void dc_perf_codec_help(FILE *fp)
             "Measure the delta codec on gen pairs: delta size (%% of the checkpoint), ratio\n"
             "to the entropy bound, encode (diff+encode+compress) and apply throughput with\n"
             "one thread and with all, and the same pairs through xdelta3 -e -s and\n"
-            "zstd --patch-from (size and time).  Medians of R runs.\n"
+            "zstd --patch-from (size and time).  Medians of R runs.  The deltas are\n"
+            "coded in the config codec_layout (DELTACAST_CODEC_LAYOUT=compact measures\n"
+            "the compact one; see deltacast diff --help).\n"
             "\n"
             "Options:\n"
             "  --dir DIR                where the pairs live / are generated (default\n"
@@ -593,6 +595,7 @@ int dc_cmd_perf_codec(int argc, char **argv)
         json_object_set_new(root, "runs", json_integer((json_int_t)runs));
         json_object_set_new(root, "isa", json_string(dc_kern_isa()));
         json_object_set_new(root, "crc32c", json_string(dc_crc32c_impl()));
+        json_object_set_new(root, "codec_layout", json_string(dc_config_get("codec_layout")));
         json_t *arr = json_array();
         for (size_t i = 0; i < nres; i++) {
             dc_codec_res_t *r = &res[i];
@@ -643,11 +646,11 @@ int dc_cmd_perf_codec(int argc, char **argv)
             return DC_EXIT_OK;
     }
     printf("deltacast perf codec: medians of %llu runs, all cores = %llu threads, kernels %s, "
-           "crc32c %s\n"
+           "crc32c %s, codec layout %s\n"
            "GB/s are of checkpoint bytes; 'cpu' = per core by process CPU time; "
            "the file rows and baselines read/write files in %s\n\n",
            (unsigned long long)runs, (unsigned long long)threads, dc_kern_isa(),
-           dc_crc32c_impl(), dir);
+           dc_crc32c_impl(), dc_config_get("codec_layout"), dir);
     printf("%-34s", "");
     for (size_t i = 0; i < nres; i++)
         printf(" %16s", res[i].name);
