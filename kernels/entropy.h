@@ -105,13 +105,16 @@ dc_status_t dc_ent_scratch_create(size_t max_count, dc_ent_scratch_t **out);
 void dc_ent_scratch_free(dc_ent_scratch_t *s);
 /** Largest interleave of the RANS streams this scratch encodes: 32 (the
  *  default; the 32-way layout where it applies) or 4 (never the 32-way
- *  layout: the compact codec layout).  dc_ent_rans_ways overrides it. */
+ *  layout: the compact codec layout, even when dc_ent_rans_ways asks for
+ *  32). */
 void dc_ent_scratch_set_max_ways(dc_ent_scratch_t *s, unsigned ways);
 
 /** Interleaving of the RANS streams the encoder writes: 0 = automatic
- *  (1 state below 16 symbols, 2 below 64, else 4); 1, 2 or 4 force it.
- *  A knob for tests (streams of every kind must keep decoding); not
- *  thread-safe to change while coding. */
+ *  (1 state below 16 symbols, 2 below 64, 32 from 4096 for 16-bit words
+ *  or bytes at stride 1, else 4); 1, 2, 4 or 32 force it (32 only where
+ *  the scale is <= 15 and the scratch allows it; else 4).  A knob for
+ *  tests (streams of every kind must keep decoding); not thread-safe to
+ *  change while coding. */
 extern unsigned dc_ent_rans_ways;
 
 /* --- varints -------------------------------------------------------------- */
