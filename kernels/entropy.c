@@ -1521,6 +1521,41 @@ out:
  * symbol; the states live in memory); tried and dropped: the one-load
  * 64-bit table of the other layouts instead of the two SIMD tables (no
  * change). */
+/* dc_r32_run_scalar's blocks of 32 symbols (i a multiple of 32, 64 bytes
+ * of data surely there): the state of each step a constant slot of xs,
+ * branch-free renormalization (whether a word is read is a coin toss the
+ * branch predictor loses); returns the new p, *ip the new i. */
+static inline __attribute__((always_inline)) const uint8_t *
+dc_r32_blocks(uint32_t *restrict xs, const uint32_t *restrict ftab,
+              const uint16_t *restrict stab, const unsigned S, const uint8_t *p,
+              const uint8_t *end, uint8_t *out, const unsigned stride, const unsigned bits,
+              size_t *ip, size_t upto)
+{
+    const uint32_t mask = (1u << S) - 1;
+    size_t i = *ip;
+    while (i + 32 <= upto && end - p >= 64) {
+        uint8_t *o = out + i * stride;
+#pragma GCC unroll 32
+        for (unsigned j = 0; j < 32; j++) {
+            uint32_t x = xs[j];
+            uint32_t e = ftab[x & mask];
+            uint16_t sym = stab[x & mask];
+            x = (e >> 16) * (x >> S) + (e & 0xffff);
+            unsigned need = x < DC_R32_L;
+            uint32_t xw = x << 16 | dc_load_le16(p);
+            xs[j] = need ? xw : x;
+            p += 2 * need;
+            if (bits == 16)
+                dc_store_le16(o + j * stride, sym);
+            else
+                o[j * stride] = (uint8_t)sym;
+        }
+        i += 32;
+    }
+    *ip = i;
+    return p;
+}
+
 static dc_status_t dc_r32_run_scalar(dc_rans_dec_t *d, uint8_t *out, unsigned stride,
                                      size_t upto)
 {
@@ -1534,35 +1569,16 @@ static dc_status_t dc_r32_run_scalar(dc_rans_dec_t *d, uint8_t *out, unsigned st
     /* while 64 bytes are surely there (32 symbols, at most one word
      * each): branch-free renormalization (whether a word is read is a coin
      * toss the branch predictor loses) */
-    if (i + 32 <= upto && end - p >= 64) {
+    if ((i & 31) == 0 && i + 32 <= upto && end - p >= 64) {
         /* the states in a local array (the output stores cannot touch it) */
         uint32_t xs[32];
         memcpy(xs, d->x, sizeof(xs));
-        const int b16 = d->bits == 16;
-#define DC_R32_SCALAR(J)                                                      \
-    do {                                                                      \
-        uint32_t x_ = xs[(i + (J)) & 31];                                     \
-        uint32_t e_ = ftab[x_ & mask];                                        \
-        uint16_t sym_ = stab[x_ & mask];                                      \
-        x_ = (e_ >> 16) * (x_ >> S) + (e_ & 0xffff);                          \
-        unsigned need_ = x_ < DC_R32_L;                                       \
-        uint32_t xw_ = x_ << 16 | dc_load_le16(p);                            \
-        xs[(i + (J)) & 31] = need_ ? xw_ : x_;                                \
-        p += 2 * need_;                                                       \
-        if (b16)                                                              \
-            dc_store_le16(out + (i + (J)) * stride, sym_);                    \
-        else                                                                  \
-            out[(i + (J)) * stride] = (uint8_t)sym_;                          \
-    } while (0)
-        while (i + 32 <= upto && end - p >= 64) {
-            for (size_t stop = i + 32; i < stop; i += 4) {
-                DC_R32_SCALAR(0);
-                DC_R32_SCALAR(1);
-                DC_R32_SCALAR(2);
-                DC_R32_SCALAR(3);
-            }
-        }
-#undef DC_R32_SCALAR
+        if (d->bits == 16 && stride == 2)
+            p = dc_r32_blocks(xs, ftab, stab, S, p, end, out, 2, 16, &i, upto);
+        else if (d->bits == 8 && stride == 1)
+            p = dc_r32_blocks(xs, ftab, stab, S, p, end, out, 1, 8, &i, upto);
+        else
+            p = dc_r32_blocks(xs, ftab, stab, S, p, end, out, stride, d->bits, &i, upto);
         memcpy(d->x, xs, sizeof(xs));
     }
     for (; i < upto; i++) {
