@@ -1517,10 +1517,11 @@ out:
  * loops leave, and the portable decoder): symbol i by state i % 32, then
  * at most one 16-bit word if the state fell below 2^15.  As the portable
  * decoder it is slower than the four-way loop (measured with
- * DELTACAST_KERN_ISA=scalar: 6.8-7.3 against 4.4-4.6 ns per 16-bit
- * symbol; the states live in memory); tried and dropped: the one-load
- * 64-bit table of the other layouts instead of the two SIMD tables (no
- * change). */
+ * DELTACAST_KERN_ISA=scalar, inject 5%: 6.0-7.1 against 4.3 ns per 16-bit
+ * symbol; the states live in memory; the unrolled blocks with constant
+ * state slots gave 1.2x over indexed ones); tried and dropped: the
+ * one-load 64-bit table of the other layouts instead of the two SIMD
+ * tables (no change). */
 /* dc_r32_run_scalar's blocks of 32 symbols (i a multiple of 32, 64 bytes
  * of data surely there): the state of each step a constant slot of xs,
  * branch-free renormalization (whether a word is read is a coin toss the
