@@ -40,10 +40,12 @@
  *  DC_ENT_GAPS) for the positions. */
 #define DC_CODEC_GAPS_MIN 4096u
 
-/** Positions method the encoder uses: 0 = automatic (gaps from
- *  DC_CODEC_GAPS_MIN changes on, where at most 1/64 larger than Golomb),
- *  DC_ENT_GOLOMB or DC_ENT_GAPS (any count >= 1) force one.  A knob for
- *  tests and benchmarks; not thread-safe to change while coding. */
+/** Positions method the encoder uses: 0 = automatic (in the simd layout,
+ *  from DC_CODEC_GAPS_MIN changes on, gaps when within 1/64 of the iid
+ *  bound n H(p), else when at most 1/64 larger than Golomb; Golomb
+ *  otherwise), DC_ENT_GOLOMB or DC_ENT_GAPS (any count >= 1, any layout)
+ *  force one.  A knob for tests and benchmarks; not thread-safe to change
+ *  while coding. */
 extern unsigned dc_codec_pos_method;
 
 /** Per-thread codec context with scratch for chunks of up to max_bytes.
