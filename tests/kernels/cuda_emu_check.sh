@@ -21,7 +21,7 @@ sed -e 's/16384, 16385, 65537, 300007}/16384, 16385, 40001}/' \
     -e 's/!DC_HAVE_CUDA/0/' \
     -e 's/if (DC_HAVE_CUDA)/if (1)/' \
     "$src/tests/kernels/test_kern_cuda.c" > "$tmp/test_kern_cuda_emu.c"
-gcc -std=c11 -O1 -D_GNU_SOURCE -I"$src" -I"$src/include" -I"$build" \
+gcc -std=c11 -O1 -D_GNU_SOURCE -I"$src" -I"$src/include" -I"$build" -I"$src/tests/kernels" \
     "$tmp/test_kern_cuda_emu.c" "$tmp/emu.o" "$build/libdeltacast.a" -o "$tmp/test" \
     -lcriterion -lxxhash -lisal -lzstd -ljansson -lcrypto -lpthread -lm -lstdc++
 "$tmp/test" --verbose "$@"

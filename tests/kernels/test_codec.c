@@ -14,14 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t g_rng = 0x243F6A8885A308D3ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+#define XORSHIFT_SEED 0x243F6A8885A308D3ull
+#include "xorshift.h"
 
 static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
 

@@ -54,14 +54,8 @@ static void teardown(void)
 
 TestSuite(delta, .init = setup, .fini = teardown);
 
-static uint64_t g_rng = 0x3C6EF372FE94F82Bull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+#define XORSHIFT_SEED 0x3C6EF372FE94F82Bull
+#include "xorshift.h"
 static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
 
 static const char *path(const char *name)

@@ -16,14 +16,8 @@
 
 static const char *const ISAS[] = {"scalar", "avx2", "avx512"};
 
-static uint64_t g_rng = 0x243F6A8885A308D3ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+#define XORSHIFT_SEED 0x243F6A8885A308D3ull
+#include "xorshift.h"
 
 static void fill(uint8_t *p, size_t len)
 {

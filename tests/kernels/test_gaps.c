@@ -17,14 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t g_rng = 0xA4093822299F31D0ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+#define XORSHIFT_SEED 0xA4093822299F31D0ull
+#include "xorshift.h"
 
 static const char *const g_isas[] = {"scalar", "avx2", "avx512"};
 

@@ -15,14 +15,8 @@ static const unsigned WIDTHS[] = {1, 2, 4, 8};
 static const size_t SIZES[] = {0,  1,  2,  3,  7,   8,   15,  16,  17,  31,   32,  33,
                                63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4097, 20011};
 
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+#define XORSHIFT_SEED 0x9E3779B97F4A7C15ull
+#include "xorshift.h"
 
 static void fill_random(uint8_t *p, size_t len)
 {

@@ -19,14 +19,8 @@ static void need_gpu(void)
         cr_skip_test("no CUDA device (cudaGetDeviceCount failed or returned 0)");
 }
 
-static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+#define XORSHIFT_SEED 0x2545F4914F6CDD1Dull
+#include "xorshift.h"
 
 static void fill_random(uint8_t *p, size_t len)
 {

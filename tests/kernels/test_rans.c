@@ -16,14 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t g_rng = 0x13198A2E03707344ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+#define XORSHIFT_SEED 0x13198A2E03707344ull
+#include "xorshift.h"
 
 /* geometric-ish symbols over about `spread` values, like XOR words */
 static void fill_words(uint8_t *v, size_t count, unsigned w, unsigned spread)
