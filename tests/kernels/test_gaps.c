@@ -222,6 +222,17 @@ Test(gaps, hostile_streams_fail_cleanly)
     dc_ent_scratch_free(s);
 }
 
+/* n random 16-bit words and a copy with per_million of them changed in
+ * one of their 7 low bits (BF16-like XOR words) */
+static void fill_pair(uint16_t *base, uint16_t *next, size_t n, unsigned per_million)
+{
+    for (size_t i = 0; i < n; i++) {
+        base[i] = (uint16_t)rnd();
+        next[i] = rnd() % 1000000 < per_million ? base[i] ^ (uint16_t)(1u << (rnd() % 7))
+                                                : base[i];
+    }
+}
+
 /* The codec: gaps where they are no more than 1/64 larger than Golomb
  * (always below DC_CODEC_GAPS_MIN changes; at 5% they are); either method forced
  * decodes to the same bytes; a chunk naming a positions method that is
@@ -239,11 +250,7 @@ Test(gaps, codec_picks_and_decodes_both)
     cr_assert(pl);
     const unsigned per_million[] = {50000, 10000, 3000, 100};
     for (size_t ri = 0; ri < 4; ri++) {
-        for (size_t i = 0; i < n; i++) {
-            base[i] = (uint16_t)rnd();
-            next[i] = rnd() % 1000000 < per_million[ri] ? base[i] ^ (uint16_t)(1u << (rnd() % 7))
-                                                        : base[i];
-        }
+        fill_pair(base, next, n, per_million[ri]);
         const unsigned methods[] = {0, DC_ENT_GOLOMB, DC_ENT_GAPS};
         for (unsigned mi = 0; mi < 3; mi++) {
             dc_codec_pos_method = methods[mi];
@@ -292,10 +299,7 @@ Test(gaps, codec_layouts)
     const unsigned w = 2;
     uint16_t *base = malloc(n * 2), *next = malloc(n * 2), *out = malloc(n * 2);
     cr_assert(base && next && out);
-    for (size_t i = 0; i < n; i++) {
-        base[i] = (uint16_t)rnd();
-        next[i] = rnd() % 100 < 5 ? base[i] ^ (uint16_t)(1u << (rnd() % 7)) : base[i];
-    }
+    fill_pair(base, next, n, 50000);
     size_t cap = dc_codec_payload_bound(n * w), len;
     uint8_t *pl = malloc(cap);
     cr_assert(pl);
