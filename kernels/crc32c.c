@@ -139,6 +139,22 @@ uint32_t dc_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 /* ------------------------------------------------------------------------ */
 
 #if defined(__x86_64__)
+/* The raw register `c` over the last len bytes at p: 8 bytes a step, then
+ * single bytes (the tail of both hardware paths). */
+__attribute__((target("sse4.2"))) static inline uint32_t crc_hw_tail(uint64_t c,
+                                                                    const uint8_t *p,
+                                                                    size_t len)
+{
+    while (len >= 8) {
+        c = _mm_crc32_u64(c, dc_load_le64(p));
+        p += 8;
+        len -= 8;
+    }
+    while (len--)
+        c = _mm_crc32_u8((uint32_t)c, *p++);
+    return (uint32_t)c;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc_hw_raw(uint32_t crc0, const uint8_t *p,
                                                              size_t len)
 {
@@ -177,14 +193,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw_raw(uint32_t crc0, cons
         p += 2 * CRC_SHORT;
         len -= 3 * CRC_SHORT;
     }
-    while (len >= 8) {
-        crc = _mm_crc32_u64(crc, dc_load_le64(p));
-        p += 8;
-        len -= 8;
-    }
-    while (len--)
-        crc = _mm_crc32_u8((uint32_t)crc, *p++);
-    return (uint32_t)crc;
+    return crc_hw_tail(crc, p, len);
 }
 
 uint32_t dc_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
@@ -304,14 +313,7 @@ __attribute__((target(DC_CRC_VP_TARGET))) static uint32_t crc_vp_raw(uint32_t cr
     /* the CRC of the 16 folded bytes, from a zero register, then the tail */
     uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(r));
     c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(r, 1));
-    while (len >= 8) {
-        c = _mm_crc32_u64(c, dc_load_le64(p));
-        p += 8;
-        len -= 8;
-    }
-    while (len--)
-        c = _mm_crc32_u8((uint32_t)c, *p++);
-    return (uint32_t)c;
+    return crc_hw_tail(c, p, len);
 }
 
 int dc_crc32c_vpclmul_ok(void)
