@@ -427,10 +427,27 @@ out:
 #endif
 
 #if defined(__x86_64__)
-/* 1 when the kernels run with BMI2 (the avx2 and avx512 tables need it). */
-static int dc_ent_bmi2(void)
+/* 1 when the kernels' ISA is avx2 or avx512: the CPU has AVX2, BMI2 and
+ * LZCNT (the BMI2 coders and the AVX2 decoders and encoder may run). */
+static int dc_ent_avx2(void)
 {
     return strcmp(dc_kern_isa(), "scalar") != 0;
+}
+
+/* 1 when the AVX-512 decoders and encoder may run: the kernels' ISA is
+ * avx512 (which also means AVX512-VBMI2) and the CPU has AVX512-VBMI
+ * (every one with VBMI2 so far). */
+static int dc_ent_avx512(void)
+{
+    /* -1 until known (threads may race to the same answer) */
+    static _Atomic int vbmi = -1;
+    int v = atomic_load_explicit(&vbmi, memory_order_relaxed);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+        atomic_store_explicit(&vbmi, v, memory_order_relaxed);
+    }
+    return v && strcmp(dc_kern_isa(), "avx512") == 0;
 }
 #endif
 
@@ -452,7 +469,7 @@ dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uin
 #if defined(__x86_64__)
     if (strcmp(dc_kern_isa(), "avx512") == 0)
         ok = dc_golomb_all_avx512(&w, pos, count, &gp);
-    else if (dc_ent_bmi2())
+    else if (dc_ent_avx2())
         ok = dc_golomb_all_bmi2(&w, pos, count, &gp);
     else
 #endif
@@ -1160,9 +1177,6 @@ DC_AVX2_TARGET static int dc_r32_put_avx2(const struct dc_rans_esym *esym, const
 #undef DC_R32_PUT8
 #endif
 
-static int dc_ent_avx512(void);
-static int dc_ent_avx2(void);
-
 /* dc_r32_put_all per symbol width and stride (as DC_RANS_PUT_DISPATCH) */
 static int dc_r32_put(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
                       unsigned stride, unsigned bits, const uint8_t *lo, uint8_t **pp,
@@ -1321,7 +1335,7 @@ static dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, si
     uint32_t xs0[4] = {x0, x1, x2, x3};
     int room =
 #if defined(__x86_64__)
-        dc_ent_bmi2() ? dc_rans_put_bmi2(s->esym, v, count, stride, bits, ways, lo, &p, xs0) :
+        dc_ent_avx2() ? dc_rans_put_bmi2(s->esym, v, count, stride, bits, ways, lo, &p, xs0) :
 #endif
                       dc_rans_put_base(s->esym, v, count, stride, bits, ways, lo, &p, xs0);
     if (!room) {
@@ -1742,35 +1756,6 @@ DC_AVX2_TARGET static dc_status_t dc_r32_run_avx2(dc_rans_dec_t *d, uint8_t *out
 }
 #endif
 
-/* 1 when the AVX2 decoders may run (the kernels' ISA is avx2 or avx512). */
-static int dc_ent_avx2(void)
-{
-#if defined(__x86_64__)
-    return strcmp(dc_kern_isa(), "scalar") != 0;
-#else
-    return 0;
-#endif
-}
-
-/* 1 when the AVX-512 decoders may run: the kernels' ISA is avx512 (which
- * also means AVX512-VBMI2) and the CPU has AVX512-VBMI (every one with
- * VBMI2 so far). */
-static int dc_ent_avx512(void)
-{
-#if defined(__x86_64__)
-    /* -1 until known (threads may race to the same answer) */
-    static _Atomic int vbmi = -1;
-    int v = atomic_load_explicit(&vbmi, memory_order_relaxed);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
-        atomic_store_explicit(&vbmi, v, memory_order_relaxed);
-    }
-    return v && strcmp(dc_kern_isa(), "avx512") == 0;
-#else
-    return 0;
-#endif
-}
 
 dc_status_t dc_rans_dec_run(dc_rans_dec_t *d, uint8_t *out, unsigned stride, size_t upto)
 {
@@ -2111,7 +2096,7 @@ dc_status_t dc_ent_sparse_run(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *
         (gd->glook == 3 || (gd->glook == 4 && rd->i == gd->k))) {
         dc_status_t st;
 #if defined(__x86_64__)
-        if (dc_ent_bmi2())
+        if (dc_ent_avx2())
             st = dc_sparse_fast_bmi2(gd, rd, pos, vals, upto, pf);
         else
 #endif
