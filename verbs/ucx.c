@@ -696,6 +696,14 @@ static void dc_ucx_op_mem(ucp_request_param_t *p, const dc_ucx_req_t *r)
     }
 }
 
+/* 1 when a good-bye can go out: the endpoint is up and the connection
+ * established, or failed by us while it was (fail_live). */
+static int dc_ucx_bye_ok(const dc_ucx_conn_t *c)
+{
+    return c->ep && (c->state == DC_UCX_ESTABLISHED ||
+                     (c->state == DC_UCX_FAILED && c->fail_live));
+}
+
 /* Send a header-only (ACK/NACK) or auth message. */
 static void dc_ucx_ctrl_send(dc_ucx_conn_t *c, unsigned am_id, uint8_t type, uint64_t seq,
                              const uint8_t *auth, size_t auth_len)
@@ -704,7 +712,7 @@ static void dc_ucx_ctrl_send(dc_ucx_conn_t *c, unsigned am_id, uint8_t type, uin
      * is dead (UCX would complain) and the peer re-sends what we did not
      * ACK anyway. */
     if (!c->ep || (am_id == DC_UCX_AM_CTRL && c->state != DC_UCX_ESTABLISHED &&
-                   !(type == DC_VERBS_MSG_BYE && c->state == DC_UCX_FAILED && c->fail_live)))
+                   !(type == DC_VERBS_MSG_BYE && dc_ucx_bye_ok(c))))
         return;
     dc_ucx_ctrl_t *k = dc_ucx_ctrl_get(c);
     if (!k) {
@@ -1754,8 +1762,7 @@ static void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
          * destruction crashed UCX 1.13.1's async thread in
          * ucp_cm_server_conn_request_cb, 1 in 75 runs of
          * ucx::eager_flood_ahead_of_receives_is_bounded under load.) */
-        int live = c->ep && (c->state == DC_UCX_ESTABLISHED ||
-                             (c->state == DC_UCX_FAILED && c->fail_live));
+        int live = dc_ucx_bye_ok(c);
         if (live) {
             /* flush queued ACKs first */
             for (unsigned i = 0; i < c->nctrl; i++)
