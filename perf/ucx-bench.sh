@@ -38,7 +38,9 @@
 #
 # deltacast's ucx transport sends a message as pieces of DELTACAST_UCX_PIECE
 # bytes (default 512 KiB), at most DELTACAST_UCX_AHEAD bytes posted ahead
-# (default 1 MiB): both are passed through from the environment.
+# (default 1 MiB), and a blocking wait polls for DELTACAST_UCX_SPIN_US
+# microseconds (default 200) before it sleeps: all are passed through from the
+# environment.
 #
 # Usage: perf/ucx-bench.sh [RUNS]      environment: TLS, SIZE, ITERS,
 #        WARMUP, DURATION, NET_DEVICES, PIN, DELTACAST_BIN (default

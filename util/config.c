@@ -33,6 +33,8 @@ static const dc_config_entry_t dc_config_entries[] = {
     {"ucx_piece", "512KiB", "UCX: a message is sent as pieces of this size, each with its own "
      "CRC32C (64KiB..1GiB)"},
     {"ucx_ahead", "1MiB", "UCX: bytes of pieces posted to UCP ahead of the transfer (0: no limit)"},
+    {"ucx_spin_us", "200", "UCX: microseconds a blocking wait polls before it sleeps (0: sleep "
+     "at once; never with one CPU)"},
     {"rdma_device", "", "RDMA device to use, e.g. mlx5_0 (default: first active)"},
     {NULL, NULL, NULL},
 };

@@ -21,6 +21,8 @@
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -956,6 +958,128 @@ Test(ucx, lost_peer_fails_after_the_recovery_timeout)
     cr_assert(strstr(dc_last_error(), "within 1500 ms") != NULL, "%s", dc_last_error());
     cr_assert(took >= 1.0 && took < 20.0, "failed after %.2f s", took);
     t->close(c);
+}
+
+/* The polling settings (config ucx_spin_us) of the echo test's connections. */
+static const char *const g_echo_spins[] = {"5000", "0"};
+
+/* For each of g_echo_spins: accept a connection with that setting and echo
+ * every 1-byte message back until a 0 byte arrives. */
+static int echo_server(int port_fd, const void *unused)
+{
+    (void)unused;
+    const dc_verbs_ops_t *t;
+    dc_verbs_opts_t o;
+    opts_with_secret(&o, "echo", 20000);
+    dc_verbs_listener_t *l = NULL;
+    dc_verbs_conn_t *c = NULL;
+    for (size_t k = 0; k < DC_ARRAY_SIZE(g_echo_spins); k++) {
+        dc_config_set("ucx_spin_us", g_echo_spins[k]);
+        if (k == 0) {
+            int rc = child_listen_accept(&o, port_fd, 30, "echo server", &t, &l, &c);
+            if (rc)
+                return rc;
+        } else {
+            dc_status_t st;
+            double deadline = dc_now_s() + 30;
+            while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
+                struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
+                poll(&pfd, 1, 5);
+            }
+            if (st != DC_OK) {
+                fprintf(stderr, "echo server: accept: %s\n", dc_last_error());
+                return 13;
+            }
+        }
+        for (;;) {
+            uint8_t b = 0;
+            size_t len = 0;
+            if (dc_verbs_recv_blocking(c, &b, 1, &len, 20000) != DC_OK || len != 1)
+                return 14;
+            if (b == 0)
+                break;
+            if (dc_verbs_send_blocking(c, &b, 1, 20000) != DC_OK)
+                return 15;
+        }
+        t->close(c);
+    }
+    t->listen_close(l);
+    return 0;
+}
+
+static long thread_vcsw(void)
+{
+    struct rusage ru;
+    cr_assert_eq(getrusage(RUSAGE_THREAD, &ru), 0);
+    return ru.ru_nvcsw;
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    cr_assert_eq(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts), 0);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Round trips of 1-byte messages to the echo server at addr with config
+ * ucx_spin_us = spin: the client's voluntary context switches (sleeps) per
+ * round trip; then, with the peer silent, the client's CPU seconds over 20
+ * waits of 20 ms each (*idle_cpu). */
+static double echo_sleeps(const char *addr, const char *spin, int rounds, double *idle_cpu)
+{
+    cr_assert_eq(dc_config_set("ucx_spin_us", spin), DC_OK);
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
+    dc_verbs_conn_t *c = NULL;
+    cr_assert_eq(client_connect(t, addr, "echo", &c), DC_OK, "%s", dc_last_error());
+    long v0 = 0;
+    for (int i = 0; i < rounds + 10; i++) {
+        if (i == 10)
+            v0 = thread_vcsw(); /* after a warm-up */
+        uint8_t b = (uint8_t)(1 + i % 200), r = 0;
+        size_t len = 0;
+        cr_assert_eq(dc_verbs_send_blocking(c, &b, 1, 20000), DC_OK, "%s", dc_last_error());
+        cr_assert_eq(dc_verbs_recv_blocking(c, &r, 1, &len, 20000), DC_OK, "%s",
+                     dc_last_error());
+        cr_assert(len == 1 && r == b, "echo %u of %u", r, b);
+    }
+    double per_rt = (double)(thread_vcsw() - v0) / rounds;
+    double c0 = thread_cpu_s();
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(t->wait(c, 20), DC_OK, "%s", dc_last_error());
+    *idle_cpu = thread_cpu_s() - c0;
+    uint8_t zero = 0;
+    cr_assert_eq(dc_verbs_send_blocking(c, &zero, 1, 20000), DC_OK, "%s", dc_last_error());
+    t->close(c);
+    return per_rt;
+}
+
+/* wait() polls before it sleeps (config ucx_spin_us): with a 5 ms spin a
+ * round trip on loopback needs (almost) no sleep, without one it sleeps at
+ * least once; and once the link is idle, waits sleep at once instead of
+ * burning 5 ms of CPU each. */
+Test(ucx, wait_polls_before_sleeping_and_not_when_idle, .timeout = 120)
+{
+    require_transport();
+    ucx_logs_to_stderr();
+    cpu_set_t cpus;
+    cr_assert_eq(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+    if (CPU_COUNT(&cpus) < 2)
+        cr_skip_test("one CPU: wait() never polls there (the peer needs the CPU)");
+    char addr[128];
+    pid_t pid = fork_server(echo_server, NULL, 120, addr, sizeof(addr));
+    double idle_spin = 0, idle_none = 0;
+    double spin = echo_sleeps(addr, g_echo_spins[0], 200, &idle_spin);
+    double none = echo_sleeps(addr, g_echo_spins[1], 200, &idle_none);
+    dc_config_set("ucx_spin_us", NULL);
+    cr_assert_eq(wait_child(pid), 0, "echo server failed");
+    cr_log_info("sleeps per round trip: %.2f polling 5 ms, %.2f not polling; CPU of 20 idle "
+                "waits: %.1f ms / %.1f ms",
+                spin, none, idle_spin * 1e3, idle_none * 1e3);
+    cr_assert_geq(none, 0.5, "without polling a round trip sleeps (%.2f)", none);
+    cr_assert_lt(spin, 0.5, "polling 5 ms still slept %.2f times per round trip", spin);
+    /* 20 x 5 ms of polling would be 100 ms: only the first idle wait polls */
+    cr_assert_lt(idle_spin, 0.03, "20 idle waits used %.1f ms of CPU", idle_spin * 1e3);
 }
 
 Test(ucx, receive_buffer_too_small)
