@@ -242,7 +242,10 @@ struct dc_verbs_ops {
     /** Block up to timeout_ms until the connection may progress (or the
      *  timeout); then progress it.  Same return as progress(). */
     dc_status_t (*wait)(dc_verbs_conn_t *c, int timeout_ms);
-    /** Poll-able fd of the connection (e.g. its epoll fd), or -1. */
+    /** Poll-able fd of the connection (e.g. its epoll fd), or -1 (then poll
+     *  with a short timeout).  Call it anew right before each poll(): it
+     *  may arm the connection for its next event (ucx) and return an fd
+     *  that is readable at once while work is already pending. */
     int (*fd)(dc_verbs_conn_t *c);
     /** Counters; `out->size` set by the caller. */
     dc_status_t (*stats)(dc_verbs_conn_t *c, dc_verbs_stats_t *out);

@@ -200,6 +200,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -443,6 +444,9 @@ static ucp_context_h dc_ucx_ctx;
 static dc_status_t dc_ucx_init_st = DC_ERR_UNSUPPORTED;
 static char dc_ucx_init_msg[256];
 static uint64_t dc_ucx_mem_types;
+/* Always readable (an eventfd holding 1 that nobody reads): what fd()
+ * returns while a connection has work pending. */
+static int dc_ucx_ready_fd = -1;
 
 static void dc_ucx_init_once(void)
 {
@@ -454,6 +458,7 @@ static void dc_ucx_init_once(void)
      * runs once, before any UCX thread exists.) */
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
+    dc_ucx_ready_fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
     ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
     if (s != UCS_OK) {
         snprintf(dc_ucx_init_msg, sizeof(dc_ucx_init_msg), "ucx: ucp_config_read: %s",
@@ -2535,14 +2540,20 @@ static dc_status_t dc_ucx_test(dc_verbs_req_t *rb, int *done, size_t *len)
     return DC_OK;
 }
 
+/* Work of ours that the next progress does without any event from UCX. */
+static int dc_ucx_has_work(const dc_ucx_conn_t *c)
+{
+    return c->nctrl || c->auth_out_len || c->deliver_pending ||
+           (c->sq && c->pieces_out < c->ahead);
+}
+
 /* Poll, then sleep: see "Waiting" at the top of this file. */
 static dc_status_t dc_ucx_wait(dc_verbs_conn_t *cb, int timeout_ms)
 {
     dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
     if (c->state == DC_UCX_FAILED)
         return dc_ucx_conn_error(c);
-    int idle = ucp_worker_progress(c->worker) == 0 && c->nctrl == 0 && !c->auth_out_len &&
-               !c->deliver_pending && !(c->sq && c->pieces_out < c->ahead);
+    int idle = ucp_worker_progress(c->worker) == 0 && !dc_ucx_has_work(c);
     if (idle && c->spin_ns && !c->spin_idle && c->state == DC_UCX_ESTABLISHED) {
         uint64_t t0 = dc_now_ns();
         for (unsigned i = 1;; i++) {
@@ -2575,9 +2586,19 @@ static dc_status_t dc_ucx_wait(dc_verbs_conn_t *cb, int timeout_ms)
     return dc_ucx_progress(cb);
 }
 
+/* The worker's event fd signals only once armed, and arming fails (BUSY)
+ * while events are pending: so arm here, right before the caller's poll
+ * (transport.h), and hand out an fd that is readable at once when there is
+ * work already.  (Unarmed, the fd stayed readable: the engine's poll never
+ * slept, 20 000-90 000 polls per receiver in a 0.2 s refit.) */
 static int dc_ucx_fd(dc_verbs_conn_t *cb)
 {
-    return ((dc_ucx_conn_t *)cb)->efd;
+    dc_ucx_conn_t *c = (dc_ucx_conn_t *)cb;
+    if (c->efd < 0)
+        return -1;
+    if (c->state != DC_UCX_FAILED && !dc_ucx_has_work(c) && ucp_worker_arm(c->worker) == UCS_OK)
+        return c->efd;
+    return dc_ucx_ready_fd;
 }
 
 static dc_status_t dc_ucx_stats(dc_verbs_conn_t *cb, dc_verbs_stats_t *out)

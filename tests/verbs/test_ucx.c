@@ -960,21 +960,25 @@ Test(ucx, lost_peer_fails_after_the_recovery_timeout)
     t->close(c);
 }
 
-/* The polling settings (config ucx_spin_us) of the echo test's connections. */
-static const char *const g_echo_spins[] = {"5000", "0"};
+/* The polling settings (config ucx_spin_us) of the echo tests' connections. */
+static const char *const g_echo_spins[] = {"5000", "0", NULL};
 
-/* For each of g_echo_spins: accept a connection with that setting and echo
- * every 1-byte message back until a 0 byte arrives. */
-static int echo_server(int port_fd, const void *unused)
+#define ECHO_MAX (2u << 20)
+static uint8_t g_echo_buf[ECHO_MAX];
+
+/* For each setting of the NULL-terminated list `arg` (config ucx_spin_us):
+ * accept a connection with it and echo every message (up to ECHO_MAX
+ * bytes) back until a 1-byte message 0 arrives. */
+static int echo_server(int port_fd, const void *arg)
 {
-    (void)unused;
-    const dc_verbs_ops_t *t;
+    const char *const *spins = arg;
+    const dc_verbs_ops_t *t = NULL;
     dc_verbs_opts_t o;
     opts_with_secret(&o, "echo", 20000);
     dc_verbs_listener_t *l = NULL;
     dc_verbs_conn_t *c = NULL;
-    for (size_t k = 0; k < DC_ARRAY_SIZE(g_echo_spins); k++) {
-        dc_config_set("ucx_spin_us", g_echo_spins[k]);
+    for (size_t k = 0; spins[k]; k++) {
+        dc_config_set("ucx_spin_us", spins[k]);
         if (k == 0) {
             int rc = child_listen_accept(&o, port_fd, 30, "echo server", &t, &l, &c);
             if (rc)
@@ -992,18 +996,19 @@ static int echo_server(int port_fd, const void *unused)
             }
         }
         for (;;) {
-            uint8_t b = 0;
             size_t len = 0;
-            if (dc_verbs_recv_blocking(c, &b, 1, &len, 20000) != DC_OK || len != 1)
+            if (dc_verbs_recv_blocking(c, g_echo_buf, ECHO_MAX, &len, 20000) != DC_OK ||
+                len == 0)
                 return 14;
-            if (b == 0)
+            if (len == 1 && g_echo_buf[0] == 0)
                 break;
-            if (dc_verbs_send_blocking(c, &b, 1, 20000) != DC_OK)
+            if (dc_verbs_send_blocking(c, g_echo_buf, len, 20000) != DC_OK)
                 return 15;
         }
         t->close(c);
     }
-    t->listen_close(l);
+    if (t)
+        t->listen_close(l);
     return 0;
 }
 
@@ -1067,7 +1072,7 @@ Test(ucx, wait_polls_before_sleeping_and_not_when_idle, .timeout = 120)
     if (CPU_COUNT(&cpus) < 2)
         cr_skip_test("one CPU: wait() never polls there (the peer needs the CPU)");
     char addr[128];
-    pid_t pid = fork_server(echo_server, NULL, 120, addr, sizeof(addr));
+    pid_t pid = fork_server(echo_server, g_echo_spins, 120, addr, sizeof(addr));
     double idle_spin = 0, idle_none = 0;
     double spin = echo_sleeps(addr, g_echo_spins[0], 200, &idle_spin);
     double none = echo_sleeps(addr, g_echo_spins[1], 200, &idle_none);
@@ -1080,6 +1085,69 @@ Test(ucx, wait_polls_before_sleeping_and_not_when_idle, .timeout = 120)
     cr_assert_lt(spin, 0.5, "polling 5 ms still slept %.2f times per round trip", spin);
     /* 20 x 5 ms of polling would be 100 ms: only the first idle wait polls */
     cr_assert_lt(idle_spin, 0.03, "20 idle waits used %.1f ms of CPU", idle_spin * 1e3);
+}
+
+/* fd() as the engine uses it (progress, fd(), poll): on an idle connection
+ * the fd is not readable, so poll() sleeps; when a message arrives it wakes
+ * the poll at once.  (Unarmed, UCX's event fd stayed readable for good and
+ * such a loop never slept.) */
+Test(ucx, fd_sleeps_when_idle_and_wakes_on_a_message, .timeout = 60)
+{
+    require_transport();
+    ucx_logs_to_stderr();
+    static const char *const spins[] = {"0", NULL};
+    char addr[128];
+    pid_t pid = fork_server(echo_server, spins, 60, addr, sizeof(addr));
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
+    dc_verbs_conn_t *c = NULL;
+    cr_assert_eq(client_connect(t, addr, "echo", &c), DC_OK, "%s", dc_last_error());
+    int woke_idle = 0, timeouts = 0;
+    static uint8_t out[ECHO_MAX], in[ECHO_MAX];
+    for (int round = 0; round < 20; round++) {
+        /* 1 byte (eager) and 2 MiB (rendezvous pieces) in turn */
+        size_t n = round % 2 ? ECHO_MAX : 1;
+        memset(out, round + 1, n);
+        memset(in, 0, n);
+        /* the engine's loop: post, then progress / fd() / poll until done */
+        dc_verbs_req_t *rq, *sq;
+        cr_assert_eq(t->irecv(c, in, n, NULL, &rq), DC_OK, "%s", dc_last_error());
+        cr_assert_eq(t->isend(c, out, n, NULL, &sq), DC_OK, "%s", dc_last_error());
+        int rdone = 0, sdone = 0;
+        size_t len = 0;
+        double t0 = dc_now_s();
+        while (!rdone || !sdone) {
+            if (!sdone)
+                cr_assert_eq(t->test(sq, &sdone, NULL), DC_OK, "%s", dc_last_error());
+            if (!rdone)
+                cr_assert_eq(t->test(rq, &rdone, &len), DC_OK, "%s", dc_last_error());
+            if (rdone && sdone)
+                break;
+            struct pollfd pfd = {.fd = t->fd(c), .events = POLLIN};
+            cr_assert_geq(pfd.fd, 0);
+            if (poll(&pfd, 1, 3000) == 0)
+                timeouts++;
+            cr_assert_lt(dc_now_s() - t0, 10.0, "round %d never completed", round);
+        }
+        cr_assert(len == n && memcmp(in, out, n) == 0, "round %d: echo differs", round);
+        /* now idle: the fd must let a poll sleep */
+        cr_assert_eq(t->progress(c), DC_OK, "%s", dc_last_error());
+        struct pollfd pfd = {.fd = t->fd(c), .events = POLLIN};
+        if (poll(&pfd, 1, 20) > 0) {
+            woke_idle++;
+            cr_assert_eq(t->progress(c), DC_OK, "%s", dc_last_error());
+        }
+    }
+    cr_log_info("idle polls woken: %d of 20; message polls that timed out: %d", woke_idle,
+                timeouts);
+    /* a stray event (e.g. a late completion) may wake one idle poll */
+    cr_assert_leq(woke_idle, 3, "%d of 20 polls on an idle connection returned at once",
+                  woke_idle);
+    cr_assert_eq(timeouts, 0, "%d polls slept through a message (3 s each)", timeouts);
+    uint8_t zero = 0;
+    cr_assert_eq(dc_verbs_send_blocking(c, &zero, 1, 20000), DC_OK, "%s", dc_last_error());
+    t->close(c);
+    cr_assert_eq(wait_child(pid), 0, "echo server failed");
 }
 
 Test(ucx, receive_buffer_too_small)
