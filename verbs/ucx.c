@@ -147,6 +147,18 @@
  * waits sleep at once, until one wakes sooner: an idle connection costs no
  * CPU.  No polling when the process may use one CPU only.
  *
+ * Measured, not the default: UCX_TCP_RX_SEG_SIZE=8K (default 64K).  When
+ * UCX's tcp transport reads a rendezvous PUT header it reads a whole
+ * receive segment, so up to 64 KiB of each 512 KiB piece arrives in its
+ * bounce buffer and is copied again (memcpy, 3-4% of the receiver); with
+ * 8K segments the receiver's CPU per GB fell 3.5% and ucx-bench went from
+ * 0.956x to 1.0x (9 runs each).  It is not set here because UCX requires
+ * the same value on both ends: a peer with larger segments (another
+ * setting, an older deltacast) sends active messages up to its own segment
+ * size, and UCX 1.13 aborts on receipt (tcp_ep.c: "hdr->length <=
+ * rx_seg_size" assertion) instead of failing the connection.  A job that
+ * sets it on every node gets the gain.
+ *
  * The receive side keeps a ring of DC_VERBS_MAX_INFLIGHT slots indexed by
  * seq: a message may arrive before its irecv() is posted (held: eager data
  * kept with UCS_INPROGRESS, a rendezvous descriptor kept for later), and an
