@@ -90,7 +90,9 @@ static void dc_perf_link_help(FILE *fp)
             "                           either way\n"
             "  --timeout-ms MS          connect/reconnect timeout (default config)\n"
             "  --json                   one JSON object (keys: transport, device, why,\n"
-            "                           streams, size, bytes, seconds, gbps, msg_rate,\n"
+            "                           path_note (why a faster path of this node, e.g.\n"
+            "                           RDMA under UCX, went unused; null: none), streams,\n"
+            "                           size, bytes, seconds, gbps, msg_rate,\n"
             "                           latency_us {p50, p99}, resends, reconnects)\n"
             "  -h, --help               show this help\n");
 }
@@ -585,6 +587,8 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         json_object_set_new(j, "transport", json_string(t->name));
         json_object_set_new(j, "device", json_string(device));
         json_object_set_new(j, "why", json_string(why));
+        json_object_set_new(j, "path_note", s.path_note[0] ? json_string(s.path_note)
+                                                          : json_null());
         json_object_set_new(j, "peer", json_string(addr));
         json_object_set_new(j, "streams", json_integer(streams));
         json_object_set_new(j, "size", json_integer((json_int_t)po->size));
@@ -617,6 +621,8 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         printf("perf link: transport %s, device %s, %u stream(s), crc32c %s\n", t->name, device,
                streams, dc_crc32c_impl());
         printf("  chosen: %s\n", why);
+        if (s.path_note[0])
+            printf("  WARNING: %s\n", s.path_note);
         printf("  goodput   %8.3f Gb/s  (%s in %.3f s, %llu x %llu B messages, depth %u)\n", gbps,
                dc_fmt_bytes(acked_bytes, b, sizeof(b)), secs, (unsigned long long)acked,
                (unsigned long long)po->size, depth);

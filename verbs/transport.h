@@ -167,6 +167,9 @@ typedef struct dc_verbs_stats {
     uint64_t zc_copied;     /**< of those, sends the kernel reported it copied
                                  anyway (SO_EE_CODE_ZEROCOPY_COPIED: e.g.
                                  loopback, where zero-copy cannot pay) */
+    char path_note[512];    /**< why a faster path this node has is left
+                                 unused, "" when none: e.g. UCX over TCP
+                                 although the node has RDMA (ucx.h) */
 } dc_verbs_stats_t;
 
 /* ------------------------------------------------------------------------

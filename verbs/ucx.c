@@ -459,6 +459,80 @@ static uint64_t dc_ucx_mem_types;
 /* Always readable (an eventfd holding 1 that nobody reads): what fd()
  * returns while a connection has work pending. */
 static int dc_ucx_ready_fd = -1;
+/* This process's UCX RDMA resources ("rc_mlx5/mlx5_0:1,..."; empty: none),
+ * to tell a connection that leaves them unused (dc_ucx_rdma_unused). */
+static char dc_ucx_rdma_res[256];
+
+/* An RDMA transport of UCX: rc_verbs, rc_mlx5, ud_*, dc_mlx5, srd (EFA). */
+static int dc_ucx_tl_is_rdma(const char *tl, size_t n)
+{
+    static const char *const pfx[] = {"rc_", "ud_", "dc_", "srd"};
+    for (size_t i = 0; i < DC_ARRAY_SIZE(pfx); i++)
+        if (n >= strlen(pfx[i]) && memcmp(tl, pfx[i], strlen(pfx[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* A transport that only reaches this node: shared memory, loopback. */
+static int dc_ucx_tl_is_local(const char *tl, size_t n)
+{
+    static const char *const names[] = {"self", "posix", "sysv", "cma", "xpmem", "knem"};
+    for (size_t i = 0; i < DC_ARRAY_SIZE(names); i++)
+        if (n == strlen(names[i]) && memcmp(tl, names[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len)
+{
+    if (!out || !len)
+        return dc_error(DC_ERR_INVALID, "dc_ucx_rdma_resources: no output buffer");
+    size_t o = 0;
+    out[0] = 0;
+    /* "#      resource 4  :  md 3  dev 3  flags -- rc_mlx5/mlx5_0:1" */
+    for (const char *line = info; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+        const char *r = memmem(line, ll, "resource", 8);
+        const char *dash = r ? memmem(r, ll - (size_t)(r - line), "-- ", 3) : NULL;
+        if (dash) {
+            const char *tok = dash + 3;
+            size_t n = ll - (size_t)(tok - line);
+            n = strcspn(tok, " \t\r\n") < n ? strcspn(tok, " \t\r\n") : n;
+            const char *slash = memchr(tok, '/', n);
+            if (slash && dc_ucx_tl_is_rdma(tok, (size_t)(slash - tok)) &&
+                o + n + 2 < len) {
+                o += (size_t)snprintf(out + o, len - o, "%s%.*s", o ? "," : "", (int)n, tok);
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return DC_OK;
+}
+
+const char *dc_ucx_rdma_unused(const char *lanes, const char *local_rdma, char *buf, size_t len)
+{
+    if (!lanes || !local_rdma || !*local_rdma || !buf || !len)
+        return NULL;
+    /* lanes: "tl/dev,tl/dev,..." */
+    for (const char *p = lanes; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *slash = memchr(p, '/', n);
+        size_t tl = slash ? (size_t)(slash - p) : n;
+        if (dc_ucx_tl_is_rdma(p, tl) || dc_ucx_tl_is_local(p, tl))
+            return NULL;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    snprintf(buf, len,
+             "UCX runs this connection over %s although this node has RDMA (%s): the data "
+             "moves over TCP.  The peer may have no RDMA device on a common fabric, or "
+             "UCX_TLS / UCX_NET_DEVICES exclude it here or there (`ucx_info -d` lists what "
+             "UCX can use)",
+             *lanes ? lanes : "no known transport", local_rdma);
+    return buf;
+}
 
 static void dc_ucx_init_once(void)
 {
@@ -495,6 +569,15 @@ static void dc_ucx_init_once(void)
     a.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
     if (ucp_context_query(dc_ucx_ctx, &a) == UCS_OK)
         dc_ucx_mem_types = a.memory_types;
+    char *info = NULL;
+    size_t ilen = 0;
+    FILE *f = open_memstream(&info, &ilen);
+    if (f) {
+        ucp_context_print_info(dc_ucx_ctx, f);
+        fclose(f);
+        dc_ucx_rdma_resources(info, dc_ucx_rdma_res, sizeof(dc_ucx_rdma_res));
+        free(info);
+    }
     dc_ucx_init_st = DC_OK;
 }
 
@@ -1614,6 +1697,9 @@ static void dc_ucx_capture_transports(dc_ucx_conn_t *c)
     free(text);
     if (!c->transports[0])
         snprintf(c->transports, sizeof(c->transports), "unknown");
+    if (dc_ucx_rdma_unused(c->transports, dc_ucx_rdma_res, c->stats.path_note,
+                           sizeof(c->stats.path_note)))
+        DC_LOG_WARN("ucx %s: %s", c->peer, c->stats.path_note);
 }
 
 static ucs_status_t dc_ucx_set_handlers(ucp_worker_h w, dc_ucx_conn_t *c)

@@ -11,8 +11,10 @@
  * (DELTACAST_UCX_PIECE), the piece size a message is sent in, each piece
  * with its own CRC32C (64KiB..1GiB, default 512KiB); ucx_ahead
  * (DELTACAST_UCX_AHEAD), how many bytes of pieces a connection posts to UCP
- * ahead of the transfer (default 1MiB, 0: no limit); ucx_err_mode
- * (DELTACAST_UCX_ERR_MODE: peer / none).
+ * ahead of the transfer (default 1MiB, 0: no limit); ucx_spin_us
+ * (DELTACAST_UCX_SPIN_US), how long a blocking wait polls before it sleeps
+ * (default 200, 0: never); ucx_err_mode (DELTACAST_UCX_ERR_MODE: peer /
+ * none).
  */
 #ifndef DC_VERBS_UCX_H
 #define DC_VERBS_UCX_H
@@ -34,6 +36,22 @@ const dc_verbs_ops_t *dc_ucx_ops_get(void);
  * still connecting.
  */
 dc_status_t dc_ucx_conn_transports(dc_verbs_conn_t *c, char *buf, size_t len);
+
+/**
+ * UCX choosing TCP although RDMA is there is the silent slow path users of
+ * UCX-based systems most often report.  When no lane of an established
+ * connection is an RDMA transport (rc_*, ud_*, dc_*, srd) nor a node-local
+ * one (shared memory, self) while this process's UCX context has RDMA
+ * resources, the connection says so: a warning when it is made, and the
+ * sentence in its stats' path_note (transport.h).
+ *
+ * The pure parts of that, for tests.  dc_ucx_rdma_resources(): the
+ * RDMA resources ("tl/dev", comma-separated) in the text of
+ * ucp_context_print_info().  dc_ucx_rdma_unused(): the sentence for a
+ * connection over `lanes` ("tl/dev,...") when RDMA resources `local_rdma`
+ * exist and no lane uses them or is node-local, in buf[len]; else NULL. */
+dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len);
+const char *dc_ucx_rdma_unused(const char *lanes, const char *local_rdma, char *buf, size_t len);
 #endif
 
 #endif /* DC_VERBS_UCX_H */

@@ -1102,6 +1102,10 @@ Test(ucx, fd_sleeps_when_idle_and_wakes_on_a_message, .timeout = 60)
     cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
     dc_verbs_conn_t *c = NULL;
     cr_assert_eq(client_connect(t, addr, "echo", &c), DC_OK, "%s", dc_last_error());
+    dc_verbs_stats_t st = {.size = sizeof(st)};
+    cr_assert_eq(t->stats(c, &st), DC_OK);
+    cr_assert(st.device[0] && strstr(st.device, "tcp/"), "device %s", st.device);
+    cr_assert_str_eq(st.path_note, "", "no RDMA on this machine, nothing left unused");
     int woke_idle = 0, timeouts = 0;
     static uint8_t out[ECHO_MAX], in[ECHO_MAX];
     for (int round = 0; round < 20; round++) {
@@ -1148,6 +1152,56 @@ Test(ucx, fd_sleeps_when_idle_and_wakes_on_a_message, .timeout = 60)
     cr_assert_eq(dc_verbs_send_blocking(c, &zero, 1, 20000), DC_OK, "%s", dc_last_error());
     t->close(c);
     cr_assert_eq(wait_child(pid), 0, "echo server failed");
+}
+
+/* A UCX that picks TCP although the node has RDMA says so (ucx.h): the
+ * RDMA resources are read from ucp_context_print_info()'s text, and a
+ * connection none of whose lanes is RDMA or node-local gets a path note. */
+Test(ucx, rdma_left_unused_is_reported)
+{
+    static const char info[] =
+        "#\n# UCP context\n#\n#     component 4  :  ib\n"
+        "#            md 4  :  component 4  mlx5_0 \n"
+        "#      resource 0  :  md 0  dev 0  flags -- self/memory0\n"
+        "#      resource 1  :  md 1  dev 1  flags -- tcp/eth0\n"
+        "#      resource 2  :  md 4  dev 2  flags -- rc_mlx5/mlx5_0:1\n"
+        "#      resource 3  :  md 4  dev 2  flags -- ud_verbs/mlx5_0:1\n"
+        "#      resource 4  :  md 5  dev 3  flags -- dc_mlx5/mlx5_1:1\n"
+        "#      resource 5  :  md 3  dev 4  flags -- posix/memory\n"
+        "#      resource 6  :  md 6  dev 5  flags -- srd/rdmap0s6\n"
+        "#      resource 7  :  no dash here rc_x/y\n"
+        "#      resource 8  :  flags -- rcnoslash\n";
+    char res[256];
+    cr_assert_eq(dc_ucx_rdma_resources(info, res, sizeof(res)), DC_OK);
+    cr_assert_str_eq(res, "rc_mlx5/mlx5_0:1,ud_verbs/mlx5_0:1,dc_mlx5/mlx5_1:1,srd/rdmap0s6");
+    /* a short buffer keeps whole entries that fit, NUL-terminated */
+    char small[24];
+    memset(small, 'x', sizeof(small));
+    cr_assert_eq(dc_ucx_rdma_resources(info, small, sizeof(small)), DC_OK);
+    cr_assert_str_eq(small, "rc_mlx5/mlx5_0:1");
+    cr_assert_eq(dc_ucx_rdma_resources("", res, sizeof(res)), DC_OK);
+    cr_assert_str_eq(res, "");
+    cr_assert_eq(dc_ucx_rdma_resources(info, NULL, 0), DC_ERR_INVALID);
+    cr_assert_eq(dc_ucx_rdma_resources(info, res, sizeof(res)), DC_OK);
+
+    char note[512];
+    const char *n = dc_ucx_rdma_unused("tcp/eth0,tcp/ib0", res, note, sizeof(note));
+    cr_assert(n == note);
+    cr_assert(strstr(note, "over tcp/eth0,tcp/ib0") && strstr(note, "rc_mlx5/mlx5_0:1") &&
+                  strstr(note, "UCX_TLS"),
+              "%s", note);
+    cr_assert_null(dc_ucx_rdma_unused("rc_mlx5/mlx5_0:1,tcp/eth0", res, note, sizeof(note)));
+    cr_assert_null(dc_ucx_rdma_unused("tcp/eth0,dc_mlx5/mlx5_1:1", res, note, sizeof(note)));
+    cr_assert_null(dc_ucx_rdma_unused("posix/memory,cma/memory", res, note, sizeof(note)),
+                   "a peer on this node is reached without RDMA, rightly");
+    cr_assert_null(dc_ucx_rdma_unused("tcp/eth0", "", note, sizeof(note)), "no RDMA here");
+    cr_assert_not_null(dc_ucx_rdma_unused("", res, note, sizeof(note)));
+    cr_assert(strstr(note, "no known transport"), "%s", note);
+    char tiny[8];
+    cr_assert(dc_ucx_rdma_unused("tcp/eth0", res, tiny, sizeof(tiny)) == tiny);
+    cr_assert_eq(strlen(tiny), sizeof(tiny) - 1);
+    cr_assert_null(dc_ucx_rdma_unused(NULL, res, note, sizeof(note)));
+    cr_assert_null(dc_ucx_rdma_unused("tcp/eth0", res, NULL, 0));
 }
 
 Test(ucx, receive_buffer_too_small)
