@@ -164,6 +164,24 @@ __attribute__((unused)) static void require_gpu_memory(void)
 
 /* --- server (child) ----------------------------------------------------- */
 
+/* Accept one connection on l within timeout_s, polling the listener: 0 with
+ * *cp set, or 13 (with a line on stderr naming `who`). */
+static int child_accept(const dc_verbs_ops_t *t, dc_verbs_listener_t *l, double timeout_s,
+                        const char *who, dc_verbs_conn_t **cp)
+{
+    double deadline = dc_now_s() + timeout_s;
+    dc_status_t st;
+    while ((st = t->accept(l, cp)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
+        struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
+        poll(&pfd, 1, 5);
+    }
+    if (st != DC_OK) {
+        fprintf(stderr, "%s: accept: %s\n", who, dc_last_error());
+        return 13;
+    }
+    return 0;
+}
+
 /* Child side of every two-process case: listen on 127.0.0.1:0 with transport
  * g_tname, write the address (with its NUL) to port_fd for the parent, and
  * accept one connection within timeout_s, polling the listener.  Returns 0
@@ -186,21 +204,9 @@ static int child_listen_accept(const dc_verbs_opts_t *o, int port_fd, double tim
     if (write(port_fd, addr, strlen(addr) + 1) < 0)
         return 12;
     close(port_fd);
-    dc_verbs_conn_t *c = NULL;
-    double deadline = dc_now_s() + timeout_s;
-    dc_status_t st;
-    while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
-        struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
-        poll(&pfd, 1, 5);
-    }
-    if (st != DC_OK) {
-        fprintf(stderr, "%s: accept: %s\n", who, dc_last_error());
-        return 13;
-    }
     *tp = t;
     *lp = l;
-    *cp = c;
-    return 0;
+    return child_accept(t, l, timeout_s, who, cp);
 }
 
 typedef struct server_cfg {
@@ -583,6 +589,19 @@ Test(ucx_slow, transfer_256mib_with_cuts_and_corruption, .timeout = 1100)
 }
 #else
 
+/* fork_server(fn, arg) and connect to it over ucx with `secret`: the
+ * child's pid, *tp and *cp set. */
+static pid_t fork_and_connect(int (*fn)(int port_fd, const void *arg), const void *arg,
+                              unsigned alarm_s, const char *secret, const dc_verbs_ops_t **tp,
+                              dc_verbs_conn_t **cp)
+{
+    char addr[128];
+    pid_t pid = fork_server(fn, arg, alarm_s, addr, sizeof(addr));
+    cr_assert_eq(dc_verbs_find("ucx", tp), DC_OK);
+    cr_assert_eq(client_connect(*tp, addr, secret, cp), DC_OK, "%s", dc_last_error());
+    return pid;
+}
+
 Test(ucx, init_and_caps)
 {
     require_transport();
@@ -861,12 +880,9 @@ Test(ucx, eager_flood_ahead_of_receives_is_bounded, .timeout = 180)
     setenv("UCX_RNDV_THRESH", "inf", 1); /* before UCX starts in this process */
     require_transport();
     ucx_logs_to_stderr();
-    char addr[128];
-    pid_t pid = fork_server(hoarding_server, NULL, 120, addr, sizeof(addr));
     const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
     dc_verbs_conn_t *c = NULL;
-    cr_assert_eq(client_connect(t, addr, "hoard", &c), DC_OK, "%s", dc_last_error());
+    pid_t pid = fork_and_connect(hoarding_server, NULL, 120, "hoard", &t, &c);
     size_t len = 4u << 20;
     uint8_t *msg = malloc(len);
     cr_assert(msg);
@@ -979,22 +995,10 @@ static int echo_server(int port_fd, const void *arg)
     dc_verbs_conn_t *c = NULL;
     for (size_t k = 0; spins[k]; k++) {
         dc_config_set("ucx_spin_us", spins[k]);
-        if (k == 0) {
-            int rc = child_listen_accept(&o, port_fd, 30, "echo server", &t, &l, &c);
-            if (rc)
-                return rc;
-        } else {
-            dc_status_t st;
-            double deadline = dc_now_s() + 30;
-            while ((st = t->accept(l, &c)) == DC_ERR_AGAIN && dc_now_s() < deadline) {
-                struct pollfd pfd = {.fd = t->listen_fd(l), .events = POLLIN};
-                poll(&pfd, 1, 5);
-            }
-            if (st != DC_OK) {
-                fprintf(stderr, "echo server: accept: %s\n", dc_last_error());
-                return 13;
-            }
-        }
+        int rc = k == 0 ? child_listen_accept(&o, port_fd, 30, "echo server", &t, &l, &c)
+                        : child_accept(t, l, 30, "echo server", &c);
+        if (rc)
+            return rc;
         for (;;) {
             size_t len = 0;
             if (dc_verbs_recv_blocking(c, g_echo_buf, ECHO_MAX, &len, 20000) != DC_OK ||
@@ -1096,12 +1100,9 @@ Test(ucx, fd_sleeps_when_idle_and_wakes_on_a_message, .timeout = 60)
     require_transport();
     ucx_logs_to_stderr();
     static const char *const spins[] = {"0", NULL};
-    char addr[128];
-    pid_t pid = fork_server(echo_server, spins, 60, addr, sizeof(addr));
     const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
     dc_verbs_conn_t *c = NULL;
-    cr_assert_eq(client_connect(t, addr, "echo", &c), DC_OK, "%s", dc_last_error());
+    pid_t pid = fork_and_connect(echo_server, spins, 60, "echo", &t, &c);
     dc_verbs_stats_t st = {.size = sizeof(st)};
     cr_assert_eq(t->stats(c, &st), DC_OK);
     cr_assert(st.device[0] && strstr(st.device, "tcp/"), "device %s", st.device);
@@ -1208,12 +1209,9 @@ Test(ucx, receive_buffer_too_small)
 {
     require_transport();
     ucx_logs_to_stderr();
-    char addr[128];
-    pid_t pid = fork_server(small_server, NULL, 60, addr, sizeof(addr));
     const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("ucx", &t), DC_OK);
     dc_verbs_conn_t *c = NULL;
-    cr_assert_eq(client_connect(t, addr, "small", &c), DC_OK, "%s", dc_last_error());
+    pid_t pid = fork_and_connect(small_server, NULL, 60, "small", &t, &c);
     static uint8_t msg[150000];
     memset(msg, 0x5a, sizeof(msg));
     cr_assert_eq(dc_verbs_send_blocking(c, msg, 150000, 20000), DC_OK, "%s", dc_last_error());
