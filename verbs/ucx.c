@@ -90,8 +90,9 @@
  * RTR + PUT_ACK control sends of 8 rendezvous per 4 MiB message instead of
  * 1).  Tried and measured without gain: checking a rendezvous piece after
  * the progress that landed it, once the next pieces' RTRs are out (the
- * receiver is CPU-bound, not waiting); 1-4 MiB pieces or 2-8 MiB look-ahead (fewer control
- * messages, colder CRC32Cs); leaving worker progress as soon as a piece can
+ * receiver is CPU-bound, not waiting); 1-4 MiB pieces or 2-8 MiB
+ * look-ahead (fewer control messages, colder CRC32Cs); leaving worker
+ * progress as soon as a piece can
  * be accepted; the receiver's CRC32C handed to a helper thread (mutex +
  * condition variable per piece, the ACK still at once: an upper bound of
  * what an offload could give) 0.39-0.82x against 0.56-0.88x in the same
@@ -138,11 +139,13 @@
  * wake-up per event on both sides: per 4.6 GB, 5 300 voluntary context
  * switches in the receiver and 7 200 in the sender, against 132 for
  * ucx_perftest, which only polls.  Same binary, alternating, medians of 11:
- * 29.3 -> 32.7 and 30.0 -> 32.7 Gb/s; perf/ucx-bench.sh (9 runs) 0.853x ->
- * 0.956x.  An earlier experiment polled 50 us / 1 ms WITHOUT yielding: no
- * better, and 2-10x worse when the peer shared our core, since the poller
- * kept it off the core (both ends pinned to one core: 20.9 -> 6.9 Gb/s);
- * with sched_yield() that case stays at 22.0 against 25.1 (or even).
+ * 29.3 -> 32.7 and 30.0 -> 32.7 Gb/s; perf/ucx-bench.sh, 9 runs a series,
+ * median of the per-run ratios 0.853x before, 0.92-1.08x in six series
+ * after (PIN=1 0.995x).  An earlier experiment polled 50 us / 1 ms WITHOUT
+ * yielding: no better, and 2-10x worse when the peer shared our core, since
+ * the poller kept it off the core (both ends pinned to one core: 20.9 ->
+ * 6.9 Gb/s); with sched_yield() that case measured 22.0 against 25.1 Gb/s
+ * in one series, 22.1 against 21.7 in another.
  * After a sleep longer than DC_UCX_SPIN_IDLE_NS the link counts as idle and
  * waits sleep at once, until one wakes sooner: an idle connection costs no
  * CPU.  No polling when the process may use one CPU only.
@@ -457,7 +460,8 @@ static dc_status_t dc_ucx_init_st = DC_ERR_UNSUPPORTED;
 static char dc_ucx_init_msg[256];
 static uint64_t dc_ucx_mem_types;
 /* Always readable (an eventfd holding 1 that nobody reads): what fd()
- * returns while a connection has work pending. */
+ * returns while a connection has work pending (-1 if eventfd failed: the
+ * caller then polls with its timeout). */
 static int dc_ucx_ready_fd = -1;
 /* This process's UCX RDMA resources ("rc_mlx5/mlx5_0:1,..."; empty: none),
  * to tell a connection that leaves them unused (dc_ucx_rdma_unused). */
@@ -497,8 +501,9 @@ dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len)
         const char *dash = r ? memmem(r, ll - (size_t)(r - line), "-- ", 3) : NULL;
         if (dash) {
             const char *tok = dash + 3;
-            size_t n = ll - (size_t)(tok - line);
-            n = strcspn(tok, " \t\r\n") < n ? strcspn(tok, " \t\r\n") : n;
+            size_t n = ll - (size_t)(tok - line), w = strcspn(tok, " \t\r\n");
+            if (w < n)
+                n = w;
             const char *slash = memchr(tok, '/', n);
             if (slash && dc_ucx_tl_is_rdma(tok, (size_t)(slash - tok)) &&
                 o + n + 2 < len) {
