@@ -208,6 +208,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -282,6 +283,7 @@ typedef struct dc_ucx_epref {
 
 typedef struct dc_ucx_mr {
     dc_verbs_mr_t base;
+    ucp_context_h ctx; /* the connection's (dc_ucx_ctx_for) */
     ucp_mem_h memh;
     uint8_t *addr;
     size_t len;
@@ -394,6 +396,7 @@ struct dc_ucx_conn {
     size_t secret_len;
     uint8_t nc[DC_AUTH_NONCE_SIZE], ns[DC_AUTH_NONCE_SIZE];
 
+    ucp_context_h ctx; /* per network interface: dc_ucx_ctx_for */
     ucp_worker_h worker;
     ucp_ep_h ep;
     int efd;
@@ -439,6 +442,7 @@ struct dc_ucx_listener {
     dc_verbs_listener_t base;
     unsigned refs;      /* the caller's + one per registered connection */
     dc_ucx_conn_t *reg; /* accepted connections, by session, for re-attach */
+    ucp_context_h ctx;  /* of the bind address's interface: dc_ucx_ctx_for */
     ucp_worker_h worker;
     ucp_listener_h listener;
     int efd;
@@ -539,9 +543,35 @@ const char *dc_ucx_rdma_unused(const char *lanes, const char *local_rdma, char *
     return buf;
 }
 
-static void dc_ucx_init_once(void)
+/* A UCP context; net_devices (UCX_NET_DEVICES syntax) NULL: UCX's own
+ * configuration.  On failure *what names the call that failed. */
+static ucs_status_t dc_ucx_ctx_create(const char *net_devices, ucp_context_h *out,
+                                      const char **what)
 {
     ucp_config_t *cfg;
+    ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
+    if (s != UCS_OK) {
+        *what = "ucp_config_read";
+        return s;
+    }
+    if (net_devices && (s = ucp_config_modify(cfg, "NET_DEVICES", net_devices)) != UCS_OK) {
+        ucp_config_release(cfg);
+        *what = "ucp_config_modify(NET_DEVICES)";
+        return s;
+    }
+    ucp_params_t p;
+    memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+    p.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    p.name = "deltacast";
+    s = ucp_init(&p, cfg, out);
+    ucp_config_release(cfg);
+    *what = "ucp_init";
+    return s;
+}
+
+static void dc_ucx_init_once(void)
+{
     /* A node restarted on the same port (recovery) must be able to listen
      * again while the old socket lingers in TIME_WAIT; the user's own
      * setting wins. */
@@ -550,23 +580,12 @@ static void dc_ucx_init_once(void)
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
     dc_ucx_ready_fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
-    ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
+    const char *what = NULL;
+    ucs_status_t s = dc_ucx_ctx_create(NULL, &dc_ucx_ctx, &what);
     if (s != UCS_OK) {
-        snprintf(dc_ucx_init_msg, sizeof(dc_ucx_init_msg), "ucx: ucp_config_read: %s",
-                 ucs_status_string(s));
-        return;
-    }
-    ucp_params_t p;
-    memset(&p, 0, sizeof(p));
-    p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-    p.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-    p.name = "deltacast";
-    s = ucp_init(&p, cfg, &dc_ucx_ctx);
-    ucp_config_release(cfg);
-    if (s != UCS_OK) {
-        snprintf(dc_ucx_init_msg, sizeof(dc_ucx_init_msg),
-                 "ucx: ucp_init failed: %s (check UCX_TLS / UCX_NET_DEVICES)",
-                 ucs_status_string(s));
+        snprintf(dc_ucx_init_msg, sizeof(dc_ucx_init_msg), "ucx: %s failed: %s%s", what,
+                 ucs_status_string(s),
+                 strcmp(what, "ucp_init") == 0 ? " (check UCX_TLS / UCX_NET_DEVICES)" : "");
         return;
     }
     ucp_context_attr_t a;
@@ -760,6 +779,154 @@ static dc_status_t dc_ucx_resolve(const char *addr, int passive, struct sockaddr
     *sslen = res->ai_addrlen;
     freeaddrinfo(res);
     return DC_OK;
+}
+
+/* --- one UCP context per network interface ---------------------------------- */
+
+/*
+ * UCX 1.13 takes every TCP interface as reaching every peer, and on a server
+ * whose interfaces it cannot tell apart (no PCI device behind them: veth,
+ * virtual NICs, containers) the endpoint of an accepted connection may move
+ * its lane to another interface than the one the request came in on; the
+ * connection then failed ("Endpoint timeout").  Measured here: a server in
+ * a network namespace with two veths, the client behind one of them.  So,
+ * unless the user set UCX_NET_DEVICES, a listener's context uses only the
+ * interface of its bind address, and a client's only the interface the
+ * kernel routes the server's address through, plus every RDMA device UCX
+ * found (those are not TCP: they keep their own lanes and rails).  A
+ * wildcard bind address, or an address on no interface, keeps UCX's choice.
+ * Contexts are shared by all connections on the same device list.
+ */
+#define DC_UCX_MAX_CTX 8
+static struct {
+    char devs[256];
+    ucp_context_h ctx;
+} dc_ucx_ctxs[DC_UCX_MAX_CTX];
+static unsigned dc_ucx_nctx;
+static pthread_mutex_t dc_ucx_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int dc_ucx_same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (a->sa_family != b->sa_family)
+        return 0;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    return 0;
+}
+
+static int dc_ucx_is_wildcard(const struct sockaddr *a)
+{
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (a->sa_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+    return 1;
+}
+
+/* The interface that holds local address `a`, into name[len]: 0 if found. */
+static int dc_ucx_ifname_of(const struct sockaddr *a, char *name, size_t len)
+{
+    struct ifaddrs *ifs = NULL, *i;
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    int rc = -1;
+    for (i = ifs; i; i = i->ifa_next)
+        if (i->ifa_addr && dc_ucx_same_addr(i->ifa_addr, a) && strlen(i->ifa_name) < len) {
+            snprintf(name, len, "%s", i->ifa_name);
+            rc = 0;
+            break;
+        }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+/* The local address the kernel picks to reach `peer` (connect() of a UDP
+ * socket sends nothing): 0 with *src set. */
+static int dc_ucx_route_src(const struct sockaddr *peer, socklen_t plen,
+                            struct sockaddr_storage *src)
+{
+    int fd = socket(peer->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    socklen_t sl = sizeof(*src);
+    int rc = connect(fd, peer, plen) == 0 && getsockname(fd, (struct sockaddr *)src, &sl) == 0
+                 ? 0
+                 : -1;
+    close(fd);
+    return rc;
+}
+
+/* The context for a listener bound to `a` (passive) or a client dialing
+ * `a`: see above.  Falls back to the process-wide context (with a warning
+ * if creating one failed). */
+static ucp_context_h dc_ucx_ctx_for(const struct sockaddr *a, socklen_t alen, int passive)
+{
+    const char *user = getenv("UCX_NET_DEVICES");
+    if (user && *user)
+        return dc_ucx_ctx;
+    struct sockaddr_storage local;
+    if (passive) {
+        if (dc_ucx_is_wildcard(a))
+            return dc_ucx_ctx;
+        memcpy(&local, a, DC_MIN((size_t)alen, sizeof(local)));
+    } else if (dc_ucx_route_src(a, alen, &local) != 0) {
+        return dc_ucx_ctx;
+    }
+    char devs[256];
+    if (dc_ucx_ifname_of((const struct sockaddr *)&local, devs, sizeof(devs)) != 0)
+        return dc_ucx_ctx;
+    /* + the RDMA devices: "rc_mlx5/mlx5_0:1,ud_verbs/mlx5_0:1" -> "mlx5_0:1" */
+    size_t o = strlen(devs);
+    for (const char *p = dc_ucx_rdma_res; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *slash = memchr(p, '/', n);
+        if (slash) {
+            size_t dl = n - (size_t)(slash + 1 - p);
+            char dev[128];
+            if (dl > 0 && dl < sizeof(dev)) {
+                memcpy(dev, slash + 1, dl);
+                dev[dl] = 0;
+                int dup = 0;
+                for (const char *q = devs; *q && !dup;) {
+                    size_t m = strcspn(q, ",");
+                    dup = m == dl && memcmp(q, dev, dl) == 0;
+                    q += m + (q[m] == ',');
+                }
+                if (!dup && o + dl + 2 < sizeof(devs))
+                    o += (size_t)snprintf(devs + o, sizeof(devs) - o, ",%s", dev);
+            }
+        }
+        p += n + (p[n] == ',');
+    }
+    ucp_context_h ctx = dc_ucx_ctx;
+    pthread_mutex_lock(&dc_ucx_ctx_lock);
+    unsigned k = 0;
+    while (k < dc_ucx_nctx && strcmp(dc_ucx_ctxs[k].devs, devs) != 0)
+        k++;
+    if (k < dc_ucx_nctx) {
+        ctx = dc_ucx_ctxs[k].ctx;
+    } else if (dc_ucx_nctx < DC_UCX_MAX_CTX) {
+        const char *what = NULL;
+        ucs_status_t s = dc_ucx_ctx_create(devs, &ctx, &what);
+        if (s == UCS_OK) {
+            snprintf(dc_ucx_ctxs[dc_ucx_nctx].devs, sizeof(dc_ucx_ctxs[0].devs), "%s", devs);
+            dc_ucx_ctxs[dc_ucx_nctx++].ctx = ctx;
+            DC_LOG_INFO("ucx: network devices %s (the interface of the address in use; "
+                        "UCX_NET_DEVICES overrides)",
+                        devs);
+        } else {
+            ctx = dc_ucx_ctx;
+            DC_LOG_WARN("ucx: a context on network devices %s: %s failed (%s); using all "
+                        "devices",
+                        devs, what, ucs_status_string(s));
+        }
+    }
+    pthread_mutex_unlock(&dc_ucx_ctx_lock);
+    return ctx;
 }
 
 /* --- control messages ------------------------------------------------------ */
@@ -1643,8 +1810,17 @@ static void dc_ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     dc_ucx_conn_t *c = ref->c;
     if (!c || c->ep != ep)
         return; /* an endpoint already replaced */
+    int timeout = status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_UNREACHABLE;
     if (c->state == DC_UCX_ESTABLISHED || c->state == DC_UCX_BROKEN || c->reconnecting)
         dc_ucx_break(c, "connection lost", status);
+    else if (timeout)
+        /* the sockaddr handshake went through, the data lanes did not */
+        dc_ucx_fail(c, DC_ERR_RESET, "connection failed during setup: %s: UCX reached the "
+                                     "peer's address but not over the network interfaces it "
+                                     "chose (%s: set UCX_NET_DEVICES to the interface of the "
+                                     "address in use, on both sides)",
+                    ucs_status_string(status),
+                    getenv("UCX_NET_DEVICES") ? "UCX_NET_DEVICES is set" : "several interfaces?");
     else if (c->state == DC_UCX_S_WAIT_PROOF)
         dc_ucx_fail(c, DC_ERR_AUTH, "peer left during authentication: it rejected our proof "
                                     "(different job secret?) (%s)",
@@ -1786,7 +1962,8 @@ static uint64_t dc_ucx_spin_ns(void)
     return (uint64_t)us * 1000u;
 }
 
-static dc_status_t dc_ucx_conn_alloc(const dc_verbs_opts_t *o, dc_ucx_conn_t **out)
+static dc_status_t dc_ucx_conn_alloc(const dc_verbs_opts_t *o, ucp_context_h ctx,
+                                     dc_ucx_conn_t **out)
 {
     dc_ucx_conn_t *c = calloc(1, sizeof(*c));
     if (!c)
@@ -1814,7 +1991,8 @@ static dc_status_t dc_ucx_conn_alloc(const dc_verbs_opts_t *o, dc_ucx_conn_t **o
     memset(&wp, 0, sizeof(wp));
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    ucs_status_t s = ucp_worker_create(dc_ucx_ctx, &wp, &c->worker);
+    c->ctx = ctx;
+    ucs_status_t s = ucp_worker_create(ctx, &wp, &c->worker);
     if (s != UCS_OK) {
         free(c->secret);
         free(c);
@@ -2054,7 +2232,8 @@ static dc_status_t dc_ucx_listen(const dc_verbs_opts_t *opts, const char *bind_a
     memset(&wp, 0, sizeof(wp));
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    ucs_status_t s = ucp_worker_create(dc_ucx_ctx, &wp, &l->worker);
+    l->ctx = dc_ucx_ctx_for((const struct sockaddr *)&ss, sslen, 1);
+    ucs_status_t s = ucp_worker_create(l->ctx, &wp, &l->worker);
     if (s != UCS_OK) {
         st = dc_error(DC_ERR_UNSUPPORTED, "ucx: ucp_worker_create: %s", ucs_status_string(s));
         goto fail_free;
@@ -2129,7 +2308,7 @@ static void dc_ucx_listener_take(dc_ucx_listener_t *l, ucp_conn_request_h req)
     if (ucp_conn_request_query(req, &ra) == UCS_OK)
         dc_ucx_sockaddr_str((const struct sockaddr *)&ra.client_address, peer, sizeof(peer));
     dc_ucx_conn_t *c;
-    if (dc_ucx_conn_alloc(&o, &c) != DC_OK) {
+    if (dc_ucx_conn_alloc(&o, l->ctx, &c) != DC_OK) {
         DC_LOG_WARN("ucx listener %s: dropped %s: %s", l->addr, peer, dc_last_error());
         ucp_listener_reject(l->listener, req);
         return;
@@ -2344,7 +2523,8 @@ static dc_status_t dc_ucx_connect(const dc_verbs_opts_t *opts, const char *addr,
     if ((st = dc_ucx_resolve(addr, 0, &ss, &sslen)) != DC_OK)
         goto out_secret;
     dc_ucx_conn_t *c;
-    if ((st = dc_ucx_conn_alloc(&o, &c)) != DC_OK)
+    if ((st = dc_ucx_conn_alloc(&o, dc_ucx_ctx_for((const struct sockaddr *)&ss, sslen, 0),
+                                &c)) != DC_OK)
         goto out_secret;
     c->is_client = 1;
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
@@ -2402,6 +2582,8 @@ static dc_status_t dc_ucx_reg_mem(dc_verbs_conn_t *cb, void *buf, size_t len, ui
         if (st != DC_OK)
             return st;
     }
+    if (!cb || cb->ops != &dc_ucx_ops)
+        return dc_error(DC_ERR_INVALID, "ucx reg_mem: not a ucx connection");
     dc_ucx_mr_t *m = calloc(1, sizeof(*m));
     if (!m)
         return dc_error(DC_ERR_NOMEM, "ucx reg_mem: out of memory");
@@ -2412,7 +2594,8 @@ static dc_status_t dc_ucx_reg_mem(dc_verbs_conn_t *cb, void *buf, size_t len, ui
     mp.address = buf;
     mp.length = len;
     mp.memory_type = kind == DC_VERBS_MEM_CUDA ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-    ucs_status_t s = ucp_mem_map(dc_ucx_ctx, &mp, &m->memh);
+    m->ctx = ((dc_ucx_conn_t *)cb)->ctx;
+    ucs_status_t s = ucp_mem_map(m->ctx, &mp, &m->memh);
     if (s != UCS_OK) {
         free(m);
         return dc_error(DC_ERR_IO, "ucx: ucp_mem_map of %zu bytes: %s", len,
@@ -2431,7 +2614,7 @@ static void dc_ucx_dereg_mem(dc_verbs_conn_t *cb, dc_verbs_mr_t *mb)
     dc_ucx_mr_t *m = (dc_ucx_mr_t *)mb;
     if (!m)
         return;
-    ucp_mem_unmap(dc_ucx_ctx, m->memh);
+    ucp_mem_unmap(m->ctx, m->memh);
     free(m);
 }
 
