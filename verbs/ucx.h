@@ -15,6 +15,14 @@
  * (DELTACAST_UCX_SPIN_US), how long a blocking wait polls before it sleeps
  * (default 200, 0: never); ucx_err_mode (DELTACAST_UCX_ERR_MODE: peer /
  * none).
+ *
+ * Network devices: unless UCX_NET_DEVICES is set, a listener uses only the
+ * interface of its bind address and a client only the interface that
+ * routes to its server (each with every RDMA device), one UCP context per
+ * such device list: UCX 1.13 otherwise moved an accepted connection's lanes
+ * to an interface the client could not reach on multi-homed hosts (see
+ * ucx.c).  TCP multi-rail across interfaces then needs UCX_NET_DEVICES set
+ * to the interfaces wanted, on both sides.
  */
 #ifndef DC_VERBS_UCX_H
 #define DC_VERBS_UCX_H
