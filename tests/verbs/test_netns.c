@@ -65,12 +65,13 @@ static const char *ns_setup(int net)
     return NULL;
 }
 
-Test(netns, shaped_1gbit_veth_exact, .fini = ns_cleanup)
+/* `deltacast perf link --verify --json` from ns_a to a server in ns_b at
+ * 10.77.<net>.2 over `transport`, both with environment `env`, the client
+ * with the extra options `copts` (NULL-terminated): asserts that both exit
+ * 0 and that the data arrived byte-exact; returns the client's report. */
+static json_t *link_across(int net, const char *transport, const char *const env[],
+                           const char *const copts[])
 {
-    int net = 100 + (int)(getpid() % 150);
-    const char *why = ns_setup(net);
-    if (why)
-        cr_skip_test("%s", why);
     char dir[] = "/tmp/dc-netns-XXXXXX";
     cr_assert(mkdtemp(dir));
     char addr_file[256], slog[256], cout[256], bind[64];
@@ -79,23 +80,38 @@ Test(netns, shaped_1gbit_veth_exact, .fini = ns_cleanup)
     snprintf(cout, sizeof(cout), "%s/client.json", dir);
     snprintf(bind, sizeof(bind), "10.77.%d.2:0", net);
     char *sargv[] = {"ip", "netns", "exec", ns_b, (char *)proc_bin(), "perf", "link", "--server",
-                     "--transport", "tcp", "--bind", bind, "--addr-file", addr_file, "--once",
-                     NULL};
-    const char *env[] = {"DELTACAST_SECRET=netns-secret", NULL};
+                     "--transport", (char *)transport, "--bind", bind, "--addr-file", addr_file,
+                     "--once", NULL};
     pid_t srv = proc_spawn(sargv, env, slog);
     const char *a = proc_read_line(addr_file, 20);
     cr_assert(a, "server did not start (see %s)", slog);
     char addr[256];
     snprintf(addr, sizeof(addr), "%s", a);
-    char *cargv[] = {"ip", "netns", "exec", ns_a, (char *)proc_bin(), "perf", "link", "--client",
-                     addr, "--transport", "tcp", "--streams", "4", "--size", "1MiB", "--bytes",
-                     "48MiB", "--verify", "--lat-iters", "20", "--json", NULL};
+    char *cargv[32] = {"ip", "netns", "exec", ns_a, (char *)proc_bin(), "perf", "link",
+                       "--client", addr, "--transport", (char *)transport, "--verify", "--json"};
+    size_t n = 13;
+    for (size_t i = 0; copts[i] && n + 1 < DC_ARRAY_SIZE(cargv); i++)
+        cargv[n++] = (char *)copts[i];
+    cargv[n] = NULL;
     int rc = proc_wait(proc_spawn(cargv, env, cout), 120);
     int src = proc_wait(srv, 30);
     cr_assert_eq(rc, 0, "client failed (see %s)", cout);
     cr_assert_eq(src, 0, "server failed (see %s)", slog);
     json_t *j = proc_json(cout);
     cr_assert(json_is_true(json_object_get(j, "verified")), "data not byte-exact");
+    return j;
+}
+
+Test(netns, shaped_1gbit_veth_exact, .fini = ns_cleanup)
+{
+    int net = 100 + (int)(getpid() % 150);
+    const char *why = ns_setup(net);
+    if (why)
+        cr_skip_test("%s", why);
+    const char *env[] = {"DELTACAST_SECRET=netns-secret", NULL};
+    const char *copts[] = {"--streams", "4", "--size", "1MiB", "--bytes", "48MiB",
+                           "--lat-iters", "20", NULL};
+    json_t *j = link_across(net, "tcp", env, copts);
     cr_assert_eq(json_integer_value(json_object_get(j, "bytes")), 48 << 20);
     cr_assert_str_eq(json_string_value(json_object_get(j, "device")), "dcva");
     double gbps = json_real_value(json_object_get(j, "gbps"));
@@ -164,31 +180,10 @@ Test(netns, ucx_multi_homed_server_exact, .fini = ns_cleanup)
         cr_log_warn("UCX does not list %s before dcvb (ucx_info missing?): this run does not "
                     "exercise the multi-homed case",
                     extra);
-    char dir[] = "/tmp/dc-netns-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char addr_file[256], slog[256], cout[256], bind[64];
-    snprintf(addr_file, sizeof(addr_file), "%s/addr", dir);
-    snprintf(slog, sizeof(slog), "%s/server.log", dir);
-    snprintf(cout, sizeof(cout), "%s/client.json", dir);
-    snprintf(bind, sizeof(bind), "10.77.%d.2:0", net);
-    char *sargv[] = {"ip", "netns", "exec", ns_b, (char *)proc_bin(), "perf", "link", "--server",
-                     "--transport", "ucx", "--bind", bind, "--addr-file", addr_file, "--once",
-                     NULL};
     const char *env[] = {"DELTACAST_SECRET=netns-secret", "UCX_TLS=tcp", NULL};
-    pid_t srv = proc_spawn(sargv, env, slog);
-    const char *a = proc_read_line(addr_file, 20);
-    cr_assert(a, "server did not start (see %s)", slog);
-    char addr[256];
-    snprintf(addr, sizeof(addr), "%s", a);
-    char *cargv[] = {"ip", "netns", "exec", ns_a, (char *)proc_bin(), "perf", "link", "--client",
-                     addr, "--transport", "ucx", "--size", "1MiB", "--bytes", "32MiB",
-                     "--verify", "--lat-iters", "20", "--timeout-ms", "15000", "--json", NULL};
-    int rc = proc_wait(proc_spawn(cargv, env, cout), 120);
-    int src = proc_wait(srv, 30);
-    cr_assert_eq(rc, 0, "client failed (see %s)", cout);
-    cr_assert_eq(src, 0, "server failed (see %s)", slog);
-    json_t *j = proc_json(cout);
-    cr_assert(json_is_true(json_object_get(j, "verified")), "data not byte-exact");
+    const char *copts[] = {"--size", "1MiB", "--bytes", "32MiB", "--lat-iters", "20",
+                           "--timeout-ms", "15000", NULL};
+    json_t *j = link_across(net, "ucx", env, copts);
     cr_assert_eq(json_integer_value(json_object_get(j, "bytes")), 32 << 20);
     cr_assert_str_eq(json_string_value(json_object_get(j, "transport")), "ucx");
     cr_assert_str_eq(json_string_value(json_object_get(j, "device")), "tcp/dcva");
