@@ -137,9 +137,11 @@ typedef struct dc_node {
     const dc_node_cfg_t *cfg;
     uint32_t me, nnodes;
     int is_root;
-    const dc_verbs_ops_t *t;
+    const dc_verbs_ops_t *t;  /* inside the region (config transport) */
+    const dc_verbs_ops_t *tw; /* between regions, when t is not tcp: tcp */
     dc_verbs_opts_t vopts;
-    dc_verbs_listener_t *lis;
+    dc_verbs_listener_t *lis;  /* t's, on the LAN address (dc_node_lan_addr) */
+    dc_verbs_listener_t *lisw; /* tw's, on the topology address */
     dc_tree_t *tree;
     uint8_t *dead;
     dc_peer_t **peers;
@@ -2413,6 +2415,41 @@ static dc_peer_t *dc_node_parent_peer(dc_node_t *n, uint32_t pid)
     return NULL;
 }
 
+/*
+ * Where a node listens for its own region's connections when that transport
+ * is not tcp (tcp from other regions takes the topology address itself):
+ * rdma on the same address (rdma_cm has its own port space); ucx, whose
+ * listener is a TCP socket too, on the topology port + config
+ * lan_port_offset.
+ */
+static dc_status_t dc_node_lan_addr(const dc_verbs_ops_t *t, const char *addr, char *out,
+                                    size_t len)
+{
+    if (strcmp(t->name, "ucx") != 0) {
+        snprintf(out, len, "%s", addr);
+        return DC_OK;
+    }
+    char host[256];
+    uint16_t port;
+    dc_status_t st = dc_verbs_parse_addr(addr, host, sizeof(host), &port);
+    if (st != DC_OK)
+        return st;
+    uint64_t off = 0;
+    if ((st = dc_config_get_size("lan_port_offset", &off)) != DC_OK)
+        return st;
+    if (port != 0 && (off == 0 || port + off > 65535))
+        return dc_error(DC_ERR_INVALID,
+                        "node address %s: port %u + config lan_port_offset %llu is not a port "
+                        "(1..65535): the %s listener needs a port of its own",
+                        addr, port, (unsigned long long)off, t->name);
+    unsigned p = port ? (unsigned)(port + off) : 0;
+    if (strchr(host, ':'))
+        snprintf(out, len, "[%s]:%u", host, p);
+    else
+        snprintf(out, len, "%s:%u", host, p);
+    return DC_OK;
+}
+
 /* Dial parent `pid` (one connection per distinct parent). */
 static dc_peer_t *dc_node_dial(dc_node_t *n, uint32_t pid)
 {
@@ -2429,27 +2466,39 @@ static dc_peer_t *dc_node_dial(dc_node_t *n, uint32_t pid)
         return NULL;
     }
     dc_verbs_opts_t vo = n->vopts;
+    dc_topo_node_info_t me;
+    memset(&me, 0, sizeof(me));
+    me.size = sizeof(me);
+    int wan = dc_topo_node(n->cfg->topo, n->me, &me) == DC_OK &&
+              me.region_index != info.region_index;
     if (vo.streams == 0) {
         /* TCP streams by the edge's rate (config tcp_streams=auto): between
          * regions a single flow fills a slow link best and parallel flows
          * only compete; one per 5 Gbit/s where a cloud caps each flow */
-        dc_topo_node_info_t me;
-        memset(&me, 0, sizeof(me));
-        me.size = sizeof(me);
-        double bps = 0;
-        if (dc_topo_node(n->cfg->topo, n->me, &me) == DC_OK &&
-            me.region_index != info.region_index)
-            bps = DC_MIN(me.wan_bps, info.wan_bps);
+        double bps = wan ? DC_MIN(me.wan_bps, info.wan_bps) : 0;
         if (dc_verbs_config_streams(bps, &vo.streams) != DC_OK) {
             n->result = DC_ERR_INVALID;
             n->finished = 1;
             return NULL;
         }
     }
+    /* between regions always TCP (parallel streams); inside, config transport */
+    const dc_verbs_ops_t *t = wan && n->tw ? n->tw : n->t;
+    char addr[300];
+    if (t == n->t && n->tw) {
+        if (dc_node_lan_addr(n->t, info.addr, addr, sizeof(addr)) != DC_OK) {
+            n->result = dc_last_status();
+            n->finished = 1;
+            return NULL;
+        }
+    } else {
+        snprintf(addr, sizeof(addr), "%s", info.addr);
+    }
     dc_verbs_conn_t *c = NULL;
-    dc_status_t st = n->t->connect(&vo, info.addr, &c);
+    dc_status_t st = t->connect(&vo, addr, &c);
     if (st != DC_OK) {
-        DC_LOG_DEBUG("node %u: connect to %s: %s", n->me, info.addr, dc_last_error());
+        DC_LOG_DEBUG("node %u: connect to %s over %s: %s", n->me, addr, t->name,
+                     dc_last_error());
         return NULL;
     }
     dc_peer_t *p = dc_peer_new(n, c, 1);
@@ -2460,8 +2509,8 @@ static dc_peer_t *dc_node_dial(dc_node_t *n, uint32_t pid)
     p->node = pid;
     if (!n->is_sender)
         dc_node_send_sub(n, p);
-    DC_LOG_INFO("node %u: attaching to %s %u at %s", n->me,
-                n->is_sender ? "the coordinator" : "parent", pid, info.addr);
+    DC_LOG_INFO("node %u: attaching to %s %u at %s over %s", n->me,
+                n->is_sender ? "the coordinator" : "parent", pid, addr, t->name);
     return p;
 }
 
@@ -2582,11 +2631,11 @@ static void dc_node_parent_lost(dc_node_t *n, dc_peer_t *p)
     }
 }
 
-static void dc_node_accept(dc_node_t *n)
+static void dc_node_accept_on(dc_node_t *n, const dc_verbs_ops_t *t, dc_verbs_listener_t *lis)
 {
     for (;;) {
         dc_verbs_conn_t *c = NULL;
-        dc_status_t st = n->t->accept(n->lis, &c);
+        dc_status_t st = t->accept(lis, &c);
         if (st == DC_ERR_AGAIN)
             return;
         if (st != DC_OK) {
@@ -2600,6 +2649,13 @@ static void dc_node_accept(dc_node_t *n)
         }
         p->ready = 1;
     }
+}
+
+static void dc_node_accept(dc_node_t *n)
+{
+    dc_node_accept_on(n, n->t, n->lis);
+    if (n->lisw)
+        dc_node_accept_on(n, n->tw, n->lisw);
 }
 
 static int dc_node_tx_pending(const dc_node_t *n)
@@ -2616,6 +2672,8 @@ static void dc_node_poll(dc_node_t *n, int timeout_ms)
     nfds_t k = 0;
     if (n->lis)
         fds[k++] = (struct pollfd){.fd = n->t->listen_fd(n->lis), .events = POLLIN};
+    if (n->lisw)
+        fds[k++] = (struct pollfd){.fd = n->tw->listen_fd(n->lisw), .events = POLLIN};
     if (n->evfd >= 0)
         fds[k++] = (struct pollfd){.fd = n->evfd, .events = POLLIN};
     for (size_t i = 0; i < n->npeers && k < DC_ARRAY_SIZE(fds); i++) {
@@ -3160,6 +3218,7 @@ static dc_status_t dc_root_write_stats(dc_node_t *n, json_t *versions)
     json_object_set_new(root, "checkpoint_bytes",
                         json_integer(n->layout ? (json_int_t)n->layout->total_bytes : 0));
     json_object_set_new(root, "transport", json_string(n->t->name));
+    json_object_set_new(root, "wan_transport", json_string(n->tw ? n->tw->name : n->t->name));
     json_object_set_new(root, "versions", json_incref(versions));
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof(tmp), "%s.tmp", n->cfg->stats_path);
@@ -3715,7 +3774,24 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
         st = dc_error(DC_ERR_INVALID, "node %u has no address in the topology", n->me);
         goto out;
     }
-    if ((st = n->t->listen(&n->vopts, info.addr, &n->lis)) != DC_OK) {
+    if (strcmp(n->t->name, "tcp") != 0) {
+        if ((st = dc_verbs_find("tcp", &n->tw)) != DC_OK)
+            goto out;
+        if ((st = n->tw->listen(&n->vopts, info.addr, &n->lisw)) != DC_OK) {
+            dc_error_prefix("node %u: listen (tcp, between regions) on %s", n->me, info.addr);
+            goto out;
+        }
+        char lan[300];
+        if ((st = dc_node_lan_addr(n->t, info.addr, lan, sizeof(lan))) != DC_OK)
+            goto out;
+        if ((st = n->t->listen(&n->vopts, lan, &n->lis)) != DC_OK) {
+            dc_error_prefix("node %u: listen (%s, inside the region) on %s", n->me, n->t->name,
+                            lan);
+            goto out;
+        }
+        DC_LOG_INFO("node %u: %s inside the region at %s, tcp between regions at %s", n->me,
+                    n->t->name, lan, info.addr);
+    } else if ((st = n->t->listen(&n->vopts, info.addr, &n->lis)) != DC_OK) {
         dc_error_prefix("node %u: listen on %s", n->me, info.addr);
         goto out;
     }
@@ -3757,6 +3833,8 @@ out:
         }
         if (n->lis)
             n->t->listen_close(n->lis);
+        if (n->lisw)
+            n->tw->listen_close(n->lisw);
         if (n->layout && n->retained)
             dc_rx_drop_version(n);
         dc_journal_close(n->j);

@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* As the engine connects an edge: tcp between regions, config transport
+ * inside one ("auto": the first of rdma, ucx, tcp usable on the node). */
 static const char *transport(uint32_t kind)
 {
     if (kind == DC_EDGE_WAN)
         return "tcp";
-    return DC_HAVE_VERBS ? "rdma" : "tcp";
+    const char *t = dc_config_get("transport");
+    return t && *t ? t : "auto";
 }
 
 /* Busiest resource: bytes through it / its rate. */

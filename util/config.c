@@ -19,7 +19,11 @@ static const dc_config_entry_t dc_config_entries[] = {
      "AVX-512 receivers decode them fastest) or compact (Golomb positions, 4-way rANS: "
      "faster on receivers without AVX2, e.g. ARM)"},
     {"inflight_bytes", "1GiB", "bound on memory held by frames in flight per node"},
-    {"transport", "auto", "intra-region transport: auto, rdma, ucx, tcp"},
+    {"transport", "auto", "intra-region transport: auto, rdma, ucx, tcp (between regions: always "
+     "tcp)"},
+    {"lan_port_offset", "10000",
+     "with transport ucx, nodes listen for their region on their topology port + this (the "
+     "topology port takes tcp from other regions)"},
     {"tcp_streams", "auto",
      "parallel TCP streams per connection: K, or auto (one per 5 Gbit/s of the edge's "
      "rate in the topology, at least 1; 4 when the rate is unknown)"},
