@@ -924,6 +924,10 @@ static ucp_context_h dc_ucx_ctx_for(const struct sockaddr *a, socklen_t alen, in
                         "devices",
                         devs, what, ucs_status_string(s));
         }
+    } else {
+        DC_LOG_WARN("ucx: more than %d network device lists in one process; %s uses all "
+                    "devices (set UCX_NET_DEVICES if connections fail)",
+                    DC_UCX_MAX_CTX, devs);
     }
     pthread_mutex_unlock(&dc_ucx_ctx_lock);
     return ctx;
