@@ -175,6 +175,20 @@ static int rb_net_setup(rb_ctx_t *c)
                        ns, dev, ns, dev, ns, dev, ns, dev) == 0;
         }
     }
+    /* Wait until every veth has its carrier: a node started before that
+     * would not see the interface (UCX lists only running interfaces when
+     * it starts, and then keeps to that list). */
+    for (uint32_t i = 0; ok && i < c->o.regions; i++) {
+        int up = 0;
+        for (int w = 0; w < 200 && !up; w++) {
+            up = rb_sh("ip -n %st link show %st%u | grep -q 'state UP' && "
+                       "ip -n %sr%u link show %sr%u | grep -q 'state UP'",
+                       p, p, i, p, i, p, i) == 0;
+            if (!up)
+                usleep(10000);
+        }
+        ok = up;
+    }
     if (!ok) {
         rb_net_teardown(c);
         rb_say(c, "perf refit: could not build network namespaces; using loopback\n");

@@ -209,6 +209,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -827,7 +828,9 @@ static int dc_ucx_is_wildcard(const struct sockaddr *a)
     return 1;
 }
 
-/* The interface that holds local address `a`, into name[len]: 0 if found. */
+/* The interface that holds local address `a`, into name[len]: 0 if found,
+ * 1 if found but not up and running (UCX would not list it: it reads its
+ * devices once, when the context starts), -1 if not found. */
 static int dc_ucx_ifname_of(const struct sockaddr *a, char *name, size_t len)
 {
     struct ifaddrs *ifs = NULL, *i;
@@ -837,7 +840,7 @@ static int dc_ucx_ifname_of(const struct sockaddr *a, char *name, size_t len)
     for (i = ifs; i; i = i->ifa_next)
         if (i->ifa_addr && dc_ucx_same_addr(i->ifa_addr, a) && strlen(i->ifa_name) < len) {
             snprintf(name, len, "%s", i->ifa_name);
-            rc = 0;
+            rc = (i->ifa_flags & (IFF_UP | IFF_RUNNING)) == (IFF_UP | IFF_RUNNING) ? 0 : 1;
             break;
         }
     freeifaddrs(ifs);
@@ -877,7 +880,12 @@ static ucp_context_h dc_ucx_ctx_for(const struct sockaddr *a, socklen_t alen, in
         return dc_ucx_ctx;
     }
     char devs[256];
-    if (dc_ucx_ifname_of((const struct sockaddr *)&local, devs, sizeof(devs)) != 0)
+    int found = dc_ucx_ifname_of((const struct sockaddr *)&local, devs, sizeof(devs));
+    if (found == 1)
+        DC_LOG_WARN("ucx: network interface %s is not up and running; using all devices (its "
+                    "connections may fail on a host with several interfaces)",
+                    devs);
+    if (found != 0)
         return dc_ucx_ctx;
     /* + the RDMA devices: "rc_mlx5/mlx5_0:1,ud_verbs/mlx5_0:1" -> "mlx5_0:1" */
     size_t o = strlen(devs);

@@ -80,24 +80,17 @@ Test(perf_refit, loopback_two_senders_json)
     job_sh("rm -rf %s", dir);
 }
 
-/* The engine with transport ucx (tcp/shm underneath here): every node chose
- * ucx (its log says so); the edges inside a region ran over UCX and those
- * between regions over tcp (DESIGN: TCP between regions), each node
- * listening for both; every receiver is exact after each version and after
- * the dense refits. */
-Test(perf_refit, loopback_ucx_json)
+#if DC_HAVE_UCX
+/* After a `perf refit --transport ucx` with 4 receivers in 2 regions in
+ * dir/w: every node chose ucx (its log says so); the edges inside a region
+ * ran over UCX and those between regions over tcp (DESIGN: TCP between
+ * regions), each node listening for both.  Per run (delta, dense): 2 edges
+ * inside a region, 2 between regions (trainer -> a gateway, a gateway ->
+ * the next). */
+static void check_lan_ucx_wan_tcp(const char *dir)
 {
-#if !DC_HAVE_UCX
-    cr_skip_test("built without UCX");
-#else
-    char dir[32];
-    run_refit(dir, "DELTACAST_LOG=info", "--receivers 4 --regions 2 --no-netns --transport ucx",
-              0);
-    /* 5 nodes x (delta + dense) runs, each logging its transport choice */
     cr_assert_eq(job_sh("test $(cat %s/w/log* | grep -c 'info: transport ucx') -ge 5", dir), 0,
                  "not every node ran over UCX");
-    /* 2 regions of 2 receivers: per run 2 edges inside a region (ucx) and 2
-     * between regions (trainer -> a gateway, a gateway -> the next: tcp) */
     cr_assert_eq(job_sh("test $(cat %s/w/log* | grep -c 'ucx: accepted') -ge 4", dir), 0,
                  "edges inside a region did not run over UCX");
     cr_assert_eq(job_sh("test $(cat %s/w/log* | grep -c 'over ucx$') -ge 4", dir), 0,
@@ -106,6 +99,40 @@ Test(perf_refit, loopback_ucx_json)
                  "edges between regions did not run over tcp");
     cr_assert_eq(job_sh("test $(cat %s/w/log* | grep -c 'over tcp$') -ge 4", dir), 0,
                  "no node attached to a parent in another region over tcp");
+}
+#endif
+
+/* The engine with transport ucx on loopback (tcp/shm underneath here): UCX
+ * inside the regions, tcp between them; every receiver exact after each
+ * version and after the dense refits. */
+Test(perf_refit, loopback_ucx_json)
+{
+#if !DC_HAVE_UCX
+    cr_skip_test("built without UCX");
+#else
+    char dir[32];
+    run_refit(dir, "DELTACAST_LOG=info", "--receivers 4 --regions 2 --no-netns --transport ucx",
+              0);
+    check_lan_ucx_wan_tcp(dir);
+    job_sh("rm -rf %s", dir);
+#endif
+}
+
+/* The same in network namespaces (a veth per region, shaped): each region's
+ * receivers reach the trainer's namespace, which has one interface per
+ * region.  Before UCX contexts were kept to one interface, UCX's lanes went
+ * astray there and no receiver ever joined. */
+Test(perf_refit, netns_ucx_json)
+{
+#if !DC_HAVE_UCX
+    cr_skip_test("built without UCX");
+#else
+    if (geteuid() != 0 || job_sh("ip netns list >/dev/null 2>&1 && command -v tc >/dev/null") != 0)
+        cr_skip_test("network namespaces need root and iproute2");
+    char dir[32];
+    run_refit(dir, "DELTACAST_LOG=info",
+              "--receivers 4 --regions 2 --wan-rate 200mbit --transport ucx", 1);
+    check_lan_ucx_wan_tcp(dir);
     job_sh("rm -rf %s", dir);
 #endif
 }
