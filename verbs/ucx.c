@@ -471,6 +471,9 @@ static int dc_ucx_ready_fd = -1;
 /* This process's UCX RDMA resources ("rc_mlx5/mlx5_0:1,..."; empty: none),
  * to tell a connection that leaves them unused (dc_ucx_rdma_unused). */
 static char dc_ucx_rdma_res[256];
+/* Their devices, each once ("mlx5_0:1,mlx5_1:1"): what dc_ucx_ctx_for adds
+ * to an interface (room for it beside any interface name, IFNAMSIZ). */
+static char dc_ucx_rdma_devs[200];
 
 /* An RDMA transport of UCX: rc_verbs, rc_mlx5, ud_*, dc_mlx5, srd (EFA). */
 static int dc_ucx_tl_is_rdma(const char *tl, size_t n)
@@ -518,6 +521,29 @@ dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len)
         line = nl ? nl + 1 : NULL;
     }
     return DC_OK;
+}
+
+void dc_ucx_rdma_devices(const char *res, char *out, size_t len)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (const char *p = res; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *slash = memchr(p, '/', n);
+        size_t dl = slash ? n - (size_t)(slash + 1 - p) : 0;
+        if (dl > 0) {
+            int dup = 0;
+            for (const char *q = out; *q && !dup;) {
+                size_t m = strcspn(q, ",");
+                dup = m == dl && memcmp(q, slash + 1, dl) == 0;
+                q += m + (q[m] == ',');
+            }
+            if (!dup && o + dl + 2 < len)
+                o += (size_t)snprintf(out + o, len - o, "%s%.*s", o ? "," : "", (int)dl,
+                                      slash + 1);
+        }
+        p += n + (p[n] == ',');
+    }
 }
 
 const char *dc_ucx_rdma_unused(const char *lanes, const char *local_rdma, char *buf, size_t len)
@@ -601,6 +627,7 @@ static void dc_ucx_init_once(void)
         ucp_context_print_info(dc_ucx_ctx, f);
         fclose(f);
         dc_ucx_rdma_resources(info, dc_ucx_rdma_res, sizeof(dc_ucx_rdma_res));
+        dc_ucx_rdma_devices(dc_ucx_rdma_res, dc_ucx_rdma_devs, sizeof(dc_ucx_rdma_devs));
         free(info);
     }
     dc_ucx_init_st = DC_OK;
@@ -887,28 +914,9 @@ static ucp_context_h dc_ucx_ctx_for(const struct sockaddr *a, socklen_t alen, in
                     devs);
     if (found != 0)
         return dc_ucx_ctx;
-    /* + the RDMA devices: "rc_mlx5/mlx5_0:1,ud_verbs/mlx5_0:1" -> "mlx5_0:1" */
-    size_t o = strlen(devs);
-    for (const char *p = dc_ucx_rdma_res; *p;) {
-        size_t n = strcspn(p, ",");
-        const char *slash = memchr(p, '/', n);
-        if (slash) {
-            size_t dl = n - (size_t)(slash + 1 - p);
-            char dev[128];
-            if (dl > 0 && dl < sizeof(dev)) {
-                memcpy(dev, slash + 1, dl);
-                dev[dl] = 0;
-                int dup = 0;
-                for (const char *q = devs; *q && !dup;) {
-                    size_t m = strcspn(q, ",");
-                    dup = m == dl && memcmp(q, dev, dl) == 0;
-                    q += m + (q[m] == ',');
-                }
-                if (!dup && o + dl + 2 < sizeof(devs))
-                    o += (size_t)snprintf(devs + o, sizeof(devs) - o, ",%s", dev);
-            }
-        }
-        p += n + (p[n] == ',');
+    if (*dc_ucx_rdma_devs) {
+        size_t o = strlen(devs);
+        snprintf(devs + o, sizeof(devs) - o, ",%s", dc_ucx_rdma_devs);
     }
     ucp_context_h ctx = dc_ucx_ctx;
     pthread_mutex_lock(&dc_ucx_ctx_lock);

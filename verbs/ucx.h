@@ -57,8 +57,12 @@ dc_status_t dc_ucx_conn_transports(dc_verbs_conn_t *c, char *buf, size_t len);
  * RDMA resources ("tl/dev", comma-separated) in the text of
  * ucp_context_print_info().  dc_ucx_rdma_unused(): the sentence for a
  * connection over `lanes` ("tl/dev,...") when RDMA resources `local_rdma`
- * exist and no lane uses them or is node-local, in buf[len]; else NULL. */
+ * exist and no lane uses them or is node-local, in buf[len]; else NULL.
+ * dc_ucx_rdma_devices(): the devices of such resources, each once
+ * ("mlx5_0:1,mlx5_1:1"), as many as fit out[len]: what a connection's
+ * context adds to its interface. */
 dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len);
+void dc_ucx_rdma_devices(const char *res, char *out, size_t len);
 const char *dc_ucx_rdma_unused(const char *lanes, const char *local_rdma, char *buf, size_t len);
 #endif
 

@@ -1185,6 +1185,14 @@ Test(ucx, rdma_left_unused_is_reported)
     cr_assert_str_eq(res, "");
     cr_assert_eq(dc_ucx_rdma_resources(info, NULL, 0), DC_ERR_INVALID);
     cr_assert_eq(dc_ucx_rdma_resources(info, res, sizeof(res)), DC_OK);
+    /* their devices, each once, whole entries only */
+    char devs[64];
+    dc_ucx_rdma_devices(res, devs, sizeof(devs));
+    cr_assert_str_eq(devs, "mlx5_0:1,mlx5_1:1,rdmap0s6");
+    dc_ucx_rdma_devices(res, devs, 12);
+    cr_assert_str_eq(devs, "mlx5_0:1");
+    dc_ucx_rdma_devices("", devs, sizeof(devs));
+    cr_assert_str_eq(devs, "");
 
     char note[512];
     const char *n = dc_ucx_rdma_unused("tcp/eth0,tcp/ib0", res, note, sizeof(note));
