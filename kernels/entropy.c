@@ -2420,6 +2420,20 @@ static dc_status_t dc_gaps_pos_scalar(dc_gaps_dec_t *d, uint32_t *pos, size_t up
 }
 
 #if defined(__x86_64__)
+/* The SIMD loops' way out for a group of w gaps they do not decode (an
+ * escape, or a position past the chunk): the scalar decoder takes it from
+ * *k / *next and leaves them after it. */
+static inline dc_status_t dc_gaps_group_scalar(dc_gaps_dec_t *d, uint32_t *pos, size_t *k,
+                                               uint64_t *next, unsigned w)
+{
+    d->k = *k;
+    d->next = *next;
+    dc_status_t st = dc_gaps_pos_scalar(d, pos, *k + w);
+    *k = d->k;
+    *next = d->next;
+    return st;
+}
+
 /* positions [d->k, upto) from the quotients in gsym, 16 at a time: the low
  * bits of 16 gaps are 2b bytes from byte 2b * (k / 16) on; a byte
  * permutation gives each lane the 32 bits its field starts in, a variable
@@ -2448,12 +2462,8 @@ DC_AVX512_TARGET static dc_status_t dc_gaps_pos_avx512(dc_gaps_dec_t *d, uint32_
         dc_pf_step(&pfq);
         __m512i q = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(d->gsym + k)));
         if (DC_UNLIKELY(_mm512_cmpeq_epi32_mask(q, ev))) {
-            d->k = k;
-            d->next = next;
-            if ((st = dc_gaps_pos_scalar(d, pos, k + 16)) != DC_OK)
+            if ((st = dc_gaps_group_scalar(d, pos, &k, &next, 16)) != DC_OK)
                 return st;
-            k += 16;
-            next = d->next;
             continue;
         }
         __m512i g = _mm512_sll_epi32(q, bv);
@@ -2468,11 +2478,8 @@ DC_AVX512_TARGET static dc_status_t dc_gaps_pos_avx512(dc_gaps_dec_t *d, uint32_
         g = _mm512_add_epi32(g, _mm512_alignr_epi32(g, zero, 12));
         g = _mm512_add_epi32(g, _mm512_alignr_epi32(g, zero, 8));
         uint32_t total = (uint32_t)_mm_extract_epi32(_mm512_extracti32x4_epi32(g, 3), 3);
-        if (DC_UNLIKELY(next + total > d->n)) {
-            d->k = k;
-            d->next = next;
-            return dc_gaps_pos_scalar(d, pos, k + 16); /* names the bad position */
-        }
+        if (DC_UNLIKELY(next + total > d->n)) /* the scalar decoder names it */
+            return dc_gaps_group_scalar(d, pos, &k, &next, 16);
         _mm512_storeu_si512((void *)(pos + k),
                             _mm512_add_epi32(g, _mm512_set1_epi32((int)(uint32_t)(next - 1))));
         next += total;
@@ -2511,12 +2518,8 @@ DC_AVX2_TARGET static dc_status_t dc_gaps_pos_avx2(dc_gaps_dec_t *d, uint32_t *p
         dc_pf_step(&pfq);
         __m256i q = _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(d->gsym + k)));
         if (DC_UNLIKELY(_mm256_movemask_epi8(_mm256_cmpeq_epi32(q, ev)))) {
-            d->k = k;
-            d->next = next;
-            if ((st = dc_gaps_pos_scalar(d, pos, k + 8)) != DC_OK)
+            if ((st = dc_gaps_group_scalar(d, pos, &k, &next, 8)) != DC_OK)
                 return st;
-            k += 8;
-            next = d->next;
             continue;
         }
         __m256i g = _mm256_sll_epi32(q, bv);
@@ -2530,11 +2533,8 @@ DC_AVX2_TARGET static dc_status_t dc_gaps_pos_avx2(dc_gaps_dec_t *d, uint32_t *p
         g = _mm256_add_epi32(g, _mm256_blend_epi32(_mm256_setzero_si256(),
                                                    _mm256_permutevar8x32_epi32(g, three), 0xF0));
         uint32_t total = (uint32_t)_mm256_extract_epi32(g, 7);
-        if (DC_UNLIKELY(next + total > d->n)) {
-            d->k = k;
-            d->next = next;
-            return dc_gaps_pos_scalar(d, pos, k + 8); /* names the bad position */
-        }
+        if (DC_UNLIKELY(next + total > d->n)) /* the scalar decoder names it */
+            return dc_gaps_group_scalar(d, pos, &k, &next, 8);
         _mm256_storeu_si256((void *)(pos + k),
                             _mm256_add_epi32(g, _mm256_set1_epi32((int)(uint32_t)(next - 1))));
         next += total;
