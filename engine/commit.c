@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -105,23 +106,23 @@ dc_status_t dc_commit_read(const char *dir, dc_commit_rec_t *out)
     return dc_commit_decode(buf, (size_t)n, path, out);
 }
 
-/* Write `rec` durably to DIR/commit (tmp + fsync + rename + dir fsync). */
-static dc_status_t dc_commit_write(const char *dir, const dc_commit_rec_t *rec)
+/* Write `len` bytes durably to DIR/name (tmp + fsync + rename + dir fsync):
+ * a crash leaves the old file or the new one. */
+static dc_status_t dc_commit_put_file(const char *dir, const char *name, const void *buf,
+                                      size_t len)
 {
     char tmp[PATH_MAX], path[PATH_MAX];
-    char tname[64];
-    snprintf(tname, sizeof(tname), ".commit.tmp.%ld", (long)getpid());
+    char tname[80];
+    snprintf(tname, sizeof(tname), ".%s.tmp.%ld", name, (long)getpid());
     dc_status_t st = dc_commit_path(dir, tname, tmp, sizeof(tmp));
     if (st == DC_OK)
-        st = dc_commit_path(dir, DC_COMMIT_FILE, path, sizeof(path));
+        st = dc_commit_path(dir, name, path, sizeof(path));
     if (st != DC_OK)
         return st;
-    uint8_t buf[DC_COMMIT_RECORD_SIZE];
-    dc_commit_encode(rec, buf);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return dc_error_errno(DC_ERR_IO, errno, "%s: create", tmp);
-    st = dc_write_full(fd, buf, sizeof(buf));
+    st = dc_write_full(fd, buf, len);
     if (st != DC_OK) {
         dc_error_prefix("%s", tmp);
         goto fail_unlink;
@@ -145,6 +146,120 @@ fail_unlink:
     return st;
 }
 
+/* Write `rec` durably to DIR/commit. */
+static dc_status_t dc_commit_write(const char *dir, const dc_commit_rec_t *rec)
+{
+    uint8_t buf[DC_COMMIT_RECORD_SIZE];
+    dc_commit_encode(rec, buf);
+    return dc_commit_put_file(dir, DC_COMMIT_FILE, buf, sizeof(buf));
+}
+
+static const char dc_digests_magic[8] = {'D', 'C', 'D', 'I', 'G', 'E', 'S', 'T'};
+#define DC_DIGESTS_HEADER 64
+
+static uint64_t dc_digests_sum(const uint8_t *h, const uint8_t *body, size_t blen)
+{
+    XXH3_state_t *s = XXH3_createState();
+    if (!s)
+        return 0;
+    XXH3_64bits_reset(s);
+    XXH3_64bits_update(s, h, 56);
+    XXH3_64bits_update(s, body, blen);
+    uint64_t r = XXH3_64bits_digest(s);
+    XXH3_freeState(s);
+    return r;
+}
+
+dc_status_t dc_commit_digests_write(const char *dir, uint64_t version, uint64_t layout_id,
+                                    const dc_digest_t *d, uint64_t nchunks)
+{
+    if (!dir || (!d && nchunks))
+        return dc_error(DC_ERR_INVALID, "digests: NULL argument");
+    if (nchunks > (SIZE_MAX - DC_DIGESTS_HEADER) / 16)
+        return dc_error(DC_ERR_INVALID, "digests: %llu chunks", (unsigned long long)nchunks);
+    size_t len = DC_DIGESTS_HEADER + (size_t)nchunks * 16;
+    uint8_t *buf = calloc(1, len);
+    if (!buf)
+        return dc_error(DC_ERR_NOMEM, "digests: out of memory");
+    memcpy(buf, dc_digests_magic, 8);
+    dc_store_le32(buf + 8, 1);
+    dc_store_le64(buf + 16, version);
+    dc_store_le64(buf + 24, layout_id);
+    dc_store_le64(buf + 32, nchunks);
+    for (uint64_t c = 0; c < nchunks; c++) {
+        dc_store_le64(buf + DC_DIGESTS_HEADER + 16 * c, d[c].lo);
+        dc_store_le64(buf + DC_DIGESTS_HEADER + 16 * c + 8, d[c].hi);
+    }
+    dc_store_le64(buf + 56, dc_digests_sum(buf, buf + DC_DIGESTS_HEADER, len - DC_DIGESTS_HEADER));
+    dc_status_t st = dc_commit_put_file(dir, DC_DIGESTS_FILE, buf, len);
+    free(buf);
+    return st;
+}
+
+dc_status_t dc_commit_digests_read(const char *dir, uint64_t version, uint64_t layout_id,
+                                   dc_digest_t *d, uint64_t nchunks)
+{
+    char path[PATH_MAX];
+    dc_status_t st = dc_commit_path(dir, DC_DIGESTS_FILE, path, sizeof(path));
+    if (st != DC_OK)
+        return st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return dc_error(DC_ERR_NOT_FOUND, "%s: no digests", path);
+        return dc_error_errno(DC_ERR_IO, errno, "%s: open", path);
+    }
+    struct stat sb;
+    uint8_t h[DC_DIGESTS_HEADER];
+    if (fstat(fd, &sb) != 0 || sb.st_size < DC_DIGESTS_HEADER ||
+        pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+        close(fd);
+        return dc_error(DC_ERR_FORMAT, "%s: truncated", path);
+    }
+    uint64_t n = dc_load_le64(h + 32);
+    if (memcmp(h, dc_digests_magic, 8) != 0 || dc_load_le32(h + 8) != 1 ||
+        n > ((uint64_t)sb.st_size - DC_DIGESTS_HEADER) / 16 ||
+        (uint64_t)sb.st_size != DC_DIGESTS_HEADER + n * 16) {
+        close(fd);
+        return dc_error(DC_ERR_FORMAT, "%s: not a digests file of %lld bytes", path,
+                        (long long)sb.st_size);
+    }
+    if (dc_load_le64(h + 16) != version || dc_load_le64(h + 24) != layout_id || n != nchunks) {
+        close(fd);
+        return dc_error(DC_ERR_CONFLICT, "%s: digests of version %llu, not %llu", path,
+                        (unsigned long long)dc_load_le64(h + 16), (unsigned long long)version);
+    }
+    size_t blen = (size_t)n * 16;
+    uint8_t *body = malloc(blen ? blen : 1);
+    if (!body) {
+        close(fd);
+        return dc_error(DC_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t got = 0;
+    while (got < blen) {
+        ssize_t r = pread(fd, body + got, blen - got, (off_t)(DC_DIGESTS_HEADER + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != blen || dc_load_le64(h + 56) != dc_digests_sum(h, body, blen)) {
+        free(body);
+        return dc_error(DC_ERR_FORMAT, "%s: checksum mismatch", path);
+    }
+    for (uint64_t c = 0; c < n; c++) {
+        d[c].lo = dc_load_le64(body + 16 * c);
+        d[c].hi = dc_load_le64(body + 16 * c + 8);
+    }
+    free(body);
+    return DC_OK;
+}
+
+static dc_status_t dc_commit_swap(const char *dir, uint64_t expected,
+                                  const dc_commit_rec_t *next, dc_commit_rec_t *current);
+
 dc_status_t dc_commit_cas(const char *dir, uint64_t expected, const dc_commit_rec_t *next,
                           dc_commit_rec_t *current)
 {
@@ -153,6 +268,20 @@ dc_status_t dc_commit_cas(const char *dir, uint64_t expected, const dc_commit_re
     if (next->version <= expected)
         return dc_error(DC_ERR_INVALID, "commit: version %llu does not advance %llu",
                         (unsigned long long)next->version, (unsigned long long)expected);
+    return dc_commit_swap(dir, expected, next, current);
+}
+
+dc_status_t dc_commit_replace(const char *dir, uint64_t expected, const dc_commit_rec_t *next,
+                              dc_commit_rec_t *current)
+{
+    if (!dir || !next)
+        return dc_error(DC_ERR_INVALID, "commit: NULL argument");
+    return dc_commit_swap(dir, expected, next, current);
+}
+
+static dc_status_t dc_commit_swap(const char *dir, uint64_t expected,
+                                  const dc_commit_rec_t *next, dc_commit_rec_t *current)
+{
     if (next->baseline >= next->version)
         return dc_error(DC_ERR_INVALID, "commit: baseline %llu not below version %llu",
                         (unsigned long long)next->baseline,

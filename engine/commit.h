@@ -26,6 +26,7 @@
 #ifndef DC_ENGINE_COMMIT_H
 #define DC_ENGINE_COMMIT_H
 
+#include "kernels/kern.h"
 #include "util/dc_util.h"
 
 #define DC_COMMIT_RECORD_SIZE 64
@@ -60,6 +61,32 @@ dc_status_t dc_commit_read(const char *dir, dc_commit_rec_t *out);
  */
 dc_status_t dc_commit_cas(const char *dir, uint64_t expected, const dc_commit_rec_t *next,
                           dc_commit_rec_t *current);
+
+/**
+ * The same compare-and-set without requiring the version to advance: a
+ * receiver's own record, when the coordinator brought it to a version
+ * below the one the record named (the record was ahead of the job: its
+ * bytes were verified or repaired to that version).
+ */
+dc_status_t dc_commit_replace(const char *dir, uint64_t expected, const dc_commit_rec_t *next,
+                              dc_commit_rec_t *current);
+
+/**
+ * The coordinator's target digests of its committed version, beside the
+ * record (DIR/digests): a 64-byte header (magic "DCDIGEST", format 1,
+ * version, layout id, nchunks, XXH3-64 of the header and the digests) and
+ * 16 bytes per chunk, written durably before the record names the
+ * version.  With them a restarted coordinator can check that a node's
+ * complete journal holds the committed version's content.
+ */
+#define DC_DIGESTS_FILE "digests"
+dc_status_t dc_commit_digests_write(const char *dir, uint64_t version, uint64_t layout_id,
+                                    const dc_digest_t *d, uint64_t nchunks);
+/** DC_ERR_NOT_FOUND when none; DC_ERR_FORMAT when damaged; *d (nchunks
+ *  entries, caller's) filled only when version, layout and count match,
+ *  else DC_ERR_CONFLICT. */
+dc_status_t dc_commit_digests_read(const char *dir, uint64_t version, uint64_t layout_id,
+                                   dc_digest_t *d, uint64_t nchunks);
 
 /** fsync a directory (after a rename inside it). */
 dc_status_t dc_engine_fsync_dir(const char *dir);

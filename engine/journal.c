@@ -19,6 +19,7 @@ struct dc_journal {
     size_t window;
     dc_journal_info_t info;
     uint8_t *states;
+    dc_digest_t *digests;
     uint64_t counts[3];
     uint64_t syncs;
     char path[PATH_MAX];
@@ -28,7 +29,7 @@ static void dc_journal_encode_header(const dc_journal_info_t *in, uint8_t h[64])
 {
     memset(h, 0, 64);
     memcpy(h, dc_journal_magic, 8);
-    dc_store_le32(h + 8, 1);
+    dc_store_le32(h + 8, DC_JOURNAL_FORMAT);
     dc_store_le64(h + 16, in->target);
     dc_store_le64(h + 24, in->baseline);
     dc_store_le64(h + 32, in->nchunks);
@@ -41,7 +42,7 @@ static dc_status_t dc_journal_decode_header(const uint8_t h[64], const char *pat
 {
     if (memcmp(h, dc_journal_magic, 8) != 0)
         return dc_error(DC_ERR_FORMAT, "%s: not a journal (bad magic)", path);
-    if (dc_load_le32(h + 8) != 1)
+    if (dc_load_le32(h + 8) != DC_JOURNAL_FORMAT)
         return dc_error(DC_ERR_FORMAT, "%s: unknown journal format %u", path,
                         dc_load_le32(h + 8));
     if (dc_load_le64(h + 56) != XXH3_64bits(h, 56))
@@ -58,8 +59,25 @@ static dc_status_t dc_journal_decode_header(const uint8_t h[64], const char *pat
     return DC_OK;
 }
 
+/* Read exactly len bytes at off. */
+static dc_status_t dc_journal_pread(int fd, const char *path, void *buf, uint64_t len,
+                                    uint64_t off, const char *what)
+{
+    uint8_t *p = buf;
+    uint64_t done = 0;
+    while (done < len) {
+        ssize_t r = pread(fd, p + done, len - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return dc_error(DC_ERR_IO, "%s: short read of journal %s", path, what);
+        done += (uint64_t)r;
+    }
+    return DC_OK;
+}
+
 static dc_status_t dc_journal_read_fd(int fd, const char *path, dc_journal_info_t *info,
-                                      uint8_t **states)
+                                      uint8_t **states, dc_digest_t **digests)
 {
     uint8_t h[DC_JOURNAL_HEADER_SIZE];
     struct stat sb;
@@ -74,37 +92,76 @@ static dc_status_t dc_journal_read_fd(int fd, const char *path, dc_journal_info_
     dc_status_t st = dc_journal_decode_header(h, path, &in);
     if (st != DC_OK)
         return st;
-    if ((uint64_t)sb.st_size != DC_JOURNAL_HEADER_SIZE + in.nchunks)
+    if ((uint64_t)sb.st_size != DC_JOURNAL_HEADER_SIZE + in.nchunks * DC_JOURNAL_PER_CHUNK)
         return dc_error(DC_ERR_FORMAT, "%s: journal is %lld bytes, header says %llu chunks",
                         path, (long long)sb.st_size, (unsigned long long)in.nchunks);
     uint8_t *s = malloc(in.nchunks ? in.nchunks : 1);
-    if (!s)
+    uint8_t *raw = malloc(in.nchunks ? in.nchunks * 16 : 1);
+    dc_digest_t *d = calloc(in.nchunks ? in.nchunks : 1, sizeof(*d));
+    if (!s || !raw || !d) {
+        free(s), free(raw), free(d);
         return dc_error(DC_ERR_NOMEM, "%s: out of memory", path);
-    uint64_t done = 0;
-    while (done < in.nchunks) {
-        ssize_t r = pread(fd, s + done, in.nchunks - done, (off_t)(DC_JOURNAL_HEADER_SIZE + done));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            free(s);
-            return dc_error(DC_ERR_IO, "%s: short read of journal states", path);
-        }
-        done += (uint64_t)r;
     }
-    for (uint64_t i = 0; i < in.nchunks; i++) {
-        if (s[i] > DC_JSTATE_APPLIED) {
-            unsigned bad = s[i];
-            free(s);
-            return dc_error(DC_ERR_FORMAT, "%s: chunk %llu has unknown state %u", path,
-                            (unsigned long long)i, bad);
-        }
+    st = dc_journal_pread(fd, path, s, in.nchunks, DC_JOURNAL_HEADER_SIZE, "states");
+    if (st == DC_OK)
+        st = dc_journal_pread(fd, path, raw, in.nchunks * 16,
+                              DC_JOURNAL_HEADER_SIZE + in.nchunks, "digests");
+    for (uint64_t i = 0; st == DC_OK && i < in.nchunks; i++) {
+        d[i].lo = dc_load_le64(raw + 16 * i);
+        d[i].hi = dc_load_le64(raw + 16 * i + 8);
+        if (s[i] > DC_JSTATE_APPLIED)
+            st = dc_error(DC_ERR_FORMAT, "%s: chunk %llu has unknown state %u", path,
+                          (unsigned long long)i, (unsigned)s[i]);
+        else if (s[i] == DC_JSTATE_APPLIED && d[i].lo == 0 && d[i].hi == 0)
+            st = dc_error(DC_ERR_FORMAT, "%s: chunk %llu is applied but has no digest", path,
+                          (unsigned long long)i);
+    }
+    free(raw);
+    if (st != DC_OK) {
+        free(s), free(d);
+        return st;
     }
     *info = in;
     *states = s;
+    if (digests)
+        *digests = d;
+    else
+        free(d);
     return DC_OK;
 }
 
-dc_status_t dc_journal_load(const char *dir, dc_journal_info_t *info, uint8_t **states)
+dc_digest_t dc_journal_content(const uint8_t *states, const dc_digest_t *digests,
+                               uint64_t nchunks, int (*need)(const void *arg, uint64_t c),
+                               const void *arg)
+{
+    XXH3_state_t *hs = XXH3_createState();
+    dc_digest_t out = {0, 0};
+    if (!hs)
+        return out;
+    XXH3_128bits_reset(hs);
+    for (uint64_t c = 0; c < nchunks; c++) {
+        if (need && !need(arg, c))
+            continue;
+        if (states && states[c] != DC_JSTATE_APPLIED) {
+            XXH3_freeState(hs);
+            return out;
+        }
+        uint8_t b[16];
+        dc_store_le64(b, digests[c].lo);
+        dc_store_le64(b + 8, digests[c].hi);
+        XXH3_128bits_update(hs, b, sizeof(b));
+    }
+    XXH128_hash_t h = XXH3_128bits_digest(hs);
+    XXH3_freeState(hs);
+    out.lo = h.low64;
+    out.hi = h.high64;
+    if (out.lo == 0 && out.hi == 0)
+        out.lo = 1; /* {0, 0} means "not complete" */
+    return out;
+}
+
+dc_status_t dc_journal_load(const char *dir, dc_journal_info_t *info, uint8_t **states,
+                            dc_digest_t **digests)
 {
     char path[PATH_MAX];
     int n = snprintf(path, sizeof(path), "%s/%s", dir, DC_JOURNAL_FILE);
@@ -116,7 +173,7 @@ dc_status_t dc_journal_load(const char *dir, dc_journal_info_t *info, uint8_t **
             return dc_error(DC_ERR_NOT_FOUND, "%s: no journal", path);
         return dc_error_errno(DC_ERR_IO, errno, "%s: open", path);
     }
-    dc_status_t st = dc_journal_read_fd(fd, path, info, states);
+    dc_status_t st = dc_journal_read_fd(fd, path, info, states, digests);
     close(fd);
     return st;
 }
@@ -135,7 +192,7 @@ static dc_status_t dc_journal_create(const char *dir, const char *path,
     uint8_t h[DC_JOURNAL_HEADER_SIZE];
     dc_journal_encode_header(info, h);
     dc_status_t st = dc_write_full(fd, h, sizeof(h));
-    if (st == DC_OK && ftruncate(fd, (off_t)(DC_JOURNAL_HEADER_SIZE + info->nchunks)) != 0)
+    if (st == DC_OK && ftruncate(fd, (off_t)(DC_JOURNAL_HEADER_SIZE + info->nchunks * DC_JOURNAL_PER_CHUNK)) != 0)
         st = dc_error_errno(DC_ERR_IO, errno, "%s: ftruncate", tmp);
     if (st == DC_OK && fsync(fd) != 0)
         st = dc_error_errno(DC_ERR_IO, errno, "%s: fsync", tmp);
@@ -171,7 +228,8 @@ dc_status_t dc_journal_open(const char *dir, const dc_journal_info_t *info, int 
     int res = 0;
     dc_journal_info_t old;
     uint8_t *states = NULL;
-    st = dc_journal_load(dir, &old, &states);
+    dc_digest_t *digests = NULL;
+    st = dc_journal_load(dir, &old, &states, &digests);
     if (st == DC_OK && old.target == info->target && old.baseline == info->baseline &&
         old.nchunks == info->nchunks && old.layout_id == info->layout_id) {
         res = 1;
@@ -179,17 +237,23 @@ dc_status_t dc_journal_open(const char *dir, const dc_journal_info_t *info, int 
         if (st == DC_ERR_FORMAT)
             DC_LOG_WARN("%s; starting a fresh journal", dc_last_error());
         free(states);
+        free(digests);
         states = NULL;
+        digests = NULL;
         st = dc_journal_create(dir, j->path, info);
         if (st != DC_OK)
             goto fail;
         states = calloc(info->nchunks ? info->nchunks : 1, 1);
-        if (!states) {
+        digests = calloc(info->nchunks ? info->nchunks : 1, sizeof(*digests));
+        if (!states || !digests) {
+            free(states);
+            free(digests);
             st = dc_error(DC_ERR_NOMEM, "journal: out of memory");
             goto fail;
         }
     }
     j->states = states;
+    j->digests = digests;
     j->info = *info;
     for (uint64_t i = 0; i < info->nchunks; i++)
         j->counts[states[i]]++;
@@ -205,6 +269,7 @@ dc_status_t dc_journal_open(const char *dir, const dc_journal_info_t *info, int 
 
 fail:
     free(j->states);
+    free(j->digests);
     free(j);
     return st;
 }
@@ -216,6 +281,7 @@ void dc_journal_close(dc_journal_t *j)
     if (j->fd >= 0)
         close(j->fd);
     free(j->states);
+    free(j->digests);
     free(j);
 }
 
@@ -302,9 +368,41 @@ dc_status_t dc_journal_begin(dc_journal_t *j, uint64_t i)
     return dc_journal_sync(j);
 }
 
-dc_status_t dc_journal_applied(dc_journal_t *j, uint64_t i)
+dc_status_t dc_journal_applied(dc_journal_t *j, uint64_t i, dc_digest_t digest)
 {
+    if (i >= j->info.nchunks)
+        return dc_error(DC_ERR_INVALID, "%s: chunk %llu out of range", j->path,
+                        (unsigned long long)i);
+    if (digest.lo == 0 && digest.hi == 0)
+        return dc_error(DC_ERR_INVALID, "%s: chunk %llu: applied without a digest", j->path,
+                        (unsigned long long)i);
+    /* the digest first: an APPLIED byte always has the digest it names */
+    uint8_t b[16];
+    dc_store_le64(b, digest.lo);
+    dc_store_le64(b + 8, digest.hi);
+    off_t off = (off_t)(DC_JOURNAL_HEADER_SIZE + j->info.nchunks + 16 * i);
+    for (;;) {
+        ssize_t r = pwrite(j->fd, b, sizeof(b), off);
+        if (r == (ssize_t)sizeof(b))
+            break;
+        if (r < 0 && errno == EINTR)
+            continue;
+        return dc_error_errno(DC_ERR_IO, r < 0 ? errno : EIO, "%s: write digest", j->path);
+    }
+    j->digests[i] = digest;
     return dc_journal_put(j, i, DC_JSTATE_APPLIED);
+}
+
+dc_digest_t dc_journal_content_of(const dc_journal_t *j,
+                                  int (*need)(const void *arg, uint64_t c), const void *arg)
+{
+    return dc_journal_content(j->states, j->digests, j->info.nchunks, need, arg);
+}
+
+dc_digest_t dc_journal_digest(const dc_journal_t *j, uint64_t i)
+{
+    dc_digest_t z = {0, 0};
+    return i < j->info.nchunks && j->states[i] == DC_JSTATE_APPLIED ? j->digests[i] : z;
 }
 
 dc_status_t dc_journal_reset(dc_journal_t *j, uint64_t i)

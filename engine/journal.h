@@ -6,7 +6,7 @@
  *
  *     off  size  field
  *       0     8  magic "DCJOURNL"
- *       8     4  format (1)
+ *       8     4  format (2)
  *      12     4  reserved (0)
  *      16     8  target version
  *      24     8  baseline version (what the receiver held before)
@@ -15,8 +15,15 @@
  *      48     8  reserved (0)
  *      56     8  XXH3-64 of bytes 0..55
  *
- * followed by one state byte per chunk.  A state is changed by a one-byte
- * pwrite (never torn).  The states and the recovery rule:
+ * followed by one state byte per chunk, then one 16-byte digest per chunk
+ * (lo, hi little-endian): for an APPLIED chunk, the target digest its bytes
+ * were verified against (zero otherwise).  A version is named by its
+ * content, not by its number alone: a chunk APPLIED for version v holds v's
+ * bytes only when its digest equals the target digest of the frame the
+ * coordinator sends for it now (a trainer that re-runs a step after a crash
+ * writes a different v).  A state is changed by a one-byte pwrite (never
+ * torn); the digest is written before the APPLIED byte.  The states and the
+ * recovery rule:
  *
  *   PENDING   never touched: the chunk still holds the baseline bytes, an
  *             XOR frame may be applied.
@@ -37,10 +44,14 @@
 #ifndef DC_ENGINE_JOURNAL_H
 #define DC_ENGINE_JOURNAL_H
 
+#include "kernels/kern.h"
 #include "util/dc_util.h"
 
 #define DC_JOURNAL_FILE "journal"
 #define DC_JOURNAL_HEADER_SIZE 64
+#define DC_JOURNAL_FORMAT 2
+/* bytes per chunk after the header: its state, its digest */
+#define DC_JOURNAL_PER_CHUNK 17u
 #define DC_JOURNAL_MAX_CHUNKS (1ull << 32)
 
 enum {
@@ -72,11 +83,25 @@ dc_status_t dc_journal_open(const char *dir, const dc_journal_info_t *info, int 
                             size_t window, dc_journal_t **out, int *resumed);
 
 /**
- * Read DIR/journal without opening it for writing: its header and a
- * malloc'd copy of the states (caller frees).  DC_ERR_NOT_FOUND when none;
- * DC_ERR_FORMAT when damaged (header checksum, size, unknown state).
+ * Read DIR/journal without opening it for writing: its header, a malloc'd
+ * copy of the states and, when `digests` is not NULL, of the per-chunk
+ * digests (caller frees both).  DC_ERR_NOT_FOUND when none; DC_ERR_FORMAT
+ * when damaged (header checksum, size, unknown state, an APPLIED chunk
+ * without a digest).
  */
-dc_status_t dc_journal_load(const char *dir, dc_journal_info_t *info, uint8_t **states);
+dc_status_t dc_journal_load(const char *dir, dc_journal_info_t *info, uint8_t **states,
+                            dc_digest_t **digests);
+
+/**
+ * The content hash of a journal over the chunks a node needs: XXH3-128 of
+ * the digests of the chunks c < nchunks with need(c) != 0 (need NULL: all),
+ * in order; a chunk that is not APPLIED makes it {0, 0} (not complete).
+ * The coordinator computes the same over its target digests to check that
+ * a node's complete journal holds the version it committed.
+ */
+dc_digest_t dc_journal_content(const uint8_t *states, const dc_digest_t *digests,
+                               uint64_t nchunks, int (*need)(const void *arg, uint64_t c),
+                               const void *arg);
 
 void dc_journal_close(dc_journal_t *j);
 /** Close and delete the journal (after commit or abort). */
@@ -95,8 +120,16 @@ uint64_t dc_journal_count(const dc_journal_t *j, int state);
  */
 dc_status_t dc_journal_begin(dc_journal_t *j, uint64_t i);
 
-/** Chunk i was applied and verified (durable after the next sync). */
-dc_status_t dc_journal_applied(dc_journal_t *j, uint64_t i);
+/** dc_journal_content() of an open journal. */
+dc_digest_t dc_journal_content_of(const dc_journal_t *j,
+                                  int (*need)(const void *arg, uint64_t c), const void *arg);
+
+/** Chunk i was applied and its bytes verified against `digest` (durable
+ *  after the next sync). */
+dc_status_t dc_journal_applied(dc_journal_t *j, uint64_t i, dc_digest_t digest);
+
+/** The digest chunk i was verified against ({0, 0} unless APPLIED). */
+dc_digest_t dc_journal_digest(const dc_journal_t *j, uint64_t i);
 
 /** Chunk i returned to PENDING (it was restored to its baseline bytes). */
 dc_status_t dc_journal_reset(dc_journal_t *j, uint64_t i);

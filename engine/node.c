@@ -48,6 +48,7 @@
 #include "verbs/gpumem.h"
 #include "verbs/transport.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -182,6 +183,11 @@ typedef struct dc_node {
 
     int finished, bye;
     int64_t crash_at;      /* test hook: DELTACAST_ENGINE_CRASH_AT */
+    /* test hook DELTACAST_ENGINE_ROOT_CRASH: "frames=N" (SIGKILL after N
+     * broadcast frames of the first version are queued) or "commit=V"
+     * (after version V's commit record is written, before its COMMIT) */
+    uint64_t crash_frames, crash_commit;
+    uint64_t crash_ns;     /* crash_frames reached: dies once they left */
     FILE *trace;           /* DELTACAST_ENGINE_TRACE=DIR: per-frame events */
     dc_status_t result;
 
@@ -190,13 +196,20 @@ typedef struct dc_node {
     dc_place_t place;
     int place_ok;
     uint64_t committed;
+    dc_digest_t committed_ckpt; /* its record's checkpoint digest (0: none) */
     int have_record;
     int dense_needed;
+    int commit_failed;      /* a local commit failed: reported at BYE */
     struct {
         int active;
         uint64_t v, b;
         uint32_t mode;
         int on_base;
+        /* its record names a version at or past the baseline, but not the
+         * coordinator's baseline content (a record ahead of the job): its
+         * bytes are unknown, each chunk is checked against the frame's
+         * target digest before anything is applied */
+        int verify;
     } cur;
     dc_journal_t *j;
     uint8_t **retained;    /* per chunk: copy of an applied XOR frame (undo) */
@@ -223,6 +236,11 @@ typedef struct dc_node {
     int mnext_ok;
     int mend;               /* the source said: no more versions */
     uint64_t root_committed;
+    dc_digest_t root_ckpt;  /* checkpoint digest of root_committed (0: unknown) */
+    int digests_ok;         /* digests[] are root_committed's (content hashes) */
+    uint64_t confirm_v;     /* DONEs of this version answer a confirming COMMIT */
+    uint8_t *confirmed;     /* node -> showed it holds root_committed (this run) */
+    uint8_t *dflags;        /* node -> flags of its last DONE */
     uint32_t v_first, v_last;
     uint8_t *acked;        /* nnodes x nchunks */
     uint32_t *nacked;
@@ -766,17 +784,6 @@ static int dc_rx_needs(const dc_node_t *n, uint32_t c)
            ((n->need_mask >> n->chunk_shard[c]) & 1);
 }
 
-/* Every chunk this receiver needs is APPLIED in `states` (nch entries). */
-static int dc_rx_all_applied(const dc_node_t *n, const uint8_t *states, uint64_t nch)
-{
-    if (!n->layout || nch != n->layout->nchunks)
-        return 0;
-    for (uint32_t c = 0; c < nch; c++)
-        if (dc_rx_needs(n, c) && states[c] != DC_JSTATE_APPLIED)
-            return 0;
-    return 1;
-}
-
 static void dc_rx_ack(dc_node_t *n, uint32_t c)
 {
     if (n->is_sender)
@@ -837,6 +844,7 @@ static dc_status_t dc_node_load_committed(dc_node_t *n)
     dc_status_t st = dc_commit_read(n->cfg->state_dir, &rec);
     if (st == DC_OK) {
         n->committed = rec.version;
+        n->committed_ckpt = (dc_digest_t){rec.digest_lo, rec.digest_hi};
         n->have_record = 1;
     } else if (st == DC_ERR_NOT_FOUND) {
         n->committed = n->cfg->initial_version;
@@ -845,28 +853,31 @@ static dc_status_t dc_node_load_committed(dc_node_t *n)
     return st;
 }
 
-/* Our own commit record now says v (from baseline b): compare-and-set on
- * the version we held. */
-static dc_status_t dc_node_record_commit(dc_node_t *n, uint64_t v, uint64_t b)
+/* Our own commit record now says v (from baseline b) of checkpoint digest
+ * ckpt: compare-and-set on the version we held (which a record ahead of
+ * the job may name above v). */
+static dc_status_t dc_node_record_commit(dc_node_t *n, uint64_t v, uint64_t b, dc_digest_t ckpt)
 {
-    dc_commit_rec_t rec = {.version = v, .baseline = b};
-    dc_status_t st = dc_commit_cas(n->cfg->state_dir, n->have_record ? n->committed : 0, &rec,
-                                   NULL);
+    dc_commit_rec_t rec = {.version = v, .baseline = b, .digest_lo = ckpt.lo,
+                           .digest_hi = ckpt.hi};
+    dc_status_t st = dc_commit_replace(n->cfg->state_dir, n->have_record ? n->committed : 0,
+                                       &rec, NULL);
     if (st != DC_OK)
         return st;
     n->have_record = 1;
     n->committed = v;
+    n->committed_ckpt = ckpt;
     return DC_OK;
 }
 
-static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b)
+static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b, dc_digest_t ckpt)
 {
     if (n->cfg->durable && n->wfile) {
         dc_status_t st = dc_st_sync(n->wfile);
         if (st != DC_OK)
             return st;
     }
-    dc_status_t st = dc_node_record_commit(n, v, b);
+    dc_status_t st = dc_node_record_commit(n, v, b, ckpt);
     if (st != DC_OK)
         return st;
     dc_journal_remove(n->cfg->state_dir);
@@ -905,7 +916,18 @@ static void dc_rx_send_done(dc_node_t *n, uint64_t v, uint8_t flags)
     }
 }
 
-/* bgp: a BEGIN that dc_begin_parse accepted (dc_node_handle). */
+/* The chunks this receiver needs, for dc_journal_content(). */
+static int dc_rx_needs_fn(const void *arg, uint64_t c)
+{
+    const dc_node_t *n = arg;
+    return c < UINT32_MAX && dc_rx_needs(n, (uint32_t)c);
+}
+
+/* bgp: a BEGIN that dc_begin_parse accepted (dc_node_handle).  Nothing is
+ * acknowledged here by number: a chunk counts as done only once its bytes
+ * were checked against the target digest of a frame of this version (the
+ * coordinator may have been restarted with other bytes under the same
+ * version number, or this node's record may be ahead of the job). */
 static void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
 {
     const dc_begin_t bg = *bgp;
@@ -923,24 +945,19 @@ static void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
     if (n->cur.active)
         dc_rx_drop_version(n);
     uint32_t nch = n->layout->nchunks;
-    if (n->committed >= bg.version) {
-        /* already there (restart after the local commit) */
-        n->cur.active = 0;
-        dc_send_up_simple(n, DC_MSG_ACK, 0, bg.version, bg.baseline, 0, nch ? nch : 1);
-        return;
-    }
-    /* The root moved on from a version this node fully applied but never
-     * saw commit: that version was committed. */
-    dc_journal_info_t ji;
-    uint8_t *states = NULL;
-    if (n->committed < bg.baseline && dc_journal_load(n->cfg->state_dir, &ji, &states) == DC_OK &&
-        ji.target == bg.baseline && ji.layout_id == n->layout->id && ji.nchunks == nch) {
-        if (dc_rx_all_applied(n, states, nch) &&
-            dc_rx_local_commit(n, bg.baseline, ji.baseline) == DC_OK)
-            DC_LOG_INFO("node %u: version %llu was committed while away", n->me,
-                        (unsigned long long)bg.baseline);
-    }
-    free(states);
+    /* the baseline by number and, where the coordinator names it, by
+     * content (its record's checkpoint digest) */
+    int base_content = dc_digest_zero(bg.base_ckpt) ||
+                       dc_digest_eq(bg.base_ckpt, n->committed_ckpt);
+    int on_base = n->committed == bg.baseline && base_content && !n->dense_needed;
+    int verify = !on_base && n->committed >= bg.baseline && !n->dense_needed;
+    if (verify)
+        DC_LOG_WARN("node %u: this node's record names version %llu%s, the coordinator "
+                    "begins version %llu from version %llu: checking every chunk against "
+                    "the coordinator's digests before taking anything",
+                    n->me, (unsigned long long)n->committed,
+                    base_content ? "" : " with other content", (unsigned long long)bg.version,
+                    (unsigned long long)bg.baseline);
     dc_journal_info_t in = {.target = bg.version, .baseline = bg.baseline, .nchunks = nch,
                             .layout_id = n->layout->id};
     int resumed = 0;
@@ -957,25 +974,28 @@ static void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
     n->cur.v = bg.version;
     n->cur.b = bg.baseline;
     n->cur.mode = bg.mode;
-    n->cur.on_base = n->committed == bg.baseline && !n->dense_needed;
+    n->cur.on_base = on_base;
+    n->cur.verify = verify;
     n->apply_ns = 0;
     n->rx_version_bytes = 0;
     for (size_t i = 0; i < n->npeers; i++)
         n->peers[i]->vbytes = 0;
     if (resumed)
-        DC_LOG_INFO("node %u: resuming version %llu: %llu applied, %llu applying, %llu pending",
+        DC_LOG_INFO("node %u: resuming version %llu: %llu applied (each checked against "
+                    "its frame's digest), %llu applying, %llu pending",
                     n->me, (unsigned long long)bg.version,
                     (unsigned long long)dc_journal_count(n->j, DC_JSTATE_APPLIED),
                     (unsigned long long)dc_journal_count(n->j, DC_JSTATE_APPLYING),
                     (unsigned long long)dc_journal_count(n->j, DC_JSTATE_PENDING));
-    /* What this node cannot take from the broadcast: ask for overwrites. */
+    /* What this node cannot take from the broadcast: ask for overwrites
+     * (a node that verifies asks per chunk, once its frame says whether its
+     * bytes are the target already). */
     uint32_t run = 0, lo = 0;
     for (uint32_t c = 0; c <= nch; c++) {
         int s = c < nch ? dc_journal_state(n->j, c) : DC_JSTATE_APPLIED;
-        if (s == DC_JSTATE_APPLIED && c < nch && dc_rx_needs(n, c))
-            dc_rx_ack(n, c);
         int need = c < nch && bg.mode == DC_MODE_DELTA && dc_rx_needs(n, c) &&
-                   dc_journal_need(s, n->cur.on_base) == DC_NEED_OVERWRITE;
+                   dc_journal_need(s, n->cur.on_base) == DC_NEED_OVERWRITE &&
+                   !(verify && s == DC_JSTATE_PENDING);
         if (need) {
             if (!run)
                 lo = c;
@@ -986,6 +1006,21 @@ static void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
         }
     }
     dc_rx_flush_acks(n);
+}
+
+/* The digest of chunk c's bytes as this node holds them now. */
+static dc_status_t dc_rx_chunk_digest(dc_node_t *n, uint32_t c, dc_digest_t *d)
+{
+    const dc_layout_chunk_t *lc = &n->layout->chunks[c];
+    uint8_t *ptr = dc_place_chunk_ptr(&n->place, c);
+    if (!ptr) {
+        dc_status_t st = dc_place_read(&n->place, c, n->scratch);
+        if (st != DC_OK)
+            return st;
+        ptr = n->scratch;
+    }
+    *d = dc_digest128(ptr, lc->len);
+    return DC_OK;
 }
 
 /* Test hook DELTACAST_ENGINE_CRASH_AT=<chunk> (off by default): die by
@@ -1047,12 +1082,47 @@ static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
         return;
     }
     int state = dc_journal_state(n->j, c);
-    if (state == DC_JSTATE_APPLIED) {
-        dc_rx_ack(n, c); /* duplicate: never applied twice */
-        return;
-    }
     unsigned kind = dc_enc_kind(fh.encoding);
     int xor_kind = dc_enc_needs_base(kind);
+    if (state == DC_JSTATE_APPLIED) {
+        /* applied before (a duplicate, or a journal resumed after a
+         * restart): never applied twice, and done only if what was applied
+         * is what this frame's version is */
+        if (dc_digest_eq(dc_journal_digest(n->j, c), fh.target_digest)) {
+            dc_rx_ack(n, c);
+            return;
+        }
+        DC_LOG_WARN("node %u: chunk %u was applied for version %llu with other content "
+                    "than the coordinator's now: asking for an overwrite", n->me, c,
+                    (unsigned long long)n->cur.v);
+        if (dc_journal_begin(n->j, c) != DC_OK) { /* bytes neither baseline nor target */
+            DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
+            n->result = DC_ERR_IO;
+            n->finished = 1;
+            return;
+        }
+        state = DC_JSTATE_APPLYING;
+        if (xor_kind) {
+            dc_rx_need(n, c, 1);
+            return;
+        }
+    }
+    if (n->cur.verify && state == DC_JSTATE_PENDING && xor_kind) {
+        /* this node's bytes are unknown: done if they are the target
+         * already, else only an overwrite can fix them */
+        dc_digest_t have;
+        if (dc_rx_chunk_digest(n, c, &have) != DC_OK) {
+            dc_rx_mem_fail(n);
+            return;
+        }
+        if (dc_digest_eq(have, fh.target_digest) &&
+            dc_journal_applied(n->j, c, have) == DC_OK) {
+            dc_rx_ack(n, c);
+            return;
+        }
+        dc_rx_need(n, c, 1);
+        return;
+    }
     if (xor_kind && (state != DC_JSTATE_PENDING || !n->cur.on_base ||
                      fh.baseline_version != n->committed)) {
         /* bytes are not the frame's baseline: only an overwrite can fix */
@@ -1128,60 +1198,101 @@ static void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
             n->retained_len[c] = m->body_len;
         }
     }
-    dc_journal_applied(n->j, c);
+    if (dc_journal_applied(n->j, c, d) != DC_OK) {
+        DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
+        n->result = DC_ERR_IO;
+        n->finished = 1;
+        return;
+    }
     dc_rx_ack(n, c);
     (void)b;
 }
 
+/* COMMIT of v: the version in flight (every chunk this node needs applied
+ * and verified), or, addressed to this node, the coordinator asking it to
+ * show that it holds its committed v (its record names v with v's
+ * checkpoint digest, or its journal of v is complete with the content hash
+ * the coordinator computed).  DONE says which; nothing is taken by number. */
 static void dc_rx_commit(dc_node_t *n, const dc_msg_t *m)
 {
     if (m->node != DC_NODE_ALL && m->node != n->me)
         return;
-    if (n->committed >= m->version)
-        goto done;
-    if (!n->cur.active || n->cur.v != m->version || !n->j) {
-        /* e.g. a re-join after the root committed: check the journal */
-        dc_journal_info_t ji;
-        uint8_t *states = NULL;
-        int all = 0;
-        if (dc_journal_load(n->cfg->state_dir, &ji, &states) == DC_OK &&
-            ji.target == m->version && ji.nchunks == n->layout->nchunks)
-            all = dc_rx_all_applied(n, states, ji.nchunks);
-        free(states);
-        if (all && dc_rx_local_commit(n, m->version, ji.baseline) == DC_OK)
+    dc_commit_msg_t cm;
+    if (dc_commit_msg_parse(m, &cm) != DC_OK) {
+        DC_LOG_WARN("node %u: dropping a bad COMMIT: %s", n->me, dc_last_error());
+        return;
+    }
+    uint8_t flags = 0;
+    if (n->cur.active && n->cur.v == m->version && n->j) {
+        uint32_t missing = 0, needed = 0;
+        for (uint32_t c = 0; c < n->layout->nchunks; c++) {
+            if (!dc_rx_needs(n, c))
+                continue;
+            needed++;
+            missing += dc_journal_state(n->j, c) != DC_JSTATE_APPLIED;
+        }
+        if (missing) {
+            DC_LOG_ERROR("node %u: COMMIT %llu with %u of the %u chunks it needs applied",
+                         n->me, (unsigned long long)m->version, needed - missing, needed);
+            dc_rx_set_dense_needed(n, 1);
+            dc_rx_drop_version(n);
+            flags = DC_DONE_F_DENSE | DC_DONE_F_NOT_HELD;
             goto done;
-        DC_LOG_WARN("node %u: COMMIT %llu for a version it does not hold; dense refit needed",
-                    n->me, (unsigned long long)m->version);
-        dc_rx_set_dense_needed(n, 1);
-        goto done;
-    }
-    uint32_t missing = 0, needed = 0;
-    for (uint32_t c = 0; c < n->layout->nchunks; c++) {
-        if (!dc_rx_needs(n, c))
-            continue;
-        needed++;
-        missing += dc_journal_state(n->j, c) != DC_JSTATE_APPLIED;
-    }
-    if (missing) {
-        DC_LOG_ERROR("node %u: COMMIT %llu with %u of the %u chunks it needs applied", n->me,
-                     (unsigned long long)m->version, needed - missing, needed);
-        dc_rx_set_dense_needed(n, 1);
+        }
+        dc_journal_close(n->j);
+        n->j = NULL;
+        if (dc_rx_local_commit(n, m->version, n->cur.b, cm.ckpt) != DC_OK) {
+            DC_LOG_ERROR("node %u: version %llu is applied, but its local commit failed: %s",
+                         n->me, (unsigned long long)m->version, dc_last_error());
+            n->commit_failed = 1;
+            flags = DC_DONE_F_FAILED;
+        }
         dc_rx_drop_version(n);
         goto done;
     }
-    dc_journal_close(n->j);
-    n->j = NULL;
-    if (dc_rx_local_commit(n, m->version, n->cur.b) != DC_OK)
-        DC_LOG_ERROR("node %u: local commit: %s", n->me, dc_last_error());
-    dc_rx_drop_version(n);
+    if (n->committed == m->version && !n->dense_needed &&
+        (dc_digest_zero(cm.ckpt) || dc_digest_eq(cm.ckpt, n->committed_ckpt))) {
+        n->commit_failed = 0;
+        goto done; /* holds it (e.g. a replay, or a confirmation) */
+    }
+    /* a complete journal of v whose content is the coordinator's */
+    dc_journal_info_t ji;
+    uint8_t *states = NULL;
+    dc_digest_t *dg = NULL;
+    int held = 0;
+    if (!dc_digest_zero(cm.content) && !n->cur.active &&
+        dc_journal_load(n->cfg->state_dir, &ji, &states, &dg) == DC_OK &&
+        ji.target == m->version && ji.nchunks == n->layout->nchunks &&
+        ji.layout_id == n->layout->id)
+        held = dc_digest_eq(dc_journal_content(states, dg, ji.nchunks, dc_rx_needs_fn, n),
+                            cm.content);
+    free(states);
+    free(dg);
+    if (!held) {
+        DC_LOG_WARN("node %u: COMMIT %llu for a version it cannot show it holds (its record: "
+                    "version %llu)", n->me, (unsigned long long)m->version,
+                    (unsigned long long)n->committed);
+        flags = DC_DONE_F_NOT_HELD | (n->dense_needed ? DC_DONE_F_DENSE : 0);
+        goto done;
+    }
+    if (dc_rx_local_commit(n, m->version, ji.baseline, cm.ckpt) != DC_OK) {
+        DC_LOG_ERROR("node %u: version %llu is applied, but its local commit failed: %s",
+                     n->me, (unsigned long long)m->version, dc_last_error());
+        n->commit_failed = 1;
+        flags = DC_DONE_F_FAILED;
+    } else {
+        n->commit_failed = 0;
+        DC_LOG_INFO("node %u: version %llu committed from its journal (content checked)",
+                    n->me, (unsigned long long)m->version);
+    }
 done:
-    dc_rx_send_done(n, m->version, n->dense_needed ? 1 : 0);
+    dc_rx_send_done(n, m->version, flags);
 }
 
 static void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
 {
     if (!n->cur.active || n->cur.v != m->version) {
-        dc_rx_send_done(n, m->version, n->dense_needed ? 1 : 0);
+        dc_rx_send_done(n, m->version, n->dense_needed ? DC_DONE_F_DENSE : 0);
         return;
     }
     const dc_layout_t *l = n->layout;
@@ -1233,7 +1344,30 @@ static void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
         dc_st_sync(n->wfile);
     dc_rx_drop_version(n);
     dc_journal_remove(n->cfg->state_dir);
-    dc_rx_send_done(n, m->version, dense ? 1 : 0);
+    dc_rx_send_done(n, m->version, dense ? DC_DONE_F_DENSE : 0);
+}
+
+/* BYE: the job ended at version v (checkpoint digest ckpt).  A receiver
+ * that does not hold exactly that says so and exits non-zero: no run ends
+ * with other bytes and exit 0. */
+static void dc_rx_bye(dc_node_t *n, uint64_t v, dc_digest_t ckpt)
+{
+    const char *why = NULL;
+    if (n->commit_failed)
+        why = "its last local commit failed";
+    else if (n->dense_needed)
+        why = "its bytes are unknown (marked for a dense refit)";
+    else if (n->committed != v)
+        why = "it holds another version";
+    else if (!dc_digest_zero(ckpt) && !dc_digest_eq(ckpt, n->committed_ckpt))
+        why = "its record names other content for that version";
+    if (!why)
+        return;
+    n->result = dc_error(DC_ERR_VERIFY, "node %u: the job ended at version %llu, but this "
+                         "node's record names version %llu: %s",
+                         n->me, (unsigned long long)v, (unsigned long long)n->committed, why);
+    DC_LOG_ERROR("%s", dc_last_error());
+    n->finished = 1; /* after the BYE went on to the children (dc_node_serve drains) */
 }
 
 /* HELLO for a new parent edge: committed version and journal. */
@@ -1248,7 +1382,7 @@ static dc_nbuf_t *dc_rx_hello(dc_node_t *n)
         states = malloc(ji.nchunks ? ji.nchunks : 1);
         for (uint64_t c = 0; states && c < ji.nchunks; c++)
             states[c] = (uint8_t)dc_journal_state(n->j, c);
-    } else if (dc_journal_load(n->cfg->state_dir, &ji, &states) != DC_OK) {
+    } else if (dc_journal_load(n->cfg->state_dir, &ji, &states, NULL) != DC_OK) {
         states = NULL;
     }
     if (states) {
@@ -1591,6 +1725,9 @@ static void dc_root_drain_ready(dc_node_t *n)
                 n->t_first_frame = dc_now_ns();
             if (m.node == DC_NODE_ALL) {
                 n->sent++;
+                if (DC_UNLIKELY(n->crash_frames && n->is_root && n->sent >= n->crash_frames &&
+                                !n->crash_ns))
+                    n->crash_ns = dc_now_ns();
                 n->payload_bytes += b->len - DC_MSG_HDR_SIZE;
                 if (n->sentc && m.chunk < n->layout->nchunks)
                     n->sentc[m.chunk] = 1;
@@ -1693,8 +1830,46 @@ static int dc_root_was_sent(const dc_node_t *n, uint32_t c)
     return src < n->nnodes && n->ssent[src];
 }
 
+/* The chunks node x needs (coordinator's view), for dc_journal_content(). */
+typedef struct dc_needs_arg {
+    const dc_node_t *n;
+    uint32_t x;
+} dc_needs_arg_t;
+
+static int dc_root_needs_fn(const void *arg, uint64_t c)
+{
+    const dc_needs_arg_t *a = arg;
+    return c < a->n->layout->nchunks && dc_root_needs(a->n, a->x, (uint32_t)c);
+}
+
+/* COMMIT of the coordinator's committed version addressed to node x, with
+ * the content hash of that version over the chunks x needs (when the
+ * target digests are known), so that x commits it from a complete journal
+ * only if the journal holds that content. */
+static void dc_root_send_confirm(dc_node_t *n, uint32_t x, uint64_t base)
+{
+    dc_commit_msg_t cm = {.ckpt = n->root_ckpt};
+    if (n->digests_ok) {
+        dc_needs_arg_t a = {n, x};
+        cm.content = dc_journal_content(NULL, n->digests, n->layout->nchunks,
+                                        dc_root_needs_fn, &a);
+    }
+    uint8_t buf[DC_MSG_HDR_SIZE + DC_COMMIT_BODY];
+    dc_commit_msg_pack(n->root_committed, base < n->root_committed ? base : 0, x, &cm, buf);
+    dc_nbuf_t *b = dc_nbuf_copy(n, buf, sizeof(buf));
+    if (b) {
+        dc_send_down(n, b, x, DC_STREAM_ANY);
+        dc_nbuf_unref(n, b);
+    }
+}
+
 /* A (re)joining node's STATE while a version is in flight: re-send what it
- * missed of the broadcast (as XOR where its bytes are the baseline). */
+ * missed of the broadcast.  Its HELLO is taken for what it says it lacks,
+ * never for what it says it has: a chunk its journal calls applied, or a
+ * node whose record is at or past the version, gets the chunk's frame
+ * again, and the node acknowledges it only once its bytes match the
+ * frame's target digest (a journal or record of another run's content
+ * under the same version number would otherwise count as done). */
 static void dc_root_state(dc_node_t *n, const dc_hello_t *h)
 {
     uint32_t x = h->node;
@@ -1705,31 +1880,26 @@ static void dc_root_state(dc_node_t *n, const dc_hello_t *h)
     n->last_seen[x] = n->last_progress[x] = dc_now_ns();
     if (!n->in_flight) {
         if (h->committed < n->root_committed && (h->flags & DC_HELLO_F_JOURNAL) &&
-            h->j_target == n->root_committed)
-            dc_send_down_simple(n, DC_MSG_COMMIT, n->root_committed, h->j_baseline, x);
+            h->j_target == n->root_committed && n->root_committed)
+            dc_root_send_confirm(n, x, h->j_baseline);
         return;
     }
     uint32_t nch = n->layout->nchunks;
-    if (h->committed >= n->vnum) {
-        dc_root_mark_acked(n, x, 0, nch);
-        return;
-    }
     int journal = (h->flags & DC_HELLO_F_JOURNAL) && h->j_target == n->vnum &&
                   h->nstates == nch;
-    int on_base = h->committed == n->vbase && !(h->flags & DC_HELLO_F_DENSE_NEEDED);
+    int dense = (h->flags & DC_HELLO_F_DENSE_NEEDED) != 0;
+    int on_base = h->committed == n->vbase && !dense;
+    int ahead = h->committed > n->vbase && !dense; /* it checks each chunk's digest */
     for (uint32_t c = 0; c < nch; c++) {
         if (!dc_root_needs(n, x, c) || !dc_root_was_sent(n, c))
             continue; /* the rest comes with the broadcast */
-        int s = journal ? h->states[c] : DC_JSTATE_PENDING;
-        if (s == DC_JSTATE_APPLIED) {
-            dc_root_mark_acked(n, x, c, 1);
-            continue;
-        }
         if (n->acked[(size_t)x * nch + c])
             continue;
+        int s = journal ? h->states[c] : DC_JSTATE_PENDING;
         if (n->mode == DC_MODE_DENSE) {
             dc_root_queue(n, c, x, 1);
-        } else if (on_base && s == DC_JSTATE_PENDING) {
+        } else if ((on_base && s == DC_JSTATE_PENDING) || s == DC_JSTATE_APPLIED ||
+                   (ahead && s == DC_JSTATE_PENDING)) {
             dc_root_queue(n, c, x, 0);
         } else if (!n->needq[(size_t)x * nch + c]) {
             /* half applied, or not the baseline's bytes: an overwrite (the
@@ -1776,7 +1946,8 @@ static void dc_root_begin(dc_node_t *n, uint64_t v)
         n->rx_nlinks[i] = 0;
     }
     dc_begin_t bg = {.version = v, .baseline = v - 1, .layout_id = n->layout->id,
-                     .nchunks = nch, .mode = n->mode};
+                     .nchunks = nch, .mode = n->mode, .base_ckpt = n->root_ckpt};
+    n->digests_ok = 0; /* digests[] fill with v's from here on */
     dc_nbuf_t *b = dc_nbuf_new(n, DC_BEGIN_SIZE, 0, 0);
     if (b) {
         dc_begin_pack(&bg, b->data);
@@ -1953,7 +2124,7 @@ static void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type)
         vs.encode_s = (double)n->enc_ns / 1e9;
         if (type == DC_MSG_COMMIT) {
             /* our own record of what our baseline is (a restart resumes it) */
-            st = dc_node_record_commit(n, n->vnum, n->vbase);
+            st = dc_node_record_commit(n, n->vnum, n->vbase, (dc_digest_t){0, 0});
         }
         if (dc_mem_done(n, n->vnum, st, &vs) != DC_OK && type == DC_MSG_COMMIT) {
             n->result = dc_last_status();
@@ -2139,14 +2310,22 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
         case DC_MSG_SUBOK:
             from->sub_acked = m.chunk;
             break;
-        case DC_MSG_BYE:
+        case DC_MSG_BYE: {
             if (n->bye)
                 break;
+            dc_digest_t end_ckpt;
+            if (dc_bye_parse(&m, &end_ckpt) != DC_OK) {
+                DC_LOG_WARN("node %u: dropping a bad BYE: %s", n->me, dc_last_error());
+                break;
+            }
             dc_send_down(n, b, DC_NODE_ALL, DC_STREAM_ANY);
             n->bye = 1;
             if (n->is_sender)
                 dc_sender_end(n, 0, DC_MSG_BYE);
+            else
+                dc_rx_bye(n, m.version, end_ckpt);
             break;
+        }
         case DC_MSG_NEED:
             /* the coordinator asks the owner of a chunk (a sender) to re-send
              * it to node m.node (repairs of chunks sent from memory) */
@@ -2281,7 +2460,16 @@ static void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
         }
         break;
     case DC_MSG_DONE:
-        if (m.version == n->vnum && m.body_len >= 20) {
+        if ((m.version == n->vnum || m.version == n->confirm_v) && m.body_len >= 20) {
+            if (m.version == n->root_committed && !n->in_flight) {
+                n->confirmed[m.node] =
+                    !(m.flags & (DC_DONE_F_DENSE | DC_DONE_F_FAILED | DC_DONE_F_NOT_HELD));
+                if ((m.flags & DC_DONE_F_FAILED) && !(n->dflags[m.node] & DC_DONE_F_FAILED))
+                    DC_LOG_ERROR("coordinator: receiver %u could not commit version %llu "
+                                 "locally (its log says why)", m.node,
+                                 (unsigned long long)m.version);
+            }
+            n->dflags[m.node] = m.flags;
             n->vdone[m.node] = 1;
             n->rx_apply_ns[m.node] = dc_load_le64(m.body);
             n->rx_bytes[m.node] = dc_load_le64(m.body + 8);
@@ -3020,7 +3208,10 @@ static dc_status_t dc_root_alloc(dc_node_t *n)
     n->rx_nlinks = calloc(nn, sizeof(uint32_t));
     n->rx_lpar = calloc(nn * DC_MAX_LINKS, sizeof(uint32_t));
     n->rx_lbytes = calloc(nn * DC_MAX_LINKS, sizeof(uint64_t));
-    if (!n->rx_nlinks || !n->rx_lpar || !n->rx_lbytes || !n->resync)
+    n->confirmed = calloc(nn, 1);
+    n->dflags = calloc(nn, 1);
+    if (!n->rx_nlinks || !n->rx_lpar || !n->rx_lbytes || !n->resync || !n->confirmed ||
+        !n->dflags)
         return dc_error(DC_ERR_NOMEM, "root: out of memory");
     if (!n->acked || !n->needq || !n->nacked || !n->joined || !n->vdone || !n->last_seen ||
         !n->last_progress || !n->hello_committed || !n->rx_apply_ns || !n->rx_bytes ||
@@ -3119,6 +3310,8 @@ static dc_status_t dc_sender_start_encoders(dc_node_t *n)
 
 static void dc_root_free(dc_node_t *n)
 {
+    free(n->confirmed);
+    free(n->dflags);
     free(n->acked);
     free(n->needq);
     free(n->nacked);
@@ -3274,6 +3467,12 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     while (!n->finished) {
         dc_node_step(n, 5);
         uint64_t now = dc_now_ns();
+        if (DC_UNLIKELY(n->crash_ns) &&
+            (!dc_node_tx_pending(n) || now - n->crash_ns > 200000000ull)) {
+            DC_LOG_WARN("root: DELTACAST_ENGINE_ROOT_CRASH: killing myself after %llu frames "
+                        "of version %llu", (unsigned long long)n->sent, (unsigned long long)v);
+            raise(SIGKILL);
+        }
         /* everything sent AND delivered to the children (their transport
          * acknowledged it): from then on, silence means something was lost */
         if (n->sent == n->total && !n->t_all_sent && !dc_node_tx_pending(n)) {
@@ -3377,7 +3576,11 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     XXH3_freeState(hs);
     dc_commit_rec_t rec = {.version = v, .baseline = v - 1, .digest_lo = cd.low64,
                            .digest_hi = cd.high64};
-    st = dc_commit_cas(n->cfg->state_dir, n->root_committed, &rec, NULL);
+    /* the target digests first: a restart checks nodes' journals of v
+     * against them */
+    st = dc_commit_digests_write(n->cfg->state_dir, v, n->layout->id, n->digests, nch);
+    if (st == DC_OK)
+        st = dc_commit_cas(n->cfg->state_dir, n->root_committed, &rec, NULL);
     uint64_t t_commit = dc_now_ns();
     dc_trace(n, "commit", NULL, 0);
     if (st != DC_OK) {
@@ -3387,8 +3590,24 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         return st;
     }
     n->root_committed = v;
+    n->root_ckpt = (dc_digest_t){cd.low64, cd.high64};
+    n->digests_ok = 1;
+    n->confirm_v = v;
+    memset(n->confirmed, 0, n->nnodes);
     n->in_flight = 0;
-    dc_send_down_simple(n, DC_MSG_COMMIT, v, v - 1, DC_NODE_ALL);
+    if (DC_UNLIKELY(n->crash_commit == v)) {
+        DC_LOG_WARN("root: DELTACAST_ENGINE_ROOT_CRASH: killing myself after the commit of "
+                    "version %llu", (unsigned long long)v);
+        raise(SIGKILL);
+    }
+    dc_commit_msg_t cm = {.ckpt = n->root_ckpt};
+    uint8_t cbuf[DC_MSG_HDR_SIZE + DC_COMMIT_BODY];
+    dc_commit_msg_pack(v, v - 1, DC_NODE_ALL, &cm, cbuf);
+    dc_nbuf_t *cb = dc_nbuf_copy(n, cbuf, sizeof(cbuf));
+    if (cb) {
+        dc_send_down(n, cb, DC_NODE_ALL, DC_STREAM_ANY);
+        dc_nbuf_unref(n, cb);
+    }
     dc_node_run_until(n, dc_pred_done, dc_now_ns() + (uint64_t)n->abort_ms * 1000000ull);
     if (n->progress_line)
         dc_root_progress_line(n, 1);
@@ -3411,13 +3630,105 @@ static dc_status_t dc_root_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     return DC_OK;
 }
 
+/* The coordinator's committed version, by content, at every receiver that
+ * has not shown it holds it in this run: an addressed COMMIT (with the
+ * content hash over the chunks it needs) to each, and their DONEs.  `final`:
+ * the job's last word, so a receiver that does not hold it fails the job,
+ * naming it; at the start it only lets nodes that missed a commit (a
+ * coordinator killed between its record and the COMMIT) take it from their
+ * journals, and the others get the next version as nodes off the
+ * baseline. */
+static dc_status_t dc_root_confirm(dc_node_t *n, int final)
+{
+    if (!n->digests_ok && n->root_committed &&
+        dc_commit_digests_read(n->cfg->state_dir, n->root_committed, n->layout->id,
+                               n->digests, n->layout->nchunks) == DC_OK)
+        n->digests_ok = 1;
+    n->confirm_v = n->root_committed;
+    uint32_t asked = 0;
+    for (uint32_t x = 1; x < n->nnodes; x++) {
+        /* at the start, only the nodes whose HELLO names another version
+         * (a relay's STATE of its child may be older than the child's
+         * journal, so their journals are not asked about) */
+        n->vdone[x] = !n->rneed[x] || n->confirmed[x] ||
+                      (!final && n->hello_committed[x] == n->root_committed);
+        if (n->vdone[x])
+            continue;
+        dc_root_send_confirm(n, x, 0);
+        asked++;
+    }
+    if (!asked)
+        return DC_OK;
+    DC_LOG_INFO("coordinator: asking %u receivers to confirm version %llu", asked,
+                (unsigned long long)n->root_committed);
+    dc_node_run_until(n, dc_pred_done, dc_now_ns() + (uint64_t)n->abort_ms * 1000000ull);
+    if (n->finished)
+        return n->result ? n->result : dc_error(DC_ERR_INTERNAL, "root stopped");
+    char list[256] = "";
+    size_t len = 0;
+    uint32_t bad = 0, nrecv = 0;
+    for (uint32_t x = 1; x < n->nnodes; x++) {
+        if (!n->rneed[x])
+            continue;
+        nrecv++;
+        if (n->confirmed[x])
+            continue;
+        bad++;
+        if (len + 16 < sizeof(list))
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%u%s", bad > 1 ? ", " : "",
+                                    x, !n->vdone[x] ? " (no answer)"
+                                       : (n->dflags[x] & DC_DONE_F_FAILED) ? " (local commit failed)"
+                                       : "");
+    }
+    if (!bad || !final)
+        return DC_OK;
+    return dc_error(DC_ERR_VERIFY, "%u of %u receivers do not hold the committed version %llu "
+                    "(checkpoint digest %016llx%016llx): node %s; their logs say why",
+                    bad, nrecv, (unsigned long long)n->root_committed,
+                    (unsigned long long)n->root_ckpt.hi, (unsigned long long)n->root_ckpt.lo,
+                    list);
+}
+
+/* Versions vK are consecutive: a vK past the last consecutive one means a
+ * gap, and the job would stop early without a word. */
+static dc_status_t dc_root_check_gap(const dc_node_t *n, uint64_t last)
+{
+    DIR *d = opendir(n->cfg->versions_dir);
+    if (!d)
+        return dc_error_errno(DC_ERR_IO, errno, "%s: open", n->cfg->versions_dir);
+    uint64_t beyond = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char p[PATH_MAX];
+        const char *nm = e->d_name;
+        if (nm[0] != 'v' || nm[1] < '0' || nm[1] > '9')
+            continue;
+        char *end = NULL;
+        unsigned long long k = strtoull(nm + 1, &end, 10);
+        if (k <= last || (beyond && k >= beyond))
+            continue;
+        /* the name the engine would look for, exactly */
+        if (dc_node_version_path(p, sizeof(p), n->cfg->versions_dir, k) == 0 &&
+            strcmp(strrchr(p, '/') ? strrchr(p, '/') + 1 : p, nm) == 0)
+            beyond = k;
+    }
+    closedir(d);
+    if (beyond)
+        return dc_error(DC_ERR_INVALID, "%s: version %llu is there but version %llu is "
+                        "missing: the versions must be consecutive (the job would stop at "
+                        "version %llu)", n->cfg->versions_dir, (unsigned long long)beyond,
+                        (unsigned long long)last + 1, (unsigned long long)last);
+    return DC_OK;
+}
+
 static dc_status_t dc_root_run(dc_node_t *n)
 {
     dc_commit_rec_t rec;
     dc_status_t st = dc_commit_read(n->cfg->state_dir, &rec);
-    if (st == DC_OK)
+    if (st == DC_OK) {
         n->root_committed = rec.version;
-    else if (st == DC_ERR_NOT_FOUND)
+        n->root_ckpt = (dc_digest_t){rec.digest_lo, rec.digest_hi};
+    } else if (st == DC_ERR_NOT_FOUND)
         n->root_committed = n->cfg->source ? n->cfg->initial_version : 0;
     else
         return st;
@@ -3431,6 +3742,8 @@ static dc_status_t dc_root_run(dc_node_t *n)
                 access(p, R_OK) != 0)
                 break;
         }
+        if ((st = dc_root_check_gap(n, last)) != DC_OK)
+            return st;
     }
     if (last <= n->root_committed)
         DC_LOG_WARN("root: nothing to refit: committed version %llu, last version %llu",
@@ -3470,6 +3783,9 @@ static dc_status_t dc_root_run(dc_node_t *n)
                                     (unsigned long long)wait_ms);
         goto out;
     }
+    n->confirm_v = n->root_committed;
+    if ((st = dc_root_confirm(n, 0)) != DC_OK)
+        goto out;
     for (uint64_t v = n->root_committed + 1; v <= last; v++) {
         dc_vstats_t vs;
         memset(&vs, 0, sizeof(vs));
@@ -3489,6 +3805,8 @@ static dc_status_t dc_root_run(dc_node_t *n)
         json_array_append_new(versions, dc_root_version_json(n, &vs));
         dc_root_write_stats(n, versions);
     }
+    if (st == DC_OK)
+        st = dc_root_confirm(n, 1);
 out:;
     /* the failure's own words: the BYE drain below may set other errors
      * (children closing), and the caller prints dc_last_error() */
@@ -3503,7 +3821,13 @@ out:;
     }
     json_decref(versions);
     /* BYE and drain */
-    dc_send_down_simple(n, DC_MSG_BYE, n->root_committed, 0, DC_NODE_ALL);
+    uint8_t bye[DC_MSG_HDR_SIZE + DC_BYE_BODY];
+    dc_bye_pack(n->root_committed, n->root_ckpt, bye);
+    dc_nbuf_t *bb = dc_nbuf_copy(n, bye, sizeof(bye));
+    if (bb) {
+        dc_send_down(n, bb, DC_NODE_ALL, DC_STREAM_ANY);
+        dc_nbuf_unref(n, bb);
+    }
     n->bye = 1;
     uint64_t dl = dc_now_ns() + 5000000000ull;
     while (dc_node_tx_pending(n) && dc_now_ns() < dl)
@@ -3693,6 +4017,11 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
         const char *ca = getenv("DELTACAST_ENGINE_CRASH_AT");
         if (ca && *ca)
             n->crash_at = strtoll(ca, NULL, 10);
+        const char *rc = getenv("DELTACAST_ENGINE_ROOT_CRASH");
+        if (rc && strncmp(rc, "frames=", 7) == 0)
+            n->crash_frames = strtoull(rc + 7, NULL, 10);
+        else if (rc && strncmp(rc, "commit=", 7) == 0)
+            n->crash_commit = strtoull(rc + 7, NULL, 10);
         const char *tr = getenv("DELTACAST_ENGINE_TRACE");
         char tp[PATH_MAX];
         if (tr && *tr && snprintf(tp, sizeof(tp), "%s/trace.%u", tr, n->me) < (int)sizeof(tp))

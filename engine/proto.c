@@ -91,8 +91,8 @@ void dc_begin_pack(const dc_begin_t *b, uint8_t out[DC_BEGIN_SIZE])
     dc_store_le64(p, b->layout_id);
     dc_store_le32(p + 8, b->nchunks);
     dc_store_le32(p + 12, b->mode);
-    dc_store_le64(p + 16, b->ckpt_digest.lo);
-    dc_store_le64(p + 24, b->ckpt_digest.hi);
+    dc_store_le64(p + 16, b->base_ckpt.lo);
+    dc_store_le64(p + 24, b->base_ckpt.hi);
 }
 
 dc_status_t dc_begin_parse(const dc_msg_t *m, dc_begin_t *out)
@@ -106,8 +106,8 @@ dc_status_t dc_begin_parse(const dc_msg_t *m, dc_begin_t *out)
     b.layout_id = dc_load_le64(m->body);
     b.nchunks = dc_load_le32(m->body + 8);
     b.mode = dc_load_le32(m->body + 12);
-    b.ckpt_digest.lo = dc_load_le64(m->body + 16);
-    b.ckpt_digest.hi = dc_load_le64(m->body + 24);
+    b.base_ckpt.lo = dc_load_le64(m->body + 16);
+    b.base_ckpt.hi = dc_load_le64(m->body + 24);
     if (b.nchunks > DC_MAX_CHUNKS)
         return dc_error(DC_ERR_FORMAT, "BEGIN message: %u chunks is too many", b.nchunks);
     if (b.mode != DC_MODE_DELTA && b.mode != DC_MODE_DENSE)
@@ -167,5 +167,56 @@ dc_status_t dc_hello_parse(const dc_msg_t *m, dc_hello_t *out)
     if (h.node == DC_NODE_ALL)
         return dc_error(DC_ERR_FORMAT, "HELLO with the broadcast node id");
     *out = h;
+    return DC_OK;
+}
+
+/* --- COMMIT / BYE --------------------------------------------------------------- */
+
+static void dc_digest_store(uint8_t *p, dc_digest_t d)
+{
+    dc_store_le64(p, d.lo);
+    dc_store_le64(p + 8, d.hi);
+}
+
+static dc_digest_t dc_digest_load(const uint8_t *p)
+{
+    dc_digest_t d = {dc_load_le64(p), dc_load_le64(p + 8)};
+    return d;
+}
+
+void dc_commit_msg_pack(uint64_t v, uint64_t b, uint32_t node, const dc_commit_msg_t *c,
+                        uint8_t *out)
+{
+    dc_msg_t m = {.type = DC_MSG_COMMIT, .version = v, .baseline = b, .node = node,
+                  .body_len = DC_COMMIT_BODY};
+    dc_msg_pack(&m, out);
+    dc_digest_store(out + DC_MSG_HDR_SIZE, c->ckpt);
+    dc_digest_store(out + DC_MSG_HDR_SIZE + 16, c->content);
+}
+
+dc_status_t dc_commit_msg_parse(const dc_msg_t *m, dc_commit_msg_t *out)
+{
+    if (m->type != DC_MSG_COMMIT || m->body_len != DC_COMMIT_BODY)
+        return dc_error(DC_ERR_FORMAT, "COMMIT message body is %u bytes, expected %d",
+                        m->body_len, DC_COMMIT_BODY);
+    out->ckpt = dc_digest_load(m->body);
+    out->content = dc_digest_load(m->body + 16);
+    return DC_OK;
+}
+
+void dc_bye_pack(uint64_t v, dc_digest_t ckpt, uint8_t *out)
+{
+    dc_msg_t m = {.type = DC_MSG_BYE, .version = v, .node = DC_NODE_ALL,
+                  .body_len = DC_BYE_BODY};
+    dc_msg_pack(&m, out);
+    dc_digest_store(out + DC_MSG_HDR_SIZE, ckpt);
+}
+
+dc_status_t dc_bye_parse(const dc_msg_t *m, dc_digest_t *ckpt)
+{
+    if (m->type != DC_MSG_BYE || m->body_len != DC_BYE_BODY)
+        return dc_error(DC_ERR_FORMAT, "BYE message body is %u bytes, expected %d",
+                        m->body_len, DC_BYE_BODY);
+    *ckpt = dc_digest_load(m->body);
     return DC_OK;
 }

@@ -20,13 +20,27 @@
  *
  *   down (root -> leaves, forwarded by relays):
  *     BEGIN   version v from baseline b: body = layout id (8), nchunks (4),
- *             mode (4: DELTA / DENSE), checkpoint digest (16; 0 when not
- *             known up front).  Each frame carries its chunk's target
- *             digest, so the root can send chunk 0 before chunk 1 is read.
+ *             mode (4: DELTA / DENSE), the baseline's checkpoint digest
+ *             (16: b by content, from the coordinator's commit record; 0
+ *             when it has none, e.g. the job's initial version).  v's own
+ *             digest is not known up front: each frame carries its chunk's
+ *             target digest, so the root can send chunk 0 before chunk 1 is
+ *             read, and COMMIT carries v's checkpoint digest.
  *     FRAME   one chunk: body = the codec frame; flags = DC_FRAME_F_*.
- *     COMMIT  v is committed (joint commit done): the new baseline.
+ *     COMMIT  v is committed (joint commit done): the new baseline.  body =
+ *             the checkpoint digest of v (16: what v is, by content; the
+ *             receivers' commit records keep it) and, in a COMMIT addressed
+ *             to one node that does not have v in flight (a node confirming
+ *             the committed version, e.g. after a coordinator restart), the
+ *             content hash of v over the chunks that node needs (16;
+ *             dc_journal_content over the coordinator's target digests; 0
+ *             otherwise).  The node commits v from its journal only when
+ *             its journal's own content hash is that one.
  *     ABORT   v is abandoned: return to b (or mark for dense refit).
- *     BYE     the job is over; close.
+ *     BYE     the job is over; close.  version = the version the job ended
+ *             at (the coordinator's committed one), body = its checkpoint
+ *             digest (16): a receiver that holds anything else exits with
+ *             an error.
  *     SUBOK   a parent took a child's SUB (chunk = the SUB's chunk field, the
  *             child's plan generation); from then on it forwards the
  *             subscribed streams.  Link-local, not forwarded.
@@ -39,7 +53,8 @@
  *             (verify failed, or they cannot take an XOR).
  *     STATE   a HELLO forwarded up by a relay (same body) so the root learns
  *             a (re)joining node's journal.
- *     DONE    node has taken COMMIT/ABORT of v (flags: 1 = dense needed).
+ *     DONE    node has taken COMMIT/ABORT of v (flags DC_DONE_F_*: dense
+ *             needed, its local commit failed, it does not hold v).
  *     SUB     first message of a child on every parent link, again when the
  *             child re-plans: node = the child, chunk = its plan generation
  *             (echoed in SUBOK), count = n, body = n stream
@@ -98,6 +113,13 @@ enum {
     DC_FRAME_F_RETRY = 2,     /* addressed re-send (repair / rejoin) */
 };
 
+/* DONE flags */
+enum {
+    DC_DONE_F_DENSE = 1,    /* its bytes are unknown: marked for a dense refit */
+    DC_DONE_F_FAILED = 2,   /* COMMIT: its local commit (record write) failed */
+    DC_DONE_F_NOT_HELD = 4, /* COMMIT: it cannot show it holds that version */
+};
+
 /* NEED flags (coordinator -> the sender owning the chunk: re-send it) */
 enum { DC_NEED_F_OVERWRITE = 1 };
 
@@ -114,6 +136,11 @@ enum {
     DC_HELLO_F_JOURNAL = 4,     /* a journal for an in-flight version follows */
     DC_HELLO_F_SENDER = 8,      /* a sender's control link to the coordinator */
 };
+
+static inline int dc_digest_zero(dc_digest_t d)
+{
+    return d.lo == 0 && d.hi == 0;
+}
 
 typedef struct dc_msg {
     uint8_t type;
@@ -138,7 +165,7 @@ const char *dc_msg_type_name(uint8_t type);
 typedef struct dc_begin {
     uint64_t version, baseline, layout_id;
     uint32_t nchunks, mode;
-    dc_digest_t ckpt_digest;
+    dc_digest_t base_ckpt; /* the baseline's checkpoint digest (0: unknown) */
 } dc_begin_t;
 
 #define DC_BEGIN_FIXED 32
@@ -166,7 +193,26 @@ size_t dc_hello_size(uint32_t nstates);
 void dc_hello_pack(uint8_t type, const dc_hello_t *h, uint8_t *out);
 dc_status_t dc_hello_parse(const dc_msg_t *m, dc_hello_t *out);
 
-/** A header-only message (ACK, NEED, COMMIT, ABORT, BYE, DONE) into out[40]. */
+/* --- COMMIT / BYE ------------------------------------------------------------- */
+
+#define DC_COMMIT_BODY 32
+#define DC_BYE_BODY 16
+
+typedef struct dc_commit_msg {
+    dc_digest_t ckpt;     /* checkpoint digest of the version */
+    dc_digest_t content;  /* addressed: the node's content hash of it (0: none) */
+} dc_commit_msg_t;
+
+/** COMMIT of version v from baseline b to `node` (DC_NODE_ALL or one node)
+ *  into out (DC_MSG_HDR_SIZE + DC_COMMIT_BODY bytes). */
+void dc_commit_msg_pack(uint64_t v, uint64_t b, uint32_t node, const dc_commit_msg_t *c,
+                        uint8_t *out);
+dc_status_t dc_commit_msg_parse(const dc_msg_t *m, dc_commit_msg_t *out);
+/** BYE: the job ended at version v, of checkpoint digest ckpt. */
+void dc_bye_pack(uint64_t v, dc_digest_t ckpt, uint8_t *out);
+dc_status_t dc_bye_parse(const dc_msg_t *m, dc_digest_t *ckpt);
+
+/** A header-only message (ACK, NEED, ABORT, DONE) into out[40]. */
 void dc_msg_simple(uint8_t type, uint8_t flags, uint64_t version, uint64_t baseline,
                    uint32_t node, uint32_t chunk, uint32_t count, uint8_t out[DC_MSG_HDR_SIZE]);
 

@@ -39,15 +39,21 @@ Test(journal, fresh_resume_and_mismatch)
     cr_assert_eq(dc_journal_count(j, DC_JSTATE_PENDING), 10);
     cr_assert_eq(dc_journal_begin(j, 3), DC_OK);
     cr_assert_eq(dc_journal_begin(j, 4), DC_OK);
-    cr_assert_eq(dc_journal_applied(j, 3), DC_OK);
+    cr_assert_eq(dc_journal_applied(j, 3, (dc_digest_t){0, 0}), DC_ERR_INVALID);
+    cr_assert_eq(dc_journal_applied(j, 3, (dc_digest_t){33, 34}), DC_OK);
     cr_assert_eq(dc_journal_begin(j, 10), DC_ERR_INVALID);
     dc_journal_close(j);
 
     dc_journal_info_t got;
     uint8_t *st;
-    cr_assert_eq(dc_journal_load(dir, &got, &st), DC_OK);
+    dc_digest_t *dg;
+    cr_assert_eq(dc_journal_load(dir, &got, &st, &dg), DC_OK);
     cr_assert_eq(got.target, 7);
     cr_assert_eq(st[3], DC_JSTATE_APPLIED);
+    /* the digest it was verified against comes back with it */
+    cr_assert(dc_digest_eq(dg[3], (dc_digest_t){33, 34}));
+    cr_assert(dg[4].lo == 0 && dg[4].hi == 0);
+    free(dg);
     cr_assert_eq(st[4], DC_JSTATE_APPLYING);
     cr_assert_eq(st[0], DC_JSTATE_PENDING);
     free(st);
@@ -56,6 +62,8 @@ Test(journal, fresh_resume_and_mismatch)
     cr_assert_eq(resumed, 1);
     cr_assert_eq(dc_journal_state(j, 4), DC_JSTATE_APPLYING);
     cr_assert_eq(dc_journal_count(j, DC_JSTATE_APPLIED), 1);
+    cr_assert(dc_digest_eq(dc_journal_digest(j, 3), (dc_digest_t){33, 34}));
+    cr_assert(dc_digest_eq(dc_journal_digest(j, 4), (dc_digest_t){0, 0}));
     dc_journal_close(j);
 
     /* another version: a fresh journal replaces it */
@@ -66,7 +74,7 @@ Test(journal, fresh_resume_and_mismatch)
     cr_assert_eq(dc_journal_count(j, DC_JSTATE_PENDING), 10);
     dc_journal_close(j);
     cr_assert_eq(dc_journal_remove(dir), DC_OK);
-    cr_assert_eq(dc_journal_load(dir, &got, &st), DC_ERR_NOT_FOUND);
+    cr_assert_eq(dc_journal_load(dir, &got, &st, NULL), DC_ERR_NOT_FOUND);
 }
 
 Test(journal, damaged_files_rejected)
@@ -82,14 +90,19 @@ Test(journal, damaged_files_rejected)
     cr_assert_eq(pwrite(fd, &bad, 1, 64 + 2), 1);
     dc_journal_info_t got;
     uint8_t *st = NULL;
-    cr_assert_eq(dc_journal_load(dir, &got, &st), DC_ERR_FORMAT);
+    cr_assert_eq(dc_journal_load(dir, &got, &st, NULL), DC_ERR_FORMAT);
     cr_assert_eq(pwrite(fd, "\0", 1, 64 + 2), 1);
-    cr_assert_eq(dc_journal_load(dir, &got, &st), DC_OK);
+    cr_assert_eq(dc_journal_load(dir, &got, &st, NULL), DC_OK);
     free(st);
+    /* an APPLIED chunk without the digest it was verified against */
+    uint8_t applied = DC_JSTATE_APPLIED;
+    cr_assert_eq(pwrite(fd, &applied, 1, 64 + 1), 1);
+    cr_assert_eq(dc_journal_load(dir, &got, &st, NULL), DC_ERR_FORMAT);
+    cr_assert_eq(pwrite(fd, "\0", 1, 64 + 1), 1);
     cr_assert_eq(pwrite(fd, &bad, 1, 20), 1); /* header byte */
-    cr_assert_eq(dc_journal_load(dir, &got, &st), DC_ERR_FORMAT);
+    cr_assert_eq(dc_journal_load(dir, &got, &st, NULL), DC_ERR_FORMAT);
     cr_assert_eq(ftruncate(fd, 30), 0);
-    cr_assert_eq(dc_journal_load(dir, &got, &st), DC_ERR_FORMAT);
+    cr_assert_eq(dc_journal_load(dir, &got, &st, NULL), DC_ERR_FORMAT);
     close(fd);
     /* opening over a damaged journal starts fresh */
     int resumed = -1;
@@ -151,7 +164,7 @@ static void child_apply(const char *path, const uint8_t *xr, int durable, int st
         }
         if (durable && msync(m + (size_t)c * CH, CH, MS_SYNC) != 0)
             _exit(6);
-        if (dc_journal_applied(j, (uint64_t)c) != DC_OK)
+        if (dc_journal_applied(j, (uint64_t)c, (dc_digest_t){(uint64_t)c + 1, 7}) != DC_OK)
             _exit(7);
     }
     _exit(0);
@@ -186,7 +199,7 @@ static void crash_and_recover(int durable)
     /* Restart: read the journal and apply the recovery rule. */
     dc_journal_info_t in;
     uint8_t *states;
-    cr_assert_eq(dc_journal_load(dir, &in, &states), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_journal_load(dir, &in, &states, NULL), DC_OK, "%s", dc_last_error());
     cr_assert_eq(in.nchunks, NCH);
     for (int c = 0; c < stop_at; c++)
         cr_assert_eq(states[c], DC_JSTATE_APPLIED, "chunk %d", c);
@@ -249,7 +262,7 @@ Test(journal, durable_sync_cost_bounded)
     cr_assert_eq(dc_journal_open(dir, &in, DC_JOURNAL_DURABLE, 8, &j, NULL), DC_OK);
     for (uint64_t c = 0; c < 64; c++) {
         cr_assert_eq(dc_journal_begin(j, c), DC_OK);
-        cr_assert_eq(dc_journal_applied(j, c), DC_OK);
+        cr_assert_eq(dc_journal_applied(j, c, (dc_digest_t){c + 1, 9}), DC_OK);
         if (c % 8 == 7)
             cr_assert_eq(dc_journal_sync(j), DC_OK);
     }

@@ -45,7 +45,7 @@ Test(proto, simple_roundtrip_and_garbage)
 Test(proto, begin_and_hello)
 {
     dc_begin_t b = {.version = 5, .baseline = 4, .layout_id = 77, .nchunks = 3,
-                    .mode = DC_MODE_DELTA, .ckpt_digest = {9, 10}};
+                    .mode = DC_MODE_DELTA, .base_ckpt = {9, 10}};
     size_t n = DC_BEGIN_SIZE;
     uint8_t *buf = malloc(n);
     dc_begin_pack(&b, buf);
@@ -55,7 +55,7 @@ Test(proto, begin_and_hello)
     cr_assert_eq(dc_begin_parse(&m, &g), DC_OK);
     cr_assert_eq(g.nchunks, 3);
     cr_assert_eq(g.layout_id, 77);
-    cr_assert(dc_digest_eq(g.ckpt_digest, b.ckpt_digest));
+    cr_assert(dc_digest_eq(g.base_ckpt, b.base_ckpt));
     /* unknown mode; baseline not below version */
     dc_store_le32(buf + DC_MSG_HDR_SIZE + 12, 9);
     cr_assert_eq(dc_msg_parse(buf, n, &m), DC_OK);

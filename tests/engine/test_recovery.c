@@ -36,7 +36,7 @@ static void killed_mid_apply(const char *args)
     snprintf(sd, sizeof(sd), "%s/state/%d", J.dir, victim);
     dc_journal_info_t ji;
     uint8_t *states = NULL;
-    cr_assert_eq(dc_journal_load(sd, &ji, &states), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_journal_load(sd, &ji, &states, NULL), DC_OK, "%s", dc_last_error());
     cr_assert_eq(ji.target, 1);
     cr_assert_eq(states[3], DC_JSTATE_APPLYING);
     free(states);

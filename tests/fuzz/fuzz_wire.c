@@ -164,29 +164,36 @@ static void fuzz_journal(const uint8_t *b, size_t n, int fix)
     uint8_t *in = malloc(n ? n : 1);
     CHECK(in);
     memcpy(in, b, n);
-    if (fix && n >= DC_JOURNAL_HEADER_SIZE)
+    if (fix && n >= DC_JOURNAL_HEADER_SIZE) {
+        dc_store_le32(in + 8, DC_JOURNAL_FORMAT);
         dc_store_le64(in + 56, XXH3_64bits(in, 56));
+    }
     FILE *fp = fopen(path, "wb");
     CHECK(fp && fwrite(in, 1, n, fp) == n && fclose(fp) == 0);
     dc_journal_info_t info;
     uint8_t *states = NULL;
-    dc_status_t st = dc_journal_load(dir, &info, &states);
+    dc_digest_t *digests = NULL;
+    dc_status_t st = dc_journal_load(dir, &info, &states, &digests);
     if (st != DC_OK) {
         failed_cleanly(st);
     } else {
         fuzz_accepted++;
-        CHECK(info.nchunks == n - DC_JOURNAL_HEADER_SIZE);
+        CHECK(info.nchunks * DC_JOURNAL_PER_CHUNK == n - DC_JOURNAL_HEADER_SIZE);
         for (uint64_t i = 0; i < info.nchunks; i++)
-            CHECK(states[i] <= DC_JSTATE_APPLIED);
+            CHECK(states[i] <= DC_JSTATE_APPLIED &&
+                  (states[i] != DC_JSTATE_APPLIED || !dc_digest_zero(digests[i])));
         /* the same journal resumes, with the same states */
         dc_journal_t *j = NULL;
         int resumed = 0;
         st = dc_journal_open(dir, &info, 0, 1, &j, &resumed);
         CHECK(st == DC_OK && resumed == 1);
         for (uint64_t i = 0; i < info.nchunks; i++)
-            CHECK(dc_journal_state(j, i) == states[i]);
+            CHECK(dc_journal_state(j, i) == states[i] &&
+                  (states[i] != DC_JSTATE_APPLIED ||
+                   dc_digest_eq(dc_journal_digest(j, i), digests[i])));
         dc_journal_close(j);
         free(states);
+        free(digests);
     }
     free(in);
     unlink(path);
