@@ -88,6 +88,10 @@ Test(recovery, wan_link_cut_mid_frame)
      * inside dense 64 KiB frames */
     job_start(&J, 0, "DELTACAST_FAULT=drop_after=150000,drop_count=3", "--dense");
     finish_ok(1);
+    /* the cuts happened: three times the fault, and the children noticed */
+    cr_assert_eq(job_sh("test $(grep -c 'fault injection: dropping the connection' %s/log0) -eq 3",
+                        J.dir),
+                 0, "the link was not cut three times");
 }
 
 static void corrupted_frames(const char *fault)

@@ -466,9 +466,9 @@ static void run_transfer_full(uint64_t total, double corrupt_p, int64_t corrupt_
     }
 
     dc_verbs_req_t *reqs[DEPTH];
-    uint64_t nmsg = 0;
-    for (uint64_t sum = 0; sum < total; nmsg++)
-        sum += msg_size(nmsg);
+    uint64_t nmsg = 0, sent_bytes = 0;
+    for (; sent_bytes < total; nmsg++)
+        sent_bytes += msg_size(nmsg);
     uint64_t posted = 0, done = 0, nwrong = 0;
     double t0 = dc_now_s();
     while (done < nmsg) {
@@ -533,7 +533,8 @@ static void run_transfer_full(uint64_t total, double corrupt_p, int64_t corrupt_
         dc_kern_cuda_free(src);
     cr_assert_eq(reply[0], 0, "%llu messages differ at the receiver",
                  (unsigned long long)reply[0]);
-    cr_assert_eq(reply[2], total == 0 ? 0 : reply[2]);
+    cr_assert_eq(reply[2], sent_bytes, "the server received %llu bytes of the %llu sent",
+                 (unsigned long long)reply[2], (unsigned long long)sent_bytes);
     cr_assert_eq(s.msgs_sent, nmsg);
     if (!cut_every)
         cr_assert_eq(s.resends, reply[1], "every NACK is answered by one re-send");
