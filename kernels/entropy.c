@@ -2317,6 +2317,9 @@ dc_status_t dc_gaps_dec_init(dc_ent_scratch_t *s, dc_gaps_dec_t *d, const uint8_
 {
     const uint8_t *p = src, *end = src + len;
     uint64_t E, qlen;
+    /* every field defined, whatever the stream: dc_gaps_dec_finish() of an
+     * empty one read a count left from whatever the caller's stack held */
+    memset(d, 0, sizeof(*d));
     if (count == 0)
         return len == 0 ? DC_OK : dc_error(DC_ERR_FORMAT, "gaps: bytes without positions");
     if (len < 1)
