@@ -340,7 +340,7 @@ int dc_cmd_inspect(int argc, char **argv)
         return dc_cli_fail("inspect", DC_ERR_IO, NULL);
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (dc_fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         dc_error(DC_ERR_IO, "'%s' is not a regular file", path);
         return dc_cli_fail("inspect", DC_ERR_IO, NULL);

@@ -211,7 +211,7 @@ dc_status_t dc_commit_digests_read(const char *dir, uint64_t version, uint64_t l
     }
     struct stat sb;
     uint8_t h[DC_DIGESTS_HEADER];
-    if (fstat(fd, &sb) != 0 || sb.st_size < DC_DIGESTS_HEADER ||
+    if (dc_fstat(fd, &sb) != 0 || sb.st_size < DC_DIGESTS_HEADER ||
         pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
         close(fd);
         return dc_error(DC_ERR_FORMAT, "%s: truncated", path);

@@ -81,7 +81,7 @@ static dc_status_t dc_journal_read_fd(int fd, const char *path, dc_journal_info_
 {
     uint8_t h[DC_JOURNAL_HEADER_SIZE];
     struct stat sb;
-    if (fstat(fd, &sb) != 0)
+    if (dc_fstat(fd, &sb) != 0)
         return dc_error_errno(DC_ERR_IO, errno, "%s: stat", path);
     if (sb.st_size < DC_JOURNAL_HEADER_SIZE)
         return dc_error(DC_ERR_FORMAT, "%s: journal truncated (%lld bytes)", path,

@@ -2930,7 +2930,7 @@ static int dc_root_resident(const char *path)
 {
     struct stat sb;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (stat(path, &sb) != 0 || pages <= 0 || psz <= 0)
+    if (dc_stat(path, &sb) != 0 || pages <= 0 || psz <= 0)
         return 0;
     return (uint64_t)sb.st_size <= (uint64_t)pages * (uint64_t)psz / 8;
 }

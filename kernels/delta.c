@@ -341,6 +341,13 @@ dc_status_t dc_delta_reader_init(dc_delta_reader_t *r, const uint8_t *b, size_t 
     const uint8_t *th = b + DC_DELTA_HEADER_SIZE;
     if (dc_crc32c(0, th, in.target_header_len) != dc_load_le32(b + 96))
         return dc_error(DC_ERR_FORMAT, "delta target header CRC mismatch (corrupted)");
+    /* the header is whole: its own length field names exactly the bytes the
+     * delta carries (a shorter one would have the target's header parsed
+     * from whatever the caller's output buffer held after it) */
+    if (dc_load_le64(th) != in.target_header_len - 8)
+        return dc_error(DC_ERR_FORMAT, "delta target header: its length field says %llu "
+                        "bytes, the delta carries %llu", (unsigned long long)dc_load_le64(th),
+                        (unsigned long long)(in.target_header_len - 8));
     r->buf = b;
     r->len = len;
     r->info = in;
@@ -1091,7 +1098,7 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
     if (dfd < 0)
         return dc_error_errno(DC_ERR_IO, errno, "cannot open '%s'", delta_path);
     struct stat sb;
-    if (fstat(dfd, &sb) != 0) {
+    if (dc_fstat(dfd, &sb) != 0) {
         st = dc_error_errno(DC_ERR_IO, errno, "stat '%s'", delta_path);
         close(dfd);
         return st;

@@ -524,7 +524,7 @@ dc_status_t dc_st_open(const char *path, int flags, dc_st_file_t **out)
         goto out_free;
     }
     struct stat sb;
-    if (fstat(f->fd, &sb) != 0) {
+    if (dc_fstat(f->fd, &sb) != 0) {
         st = dc_error_errno(DC_ERR_IO, errno, "cannot stat '%s'", path);
         goto out_close;
     }

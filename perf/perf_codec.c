@@ -102,7 +102,7 @@ static uint8_t *dc_load(const char *path, size_t *len)
         return NULL;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
+    if (dc_fstat(fd, &sb) != 0) {
         close(fd);
         return NULL;
     }
@@ -121,13 +121,13 @@ static uint8_t *dc_load(const char *path, size_t *len)
 static int dc_file_exists(const char *p)
 {
     struct stat sb;
-    return stat(p, &sb) == 0;
+    return dc_stat(p, &sb) == 0;
 }
 
 static uint64_t dc_file_size(const char *p)
 {
     struct stat sb;
-    return stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    return dc_stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
 /* Run argv with a timeout; returns wall seconds, or -1 on failure / -2 on

@@ -327,7 +327,7 @@ static int rb_exact(rb_ctx_t *c, uint32_t v)
     if (fr < 0)
         return 0;
     struct stat sr;
-    fstat(fr, &sr);
+    dc_fstat(fr, &sr);
     const uint8_t *mr = mmap(NULL, (size_t)sr.st_size, PROT_READ, MAP_SHARED, fr, 0);
     close(fr);
     if (mr == MAP_FAILED)
@@ -338,7 +338,7 @@ static int rb_exact(rb_ctx_t *c, uint32_t v)
         rb_path(w, sizeof(w), c, "w%d.st", i);
         int fw = open(w, O_RDONLY);
         struct stat sw;
-        if (fw < 0 || fstat(fw, &sw) != 0 || sw.st_size != sr.st_size) {
+        if (fw < 0 || dc_fstat(fw, &sw) != 0 || sw.st_size != sr.st_size) {
             all = 0;
             if (fw >= 0)
                 close(fw);

@@ -2,6 +2,7 @@
 #include "dc_util.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <time.h>
@@ -91,4 +92,30 @@ const char *dc_build_features(void)
     return "verbs=" DC_YN_STR(DC_HAVE_VERBS) " ucx=" DC_YN_STR(DC_HAVE_UCX)
            " cuda=" DC_YN_STR(DC_HAVE_CUDA) " tls=" DC_YN_STR(DC_HAVE_TLS)
            " hwloc=" DC_YN_STR(DC_HAVE_HWLOC) " isal=" DC_YN_STR(DC_HAVE_ISAL);
+}
+
+#if defined(__has_feature)
+#if __has_feature(memory_sanitizer)
+#include <sanitizer/msan_interface.h>
+#define DC_MSAN_WRITTEN(p, n) __msan_unpoison((p), (n))
+#endif
+#endif
+#ifndef DC_MSAN_WRITTEN
+#define DC_MSAN_WRITTEN(p, n) ((void)0)
+#endif
+
+int dc_fstat(int fd, struct stat *sb)
+{
+    int r = fstat(fd, sb);
+    if (r == 0)
+        DC_MSAN_WRITTEN(sb, sizeof(*sb));
+    return r;
+}
+
+int dc_stat(const char *path, struct stat *sb)
+{
+    int r = stat(path, sb);
+    if (r == 0)
+        DC_MSAN_WRITTEN(sb, sizeof(*sb));
+    return r;
 }

@@ -230,14 +230,17 @@ Test(safetensors, every_dtype_round_trip)
         total += 3 * ((uint64_t)(i % 4) + 1) * dc_dtype_size((dc_dtype_t)i);
     }
     snprintf(names[n], 32, "scalar.f64");
-    d[n++] = (dc_st_desc_t){.name = names[n - 1], .dtype = DC_DTYPE_F64, .ndim = 0};
+    d[n] = (dc_st_desc_t){.name = names[n], .dtype = DC_DTYPE_F64, .ndim = 0};
+    n++;
     total += 8;
     snprintf(names[n], 32, "empty.bf16");
-    d[n++] = (dc_st_desc_t){.name = names[n - 1], .dtype = DC_DTYPE_BF16, .ndim = 3,
-                            .shape = {4, 0, 2}};
+    d[n] = (dc_st_desc_t){.name = names[n], .dtype = DC_DTYPE_BF16, .ndim = 3,
+                          .shape = {4, 0, 2}};
+    n++;
     snprintf(names[n], 32, "odd.u16");
-    d[n++] = (dc_st_desc_t){.name = names[n - 1], .dtype = DC_DTYPE_U16, .ndim = 8,
-                            .shape = {1, 1, 1, 1, 1, 1, 1, 7}};
+    d[n] = (dc_st_desc_t){.name = names[n], .dtype = DC_DTYPE_U16, .ndim = 8,
+                          .shape = {1, 1, 1, 1, 1, 1, 1, 7}};
+    n++;
     total += 14;
 
     uint8_t *data = malloc(total);
