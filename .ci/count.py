@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Count test cases (TAP subtests, or whole tests for non-TAP ones) in the
-meson test logs of the given build directories, print one line per build and
-the closing 'N passed, N failed, N skipped' line."""
+meson test logs of the given build directories (their testlog.json, or
+BUILD/meson-logs/NAME.json for an argument BUILD:NAME, e.g. a sweep run's
+--logbase), or in a file whose last line is 'N passed, N failed, N skipped'
+(an argument ending in .txt, e.g. scripts/msan.sh's count.txt); print one
+line per argument and the closing 'N passed, N failed, N skipped' line."""
 import glob
 import json
 import os
@@ -11,15 +14,34 @@ import sys
 total = {"passed": 0, "failed": 0, "skipped": 0}
 for d in sys.argv[1:]:
     counts = {"passed": 0, "failed": 0, "skipped": 0}
+    if d.endswith(".txt"):
+        try:
+            last = open(d).read().strip().splitlines()[-1]
+            m = re.match(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$", last)
+        except (OSError, IndexError):
+            m = None
+        if m:
+            counts["passed"], counts["failed"] = int(m.group(1)), int(m.group(2))
+            counts["skipped"] = int(m.group(3) or 0)
+        else:
+            print(f"{d}: no closing count")
+            counts["failed"] += 1
+        print(f"{d}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+        for k in total:
+            total[k] += counts[k]
+        continue
+    log = "testlog"
+    if ":" in d:
+        d, log = d.split(":", 1)
     try:
-        lines = open(f"{d}/meson-logs/testlog.json").read().splitlines()
+        lines = open(f"{d}/meson-logs/{log}.json").read().splitlines()
     except OSError:
-        print(f"{d}: no test log")
+        print(f"{d}: no test log {log}")
         counts["failed"] += 1
         lines = []
     tests = [json.loads(line) for line in lines]
     first_path = f"{d}/meson-logs/testlog-first.json"
-    if os.path.exists(first_path):
+    if log == "testlog" and os.path.exists(first_path):
         # a first run whose timed-out tests ran again (.ci/run): each test's
         # result is its last run's
         by_name = {}
@@ -50,7 +72,8 @@ for d in sys.argv[1:]:
             r = t["result"]
             key = "passed" if r in ("OK", "EXPECTEDFAIL") else "skipped" if r == "SKIP" else "failed"
             counts[key] += 1
-    print(f"{d}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    name = d if log == "testlog" else f"{d}:{log}"
+    print(f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     for k in total:
         total[k] += counts[k]
 print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")

@@ -1,5 +1,6 @@
 /* main.c - the deltacast command: subcommand dispatch, --help, --version. */
 #include "cli.h"
+#include "kernels/kern.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,14 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
         printf("deltacast %s (%s)\n", dc_version_string(), dc_build_features());
+        /* the kernel ISAs: the one in use (DELTACAST_KERN_ISA lowers it) and
+         * every one this CPU and build run */
+        printf("kernels: %s (this CPU runs:", dc_kern_isa());
+        static const char *const isas[] = {"scalar", "avx2", "avx512"};
+        for (size_t i = 0; i < sizeof(isas) / sizeof(isas[0]); i++)
+            if (dc_kern_isa_supported(isas[i]))
+                printf(" %s", isas[i]);
+        printf(")\n");
         return DC_EXIT_OK;
     }
     if (cmd[0] == '-')

@@ -52,6 +52,9 @@ Test(cli, version)
     run(&R, "--version");
     cr_assert_eq(R.code, 0);
     cr_assert(strncmp(R.out, "deltacast ", 10) == 0, "%s", R.out);
+    /* the kernel ISA in use and the ones this CPU runs (scalar always) */
+    cr_assert(strstr(R.out, "\nkernels: ") != NULL, "%s", R.out);
+    cr_assert(strstr(R.out, "(this CPU runs: scalar") != NULL, "%s", R.out);
 }
 
 Test(cli, no_arguments_is_usage_error)
