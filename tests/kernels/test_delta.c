@@ -400,11 +400,13 @@ Test(delta, in_place_apply)
 {
     make_pair_and_delta(4096);
     /* a failing in-place apply leaves the base untouched */
-    size_t bl;
-    uint8_t *b0 = slurp(path("base.st"), &bl);
+    size_t nl, nl2;
+    uint8_t *n0 = slurp(path("next.st"), &nl);
     cr_assert_eq(dc_delta_apply_files(path("next.st"), path("d.delta"), NULL, NULL, NULL),
                  DC_ERR_WRONG_BASE);
-    same_files(path("next.st"), path("next.st"));
+    uint8_t *n1 = slurp(path("next.st"), &nl2);
+    cr_assert(nl2 == nl && memcmp(n0, n1, nl) == 0, "a failing in-place apply changed its base");
+    free(n1);
     cr_assert_eq(dc_delta_apply_files(path("base.st"), path("d.delta"), NULL, NULL, NULL), DC_OK,
                  "%s", dc_last_error());
     same_files(path("base.st"), path("next.st"));
@@ -413,7 +415,7 @@ Test(delta, in_place_apply)
                  DC_ERR_WRONG_BASE);
     same_files(path("base.st"), path("next.st"));
     cr_assert(only_expected_files());
-    free(b0);
+    free(n0);
 }
 
 /* Apply targets for the wrong-base / corrupt-delta cases: the buffer API,
@@ -525,6 +527,23 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
     dc_store_le32(bad + 124, dc_crc32c(0, bad, 124));
     spit(path("bad.delta"), bad, dl);
     apply_fails_everywhere(path("base.st"), path("bad.delta"), DC_ERR_VERIFY, "corrupt");
+    /* a target header whose own length field is shorter than the bytes the
+     * delta carries (its CRCs recomputed): refused before it is parsed, not
+     * parsed from whatever the output buffer held after the copied bytes */
+    memcpy(bad, d, dl);
+    uint64_t thl = dc_load_le64(d + 72);
+    dc_store_le64(bad + DC_DELTA_HEADER_SIZE, thl - 8 - 16);
+    dc_store_le32(bad + 96, dc_crc32c(0, bad + DC_DELTA_HEADER_SIZE, thl));
+    dc_store_le32(bad + 124, dc_crc32c(0, bad, 124));
+    spit(path("bad.delta"), bad, dl);
+    uint64_t ts;
+    cr_assert_eq(dc_delta_target_size(bad, dl, &ts), DC_ERR_FORMAT);
+    cr_assert(strstr(dc_last_error(), "its length field says") != NULL, "%s", dc_last_error());
+    cr_assert_eq(dc_delta_apply_files(path("base.st"), path("bad.delta"), path("out"), NULL,
+                                      NULL),
+                 DC_ERR_FORMAT);
+    cr_assert(strstr(dc_last_error(), "its length field says") != NULL, "%s", dc_last_error());
+    cr_assert(!exists(path("out")));
     free(bad);
     free(d);
     free(n);
