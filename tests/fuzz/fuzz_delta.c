@@ -19,8 +19,8 @@
  * Builds:
  *   fuzz_delta_replay (any compiler, -DDC_FUZZ_REPLAY): main() builds seed
  *     inputs in-process (real deltas for the fixed base, real chunk
- *     payloads), also runs any corpus files given, and N deterministic
- *     mutations of each (--mutations=N).  `--write-corpus=DIR` writes the
+ *     payloads; each must apply or decode as it is), also runs any corpus
+ *     files given, and N deterministic mutations of each (--mutations=N).  `--write-corpus=DIR` writes the
  *     seeds as files for libFuzzer.
  *   fuzz_delta (clang, -fsanitize=fuzzer).
  */
@@ -125,8 +125,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                 &o, NULL);
         if (st != DC_OK)
             CHECK(dc_last_status() != DC_OK && *dc_last_error());
-        else
+        else {
+            fuzz_accepted++;
             CHECK(ol <= cap);
+        }
         for (int i = 0; i < 64; i++)
             CHECK(out[cap + i] == 0xA5);
         free(out);
@@ -154,6 +156,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(st == DC_ERR_FORMAT);
         for (size_t i = 0; i < n * w; i++)
             CHECK(dst[i] == 0x11);
+    } else {
+        fuzz_accepted++;
     }
     for (int i = 0; i < 64; i++)
         CHECK(dst[n * w + i] == 0xA5);
@@ -295,13 +299,17 @@ int main(int argc, char **argv)
             CHECK(f && fwrite(seeds[i], 1, lens[i], f) == lens[i]);
             fclose(f);
         }
+        /* a seed is a valid delta or chunk: it applies / decodes */
+        unsigned long before = fuzz_accepted;
+        dc_fuzz_test_copy(seeds[i], lens[i]);
+        CHECK(fuzz_accepted == before + 1);
         dc_fuzz_run(seeds[i], lens[i], 64, mutations, 3, mutate);
         free(seeds[i]);
     }
     size_t files;
     int rc = dc_fuzz_run_paths(argc, argv, 64, 3, mutate, &files);
-    printf("fuzz_delta_replay: %zu seeds, %zu corpus files, %u mutations each: ok\n", ns, files,
-           mutations);
+    printf("fuzz_delta_replay: %zu seeds, %zu corpus files, %u mutations each, %lu applied or "
+           "decoded: ok\n", ns, files, mutations, fuzz_accepted);
     return rc;
 }
 #endif

@@ -135,7 +135,8 @@ static int dc_fuzz_run_paths(int argc, char **argv, size_t slack, unsigned max_k
 }
 
 /* main() of a replay driver: run the corpus paths of the command line,
- * then print "<target>: N inputs, M mutations each, K <accepted>: ok". */
+ * then print "<target>: N inputs, M mutations each, K <accepted>: ok"; a run
+ * in which no input was accepted fails. */
 static inline int dc_fuzz_main(int argc, char **argv, size_t slack, unsigned max_k,
                                dc_fuzz_mutate_fn mutate, const char *accepted)
 {
@@ -144,6 +145,11 @@ static inline int dc_fuzz_main(int argc, char **argv, size_t slack, unsigned max
     int rc = dc_fuzz_run_paths(argc, argv, slack, max_k, mutate, &files);
     if (files == 0) {
         fprintf(stderr, "usage: %s [--mutations=N] CORPUS_DIR|FILE...\n", argv[0]);
+        return 1;
+    }
+    if (fuzz_accepted == 0) {
+        /* every check on what a call returns ran on nothing */
+        fprintf(stderr, DC_FUZZ_NAME ": %zu inputs, none %s\n", files, accepted);
         return 1;
     }
     printf(DC_FUZZ_NAME ": %zu inputs, %u mutations each, %lu %s: ok\n", files,

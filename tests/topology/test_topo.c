@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "deltacast.h"
+#include "topology/topo.h"
 
 static char path_buf[4096];
 
@@ -190,6 +191,12 @@ Test(topo, link_rates_replace_nominal)
     cr_assert_eq(dc_topo_node(t, i, &n), DC_OK);
     cr_assert_eq(n.lan_bps, 80e9);
     cr_assert_eq(n.wan_bps, 5e9);
+    /* the region pair: a link between them at the measured rate */
+    int rt = dc_topo_region_find(t, "train"), r1 = dc_topo_region_find(t, "r1");
+    cr_assert(rt >= 0 && r1 >= 0);
+    const dc_topo_rlink_t *rl = dc_topo_rlink(t, (uint32_t)rt, (uint32_t)r1);
+    cr_assert_not_null(rl, "the train -> r1 entry set no region link");
+    cr_assert_eq(rl->bps, 7e9);
 
     p = write_tmp("# measured\nr0-n1 r1-n1 2gbit\n\n");
     cr_assert_eq(dc_topo_apply_link_rates(t, p), DC_OK, "%s", dc_last_error());

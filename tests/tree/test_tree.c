@@ -89,9 +89,22 @@ static void check_tree(const dc_topo_t *topo, const dc_tree_t *t, const char *wh
         uint32_t need_streams = 0;
         for (uint32_t s = 0; s < S; s++)
             need_streams += (v.need_shards >> st[s].shard & 1);
-        if (info[i].role == DC_TOPO_RECEIVER && !dc_tree_node_dead(t, i))
+        if (info[i].role == DC_TOPO_RECEIVER && !dc_tree_node_dead(t, i)) {
             cr_assert_eq(in, need_streams, "%s: %s receives %u streams, needs %u", what, info[i].name, in,
                          need_streams);
+            /* it needs its shards, and each of them has a stream */
+            cr_assert_eq(v.need_shards, info[i].shards, "%s: %s needs shards %llx, holds %llx", what,
+                         info[i].name, (unsigned long long)v.need_shards,
+                         (unsigned long long)info[i].shards);
+            for (uint32_t sh = 0; sh < 64; sh++) {
+                if (!(info[i].shards >> sh & 1))
+                    continue;
+                bool streamed = false;
+                for (uint32_t s = 0; s < S && !streamed; s++)
+                    streamed = st[s].shard == sh;
+                cr_assert(streamed, "%s: shard %u needed by %s has no stream", what, sh, info[i].name);
+            }
+        }
     }
     cr_assert_eq(view_edges, E, "%s: views hold %u edges, tree %u", what, view_edges, E);
     free(info);
@@ -315,6 +328,8 @@ Test(tree, scale_10000_nodes_100_regions)
     cr_assert_eq(dc_topo_node_count(topo), 10000);
     dc_tree_t *t = NULL;
     cr_assert_eq(dc_tree_plan(topo, NULL, &t), DC_OK, "%s", dc_last_error());
+    /* a stream per shard at least: the counts below hold for none too */
+    cr_assert_geq(dc_tree_stream_count(t), dc_topo_shard_count(topo));
     /* each stream enters each of the 99 receiver regions exactly once */
     uint32_t wan = 0;
     for (uint32_t k = 0; k < dc_tree_edge_count(t); k++)

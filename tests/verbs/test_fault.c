@@ -103,6 +103,7 @@ Test(fault, cuts_and_corruption_together)
     c.fault_receiver = "corrupt=0.05,seed=11";
     pair_result_t r = run_pair(&c);
     cr_assert_geq(r.rstats.reconnects, 3);
+    cr_assert_gt(r.rstats.nacks_sent, 0, "no corruption was injected/detected");
 }
 
 Test(fault, stalled_sender_still_exact)
