@@ -277,8 +277,10 @@ static dc_status_t dc_pl_serve(const dc_verbs_ops_t *t, dc_verbs_conn_t *c, FILE
             t0 = dc_now_ns();
         t1 = dc_now_ns();
         if (verify) {
+            /* the last message of a --bytes run that is no multiple of
+             * --size is shorter; the client checks the byte count */
             dc_pl_fill(expect, got, msgs);
-            if (got != size || memcmp(expect, slotp[slot], got) != 0)
+            if (got > size || memcmp(expect, slotp[slot], got) != 0)
                 mismatches++;
         }
         bytes += got;
