@@ -1192,6 +1192,12 @@ static void dc_rdma_rx_parse(dc_rdma_conn_t *c)
             uint64_t n = DC_MIN(avail, DC_VERBS_HDR_SIZE - c->hgot);
             (void)dc_rdma_ring_copy(c, c->hbuf + c->hgot, DC_VERBS_MEM_HOST, n);
             c->hgot += n;
+            /* what is left for the payload: without this the payload copy
+             * below took the header's bytes twice, ran past the bytes the
+             * peer had written, and the next header was read from ring
+             * memory no write had reached yet (bad magic 0x00000000, the
+             * first run on a real device) */
+            avail -= n;
             if (c->hgot < DC_VERBS_HDR_SIZE)
                 return;
             dc_status_t hs = dc_verbs_hdr_unpack(c->hbuf, c->max_msg, &c->cur);
