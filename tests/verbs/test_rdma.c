@@ -5,7 +5,9 @@
  * reason, and init_explains_unavailability checks that the transport says
  * why it cannot run (so "auto" selection can report it).  With a device
  * (an RDMA NIC, or soft-RoCE: `rdma link add rxe0 type rxe netdev eth0`)
- * the same two-process cases as test_ucx.c run over RC queue pairs, plus
+ * and DELTACAST_TEST_RDMA_ADDR set to that interface's address (the
+ * connection manager cannot route 127.0.0.1; scripts/rdma-vm.sh boots a VM
+ * with soft-RoCE and sets it) the same two-process cases as test_ucx.c run over RC queue pairs, plus
  * reconnect + resume: the sending client cuts its link mid-message
  * (DELTACAST_FAULT drop_after, installed in-process), re-dials, the server's
  * listener re-attaches the session, and every byte still arrives exactly
@@ -22,6 +24,11 @@ static void require_rdma(void)
 {
     g_tname = "rdma";
     require_transport();
+    const char *a = getenv("DELTACAST_TEST_RDMA_ADDR");
+    if (!a || !*a)
+        cr_skip_test("rdma: DELTACAST_TEST_RDMA_ADDR is not set (the address of an interface "
+                     "with an RDMA device; loopback has none; scripts/rdma-vm.sh runs these "
+                     "tests on soft-RoCE)");
 }
 
 Test(rdma, init_explains_unavailability)

@@ -182,7 +182,21 @@ static int child_accept(const dc_verbs_ops_t *t, dc_verbs_listener_t *l, double 
     return 0;
 }
 
-/* Child side of every two-process case: listen on 127.0.0.1:0 with transport
+/* The address the two-process cases listen on: loopback, except for rdma,
+ * whose connection manager needs the address of an interface with an RDMA
+ * device (127.0.0.1 gives "rdma_resolve_route: No such device"):
+ * DELTACAST_TEST_RDMA_ADDR, which scripts/rdma-vm.sh sets. */
+static const char *test_listen_addr(char *buf, size_t len)
+{
+    const char *a = getenv("DELTACAST_TEST_RDMA_ADDR");
+    if (strcmp(g_tname, "rdma") == 0 && a && *a)
+        snprintf(buf, len, "%s:0", a);
+    else
+        snprintf(buf, len, "127.0.0.1:0");
+    return buf;
+}
+
+/* Child side of every two-process case: listen on test_listen_addr() with transport
  * g_tname, write the address (with its NUL) to port_fd for the parent, and
  * accept one connection within timeout_s, polling the listener.  Returns 0
  * with *tp, *lp and *cp set, or the child's exit code 10-13 (with a line on
@@ -195,7 +209,8 @@ static int child_listen_accept(const dc_verbs_opts_t *o, int port_fd, double tim
     if (dc_verbs_find(g_tname, &t) != DC_OK)
         return 10;
     dc_verbs_listener_t *l;
-    if (t->listen(o, "127.0.0.1:0", &l) != DC_OK) {
+    char la[128];
+    if (t->listen(o, test_listen_addr(la, sizeof(la)), &l) != DC_OK) {
         fprintf(stderr, "%s: listen: %s\n", who, dc_last_error());
         return 11;
     }
