@@ -359,8 +359,7 @@ int dc_cmd_node(int argc, char **argv)
     char state[PATH_MAX];
     if (!cfg.state_dir) {
         snprintf(state, sizeof(state), "deltacast-state/node-%u", cfg.rank);
-        (void)!system("mkdir -p deltacast-state");
-        cfg.state_dir = state;
+        cfg.state_dir = state; /* created with its parents by the engine */
     }
     /* the role comes from the topology: senders (node 0 is also the
      * coordinator) read --versions, receivers --weights */

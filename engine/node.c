@@ -4064,10 +4064,9 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
                       "topology, with its tensors and the committed version's segments", n->me);
         goto out;
     }
-    if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
-        st = dc_error_errno(DC_ERR_IO, errno, "%s: mkdir", cfg->state_dir);
+    /* and its parents: `--state st/%r` on a fresh machine */
+    if ((st = dc_mkdirs(cfg->state_dir)) != DC_OK)
         goto out;
-    }
     if ((st = dc_node_chunk_size(cfg->chunk_size, &n->chunk_size)) != DC_OK)
         goto out;
     if ((st = dc_config_get_size("inflight_bytes", &n->inflight_max)) != DC_OK)

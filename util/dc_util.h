@@ -108,6 +108,10 @@ struct stat;
 int dc_fstat(int fd, struct stat *sb);
 int dc_stat(const char *path, struct stat *sb);
 
+/** mkdir -p: `path` and every missing parent, mode 0755; DC_OK when it
+ *  exists as a directory. */
+dc_status_t dc_mkdirs(const char *path);
+
 /** Number of online CPUs (>= 1). */
 int dc_cpu_count(void);
 

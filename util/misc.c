@@ -2,6 +2,7 @@
 #include "dc_util.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -118,4 +119,26 @@ int dc_stat(const char *path, struct stat *sb)
     if (r == 0)
         DC_MSAN_WRITTEN(sb, sizeof(*sb));
     return r;
+}
+
+dc_status_t dc_mkdirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(buf))
+        return dc_error(DC_ERR_INVALID, "directory path of %zu bytes", n);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0)
+            continue;
+        char c = buf[i];
+        buf[i] = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return dc_error_errno(DC_ERR_IO, errno, "%s: mkdir", buf);
+        buf[i] = c;
+    }
+    struct stat sb;
+    if (dc_stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return dc_error(DC_ERR_IO, "%s: not a directory", path);
+    return DC_OK;
 }

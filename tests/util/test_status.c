@@ -2,6 +2,10 @@
 #include "util/dc_util.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <pthread.h>
 
@@ -107,4 +111,28 @@ Test(status, version_and_features)
     cr_assert_str_eq(dc_version_string(), DC_VERSION_STRING);
     cr_assert(strstr(dc_build_features(), "ucx=") != NULL);
     cr_assert(strstr(dc_build_features(), "cuda=") != NULL);
+}
+
+/* dc_mkdirs: a state directory and its missing parents (`--state st/%r` on
+ * a fresh machine); a file in the way is an error that names the path. */
+Test(status, mkdirs_creates_parents)
+{
+    char base[] = "/tmp/dc_mkdirs_XXXXXX";
+    cr_assert_not_null(mkdtemp(base));
+    char deep[256], file[256];
+    snprintf(deep, sizeof(deep), "%s/a/b/c", base);
+    cr_assert_eq(dc_mkdirs(deep), DC_OK, "%s", dc_last_error());
+    struct stat sb;
+    cr_assert(stat(deep, &sb) == 0 && S_ISDIR(sb.st_mode));
+    cr_assert_eq(dc_mkdirs(deep), DC_OK); /* exists: fine */
+    snprintf(file, sizeof(file), "%s/f", base);
+    FILE *f = fopen(file, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    snprintf(deep, sizeof(deep), "%s/f/x", base);
+    cr_assert_eq(dc_mkdirs(deep), DC_ERR_IO);
+    cr_assert(strstr(dc_last_error(), "/f") != NULL, "%s", dc_last_error());
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+    cr_assert_eq(system(cmd), 0);
 }
