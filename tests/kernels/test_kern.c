@@ -9,6 +9,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char *const ISAS[] = {"scalar", "avx2", "avx512"};
 static const unsigned WIDTHS[] = {1, 2, 4, 8};
@@ -363,10 +365,25 @@ Test(kern, dispatch_default_is_best)
 
 Test(kern, dispatch_env_unsupported_ignored)
 {
+    /* the ISA chosen without the variable, in a child (the choice is made
+     * once per process) */
+    unsetenv("DELTACAST_KERN_ISA");
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        const char *d = dc_kern_isa();
+        _exit(write(p[1], d, strlen(d) + 1) == (ssize_t)strlen(d) + 1 ? 0 : 1);
+    }
+    close(p[1]);
+    char def[32] = "";
+    cr_assert(read(p[0], def, sizeof(def) - 1) > 0);
+    close(p[0]);
+    int status;
+    cr_assert(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     setenv("DELTACAST_KERN_ISA", "neon9000", 1);
-    const char *isa = dc_kern_isa();
-    cr_assert(strcmp(isa, "scalar") == 0 || strcmp(isa, "avx2") == 0 ||
-              strcmp(isa, "avx512") == 0);
+    cr_assert_str_eq(dc_kern_isa(), def, "an unsupported DELTACAST_KERN_ISA was not ignored");
 }
 
 Test(kern, set_isa_rejects_unknown)
