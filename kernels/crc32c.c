@@ -26,7 +26,12 @@
 #include <isa-l/crc.h>
 #endif
 #if defined(__x86_64__)
+#if DC_KERN_EMU_AVX512
+/* -Dkern_emu=avx512: the AVX-512 folding's intrinsics, emulated (kernels/emu) */
+#include "kernels/emu/avx512_emu.h"
+#else
 #include <immintrin.h>
+#endif
 #endif
 
 #define CRC32C_POLY 0x82F63B78u
@@ -245,7 +250,11 @@ static void fold_init(void)
 }
 static pthread_once_t g_fold_once = PTHREAD_ONCE_INIT;
 
+#if DC_KERN_EMU_AVX512
+#define DC_CRC_VP_TARGET DC_EMU_TARGET_STR /* emulated: kernels/emu */
+#else
 #define DC_CRC_VP_TARGET "avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2"
+#endif
 
 __attribute__((target(DC_CRC_VP_TARGET))) static inline __m512i fold512(__m512i a, __m512i k,
                                                                        __m512i b)
@@ -318,10 +327,15 @@ __attribute__((target(DC_CRC_VP_TARGET))) static uint32_t crc_vp_raw(uint32_t cr
 
 int dc_crc32c_vpclmul_ok(void)
 {
+#if DC_KERN_EMU_AVX512
+    /* emulated: what DC_EMU_TARGET needs */
+    return dc_kern_isa_supported("avx512");
+#else
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul") &&
            __builtin_cpu_supports("sse4.2");
+#endif
 }
 
 uint32_t dc_crc32c_vpclmul(uint32_t crc, const void *buf, size_t len)

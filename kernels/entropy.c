@@ -9,7 +9,12 @@
 #include <string.h>
 #include <zstd.h>
 #if defined(__x86_64__)
+#if DC_KERN_EMU_AVX512
+/* -Dkern_emu=avx512: the AVX-512 coders' intrinsics, emulated (kernels/emu) */
+#include "kernels/emu/avx512_emu.h"
+#else
 #include <immintrin.h>
+#endif
 #endif
 
 #define DC_RANS_L (1u << 23)
@@ -39,8 +44,14 @@ struct dc_rans_esym {
 _Static_assert(sizeof(struct dc_rans_esym) == 16, "dc_rans_esym is four 32-bit words");
 
 #if defined(__x86_64__)
+#if DC_KERN_EMU_AVX512
+#define DC_AVX512_TARGET DC_EMU_TARGET
+#define DC_AVX512_GOLOMB_TARGET DC_EMU_TARGET
+#else
 #define DC_AVX512_TARGET                                                      \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,popcnt,bmi2")))
+#define DC_AVX512_GOLOMB_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,bmi2")))
+#endif
 #define DC_AVX2_TARGET __attribute__((target("avx2,popcnt,bmi2")))
 #endif
 
@@ -336,7 +347,7 @@ dc_golomb_all_bmi2(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_golo
  * longer than one put goes through the scalar loop.
  * Needs m <= 2^30 (the remainder correction is done in signed 32 bits).
  */
-__attribute__((target("avx512f,avx512bw,avx512vl,bmi2"))) static int
+DC_AVX512_GOLOMB_TARGET static int
 dc_golomb_all_avx512(dc_gw_t *wp, const uint32_t *pos, size_t count, const dc_golomb_t *gp)
 {
     dc_gw_t wl = *wp, *w = &wl;
@@ -443,8 +454,12 @@ static int dc_ent_avx512(void)
     static _Atomic int vbmi = -1;
     int v = atomic_load_explicit(&vbmi, memory_order_relaxed);
     if (v < 0) {
+#if DC_KERN_EMU_AVX512
+        v = 1; /* emulated (the kernels' avx512 is supported where this runs) */
+#else
         __builtin_cpu_init();
         v = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+#endif
         atomic_store_explicit(&vbmi, v, memory_order_relaxed);
     }
     return v && strcmp(dc_kern_isa(), "avx512") == 0;

@@ -272,10 +272,18 @@ int dc_kern_isa_supported(const char *isa)
                __builtin_cpu_supports("popcnt");
     if (strcasecmp(isa, "avx2") == 0)
         return avx2;
+#if DC_KERN_EMU_AVX512
+    /* -Dkern_emu=avx512: the avx512 table is emulated with what
+     * kernels/emu/avx512_emu.h's DC_EMU_TARGET needs */
+    if (strcasecmp(isa, "avx512") == 0)
+        return avx2 && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("lzcnt") &&
+               __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+#else
     if (strcasecmp(isa, "avx512") == 0)
         return avx2 && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512vbmi2");
+#endif
 #endif
     return 0;
 }

@@ -13,6 +13,13 @@
 
 #include "util/dc_util.h"
 
+/* 1 in builds with -Dkern_emu=avx512 (kernels/meson.build): the avx512
+ * kernels are emulated (kernels/emu/avx512_emu.h), for tests on CPUs
+ * without AVX-512. */
+#ifndef DC_KERN_EMU_AVX512
+#define DC_KERN_EMU_AVX512 0
+#endif
+
 /** CRC32C (Castagnoli).  Chain with crc = dc_crc32c(crc, next, len);
  *  start from 0.  Hardware accelerated (AVX-512 VPCLMULQDQ folding, ISA-L or SSE4.2). */
 uint32_t dc_crc32c(uint32_t crc, const void *buf, size_t len);

@@ -15,15 +15,21 @@
 
 #if defined(__x86_64__)
 
+#if DC_KERN_EMU_AVX512
+/* -Dkern_emu=avx512: the intrinsics below, emulated (kernels/emu) */
+#include "kernels/emu/avx512_emu.h"
+#define DC_AVX512 DC_EMU_TARGET
+#else
 #include <immintrin.h>
+#define DC_AVX512 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,avx2,bmi,bmi2,popcnt")))
+#endif
 
 /* The diff prefetches both inputs this many bytes ahead: the hardware
  * prefetcher alone leaves the two streams short of DRAM bandwidth (~15%
  * faster streaming diff+digest here; 1-2 KiB ahead is too close, 16 KiB
  * no better). */
 #define DC_DIFF_PF 4096
-#define DC_AVX512 \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,avx2,bmi,bmi2,popcnt")))
 
 DC_AVX512 static inline uint64_t cmpneq_w(__m512i a, __m512i b, unsigned w)
 {
