@@ -90,7 +90,7 @@ link="$dir/libdeltacast.a $prefix/lib/libzstd.a $prefix/lib/libjansson.a -lyaml 
 cflags="$msan -O1 -g -std=gnu11 -DXXH_INLINE_ALL= -I$src/tests/msan -I$src/tests/kernels
   -I$src -I$src/include -I$dir"
 mkdir -p "$dir/t"
-tests="kern crc32c digest rans gaps codec frame delta safetensors gen"
+tests="kern crc32c digest rans gaps codec frame delta safetensors gen poison"
 for t in $tests; do
   # shellcheck disable=SC2086
   clang $cflags "$src/tests/kernels/test_$t.c" "$src/tests/msan/runner.c" $link \

@@ -5,6 +5,7 @@
 # only, so what the heap held before may change nothing.
 #
 #   scripts/sweep.sh [BUILD_DIR] [PERTURB...]   (default: build, 1 77 140 255)
+#   SWEEP_ISAS="avx512" scripts/sweep.sh ...     (only these of the CPU's ISAs)
 #
 # BUILD_DIR must be built.  Each run's meson log is
 # BUILD_DIR/meson-logs/sweep-<isa>-<perturb>.json (.ci/count.py counts them).
@@ -17,6 +18,16 @@ perturbs=${*:-1 77 140 255}
 # DELTACAST_KERN_ISA falls back with a warning, so ask it)
 isas=$("$dir/cli/deltacast" --version | sed -n 's/^kernels: .*(this CPU runs: *\(.*\))$/\1/p')
 [ -n "$isas" ] || { echo "sweep: $dir/cli/deltacast --version names no kernel ISA"; exit 1; }
+if [ -n "${SWEEP_ISAS:-}" ]; then
+  want=""
+  for i in $SWEEP_ISAS; do
+    case " $isas " in
+      *" $i "*) want="$want $i" ;;
+      *) echo "sweep: $i is not among this build's ISAs ($isas)"; exit 1 ;;
+    esac
+  done
+  isas=$want
+fi
 tests=$(meson test -C "$dir" --list 2>/dev/null |
   sed -n 's/.* \/ \(kernels_[a-z0-9_]*\|fuzz_[a-z]*_replay\)$/\1/p' |
   grep -v -e '^kernels_gen_slow$' -e '^kernels_perf_codec$' -e '^kernels_kern_cuda$')
