@@ -8,6 +8,7 @@
 #  2. `deltacast perf link --transport rdma --verify`, byte-exact, its
 #     goodput beside `ib_write_bw` (perftest) on the same device, as a ratio
 #     (under emulation: a functional check, not a speed benchmark);
+#  2b. the ucx transport on the same device (UCX's rc_verbs), byte-exact;
 #  3. a refit job: a coordinator and three receivers in one region over
 #     rdma, a fourth receiver in another region over tcp, two versions,
 #     every receiver byte-compared.
@@ -71,6 +72,23 @@ if command -v ib_write_bw >/dev/null; then
   fi
 else
   echo "rdma-vm: ib_write_bw not installed (package perftest): no baseline"
+fi
+
+# --- 2b. the ucx transport over the same device (rc_verbs on rxe) --------------
+if "$bin" --version | grep -q "ucx=yes"; then
+  "$bin" perf link --server --transport ucx --bind "$addr:18650" --once >"$work/ucx-server.log" 2>&1 &
+  upid=$!
+  sleep 3
+  if "$bin" perf link --client "$addr:18650" --transport ucx --verify --bytes 64MiB \
+       --size 1MiB --lat-iters 50 --json >"$work/ucx.json" 2>"$work/ucx.err" &&
+     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["verified"] is True and "verbs/" in j["device"] else 1)' \
+       "$work/ucx.json"; then
+    ok "perf link --transport ucx over $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%s: byte-exact, %.3f Gb/s" % (j["device"], j["gbps"]))' "$work/ucx.json")"
+  else
+    bad "perf link --transport ucx over the RDMA device (byte-exact, on a verbs transport)"
+    cat "$work/ucx.json" "$work/ucx.err" "$work/ucx-server.log" 2>/dev/null | tail -20
+  fi
+  wait $upid 2>/dev/null
 fi
 
 # --- 3. a refit: rdma inside the region, tcp to the other ----------------------
