@@ -374,7 +374,10 @@ Test(kern, dispatch_env_unsupported_ignored)
     cr_assert(pid >= 0);
     if (pid == 0) {
         const char *d = dc_kern_isa();
-        _exit(write(p[1], d, strlen(d) + 1) == (ssize_t)strlen(d) + 1 ? 0 : 1);
+        if (!d)
+            _exit(2);
+        size_t dl = strlen(d) + 1;
+        _exit(write(p[1], d, dl) == (ssize_t)dl ? 0 : 1);
     }
     close(p[1]);
     char def[32] = "";
