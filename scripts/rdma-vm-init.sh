@@ -15,7 +15,12 @@ for a in $(cat /proc/cmdline); do
     dcvm.run=*) run=${a#dcvm.run=} ;;
   esac
 done
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 repo "$repo"
+# (a repository under /tmp is hidden by the guest's own /tmp: make its path)
+mkdir -p "$repo"
+if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 repo "$repo"; then
+  echo "rdma-vm: cannot mount the repository at $repo"
+  poweroff -f
+fi
 hostname dcvm
 ip link set lo up
 modprobe -q rdma_rxe && modprobe -q ib_uverbs && modprobe -q rdma_ucm
