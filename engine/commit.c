@@ -235,17 +235,9 @@ dc_status_t dc_commit_digests_read(const char *dir, uint64_t version, uint64_t l
         close(fd);
         return dc_error(DC_ERR_NOMEM, "%s: out of memory", path);
     }
-    size_t got = 0;
-    while (got < blen) {
-        ssize_t r = pread(fd, body + got, blen - got, (off_t)(DC_DIGESTS_HEADER + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    dc_status_t rs = dc_pread_full(fd, body, blen, DC_DIGESTS_HEADER);
     close(fd);
-    if (got != blen || dc_load_le64(h + 56) != dc_digests_sum(h, body, blen)) {
+    if (rs != DC_OK || dc_load_le64(h + 56) != dc_digests_sum(h, body, blen)) {
         free(body);
         return dc_error(DC_ERR_FORMAT, "%s: checksum mismatch", path);
     }

@@ -59,23 +59,6 @@ static dc_status_t dc_journal_decode_header(const uint8_t h[64], const char *pat
     return DC_OK;
 }
 
-/* Read exactly len bytes at off. */
-static dc_status_t dc_journal_pread(int fd, const char *path, void *buf, uint64_t len,
-                                    uint64_t off, const char *what)
-{
-    uint8_t *p = buf;
-    uint64_t done = 0;
-    while (done < len) {
-        ssize_t r = pread(fd, p + done, len - done, (off_t)(off + done));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return dc_error(DC_ERR_IO, "%s: short read of journal %s", path, what);
-        done += (uint64_t)r;
-    }
-    return DC_OK;
-}
-
 static dc_status_t dc_journal_read_fd(int fd, const char *path, dc_journal_info_t *info,
                                       uint8_t **states, dc_digest_t **digests)
 {
@@ -102,17 +85,17 @@ static dc_status_t dc_journal_read_fd(int fd, const char *path, dc_journal_info_
         free(s), free(raw), free(d);
         return dc_error(DC_ERR_NOMEM, "%s: out of memory", path);
     }
-    st = dc_journal_pread(fd, path, s, in.nchunks, DC_JOURNAL_HEADER_SIZE, "states");
-    if (st == DC_OK)
-        st = dc_journal_pread(fd, path, raw, in.nchunks * 16,
-                              DC_JOURNAL_HEADER_SIZE + in.nchunks, "digests");
+    if (dc_pread_full(fd, s, in.nchunks, DC_JOURNAL_HEADER_SIZE) != DC_OK)
+        st = dc_error(DC_ERR_IO, "%s: short read of journal states", path);
+    else if (dc_pread_full(fd, raw, in.nchunks * 16, DC_JOURNAL_HEADER_SIZE + in.nchunks) != DC_OK)
+        st = dc_error(DC_ERR_IO, "%s: short read of journal digests", path);
     for (uint64_t i = 0; st == DC_OK && i < in.nchunks; i++) {
         d[i].lo = dc_load_le64(raw + 16 * i);
         d[i].hi = dc_load_le64(raw + 16 * i + 8);
         if (s[i] > DC_JSTATE_APPLIED)
             st = dc_error(DC_ERR_FORMAT, "%s: chunk %llu has unknown state %u", path,
                           (unsigned long long)i, (unsigned)s[i]);
-        else if (s[i] == DC_JSTATE_APPLIED && d[i].lo == 0 && d[i].hi == 0)
+        else if (s[i] == DC_JSTATE_APPLIED && dc_digest_zero(d[i]))
             st = dc_error(DC_ERR_FORMAT, "%s: chunk %llu is applied but has no digest", path,
                           (unsigned long long)i);
     }
@@ -155,7 +138,7 @@ dc_digest_t dc_journal_content(const uint8_t *states, const dc_digest_t *digests
     XXH3_freeState(hs);
     out.lo = h.low64;
     out.hi = h.high64;
-    if (out.lo == 0 && out.hi == 0)
+    if (dc_digest_zero(out))
         out.lo = 1; /* {0, 0} means "not complete" */
     return out;
 }
@@ -373,7 +356,7 @@ dc_status_t dc_journal_applied(dc_journal_t *j, uint64_t i, dc_digest_t digest)
     if (i >= j->info.nchunks)
         return dc_error(DC_ERR_INVALID, "%s: chunk %llu out of range", j->path,
                         (unsigned long long)i);
-    if (digest.lo == 0 && digest.hi == 0)
+    if (dc_digest_zero(digest))
         return dc_error(DC_ERR_INVALID, "%s: chunk %llu: applied without a digest", j->path,
                         (unsigned long long)i);
     /* the digest first: an APPLIED byte always has the digest it names */

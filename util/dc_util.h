@@ -99,6 +99,9 @@ static inline void dc_store_le64(void *p, uint64_t v) { memcpy(p, &v, 8); }
  *  Return DC_OK, DC_ERR_RESET on EOF before `len`, or the errno status. */
 dc_status_t dc_read_full(int fd, void *buf, size_t len);
 dc_status_t dc_write_full(int fd, const void *buf, size_t len);
+/** pread(2) of exactly `len` bytes at `off` (retrying short reads and
+ *  EINTR); DC_ERR_RESET at end of file before `len`. */
+dc_status_t dc_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
 /** fstat(2) / stat(2), whose struct stat MemorySanitizer builds see as
  *  written (clang 14's runtime intercepts neither on glibc >= 2.33, where

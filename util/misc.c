@@ -39,6 +39,25 @@ dc_status_t dc_read_full(int fd, void *buf, size_t len)
     return DC_OK;
 }
 
+dc_status_t dc_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return dc_error_errno(dc_status_from_errno(errno), errno, "pread");
+        }
+        if (n == 0)
+            return dc_error(DC_ERR_RESET, "pread: unexpected end of file");
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return DC_OK;
+}
+
 dc_status_t dc_write_full(int fd, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
