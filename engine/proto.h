@@ -137,11 +137,6 @@ enum {
     DC_HELLO_F_SENDER = 8,      /* a sender's control link to the coordinator */
 };
 
-static inline int dc_digest_zero(dc_digest_t d)
-{
-    return d.lo == 0 && d.hi == 0;
-}
-
 typedef struct dc_msg {
     uint8_t type;
     uint8_t flags;

@@ -47,6 +47,12 @@ static inline int dc_digest_eq(dc_digest_t a, dc_digest_t b)
     return a.lo == b.lo && a.hi == b.hi;
 }
 
+/* {0, 0}: no digest (unknown, or not recorded) */
+static inline int dc_digest_zero(dc_digest_t d)
+{
+    return d.lo == 0 && d.hi == 0;
+}
+
 /** Name of the instruction set the dispatcher chose: "avx512", "avx2",
  *  "scalar".  DELTACAST_KERN_ISA=scalar|avx2|avx512 forces a lower one
  *  (an unsupported one is ignored with a warning).  avx512 needs
