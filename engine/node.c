@@ -3783,7 +3783,6 @@ static dc_status_t dc_root_run(dc_node_t *n)
                                     (unsigned long long)wait_ms);
         goto out;
     }
-    n->confirm_v = n->root_committed;
     if ((st = dc_root_confirm(n, 0)) != DC_OK)
         goto out;
     for (uint64_t v = n->root_committed + 1; v <= last; v++) {
