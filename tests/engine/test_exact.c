@@ -84,19 +84,26 @@ Test(exact, receivers_record_ahead_of_coordinator)
     cr_assert_eq(job_sh("grep -q 'checking every chunk against' %s/log1", J.dir), 0);
 }
 
+/* Every receiver, then the coordinator with the crash hook `hook`: it must
+ * die by SIGKILL (the hook fired). */
+static void run_root_crash(const char *hook)
+{
+    for (int i = 1; i < J.nnodes; i++)
+        job_start(&J, i, NULL, NULL);
+    job_start(&J, 0, hook, "--abort-ms 30000");
+    int rc = job_wait(&J, 0, 60);
+    if (rc != 128 + SIGKILL)
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 128 + SIGKILL, "the coordinator was not killed (exit %d)", rc);
+}
+
 /* B2: the coordinator is killed mid-v1, after some of its frames were
  * applied; v1 is written again with other bytes; the coordinator restarts.
  * Chunks applied from the old v1 must not stay. */
 Test(exact, version_rewritten_after_coordinator_crash)
 {
     job_init(&J, 1, 2, "2e6", 1, "inject");
-    for (int i = 1; i < J.nnodes; i++)
-        job_start(&J, i, NULL, NULL);
-    job_start(&J, 0, "DELTACAST_ENGINE_ROOT_CRASH=frames=12", "--abort-ms 30000");
-    int rc = job_wait(&J, 0, 60);
-    if (rc != 128 + SIGKILL)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 128 + SIGKILL, "the coordinator was not killed (exit %d)", rc);
+    run_root_crash("DELTACAST_ENGINE_ROOT_CRASH=frames=12");
     /* the fault fired where it matters: chunks of the old v1 were applied */
     uint64_t applied = 0;
     for (int i = 1; i < J.nnodes; i++) {
@@ -132,13 +139,7 @@ Test(exact, version_rewritten_after_coordinator_crash)
 Test(exact, coordinator_killed_between_record_and_commit)
 {
     job_init(&J, 1, 3, "3e5", 2, "inject");
-    for (int i = 1; i < J.nnodes; i++)
-        job_start(&J, i, NULL, NULL);
-    job_start(&J, 0, "DELTACAST_ENGINE_ROOT_CRASH=commit=2", "--abort-ms 30000");
-    int rc = job_wait(&J, 0, 60);
-    if (rc != 128 + SIGKILL)
-        job_dump_logs(&J);
-    cr_assert_eq(rc, 128 + SIGKILL, "the coordinator was not killed (exit %d)", rc);
+    run_root_crash("DELTACAST_ENGINE_ROOT_CRASH=commit=2");
     dc_commit_rec_t r;
     rec_of(0, &r);
     cr_assert_eq(r.version, 2, "the fault fired before the record");
