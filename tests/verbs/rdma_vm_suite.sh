@@ -39,22 +39,34 @@ failed=$((failed + f))
 [ "$f" = 0 ] || tail -40 "$work/rdma-tests.err"
 
 # --- 2. perf link, beside ib_write_bw ----------------------------------------
-"$bin" perf link --server --transport rdma --bind "$addr:18600" --once >"$work/pl-server.log" 2>&1 &
-spid=$!
-sleep 2
-if "$bin" perf link --client "$addr:18600" --transport rdma --verify --bytes 256MiB \
-     --size 4MiB --lat-iters 200 --json >"$work/pl.json" 2>"$work/pl.err" &&
-   python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["verified"] is True else 1)' \
-     "$work/pl.json"; then
-  gbps=$(python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["gbps"])' \
-    "$work/pl.json")
-  ok "perf link --transport rdma --verify: byte-exact, ${gbps:-?} Gb/s"
+# perf_link TRANSPORT PORT BYTES SIZE LAT_ITERS: a server and a --verify
+# client against it; 0 when the run was byte-exact (its JSON in
+# $work/pl-TRANSPORT.json), else its logs are shown.
+perf_link() {
+  t=$1
+  "$bin" perf link --server --transport "$t" --bind "$addr:$2" --once \
+    >"$work/pl-$t-server.log" 2>&1 &
+  spid=$!
+  sleep 3
+  "$bin" perf link --client "$addr:$2" --transport "$t" --verify --bytes "$3" --size "$4" \
+    --lat-iters "$5" --json >"$work/pl-$t.json" 2>"$work/pl-$t.err" &&
+    [ "$(jget "$work/pl-$t.json" verified)" = True ]
+  r=$?
+  wait $spid 2>/dev/null
+  [ $r = 0 ] || cat "$work/pl-$t.json" "$work/pl-$t.err" "$work/pl-$t-server.log" 2>/dev/null |
+    tail -20
+  return $r
+}
+# jget FILE KEY: a top-level value of a JSON file
+jget() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+if perf_link rdma 18600 256MiB 4MiB 200; then
+  gbps=$(printf '%.3f' "$(jget "$work/pl-rdma.json" gbps)")
+  ok "perf link --transport rdma --verify: byte-exact, $gbps Gb/s"
 else
   bad "perf link --transport rdma --verify"
-  cat "$work/pl.err" "$work/pl-server.log" | tail -20
   gbps=""
 fi
-wait $spid 2>/dev/null
 if command -v ib_write_bw >/dev/null; then
   ib_write_bw -d "$dev" -x 1 -s 4194304 -n 64 -F --report_gbits >"$work/ib-server.log" 2>&1 &
   ipid=$!
@@ -76,19 +88,13 @@ fi
 
 # --- 2b. the ucx transport over the same device (rc_verbs on rxe) --------------
 if "$bin" --version | grep -q "ucx=yes"; then
-  "$bin" perf link --server --transport ucx --bind "$addr:18650" --once >"$work/ucx-server.log" 2>&1 &
-  upid=$!
-  sleep 3
-  if "$bin" perf link --client "$addr:18650" --transport ucx --verify --bytes 64MiB \
-       --size 1MiB --lat-iters 50 --json >"$work/ucx.json" 2>"$work/ucx.err" &&
-     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["verified"] is True and "verbs/" in j["device"] else 1)' \
-       "$work/ucx.json"; then
-    ok "perf link --transport ucx over $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%s: byte-exact, %.3f Gb/s" % (j["device"], j["gbps"]))' "$work/ucx.json")"
+  if perf_link ucx 18650 64MiB 1MiB 50 &&
+     jget "$work/pl-ucx.json" device | grep -q "verbs/"; then
+    ok "perf link --transport ucx over $(jget "$work/pl-ucx.json" device): byte-exact," \
+       "$(printf '%.3f' "$(jget "$work/pl-ucx.json" gbps)") Gb/s"
   else
     bad "perf link --transport ucx over the RDMA device (byte-exact, on a verbs transport)"
-    cat "$work/ucx.json" "$work/ucx.err" "$work/ucx-server.log" 2>/dev/null | tail -20
   fi
-  wait $upid 2>/dev/null
 fi
 
 # --- 3. a refit: rdma inside the region, tcp to the other ----------------------
