@@ -80,7 +80,7 @@ if [ ! -f "$dir/build.ninja" ]; then
     -Db_sanitize=memory -Db_lundef=false -Ddefault_library=static -Dtests=disabled \
     -Dc_args="-fsanitize-memory-track-origins -DXXH_INLINE_ALL=" \
     -Disal=disabled -Dhwloc=disabled -Ducx=disabled -Dverbs=disabled -Dcuda=disabled \
-    -Dtls=disabled >/dev/null
+    >/dev/null
 fi
 ninja -C "$dir" libdeltacast.a cli/deltacast >/dev/null
 
