@@ -11,9 +11,8 @@
  * Wire: a message is sent as one or more PIECES, each one active message,
  * so that the CRC32C of each piece is computed while the piece is in cache:
  * on the sender just before the piece is posted, on the receiver right
- * after the piece lands (and while the next piece is still in flight).
- * (One CRC32C over a whole 4 MiB message, before it left and after it
- * landed, ran out of cache and cost about 40% of the link's throughput.)
+ * after the piece lands (and while the next piece is still in flight; why,
+ * with the figures: docs/ucx-notes.md).
  *
  *   AM 1 (DATA)  header = 48 bytes, payload = one piece of the message:
  *                  0..31  the transport header (transport.h) of type DATA:
@@ -73,94 +72,20 @@
  * reads a piece only when the receiver asks for it, so an unbounded
  * look-ahead would checksum pieces long before they move (out of cache).
  *
- * Measured (perf/ucx-bench.sh, 4 MiB messages, tcp/lo, 2 shared cores, so
- * +-10% noise): one piece per message 23-26 Gb/s, 1 MiB pieces without a
- * look-ahead bound ~28, 1 MiB / 2 MiB ahead ~31, 512 KiB / 1 MiB ahead ~31
- * with the receiver's CRC share of CPU down from 19% to 12-16%; 256 KiB
- * pieces ~26 (more per-piece overhead; UCP copies more).  The sender's
- * CRC32C is its first read of the buffer, so it stays a cold read (~19% of
- * the sender's CPU) whatever the piece size.
- *
- * Against ucx_perftest -t tag_bw (perf/ucx-bench.sh, UCX_TLS=tcp for both,
- * same messages and warmup; 2 vCPUs shared with other work, so read these
- * as +-10%): 0.80-0.85x when the machine is otherwise idle.  With both
- * CRC32C calls skipped (an experiment, never an option) 0.91-0.94x, with
- * only the receiver's skipped 0.88x: the checks cost 10-15 points, most of
- * it on the receiver, whose core is saturated (kernel copy, CRC32C, and the
- * RTR + PUT_ACK control sends of 8 rendezvous per 4 MiB message instead of
- * 1).  Tried and measured without gain: checking a rendezvous piece after
- * the progress that landed it, once the next pieces' RTRs are out (the
- * receiver is CPU-bound, not waiting); 1-4 MiB pieces or 2-8 MiB
- * look-ahead (fewer control messages, colder CRC32Cs); leaving worker
- * progress as soon as a piece can
- * be accepted; the receiver's CRC32C handed to a helper thread (mutex +
- * condition variable per piece, the ACK still at once: an upper bound of
- * what an offload could give) 0.39-0.82x against 0.56-0.88x in the same
- * run: the helper's wake-ups land on the sender's core, the only one with
- * room; eager pieces that fit one UCX tcp segment (60 KiB pieces, rndv
- * threshold raised; or 256 KiB with 300 KiB segments): 18-22 Gb/s against
- * 28-32 (UCP's per-fragment work and copies cost more than the RTRs they
- * save).  The CRC32C code itself is as fast as it gets here (AVX-512
- * VPCLMULQDQ folding, ~56 GB/s on a 512 KiB piece in L2); in this
- * receiver it runs at ~35 GB/s, 12% of the core (perf record).  Sampled CPU per GB
- * (perf record): the sender's kernel copy is cheaper than ucx_perftest's
- * (our CRC32C warmed the piece) and our sender costs ~5% more in total.
- *
- * With the caller's CRC32C (perf link passes it since isend_crc; measured
- * against the build before it, interleaved, same session, medians of 7;
- * another engineer's single-thread benchmark and compiles shared the 2
- * cores, load 1-3, so single runs swing 0.4x-6x and only medians mean
- * anything): the sender's CPU for 2.2 GB went from 577 to 552 ms (-4%;
- * the same binary with --transport-crc 625 ms): its CRC32C (15% of its
- * samples) is gone, but its kernel copy (_copy_from_iter 30% -> 44%) now
- * reads the buffer cold, as ucx_perftest's does.  The receiver is
- * unchanged (560-570 ms; _copy_to_iter 43%, CRC32C 14-15%, the TCP stack
- * ~30% of which ~10% transmitting RTRs/ACKs on loopback, UCX + ours ~5%,
- * 1.4% of it UCP re-registering the unregistered receive buffer per
- * rendezvous) and it is the saturated side: goodput did not move beyond
- * the noise (deltacast medians 32.0 -> 32.0, 32.2 -> 30.5, 30.2 -> 29.5
- * Gb/s in three A/B series of 7-9 under load 1-2; per-run-ratio medians
- * 0.87 -> 0.94, 0.86 -> 0.78, 0.88 -> 0.81; PIN=1 0.82 -> 0.81; one series
- * at load < 1: 29.0 -> 27.7 Gb/s, 0.89 -> 0.84).  Same binary, caller's vs
- * the transport's CRC32C (--transport-crc), 7 pairs: sender CPU 949 vs
- * 1184 ms per 4.4 GB, goodput medians 32.1 vs 9.6 Gb/s (bimodal ~30 / ~10
- * with the other load: noise, not the CRC).  On loopback the sender's
- * CRC32C also warmed each piece for the kernel's copy, so dropping it
- * saves less than its 15%.  ucx_perftest's receiver, by its samples, spends
- * ~35% of its core polling at 34 Gb/s: its sender is its bottleneck, ours
- * is the receiver, by about the CRC32C (14-15%) plus 8 rendezvous per
- * message instead of 1.  1 MiB pieces (2 MiB ahead) with the caller's
- * CRC32C cost the receiver ~4% less CPU (fewer RTRs) in three series, but
- * goodput was within noise, so the default stays 512 KiB.
+ * Measurements behind the defaults of the piece size, the look-ahead and
+ * the spin below, and what was tried without gain: docs/ucx-notes.md.
  *
  * Waiting (dc_ucx_wait): a blocking wait first polls the worker for up to
  * config ucx_spin_us (200 us), calling sched_yield() between polls, and
- * sleeps on the event fd only when nothing came.  Sleeping at once cost a
- * wake-up per event on both sides: per 4.6 GB, 5 300 voluntary context
- * switches in the receiver and 7 200 in the sender, against 132 for
- * ucx_perftest, which only polls.  Same binary, alternating, medians of 11:
- * 29.3 -> 32.7 and 30.0 -> 32.7 Gb/s; perf/ucx-bench.sh, 9 runs a series,
- * median of the per-run ratios 0.853x before, 0.92-1.08x in six series
- * after (PIN=1 0.995x).  An earlier experiment polled 50 us / 1 ms WITHOUT
- * yielding: no better, and 2-10x worse when the peer shared our core, since
- * the poller kept it off the core (both ends pinned to one core: 20.9 ->
- * 6.9 Gb/s); with sched_yield() that case measured 22.0 against 25.1 Gb/s
- * in one series, 22.1 against 21.7 in another.
+ * sleeps on the event fd only when nothing came (sleeping at once cost a
+ * wake-up per event on both sides; polling without yielding starved a peer
+ * that shares our core).
  * After a sleep longer than DC_UCX_SPIN_IDLE_NS the link counts as idle and
  * waits sleep at once, until one wakes sooner: an idle connection costs no
  * CPU.  No polling when the process may use one CPU only.
  *
- * Measured, not the default: UCX_TCP_RX_SEG_SIZE=8K (default 64K).  When
- * UCX's tcp transport reads a rendezvous PUT header it reads a whole
- * receive segment, so up to 64 KiB of each 512 KiB piece arrives in its
- * bounce buffer and is copied again (memcpy, 3-4% of the receiver); with
- * 8K segments the receiver's CPU per GB fell 3.5% and ucx-bench went from
- * 0.956x to 1.0x (9 runs each).  It is not set here because UCX requires
- * the same value on both ends: a peer with larger segments (another
- * setting, an older deltacast) sends active messages up to its own segment
- * size, and UCX 1.13 aborts on receipt (tcp_ep.c: "hdr->length <=
- * rx_seg_size" assertion) instead of failing the connection.  A job that
- * sets it on every node gets the gain.
+ * UCX_TCP_RX_SEG_SIZE=8K measured faster but is not set: UCX needs the same
+ * value on both ends and aborts otherwise (docs/ucx-notes.md).
  *
  * The receive side keeps a ring of DC_VERBS_MAX_INFLIGHT slots indexed by
  * seq: a message may arrive before its irecv() is posted (held: eager data
@@ -230,7 +155,7 @@
 
 /* DATA active-message header: transport header + piece descriptor. */
 #define DC_UCX_DHDR_SIZE (DC_VERBS_HDR_SIZE + 16)
-#define DC_UCX_PIECE_DEFAULT (512u << 10) /* measured: see the notes above */
+#define DC_UCX_PIECE_DEFAULT (512u << 10) /* measured: docs/ucx-notes.md */
 #define DC_UCX_PIECE_MIN (64u << 10)    /* bounds the receiver's bitmap */
 #define DC_UCX_PIECE_MAX (1u << 30)
 #define DC_UCX_AHEAD_DEFAULT (1u << 20)  /* posted, not yet sent (bytes) */
