@@ -1,5 +1,5 @@
 /*
- * ucx.h - the `ucx` transport (verbs/ucx.c, compiled when DC_HAVE_UCX).
+ * ucx.h - the `ucx` transport (verbs/ucx*.c, compiled when DC_HAVE_UCX).
  *
  * The ops table is reached through the registry (transport.h:
  * dc_verbs_find("ucx")).  This header adds what the generic interface has no
@@ -7,7 +7,8 @@
  * `deltacast perf link` can say which path was chosen.
  *
  * Tuning (the configuration table, util/config.c, read when a connection is
- * made; see the wire notes at the top of ucx.c): ucx_piece
+ * made; see the wire notes at the top of ucx.c, and docs/ucx-notes.md for
+ * the measurements behind the defaults): ucx_piece
  * (DELTACAST_UCX_PIECE), the piece size a message is sent in, each piece
  * with its own CRC32C (64KiB..1GiB, default 512KiB); ucx_ahead
  * (DELTACAST_UCX_AHEAD), how many bytes of pieces a connection posts to UCP
