@@ -307,14 +307,14 @@ CONFORM(registered_memory_exact, 120)
 
 /* 64 MiB in messages of empty, tiny, odd, exactly-the-buffer (4 MiB) and
  * large sizes, 16 in flight, every byte compared by the server. */
-CONFORM(transfer_64mib_exact, 300)
+CONFORM(transfer_64mib_exact, 600)
 {
     run_transfer(64ull << 20, 0);
 }
 
 /* The receiver posts its first receives 300 ms late: the first messages
  * arrive before their receives, are held, and are delivered in order. */
-CONFORM(receives_posted_late_exact, 300)
+CONFORM(receives_posted_late_exact, 600)
 {
     g_late_ms = 300;
     run_transfer(24ull << 20, 0);
@@ -390,13 +390,13 @@ CONFORM(many_messages_in_flight_in_order, 300)
 
 /* Corruption (fault injector, 30% of received messages): each damaged
  * message is NACKed and re-sent; every byte arrives exactly. */
-CONFORM(corruption_is_nacked_and_resent, 300)
+CONFORM(corruption_is_nacked_and_resent, 600)
 {
     run_transfer(24ull << 20, 0.3);
 }
 
 /* The caller's CRC32C (isend_crc): exact, no NACK. */
-CONFORM(caller_crc_round_trips_exactly, 300)
+CONFORM(caller_crc_round_trips_exactly, 600)
 {
     g_caller_crc = 1;
     run_transfer(24ull << 20, 0);
@@ -404,14 +404,14 @@ CONFORM(caller_crc_round_trips_exactly, 300)
 
 /* A wrong caller CRC32C on every fifth message: NACKed exactly once each,
  * re-sent with the transport's own, delivered exactly (never a loop). */
-CONFORM(wrong_caller_crc_nacked_once_then_exact, 300)
+CONFORM(wrong_caller_crc_nacked_once_then_exact, 600)
 {
     g_caller_crc = 2;
     run_transfer(24ull << 20, 0);
 }
 
 /* The caller's CRC32C does not stop the receiver from catching damage. */
-CONFORM(caller_crc_corruption_still_caught, 300)
+CONFORM(caller_crc_corruption_still_caught, 600)
 {
     g_caller_crc = 1;
     run_transfer(24ull << 20, 0.3);
@@ -420,19 +420,19 @@ CONFORM(caller_crc_corruption_still_caught, 300)
 /* Two cuts of the client's link mid-message: the client re-dials, the
  * server's listener re-attaches the session (each exactly twice), and
  * every message arrives exactly once. */
-CONFORM(cut_connections_resume_exactly, 300)
+CONFORM(cut_connections_resume_exactly, 600)
 {
     run_transfer_cut(48ull << 20, 0, 15000000, 2);
 }
 
 /* NACK + re-send and reconnect + resume together. */
-CONFORM(cuts_with_corruption_resume_exactly, 300)
+CONFORM(cuts_with_corruption_resume_exactly, 600)
 {
     run_transfer_cut(32ull << 20, 0.3, 9000000, 3);
 }
 
 /* ... and with the caller's CRC32C. */
-CONFORM(caller_crc_with_corruption_and_cuts_exact, 300)
+CONFORM(caller_crc_with_corruption_and_cuts_exact, 600)
 {
     g_caller_crc = 1;
     run_transfer_cut(32ull << 20, 0.3, 9000000, 2);
