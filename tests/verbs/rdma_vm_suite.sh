@@ -3,8 +3,11 @@
 #   scripts/rdma-vm.sh 'tests/verbs/rdma_vm_suite.sh [BUILD_DIR]'
 # (.ci/run does).  Needs DELTACAST_TEST_RDMA_ADDR / _ADDR2 (the two ends of
 # the guest's veth, rxe0 and rxe1 on them) and DELTACAST_TEST_RDMA_DEV.
-#  1. tests/verbs/test_rdma.c, every case (transfers, corruption, caller
-#     CRC32Cs, cut-and-resume, orderly close);
+#  1. the transport contract over rdma: every rdma::* case of
+#     tests/verbs/conformance.c (transfers, message sizes, registered
+#     memory, corruption, caller CRC32Cs, cut-and-resume, authentication,
+#     lost peer, orderly close, ...), then tests/verbs/test_rdma.c, what only
+#     rdma has (1 GiB, GPU memory);
 #  2. `deltacast perf link --transport rdma --verify`, byte-exact, its
 #     goodput beside `ib_write_bw` (perftest) on the same device, as a ratio
 #     (under emulation: a functional check, not a speed benchmark);
@@ -27,16 +30,26 @@ bad() { failed=$((failed + 1)); echo "rdma-vm: FAIL $*"; }
 work=$(mktemp -d /tmp/rdma-suite.XXXXXX)
 export DELTACAST_SECRET=rdma-vm-suite DELTACAST_LOG=warn
 
-# --- 1. the transport's test suite ------------------------------------------
-out=$(cd "$dir/tests" && ./verbs_test_rdma --tap=/dev/stdout --jobs=1 2>"$work/rdma-tests.err")
-echo "$out" | grep -E "^(not )?ok" | sed 's/^/rdma-vm: test /'
-p=$(echo "$out" | grep -cE "^ok" || true)
-s=$(echo "$out" | grep -ciE "^ok .*# *skip" || true)
-f=$(echo "$out" | grep -cE "^not ok" || true)
-passed=$((passed + p - s))
-failed=$((failed + f))
-[ "$p" -gt 0 ] || { bad "verbs_test_rdma ran no test"; tail -20 "$work/rdma-tests.err"; }
-[ "$f" = 0 ] || tail -40 "$work/rdma-tests.err"
+# --- 1. the transport's test suites -----------------------------------------
+# run_tests BINARY [CRITERION ARGS...]: one line per case; skips count as
+# neither passed nor failed.
+run_tests() {
+  t=$1
+  shift
+  # (the cases a --filter leaves out are listed as "# SKIP test was skipped")
+  out=$(cd "$dir/tests" && ./"$t" --tap=/dev/stdout --jobs=1 "$@" 2>"$work/$t.err" |
+    grep -v "# SKIP test was skipped$")
+  echo "$out" | grep -E "^(not )?ok" | sed 's/^/rdma-vm: test /'
+  p=$(echo "$out" | grep -cE "^ok" || true)
+  s=$(echo "$out" | grep -ciE "^ok .*# *skip" || true)
+  f=$(echo "$out" | grep -cE "^not ok" || true)
+  passed=$((passed + p - s))
+  failed=$((failed + f))
+  [ "$p" -gt 0 ] || { bad "$t $* ran no test"; tail -20 "$work/$t.err"; }
+  [ "$f" = 0 ] || tail -40 "$work/$t.err"
+}
+run_tests verbs_conformance --filter 'rdma/*'
+run_tests verbs_test_rdma
 
 # --- 2. perf link, beside ib_write_bw ----------------------------------------
 # perf_link TRANSPORT PORT BYTES SIZE LAT_ITERS: a server and a --verify
