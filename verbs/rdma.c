@@ -86,11 +86,11 @@
 #include "verbs/auth.h"
 #include "verbs/fault.h"
 #include "verbs/gpumem.h"
+#include "verbs/net.h"
+#include "verbs/session.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,8 +266,8 @@ struct dc_rdma_conn {
     uint8_t nc[DC_AUTH_NONCE_SIZE], ns[DC_AUTH_NONCE_SIZE];
 
     /* reconnect / resume */
-    uint64_t session;              /* client: random id; server: the peer's */
-    uint32_t epoch;                /* client: dial count; server: the peer's */
+    dc_session_t sess;             /* client: random id, dial count; server: the
+                                      peer's; sess.next: the listener's registry */
     struct sockaddr_storage raddr; /* client: where to re-dial */
     int reconnecting;              /* client: a re-dial is in progress */
     int is_redial;                 /* server handshake: re-dial of a session;
@@ -275,7 +275,6 @@ struct dc_rdma_conn {
     double broken_deadline, next_dial;
     char why[200];           /* what broke the link last */
     dc_rdma_listener_t *lst; /* server: registry that can re-attach us */
-    struct dc_rdma_conn *reg_next;
 
     struct ibv_pd *pd;
     int own_pd; /* client: ours; server: the listener's (one per device) */
@@ -315,7 +314,7 @@ struct dc_rdma_conn {
 struct dc_rdma_listener {
     dc_verbs_listener_t base;
     unsigned refs;       /* the caller's + one per registered connection */
-    dc_rdma_conn_t *reg; /* accepted connections, by session, for re-attach */
+    dc_session_t *reg;   /* accepted connections, by session, for re-attach */
     struct rdma_event_channel *ch;
     struct rdma_cm_id *id;
     int epfd;
@@ -509,7 +508,7 @@ static void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...)
     va_end(ap);
     if (c->state == DC_RDMA_ESTABLISHED && (c->is_client || c->lst)) {
         DC_LOG_INFO("rdma %s: %s: recovering (session %016llx)", c->peer, msg,
-                    (unsigned long long)c->session);
+                    (unsigned long long)c->sess.id);
         snprintf(c->why, sizeof(c->why), "%s", msg);
         c->state = DC_RDMA_BROKEN;
         c->broken_deadline = dc_now_s() + c->timeout_ms / 1000.0;
@@ -517,7 +516,7 @@ static void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...)
         return;
     }
     if (c->reconnecting) {
-        DC_LOG_INFO("rdma %s: re-dial (epoch %u) failed: %s", c->peer, c->epoch, msg);
+        DC_LOG_INFO("rdma %s: re-dial (epoch %u) failed: %s", c->peer, c->sess.epoch, msg);
         snprintf(c->why, sizeof(c->why), "%s", msg);
         c->state = DC_RDMA_BROKEN;
         c->next_dial = dc_now_s() + 0.1;
@@ -546,56 +545,6 @@ static void dc_rdma_setup_failed(dc_rdma_conn_t *c, dc_status_t st, const char *
 static dc_status_t dc_rdma_conn_error(const dc_rdma_conn_t *c)
 {
     return dc_error(c->err, "%s", c->errmsg);
-}
-
-static void dc_rdma_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (sa && sa->sa_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
-    } else if (sa && sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
-    } else {
-        snprintf(buf, len, "?");
-    }
-}
-
-static dc_status_t dc_rdma_resolve(const char *addr, int passive, struct sockaddr_storage *ss)
-{
-    char host[256];
-    uint16_t port;
-    dc_status_t st = dc_verbs_parse_addr(addr, host, sizeof(host), &port);
-    if (st != DC_OK)
-        return st;
-    char ps[8];
-    snprintf(ps, sizeof(ps), "%u", port);
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    int rc = getaddrinfo(host, ps, &hints, &res);
-    if (rc != 0 || !res)
-        return dc_error(DC_ERR_INVALID, "rdma: cannot resolve '%s': %s", addr,
-                        rc ? gai_strerror(rc) : "no address");
-    if (res->ai_addrlen > sizeof(*ss)) {
-        freeaddrinfo(res);
-        return dc_error(DC_ERR_INTERNAL, "rdma: address too long");
-    }
-    memset(ss, 0, sizeof(*ss));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    return DC_OK;
-}
-
-static int dc_rdma_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
 static uint32_t dc_rdma_mtu_bytes(enum ibv_mtu m)
@@ -657,7 +606,7 @@ static dc_status_t dc_rdma_setup(dc_rdma_conn_t *c, struct rdma_cm_id *id)
     }
     if (!(c->lk.cc = ibv_create_comp_channel(v)))
         return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_create_comp_channel", c->peer);
-    dc_rdma_nonblock(c->lk.cc->fd);
+    dc_net_nonblock(c->lk.cc->fd);
     c->lk.cq = ibv_create_cq(v, DC_RDMA_SQ_DEPTH + DC_RDMA_RQ_DEPTH + 16, c, c->lk.cc, 0);
     if (!c->lk.cq)
         return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_create_cq", c->peer);
@@ -786,7 +735,7 @@ static void dc_rdma_resume(dc_rdma_conn_t *c)
     }
     DC_LOG_WARN("rdma %s: link re-established (session %016llx, epoch %u); re-sending %u "
                 "un-acknowledged messages",
-                c->peer, (unsigned long long)c->session, c->epoch, n);
+                c->peer, (unsigned long long)c->sess.id, c->sess.epoch, n);
 }
 
 static void dc_rdma_pdata_pack(const dc_rdma_conn_t *c, uint8_t out[DC_RDMA_PDATA_SIZE])
@@ -798,8 +747,8 @@ static void dc_rdma_pdata_pack(const dc_rdma_conn_t *c, uint8_t out[DC_RDMA_PDAT
     dc_store_le32(out + 16, c->lk.ring_mr->rkey);
     dc_store_le32(out + 20, DC_RDMA_RING_BYTES);
     dc_store_le32(out + 24, DC_RDMA_RQ_DEPTH);
-    dc_store_le64(out + 28, c->session);
-    dc_store_le32(out + 36, c->epoch);
+    dc_store_le64(out + 28, c->sess.id);
+    dc_store_le32(out + 36, c->sess.epoch);
 }
 
 /* The peer's connection private data, validated (hostile bytes). */
@@ -1516,12 +1465,12 @@ static void dc_rdma_on_established(dc_rdma_conn_t *c, const struct rdma_cm_event
             dc_rdma_fail(c, dc_last_status(), "%s", dc_last_error());
             return;
         }
-        if (pd.session != c->session || pd.epoch != c->epoch) {
+        if (pd.session != c->sess.id || pd.epoch != c->sess.epoch) {
             dc_rdma_fail(c, DC_ERR_FORMAT,
                          "server answered for session %016llx epoch %u, we dialed %016llx "
                          "epoch %u",
-                         (unsigned long long)pd.session, pd.epoch, (unsigned long long)c->session,
-                         c->epoch);
+                         (unsigned long long)pd.session, pd.epoch, (unsigned long long)c->sess.id,
+                         c->sess.epoch);
             return;
         }
         dc_rdma_pdata_apply(c, &pd);
@@ -1604,9 +1553,9 @@ static void dc_rdma_on_cm_event(dc_rdma_conn_t *c, struct rdma_cm_event *ev)
             dc_rdma_fail(c, DC_ERR_CANCELED,
                          "the server no longer knows session %016llx (it closed the connection, "
                          "gave up waiting for us, or restarted): cannot resume",
-                         (unsigned long long)c->session);
+                         (unsigned long long)c->sess.id);
         else if (why == DC_RDMA_REJ_STALE && c->reconnecting)
-            dc_rdma_lost(c, "the server refused epoch %u as stale", c->epoch);
+            dc_rdma_lost(c, "the server refused epoch %u as stale", c->sess.epoch);
         else
             dc_rdma_setup_failed(c, DC_ERR_RESET,
                                  "connection rejected by the peer (status %d%s: no rdma listener "
@@ -1647,7 +1596,7 @@ static dc_status_t dc_rdma_conn_channel(dc_rdma_conn_t *c)
 {
     if (!(c->lk.ch = rdma_create_event_channel()))
         return dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_event_channel");
-    dc_rdma_nonblock(c->lk.ch->fd);
+    dc_net_nonblock(c->lk.ch->fd);
     struct epoll_event ev = {.events = EPOLLIN};
     epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->lk.ch->fd, &ev);
     return DC_OK;
@@ -1676,11 +1625,11 @@ static dc_status_t dc_rdma_dial(dc_rdma_conn_t *c)
 static void dc_rdma_redial(dc_rdma_conn_t *c)
 {
     c->next_dial = dc_now_s() + 0.2;
-    c->epoch++; /* every attempt: the server refuses epochs it has seen */
+    c->sess.epoch++; /* every attempt: the server refuses epochs it has seen */
     c->reconnecting = 1;
     c->deadline = c->broken_deadline;
     DC_LOG_INFO("rdma %s: re-dialing (session %016llx, epoch %u)", c->peer,
-                (unsigned long long)c->session, c->epoch);
+                (unsigned long long)c->sess.id, c->sess.epoch);
     if (dc_rdma_dial(c) != DC_OK) {
         DC_LOG_INFO("rdma %s: re-dial failed: %s", c->peer, dc_last_error());
         snprintf(c->why, sizeof(c->why), "%s", dc_last_error());
@@ -1776,11 +1725,7 @@ static void dc_rdma_conn_destroy(dc_rdma_conn_t *c)
         return;
     dc_rdma_listener_t *l = c->lst;
     if (l) {
-        for (dc_rdma_conn_t **pp = &l->reg; *pp; pp = &(*pp)->reg_next)
-            if (*pp == c) {
-                *pp = c->reg_next;
-                break;
-            }
+        dc_session_remove(&l->reg, &c->sess);
         c->lst = NULL;
     }
     if (c->state == DC_RDMA_ESTABLISHED && c->lk.qp) {
@@ -1835,7 +1780,7 @@ static dc_status_t dc_rdma_listen(const dc_verbs_opts_t *opts, const char *bind_
     if ((st = dc_verbs_opts_resolve(opts, &o, secret, sizeof(secret))) != DC_OK)
         return st;
     struct sockaddr_storage ss;
-    if ((st = dc_rdma_resolve(bind_addr, 1, &ss)) != DC_OK)
+    if ((st = dc_net_resolve("rdma", bind_addr, true, &ss, NULL)) != DC_OK)
         goto out_secret;
     dc_rdma_listener_t *l = calloc(1, sizeof(*l));
     if (!l) {
@@ -1857,7 +1802,7 @@ static dc_status_t dc_rdma_listen(const dc_verbs_opts_t *opts, const char *bind_
         st = dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_event_channel");
         goto fail_free;
     }
-    dc_rdma_nonblock(l->ch->fd);
+    dc_net_nonblock(l->ch->fd);
     if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) != 0) {
         st = dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_id");
         goto fail_channel;
@@ -1873,7 +1818,7 @@ static dc_status_t dc_rdma_listen(const dc_verbs_opts_t *opts, const char *bind_
         st = dc_error_errno(DC_ERR_IO, errno, "rdma: rdma_listen on %s", bind_addr);
         goto fail_id;
     }
-    dc_rdma_sockaddr_str(rdma_get_local_addr(l->id), l->addr, sizeof(l->addr));
+    dc_net_sockaddr_str(rdma_get_local_addr(l->id), l->addr, sizeof(l->addr));
     if ((l->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         st = dc_error_errno(DC_ERR_IO, errno, "rdma: epoll_create1");
         goto fail_id;
@@ -1939,10 +1884,8 @@ static struct ibv_pd *dc_rdma_listener_pd(dc_rdma_listener_t *l, struct ibv_cont
 
 static dc_rdma_conn_t *dc_rdma_find_session(dc_rdma_listener_t *l, uint64_t session)
 {
-    dc_rdma_conn_t *e = l->reg;
-    while (e && e->session != session)
-        e = e->reg_next;
-    return e;
+    dc_session_t *s = dc_session_find(l->reg, session, NULL);
+    return s ? DC_SESSION_OWNER(s, dc_rdma_conn_t, sess) : NULL;
 }
 
 /* May a dial of epoch `epoch` go on, given the accepted connection e of
@@ -1951,28 +1894,31 @@ static dc_rdma_conn_t *dc_rdma_find_session(dc_rdma_listener_t *l, uint64_t sess
  * over (the registry may have changed during the handshake). */
 static uint16_t dc_rdma_session_verdict(const dc_rdma_conn_t *e, uint32_t epoch)
 {
-    if (epoch > 1 && (!e || e->state == DC_RDMA_FAILED))
-        return DC_RDMA_REJ_UNKNOWN;
-    if (epoch > 1 && epoch <= e->epoch)
-        return DC_RDMA_REJ_STALE;
-    if (epoch == 1 && e)
-        return DC_RDMA_REJ_DUP;
-    return 0;
+    /* a failed session cannot resume, but its id stays in use */
+    const dc_rdma_conn_t *held = e && (epoch == 1 || e->state != DC_RDMA_FAILED) ? e : NULL;
+    switch (dc_session_judge(held ? &held->sess : NULL, epoch, 1, false)) {
+    case DC_SESSION_UNKNOWN: return DC_RDMA_REJ_UNKNOWN;
+    case DC_SESSION_STALE: return DC_RDMA_REJ_STALE;
+    case DC_SESSION_DUP: return DC_RDMA_REJ_DUP;
+    default: return 0;
+    }
 }
 
 static const char *dc_rdma_rej_str(uint16_t why)
 {
-    return why == DC_RDMA_REJ_UNKNOWN ? "re-dial of an unknown session"
-           : why == DC_RDMA_REJ_STALE ? "stale epoch"
-           : why == DC_RDMA_REJ_DUP   ? "new connection with a session in use"
-                                      : "refused";
+    switch (why) {
+    case DC_RDMA_REJ_UNKNOWN: return dc_session_verdict_str(DC_SESSION_UNKNOWN);
+    case DC_RDMA_REJ_STALE: return dc_session_verdict_str(DC_SESSION_STALE);
+    case DC_RDMA_REJ_DUP: return dc_session_verdict_str(DC_SESSION_DUP);
+    default: return "refused";
+    }
 }
 
 static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_event *ev)
 {
     struct rdma_cm_id *id = ev->id;
     char peer[128];
-    dc_rdma_sockaddr_str(rdma_get_peer_addr(id), peer, sizeof(peer));
+    dc_net_sockaddr_str(rdma_get_peer_addr(id), peer, sizeof(peer));
     /* The private data is valid until the event is acknowledged. */
     dc_rdma_pdata_t pd;
     memset(&pd, 0, sizeof(pd));
@@ -2012,8 +1958,8 @@ static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_eve
     }
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
     c->lk.id = id;
-    c->session = pd.session;
-    c->epoch = pd.epoch;
+    c->sess.id = pd.session;
+    c->sess.epoch = pd.epoch;
     c->is_redial = pd.epoch > 1;
     st = dc_rdma_conn_channel(c);
     if (st == DC_OK && rdma_migrate_id(id, c->lk.ch) != 0)
@@ -2050,7 +1996,7 @@ static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_eve
     l->handshaking = c;
     if (c->is_redial)
         DC_LOG_INFO("rdma listener %s: %s re-dials session %016llx (epoch %u)", l->addr, peer,
-                    (unsigned long long)c->session, c->epoch);
+                    (unsigned long long)c->sess.id, c->sess.epoch);
 }
 
 /*
@@ -2075,13 +2021,13 @@ static void dc_rdma_adopt(dc_rdma_listener_t *l, dc_rdma_conn_t *e, dc_rdma_conn
     /* The handshake's last reply may still wait for a send slot. */
     memcpy(e->auth_out, t->auth_out, t->auth_out_len);
     e->auth_out_len = t->auth_out_len;
-    e->epoch = t->epoch;
+    e->sess.epoch = t->sess.epoch;
     snprintf(e->peer, sizeof(e->peer), "%s", t->peer);
     e->stats.wire_bytes_sent += t->stats.wire_bytes_sent;
     e->stats.reconnects++;
     e->state = DC_RDMA_ESTABLISHED;
     DC_LOG_INFO("rdma listener %s: %s re-attached session %016llx (epoch %u)", l->addr, e->peer,
-                (unsigned long long)e->session, e->epoch);
+                (unsigned long long)e->sess.id, e->sess.epoch);
     dc_rdma_resume(e);
     dc_rdma_conn_destroy(t); /* no link, not ESTABLISHED on one: no BYE */
 }
@@ -2109,14 +2055,14 @@ static dc_status_t dc_rdma_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out
                 dc_rdma_conn_destroy(c);
                 continue;
             }
-            dc_rdma_conn_t *e = dc_rdma_find_session(l, c->session);
+            dc_rdma_conn_t *e = dc_rdma_find_session(l, c->sess.id);
             if (c->is_redial || e) {
-                uint16_t why = dc_rdma_session_verdict(e, c->epoch);
+                uint16_t why = dc_rdma_session_verdict(e, c->sess.epoch);
                 if (!why && c->is_redial && c->pd == e->pd) {
                     dc_rdma_adopt(l, e, c);
                 } else {
                     DC_LOG_WARN("rdma listener %s: dropped %s (session %016llx, epoch %u): %s",
-                                l->addr, c->peer, (unsigned long long)c->session, c->epoch,
+                                l->addr, c->peer, (unsigned long long)c->sess.id, c->sess.epoch,
                                 why ? dc_rdma_rej_str(why) : "re-dial on another RDMA device");
                     dc_rdma_conn_destroy(c); /* sends BYE: the client gives up */
                 }
@@ -2124,10 +2070,9 @@ static dc_status_t dc_rdma_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out
             }
             c->lst = l;
             l->refs++;
-            c->reg_next = l->reg;
-            l->reg = c;
+            dc_session_add(&l->reg, &c->sess);
             DC_LOG_INFO("rdma: accepted %s on %s (session %016llx)", c->peer, dc_rdma_dev,
-                        (unsigned long long)c->session);
+                        (unsigned long long)c->sess.id);
             *out = &c->base;
             return DC_OK;
         }
@@ -2184,18 +2129,15 @@ static dc_status_t dc_rdma_connect(const dc_verbs_opts_t *opts, const char *addr
         return st;
     struct sockaddr_storage ss;
     dc_rdma_conn_t *c = NULL;
-    if ((st = dc_rdma_resolve(addr, 0, &ss)) != DC_OK)
+    if ((st = dc_net_resolve("rdma", addr, false, &ss, NULL)) != DC_OK)
         goto out_secret;
     if ((st = dc_rdma_conn_alloc(&o, &c)) != DC_OK)
         goto out_secret;
     c->is_client = 1;
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
     memcpy(&c->raddr, &ss, sizeof(ss));
-    uint8_t sid[DC_AUTH_NONCE_SIZE];
-    if ((st = dc_auth_nonce(sid)) != DC_OK)
+    if ((st = dc_session_start(&c->sess, 1)) != DC_OK)
         goto fail_conn;
-    c->session = dc_load_le64(sid);
-    c->epoch = 1;
     if ((st = dc_rdma_dial(c)) != DC_OK)
         goto fail_conn;
     c->state = DC_RDMA_C_RESOLVING;

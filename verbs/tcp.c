@@ -33,13 +33,11 @@
 #include "kernels/kern.h"
 #include "verbs/auth.h"
 #include "verbs/fault.h"
+#include "verbs/net.h"
+#include "verbs/session.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <linux/errqueue.h>
-#include <net/if.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -184,8 +182,7 @@ struct dc_tcp_conn {
     dc_verbs_opts_t o;
     uint8_t secret[DC_AUTH_MAX_SECRET];
     uint32_t k;
-    uint64_t session;
-    uint32_t epoch;
+    dc_session_t sess; /* id, epoch; sess.next: the listener's registry */
     int epfd;
     dc_tcp_stream_t st[DC_TCP_MAX_STREAMS];
     uint32_t rr_next; /* round-robin start */
@@ -200,7 +197,6 @@ struct dc_tcp_conn {
     char lasterr[200];
     /* server */
     dc_tcp_listener_t *l;
-    dc_tcp_conn_t *lnext;
     bool handed_out;
     uint32_t attached;
     /* reliability: send */
@@ -234,6 +230,9 @@ struct dc_tcp_conn {
     char errmsg[512];
 };
 
+/* The connection whose `sess` is s (the listener's registry holds sessions). */
+#define DC_TCP_CONN_OF(s) DC_SESSION_OWNER(s, dc_tcp_conn_t, sess)
+
 struct dc_tcp_listener {
     dc_verbs_listener_t base;
     int fd;
@@ -244,52 +243,10 @@ struct dc_tcp_listener {
     char addr[128];
     dc_tcp_hs_t *hs[DC_TCP_MAX_HS];
     uint32_t nhs;
-    dc_tcp_conn_t *conns; /* every server connection (pending or live) */
+    dc_session_t *conns; /* every server connection (pending or live), by sess */
 };
 
 /* --- small helpers ------------------------------------------------------------ */
-
-static void dc_tcp_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    uint16_t port = 0;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-        port = ntohs(in->sin_port);
-        snprintf(buf, len, "%s:%u", host, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        port = ntohs(in6->sin6_port);
-        snprintf(buf, len, "[%s]:%u", host, port);
-    } else {
-        snprintf(buf, len, "?");
-    }
-}
-
-static dc_status_t dc_tcp_resolve(const char *addr, bool passive, struct sockaddr_storage *out,
-                                  socklen_t *alen)
-{
-    char host[256];
-    uint16_t port;
-    dc_status_t st = dc_verbs_parse_addr(addr, host, sizeof(host), &port);
-    if (st != DC_OK)
-        return st;
-    char ports[8];
-    snprintf(ports, sizeof(ports), "%u", port);
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    int rc = getaddrinfo(strcmp(host, "*") == 0 ? NULL : host, ports, &hints, &res);
-    if (rc != 0 || !res)
-        return dc_error(DC_ERR_INVALID, "tcp: cannot resolve '%s': %s", addr, gai_strerror(rc));
-    memcpy(out, res->ai_addr, res->ai_addrlen);
-    *alen = res->ai_addrlen;
-    freeaddrinfo(res);
-    return DC_OK;
-}
 
 static void dc_tcp_tune(int fd, const dc_verbs_opts_t *o)
 {
@@ -549,7 +506,7 @@ static void dc_tcp_break(dc_tcp_conn_t *c, const char *why)
     c->state = C_RECONNECTING;
     c->deadline = dc_now_s() + c->o.timeout_ms / 1000.0;
     if (!c->is_server) {
-        c->epoch++;
+        c->sess.epoch++;
         c->retry_at = 0;
         c->need_dial = true;
     }
@@ -1224,25 +1181,9 @@ static dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd)
         /* the local interface this stream is bound to */
         struct sockaddr_storage la;
         socklen_t ll = sizeof(la);
-        struct ifaddrs *ifs = NULL;
-        if (getsockname(fd, (struct sockaddr *)&la, &ll) == 0 && getifaddrs(&ifs) == 0) {
-            for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-                if (!i->ifa_addr || i->ifa_addr->sa_family != la.ss_family)
-                    continue;
-                bool eq = false;
-                if (la.ss_family == AF_INET)
-                    eq = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
-                         ((struct sockaddr_in *)&la)->sin_addr.s_addr;
-                else if (la.ss_family == AF_INET6)
-                    eq = memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-                                &((struct sockaddr_in6 *)&la)->sin6_addr, 16) == 0;
-                if (eq) {
-                    snprintf(c->stats.device, sizeof(c->stats.device), "%s", i->ifa_name);
-                    break;
-                }
-            }
-            freeifaddrs(ifs);
-        }
+        if (getsockname(fd, (struct sockaddr *)&la, &ll) == 0)
+            (void)dc_net_ifname_of((struct sockaddr *)&la, c->stats.device,
+                                   sizeof(c->stats.device));
     }
     return DC_OK;
 }
@@ -1302,11 +1243,7 @@ static void dc_tcp_conn_free(dc_tcp_conn_t *c)
         free(c->stash[i]);
     close(c->epfd);
     if (c->l) {
-        dc_tcp_conn_t **pp = &c->l->conns;
-        while (*pp && *pp != c)
-            pp = &(*pp)->lnext;
-        if (*pp)
-            *pp = c->lnext;
+        dc_session_remove(&c->l->conns, &c->sess);
         dc_tcp_listener_unref(c->l);
     }
     memset(c->secret, 0, sizeof(c->secret));
@@ -1385,8 +1322,8 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
         uint8_t *o = h->out;
         if ((st = dc_auth_mac(c->o.secret, c->o.secret_len, 'C', h->nc, h->ns, o)) != DC_OK)
             return st;
-        dc_store_le64(o + 32, c->session);
-        dc_store_le32(o + 40, c->epoch);
+        dc_store_le64(o + 32, c->sess.id);
+        dc_store_le32(o + 40, c->sess.epoch);
         dc_store_le16(o + 44, (uint16_t)idx);
         dc_store_le16(o + 46, (uint16_t)c->k);
         dc_store_le32(o + 48, (uint32_t)c->o.max_msg_size);
@@ -1412,14 +1349,14 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
             return dc_error(DC_ERR_AUTH, "tcp: %s rejected our authentication", c->peer);
         case DC_TCP_OK_UNKNOWN:
             return dc_error(DC_ERR_CANCELED, "tcp: %s no longer knows session %016llx",
-                            c->peer, (unsigned long long)c->session);
+                            c->peer, (unsigned long long)c->sess.id);
         case DC_TCP_OK_STALE:
             return dc_error(DC_ERR_RESET, "tcp: %s: stale reconnect epoch", c->peer);
         default:
             return dc_error(DC_ERR_INVALID, "tcp: %s refused the stream (code %u)", c->peer,
                             code);
         }
-        if (dc_load_le64(h->in + 8) != c->session)
+        if (dc_load_le64(h->in + 8) != c->sess.id)
             return dc_error(DC_ERR_FORMAT, "tcp: %s answered for another session", c->peer);
         dc_tcp_ack_upto(c, dc_load_le64(h->in + 16));
         int fd = h->fd;
@@ -1477,7 +1414,7 @@ static dc_status_t dc_tcp_client_progress_hs(dc_tcp_conn_t *c)
             c->hs[j].state = HS_C_CONNECT;
         }
         c->attached = 0;
-        c->epoch++;
+        c->sess.epoch++;
         c->retry_at = now + 0.1;
         c->need_dial = true;
         return DC_ERR_AGAIN;
@@ -1487,7 +1424,7 @@ static dc_status_t dc_tcp_client_progress_hs(dc_tcp_conn_t *c)
     if (c->state == C_RECONNECTING)
         DC_LOG_WARN("tcp: reconnected to %s (epoch %u); re-sending %u un-acknowledged "
                     "message(s)",
-                    c->peer, c->epoch, c->txq_n);
+                    c->peer, c->sess.epoch, c->txq_n);
     c->state = C_ESTABLISHED;
     c->deadline = 0;
     return DC_OK;
@@ -1507,12 +1444,10 @@ static dc_status_t dc_tcp_connect(const dc_verbs_opts_t *opts, const char *addr,
         goto out_secret;
     }
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
-    if ((st = dc_tcp_resolve(addr, false, &c->addr, &c->alen)) != DC_OK)
+    if ((st = dc_net_resolve("tcp", addr, false, &c->addr, &c->alen)) != DC_OK)
         goto out_conn;
-    uint8_t rnd[DC_AUTH_NONCE_SIZE];
-    if ((st = dc_auth_nonce(rnd)) != DC_OK)
+    if ((st = dc_session_start(&c->sess, 0)) != DC_OK)
         goto out_conn;
-    c->session = dc_load_le64(rnd);
     c->state = C_CONNECTING;
     c->deadline = dc_now_s() + o.timeout_ms / 1000.0;
     c->need_dial = true;
@@ -1564,12 +1499,15 @@ static void dc_tcp_hs_reply(dc_tcp_hs_t *h, uint32_t code, uint64_t session, uin
     (void)n;
 }
 
+static bool dc_tcp_session_live(const dc_session_t *s)
+{
+    return DC_TCP_CONN_OF(s)->state != C_FAILED;
+}
+
 static dc_tcp_conn_t *dc_tcp_find_session(dc_tcp_listener_t *l, uint64_t session)
 {
-    for (dc_tcp_conn_t *c = l->conns; c; c = c->lnext)
-        if (c->session == session && c->state != C_FAILED)
-            return c;
-    return NULL;
+    dc_session_t *s = dc_session_find(l->conns, session, dc_tcp_session_live);
+    return s ? DC_TCP_CONN_OF(s) : NULL;
 }
 
 /* The proof checked out: attach the socket to its session. */
@@ -1584,8 +1522,10 @@ static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
                         h->peer, h->idx, h->nstreams, DC_TCP_MAX_STREAMS, h->max_msg);
     }
     dc_tcp_conn_t *c = dc_tcp_find_session(l, h->session);
+    /* several streams of one epoch each attach (JOIN); the first creates */
+    dc_session_verdict_t v = dc_session_judge(c ? &c->sess : NULL, h->epoch, 0, true);
     if (!c) {
-        if (h->epoch != 0) {
+        if (v == DC_SESSION_UNKNOWN) {
             dc_tcp_hs_reply(h, DC_TCP_OK_UNKNOWN, h->session, 0);
             return dc_error(DC_ERR_CANCELED, "tcp: %s reconnects to an unknown session",
                             h->peer);
@@ -1599,7 +1539,8 @@ static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
             return dc_error(DC_ERR_NOMEM, "tcp: out of memory for a connection");
         }
         c->is_server = true;
-        c->session = h->session;
+        c->sess.id = h->session;
+        c->sess.epoch = h->epoch;
         c->state = C_CONNECTING;
         c->deadline = dc_now_s() + l->o.timeout_ms / 1000.0;
         snprintf(c->peer, sizeof(c->peer), "%s", h->peer);
@@ -1608,24 +1549,23 @@ static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
             snprintf(colon, sizeof(c->peer) - (size_t)(colon - c->peer), ":*");
         c->l = l;
         l->refs++;
-        c->lnext = l->conns;
-        l->conns = c;
+        dc_session_add(&l->conns, &c->sess);
     }
     if (h->nstreams != c->k) {
         dc_tcp_hs_reply(h, DC_TCP_OK_BAD, h->session, 0);
         return dc_error(DC_ERR_FORMAT, "tcp: %s: stream count changed", h->peer);
     }
-    if (h->epoch < c->epoch) {
+    if (v == DC_SESSION_STALE) {
         dc_tcp_hs_reply(h, DC_TCP_OK_STALE, h->session, 0);
         return dc_error(DC_ERR_RESET, "tcp: %s: stale epoch %u", h->peer, h->epoch);
     }
-    if (h->epoch > c->epoch) {
+    if (v == DC_SESSION_RESUME) {
         if (c->state == C_ESTABLISHED)
             dc_tcp_break(c, "the peer is reconnecting");
         for (uint32_t i = 0; i < c->k; i++)
             dc_tcp_stream_reset(c, &c->st[i]);
         c->attached = 0;
-        c->epoch = h->epoch;
+        c->sess.epoch = h->epoch;
         if (c->state == C_FAILED)
             return dc_error(c->err, "%s", c->errmsg);
     }
@@ -1644,7 +1584,7 @@ static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
         if (c->state == C_RECONNECTING) {
             DC_LOG_WARN("tcp: %s re-attached (epoch %u); re-sending %u un-acknowledged "
                         "message(s)",
-                        c->peer, c->epoch, c->txq_n);
+                        c->peer, c->sess.epoch, c->txq_n);
         }
         c->state = C_ESTABLISHED;
         c->deadline = 0;
@@ -1721,7 +1661,7 @@ static dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
             return dc_error_errno(DC_ERR_IO, errno, "tcp: accept on %s", l->addr);
         }
         char peer[128];
-        dc_tcp_sockaddr_str((struct sockaddr *)&pa, peer, sizeof(peer));
+        dc_net_sockaddr_str((struct sockaddr *)&pa, peer, sizeof(peer));
         dc_tcp_hs_t *h = l->nhs < DC_TCP_MAX_HS ? calloc(1, sizeof(*h)) : NULL;
         if (!h) {
             DC_LOG_WARN("tcp: dropped %s: too many pending handshakes on %s", peer, l->addr);
@@ -1755,9 +1695,11 @@ static dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
         l->hs[i] = l->hs[--l->nhs];
     }
     /* pending sessions that never completed */
-    for (dc_tcp_conn_t *c = l->conns; c; c = c->lnext)
+    for (dc_session_t *s = l->conns; s; s = s->next) {
+        dc_tcp_conn_t *c = DC_TCP_CONN_OF(s);
         if (!c->handed_out && c->state == C_CONNECTING && now > c->deadline)
             dc_tcp_fail(c, DC_ERR_TIMEOUT, "not all streams attached within timeout_ms");
+    }
     return DC_OK;
 }
 
@@ -1775,7 +1717,7 @@ static dc_status_t dc_tcp_listen(const dc_verbs_opts_t *opts, const char *bind_a
         goto out_free;
     struct sockaddr_storage sa;
     socklen_t sl;
-    if ((st = dc_tcp_resolve(bind_addr, true, &sa, &sl)) != DC_OK)
+    if ((st = dc_net_resolve("tcp", bind_addr, true, &sa, &sl)) != DC_OK)
         goto out_free;
     l->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (l->fd < 0) {
@@ -1795,7 +1737,7 @@ static dc_status_t dc_tcp_listen(const dc_verbs_opts_t *opts, const char *bind_a
     }
     sl = sizeof(sa);
     getsockname(l->fd, (struct sockaddr *)&sa, &sl);
-    dc_tcp_sockaddr_str((struct sockaddr *)&sa, l->addr, sizeof(l->addr));
+    dc_net_sockaddr_str((struct sockaddr *)&sa, l->addr, sizeof(l->addr));
     *out = &l->base;
     return DC_OK;
 out_fd:
@@ -1826,22 +1768,24 @@ static dc_status_t dc_tcp_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
     dc_status_t st = dc_tcp_listener_progress(l);
     if (st != DC_OK)
         return st;
-    for (dc_tcp_conn_t *c = l->conns; c; c = c->lnext) {
+    for (dc_session_t *s = l->conns; s; s = s->next) {
+        dc_tcp_conn_t *c = DC_TCP_CONN_OF(s);
         if (!c->handed_out && c->state == C_ESTABLISHED) {
             c->handed_out = true;
             DC_LOG_INFO("tcp: accepted %s (%u streams, session %016llx)", c->peer, c->k,
-                        (unsigned long long)c->session);
+                        (unsigned long long)c->sess.id);
             *out = &c->base;
             return DC_OK;
         }
     }
     /* reap pending sessions that failed before being handed out */
-    for (dc_tcp_conn_t *c = l->conns; c;) {
-        dc_tcp_conn_t *n = c->lnext;
+    for (dc_session_t *s = l->conns; s;) {
+        dc_session_t *n = s->next;
+        dc_tcp_conn_t *c = DC_TCP_CONN_OF(s);
         if (!c->handed_out && c->state == C_FAILED) {
             dc_tcp_conn_free(c); /* drops the conn's own listener reference */
         }
-        c = n;
+        s = n;
     }
     return DC_ERR_AGAIN;
 }
@@ -1853,11 +1797,12 @@ static void dc_tcp_listen_close(dc_verbs_listener_t *lb)
     dc_tcp_listener_t *l = (dc_tcp_listener_t *)lb;
     l->user_closed = true;
     /* pending sessions nobody will accept */
-    for (dc_tcp_conn_t *c = l->conns; c;) {
-        dc_tcp_conn_t *n = c->lnext;
+    for (dc_session_t *s = l->conns; s;) {
+        dc_session_t *n = s->next;
+        dc_tcp_conn_t *c = DC_TCP_CONN_OF(s);
         if (!c->handed_out)
             dc_tcp_conn_free(c);
-        c = n;
+        s = n;
     }
     dc_tcp_listener_unref(l);
 }
