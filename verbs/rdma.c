@@ -78,265 +78,23 @@
  * payloads before their CRC32C check.  A route that comes back through a
  * different RDMA device cannot resume (the PD is per device): the client
  * retries until timeout_ms, then fails.
+ *
+ * Files by role: rdma.c (this one: the ops table, the device probe and a
+ * connection's life: rdmacm events, authentication, completions, break and
+ * re-dial, memory registration, requests), rdma_link.c (one QP's
+ * resources, the private data), rdma_listen.c (listener, session registry,
+ * adopt), rdma_send.c (credits, control messages, transmit),
+ * rdma_recv.c (receive); rdma_internal.h holds the objects and what one
+ * file calls in another.
  */
-#include "verbs/rdma.h"
-
-#include "kernels/kern.h"
-#include "kernels/kern_cuda.h"
-#include "verbs/auth.h"
-#include "verbs/fault.h"
-#include "verbs/gpumem.h"
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/epoll.h>
-#include <unistd.h>
-
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
-
-#define DC_RDMA_RING_BYTES (8u << 20)
-#define DC_RDMA_CHUNK (1u << 20)
-#define DC_RDMA_STAGE_BYTES (8u << 20)
-#define DC_RDMA_SQ_DEPTH 256
-#define DC_RDMA_RQ_DEPTH 512
-#define DC_RDMA_RQ_RESERVE 8
-#define DC_RDMA_CTRL_SIZE 128
-#define DC_RDMA_INLINE_WANT 128
-#define DC_RDMA_RING DC_VERBS_MAX_INFLIGHT
-#define DC_RDMA_CTRLQ 1024
-#define DC_RDMA_TXQ (2 * DC_VERBS_MAX_INFLIGHT)
-
-/* Connection private data (rdma_connect / rdma_accept), version 2:
- *   0 magic "DCRP"  4 version  6 active MTU  8 ring address  16 ring rkey
- *  20 ring bytes   24 receive WRs  28 session id  36 epoch     (40 bytes;
- * the TCP port space carries 56 in a connect request).  The server echoes the
- * client's session and epoch.  Version 1 (28 bytes, no session) is refused. */
-#define DC_RDMA_PDATA_MAGIC 0x50524344u /* "DCRP" */
-#define DC_RDMA_PDATA_VERSION 2
-#define DC_RDMA_PDATA_SIZE    40
-/* Reject private data: "DCRJ", version, reason (DC_RDMA_REJ_*). */
-#define DC_RDMA_REJ_MAGIC 0x4a524344u /* "DCRJ" */
-#define DC_RDMA_REJ_SIZE  8
-enum {
-    DC_RDMA_REJ_UNKNOWN = 1, /* re-dial of a session the server does not hold */
-    DC_RDMA_REJ_STALE = 2,   /* epoch not above the session's current one */
-    DC_RDMA_REJ_DUP = 3,     /* a first dial with a session already in use */
-};
-#define DC_RDMA_CTRL_MAGIC 0x4d524344u /* "DCRM" */
-#define DC_RDMA_CTRL_HDR 32
-#define DC_RDMA_WR_SEND (1ull << 63) /* wr_id tag of send work requests */
-
-enum {
-    DC_RDMA_CT_ACK = 1,
-    DC_RDMA_CT_NACK = 2,
-    DC_RDMA_CT_CREDIT = 3,
-    DC_RDMA_CT_AUTH = 4,
-    DC_RDMA_CT_BYE = 5, /* orderly close: the peer fails instead of re-dialing */
-};
-enum {
-    DC_RDMA_AUTH_HELLO = 1,
-    DC_RDMA_AUTH_CHALLENGE = 2,
-    DC_RDMA_AUTH_PROOF = 3,
-    DC_RDMA_AUTH_OK = 4,
-    DC_RDMA_AUTH_FAIL = 5,
-};
-
-typedef enum {
-    DC_RDMA_C_RESOLVING, /* client: address/route resolution, connect */
-    DC_RDMA_C_WAIT_CHALLENGE,
-    DC_RDMA_C_WAIT_OK,
-    DC_RDMA_S_ACCEPTING, /* server: rdma_accept sent */
-    DC_RDMA_S_WAIT_HELLO,
-    DC_RDMA_S_WAIT_PROOF,
-    DC_RDMA_ESTABLISHED,
-    DC_RDMA_BROKEN, /* was established, link lost: re-dial / wait for re-attach */
-    DC_RDMA_FAILED,
-} dc_rdma_state_t;
-
-typedef enum { DC_RDMA_REQ_SEND, DC_RDMA_REQ_RECV } dc_rdma_kind_t;
-typedef enum { DC_RDMA_R_PENDING, DC_RDMA_R_DONE, DC_RDMA_R_FAILED } dc_rdma_rstate_t;
-
-typedef struct dc_rdma_conn dc_rdma_conn_t;
-
-typedef struct dc_rdma_mr {
-    dc_verbs_mr_t base;
-    struct ibv_mr *mr;
-    uint8_t *addr;
-    size_t len;
-    uint32_t kind;
-} dc_rdma_mr_t;
-
-typedef struct dc_rdma_req {
-    dc_verbs_req_t base;
-    dc_rdma_conn_t *conn;
-    struct dc_rdma_req *next, *prev;
-    dc_rdma_kind_t kind;
-    dc_rdma_rstate_t state;
-    dc_status_t err;
-    uint8_t *buf;
-    size_t len;
-    size_t got;
-    dc_rdma_mr_t *mr;
-    uint32_t mkind; /* DC_VERBS_MEM_HOST / DC_VERBS_MEM_CUDA */
-    uint64_t seq;
-    unsigned wrs; /* posted work requests reading buf */
-    int queued;   /* in the transmit queue */
-    int crc_known; /* hdr carries the caller's CRC32C (isend_crc): a NACK
-                      recomputes it (never trusted twice) */
-    uint8_t hdr[DC_VERBS_HDR_SIZE];
-} dc_rdma_req_t;
-
-typedef enum {
-    DC_RDMA_SLOT_EMPTY = 0,
-    DC_RDMA_SLOT_DONE,
-} dc_rdma_slot_state_t;
-
-typedef struct dc_rdma_slot {
-    dc_rdma_slot_state_t state;
-    dc_rdma_req_t *req;
-} dc_rdma_slot_t;
-
-typedef struct dc_rdma_sqe {
-    uint64_t stage_end; /* stage_head after this WR (FIFO release) */
-    dc_rdma_req_t *req; /* WR reads req->buf (registered) */
-} dc_rdma_sqe_t;
-
-/*
- * Everything that lives and dies with one RC queue pair: the rdmacm id and
- * its event channel, CQ, QP, our registered rings and the credit counters of
- * both directions.  A broken connection drops its link and gets a fresh one
- * (client: re-dial; server: the authenticated link of the re-dial is handed
- * over whole by the listener, dc_rdma_adopt()).  The protection domain is
- * NOT part of it: memory the caller registered (reg_mem) must stay valid.
- */
-typedef struct dc_rdma_link {
-    struct rdma_event_channel *ch;
-    struct rdma_cm_id *id;
-    struct ibv_comp_channel *cc;
-    struct ibv_cq *cq;
-    struct ibv_qp *qp;
-    uint32_t max_inline;
-    uint32_t mtu;
-    int disconnected;
-
-    /* our receive ring (the peer writes into it) */
-    uint8_t *ring;
-    struct ibv_mr *ring_mr;
-    uint64_t rx_avail, rx_consumed, consumed_reported;
-    uint64_t rq_completed, rq_reported;
-    /* the peer's ring */
-    uint64_t peer_ring_addr;
-    uint32_t peer_rkey;
-    uint64_t peer_ring_bytes;
-    uint32_t peer_rq_depth;
-    uint64_t tx_written, tx_peer_consumed;
-    uint64_t tx_wrs, peer_reposted;
-
-    uint8_t *crecv; /* DC_RDMA_RQ_DEPTH control receive buffers */
-    struct ibv_mr *crecv_mr;
-    uint8_t *csend; /* DC_RDMA_SQ_DEPTH control send buffers */
-    struct ibv_mr *csend_mr;
-    uint8_t *stage;
-    struct ibv_mr *stage_mr;
-    uint64_t stage_head, stage_tail;
-    dc_rdma_sqe_t sq[DC_RDMA_SQ_DEPTH];
-    uint64_t sq_posted, sq_done;
-} dc_rdma_link_t;
-
-typedef struct dc_rdma_listener dc_rdma_listener_t;
-
-struct dc_rdma_conn {
-    dc_verbs_conn_t base;
-    dc_rdma_state_t state;
-    dc_status_t err;
-    char errmsg[512];
-    char peer[128];
-    int is_client;
-    double deadline;
-    uint32_t timeout_ms;
-    uint64_t max_msg;
-    uint8_t *secret;
-    size_t secret_len;
-    uint8_t nc[DC_AUTH_NONCE_SIZE], ns[DC_AUTH_NONCE_SIZE];
-
-    /* reconnect / resume */
-    uint64_t session;              /* client: random id; server: the peer's */
-    uint32_t epoch;                /* client: dial count; server: the peer's */
-    struct sockaddr_storage raddr; /* client: where to re-dial */
-    int reconnecting;              /* client: a re-dial is in progress */
-    int is_redial;                 /* server handshake: re-dial of a session;
-                                      its data waits for dc_rdma_adopt() */
-    double broken_deadline, next_dial;
-    char why[200];           /* what broke the link last */
-    dc_rdma_listener_t *lst; /* server: registry that can re-attach us */
-    struct dc_rdma_conn *reg_next;
-
-    struct ibv_pd *pd;
-    int own_pd; /* client: ours; server: the listener's (one per device) */
-    int epfd;
-    dc_rdma_link_t lk;
-
-    /* transmit queue: messages (re)sent in order, head partly written */
-    dc_rdma_req_t *txq[DC_RDMA_TXQ];
-    unsigned txq_head, txq_len;
-    uint64_t tx_off; /* bytes of txq[head]'s stream already written */
-    dc_verbs_window_t win;
-
-    /* receive parser */
-    uint8_t hbuf[DC_VERBS_HDR_SIZE];
-    size_t hgot;
-    int in_payload, discard;
-    dc_verbs_hdr_t cur;
-    uint64_t pay_done;
-    dc_rdma_slot_t slot[DC_RDMA_RING];
-    uint64_t rbase, rpost;
-
-    struct {
-        uint8_t type;
-        uint64_t seq;
-    } ctrlq[DC_RDMA_CTRLQ];
-    unsigned nctrl;
-    uint8_t auth_out[5 + 64];
-    size_t auth_out_len;
-
-    dc_rdma_req_t *reqs, *req_free;
-    dc_verbs_stats_t stats;
-    struct dc_rdma_conn *next;
-};
-
-#define DC_RDMA_MAX_PDS 8
-
-struct dc_rdma_listener {
-    dc_verbs_listener_t base;
-    unsigned refs;       /* the caller's + one per registered connection */
-    dc_rdma_conn_t *reg; /* accepted connections, by session, for re-attach */
-    struct rdma_event_channel *ch;
-    struct rdma_cm_id *id;
-    int epfd;
-    char addr[128];
-    dc_verbs_opts_t opts;
-    uint8_t *secret;
-    size_t secret_len;
-    dc_rdma_conn_t *handshaking;
-    /* one protection domain per device, shared by the accepted connections,
-     * so that a re-dial's link can replace a broken one without
-     * invalidating the caller's memory registrations */
-    struct ibv_pd *pds[DC_RDMA_MAX_PDS];
-    unsigned npds;
-};
+#include "verbs/rdma_internal.h"
 
 /* --- probe ------------------------------------------------------------------ */
 
 static pthread_once_t dc_rdma_once = PTHREAD_ONCE_INIT;
 static dc_status_t dc_rdma_init_st = DC_ERR_UNSUPPORTED;
 static char dc_rdma_init_msg[256];
-static char dc_rdma_dev[64];
+char dc_rdma_dev[64];
 static double dc_rdma_gbps;
 
 static double dc_rdma_port_gbps(const struct ibv_port_attr *pa)
@@ -428,7 +186,7 @@ found:
     dc_rdma_init_st = DC_OK;
 }
 
-static dc_status_t dc_rdma_init(void)
+dc_status_t dc_rdma_init(void)
 {
     pthread_once(&dc_rdma_once, dc_rdma_init_once);
     if (dc_rdma_init_st != DC_OK)
@@ -469,9 +227,7 @@ static dc_status_t dc_rdma_caps(dc_verbs_caps_t *out)
 
 /* --- helpers ---------------------------------------------------------------- */
 
-static void dc_rdma_fail(dc_rdma_conn_t *c, dc_status_t st, const char *fmt, ...) DC_PRINTF(3, 4);
-
-static void dc_rdma_fail(dc_rdma_conn_t *c, dc_status_t st, const char *fmt, ...)
+void dc_rdma_fail(dc_rdma_conn_t *c, dc_status_t st, const char *fmt, ...)
 {
     if (c->state == DC_RDMA_FAILED)
         return;
@@ -496,9 +252,7 @@ static void dc_rdma_fail(dc_rdma_conn_t *c, dc_status_t st, const char *fmt, ...
  * Never frees anything: it may run inside an rdmacm event handler, before
  * the event is acknowledged.
  */
-static void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...) DC_PRINTF(2, 3);
-
-static void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...)
+void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...)
 {
     if (c->state == DC_RDMA_FAILED || c->state == DC_RDMA_BROKEN)
         return;
@@ -509,7 +263,7 @@ static void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...)
     va_end(ap);
     if (c->state == DC_RDMA_ESTABLISHED && (c->is_client || c->lst)) {
         DC_LOG_INFO("rdma %s: %s: recovering (session %016llx)", c->peer, msg,
-                    (unsigned long long)c->session);
+                    (unsigned long long)c->sess.id);
         snprintf(c->why, sizeof(c->why), "%s", msg);
         c->state = DC_RDMA_BROKEN;
         c->broken_deadline = dc_now_s() + c->timeout_ms / 1000.0;
@@ -517,7 +271,7 @@ static void dc_rdma_lost(dc_rdma_conn_t *c, const char *fmt, ...)
         return;
     }
     if (c->reconnecting) {
-        DC_LOG_INFO("rdma %s: re-dial (epoch %u) failed: %s", c->peer, c->epoch, msg);
+        DC_LOG_INFO("rdma %s: re-dial (epoch %u) failed: %s", c->peer, c->sess.epoch, msg);
         snprintf(c->why, sizeof(c->why), "%s", msg);
         c->state = DC_RDMA_BROKEN;
         c->next_dial = dc_now_s() + 0.1;
@@ -543,237 +297,14 @@ static void dc_rdma_setup_failed(dc_rdma_conn_t *c, dc_status_t st, const char *
         dc_rdma_fail(c, st, "%s", msg);
 }
 
-static dc_status_t dc_rdma_conn_error(const dc_rdma_conn_t *c)
+dc_status_t dc_rdma_conn_error(const dc_rdma_conn_t *c)
 {
     return dc_error(c->err, "%s", c->errmsg);
 }
 
-static void dc_rdma_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (sa && sa->sa_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
-    } else if (sa && sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
-    } else {
-        snprintf(buf, len, "?");
-    }
-}
-
-static dc_status_t dc_rdma_resolve(const char *addr, int passive, struct sockaddr_storage *ss)
-{
-    char host[256];
-    uint16_t port;
-    dc_status_t st = dc_verbs_parse_addr(addr, host, sizeof(host), &port);
-    if (st != DC_OK)
-        return st;
-    char ps[8];
-    snprintf(ps, sizeof(ps), "%u", port);
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    int rc = getaddrinfo(host, ps, &hints, &res);
-    if (rc != 0 || !res)
-        return dc_error(DC_ERR_INVALID, "rdma: cannot resolve '%s': %s", addr,
-                        rc ? gai_strerror(rc) : "no address");
-    if (res->ai_addrlen > sizeof(*ss)) {
-        freeaddrinfo(res);
-        return dc_error(DC_ERR_INTERNAL, "rdma: address too long");
-    }
-    memset(ss, 0, sizeof(*ss));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    return DC_OK;
-}
-
-static int dc_rdma_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
-static uint32_t dc_rdma_mtu_bytes(enum ibv_mtu m)
-{
-    switch (m) {
-    case IBV_MTU_256: return 256;
-    case IBV_MTU_512: return 512;
-    case IBV_MTU_1024: return 1024;
-    case IBV_MTU_2048: return 2048;
-    case IBV_MTU_4096: return 4096;
-    default: return 0;
-    }
-}
-
-/* --- resources ---------------------------------------------------------------- */
-
-static void *dc_rdma_alloc(size_t n)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, n) != 0)
-        return NULL;
-    memset(p, 0, n);
-    return p;
-}
-
-static int dc_rdma_post_recv(dc_rdma_conn_t *c, uint32_t i)
-{
-    struct ibv_sge sge = {
-        .addr = (uintptr_t)(c->lk.crecv + (size_t)i * DC_RDMA_CTRL_SIZE),
-        .length = DC_RDMA_CTRL_SIZE,
-        .lkey = c->lk.crecv_mr->lkey,
-    };
-    struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
-    return ibv_post_recv(c->lk.qp, &wr, &bad);
-}
-
-/*
- * The link's CQ, QP, registered buffers and posted receives on `id` (its
- * device).  The protection domain is c->pd when set (a re-dial, or the
- * listener's), else a new one the connection owns.  On error what was
- * created stays in c->lk for dc_rdma_drop_link().
- */
-static dc_status_t dc_rdma_setup(dc_rdma_conn_t *c, struct rdma_cm_id *id)
-{
-    struct ibv_context *v = id->verbs;
-    if (!v)
-        return dc_error(DC_ERR_UNSUPPORTED, "rdma %s: the route has no RDMA device", c->peer);
-    if (!c->pd) {
-        if (!(c->pd = ibv_alloc_pd(v)))
-            return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_alloc_pd", c->peer);
-        c->own_pd = 1;
-    } else if (c->pd->context != v) {
-        /* Memory registered by the caller lives in the old device's PD. */
-        return dc_error(DC_ERR_UNSUPPORTED,
-                        "rdma %s: the route now leads through another RDMA device (%s) than "
-                        "the one the connection's memory is registered with (%s)",
-                        c->peer, ibv_get_device_name(v->device),
-                        ibv_get_device_name(c->pd->context->device));
-    }
-    if (!(c->lk.cc = ibv_create_comp_channel(v)))
-        return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_create_comp_channel", c->peer);
-    dc_rdma_nonblock(c->lk.cc->fd);
-    c->lk.cq = ibv_create_cq(v, DC_RDMA_SQ_DEPTH + DC_RDMA_RQ_DEPTH + 16, c, c->lk.cc, 0);
-    if (!c->lk.cq)
-        return dc_error_errno(DC_ERR_IO, errno, "rdma %s: ibv_create_cq", c->peer);
-    if (ibv_req_notify_cq(c->lk.cq, 0))
-        return dc_error(DC_ERR_IO, "rdma %s: ibv_req_notify_cq failed", c->peer);
-    struct ibv_qp_init_attr qa;
-    memset(&qa, 0, sizeof(qa));
-    qa.send_cq = c->lk.cq;
-    qa.recv_cq = c->lk.cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = DC_RDMA_SQ_DEPTH;
-    qa.cap.max_recv_wr = DC_RDMA_RQ_DEPTH;
-    qa.cap.max_send_sge = 2;
-    qa.cap.max_recv_sge = 1;
-    qa.cap.max_inline_data = DC_RDMA_INLINE_WANT;
-    if (rdma_create_qp(id, c->pd, &qa) != 0) {
-        qa.cap.max_inline_data = 0; /* some devices have no inline support */
-        if (rdma_create_qp(id, c->pd, &qa) != 0)
-            return dc_error_errno(DC_ERR_IO, errno, "rdma %s: rdma_create_qp (RC, %u/%u WRs)",
-                                  c->peer, DC_RDMA_SQ_DEPTH, DC_RDMA_RQ_DEPTH);
-    }
-    c->lk.qp = id->qp;
-    c->lk.max_inline = qa.cap.max_inline_data;
-    struct ibv_port_attr pa;
-    if (ibv_query_port(v, id->port_num ? id->port_num : 1, &pa) == 0)
-        c->lk.mtu = dc_rdma_mtu_bytes(pa.active_mtu);
-
-    c->lk.ring = dc_rdma_alloc(DC_RDMA_RING_BYTES);
-    c->lk.crecv = dc_rdma_alloc((size_t)DC_RDMA_RQ_DEPTH * DC_RDMA_CTRL_SIZE);
-    c->lk.csend = dc_rdma_alloc((size_t)DC_RDMA_SQ_DEPTH * DC_RDMA_CTRL_SIZE);
-    c->lk.stage = dc_rdma_alloc(DC_RDMA_STAGE_BYTES);
-    if (!c->lk.ring || !c->lk.crecv || !c->lk.csend || !c->lk.stage)
-        return dc_error(DC_ERR_NOMEM, "rdma %s: out of memory for the rings", c->peer);
-    c->lk.ring_mr = ibv_reg_mr(c->pd, c->lk.ring, DC_RDMA_RING_BYTES,
-                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    c->lk.crecv_mr = ibv_reg_mr(c->pd, c->lk.crecv, (size_t)DC_RDMA_RQ_DEPTH * DC_RDMA_CTRL_SIZE,
-                                IBV_ACCESS_LOCAL_WRITE);
-    c->lk.csend_mr =
-        ibv_reg_mr(c->pd, c->lk.csend, (size_t)DC_RDMA_SQ_DEPTH * DC_RDMA_CTRL_SIZE, 0);
-    c->lk.stage_mr = ibv_reg_mr(c->pd, c->lk.stage, DC_RDMA_STAGE_BYTES, 0);
-    if (!c->lk.ring_mr || !c->lk.crecv_mr || !c->lk.csend_mr || !c->lk.stage_mr)
-        return dc_error_errno(DC_ERR_IO, errno,
-                              "rdma %s: ibv_reg_mr of the rings failed (locked-memory limit? "
-                              "check `ulimit -l`)",
-                              c->peer);
-    for (uint32_t i = 0; i < DC_RDMA_RQ_DEPTH; i++)
-        if (dc_rdma_post_recv(c, i) != 0)
-            return dc_error(DC_ERR_IO, "rdma %s: ibv_post_recv failed", c->peer);
-    struct epoll_event ev = {.events = EPOLLIN};
-    epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->lk.cc->fd, &ev);
-    return DC_OK;
-}
-
-/*
- * Tear the link down: disconnect, destroy the QP (after which the HCA reads
- * no buffer of ours any more, so no work request references a request's
- * buffer), the CQ with whatever completions it still held, the rdmacm id and
- * its channel, the rings.  The transmit queue, the half-parsed message and
- * queued ACKs go too: a message is only done when ACKed, so the peer re-sends
- * what we did not ACK, and we re-send what it did not.  The PD, the window
- * and the receive slots stay.  Idempotent.  Never call it from an rdmacm
- * event handler (rdma_destroy_id waits for the event's acknowledgement).
- */
-static void dc_rdma_drop_link(dc_rdma_conn_t *c)
-{
-    dc_rdma_link_t *k = &c->lk;
-    if (k->id && k->qp && !k->disconnected)
-        rdma_disconnect(k->id); /* the peer sees DISCONNECTED at once */
-    if (k->ch && c->epfd >= 0)
-        epoll_ctl(c->epfd, EPOLL_CTL_DEL, k->ch->fd, NULL);
-    if (k->cc && c->epfd >= 0)
-        epoll_ctl(c->epfd, EPOLL_CTL_DEL, k->cc->fd, NULL);
-    if (k->qp)
-        rdma_destroy_qp(k->id);
-    if (k->ring_mr)
-        ibv_dereg_mr(k->ring_mr);
-    if (k->crecv_mr)
-        ibv_dereg_mr(k->crecv_mr);
-    if (k->csend_mr)
-        ibv_dereg_mr(k->csend_mr);
-    if (k->stage_mr)
-        ibv_dereg_mr(k->stage_mr);
-    if (k->cq)
-        ibv_destroy_cq(k->cq);
-    if (k->cc)
-        ibv_destroy_comp_channel(k->cc);
-    if (k->id)
-        rdma_destroy_id(k->id);
-    if (k->ch)
-        rdma_destroy_event_channel(k->ch);
-    free(k->ring);
-    free(k->crecv);
-    free(k->csend);
-    free(k->stage);
-    memset(k, 0, sizeof(*k));
-
-    for (dc_rdma_req_t *r = c->reqs; r; r = r->next) {
-        r->wrs = 0;
-        r->queued = 0;
-    }
-    c->txq_head = 0;
-    c->txq_len = 0;
-    c->tx_off = 0;
-    c->hgot = 0;
-    c->in_payload = 0;
-    c->discard = 0;
-    c->pay_done = 0;
-    c->nctrl = 0;
-    c->auth_out_len = 0;
-}
-
 /* After a reconnect: every un-ACKed message again, in seq order, before any
  * new one (the receiver's ring is consumed in order). */
-static void dc_rdma_txq_push(dc_rdma_conn_t *c, dc_rdma_req_t *r);
-
-static void dc_rdma_resume(dc_rdma_conn_t *c)
+void dc_rdma_resume(dc_rdma_conn_t *c)
 {
     unsigned n = 0;
     for (uint64_t q = c->win.base; q < c->win.next && c->state == DC_RDMA_ESTABLISHED; q++) {
@@ -786,471 +317,7 @@ static void dc_rdma_resume(dc_rdma_conn_t *c)
     }
     DC_LOG_WARN("rdma %s: link re-established (session %016llx, epoch %u); re-sending %u "
                 "un-acknowledged messages",
-                c->peer, (unsigned long long)c->session, c->epoch, n);
-}
-
-static void dc_rdma_pdata_pack(const dc_rdma_conn_t *c, uint8_t out[DC_RDMA_PDATA_SIZE])
-{
-    dc_store_le32(out, DC_RDMA_PDATA_MAGIC);
-    dc_store_le16(out + 4, DC_RDMA_PDATA_VERSION);
-    dc_store_le16(out + 6, (uint16_t)c->lk.mtu);
-    dc_store_le64(out + 8, (uintptr_t)c->lk.ring);
-    dc_store_le32(out + 16, c->lk.ring_mr->rkey);
-    dc_store_le32(out + 20, DC_RDMA_RING_BYTES);
-    dc_store_le32(out + 24, DC_RDMA_RQ_DEPTH);
-    dc_store_le64(out + 28, c->session);
-    dc_store_le32(out + 36, c->epoch);
-}
-
-/* The peer's connection private data, validated (hostile bytes). */
-typedef struct dc_rdma_pdata {
-    uint32_t mtu;
-    uint64_t ring_addr;
-    uint32_t rkey, ring_bytes, rq_depth;
-    uint64_t session;
-    uint32_t epoch;
-} dc_rdma_pdata_t;
-
-static dc_status_t dc_rdma_pdata_unpack(const char *peer, const void *p, size_t len,
-                                        dc_rdma_pdata_t *out)
-{
-    const uint8_t *b = p;
-    if (!b || len < 8 || dc_load_le32(b) != DC_RDMA_PDATA_MAGIC)
-        return dc_error(DC_ERR_FORMAT,
-                        "rdma %s: peer is not a deltacast rdma endpoint "
-                        "(bad connection private data)",
-                        peer);
-    if (dc_load_le16(b + 4) != DC_RDMA_PDATA_VERSION)
-        return dc_error(DC_ERR_UNSUPPORTED, "rdma %s: peer speaks protocol version %u, we %u", peer,
-                        dc_load_le16(b + 4), DC_RDMA_PDATA_VERSION);
-    if (len < DC_RDMA_PDATA_SIZE)
-        return dc_error(DC_ERR_FORMAT, "rdma %s: connection private data of %zu bytes, want %u",
-                        peer, len, DC_RDMA_PDATA_SIZE);
-    uint32_t rb = dc_load_le32(b + 20), rq = dc_load_le32(b + 24);
-    if (rb < 2 * DC_VERBS_HDR_SIZE || rb > (1u << 30) || rq <= DC_RDMA_RQ_RESERVE + 1 ||
-        rq > 65536)
-        return dc_error(DC_ERR_FORMAT, "rdma %s: peer ring of %u bytes / %u receives is unusable",
-                        peer, rb, rq);
-    uint32_t epoch = dc_load_le32(b + 36);
-    if (epoch == 0)
-        return dc_error(DC_ERR_FORMAT, "rdma %s: connection private data with epoch 0", peer);
-    out->mtu = dc_load_le16(b + 6);
-    out->ring_addr = dc_load_le64(b + 8);
-    out->rkey = dc_load_le32(b + 16);
-    out->ring_bytes = rb;
-    out->rq_depth = rq;
-    out->session = dc_load_le64(b + 28);
-    out->epoch = epoch;
-    return DC_OK;
-}
-
-/* Target the peer's ring of `pd` (after dc_rdma_setup: our MTU is known). */
-static void dc_rdma_pdata_apply(dc_rdma_conn_t *c, const dc_rdma_pdata_t *pd)
-{
-    if (pd->mtu && c->lk.mtu && pd->mtu != c->lk.mtu)
-        DC_LOG_WARN("rdma %s: MTU mismatch: local active MTU %u, peer %u; the path uses the "
-                    "smaller one, and on RoCE a switch or NIC MTU below it drops frames "
-                    "(symptom: retry-exceeded errors); align the MTUs",
-                    c->peer, c->lk.mtu, pd->mtu);
-    c->lk.peer_ring_addr = pd->ring_addr;
-    c->lk.peer_rkey = pd->rkey;
-    c->lk.peer_ring_bytes = pd->ring_bytes;
-    c->lk.peer_rq_depth = pd->rq_depth;
-}
-
-/* Reject a connection request with a reason the client can act on. */
-static void dc_rdma_reject(struct rdma_cm_id *id, uint16_t reason)
-{
-    uint8_t b[DC_RDMA_REJ_SIZE];
-    dc_store_le32(b, DC_RDMA_REJ_MAGIC);
-    dc_store_le16(b + 4, DC_RDMA_PDATA_VERSION);
-    dc_store_le16(b + 6, reason);
-    rdma_reject(id, b, sizeof(b));
-}
-
-/* The reason in a REJECTED event's private data, 0 when absent/foreign. */
-static uint16_t dc_rdma_reject_reason(const struct rdma_cm_event *ev)
-{
-    const uint8_t *b = ev->param.conn.private_data;
-    if (!b || ev->param.conn.private_data_len < DC_RDMA_REJ_SIZE ||
-        dc_load_le32(b) != DC_RDMA_REJ_MAGIC || dc_load_le16(b + 4) != DC_RDMA_PDATA_VERSION)
-        return 0;
-    return dc_load_le16(b + 6);
-}
-
-/* --- send machinery --------------------------------------------------------------- */
-
-static unsigned dc_rdma_sq_free(const dc_rdma_conn_t *c)
-{
-    return DC_RDMA_SQ_DEPTH - (unsigned)(c->lk.sq_posted - c->lk.sq_done);
-}
-
-/* Peer receive WRs we may still consume (minus the CREDIT reserve). */
-static int64_t dc_rdma_rq_credit(const dc_rdma_conn_t *c, int reserve)
-{
-    int64_t free_rq = (int64_t)c->lk.peer_rq_depth - (int64_t)(c->lk.tx_wrs - c->lk.peer_reposted);
-    return reserve ? free_rq : free_rq - DC_RDMA_RQ_RESERVE;
-}
-
-static int dc_rdma_post_send(dc_rdma_conn_t *c, struct ibv_send_wr *wr, dc_rdma_req_t *req)
-{
-    dc_rdma_sqe_t *e = &c->lk.sq[c->lk.sq_posted % DC_RDMA_SQ_DEPTH];
-    e->stage_end = c->lk.stage_head;
-    e->req = req;
-    wr->wr_id = DC_RDMA_WR_SEND | c->lk.sq_posted;
-    wr->send_flags |= IBV_SEND_SIGNALED;
-    struct ibv_send_wr *bad;
-    int rc = ibv_post_send(c->lk.qp, wr, &bad);
-    if (rc != 0) {
-        dc_rdma_lost(c, "ibv_post_send: %s", strerror(rc)); /* a QP in error, mostly */
-        return -1;
-    }
-    if (req)
-        req->wrs++;
-    c->lk.sq_posted++;
-    c->lk.tx_wrs++;
-    return 0;
-}
-
-/* Send one control message if the SQ and the peer's receives allow. */
-static int dc_rdma_ctrl_send(dc_rdma_conn_t *c, uint8_t type, uint64_t seq, const uint8_t *auth,
-                             size_t auth_len)
-{
-    /* CREDIT and the final BYE may use the reserved receives. */
-    if (c->state == DC_RDMA_FAILED || c->state == DC_RDMA_BROKEN || !c->lk.qp ||
-        dc_rdma_sq_free(c) == 0 ||
-        dc_rdma_rq_credit(c, type == DC_RDMA_CT_CREDIT || type == DC_RDMA_CT_BYE) <= 0)
-        return -1;
-    uint8_t *m = c->lk.csend + (c->lk.sq_posted % DC_RDMA_SQ_DEPTH) * DC_RDMA_CTRL_SIZE;
-    memset(m, 0, DC_RDMA_CTRL_HDR);
-    dc_store_le32(m, DC_RDMA_CTRL_MAGIC);
-    m[4] = type;
-    dc_store_le64(m + 8, seq);
-    dc_store_le64(m + 16, c->lk.rx_consumed);
-    dc_store_le64(m + 24, c->lk.rq_completed);
-    size_t len = DC_RDMA_CTRL_HDR;
-    if (auth_len) {
-        memcpy(m + len, auth, auth_len);
-        len += auth_len;
-    }
-    struct ibv_sge sge = {
-        .addr = (uintptr_t)m, .length = (uint32_t)len, .lkey = c->lk.csend_mr->lkey};
-    struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode = IBV_WR_SEND;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    if (len <= c->lk.max_inline)
-        wr.send_flags = IBV_SEND_INLINE;
-    if (dc_rdma_post_send(c, &wr, NULL) != 0)
-        return -1;
-    c->lk.consumed_reported = c->lk.rx_consumed;
-    c->lk.rq_reported = c->lk.rq_completed;
-    c->stats.wire_bytes_sent += len;
-    return 0;
-}
-
-static void dc_rdma_queue_ctrl(dc_rdma_conn_t *c, uint8_t type, uint64_t seq)
-{
-    if (c->nctrl == DC_RDMA_CTRLQ) {
-        dc_rdma_fail(c, DC_ERR_FORMAT, "peer floods the connection (control queue full)");
-        return;
-    }
-    c->ctrlq[c->nctrl].type = type;
-    c->ctrlq[c->nctrl].seq = seq;
-    c->nctrl++;
-}
-
-static void dc_rdma_flush_ctrl(dc_rdma_conn_t *c)
-{
-    if (c->auth_out_len) {
-        if (dc_rdma_ctrl_send(c, DC_RDMA_CT_AUTH, 0, c->auth_out, c->auth_out_len) == 0)
-            c->auth_out_len = 0;
-        else
-            return;
-    }
-    unsigned i = 0;
-    for (; i < c->nctrl; i++)
-        if (dc_rdma_ctrl_send(c, c->ctrlq[i].type, c->ctrlq[i].seq, NULL, 0) != 0)
-            break;
-    if (i) {
-        memmove(c->ctrlq, c->ctrlq + i, (c->nctrl - i) * sizeof(c->ctrlq[0]));
-        c->nctrl -= i;
-    }
-    /* Return credits once a quarter of a resource was freed. */
-    if (c->lk.rx_consumed - c->lk.consumed_reported >= DC_RDMA_RING_BYTES / 4 ||
-        c->lk.rq_completed - c->lk.rq_reported >= DC_RDMA_RQ_DEPTH / 4)
-        dc_rdma_ctrl_send(c, DC_RDMA_CT_CREDIT, 0, NULL, 0);
-}
-
-static void dc_rdma_txq_push(dc_rdma_conn_t *c, dc_rdma_req_t *r)
-{
-    if (r->queued)
-        return;
-    if (c->txq_len == DC_RDMA_TXQ) {
-        dc_rdma_fail(c, DC_ERR_INTERNAL, "transmit queue overflow");
-        return;
-    }
-    c->txq[(c->txq_head + c->txq_len) % DC_RDMA_TXQ] = r;
-    c->txq_len++;
-    r->queued = 1;
-}
-
-/* Write as much of the queued message streams into the peer's ring as the
- * credits, the send queue and the staging buffer allow. */
-static void dc_rdma_tx_pump(dc_rdma_conn_t *c)
-{
-    while (c->txq_len && c->state == DC_RDMA_ESTABLISHED) {
-        dc_rdma_req_t *r = c->txq[c->txq_head];
-        uint64_t total = DC_VERBS_HDR_SIZE + r->len;
-        uint64_t ring_used = c->lk.tx_written - c->lk.tx_peer_consumed;
-        uint64_t ring_free = c->lk.peer_ring_bytes - ring_used;
-        uint64_t pos = c->lk.tx_written % c->lk.peer_ring_bytes;
-        uint64_t contig = c->lk.peer_ring_bytes - pos;
-        if (dc_rdma_sq_free(c) == 0 || dc_rdma_rq_credit(c, 0) <= 0 || ring_free == 0)
-            return;
-        /* Fault injection (drop_after=): the write stops at exactly the cut
-         * byte, then the link is cut mid-message, as a broken stream would. */
-        uint64_t flim = UINT64_MAX;
-        if (dc_fault_active()) {
-            flim = dc_fault_send_limit((size_t)(total - c->tx_off));
-            if (flim == 0) {
-                if (dc_fault_drop_due()) {
-                    dc_rdma_lost(c, "fault injection cut the connection");
-                    return;
-                }
-                flim = UINT64_MAX;
-            }
-        }
-        struct ibv_send_wr wr;
-        struct ibv_sge sge[2];
-        memset(&wr, 0, sizeof(wr));
-        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr.sg_list = sge;
-        wr.wr.rdma.remote_addr = c->lk.peer_ring_addr + pos;
-        wr.wr.rdma.rkey = c->lk.peer_rkey;
-        dc_rdma_req_t *reads = NULL;
-        uint64_t n;
-        if (c->tx_off == 0 && r->mkind == DC_VERBS_MEM_HOST && total <= c->lk.max_inline &&
-            total <= ring_free && total <= contig && total <= flim) {
-            /* Inline: header and payload copied into the WQE by the HCA driver. */
-            sge[0] = (struct ibv_sge){.addr = (uintptr_t)r->hdr, .length = DC_VERBS_HDR_SIZE};
-            sge[1] = (struct ibv_sge){.addr = (uintptr_t)r->buf, .length = (uint32_t)r->len};
-            wr.num_sge = r->len ? 2 : 1;
-            wr.send_flags = IBV_SEND_INLINE;
-            n = total;
-        } else {
-            n = DC_MIN(total - c->tx_off, (uint64_t)DC_RDMA_CHUNK);
-            n = DC_MIN(n, DC_MIN(ring_free, contig));
-            n = DC_MIN(n, flim);
-            if (c->tx_off >= DC_VERBS_HDR_SIZE && r->mr) {
-                uint64_t po = c->tx_off - DC_VERBS_HDR_SIZE;
-                sge[0] = (struct ibv_sge){.addr = (uintptr_t)(r->buf + po),
-                                          .length = (uint32_t)n,
-                                          .lkey = r->mr->mr->lkey};
-                reads = r;
-            } else {
-                if (r->mr) /* header alone from staging; payload then zero-copy */
-                    n = DC_MIN(n, DC_VERBS_HDR_SIZE - c->tx_off);
-                uint64_t sp = c->lk.stage_head % DC_RDMA_STAGE_BYTES;
-                uint64_t sfree = DC_RDMA_STAGE_BYTES - (c->lk.stage_head - c->lk.stage_tail);
-                if (DC_RDMA_STAGE_BYTES - sp < n) {
-                    /* Skip the tail of the staging buffer so a chunk is contiguous. */
-                    uint64_t skip = DC_RDMA_STAGE_BYTES - sp;
-                    if (sfree < skip + n) {
-                        if (sfree < skip + 1)
-                            return;
-                        n = DC_MIN(n, sfree - skip);
-                    }
-                    c->lk.stage_head += skip;
-                    sp = 0;
-                    sfree -= skip;
-                }
-                n = DC_MIN(n, sfree);
-                if (n == 0)
-                    return;
-                uint8_t *dst = c->lk.stage + sp;
-                uint64_t off = c->tx_off, left = n;
-                if (off < DC_VERBS_HDR_SIZE) {
-                    uint64_t h = DC_MIN(left, DC_VERBS_HDR_SIZE - off);
-                    memcpy(dst, r->hdr + off, h);
-                    dst += h;
-                    off += h;
-                    left -= h;
-                }
-                if (left)
-                    memcpy(dst, r->buf + (off - DC_VERBS_HDR_SIZE), left);
-                c->lk.stage_head += n;
-                sge[0] = (struct ibv_sge){.addr = (uintptr_t)(c->lk.stage + sp),
-                                          .length = (uint32_t)n,
-                                          .lkey = c->lk.stage_mr->lkey};
-            }
-            wr.num_sge = 1;
-        }
-        wr.imm_data = htonl((uint32_t)n);
-        if (dc_rdma_post_send(c, &wr, reads) != 0)
-            return;
-        if (dc_fault_active())
-            dc_fault_sent(n);
-        c->lk.tx_written += n;
-        c->tx_off += n;
-        c->stats.wire_bytes_sent += n;
-        if (c->tx_off == total) {
-            c->tx_off = 0;
-            c->txq_head = (c->txq_head + 1) % DC_RDMA_TXQ;
-            c->txq_len--;
-            r->queued = 0;
-        }
-        if (dc_fault_active() && dc_fault_drop_due()) {
-            dc_rdma_lost(c, "fault injection cut the connection");
-            return;
-        }
-    }
-}
-
-/* --- receive machinery ---------------------------------------------------------------- */
-
-static void dc_rdma_slot_advance(dc_rdma_conn_t *c)
-{
-    for (;;) {
-        dc_rdma_slot_t *s = &c->slot[c->rbase % DC_RDMA_RING];
-        if (s->state != DC_RDMA_SLOT_DONE)
-            break;
-        memset(s, 0, sizeof(*s));
-        c->rbase++;
-    }
-}
-
-/* Consume n ring bytes into dst of `kind` (host, or device memory: one or
- * two host-to-device copies); dst NULL drops them.  Fails only for device
- * memory, consuming nothing. */
-static dc_status_t dc_rdma_ring_copy(dc_rdma_conn_t *c, void *dst, uint32_t kind,
-                                     uint64_t n)
-{
-    uint64_t pos = c->lk.rx_consumed % DC_RDMA_RING_BYTES;
-    uint64_t first = DC_MIN(n, DC_RDMA_RING_BYTES - pos);
-    dc_status_t st = DC_OK;
-    if (dst) {
-        st = dc_verbs_copy_in(kind, dst, c->lk.ring + pos, first);
-        if (st == DC_OK && n > first)
-            st = dc_verbs_copy_in(kind, (uint8_t *)dst + first, c->lk.ring, n - first);
-    }
-    if (st == DC_OK)
-        c->lk.rx_consumed += n;
-    return st;
-}
-
-static void dc_rdma_msg_end(dc_rdma_conn_t *c)
-{
-    dc_rdma_slot_t *s = &c->slot[c->cur.seq % DC_RDMA_RING];
-    dc_rdma_req_t *r = s->req;
-    c->in_payload = 0;
-    c->hgot = 0;
-    if (c->discard) {
-        c->discard = 0;
-        if (r && r->seq == c->cur.seq && r->state == DC_RDMA_R_FAILED) {
-            s->req = NULL;
-            s->state = DC_RDMA_SLOT_DONE;
-            dc_rdma_slot_advance(c);
-        } else {
-            c->stats.dups_dropped++;
-        }
-        dc_rdma_queue_ctrl(c, DC_RDMA_CT_ACK, c->cur.seq);
-        return;
-    }
-    if (dc_fault_active())
-        dc_verbs_fault_on_recv(r->mkind, r->buf, c->cur.len);
-    uint32_t crc = 0;
-    if (dc_verbs_crc32c(r->mkind, r->buf, c->cur.len, &crc) != DC_OK) {
-        dc_rdma_fail(c, dc_last_status(), "CRC32C of a message in GPU memory: %s",
-                     dc_last_error());
-        return;
-    }
-    if (crc != c->cur.crc) {
-        c->stats.nacks_sent++;
-        dc_rdma_queue_ctrl(c, DC_RDMA_CT_NACK, c->cur.seq);
-        return;
-    }
-    r->got = c->cur.len;
-    r->state = DC_RDMA_R_DONE;
-    c->stats.msgs_recv++;
-    c->stats.bytes_recv += c->cur.len;
-    s->req = NULL;
-    s->state = DC_RDMA_SLOT_DONE;
-    dc_rdma_queue_ctrl(c, DC_RDMA_CT_ACK, c->cur.seq);
-    dc_rdma_slot_advance(c);
-}
-
-/* Consume the byte stream in our ring into posted receive buffers. */
-static void dc_rdma_rx_parse(dc_rdma_conn_t *c)
-{
-    while (c->state == DC_RDMA_ESTABLISHED) {
-        uint64_t avail = c->lk.rx_avail - c->lk.rx_consumed;
-        if (!c->in_payload) {
-            if (avail == 0)
-                return;
-            uint64_t n = DC_MIN(avail, DC_VERBS_HDR_SIZE - c->hgot);
-            (void)dc_rdma_ring_copy(c, c->hbuf + c->hgot, DC_VERBS_MEM_HOST, n);
-            c->hgot += n;
-            /* what is left for the payload: without this the payload copy
-             * below took the header's bytes twice, ran past the bytes the
-             * peer had written, and the next header was read from ring
-             * memory no write had reached yet (bad magic 0x00000000, the
-             * first run on a real device) */
-            avail -= n;
-            if (c->hgot < DC_VERBS_HDR_SIZE)
-                return;
-            dc_status_t hs = dc_verbs_hdr_unpack(c->hbuf, c->max_msg, &c->cur);
-            if (hs == DC_ERR_CORRUPT) { /* transport.h: a damaged header breaks the stream */
-                dc_rdma_lost(c, "damaged message header: %s", dc_last_error());
-                return;
-            }
-            if (hs != DC_OK) {
-                dc_rdma_fail(c, hs, "%s", dc_last_error());
-                return;
-            }
-            if (c->cur.type != DC_VERBS_MSG_DATA) {
-                dc_rdma_fail(c, DC_ERR_FORMAT, "non-data message type %u in the ring",
-                             c->cur.type);
-                return;
-            }
-            if (c->cur.seq >= c->rbase + DC_RDMA_RING) {
-                dc_rdma_fail(c, DC_ERR_FORMAT, "message seq %llu outside the window",
-                             (unsigned long long)c->cur.seq);
-                return;
-            }
-            c->in_payload = 1;
-            c->pay_done = 0;
-            c->discard = c->cur.seq < c->rbase ||
-                         c->slot[c->cur.seq % DC_RDMA_RING].state == DC_RDMA_SLOT_DONE;
-            if (!c->discard) {
-                dc_rdma_req_t *r = c->slot[c->cur.seq % DC_RDMA_RING].req;
-                if (r && c->cur.len > r->len) {
-                    r->state = DC_RDMA_R_FAILED;
-                    r->err = DC_ERR_FORMAT;
-                    c->discard = 1;
-                }
-            }
-        }
-        dc_rdma_req_t *r = c->slot[c->cur.seq % DC_RDMA_RING].req;
-        if (!c->discard && !r)
-            return; /* wait for the irecv() of this seq: the ring holds the bytes */
-        if (!c->discard && c->cur.len > r->len) { /* irecv posted after the header */
-            r->state = DC_RDMA_R_FAILED;
-            r->err = DC_ERR_FORMAT;
-            c->discard = 1;
-        }
-        uint64_t n = DC_MIN(avail, (uint64_t)c->cur.len - c->pay_done);
-        if (n && dc_rdma_ring_copy(c, c->discard ? NULL : r->buf + c->pay_done,
-                                   c->discard ? DC_VERBS_MEM_HOST : r->mkind, n) != DC_OK) {
-            dc_rdma_fail(c, dc_last_status(), "receive into GPU memory: %s", dc_last_error());
-            return;
-        }
-        c->pay_done += n;
-        if (c->pay_done < c->cur.len)
-            return;
-        dc_rdma_msg_end(c);
-    }
+                c->peer, (unsigned long long)c->sess.id, c->sess.epoch, n);
 }
 
 /* --- handshake ---------------------------------------------------------------- */
@@ -1272,7 +339,7 @@ static void dc_rdma_auth_queue(dc_rdma_conn_t *c, uint8_t type, const uint8_t *a
     c->auth_out_len = n;
 }
 
-static void dc_rdma_on_auth(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
+void dc_rdma_on_auth(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
 {
     uint8_t mac[DC_AUTH_MAC_SIZE];
     uint8_t type = len ? m[0] : 0;
@@ -1341,81 +408,6 @@ static void dc_rdma_on_auth(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
         break;
     }
     dc_rdma_fail(c, DC_ERR_AUTH, "unexpected handshake message type %u (%zu bytes)", type, len);
-}
-
-/* The transport header of a send request's message, carrying `crc`. */
-static void dc_rdma_data_hdr(dc_rdma_req_t *r, uint32_t crc)
-{
-    dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
-                        .seq = r->seq,
-                        .len = (uint32_t)r->len,
-                        .crc = crc};
-    dc_verbs_hdr_pack(&h, r->hdr);
-}
-
-static void dc_rdma_on_ctrl(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
-{
-    if (len < DC_RDMA_CTRL_HDR || len > DC_RDMA_CTRL_SIZE || dc_load_le32(m) != DC_RDMA_CTRL_MAGIC) {
-        dc_rdma_fail(c, DC_ERR_FORMAT, "malformed control message (%zu bytes)", len);
-        return;
-    }
-    uint8_t type = m[4];
-    if (c->state == DC_RDMA_BROKEN) {
-        /* The link is going away; only a good-bye still matters. */
-        if (type == DC_RDMA_CT_BYE)
-            dc_rdma_fail(c, DC_ERR_RESET, "peer closed the connection");
-        return;
-    }
-    uint64_t seq = dc_load_le64(m + 8);
-    uint64_t consumed = dc_load_le64(m + 16), reposted = dc_load_le64(m + 24);
-    if (consumed > c->lk.tx_written || consumed < c->lk.tx_peer_consumed ||
-        reposted > c->lk.tx_wrs || reposted < c->lk.peer_reposted) {
-        dc_rdma_fail(c, DC_ERR_FORMAT, "peer reported impossible credits");
-        return;
-    }
-    c->lk.tx_peer_consumed = consumed;
-    c->lk.peer_reposted = reposted;
-    if (type == DC_RDMA_CT_BYE) {
-        dc_rdma_fail(c, DC_ERR_RESET, "peer closed the connection");
-        return;
-    }
-    if (type == DC_RDMA_CT_AUTH) {
-        dc_rdma_on_auth(c, m + DC_RDMA_CTRL_HDR, len - DC_RDMA_CTRL_HDR);
-        return;
-    }
-    if (c->state != DC_RDMA_ESTABLISHED) {
-        dc_rdma_fail(c, DC_ERR_AUTH, "control message before authentication completed");
-        return;
-    }
-    if (type == DC_RDMA_CT_ACK) {
-        dc_rdma_req_t *r = dc_verbs_window_ack(&c->win, seq);
-        if (r && r->state == DC_RDMA_R_PENDING) {
-            r->state = DC_RDMA_R_DONE;
-            c->stats.msgs_sent++;
-            c->stats.bytes_sent += r->len;
-        }
-    } else if (type == DC_RDMA_CT_NACK) {
-        dc_rdma_req_t *r = dc_verbs_window_get(&c->win, seq);
-        if (r && r->state == DC_RDMA_R_PENDING && !r->queued) {
-            c->stats.resends++;
-            if (r->crc_known) {
-                /* the caller's CRC32C may be what was wrong: the re-send
-                 * carries our own (one round trip, never a NACK loop);
-                 * the peer has read the old header already */
-                uint32_t crc = 0;
-                if (dc_verbs_crc32c(r->mkind, r->buf, r->len, &crc) != DC_OK) {
-                    dc_rdma_fail(c, dc_last_status(), "CRC32C of a message in GPU memory: %s",
-                                 dc_last_error());
-                    return;
-                }
-                dc_rdma_data_hdr(r, crc);
-                r->crc_known = 0;
-            }
-            dc_rdma_txq_push(c, r);
-        }
-    } else if (type != DC_RDMA_CT_CREDIT) {
-        dc_rdma_fail(c, DC_ERR_FORMAT, "unknown control message type %u", type);
-    }
 }
 
 /* --- completions and connection events --------------------------------------------- */
@@ -1516,12 +508,12 @@ static void dc_rdma_on_established(dc_rdma_conn_t *c, const struct rdma_cm_event
             dc_rdma_fail(c, dc_last_status(), "%s", dc_last_error());
             return;
         }
-        if (pd.session != c->session || pd.epoch != c->epoch) {
+        if (pd.session != c->sess.id || pd.epoch != c->sess.epoch) {
             dc_rdma_fail(c, DC_ERR_FORMAT,
                          "server answered for session %016llx epoch %u, we dialed %016llx "
                          "epoch %u",
-                         (unsigned long long)pd.session, pd.epoch, (unsigned long long)c->session,
-                         c->epoch);
+                         (unsigned long long)pd.session, pd.epoch, (unsigned long long)c->sess.id,
+                         c->sess.epoch);
             return;
         }
         dc_rdma_pdata_apply(c, &pd);
@@ -1604,9 +596,9 @@ static void dc_rdma_on_cm_event(dc_rdma_conn_t *c, struct rdma_cm_event *ev)
             dc_rdma_fail(c, DC_ERR_CANCELED,
                          "the server no longer knows session %016llx (it closed the connection, "
                          "gave up waiting for us, or restarted): cannot resume",
-                         (unsigned long long)c->session);
+                         (unsigned long long)c->sess.id);
         else if (why == DC_RDMA_REJ_STALE && c->reconnecting)
-            dc_rdma_lost(c, "the server refused epoch %u as stale", c->epoch);
+            dc_rdma_lost(c, "the server refused epoch %u as stale", c->sess.epoch);
         else
             dc_rdma_setup_failed(c, DC_ERR_RESET,
                                  "connection rejected by the peer (status %d%s: no rdma listener "
@@ -1643,11 +635,11 @@ static void dc_rdma_cm_poll(dc_rdma_conn_t *c)
     }
 }
 
-static dc_status_t dc_rdma_conn_channel(dc_rdma_conn_t *c)
+dc_status_t dc_rdma_conn_channel(dc_rdma_conn_t *c)
 {
     if (!(c->lk.ch = rdma_create_event_channel()))
         return dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_event_channel");
-    dc_rdma_nonblock(c->lk.ch->fd);
+    dc_net_nonblock(c->lk.ch->fd);
     struct epoll_event ev = {.events = EPOLLIN};
     epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->lk.ch->fd, &ev);
     return DC_OK;
@@ -1676,11 +668,11 @@ static dc_status_t dc_rdma_dial(dc_rdma_conn_t *c)
 static void dc_rdma_redial(dc_rdma_conn_t *c)
 {
     c->next_dial = dc_now_s() + 0.2;
-    c->epoch++; /* every attempt: the server refuses epochs it has seen */
+    c->sess.epoch++; /* every attempt: the server refuses epochs it has seen */
     c->reconnecting = 1;
     c->deadline = c->broken_deadline;
     DC_LOG_INFO("rdma %s: re-dialing (session %016llx, epoch %u)", c->peer,
-                (unsigned long long)c->session, c->epoch);
+                (unsigned long long)c->sess.id, c->sess.epoch);
     if (dc_rdma_dial(c) != DC_OK) {
         DC_LOG_INFO("rdma %s: re-dial failed: %s", c->peer, dc_last_error());
         snprintf(c->why, sizeof(c->why), "%s", dc_last_error());
@@ -1690,7 +682,7 @@ static void dc_rdma_redial(dc_rdma_conn_t *c)
     c->state = DC_RDMA_C_RESOLVING;
 }
 
-static void dc_rdma_conn_progress(dc_rdma_conn_t *c)
+void dc_rdma_conn_progress(dc_rdma_conn_t *c)
 {
     if (c->state == DC_RDMA_BROKEN) {
         /* Here, outside any event handler, the old link can be freed. */
@@ -1740,7 +732,7 @@ static void dc_rdma_conn_progress(dc_rdma_conn_t *c)
 
 /* --- connection objects ------------------------------------------------------------ */
 
-static dc_status_t dc_rdma_conn_alloc(const dc_verbs_opts_t *o, dc_rdma_conn_t **out)
+dc_status_t dc_rdma_conn_alloc(const dc_verbs_opts_t *o, dc_rdma_conn_t **out)
 {
     dc_rdma_conn_t *c = calloc(1, sizeof(*c));
     if (!c)
@@ -1768,19 +760,13 @@ static dc_status_t dc_rdma_conn_alloc(const dc_verbs_opts_t *o, dc_rdma_conn_t *
     return DC_OK;
 }
 
-static void dc_rdma_listener_unref(dc_rdma_listener_t *l);
-
-static void dc_rdma_conn_destroy(dc_rdma_conn_t *c)
+void dc_rdma_conn_destroy(dc_rdma_conn_t *c)
 {
     if (!c)
         return;
     dc_rdma_listener_t *l = c->lst;
     if (l) {
-        for (dc_rdma_conn_t **pp = &l->reg; *pp; pp = &(*pp)->reg_next)
-            if (*pp == c) {
-                *pp = c->reg_next;
-                break;
-            }
+        dc_session_remove(&l->reg, &c->sess);
         c->lst = NULL;
     }
     if (c->state == DC_RDMA_ESTABLISHED && c->lk.qp) {
@@ -1822,354 +808,6 @@ static void dc_rdma_conn_destroy(dc_rdma_conn_t *c)
         dc_rdma_listener_unref(l); /* after the link: the PD may be the listener's */
 }
 
-/* --- listener --------------------------------------------------------------------- */
-
-static dc_status_t dc_rdma_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
-                                  dc_verbs_listener_t **out)
-{
-    dc_status_t st = dc_rdma_init();
-    if (st != DC_OK)
-        return st;
-    uint8_t secret[DC_AUTH_MAX_SECRET];
-    dc_verbs_opts_t o;
-    if ((st = dc_verbs_opts_resolve(opts, &o, secret, sizeof(secret))) != DC_OK)
-        return st;
-    struct sockaddr_storage ss;
-    if ((st = dc_rdma_resolve(bind_addr, 1, &ss)) != DC_OK)
-        goto out_secret;
-    dc_rdma_listener_t *l = calloc(1, sizeof(*l));
-    if (!l) {
-        st = dc_error(DC_ERR_NOMEM, "rdma: out of memory");
-        goto out_secret;
-    }
-    l->base.ops = &dc_rdma_ops;
-    l->refs = 1;
-    l->epfd = -1;
-    if (!(l->secret = malloc(o.secret_len))) {
-        st = dc_error(DC_ERR_NOMEM, "rdma: out of memory");
-        goto fail_free;
-    }
-    memcpy(l->secret, o.secret, o.secret_len);
-    l->secret_len = o.secret_len;
-    l->opts = o;
-    l->opts.secret = NULL;
-    if (!(l->ch = rdma_create_event_channel())) {
-        st = dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_event_channel");
-        goto fail_free;
-    }
-    dc_rdma_nonblock(l->ch->fd);
-    if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) != 0) {
-        st = dc_error_errno(DC_ERR_UNSUPPORTED, errno, "rdma: rdma_create_id");
-        goto fail_channel;
-    }
-    if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) != 0) {
-        st = dc_error_errno(errno == EADDRINUSE ? DC_ERR_IO : DC_ERR_UNSUPPORTED, errno,
-                            "rdma: cannot bind %s (an address of an RDMA-capable interface "
-                            "is needed)",
-                            bind_addr);
-        goto fail_id;
-    }
-    if (rdma_listen(l->id, 64) != 0) {
-        st = dc_error_errno(DC_ERR_IO, errno, "rdma: rdma_listen on %s", bind_addr);
-        goto fail_id;
-    }
-    dc_rdma_sockaddr_str(rdma_get_local_addr(l->id), l->addr, sizeof(l->addr));
-    if ((l->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-        st = dc_error_errno(DC_ERR_IO, errno, "rdma: epoll_create1");
-        goto fail_id;
-    }
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->ch->fd, &ev);
-    DC_LOG_INFO("rdma: listening on %s (%s)", l->addr, dc_rdma_dev);
-    *out = &l->base;
-    st = DC_OK;
-    goto out_secret;
-
-fail_id:
-    rdma_destroy_id(l->id);
-fail_channel:
-    rdma_destroy_event_channel(l->ch);
-fail_free:
-    if (l->secret) {
-        memset(l->secret, 0, l->secret_len);
-        free(l->secret);
-    }
-    free(l);
-out_secret:
-    memset(secret, 0, sizeof(secret));
-    return st;
-}
-
-static dc_status_t dc_rdma_listen_addr(dc_verbs_listener_t *lb, char *buf, size_t len)
-{
-    dc_rdma_listener_t *l = (dc_rdma_listener_t *)lb;
-    if ((size_t)snprintf(buf, len, "%s", l->addr) >= len)
-        return dc_error(DC_ERR_INVALID, "rdma: buffer too small for the listener address");
-    return DC_OK;
-}
-
-static int dc_rdma_listen_fd(dc_verbs_listener_t *lb)
-{
-    return ((dc_rdma_listener_t *)lb)->epfd;
-}
-
-/* The listener's protection domain on device `v` (created on first use). */
-static struct ibv_pd *dc_rdma_listener_pd(dc_rdma_listener_t *l, struct ibv_context *v)
-{
-    if (!v) {
-        dc_error(DC_ERR_UNSUPPORTED, "rdma listener %s: request without an RDMA device", l->addr);
-        return NULL;
-    }
-    for (unsigned i = 0; i < l->npds; i++)
-        if (l->pds[i]->context == v)
-            return l->pds[i];
-    if (l->npds == DC_RDMA_MAX_PDS) {
-        dc_error(DC_ERR_UNSUPPORTED, "rdma listener %s: requests on more than %d RDMA devices",
-                 l->addr, DC_RDMA_MAX_PDS);
-        return NULL;
-    }
-    struct ibv_pd *pd = ibv_alloc_pd(v);
-    if (!pd) {
-        dc_error_errno(DC_ERR_IO, errno, "rdma listener %s: ibv_alloc_pd", l->addr);
-        return NULL;
-    }
-    l->pds[l->npds++] = pd;
-    return pd;
-}
-
-static dc_rdma_conn_t *dc_rdma_find_session(dc_rdma_listener_t *l, uint64_t session)
-{
-    dc_rdma_conn_t *e = l->reg;
-    while (e && e->session != session)
-        e = e->reg_next;
-    return e;
-}
-
-/* May a dial of epoch `epoch` go on, given the accepted connection e of
- * its session (NULL: none)?  0, or why not (DC_RDMA_REJ_*).  Asked at the
- * connect request (to refuse at once) and again before a link is handed
- * over (the registry may have changed during the handshake). */
-static uint16_t dc_rdma_session_verdict(const dc_rdma_conn_t *e, uint32_t epoch)
-{
-    if (epoch > 1 && (!e || e->state == DC_RDMA_FAILED))
-        return DC_RDMA_REJ_UNKNOWN;
-    if (epoch > 1 && epoch <= e->epoch)
-        return DC_RDMA_REJ_STALE;
-    if (epoch == 1 && e)
-        return DC_RDMA_REJ_DUP;
-    return 0;
-}
-
-static const char *dc_rdma_rej_str(uint16_t why)
-{
-    return why == DC_RDMA_REJ_UNKNOWN ? "re-dial of an unknown session"
-           : why == DC_RDMA_REJ_STALE ? "stale epoch"
-           : why == DC_RDMA_REJ_DUP   ? "new connection with a session in use"
-                                      : "refused";
-}
-
-static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_event *ev)
-{
-    struct rdma_cm_id *id = ev->id;
-    char peer[128];
-    dc_rdma_sockaddr_str(rdma_get_peer_addr(id), peer, sizeof(peer));
-    /* The private data is valid until the event is acknowledged. */
-    dc_rdma_pdata_t pd;
-    memset(&pd, 0, sizeof(pd));
-    uint16_t rej = 0;
-    dc_status_t st = dc_rdma_pdata_unpack(peer, ev->param.conn.private_data,
-                                          ev->param.conn.private_data_len, &pd);
-    rdma_ack_cm_event(ev);
-    if (st == DC_OK) {
-        /* Routing only (authentication follows, and dc_rdma_accept checks
-         * again before a link is handed over): refuse re-dials that cannot
-         * resume, so that the client gives up at once instead of timing out. */
-        dc_rdma_conn_t *e = dc_rdma_find_session(l, pd.session);
-        rej = dc_rdma_session_verdict(e, pd.epoch);
-        if (rej)
-            st = dc_error(rej == DC_RDMA_REJ_UNKNOWN ? DC_ERR_CANCELED
-                          : rej == DC_RDMA_REJ_STALE ? DC_ERR_RESET
-                                                     : DC_ERR_FORMAT,
-                          "rdma %s: session %016llx, epoch %u%s: %s", peer,
-                          (unsigned long long)pd.session, pd.epoch,
-                          e ? "" : " (no such session)", dc_rdma_rej_str(rej));
-    }
-    dc_rdma_conn_t *c = NULL;
-    if (st == DC_OK) {
-        dc_verbs_opts_t o = l->opts;
-        o.secret = l->secret;
-        o.secret_len = l->secret_len;
-        st = dc_rdma_conn_alloc(&o, &c);
-    }
-    if (st != DC_OK) {
-        DC_LOG_WARN("rdma listener %s: dropped %s: %s", l->addr, peer, dc_last_error());
-        if (rej)
-            dc_rdma_reject(id, rej);
-        else
-            rdma_reject(id, NULL, 0);
-        rdma_destroy_id(id);
-        return;
-    }
-    snprintf(c->peer, sizeof(c->peer), "%s", peer);
-    c->lk.id = id;
-    c->session = pd.session;
-    c->epoch = pd.epoch;
-    c->is_redial = pd.epoch > 1;
-    st = dc_rdma_conn_channel(c);
-    if (st == DC_OK && rdma_migrate_id(id, c->lk.ch) != 0)
-        st = dc_error_errno(DC_ERR_IO, errno, "rdma %s: rdma_migrate_id", peer);
-    if (st == DC_OK && !(c->pd = dc_rdma_listener_pd(l, id->verbs)))
-        st = dc_last_status();
-    if (st == DC_OK)
-        st = dc_rdma_setup(c, id);
-    if (st == DC_OK) {
-        dc_rdma_pdata_apply(c, &pd);
-        uint8_t mine[DC_RDMA_PDATA_SIZE];
-        dc_rdma_pdata_pack(c, mine); /* echoes the session and epoch */
-        struct rdma_conn_param cp;
-        memset(&cp, 0, sizeof(cp));
-        cp.private_data = mine;
-        cp.private_data_len = sizeof(mine);
-        cp.responder_resources = 1;
-        cp.initiator_depth = 1;
-        cp.rnr_retry_count = 7;
-        if (rdma_accept(id, &cp) != 0)
-            st = dc_error_errno(DC_ERR_IO, errno, "rdma %s: rdma_accept", peer);
-    }
-    if (st != DC_OK) {
-        DC_LOG_WARN("rdma listener %s: dropped %s: %s", l->addr, peer, dc_last_error());
-        if (!c->lk.qp)
-            rdma_reject(id, NULL, 0);
-        dc_rdma_conn_destroy(c); /* destroys id (c->lk.id); c->pd is the listener's */
-        return;
-    }
-    c->state = DC_RDMA_S_ACCEPTING;
-    struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = c};
-    epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->epfd, &e2);
-    c->next = l->handshaking;
-    l->handshaking = c;
-    if (c->is_redial)
-        DC_LOG_INFO("rdma listener %s: %s re-dials session %016llx (epoch %u)", l->addr, peer,
-                    (unsigned long long)c->session, c->epoch);
-}
-
-/*
- * The re-dial `t` of the session of the accepted connection `e` passed the
- * handshake: `e` drops its old link (if the break was not noticed yet), takes
- * over t's authenticated link (same PD: the caller's registrations stay
- * valid), and re-sends what the peer has not ACKed; the peer's re-sent data
- * waits in that link's ring.  `t` is freed.  fd() stays the same.
- */
-static void dc_rdma_adopt(dc_rdma_listener_t *l, dc_rdma_conn_t *e, dc_rdma_conn_t *t)
-{
-    dc_rdma_drop_link(e);
-    e->lk = t->lk;
-    memset(&t->lk, 0, sizeof(t->lk));
-    if (e->lk.id)
-        e->lk.id->context = e;
-    struct epoll_event ev = {.events = EPOLLIN};
-    if (e->lk.ch)
-        epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->lk.ch->fd, &ev);
-    if (e->lk.cc)
-        epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->lk.cc->fd, &ev);
-    /* The handshake's last reply may still wait for a send slot. */
-    memcpy(e->auth_out, t->auth_out, t->auth_out_len);
-    e->auth_out_len = t->auth_out_len;
-    e->epoch = t->epoch;
-    snprintf(e->peer, sizeof(e->peer), "%s", t->peer);
-    e->stats.wire_bytes_sent += t->stats.wire_bytes_sent;
-    e->stats.reconnects++;
-    e->state = DC_RDMA_ESTABLISHED;
-    DC_LOG_INFO("rdma listener %s: %s re-attached session %016llx (epoch %u)", l->addr, e->peer,
-                (unsigned long long)e->session, e->epoch);
-    dc_rdma_resume(e);
-    dc_rdma_conn_destroy(t); /* no link, not ESTABLISHED on one: no BYE */
-}
-
-static dc_status_t dc_rdma_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
-{
-    dc_rdma_listener_t *l = (dc_rdma_listener_t *)lb;
-    struct rdma_cm_event *ev;
-    while (rdma_get_cm_event(l->ch, &ev) == 0) {
-        if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            dc_rdma_on_connect_request(l, ev); /* acks the event */
-            continue;
-        }
-        rdma_ack_cm_event(ev);
-    }
-    for (dc_rdma_conn_t **pp = &l->handshaking; *pp;) {
-        dc_rdma_conn_t *c = *pp;
-        dc_rdma_conn_progress(c);
-        if (c->state == DC_RDMA_ESTABLISHED || c->state == DC_RDMA_FAILED) {
-            *pp = c->next;
-            c->next = NULL;
-            epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->epfd, NULL);
-            if (c->state == DC_RDMA_FAILED) {
-                DC_LOG_WARN("rdma listener %s: dropped peer: %s", l->addr, c->errmsg);
-                dc_rdma_conn_destroy(c);
-                continue;
-            }
-            dc_rdma_conn_t *e = dc_rdma_find_session(l, c->session);
-            if (c->is_redial || e) {
-                uint16_t why = dc_rdma_session_verdict(e, c->epoch);
-                if (!why && c->is_redial && c->pd == e->pd) {
-                    dc_rdma_adopt(l, e, c);
-                } else {
-                    DC_LOG_WARN("rdma listener %s: dropped %s (session %016llx, epoch %u): %s",
-                                l->addr, c->peer, (unsigned long long)c->session, c->epoch,
-                                why ? dc_rdma_rej_str(why) : "re-dial on another RDMA device");
-                    dc_rdma_conn_destroy(c); /* sends BYE: the client gives up */
-                }
-                continue;
-            }
-            c->lst = l;
-            l->refs++;
-            c->reg_next = l->reg;
-            l->reg = c;
-            DC_LOG_INFO("rdma: accepted %s on %s (session %016llx)", c->peer, dc_rdma_dev,
-                        (unsigned long long)c->session);
-            *out = &c->base;
-            return DC_OK;
-        }
-        pp = &c->next;
-    }
-    return DC_ERR_AGAIN;
-}
-
-static void dc_rdma_listen_close(dc_verbs_listener_t *lb)
-{
-    dc_rdma_listener_t *l = (dc_rdma_listener_t *)lb;
-    if (l)
-        dc_rdma_listener_unref(l);
-}
-
-/* Freed when the caller closed it and no accepted connection remains (they
- * use its protection domains, and re-attach through it). */
-static void dc_rdma_listener_unref(dc_rdma_listener_t *l)
-{
-    if (--l->refs > 0)
-        return;
-    while (l->handshaking) {
-        dc_rdma_conn_t *c = l->handshaking;
-        l->handshaking = c->next;
-        dc_rdma_conn_destroy(c);
-    }
-    rdma_destroy_id(l->id);
-    rdma_destroy_event_channel(l->ch);
-    for (unsigned i = 0; i < l->npds; i++)
-        if (ibv_dealloc_pd(l->pds[i]) != 0)
-            DC_LOG_WARN("rdma listener %s: protection domain still in use (memory registered "
-                        "with reg_mem and never released?)",
-                        l->addr);
-    if (l->epfd >= 0)
-        close(l->epfd);
-    if (l->secret) {
-        memset(l->secret, 0, l->secret_len);
-        free(l->secret);
-    }
-    free(l);
-}
-
 /* --- connect ---------------------------------------------------------------------- */
 
 static dc_status_t dc_rdma_connect(const dc_verbs_opts_t *opts, const char *addr,
@@ -2184,18 +822,15 @@ static dc_status_t dc_rdma_connect(const dc_verbs_opts_t *opts, const char *addr
         return st;
     struct sockaddr_storage ss;
     dc_rdma_conn_t *c = NULL;
-    if ((st = dc_rdma_resolve(addr, 0, &ss)) != DC_OK)
+    if ((st = dc_net_resolve("rdma", addr, false, &ss, NULL)) != DC_OK)
         goto out_secret;
     if ((st = dc_rdma_conn_alloc(&o, &c)) != DC_OK)
         goto out_secret;
     c->is_client = 1;
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
     memcpy(&c->raddr, &ss, sizeof(ss));
-    uint8_t sid[DC_AUTH_NONCE_SIZE];
-    if ((st = dc_auth_nonce(sid)) != DC_OK)
+    if ((st = dc_session_start(&c->sess, 1)) != DC_OK)
         goto fail_conn;
-    c->session = dc_load_le64(sid);
-    c->epoch = 1;
     if ((st = dc_rdma_dial(c)) != DC_OK)
         goto fail_conn;
     c->state = DC_RDMA_C_RESOLVING;
@@ -2293,7 +928,7 @@ static void dc_rdma_dereg_mem(dc_verbs_conn_t *cb, dc_verbs_mr_t *mb)
 
 /* --- requests ----------------------------------------------------------------------- */
 
-static dc_rdma_req_t *dc_rdma_req_new(dc_rdma_conn_t *c, dc_rdma_kind_t kind, void *buf,
+dc_rdma_req_t *dc_rdma_req_new(dc_rdma_conn_t *c, dc_rdma_kind_t kind, void *buf,
                                       size_t len, dc_verbs_mr_t *mr)
 {
     dc_rdma_req_t *r = c->req_free;
@@ -2315,7 +950,7 @@ static dc_rdma_req_t *dc_rdma_req_new(dc_rdma_conn_t *c, dc_rdma_kind_t kind, vo
     return r;
 }
 
-static void dc_rdma_req_release(dc_rdma_req_t *r)
+void dc_rdma_req_release(dc_rdma_req_t *r)
 {
     dc_rdma_conn_t *c = r->conn;
     if (r->prev)
@@ -2332,7 +967,7 @@ static void dc_rdma_req_release(dc_rdma_req_t *r)
 /* Check a message buffer against its registration; *kind = its memory kind.
  * Device memory needs the CUDA kernels (the CPU must not read it) and, to
  * be sent, a DC_VERBS_MEM_CUDA registration (the NIC reads it). */
-static dc_status_t dc_rdma_check_mr(const dc_rdma_mr_t *m, const void *buf, size_t len,
+dc_status_t dc_rdma_check_mr(const dc_rdma_mr_t *m, const void *buf, size_t len,
                                     int sending, uint32_t *kind)
 {
     *kind = dc_verbs_buf_kind(m ? m->kind : 0, buf);
@@ -2349,86 +984,6 @@ static dc_status_t dc_rdma_check_mr(const dc_rdma_mr_t *m, const void *buf, size
     const uint8_t *b = buf;
     if (b < m->addr || (size_t)(b - m->addr) > m->len || len > m->len - (size_t)(b - m->addr))
         return dc_error(DC_ERR_INVALID, "rdma: buffer outside its memory registration");
-    return DC_OK;
-}
-
-static dc_status_t dc_rdma_isend_any(dc_verbs_conn_t *cb, const void *buf, size_t len,
-                                     dc_verbs_mr_t *mr, const uint32_t *ccrc,
-                                     dc_verbs_req_t **out)
-{
-    dc_rdma_conn_t *c = (dc_rdma_conn_t *)cb;
-    if (c->state == DC_RDMA_FAILED)
-        return dc_rdma_conn_error(c);
-    if (c->state != DC_RDMA_ESTABLISHED)
-        return DC_ERR_AGAIN;
-    if (len > c->max_msg)
-        return dc_error(DC_ERR_INVALID, "rdma: message of %zu bytes exceeds the maximum %llu",
-                        len, (unsigned long long)c->max_msg);
-    if (!buf && len)
-        return dc_error(DC_ERR_INVALID, "rdma: NULL send buffer");
-    uint32_t kind;
-    dc_status_t st = dc_rdma_check_mr((dc_rdma_mr_t *)mr, buf, len, 1, &kind);
-    if (st != DC_OK)
-        return st;
-    if (dc_verbs_window_used(&c->win) >= DC_VERBS_MAX_INFLIGHT)
-        return DC_ERR_AGAIN;
-    uint32_t crc = 0;
-    if (ccrc)
-        crc = *ccrc; /* the caller's: the buffer is not read here */
-    else if ((st = dc_verbs_crc32c(kind, buf, len, &crc)) != DC_OK)
-        return st;
-    dc_rdma_req_t *r = dc_rdma_req_new(c, DC_RDMA_REQ_SEND, (void *)(uintptr_t)buf, len, mr);
-    if (!r)
-        return dc_error(DC_ERR_NOMEM, "rdma: out of memory for a request");
-    r->mkind = kind;
-    r->crc_known = ccrc != NULL;
-    if (dc_verbs_window_push(&c->win, r, &r->seq) != DC_OK) {
-        dc_rdma_req_release(r);
-        return DC_ERR_AGAIN;
-    }
-    dc_rdma_data_hdr(r, crc);
-    dc_rdma_txq_push(c, r);
-    dc_rdma_tx_pump(c);
-    *out = &r->base;
-    return DC_OK;
-}
-
-static dc_status_t dc_rdma_isend(dc_verbs_conn_t *c, const void *buf, size_t len,
-                                 dc_verbs_mr_t *mr, dc_verbs_req_t **out)
-{
-    return dc_rdma_isend_any(c, buf, len, mr, NULL, out);
-}
-
-static dc_status_t dc_rdma_isend_crc(dc_verbs_conn_t *c, const void *buf, size_t len,
-                                     dc_verbs_mr_t *mr, uint32_t crc, dc_verbs_req_t **out)
-{
-    return dc_rdma_isend_any(c, buf, len, mr, &crc, out);
-}
-
-static dc_status_t dc_rdma_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_verbs_mr_t *mr,
-                                 dc_verbs_req_t **out)
-{
-    dc_rdma_conn_t *c = (dc_rdma_conn_t *)cb;
-    if (c->state == DC_RDMA_FAILED)
-        return dc_rdma_conn_error(c);
-    if (c->state != DC_RDMA_ESTABLISHED)
-        return DC_ERR_AGAIN;
-    if (!buf && cap)
-        return dc_error(DC_ERR_INVALID, "rdma: NULL receive buffer");
-    uint32_t kind;
-    dc_status_t st = dc_rdma_check_mr((dc_rdma_mr_t *)mr, buf, cap, 0, &kind);
-    if (st != DC_OK)
-        return st;
-    if (c->rpost >= c->rbase + DC_RDMA_RING)
-        return DC_ERR_AGAIN;
-    dc_rdma_req_t *r = dc_rdma_req_new(c, DC_RDMA_REQ_RECV, buf, cap, mr);
-    if (!r)
-        return dc_error(DC_ERR_NOMEM, "rdma: out of memory for a request");
-    r->mkind = kind;
-    r->seq = c->rpost++;
-    c->slot[r->seq % DC_RDMA_RING].req = r;
-    dc_rdma_rx_parse(c);
-    *out = &r->base;
     return DC_OK;
 }
 

@@ -27,271 +27,18 @@
  * connection: all K sockets are closed, the client dials K new ones with the
  * same session and epoch+1, the listener re-attaches them, and every
  * un-ACKed message is re-sent (duplicates are dropped by seq).
+ *
+ * Files by role: tcp.c (this one: the ops table and a connection's life:
+ * create, client handshake, progress, break and reconnect, wait, close),
+ * tcp_listen.c (listener, server handshake, attaching streams to their
+ * session), tcp_send.c (transmit), tcp_recv.c (receive); tcp_internal.h
+ * holds the objects and what one file calls in another.
  */
-#include "verbs/transport.h"
-
-#include "kernels/kern.h"
-#include "verbs/auth.h"
-#include "verbs/fault.h"
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <ifaddrs.h>
-#include <linux/errqueue.h>
-#include <net/if.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
-#define DC_TCP_MAGIC 0x48544344u /* "DCTH" */
-#define DC_TCP_VERSION 1u
-#define DC_TCP_HELLO 40
-#define DC_TCP_CHAL 72
-#define DC_TCP_PROOF 64
-#define DC_TCP_OK 24
-#define DC_TCP_MAX_STREAMS 64
-#define DC_TCP_RBUF (256u << 10)
-#define DC_TCP_OBUF 4096
-#define DC_TCP_CTRL_CAP 4096
-#define DC_TCP_DIRECT_MIN (64u << 10) /* read payload straight into the user buffer */
-#define DC_TCP_RCHUNK (1u << 20)      /* bytes per recv() straight into it */
-#define DC_TCP_SPIECE (1u << 20)      /* payload bytes CRC'd, then sent, per step (L2-sized) */
-#define DC_TCP_BUDGET (8u << 20)      /* bytes per stream per progress call */
-#define DC_TCP_MAX_HS 256             /* pending handshakes per listener */
-#define DC_TCP_ZC_MIN (64u << 10)     /* MSG_ZEROCOPY only for messages this large */
-#define DC_TCP_ZC_RING 1024           /* un-released zero-copy sends per stream */
-#define DC_TCP_STASH_MAX (64u << 20)  /* early messages held per connection (see stash) */
-#define W DC_VERBS_MAX_INFLIGHT
-
-enum { DC_TCP_OK_ACCEPT = 0, DC_TCP_OK_AUTH = 1, DC_TCP_OK_UNKNOWN = 2, DC_TCP_OK_STALE = 3,
-       DC_TCP_OK_BAD = 4 };
-
-extern const dc_verbs_ops_t dc_tcp_ops;
-
-
-/* --- objects --------------------------------------------------------------- */
-
-typedef struct dc_tcp_conn dc_tcp_conn_t;
-typedef struct dc_tcp_listener dc_tcp_listener_t;
-
-typedef struct dc_tcp_req {
-    dc_verbs_req_t base;
-    dc_tcp_conn_t *c;
-    bool in_use, is_send;
-    /* send */
-    const uint8_t *sbuf;
-    bool acked, on_wire, queued;
-    /* recv */
-    uint8_t *rbuf;
-    size_t cap;
-    bool done;
-    uint32_t zc_pending; /* MSG_ZEROCOPY sends the kernel still holds pages of */
-    /* both */
-    size_t len;
-    uint32_t crc; /* send: the caller's CRC32C of the message (crc_known) */
-    uint64_t seq;
-    dc_status_t err;
-    bool crc_known; /* send (isend_crc): header carries `crc`, no trailer; a
-                       NACK clears it (the re-send computes its own) */
-} dc_tcp_req_t;
-
-typedef struct dc_tcp_mr {
-    dc_verbs_mr_t base;
-} dc_tcp_mr_t;
-
-typedef enum {
-    HS_C_CONNECT,   /* TCP connect in progress */
-    HS_C_CHAL,      /* HELLO sent (or sending), waiting for CHAL */
-    HS_C_OK,        /* PROOF sent, waiting for OK */
-    HS_S_HELLO,     /* waiting for HELLO */
-    HS_S_PROOF,     /* CHAL sent (or sending), waiting for PROOF */
-    HS_DONE,
-} dc_tcp_hs_state_t;
-
-typedef struct dc_tcp_hs {
-    int fd;
-    dc_tcp_hs_state_t state;
-    uint8_t nc[DC_AUTH_NONCE_SIZE], ns[DC_AUTH_NONCE_SIZE];
-    uint8_t in[128];
-    size_t in_len, in_need;
-    uint8_t out[128];
-    size_t out_len, out_off;
-    double deadline;
-    char peer[128];
-    /* learned from PROOF (server side) */
-    uint64_t session;
-    uint32_t epoch, idx, nstreams, max_msg;
-    uint64_t rbase;
-} dc_tcp_hs_t;
-
-typedef struct dc_tcp_stream {
-    int fd;
-    uint32_t events;
-    /* send side */
-    uint8_t obuf[DC_TCP_OBUF];
-    size_t olen, ooff;
-    dc_tcp_req_t *cur; /* data message whose payload follows obuf */
-    size_t poff;
-    size_t crc_upto;   /* payload bytes of cur already in scrc */
-    uint32_t scrc;     /* running CRC32C of cur, sent as its trailer */
-    bool trailer;      /* cur is sent with a CRC32C trailer (not crc_known) */
-    bool wblocked;
-    /* receive side */
-    uint8_t *rbuf;
-    size_t rpos, rlen;
-    uint8_t rh[DC_VERBS_HDR_SIZE];
-    size_t rhoff;
-    bool in_payload, rblocked, discard;
-    dc_verbs_hdr_t h;
-    dc_tcp_req_t *rr;
-    size_t doff;
-    uint32_t crc;
-    bool rready; /* the socket may have bytes (epoll said so, or not yet EAGAIN) */
-    bool in_trailer;
-    bool last_big;     /* the last DATA payload was >= DC_TCP_DIRECT_MIN */
-    size_t lowat;      /* SO_RCVLOWAT in force on the socket */
-    /* MSG_ZEROCOPY: the kernel numbers each zero-copy send call on a socket
-     * 0, 1, 2...; zc_req[id % DC_TCP_ZC_RING] is the request whose buffer
-     * send `id` pins, until the error queue reports it released */
-    bool zc;           /* SO_ZEROCOPY is on for this socket */
-    uint32_t zc_next;  /* id of the next zero-copy send */
-    uint32_t zc_out;   /* zero-copy sends not released yet */
-    dc_tcp_req_t **zc_req;
-    uint8_t trl[4];
-    size_t toff;
-    dc_tcp_req_t xr; /* receive into a stash buffer (rr == &xr), see on_header */
-    bool drop_nack;  /* discarding an early message: NACK it once read */
-} dc_tcp_stream_t;
-
-typedef enum {
-    C_CONNECTING,   /* client: first handshakes; server: streams attaching */
-    C_ESTABLISHED,
-    C_RECONNECTING,
-    C_FAILED,
-} dc_tcp_cstate_t;
-
-struct dc_tcp_conn {
-    dc_verbs_conn_t base;
-    bool is_server;
-    dc_tcp_cstate_t state;
-    dc_verbs_opts_t o;
-    uint8_t secret[DC_AUTH_MAX_SECRET];
-    uint32_t k;
-    uint64_t session;
-    uint32_t epoch;
-    int epfd;
-    dc_tcp_stream_t st[DC_TCP_MAX_STREAMS];
-    uint32_t rr_next; /* round-robin start */
-    char peer[128];
-    double deadline;  /* for C_CONNECTING / C_RECONNECTING */
-    /* client */
-    struct sockaddr_storage addr;
-    socklen_t alen;
-    dc_tcp_hs_t hs[DC_TCP_MAX_STREAMS];
-    double retry_at;
-    bool need_dial;
-    char lasterr[200];
-    /* server */
-    dc_tcp_listener_t *l;
-    dc_tcp_conn_t *lnext;
-    bool handed_out;
-    uint32_t attached;
-    /* reliability: send */
-    dc_verbs_window_t swin;
-    dc_tcp_req_t sreq[W];
-    dc_tcp_req_t *txq[2 * W];
-    uint32_t txq_head, txq_n;
-    /* reliability: receive */
-    dc_tcp_req_t rreq[W];
-    uint64_t rposted, rbase;
-    uint64_t rdone_tag[W]; /* seq + 1 of the completed seq held by the slot */
-    /* A re-sent (NACKed) message may be written behind later messages on
-     * the same stream; when those have no irecv posted yet, the stream would
-     * pause on them forever while the caller waits for the re-send.  So
-     * while a re-send is due, early messages are read into heap copies
-     * (stash, verified; handed to their irecv when it is posted, and ACKed
-     * only then, so the sender's window never outruns rbase + W), or, over
-     * DC_TCP_STASH_MAX, discarded and NACKed. */
-    uint64_t rnack_tag[W];  /* seq + 1 of a seq NACKed and not yet verified */
-    uint8_t *stash[W];
-    uint64_t stash_tag[W];  /* seq + 1 of the verified early seq in stash[] */
-    uint32_t stash_len[W];
-    uint64_t stash_bytes;   /* in stash[] and in streams' xr buffers */
-    /* control frames (ACK/NACK) waiting for an idle stream */
-    dc_verbs_hdr_t ctrl[DC_TCP_CTRL_CAP];
-    uint32_t ctrl_head, ctrl_n;
-    bool peer_bye;
-    bool zc_warned;
-    dc_verbs_stats_t stats;
-    dc_status_t err;
-    char errmsg[512];
-};
-
-struct dc_tcp_listener {
-    dc_verbs_listener_t base;
-    int fd;
-    int refs;
-    bool user_closed;
-    dc_verbs_opts_t o;
-    uint8_t secret[DC_AUTH_MAX_SECRET];
-    char addr[128];
-    dc_tcp_hs_t *hs[DC_TCP_MAX_HS];
-    uint32_t nhs;
-    dc_tcp_conn_t *conns; /* every server connection (pending or live) */
-};
+#include "verbs/tcp_internal.h"
 
 /* --- small helpers ------------------------------------------------------------ */
 
-static void dc_tcp_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    uint16_t port = 0;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-        port = ntohs(in->sin_port);
-        snprintf(buf, len, "%s:%u", host, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        port = ntohs(in6->sin6_port);
-        snprintf(buf, len, "[%s]:%u", host, port);
-    } else {
-        snprintf(buf, len, "?");
-    }
-}
-
-static dc_status_t dc_tcp_resolve(const char *addr, bool passive, struct sockaddr_storage *out,
-                                  socklen_t *alen)
-{
-    char host[256];
-    uint16_t port;
-    dc_status_t st = dc_verbs_parse_addr(addr, host, sizeof(host), &port);
-    if (st != DC_OK)
-        return st;
-    char ports[8];
-    snprintf(ports, sizeof(ports), "%u", port);
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    int rc = getaddrinfo(strcmp(host, "*") == 0 ? NULL : host, ports, &hints, &res);
-    if (rc != 0 || !res)
-        return dc_error(DC_ERR_INVALID, "tcp: cannot resolve '%s': %s", addr, gai_strerror(rc));
-    memcpy(out, res->ai_addr, res->ai_addrlen);
-    *alen = res->ai_addrlen;
-    freeaddrinfo(res);
-    return DC_OK;
-}
-
-static void dc_tcp_tune(int fd, const dc_verbs_opts_t *o)
+void dc_tcp_tune(int fd, const dc_verbs_opts_t *o)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -314,7 +61,7 @@ static void dc_tcp_tune(int fd, const dc_verbs_opts_t *o)
 
 /* Non-blocking I/O of exactly-sized handshake pieces. DC_OK: complete,
  * DC_ERR_AGAIN: partial, error: broken. */
-static dc_status_t dc_tcp_hs_flush(dc_tcp_hs_t *h)
+dc_status_t dc_tcp_hs_flush(dc_tcp_hs_t *h)
 {
     while (h->out_off < h->out_len) {
         ssize_t n = send(h->fd, h->out + h->out_off, h->out_len - h->out_off, MSG_NOSIGNAL);
@@ -332,7 +79,7 @@ static dc_status_t dc_tcp_hs_flush(dc_tcp_hs_t *h)
     return DC_OK;
 }
 
-static dc_status_t dc_tcp_hs_fill(dc_tcp_hs_t *h)
+dc_status_t dc_tcp_hs_fill(dc_tcp_hs_t *h)
 {
     while (h->in_len < h->in_need) {
         ssize_t n = recv(h->fd, h->in + h->in_len, h->in_need - h->in_len, 0);
@@ -354,15 +101,15 @@ static dc_status_t dc_tcp_hs_fill(dc_tcp_hs_t *h)
     return DC_OK;
 }
 
-static void dc_tcp_hs_expect(dc_tcp_hs_t *h, size_t n)
+void dc_tcp_hs_expect(dc_tcp_hs_t *h, size_t n)
 {
     h->in_len = 0;
     h->in_need = n;
 }
 
-/* --- connection: requests, queues ----------------------------------------------- */
+/* --- connection: failure, streams, break ----------------------------------------- */
 
-static dc_status_t dc_tcp_fail(dc_tcp_conn_t *c, dc_status_t st, const char *why)
+dc_status_t dc_tcp_fail(dc_tcp_conn_t *c, dc_status_t st, const char *why)
 {
     if (c->state != C_FAILED) {
         c->state = C_FAILED;
@@ -377,73 +124,7 @@ static dc_status_t dc_tcp_fail(dc_tcp_conn_t *c, dc_status_t st, const char *why
     return dc_error(c->err, "%s", c->errmsg);
 }
 
-static void dc_tcp_txq_push(dc_tcp_conn_t *c, dc_tcp_req_t *r)
-{
-    if (r->queued || r->acked)
-        return;
-    /* capacity 2W >= every in-flight send once (queued is exclusive) */
-    c->txq[(c->txq_head + c->txq_n) % (2 * W)] = r;
-    c->txq_n++;
-    r->queued = true;
-}
-
-static dc_tcp_req_t *dc_tcp_txq_pop(dc_tcp_conn_t *c)
-{
-    while (c->txq_n) {
-        dc_tcp_req_t *r = c->txq[c->txq_head];
-        c->txq_head = (c->txq_head + 1) % (2 * W);
-        c->txq_n--;
-        r->queued = false;
-        if (!r->acked)
-            return r;
-    }
-    return NULL;
-}
-
-/* The peer holds every seq below `upto`: treat those sends as acknowledged
- * (resume after a reconnect). */
-static void dc_tcp_ack_upto(dc_tcp_conn_t *c, uint64_t upto)
-{
-    if (upto > c->swin.next)
-        upto = c->swin.next; /* hostile or confused peer: never beyond what we sent */
-    for (uint64_t s = c->swin.base; s < upto; s++) {
-        dc_tcp_req_t *r = dc_verbs_window_ack(&c->swin, s);
-        if (r && !r->acked) {
-            r->acked = true;
-            c->stats.msgs_sent++;
-            c->stats.bytes_sent += r->len;
-        }
-    }
-}
-
-static bool dc_tcp_ctrl_push(dc_tcp_conn_t *c, uint8_t type, uint64_t seq)
-{
-    if (c->ctrl_n == DC_TCP_CTRL_CAP)
-        return false;
-    dc_verbs_hdr_t *h = &c->ctrl[(c->ctrl_head + c->ctrl_n) % DC_TCP_CTRL_CAP];
-    memset(h, 0, sizeof(*h));
-    h->type = type;
-    h->seq = seq;
-    c->ctrl_n++;
-    return true;
-}
-
-/* The socket is going away: its zero-copy sends can no longer be reported,
- * so their requests stop waiting for them (an aborted socket frees its
- * send queue; see dc_tcp_break). */
-static void dc_tcp_zc_forget(dc_tcp_stream_t *s)
-{
-    if (s->zc_req && s->zc_out)
-        for (uint32_t i = 0; i < DC_TCP_ZC_RING; i++)
-            if (s->zc_req[i]) {
-                s->zc_req[i]->zc_pending--;
-                s->zc_req[i] = NULL;
-            }
-    s->zc_next = s->zc_out = 0;
-    s->zc = false;
-}
-
-static void dc_tcp_stream_reset(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
+void dc_tcp_stream_reset(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
 {
     dc_tcp_zc_forget(s);
     if (s->fd >= 0) {
@@ -488,7 +169,7 @@ static void dc_tcp_stream_events(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
         s->events = ev;
 }
 
-static void dc_tcp_close_hs(dc_tcp_hs_t *h)
+void dc_tcp_close_hs(dc_tcp_hs_t *h)
 {
     if (h->fd >= 0)
         close(h->fd);
@@ -496,11 +177,10 @@ static void dc_tcp_close_hs(dc_tcp_hs_t *h)
 }
 
 static dc_status_t dc_tcp_client_dial(dc_tcp_conn_t *c);
-static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s);
 
 /* Break the connection: close every stream, requeue un-ACKed sends, forget
  * partial receives; then reconnect (client) or wait for re-attachment. */
-static void dc_tcp_break(dc_tcp_conn_t *c, const char *why)
+void dc_tcp_break(dc_tcp_conn_t *c, const char *why)
 {
     if (c->state == C_FAILED)
         return;
@@ -549,571 +229,16 @@ static void dc_tcp_break(dc_tcp_conn_t *c, const char *why)
     c->state = C_RECONNECTING;
     c->deadline = dc_now_s() + c->o.timeout_ms / 1000.0;
     if (!c->is_server) {
-        c->epoch++;
+        c->sess.epoch++;
         c->retry_at = 0;
         c->need_dial = true;
     }
 }
 
-/* --- the data path ------------------------------------------------------------ */
-
-/* Fill the stream's output: control frames first, then the next message. */
-static void dc_tcp_stream_load(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
-{
-    if (s->ooff == s->olen && !s->cur) {
-        s->olen = s->ooff = 0;
-        while (c->ctrl_n && s->olen + 2 * DC_VERBS_HDR_SIZE <= DC_TCP_OBUF) {
-            dc_verbs_hdr_t *h = &c->ctrl[c->ctrl_head];
-            h->stream = (uint16_t)idx;
-            dc_verbs_hdr_pack(h, s->obuf + s->olen);
-            s->olen += DC_VERBS_HDR_SIZE;
-            c->ctrl_head = (c->ctrl_head + 1) % DC_TCP_CTRL_CAP;
-            c->ctrl_n--;
-        }
-        dc_tcp_req_t *r = dc_tcp_txq_pop(c);
-        if (r) {
-            /* the CRC32C goes in a trailer: each piece is checksummed just
-             * before it is written, while it is in cache; the caller's
-             * CRC32C (isend_crc) goes in the header, and the payload is
-             * not read here */
-            dc_verbs_hdr_t h = {.type = DC_VERBS_MSG_DATA,
-                                .flags = r->crc_known ? 0 : DC_VERBS_HDR_F_TRAILER,
-                                .stream = (uint16_t)idx, .seq = r->seq,
-                                .len = (uint32_t)r->len,
-                                .crc = r->crc_known ? r->crc : 0};
-            dc_verbs_hdr_pack(&h, s->obuf + s->olen);
-            s->olen += DC_VERBS_HDR_SIZE;
-            s->cur = r;
-            s->poff = 0;
-            s->trailer = !r->crc_known;
-            s->crc_upto = r->crc_known ? r->len : 0;
-            s->scrc = 0;
-            r->on_wire = true;
-        }
-    }
-}
-
-/* Collect MSG_ZEROCOPY completions from the socket's error queue: each
- * reports a range [lo, hi] of send ids whose pages the kernel released. */
-static dc_status_t dc_tcp_zc_reap(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
-{
-    while (s->zc_out) {
-        union {
-            char buf[CMSG_SPACE(sizeof(struct sock_extended_err) + sizeof(struct sockaddr_in6))];
-            struct cmsghdr align;
-        } ctl;
-        struct msghdr m = {.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
-        ssize_t n = recvmsg(s->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return DC_OK;
-            return dc_error_errno(dc_status_from_errno(errno), errno, "recvmsg(MSG_ERRQUEUE)");
-        }
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
-            if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
-                  (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)) ||
-                cm->cmsg_len < CMSG_LEN(sizeof(struct sock_extended_err)))
-                continue;
-            struct sock_extended_err ee;
-            memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
-            if (ee.ee_errno != 0 || ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY)
-                continue;
-            uint32_t lo = ee.ee_info, hi = ee.ee_data;
-            if (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
-                c->stats.zc_copied += (uint64_t)(hi - lo) + 1;
-            for (uint32_t id = lo, i = 0; i < DC_TCP_ZC_RING; id++, i++) {
-                dc_tcp_req_t **slot = &s->zc_req[id % DC_TCP_ZC_RING];
-                if (*slot) {
-                    (*slot)->zc_pending--;
-                    *slot = NULL;
-                    s->zc_out--;
-                }
-                if (id == hi)
-                    break;
-            }
-        }
-    }
-    return DC_OK;
-}
-
-/* Write what the stream has.  Returns DC_OK (idle or would block) or a
- * break reason (DC_ERR_RESET...). */
-static dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
-{
-    size_t budget = DC_TCP_BUDGET;
-    for (;;) {
-        dc_tcp_stream_load(c, s, idx);
-        if (s->cur && s->poff == s->crc_upto && s->crc_upto < s->cur->len) {
-            size_t piece = DC_MIN(s->cur->len - s->crc_upto, (size_t)DC_TCP_SPIECE);
-            s->scrc = dc_crc32c(s->scrc, s->cur->sbuf + s->crc_upto, piece);
-            s->crc_upto += piece;
-        }
-        size_t a = s->olen - s->ooff;
-        size_t b = s->cur ? s->crc_upto - s->poff : 0;
-        if (a + b == 0) {
-            s->wblocked = false;
-            return DC_OK;
-        }
-        struct iovec iov[2];
-        int n_iov = 0;
-        /* MSG_ZEROCOPY for the payload of a large message, while the ring
-         * has room: the kernel then pins the user pages instead of copying
-         * them.  obuf (header, trailer) is reused at once, so it never
-         * shares a zero-copy call: it goes first, by copy, on its own. */
-        bool zc = s->zc && s->cur && s->cur->len >= DC_TCP_ZC_MIN && b > 0 &&
-                  !s->zc_req[s->zc_next % DC_TCP_ZC_RING];
-        size_t want = zc && a ? a : a + b;
-        if (dc_fault_active())
-            want = dc_fault_send_limit(want);
-        if (a) {
-            iov[n_iov].iov_base = s->obuf + s->ooff;
-            iov[n_iov].iov_len = DC_MIN(a, want);
-            n_iov++;
-        }
-        if (b && want > a) {
-            iov[n_iov].iov_base = (void *)(uintptr_t)(s->cur->sbuf + s->poff);
-            iov[n_iov].iov_len = want - a;
-            n_iov++;
-        }
-        ssize_t n = 0;
-        if (n_iov) {
-            struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
-            int fl = MSG_NOSIGNAL | MSG_DONTWAIT;
-            /* more of this payload follows at once: no partial segment */
-            if (s->cur && s->poff + (want > a ? want - a : 0) < s->cur->len)
-                fl |= MSG_MORE;
-            zc = zc && a == 0;
-            if (zc)
-                fl |= MSG_ZEROCOPY;
-            n = sendmsg(s->fd, &m, fl);
-            if (n < 0 && zc && errno == ENOBUFS) {
-                /* out of option memory for zero-copy state: copy this one */
-                zc = false;
-                n = sendmsg(s->fd, &m, fl & ~MSG_ZEROCOPY);
-            }
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    s->wblocked = true;
-                    return DC_OK;
-                }
-                return dc_error_errno(dc_status_from_errno(errno), errno, "send");
-            }
-        }
-        size_t w = (size_t)n;
-        if (zc && n > 0) {
-            /* the kernel numbered this call s->zc_next */
-            s->zc_req[s->zc_next % DC_TCP_ZC_RING] = s->cur;
-            s->cur->zc_pending++;
-            s->zc_next++;
-            s->zc_out++;
-            c->stats.zc_sends++;
-        }
-        c->stats.wire_bytes_sent += w;
-        if (dc_fault_active()) {
-            dc_fault_sent(w);
-            if (dc_fault_drop_due()) {
-                shutdown(s->fd, SHUT_RDWR);
-                return dc_error(DC_ERR_RESET, "fault injection cut the stream");
-            }
-        }
-        size_t wa = DC_MIN(w, a);
-        s->ooff += wa;
-        w -= wa;
-        if (s->cur) {
-            s->poff += w;
-            if (s->poff == s->cur->len && s->ooff == s->olen) {
-                /* payload done: its CRC32C trailer is the next output */
-                s->cur->on_wire = false;
-                s->cur = NULL;
-                s->olen = s->ooff = 0;
-                if (s->trailer) {
-                    dc_store_le32(s->obuf, s->scrc);
-                    s->olen = 4;
-                }
-                continue;
-            }
-        }
-        if ((size_t)n < want) {
-            s->wblocked = true; /* short write: the socket is full */
-            return DC_OK;
-        }
-        if ((size_t)n >= budget)
-            return DC_OK;
-        budget -= (size_t)n;
-    }
-}
-
-static void dc_tcp_complete_recv(dc_tcp_conn_t *c, dc_tcp_req_t *r, uint64_t seq)
-{
-    r->done = true;
-    c->rdone_tag[seq % W] = seq + 1;
-    while (c->rbase < c->rposted && c->rdone_tag[c->rbase % W] == c->rbase + 1)
-        c->rbase++;
-}
-
-/* A seq we NACKed (or dropped) whose re-send has not been verified yet. */
-static bool dc_tcp_resend_due(const dc_tcp_conn_t *c)
-{
-    for (uint64_t q = c->rbase; q < c->rbase + W; q++) {
-        uint32_t i = (uint32_t)(q % W);
-        if (c->rnack_tag[i] == q + 1 && c->rdone_tag[i] != q + 1 && c->stash_tag[i] != q + 1)
-            return true;
-    }
-    return false;
-}
-
-/* Hand a stashed early message to its irecv, once that is posted, and ACK
- * it (the control queue, DC_TCP_CTRL_CAP, holds far more than a window). */
-static void dc_tcp_stash_deliver(dc_tcp_conn_t *c, uint64_t seq)
-{
-    uint32_t i = (uint32_t)(seq % W);
-    if (c->stash_tag[i] != seq + 1 || seq >= c->rposted)
-        return;
-    dc_tcp_req_t *r = &c->rreq[i];
-    if (!r->in_use || r->seq != seq || r->done)
-        return;
-    uint32_t len = c->stash_len[i];
-    if (len > r->cap)
-        r->err = dc_error(DC_ERR_FORMAT, "tcp: message %llu of %u bytes from %s exceeds the "
-                                         "receive buffer of %zu bytes",
-                          (unsigned long long)seq, len, c->peer, r->cap);
-    else if (len)
-        memcpy(r->rbuf, c->stash[i], len);
-    r->len = len;
-    free(c->stash[i]);
-    c->stash[i] = NULL;
-    c->stash_tag[i] = 0;
-    c->stash_bytes -= len;
-    dc_tcp_complete_recv(c, r, seq);
-    if (r->err == DC_OK) {
-        c->stats.msgs_recv++;
-        c->stats.bytes_recv += len;
-    }
-    (void)dc_tcp_ctrl_push(c, DC_VERBS_MSG_ACK, seq);
-}
-
-/* A full header arrived: decide where its payload goes. DC_ERR_AGAIN: no
- * irecv posted for it yet (the stream pauses). */
-static dc_status_t dc_tcp_on_header(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
-{
-    dc_verbs_hdr_t *h = &s->h;
-    DC_LOG_DEBUG("tcp: %s stream %u: %s seq %llu len %u", c->peer, (unsigned)(s - c->st),
-                 h->type == DC_VERBS_MSG_DATA   ? "DATA"
-                 : h->type == DC_VERBS_MSG_ACK  ? "ACK"
-                 : h->type == DC_VERBS_MSG_NACK ? "NACK"
-                 : h->type == DC_VERBS_MSG_BYE  ? "BYE"
-                                                : "PING",
-                 (unsigned long long)h->seq, h->len);
-    if (h->type == DC_VERBS_MSG_ACK) {
-        dc_tcp_req_t *r = dc_verbs_window_ack(&c->swin, h->seq);
-        if (r && !r->acked) {
-            r->acked = true;
-            c->stats.msgs_sent++;
-            c->stats.bytes_sent += r->len;
-        }
-        return DC_OK;
-    }
-    if (h->type == DC_VERBS_MSG_NACK) {
-        dc_tcp_req_t *r = dc_verbs_window_get(&c->swin, h->seq);
-        if (r && !r->acked && !r->on_wire && !r->queued) {
-            /* never trust the caller's CRC32C twice: the re-send computes
-             * its own (a wrong one costs a round trip, not a NACK loop) */
-            if (r->crc_known)
-                DC_LOG_DEBUG("tcp: message %llu sent with the caller's CRC32C was NACKed: "
-                             "re-sending with our own",
-                             (unsigned long long)r->seq);
-            r->crc_known = false;
-            /* first in line: the peer's caller is likely waiting for it,
-             * and the peer holds later messages in its stash meanwhile */
-            c->txq_head = (c->txq_head + 2 * W - 1) % (2 * W);
-            c->txq[c->txq_head] = r;
-            c->txq_n++;
-            r->queued = true;
-            c->stats.resends++;
-        }
-        return DC_OK;
-    }
-    if (h->type == DC_VERBS_MSG_BYE) {
-        c->peer_bye = true;
-        return DC_OK;
-    }
-    if (h->type == DC_VERBS_MSG_PING)
-        return DC_OK;
-    /* DATA */
-    uint64_t seq = h->seq;
-    bool dup = seq < c->rbase || c->rdone_tag[seq % W] == seq + 1 ||
-               c->stash_tag[seq % W] == seq + 1;
-    if (!dup && seq >= c->rbase + W)
-        return dc_error(DC_ERR_FORMAT, "message seq %llu beyond the receive window",
-                        (unsigned long long)seq);
-    bool early = !dup && seq >= c->rposted;
-    if (early && !dc_tcp_resend_due(c)) {
-        s->rblocked = true;
-        return DC_ERR_AGAIN;
-    }
-    if (s->rblocked)
-        s->rready = true; /* EPOLLIN was off while paused */
-    s->rblocked = false;
-    s->in_payload = true;
-    s->doff = 0;
-    s->crc = 0;
-    s->rr = NULL;
-    s->discard = true;
-    if (early) {
-        /* no irecv for it yet, but a re-send may be behind it on this
-         * stream: read it into the stash (or drop and NACK it) */
-        if (c->stash_bytes + h->len <= DC_TCP_STASH_MAX &&
-            (s->xr.rbuf = malloc(h->len ? h->len : 1)) != NULL) {
-            c->stash_bytes += h->len;
-            s->xr.cap = h->len;
-            s->xr.seq = seq;
-            s->rr = &s->xr;
-            s->discard = false;
-        } else {
-            s->drop_nack = true;
-        }
-        return DC_OK;
-    }
-    if (dup) {
-        c->stats.dups_dropped++;
-        if (c->stash_tag[seq % W] == seq + 1)
-            return DC_OK; /* stashed: ACKed once its irecv takes it */
-        if (!dc_tcp_ctrl_push(c, DC_VERBS_MSG_ACK, seq))
-            return dc_error(DC_ERR_BUSY, "control queue full");
-        return DC_OK;
-    }
-    dc_tcp_req_t *r = &c->rreq[seq % W];
-    if (!r->in_use || r->seq != seq || r->done)
-        return dc_error(DC_ERR_INTERNAL, "receive slot for seq %llu not posted",
-                        (unsigned long long)seq);
-    if (h->len > r->cap) {
-        r->err = dc_error(DC_ERR_FORMAT, "tcp: message %llu of %u bytes from %s exceeds the "
-                                         "receive buffer of %zu bytes",
-                          (unsigned long long)seq, h->len, c->peer, r->cap);
-        r->len = h->len;
-        dc_tcp_complete_recv(c, r, seq);
-        if (!dc_tcp_ctrl_push(c, DC_VERBS_MSG_ACK, seq))
-            return dc_error(DC_ERR_BUSY, "control queue full");
-        return DC_OK;
-    }
-    s->rr = r;
-    s->discard = false;
-    s->last_big = h->len >= DC_TCP_DIRECT_MIN;
-    return DC_OK;
-}
-
-static dc_status_t dc_tcp_on_payload_done(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
-{
-    s->in_payload = false;
-    s->rhoff = 0;
-    dc_tcp_req_t *r = s->rr;
-    s->rr = NULL;
-    if (s->drop_nack) { /* an early message dropped: have it re-sent */
-        s->drop_nack = false;
-        c->rnack_tag[s->h.seq % W] = s->h.seq + 1;
-        if (!dc_tcp_ctrl_push(c, DC_VERBS_MSG_NACK, s->h.seq))
-            return dc_error(DC_ERR_BUSY, "control queue full");
-        return DC_OK;
-    }
-    if (s->discard || !r)
-        return DC_OK;
-    uint32_t crc = s->crc;
-    if (dc_fault_active()) {
-        /* the hook may damage the bytes "in flight": check after it */
-        (void)dc_fault_on_recv(r->rbuf, s->h.len);
-        crc = dc_crc32c(0, r->rbuf, s->h.len);
-    }
-    if (crc != s->h.crc) {
-        c->stats.nacks_sent++;
-        DC_LOG_INFO("tcp: CRC32C mismatch on message %llu from %s (0x%08x != 0x%08x): NACK",
-                    (unsigned long long)s->h.seq, c->peer, crc, s->h.crc);
-        c->rnack_tag[s->h.seq % W] = s->h.seq + 1;
-        if (r == &s->xr) {
-            c->stash_bytes -= r->cap;
-            free(r->rbuf);
-            r->rbuf = NULL;
-        }
-        if (!dc_tcp_ctrl_push(c, DC_VERBS_MSG_NACK, s->h.seq))
-            return dc_error(DC_ERR_BUSY, "control queue full");
-        return DC_OK;
-    }
-    c->rnack_tag[s->h.seq % W] = 0;
-    if (r == &s->xr) { /* verified early message: keep it for its irecv */
-        uint32_t i = (uint32_t)(s->h.seq % W);
-        c->stash[i] = r->rbuf;
-        c->stash_len[i] = s->h.len;
-        c->stash_tag[i] = s->h.seq + 1;
-        r->rbuf = NULL;
-        dc_tcp_stash_deliver(c, s->h.seq); /* posted meanwhile? */
-        return DC_OK;
-    }
-    r->len = s->h.len;
-    dc_tcp_complete_recv(c, r, s->h.seq);
-    c->stats.msgs_recv++;
-    c->stats.bytes_recv += r->len;
-    if (!dc_tcp_ctrl_push(c, DC_VERBS_MSG_ACK, s->h.seq))
-        return dc_error(DC_ERR_BUSY, "control queue full");
-    return DC_OK;
-}
-
-/* All payload bytes are in: wait for the CRC trailer, or finish now. */
-static dc_status_t dc_tcp_payload_end(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
-{
-    if (s->h.flags & DC_VERBS_HDR_F_TRAILER) {
-        s->in_trailer = true;
-        s->toff = 0;
-        return DC_OK;
-    }
-    return dc_tcp_on_payload_done(c, s);
-}
-
-static void dc_tcp_payload_take(dc_tcp_stream_t *s, const uint8_t *src, size_t n)
-{
-    if (!s->discard) {
-        uint8_t *dst = s->rr->rbuf + s->doff;
-        memcpy(dst, src, n);
-        if (!dc_fault_active())
-            s->crc = dc_crc32c(s->crc, dst, n);
-    }
-    s->doff += n;
-}
-
-/* SO_RCVLOWAT: wake this socket's reader only once `n` bytes are there.
- * Within a large payload it is the next chunk (never more than the payload
- * still due, so it cannot wait for bytes that will not come; the kernel
- * caps it at half the receive buffer; EOF and errors wake it regardless);
- * at message boundaries it is 1.  Waking the receiver once per chunk
- * instead of once per arriving segment is what lets loopback run at
- * iperf3's rate: on loopback the sender's CPU pays for every wakeup. */
-static void dc_tcp_lowat(dc_tcp_stream_t *s, size_t n)
-{
-    if (s->lowat == n)
-        return;
-    int v = (int)n;
-    if (setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
-        s->lowat = n;
-}
-
-/* Read and parse what the stream has.  DC_OK (would block / paused) or a
- * break reason. */
-static dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
-{
-    size_t budget = DC_TCP_BUDGET;
-    dc_status_t st;
-    for (;;) {
-        /* consume the buffer */
-        while (s->rblocked || s->rpos < s->rlen ||
-               (s->in_payload && !s->in_trailer && s->doff == s->h.len)) {
-            if (!s->in_payload) {
-                if (s->rblocked) {
-                    st = dc_tcp_on_header(c, s);
-                    if (st == DC_ERR_AGAIN)
-                        return DC_OK;
-                    if (st != DC_OK)
-                        return st;
-                } else {
-                    size_t n = DC_MIN(DC_VERBS_HDR_SIZE - s->rhoff, s->rlen - s->rpos);
-                    memcpy(s->rh + s->rhoff, s->rbuf + s->rpos, n);
-                    s->rhoff += n;
-                    s->rpos += n;
-                    if (s->rhoff < DC_VERBS_HDR_SIZE)
-                        continue;
-                    if ((st = dc_verbs_hdr_unpack(s->rh, c->o.max_msg_size, &s->h)) != DC_OK)
-                        return st;
-                    if (s->h.type != DC_VERBS_MSG_DATA) {
-                        s->rhoff = 0;
-                        if ((st = dc_tcp_on_header(c, s)) != DC_OK)
-                            return st;
-                        continue;
-                    }
-                    st = dc_tcp_on_header(c, s);
-                    if (st == DC_ERR_AGAIN)
-                        return DC_OK;
-                    if (st != DC_OK)
-                        return st;
-                }
-                continue;
-            }
-            if (s->in_trailer) {
-                size_t n = DC_MIN(4 - s->toff, s->rlen - s->rpos);
-                memcpy(s->trl + s->toff, s->rbuf + s->rpos, n);
-                s->toff += n;
-                s->rpos += n;
-                if (s->toff == 4) {
-                    s->h.crc = dc_load_le32(s->trl);
-                    s->in_trailer = false;
-                    if ((st = dc_tcp_on_payload_done(c, s)) != DC_OK)
-                        return st;
-                }
-                continue;
-            }
-            size_t n = DC_MIN((size_t)s->h.len - s->doff, s->rlen - s->rpos);
-            dc_tcp_payload_take(s, s->rbuf + s->rpos, n);
-            s->rpos += n;
-            if (s->doff == s->h.len && (st = dc_tcp_payload_end(c, s)) != DC_OK)
-                return st;
-        }
-        if (s->rblocked)
-            return DC_OK;
-        if (budget == 0 || !s->rready)
-            return DC_OK;
-        /* buffer empty: read more, straight into the user buffer when the
-         * rest of a large payload is expected */
-        ssize_t n;
-        if (s->in_payload && !s->in_trailer && !s->discard &&
-            s->h.len - s->doff >= DC_TCP_DIRECT_MIN) {
-            uint8_t *dst = s->rr->rbuf + s->doff;
-            /* bounded chunks: the CRC then reads bytes still in cache (L2) */
-            size_t want = DC_MIN((size_t)s->h.len - s->doff, (size_t)DC_TCP_RCHUNK);
-            dc_tcp_lowat(s, want);
-            n = recv(s->fd, dst, want, MSG_DONTWAIT);
-            if (n > 0) {
-                if (!dc_fault_active())
-                    s->crc = dc_crc32c(s->crc, dst, (size_t)n);
-                s->doff += (size_t)n;
-                budget -= DC_MIN(budget, (size_t)n);
-                if (s->doff == s->h.len && (st = dc_tcp_payload_end(c, s)) != DC_OK)
-                    return st;
-                continue;
-            }
-        } else {
-            /* after a large message, read only its trailer and the next
-             * header: the next payload then goes straight to the user
-             * buffer instead of through rbuf (one memcpy less) */
-            size_t want = DC_TCP_RBUF;
-            if (s->last_big && (!s->in_payload || s->in_trailer))
-                want = s->in_trailer ? 4 - s->toff + DC_VERBS_HDR_SIZE
-                                     : DC_VERBS_HDR_SIZE - s->rhoff;
-            dc_tcp_lowat(s, 1);
-            n = recv(s->fd, s->rbuf, want, MSG_DONTWAIT);
-            if (n > 0) {
-                s->rpos = 0;
-                s->rlen = (size_t)n;
-                budget -= DC_MIN(budget, (size_t)n);
-                continue;
-            }
-        }
-        if (n == 0)
-            return dc_error(DC_ERR_RESET, "end of stream");
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            s->rready = false;
-            return DC_OK;
-        }
-        return dc_error_errno(dc_status_from_errno(errno), errno, "recv");
-    }
-}
-
 static dc_status_t dc_tcp_client_progress_hs(dc_tcp_conn_t *c);
-static dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l);
 
 /* One non-blocking pass over the connection. */
-static dc_status_t dc_tcp_progress_conn(dc_tcp_conn_t *c)
+dc_status_t dc_tcp_progress_conn(dc_tcp_conn_t *c)
 {
     if (c->state == C_FAILED)
         return dc_error(c->err, "%s", c->errmsg);
@@ -1197,7 +322,7 @@ static dc_status_t dc_tcp_progress_conn(dc_tcp_conn_t *c)
 }
 
 /* Attach an authenticated socket as stream `idx`. */
-static dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd)
+dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd)
 {
     dc_tcp_stream_t *s = &c->st[idx];
     dc_tcp_stream_reset(c, s);
@@ -1224,32 +349,16 @@ static dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd)
         /* the local interface this stream is bound to */
         struct sockaddr_storage la;
         socklen_t ll = sizeof(la);
-        struct ifaddrs *ifs = NULL;
-        if (getsockname(fd, (struct sockaddr *)&la, &ll) == 0 && getifaddrs(&ifs) == 0) {
-            for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-                if (!i->ifa_addr || i->ifa_addr->sa_family != la.ss_family)
-                    continue;
-                bool eq = false;
-                if (la.ss_family == AF_INET)
-                    eq = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
-                         ((struct sockaddr_in *)&la)->sin_addr.s_addr;
-                else if (la.ss_family == AF_INET6)
-                    eq = memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-                                &((struct sockaddr_in6 *)&la)->sin6_addr, 16) == 0;
-                if (eq) {
-                    snprintf(c->stats.device, sizeof(c->stats.device), "%s", i->ifa_name);
-                    break;
-                }
-            }
-            freeifaddrs(ifs);
-        }
+        if (getsockname(fd, (struct sockaddr *)&la, &ll) == 0)
+            (void)dc_net_ifname_of((struct sockaddr *)&la, c->stats.device,
+                                   sizeof(c->stats.device));
     }
     return DC_OK;
 }
 
 /* --- conn create/free ------------------------------------------------------------ */
 
-static dc_tcp_conn_t *dc_tcp_conn_new(const dc_verbs_opts_t *o, uint32_t k)
+dc_tcp_conn_t *dc_tcp_conn_new(const dc_verbs_opts_t *o, uint32_t k)
 {
     dc_tcp_conn_t *c = calloc(1, sizeof(*c));
     if (!c)
@@ -1288,9 +397,7 @@ static dc_tcp_conn_t *dc_tcp_conn_new(const dc_verbs_opts_t *o, uint32_t k)
     return c;
 }
 
-static void dc_tcp_listener_unref(dc_tcp_listener_t *l);
-
-static void dc_tcp_conn_free(dc_tcp_conn_t *c)
+void dc_tcp_conn_free(dc_tcp_conn_t *c)
 {
     for (uint32_t i = 0; i < c->k; i++) {
         dc_tcp_stream_reset(c, &c->st[i]);
@@ -1302,11 +409,7 @@ static void dc_tcp_conn_free(dc_tcp_conn_t *c)
         free(c->stash[i]);
     close(c->epfd);
     if (c->l) {
-        dc_tcp_conn_t **pp = &c->l->conns;
-        while (*pp && *pp != c)
-            pp = &(*pp)->lnext;
-        if (*pp)
-            *pp = c->lnext;
+        dc_session_remove(&c->l->conns, &c->sess);
         dc_tcp_listener_unref(c->l);
     }
     memset(c->secret, 0, sizeof(c->secret));
@@ -1385,8 +488,8 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
         uint8_t *o = h->out;
         if ((st = dc_auth_mac(c->o.secret, c->o.secret_len, 'C', h->nc, h->ns, o)) != DC_OK)
             return st;
-        dc_store_le64(o + 32, c->session);
-        dc_store_le32(o + 40, c->epoch);
+        dc_store_le64(o + 32, c->sess.id);
+        dc_store_le32(o + 40, c->sess.epoch);
         dc_store_le16(o + 44, (uint16_t)idx);
         dc_store_le16(o + 46, (uint16_t)c->k);
         dc_store_le32(o + 48, (uint32_t)c->o.max_msg_size);
@@ -1412,14 +515,14 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
             return dc_error(DC_ERR_AUTH, "tcp: %s rejected our authentication", c->peer);
         case DC_TCP_OK_UNKNOWN:
             return dc_error(DC_ERR_CANCELED, "tcp: %s no longer knows session %016llx",
-                            c->peer, (unsigned long long)c->session);
+                            c->peer, (unsigned long long)c->sess.id);
         case DC_TCP_OK_STALE:
             return dc_error(DC_ERR_RESET, "tcp: %s: stale reconnect epoch", c->peer);
         default:
             return dc_error(DC_ERR_INVALID, "tcp: %s refused the stream (code %u)", c->peer,
                             code);
         }
-        if (dc_load_le64(h->in + 8) != c->session)
+        if (dc_load_le64(h->in + 8) != c->sess.id)
             return dc_error(DC_ERR_FORMAT, "tcp: %s answered for another session", c->peer);
         dc_tcp_ack_upto(c, dc_load_le64(h->in + 16));
         int fd = h->fd;
@@ -1477,7 +580,7 @@ static dc_status_t dc_tcp_client_progress_hs(dc_tcp_conn_t *c)
             c->hs[j].state = HS_C_CONNECT;
         }
         c->attached = 0;
-        c->epoch++;
+        c->sess.epoch++;
         c->retry_at = now + 0.1;
         c->need_dial = true;
         return DC_ERR_AGAIN;
@@ -1487,7 +590,7 @@ static dc_status_t dc_tcp_client_progress_hs(dc_tcp_conn_t *c)
     if (c->state == C_RECONNECTING)
         DC_LOG_WARN("tcp: reconnected to %s (epoch %u); re-sending %u un-acknowledged "
                     "message(s)",
-                    c->peer, c->epoch, c->txq_n);
+                    c->peer, c->sess.epoch, c->txq_n);
     c->state = C_ESTABLISHED;
     c->deadline = 0;
     return DC_OK;
@@ -1507,12 +610,10 @@ static dc_status_t dc_tcp_connect(const dc_verbs_opts_t *opts, const char *addr,
         goto out_secret;
     }
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
-    if ((st = dc_tcp_resolve(addr, false, &c->addr, &c->alen)) != DC_OK)
+    if ((st = dc_net_resolve("tcp", addr, false, &c->addr, &c->alen)) != DC_OK)
         goto out_conn;
-    uint8_t rnd[DC_AUTH_NONCE_SIZE];
-    if ((st = dc_auth_nonce(rnd)) != DC_OK)
+    if ((st = dc_session_start(&c->sess, 0)) != DC_OK)
         goto out_conn;
-    c->session = dc_load_le64(rnd);
     c->state = C_CONNECTING;
     c->deadline = dc_now_s() + o.timeout_ms / 1000.0;
     c->need_dial = true;
@@ -1537,414 +638,7 @@ static dc_status_t dc_tcp_connect_test(dc_verbs_conn_t *cb)
     return DC_ERR_AGAIN;
 }
 
-/* --- server side ------------------------------------------------------------------ */
-
-static void dc_tcp_listener_unref(dc_tcp_listener_t *l)
-{
-    if (--l->refs > 0)
-        return;
-    for (uint32_t i = 0; i < l->nhs; i++) {
-        dc_tcp_close_hs(l->hs[i]);
-        free(l->hs[i]);
-    }
-    if (l->fd >= 0)
-        close(l->fd);
-    memset(l->secret, 0, sizeof(l->secret));
-    free(l);
-}
-
-static void dc_tcp_hs_reply(dc_tcp_hs_t *h, uint32_t code, uint64_t session, uint64_t rbase)
-{
-    uint8_t b[DC_TCP_OK];
-    dc_store_le32(b, DC_TCP_MAGIC);
-    dc_store_le32(b + 4, code);
-    dc_store_le64(b + 8, session);
-    dc_store_le64(b + 16, rbase);
-    ssize_t n = send(h->fd, b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)n;
-}
-
-static dc_tcp_conn_t *dc_tcp_find_session(dc_tcp_listener_t *l, uint64_t session)
-{
-    for (dc_tcp_conn_t *c = l->conns; c; c = c->lnext)
-        if (c->session == session && c->state != C_FAILED)
-            return c;
-    return NULL;
-}
-
-/* The proof checked out: attach the socket to its session. */
-static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
-{
-    if (h->nstreams == 0 || h->nstreams > DC_TCP_MAX_STREAMS || h->idx >= h->nstreams ||
-        h->max_msg == 0) {
-        dc_tcp_hs_reply(h, DC_TCP_OK_BAD, h->session, 0);
-        return dc_error(DC_ERR_FORMAT,
-                        "tcp: %s sent bad stream parameters (stream %u of %u, at most %u; "
-                        "largest message %u bytes)",
-                        h->peer, h->idx, h->nstreams, DC_TCP_MAX_STREAMS, h->max_msg);
-    }
-    dc_tcp_conn_t *c = dc_tcp_find_session(l, h->session);
-    if (!c) {
-        if (h->epoch != 0) {
-            dc_tcp_hs_reply(h, DC_TCP_OK_UNKNOWN, h->session, 0);
-            return dc_error(DC_ERR_CANCELED, "tcp: %s reconnects to an unknown session",
-                            h->peer);
-        }
-        dc_verbs_opts_t o = l->o;
-        o.max_msg_size = DC_MIN((uint64_t)h->max_msg, l->o.max_msg_size);
-        o.streams = h->nstreams;
-        c = dc_tcp_conn_new(&o, h->nstreams);
-        if (!c) {
-            dc_tcp_hs_reply(h, DC_TCP_OK_BAD, h->session, 0);
-            return dc_error(DC_ERR_NOMEM, "tcp: out of memory for a connection");
-        }
-        c->is_server = true;
-        c->session = h->session;
-        c->state = C_CONNECTING;
-        c->deadline = dc_now_s() + l->o.timeout_ms / 1000.0;
-        snprintf(c->peer, sizeof(c->peer), "%s", h->peer);
-        char *colon = strrchr(c->peer, ':'); /* the peer's host, not one stream's port */
-        if (colon)
-            snprintf(colon, sizeof(c->peer) - (size_t)(colon - c->peer), ":*");
-        c->l = l;
-        l->refs++;
-        c->lnext = l->conns;
-        l->conns = c;
-    }
-    if (h->nstreams != c->k) {
-        dc_tcp_hs_reply(h, DC_TCP_OK_BAD, h->session, 0);
-        return dc_error(DC_ERR_FORMAT, "tcp: %s: stream count changed", h->peer);
-    }
-    if (h->epoch < c->epoch) {
-        dc_tcp_hs_reply(h, DC_TCP_OK_STALE, h->session, 0);
-        return dc_error(DC_ERR_RESET, "tcp: %s: stale epoch %u", h->peer, h->epoch);
-    }
-    if (h->epoch > c->epoch) {
-        if (c->state == C_ESTABLISHED)
-            dc_tcp_break(c, "the peer is reconnecting");
-        for (uint32_t i = 0; i < c->k; i++)
-            dc_tcp_stream_reset(c, &c->st[i]);
-        c->attached = 0;
-        c->epoch = h->epoch;
-        if (c->state == C_FAILED)
-            return dc_error(c->err, "%s", c->errmsg);
-    }
-    if (c->st[h->idx].fd >= 0) {
-        dc_tcp_hs_reply(h, DC_TCP_OK_BAD, h->session, 0);
-        return dc_error(DC_ERR_FORMAT, "tcp: %s: stream %u attached twice", h->peer, h->idx);
-    }
-    dc_tcp_hs_reply(h, DC_TCP_OK_ACCEPT, h->session, c->rbase);
-    dc_tcp_ack_upto(c, h->rbase);
-    int fd = h->fd;
-    h->fd = -1;
-    dc_status_t st = dc_tcp_attach(c, h->idx, fd);
-    if (st != DC_OK)
-        return st;
-    if (++c->attached == c->k) {
-        if (c->state == C_RECONNECTING) {
-            DC_LOG_WARN("tcp: %s re-attached (epoch %u); re-sending %u un-acknowledged "
-                        "message(s)",
-                        c->peer, c->epoch, c->txq_n);
-        }
-        c->state = C_ESTABLISHED;
-        c->deadline = 0;
-    }
-    return DC_OK;
-}
-
-/* Advance one server handshake.  DC_OK: finished (attached). */
-static dc_status_t dc_tcp_hs_server_step(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
-{
-    dc_status_t st;
-    if (h->state == HS_S_HELLO) {
-        if ((st = dc_tcp_hs_fill(h)) != DC_OK)
-            return st;
-        if (dc_load_le32(h->in) != DC_TCP_MAGIC)
-            return dc_error(DC_ERR_FORMAT, "tcp: %s sent garbage instead of a handshake "
-                                           "(bad magic 0x%08x)",
-                            h->peer, dc_load_le32(h->in));
-        if (dc_load_le32(h->in + 4) != DC_TCP_VERSION)
-            return dc_error(DC_ERR_FORMAT, "tcp: %s speaks handshake version %u (want %u)",
-                            h->peer, dc_load_le32(h->in + 4), DC_TCP_VERSION);
-        memcpy(h->nc, h->in + 8, DC_AUTH_NONCE_SIZE);
-        if ((st = dc_auth_nonce(h->ns)) != DC_OK)
-            return st;
-        dc_store_le32(h->out, DC_TCP_MAGIC);
-        dc_store_le32(h->out + 4, DC_TCP_VERSION);
-        memcpy(h->out + 8, h->ns, DC_AUTH_NONCE_SIZE);
-        if ((st = dc_auth_mac(l->o.secret, l->o.secret_len, 'S', h->nc, h->ns, h->out + 40)) !=
-            DC_OK)
-            return st;
-        h->out_len = DC_TCP_CHAL;
-        h->out_off = 0;
-        h->state = HS_S_PROOF;
-        dc_tcp_hs_expect(h, DC_TCP_PROOF);
-    }
-    if (h->state == HS_S_PROOF) {
-        if ((st = dc_tcp_hs_flush(h)) != DC_OK)
-            return st;
-        if ((st = dc_tcp_hs_fill(h)) != DC_OK)
-            return st;
-        if ((st = dc_auth_verify(l->o.secret, l->o.secret_len, 'C', h->nc, h->ns, h->in,
-                                 h->peer)) != DC_OK) {
-            dc_tcp_hs_reply(h, DC_TCP_OK_AUTH, 0, 0);
-            return st;
-        }
-        h->session = dc_load_le64(h->in + 32);
-        h->epoch = dc_load_le32(h->in + 40);
-        h->idx = dc_load_le16(h->in + 44);
-        h->nstreams = dc_load_le16(h->in + 46);
-        h->max_msg = dc_load_le32(h->in + 48);
-        h->rbase = dc_load_le64(h->in + 56);
-        h->state = HS_DONE;
-        return dc_tcp_hs_server_attach(l, h);
-    }
-    return DC_ERR_AGAIN;
-}
-
-static dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
-{
-    /* new sockets */
-    for (;;) {
-        struct sockaddr_storage pa;
-        socklen_t pl = sizeof(pa);
-        int fd = accept4(l->fd, (struct sockaddr *)&pa, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                DC_LOG_WARN("tcp: accept on %s: %s", l->addr, strerror(errno));
-                break;
-            }
-            return dc_error_errno(DC_ERR_IO, errno, "tcp: accept on %s", l->addr);
-        }
-        char peer[128];
-        dc_tcp_sockaddr_str((struct sockaddr *)&pa, peer, sizeof(peer));
-        dc_tcp_hs_t *h = l->nhs < DC_TCP_MAX_HS ? calloc(1, sizeof(*h)) : NULL;
-        if (!h) {
-            DC_LOG_WARN("tcp: dropped %s: too many pending handshakes on %s", peer, l->addr);
-            close(fd);
-            continue;
-        }
-        dc_tcp_tune(fd, &l->o);
-        h->fd = fd;
-        h->state = HS_S_HELLO;
-        h->deadline = dc_now_s() + l->o.timeout_ms / 1000.0;
-        snprintf(h->peer, sizeof(h->peer), "%s", peer);
-        dc_tcp_hs_expect(h, DC_TCP_HELLO);
-        l->hs[l->nhs++] = h;
-    }
-    /* pending handshakes */
-    double now = dc_now_s();
-    for (uint32_t i = 0; i < l->nhs;) {
-        dc_tcp_hs_t *h = l->hs[i];
-        dc_status_t st = dc_tcp_hs_server_step(l, h);
-        if (st == DC_ERR_AGAIN && now > h->deadline)
-            st = dc_error(DC_ERR_TIMEOUT, "tcp: %s did not complete the handshake within %u ms",
-                          h->peer, l->o.timeout_ms);
-        if (st == DC_ERR_AGAIN) {
-            i++;
-            continue;
-        }
-        if (st != DC_OK)
-            DC_LOG_WARN("tcp: dropped peer: %s", dc_last_error());
-        dc_tcp_close_hs(h);
-        free(h);
-        l->hs[i] = l->hs[--l->nhs];
-    }
-    /* pending sessions that never completed */
-    for (dc_tcp_conn_t *c = l->conns; c; c = c->lnext)
-        if (!c->handed_out && c->state == C_CONNECTING && now > c->deadline)
-            dc_tcp_fail(c, DC_ERR_TIMEOUT, "not all streams attached within timeout_ms");
-    return DC_OK;
-}
-
-static dc_status_t dc_tcp_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
-                                 dc_verbs_listener_t **out)
-{
-    dc_tcp_listener_t *l = calloc(1, sizeof(*l));
-    if (!l)
-        return dc_error(DC_ERR_NOMEM, "tcp: out of memory");
-    l->base.ops = &dc_tcp_ops;
-    l->fd = -1;
-    l->refs = 1;
-    dc_status_t st = dc_verbs_opts_resolve(opts, &l->o, l->secret, sizeof(l->secret));
-    if (st != DC_OK)
-        goto out_free;
-    struct sockaddr_storage sa;
-    socklen_t sl;
-    if ((st = dc_tcp_resolve(bind_addr, true, &sa, &sl)) != DC_OK)
-        goto out_free;
-    l->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (l->fd < 0) {
-        st = dc_error_errno(DC_ERR_IO, errno, "tcp: socket");
-        goto out_free;
-    }
-    int one = 1;
-    setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    dc_tcp_tune(l->fd, &l->o);
-    if (bind(l->fd, (struct sockaddr *)&sa, sl) != 0) {
-        st = dc_error_errno(DC_ERR_IO, errno, "tcp: bind %s", bind_addr);
-        goto out_fd;
-    }
-    if (listen(l->fd, 256) != 0) {
-        st = dc_error_errno(DC_ERR_IO, errno, "tcp: listen %s", bind_addr);
-        goto out_fd;
-    }
-    sl = sizeof(sa);
-    getsockname(l->fd, (struct sockaddr *)&sa, &sl);
-    dc_tcp_sockaddr_str((struct sockaddr *)&sa, l->addr, sizeof(l->addr));
-    *out = &l->base;
-    return DC_OK;
-out_fd:
-    close(l->fd);
-out_free:
-    memset(l->secret, 0, sizeof(l->secret));
-    free(l);
-    return st;
-}
-
-static dc_status_t dc_tcp_listen_addr(dc_verbs_listener_t *lb, char *buf, size_t len)
-{
-    dc_tcp_listener_t *l = (dc_tcp_listener_t *)lb;
-    if (strlen(l->addr) >= len)
-        return dc_error(DC_ERR_INVALID, "tcp: address buffer too small");
-    snprintf(buf, len, "%s", l->addr);
-    return DC_OK;
-}
-
-static int dc_tcp_listen_fd(dc_verbs_listener_t *lb)
-{
-    return ((dc_tcp_listener_t *)lb)->fd;
-}
-
-static dc_status_t dc_tcp_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
-{
-    dc_tcp_listener_t *l = (dc_tcp_listener_t *)lb;
-    dc_status_t st = dc_tcp_listener_progress(l);
-    if (st != DC_OK)
-        return st;
-    for (dc_tcp_conn_t *c = l->conns; c; c = c->lnext) {
-        if (!c->handed_out && c->state == C_ESTABLISHED) {
-            c->handed_out = true;
-            DC_LOG_INFO("tcp: accepted %s (%u streams, session %016llx)", c->peer, c->k,
-                        (unsigned long long)c->session);
-            *out = &c->base;
-            return DC_OK;
-        }
-    }
-    /* reap pending sessions that failed before being handed out */
-    for (dc_tcp_conn_t *c = l->conns; c;) {
-        dc_tcp_conn_t *n = c->lnext;
-        if (!c->handed_out && c->state == C_FAILED) {
-            dc_tcp_conn_free(c); /* drops the conn's own listener reference */
-        }
-        c = n;
-    }
-    return DC_ERR_AGAIN;
-}
-
-static void dc_tcp_listen_close(dc_verbs_listener_t *lb)
-{
-    if (!lb)
-        return;
-    dc_tcp_listener_t *l = (dc_tcp_listener_t *)lb;
-    l->user_closed = true;
-    /* pending sessions nobody will accept */
-    for (dc_tcp_conn_t *c = l->conns; c;) {
-        dc_tcp_conn_t *n = c->lnext;
-        if (!c->handed_out)
-            dc_tcp_conn_free(c);
-        c = n;
-    }
-    dc_tcp_listener_unref(l);
-}
-
-/* --- requests ---------------------------------------------------------------------- */
-
-static dc_status_t dc_tcp_isend_any(dc_verbs_conn_t *cb, const void *buf, size_t len,
-                                    dc_verbs_mr_t *mr, const uint32_t *crc,
-                                    dc_verbs_req_t **out)
-{
-    dc_tcp_conn_t *c = (dc_tcp_conn_t *)cb;
-    (void)mr;
-    if (c->state == C_FAILED)
-        return dc_error(c->err, "%s", c->errmsg);
-    if (len > c->o.max_msg_size)
-        return dc_error(DC_ERR_INVALID, "tcp: message of %zu bytes exceeds the maximum %llu",
-                        len, (unsigned long long)c->o.max_msg_size);
-    if (!buf && len)
-        return dc_error(DC_ERR_INVALID, "tcp: NULL send buffer");
-    dc_tcp_req_t *r = &c->sreq[c->swin.next % W];
-    if (r->in_use || dc_verbs_window_used(&c->swin) >= W)
-        return DC_ERR_AGAIN;
-    memset(r, 0, sizeof(*r));
-    r->base.ops = &dc_tcp_ops;
-    r->c = c;
-    r->in_use = true;
-    r->is_send = true;
-    r->sbuf = buf;
-    r->len = len;
-    if (crc) {
-        r->crc_known = true;
-        r->crc = *crc;
-    }
-    uint64_t seq;
-    if (dc_verbs_window_push(&c->swin, r, &seq) != DC_OK) {
-        r->in_use = false;
-        return DC_ERR_AGAIN;
-    }
-    r->seq = seq;
-    dc_tcp_txq_push(c, r);
-    *out = &r->base;
-    /* start writing at once (latency) */
-    if (c->state == C_ESTABLISHED)
-        (void)dc_tcp_progress_conn(c);
-    return DC_OK;
-}
-
-static dc_status_t dc_tcp_isend(dc_verbs_conn_t *c, const void *buf, size_t len,
-                                dc_verbs_mr_t *mr, dc_verbs_req_t **out)
-{
-    return dc_tcp_isend_any(c, buf, len, mr, NULL, out);
-}
-
-static dc_status_t dc_tcp_isend_crc(dc_verbs_conn_t *c, const void *buf, size_t len,
-                                    dc_verbs_mr_t *mr, uint32_t crc, dc_verbs_req_t **out)
-{
-    return dc_tcp_isend_any(c, buf, len, mr, &crc, out);
-}
-
-static dc_status_t dc_tcp_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_verbs_mr_t *mr,
-                                dc_verbs_req_t **out)
-{
-    dc_tcp_conn_t *c = (dc_tcp_conn_t *)cb;
-    (void)mr;
-    if (c->state == C_FAILED)
-        return dc_error(c->err, "%s", c->errmsg);
-    if (!buf && cap)
-        return dc_error(DC_ERR_INVALID, "tcp: NULL receive buffer");
-    if (c->rposted - c->rbase >= W)
-        return DC_ERR_AGAIN;
-    dc_tcp_req_t *r = &c->rreq[c->rposted % W];
-    if (r->in_use)
-        return DC_ERR_AGAIN;
-    memset(r, 0, sizeof(*r));
-    r->base.ops = &dc_tcp_ops;
-    r->c = c;
-    r->in_use = true;
-    r->rbuf = buf;
-    r->cap = cap;
-    r->seq = c->rposted++;
-    *out = &r->base;
-    dc_tcp_stash_deliver(c, r->seq); /* it may have arrived early */
-    /* a stream may be paused waiting for exactly this receive */
-    if (c->state == C_ESTABLISHED)
-        (void)dc_tcp_progress_conn(c);
-    return DC_OK;
-}
+/* --- requests and the connection's ops ------------------------------------------- */
 
 static dc_status_t dc_tcp_test(dc_verbs_req_t *rb, int *done, size_t *len)
 {
