@@ -219,7 +219,7 @@ static void dc_coord_begin(dc_node_t *n, uint64_t v)
     }
     dc_begin_t bg = {.version = v, .baseline = v - 1, .layout_id = n->layout->id,
                      .nchunks = nch, .mode = n->enc.mode, .base_ckpt = n->coord.ckpt};
-    n->coord.digests_ok = 0; /* digests[] fill with v's from here on */
+    n->coord.digests_ok = 0; /* enc.digests[] fill with v's from here on */
     dc_nbuf_t *b = dc_nbuf_new(n, DC_BEGIN_SIZE, 0, 0);
     if (b) {
         dc_begin_pack(&bg, b->data);

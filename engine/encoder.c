@@ -321,7 +321,7 @@ void dc_enc_drain(dc_node_t *n)
 /* A checkpoint that fits comfortably in memory is mapped with its page tables
  * filled at open, as a trainer holds its weights in memory: the encoders then
  * read the mapping with no copy and no page faults inside the refit.  A larger
- * one is read chunk by chunk with pread (base_fd/next_fd). */
+ * one is read chunk by chunk with pread (n->enc.base_fd / next_fd). */
 static int dc_enc_resident(const char *path)
 {
     struct stat sb;

@@ -1,21 +1,29 @@
 /* node.c - one process of a refit job: dc_node_run, the event loop and the
- * message dispatcher (see node.h for the roles, node_internal.h for the
- * state and the data path file by file).
+ * message dispatcher (node.h says what the roles are; node_internal.h
+ * holds the state, one sub-struct per role, and the data path file by
+ * file).
  *
  * One event loop per process: poll over the transport connections, the
  * listeners and, on a sender, the eventfd of its encoder threads
- * (dc_node_poll); each turn (dc_node_step) accepts children (attach.c),
- * takes the encoders' frames (encoder.c), progresses every peer (peer.c:
- * completed receives come back here, to dc_node_handle), flushes the
- * receiver's acks, re-plans around lost parents and keeps the links of the
- * plan (attach.c).  dc_node_handle is the dispatcher: a message from a
- * parent is forwarded first (cut-through) and then acted on by the role
- * (sender.c or receiver.c); a message from a child is learnt as a route
- * and passed up, or, on the coordinator, handled by coord.c.
+ * (dc_node_poll).  Each turn (dc_node_step) accepts children (attach.c),
+ * takes the frames the encoders finished (encoder.c), progresses every
+ * peer (peer.c, whose completed receives come back to dc_node_handle),
+ * flushes the receiver's batched acks, re-plans around lost parents and
+ * keeps the links of the plan (attach.c).
+ *
+ * dc_node_handle is the dispatcher.  Down, from a parent: every message is
+ * forwarded to the children as it arrives (the same buffer, no copy; the
+ * isend is posted at once), then acted on by the role: sender.c on a
+ * sender, receiver.c on a receiver (a relay is a receiver with children).
+ * A node with several parents gets each control message from every one of
+ * them: only the first is forwarded and acted on.  Up, from a child: SUB
+ * (attach.c), HELLO / STATE (routes learnt for addressed frames, the
+ * subtree remembered for a re-attach), and the rest passed up unchanged,
+ * or, on the coordinator, handled by coord.c (dc_coord_handle_up).
  *
  * Also here: the node's own commit record (receivers and memory senders),
- * the chunk map of the plan (layout.h dc_layout_chunk_map), the
- * DELTACAST_ENGINE_* test and trace hooks (read in dc_node_run).
+ * the chunk map of the plan (layout.h dc_layout_chunk_map), and the
+ * DELTACAST_ENGINE_* test and trace hooks, read in dc_node_run.
  */
 #include "engine/node_internal.h"
 #include "kernels/kern_cuda.h"
@@ -91,6 +99,7 @@ dc_status_t dc_node_record_commit(dc_node_t *n, uint64_t v, uint64_t b, dc_diges
     return DC_OK;
 }
 
+/* Node i is a sender of the topology. */
 int dc_node_role_sender(const dc_node_t *n, uint32_t i)
 {
     dc_topo_node_info_t info;
@@ -99,6 +108,8 @@ int dc_node_role_sender(const dc_node_t *n, uint32_t i)
     return dc_topo_node(n->cfg->topo, i, &info) == DC_OK && info.role == DC_TOPO_SENDER;
 }
 
+/* One complete message from peer `from` (b: borrowed; a handler that keeps
+ * it takes a reference). */
 void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
 {
     dc_msg_t m;
@@ -290,6 +301,7 @@ void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
     dc_coord_handle_up(n, from, &m);
 }
 
+/* Some live peer still has sends queued or in flight. */
 int dc_node_tx_pending(const dc_node_t *n)
 {
     for (size_t i = 0; i < n->net.npeers; i++)
@@ -298,6 +310,7 @@ int dc_node_tx_pending(const dc_node_t *n)
     return 0;
 }
 
+/* Wait for any fd of the loop (1 ms at most while sends are queued). */
 static void dc_node_poll(dc_node_t *n, int timeout_ms)
 {
     struct pollfd fds[256];
@@ -322,6 +335,7 @@ static void dc_node_poll(dc_node_t *n, int timeout_ms)
                 (unsigned long long)(dc_now_ns() - t0));
 }
 
+/* One turn of the loop. */
 void dc_node_step(dc_node_t *n, int timeout_ms)
 {
     dc_node_poll(n, timeout_ms);
@@ -393,6 +407,7 @@ dc_status_t dc_node_chunk_map(dc_node_t *n)
     return DC_OK;
 }
 
+/* Run the loop until pred() or the deadline; returns 1 when pred held. */
 int dc_node_run_until(dc_node_t *n, dc_pred_fn pred, uint64_t deadline_ns)
 {
     while (!n->finished) {

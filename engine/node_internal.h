@@ -26,15 +26,19 @@
  *   coord.c      n->coord    node 0: joins, acks, repairs, stalls, the
  *                            joint commit, confirmations, stats, its run
  *
- * The data path, file by file:
+ * The data path, file by file (a frame of chunk c of version v):
  *
- *   encoder.c --frame--> peer.c --isend--> [relay: node.c dc_node_handle
- *   (sender:   dc_enc_thread,  dc_send_frame_down   forwards first
- *    dc_enc_drain)                                  (cut-through), then]
- *        --> receiver.c dc_rx_frame --ACK/NEED up (peer.c dc_send_up)-->
- *        --> coord.c dc_coord_handle_up (acks, repairs back to encoder.c)
- *        --> coord.c dc_coord_version: commit record, COMMIT down
- *        --> receiver.c dc_rx_commit: local record, DONE up --> coord.c
+ *   encoder.c    dc_enc_thread encodes c (base -> next), dc_enc_drain
+ *      |         hands the frame to the loop
+ *   peer.c       dc_send_frame_down: isend to the children subscribed to
+ *      |         c's stream (or along the route of an addressed repair)
+ *   node.c       relay: dc_node_handle forwards it first (cut-through,
+ *      |         peer.c), then acts on it locally
+ *   receiver.c   dc_rx_frame: journal APPLYING, decode in place, digest
+ *      |         check, APPLIED; ACK (or NEED) up through peer.c dc_send_up
+ *   coord.c      dc_coord_handle_up counts the ACK (a NEED queues a repair
+ *      |         back in encoder.c); all acked: commit record, COMMIT down
+ *   receiver.c   dc_rx_commit: its own commit record, DONE up to coord.c
  *
  * Threads: everything runs on the node's thread except the encoder
  * threads (encoder.c), which share n->mu / n->cv with it for the work

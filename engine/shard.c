@@ -72,7 +72,7 @@ dc_status_t dc_mem_baseline(dc_node_t *n)
     return DC_OK;
 }
 
-/* Memory sender: is version v's placement there?  1: yes (in mnext);
+/* Memory sender: is version v's placement there?  1: yes (in n->mem.next);
  * 0: not yet; -1: no more versions (n->mem.end) or an error (set). */
 int dc_mem_try(dc_node_t *n, uint64_t v)
 {
