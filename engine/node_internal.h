@@ -317,85 +317,137 @@ typedef struct dc_node {
 /* Run the loop until pred() or the deadline; returns 1 when pred held. */
 typedef int (*dc_pred_fn)(dc_node_t *n);
 
-/* node.c */
+/* ------------------------------------------------------------------------ */
+/* node.c: the loop, the dispatcher, the node's own record                  */
+/* ------------------------------------------------------------------------ */
+
+/* A frame event in the trace (DELTACAST_ENGINE_TRACE; a no-op without). */
 void dc_trace(dc_node_t *n, const char *ev, const dc_nbuf_t *b, uint32_t peer);
+/* n->committed from the state directory's record (else initial_version). */
 dc_status_t dc_node_load_committed(dc_node_t *n);
+/* The node's own record now says v from b (compare-and-set). */
 dc_status_t dc_node_record_commit(dc_node_t *n, uint64_t v, uint64_t b, dc_digest_t ckpt);
 int dc_node_role_sender(const dc_node_t *n, uint32_t i);
+/* One received message (b borrowed): forward, then hand to the role. */
 void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b);
 int dc_node_tx_pending(const dc_node_t *n);
 void dc_node_step(dc_node_t *n, int timeout_ms);
+/* n->plan's chunk -> shard / stream / source, n->enc.bcast, coord's needs. */
 dc_status_t dc_node_chunk_map(dc_node_t *n);
 int dc_node_run_until(dc_node_t *n, dc_pred_fn pred, uint64_t deadline_ns);
 void dc_node_serve(dc_node_t *n, int step_ms, int (*each)(dc_node_t *n));
 
-/* peer.c */
+/* ------------------------------------------------------------------------ */
+/* peer.c: buffers, connections, routing                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A buffer (pooled: from / back to the receive pool; acct: counted in
+ * n->inflight until freed), refs = 1; NULL when out of memory. */
 dc_nbuf_t *dc_nbuf_new(dc_node_t *n, size_t cap, int pooled, int acct);
 void dc_nbuf_unref(dc_node_t *n, dc_nbuf_t *b);
 dc_nbuf_t *dc_nbuf_copy(dc_node_t *n, const void *data, size_t len);
 dc_peer_t *dc_peer_new(dc_node_t *n, dc_verbs_conn_t *c, int is_parent);
 void dc_peer_free(dc_node_t *n, dc_peer_t *p);
+/* Free the peers marked dead. */
 void dc_peers_reap(dc_node_t *n);
+/* Queue b on p (takes a reference) and post what the transport takes. */
 dc_status_t dc_peer_send(dc_node_t *n, dc_peer_t *p, dc_nbuf_t *b);
 void dc_peer_fail(dc_node_t *n, dc_peer_t *p, dc_status_t st, const char *what);
 void dc_peer_progress(dc_node_t *n, dc_peer_t *p);
+/* Up: on the parent chosen for upward traffic (n->net.up). */
 void dc_send_up(dc_node_t *n, dc_nbuf_t *b);
 void dc_send_up_simple(dc_node_t *n, uint8_t type, uint8_t flags, uint64_t v, uint64_t base,
                        uint32_t chunk, uint32_t count);
+/* Down: to the child that leads to dest; for DC_NODE_ALL to every child
+ * subscribed to stream (DC_STREAM_ANY: every child); an addressed message
+ * with no route to every child. */
 void dc_send_down(dc_node_t *n, dc_nbuf_t *b, uint32_t dest, uint32_t stream);
 void dc_send_frame_down(dc_node_t *n, dc_nbuf_t *b, const dc_msg_t *m);
 void dc_send_down_simple(dc_node_t *n, uint8_t type, uint64_t v, uint64_t base, uint32_t dest);
 
-/* attach.c */
+/* ------------------------------------------------------------------------ */
+/* attach.c: the plan and the links that follow it                          */
+/* ------------------------------------------------------------------------ */
+
+/* A relay keeps a child's last HELLO / STATE (re-announced on a new parent). */
 void dc_attach_remember(dc_node_t *n, uint32_t node, dc_nbuf_t *b);
+/* A child's SUB on link `from`: its streams; SUBOK back. */
 void dc_attach_child_sub(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m);
+/* n->plan from the topology (dc_tree_plan, max_stripes = 1). */
 dc_status_t dc_attach_plan(dc_node_t *n);
 dc_status_t dc_attach_lan_addr(const dc_verbs_ops_t *t, const char *addr, char *out, size_t len);
+/* Each loop turn: dial missing parents, re-SUB, HELLO on the up parent. */
 void dc_attach_links(dc_node_t *n);
+/* A parent link died: redial a sender, re-plan a relay away. */
 void dc_attach_parent_lost(dc_node_t *n, dc_peer_t *p);
 void dc_attach_accept(dc_node_t *n);
 
-/* encoder.c */
+/* ------------------------------------------------------------------------ */
+/* encoder.c: every sender's encoder threads                                */
+/* ------------------------------------------------------------------------ */
+
+/* Drop every queued repair (under n->mu). */
 void dc_enc_wq_clear(dc_node_t *n);
+/* Queue a repair: chunk for dest (an overwrite or an XOR). */
 void dc_enc_queue(dc_node_t *n, uint32_t chunk, uint32_t dest, int overwrite);
+/* The loop takes the encoded frames and sends them. */
 void dc_enc_drain(dc_node_t *n);
+/* Until no encoder thread reads the version's bytes. */
 void dc_enc_wait_idle(dc_node_t *n);
+/* Open version v's bytes (files v-1 and v, or the memory sender's next). */
 dc_status_t dc_enc_open_version(dc_node_t *n, uint64_t v);
 dc_status_t dc_enc_alloc(dc_node_t *n);
-void dc_enc_stop(dc_node_t *n);
 dc_status_t dc_enc_start(dc_node_t *n);
+void dc_enc_stop(dc_node_t *n);
 void dc_enc_free(dc_node_t *n);
 
-/* sender.c */
+/* ------------------------------------------------------------------------ */
+/* sender.c: a sender other than the coordinator                            */
+/* ------------------------------------------------------------------------ */
+
 void dc_sender_report_sent(dc_node_t *n);
 void dc_sender_begin(dc_node_t *n, const dc_begin_t *bgp);
+/* COMMIT / ABORT / BYE (type) of v (0: whatever is in flight). */
 void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type);
 dc_status_t dc_sender_run(dc_node_t *n);
 
-/* shard.c */
+/* ------------------------------------------------------------------------ */
+/* shard.c: a sender from memory                                            */
+/* ------------------------------------------------------------------------ */
+
 dc_status_t dc_mem_init(dc_node_t *n);
 dc_status_t dc_mem_baseline(dc_node_t *n);
+/* 1: version v's placement is in n->mem.next; 0: not yet; -1: none / error. */
 int dc_mem_try(dc_node_t *n, uint64_t v);
 dc_status_t dc_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs);
 dc_status_t dc_mem_wait_next(dc_node_t *n, uint64_t v);
 void dc_mem_free(dc_node_t *n);
 
-/* receiver.c */
+/* ------------------------------------------------------------------------ */
+/* receiver.c                                                               */
+/* ------------------------------------------------------------------------ */
+
 void dc_rx_flush_acks(dc_node_t *n);
 void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp);
 void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b);
 void dc_rx_commit(dc_node_t *n, const dc_msg_t *m);
 void dc_rx_abort(dc_node_t *n, const dc_msg_t *m);
 void dc_rx_bye(dc_node_t *n, uint64_t v, dc_digest_t ckpt);
+/* HELLO for a new parent edge: committed version and journal. */
 dc_nbuf_t *dc_rx_hello(dc_node_t *n);
 dc_status_t dc_rx_run(dc_node_t *n);
 void dc_rx_free(dc_node_t *n);
 
-/* coord.c */
+/* ------------------------------------------------------------------------ */
+/* coord.c: node 0                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* The live control link to sender s (NULL: none). */
 dc_peer_t *dc_coord_ctl_peer(dc_node_t *n, uint32_t s);
+/* A (re)joining receiver's HELLO / STATE. */
 void dc_coord_state(dc_node_t *n, const dc_hello_t *h);
-void dc_coord_free(dc_node_t *n);
 void dc_coord_handle_up(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m);
 dc_status_t dc_coord_run(dc_node_t *n);
+void dc_coord_free(dc_node_t *n);
 
 #endif /* DC_ENGINE_NODE_INTERNAL_H */
