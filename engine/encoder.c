@@ -27,8 +27,9 @@
 static uint8_t *dc_enc_wq_in(dc_node_t *n, uint32_t dest, uint32_t chunk)
 {
     uint32_t nch = n->layout->nchunks;
-    return n->enc.wqin && dest < n->nnodes && chunk < nch ? &n->enc.wqin[(size_t)dest * nch + chunk]
-                                                      : NULL;
+    return n->enc.wqin && dest < n->nnodes && chunk < nch
+               ? &n->enc.wqin[(size_t)dest * nch + chunk]
+               : NULL;
 }
 
 /* Drop every queued repair (under mu). */
