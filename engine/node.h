@@ -19,6 +19,10 @@
  * receiver applies only the shards it needs.  A node whose parent dies
  * re-plans without it (dc_tree_replan) and re-attaches; the coordinator
  * re-sends what it missed.  See README.md "Several senders".
+ *
+ * Each role lives in a file of its own (node.c: the loop and the
+ * dispatcher; peer.c, attach.c, encoder.c, sender.c, shard.c, receiver.c,
+ * coord.c); node_internal.h holds their shared state.
  */
 #ifndef DC_ENGINE_NODE_H
 #define DC_ENGINE_NODE_H
