@@ -182,7 +182,7 @@ typedef struct {
 static double gbps(uint64_t bytes, double s) { return s > 0 ? (double)bytes / s / 1e9 : 0.0; }
 
 /*
- * The receiver's apply path (engine/node.c): every frame of the delta is
+ * The receiver's apply path (engine/receiver.c): every frame of the delta is
  * decoded in place into the receiver's copy of the base and the chunk's
  * target digest is verified, no output copy.  With `threads` > 1 the frames
  * are dealt round-robin to that many tasks (each with its own codec
