@@ -124,12 +124,12 @@ static dc_nbuf_t *dc_enc_frame(dc_node_t *n, dc_codec_t *codec, const dc_work_t 
         np = dc_place_chunk_ptr(&n->mem.next, w->chunk);
         if (!np) {
             if (!nbuf) {
-                DC_LOG_ERROR("root: encode chunk %u: no gather buffer (out of memory)",
+                DC_LOG_ERROR("encoder: chunk %u: no gather buffer (out of memory)",
                              w->chunk);
                 return NULL;
             }
             if (dc_place_read(&n->mem.next, w->chunk, nbuf) != DC_OK) {
-                DC_LOG_ERROR("root: encode chunk %u: %s", w->chunk, dc_last_error());
+                DC_LOG_ERROR("encoder: chunk %u: %s", w->chunk, dc_last_error());
                 return NULL;
             }
             np = nbuf;
@@ -164,7 +164,7 @@ static dc_nbuf_t *dc_enc_frame(dc_node_t *n, dc_codec_t *codec, const dc_work_t 
                                             cap - DC_MSG_HDR_SIZE - DC_FRAME_HEADER_SIZE, &plen,
                                             &enc, NULL, NULL, &tdg);
     if (st != DC_OK) {
-        DC_LOG_ERROR("root: encode chunk %u: %s", w->chunk, dc_last_error());
+        DC_LOG_ERROR("encoder: chunk %u: %s", w->chunk, dc_last_error());
         free(b->data);
         free(b);
         return NULL;
@@ -205,7 +205,7 @@ static void *dc_enc_thread(void *arg)
     dc_node_t *n = a->n;
     dc_codec_t *codec = NULL;
     if (dc_codec_create(n->layout->max_chunk ? n->layout->max_chunk : 64, &codec) != DC_OK) {
-        DC_LOG_ERROR("root: %s", dc_last_error());
+        DC_LOG_ERROR("encoder: %s", dc_last_error());
         return NULL;
     }
     size_t mc = n->layout->max_chunk ? n->layout->max_chunk : 1;
