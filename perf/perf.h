@@ -1,7 +1,7 @@
 /*
  * perf.h - the `deltacast perf <what>` benchmarks (perf/perf_*.c), which
- * cli/cmd_perf.c dispatches to.  argv[0] is "<what>"; each returns an exit
- * code (testkit/cmdline.h DC_EXIT_*).
+ * the command's `perf` subcommand (cmd_perf.c) dispatches to.  argv[0] is
+ * "<what>"; each returns an exit code (testkit/cmdline.h DC_EXIT_*).
  */
 #ifndef DC_PERF_PERF_H
 #define DC_PERF_PERF_H
