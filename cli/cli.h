@@ -1,18 +1,13 @@
-/* cli.h - shared pieces of the deltacast command's front end. */
+/* cli.h - the deltacast command's subcommands (the helpers they share with
+ * perf/ are in testkit/cmdline.h). */
 #ifndef DC_CLI_H
 #define DC_CLI_H
 
 #include "deltacast.h"
+#include "testkit/cmdline.h"
 
 #include <stdbool.h>
 #include <stdio.h>
-
-/* Exit codes of every subcommand. */
-enum {
-    DC_EXIT_OK = 0,
-    DC_EXIT_FAIL = 1,   /* the operation failed (one line on stderr says why) */
-    DC_EXIT_USAGE = 2,  /* bad command line */
-};
 
 /* A subcommand: `argv[0]` is the subcommand's name. Returns an exit code. */
 typedef int (*dc_cli_fn)(int argc, char **argv);
@@ -31,39 +26,5 @@ int dc_cmd_plan(int argc, char **argv);
 int dc_cmd_node(int argc, char **argv);
 int dc_cmd_perf(int argc, char **argv);
 int dc_cmd_demo(int argc, char **argv);
-
-/* `deltacast perf <what>`: argv[0] is "<what>" (perf/perf_*.c). */
-int dc_cmd_perf_link(int argc, char **argv);
-int dc_cmd_perf_codec(int argc, char **argv);
-int dc_cmd_perf_refit(int argc, char **argv);
-
-/* Print "deltacast CMD: <message>" and "Try 'deltacast CMD --help'." on
- * stderr; returns DC_EXIT_USAGE. */
-int dc_cli_usage_error(const char *cmd, const char *fmt, ...) DC_PRINTF(2, 3);
-
-/* Print "deltacast CMD: error: <message>: <dc_last_error()>" on stderr (one
- * line) and return DC_EXIT_FAIL. `fmt` may be NULL. */
-int dc_cli_fail(const char *cmd, dc_status_t st, const char *fmt, ...) DC_PRINTF(3, 4);
-
-
-/* True when argv has -h or --help (before any "--"). */
-bool dc_cli_wants_help(int argc, char **argv);
-
-/* Standard getopt_long error handling wrapper: parses a size/rate/number
- * option and reports a usage error naming the option on failure. */
-bool dc_cli_parse_size(const char *cmd, const char *opt, const char *arg, uint64_t *out);
-bool dc_cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *out);
-bool dc_cli_parse_double(const char *cmd, const char *opt, const char *arg, double *out);
-
-/* getopt_long with deltacast's error reporting: returns the option, -1 at
- * the end, or '?' after printing a usage error naming the bad option (the
- * caller then returns DC_EXIT_USAGE).  Call with optind reset to 1 before
- * the first call; opterr is turned off. */
-struct option;
-int dc_cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
-                  const struct option *longopts);
-
-/* True when stderr is a terminal (for live progress lines). */
-bool dc_cli_is_tty(void);
 
 #endif /* DC_CLI_H */

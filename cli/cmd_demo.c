@@ -1,5 +1,6 @@
 /* cmd_demo.c - `deltacast demo`: the README's main job, a local refit. */
 #include "cli.h"
+#include "perf/perf.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
-/* cmd_gen.c - `deltacast gen`: a synthetic checkpoint pair (kernels/gen.h). */
+/* cmd_gen.c - `deltacast gen`: a synthetic checkpoint pair (testkit/gen.h). */
 #include "cli.h"
 
-#include "kernels/gen.h"
+#include "testkit/gen.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,5 +1,6 @@
 /* cmd_perf.c - `deltacast perf link|codec|refit`: dispatch to perf/. */
 #include "cli.h"
+#include "perf/perf.h"
 
 #include <stdio.h>
 #include <string.h>

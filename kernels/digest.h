@@ -1,6 +1,7 @@
 /*
  * digest.h - XXH3-128 digests (private to kernels/), compiled three ways
- * and chosen at run time with the kernel ISA (dc_kern_isa()):
+ * and chosen at run time with the kernel ISA (kern_isa.h: each ISA's row
+ * holds its dc_digest_ops_t):
  *
  *   avx512  XXH3 inlined from <xxhash.h> with XXH_VECTOR = AVX512
  *           (digest_avx512.c),
@@ -27,7 +28,7 @@ typedef struct dc_span_digest {
     const uint8_t *buf;
     size_t len;    /* total bytes */
     size_t blocks; /* 1024-byte blocks already accumulated */
-    unsigned impl;
+    const struct dc_digest_ops *ops; /* the ISA's, fixed at init */
 } dc_span_digest_t;
 
 void dc_span_digest_init(dc_span_digest_t *s, const void *buf, size_t len);
@@ -47,18 +48,20 @@ extern const uint8_t *const dc_xxh3_secret;
 /** The implementation dc_digest128 runs now: "avx512", "avx2" or "base". */
 const char *dc_digest_impl(void);
 
-/* Per-ISA entry points (digest_isa.h). */
-#define DC_DG_DECLARE(sfx)                                                           \
-    dc_digest_t dc_digest128_##sfx(const void *buf, size_t len);                     \
-    void dc_span_init_##sfx(dc_span_digest_t *s);                                    \
-    void dc_span_advance_##sfx(dc_span_digest_t *s, const void *data, size_t off,    \
-                               size_t upto);                                         \
-    dc_digest_t dc_span_final_##sfx(dc_span_digest_t *s);
-DC_DG_DECLARE(base)
+/* One ISA's XXH3 (digest_isa.h, compiled per ISA); the kernel ISA's row
+ * (kern_isa.h) says which one runs. */
+typedef struct dc_digest_ops {
+    const char *name; /* "base", "avx2", "avx512" */
+    dc_digest_t (*digest128)(const void *buf, size_t len);
+    void (*span_init)(dc_span_digest_t *s);
+    void (*span_advance)(dc_span_digest_t *s, const void *data, size_t off, size_t upto);
+    dc_digest_t (*span_final)(dc_span_digest_t *s);
+} dc_digest_ops_t;
+
+extern const dc_digest_ops_t dc_digest_ops_base;
 #if defined(__x86_64__)
-DC_DG_DECLARE(avx2)
-DC_DG_DECLARE(avx512)
+extern const dc_digest_ops_t dc_digest_ops_avx2;
+extern const dc_digest_ops_t dc_digest_ops_avx512;
 #endif
-#undef DC_DG_DECLARE
 
 #endif /* DC_DIGEST_H */

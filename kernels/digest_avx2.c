@@ -10,6 +10,7 @@
 #pragma GCC target("avx2,bmi,bmi2")
 #endif
 #define DC_DG_NAME(x) x##_avx2
+#define DC_DG_LABEL "avx2"
 #define DC_DG_VECTOR XXH_AVX2
 #include "kernels/digest_isa.h"
 #if defined(__clang__)

@@ -16,6 +16,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,bmi,bmi2")
 #endif
 #define DC_DG_NAME(x) x##_avx512
+#define DC_DG_LABEL "avx512"
 #define DC_DG_VECTOR XXH_AVX512
 #include "kernels/digest_isa.h"
 #if defined(__clang__) && !DC_KERN_EMU_AVX512

@@ -3,8 +3,9 @@
  * XXH3-128 inlined from <xxhash.h> (XXH_INLINE_ALL: private static copies,
  * no clash with libxxhash's symbols) under the translation unit's
  * `#pragma GCC target`, which also sets __AVX512F__ / __AVX2__ and so
- * XXH_VECTOR.  The includer defines DC_DG_NAME(x) (x ## _isa) and, for the
- * vector builds, DC_DG_VECTOR (the XXH_VECTOR it expects).
+ * XXH_VECTOR.  The includer defines DC_DG_NAME(x) (x ## _isa), DC_DG_LABEL
+ * (the table's name) and, for the vector builds, DC_DG_VECTOR (the
+ * XXH_VECTOR it expects); the file defines the table DC_DG_NAME(dc_digest_ops).
  *
  * The span digest reproduces XXH3_hashLong_128b (xxhash 0.8.x, default
  * secret) split at 1024-byte block boundaries: blocks, each followed by a
@@ -28,22 +29,22 @@
 #define DC_DG_BLOCK (XXH_STRIPE_LEN * DC_DG_STRIPES)
 _Static_assert(DC_DG_BLOCK == 1024, "XXH3 block of the default secret");
 
-dc_digest_t DC_DG_NAME(dc_digest128)(const void *buf, size_t len)
+static dc_digest_t DC_DG_NAME(dc_digest128)(const void *buf, size_t len)
 {
     XXH128_hash_t h = XXH3_128bits(len ? buf : "", len);
     dc_digest_t d = {.lo = h.low64, .hi = h.high64};
     return d;
 }
 
-void DC_DG_NAME(dc_span_init)(dc_span_digest_t *s)
+static void DC_DG_NAME(dc_span_init)(dc_span_digest_t *s)
 {
     static const uint64_t init[8] = XXH3_INIT_ACC;
     memcpy(s->acc, init, sizeof(init));
     s->blocks = 0;
 }
 
-void DC_DG_NAME(dc_span_advance)(dc_span_digest_t *s, const void *data, size_t data_off,
-                                 size_t upto)
+static void DC_DG_NAME(dc_span_advance)(dc_span_digest_t *s, const void *data,
+                                        size_t data_off, size_t upto)
 {
     if (s->len <= XXH3_MIDSIZE_MAX)
         return;
@@ -64,7 +65,7 @@ void DC_DG_NAME(dc_span_advance)(dc_span_digest_t *s, const void *data, size_t d
     s->blocks = nb;
 }
 
-dc_digest_t DC_DG_NAME(dc_span_final)(dc_span_digest_t *s)
+static dc_digest_t DC_DG_NAME(dc_span_final)(dc_span_digest_t *s)
 {
     size_t len = s->len;
     if (len <= XXH3_MIDSIZE_MAX)
@@ -88,3 +89,11 @@ dc_digest_t DC_DG_NAME(dc_span_final)(dc_span_digest_t *s)
                           ~((xxh_u64)len * XXH_PRIME64_2));
     return d;
 }
+
+const dc_digest_ops_t DC_DG_NAME(dc_digest_ops) = {
+    .name = DC_DG_LABEL,
+    .digest128 = DC_DG_NAME(dc_digest128),
+    .span_init = DC_DG_NAME(dc_span_init),
+    .span_advance = DC_DG_NAME(dc_span_advance),
+    .span_final = DC_DG_NAME(dc_span_final),
+};

@@ -1,5 +1,6 @@
 /*
- * kern.c - dispatcher and portable reference for the host kernels.
+ * kern.c - portable reference and entry points of the host kernels (the
+ * ISA they run is picked in kern_isa.c).
  *
  * The scalar code below is the reference that every vector table and the
  * CUDA kernels are tested against, byte for byte.  It is also reasonably
@@ -8,14 +9,14 @@
  */
 #include "kernels/kern.h"
 
-#include "kernels/kern_impl.h"
 #include "kernels/digest.h"
+#include "kernels/kern_impl.h"
+#include "kernels/kern_isa.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <strings.h>
 
 /* ======================================================================== */
 /*  Element helpers                                                         */
@@ -243,107 +244,10 @@ const dc_kern_ops_t dc_kern_ops_scalar = {
     .xor_dense = scalar_xor_dense,
 };
 
-/* ======================================================================== */
-/*  Dispatch                                                                */
-/* ======================================================================== */
-
-static const dc_kern_ops_t *ops_by_name(const char *name)
-{
-    if (strcasecmp(name, "scalar") == 0)
-        return &dc_kern_ops_scalar;
-#if defined(__x86_64__)
-    if (strcasecmp(name, "avx2") == 0)
-        return &dc_kern_ops_avx2;
-    if (strcasecmp(name, "avx512") == 0)
-        return &dc_kern_ops_avx512;
-#endif
-    return NULL;
-}
-
-int dc_kern_isa_supported(const char *isa)
-{
-    if (isa == NULL)
-        return 0;
-    if (strcasecmp(isa, "scalar") == 0)
-        return 1;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
-               __builtin_cpu_supports("popcnt");
-    if (strcasecmp(isa, "avx2") == 0)
-        return avx2;
-#if DC_KERN_EMU_AVX512
-    /* -Dkern_emu=avx512: the avx512 table is emulated with what
-     * kernels/emu/avx512_emu.h's DC_EMU_TARGET needs */
-    if (strcasecmp(isa, "avx512") == 0)
-        return avx2 && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("lzcnt") &&
-               __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
-#else
-    if (strcasecmp(isa, "avx512") == 0)
-        return avx2 && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512vbmi2");
-#endif
-#endif
-    return 0;
-}
-
-static const dc_kern_ops_t *best_ops(void)
-{
-    if (dc_kern_isa_supported("avx512"))
-        return ops_by_name("avx512");
-    if (dc_kern_isa_supported("avx2"))
-        return ops_by_name("avx2");
-    return &dc_kern_ops_scalar;
-}
-
-static _Atomic(const dc_kern_ops_t *) g_ops;
-static pthread_once_t g_ops_once = PTHREAD_ONCE_INIT;
-
-static void ops_init(void)
-{
-    const dc_kern_ops_t *ops = best_ops();
-    const char *env = getenv("DELTACAST_KERN_ISA");
-    if (env != NULL && env[0] != '\0') {
-        if (!dc_kern_isa_supported(env)) {
-            DC_LOG_WARN("DELTACAST_KERN_ISA=%s is not supported by this CPU or build; "
-                        "using %s", env, ops->name);
-        } else {
-            const dc_kern_ops_t *want = ops_by_name(env);
-            /* Only lower is meaningful; both orders give the same bytes. */
-            ops = want;
-        }
-    }
-    const dc_kern_ops_t *expected = NULL;
-    atomic_compare_exchange_strong(&g_ops, &expected, ops);
-}
-
+/* The ISA in use: kern_isa.c (CPU detection, DELTACAST_KERN_ISA). */
 static inline const dc_kern_ops_t *ops_get(void)
 {
-    const dc_kern_ops_t *ops = atomic_load_explicit(&g_ops, memory_order_acquire);
-    if (DC_UNLIKELY(ops == NULL)) {
-        pthread_once(&g_ops_once, ops_init);
-        ops = atomic_load_explicit(&g_ops, memory_order_acquire);
-    }
-    return ops;
-}
-
-const char *dc_kern_isa(void)
-{
-    return ops_get()->name;
-}
-
-dc_status_t dc_kern_set_isa(const char *isa)
-{
-    if (isa == NULL || ops_by_name(isa) == NULL)
-        return dc_error(DC_ERR_INVALID, "kernel ISA '%s' is unknown (scalar, avx2, avx512)",
-                        isa ? isa : "(null)");
-    if (!dc_kern_isa_supported(isa))
-        return dc_error(DC_ERR_UNSUPPORTED, "kernel ISA '%s' is not supported by this CPU",
-                        isa);
-    pthread_once(&g_ops_once, ops_init);
-    atomic_store_explicit(&g_ops, ops_by_name(isa), memory_order_release);
-    return DC_OK;
+    return dc_kern_cur()->kern;
 }
 
 /* ======================================================================== */

@@ -1,10 +1,19 @@
 /*
  * kern_avx2.c - AVX2 versions of the host kernels (x86-64 only).
  *
- * Compiled with per-function target attributes, so the library stays
- * baseline x86-64; dispatched at run time by kern.c.  Same bytes as the
+ * The whole file is compiled for AVX2 (the pragma below), so the rest of
+ * the library stays baseline x86-64; its table is used only when
+ * kern_isa.c picked avx2.  Same bytes as the
  * scalar reference.  Scatters and gathers are random access and stay scalar.
  */
+#if defined(__x86_64__)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,bmi,bmi2,popcnt"))), apply_to = function)
+#else
+#pragma GCC target("avx2,bmi,bmi2,popcnt")
+#endif
+#endif
+
 #include "kernels/kern_impl.h"
 
 #include "kernels/digest.h"
@@ -14,8 +23,6 @@
 #include <immintrin.h>
 
 #include <pthread.h>
-
-#define DC_AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt")))
 
 /* For an 8-bit mask m of changed elements: g_perm8[m] lists the set bits'
  * indices in increasing order (rest 0), g_shuf16[m] is the pshufb control
@@ -42,7 +49,7 @@ static void lut_init(void)
     }
 }
 
-DC_AVX2 static inline __m256i cmpeq_w(__m256i a, __m256i b, unsigned w)
+static inline __m256i cmpeq_w(__m256i a, __m256i b, unsigned w)
 {
     switch (w) {
     case 1: return _mm256_cmpeq_epi8(a, b);
@@ -68,7 +75,7 @@ static inline unsigned log2_w(unsigned w)
     return w == 1 ? 0 : w == 2 ? 1 : w == 4 ? 2 : 3;
 }
 
-DC_AVX2 __attribute__((always_inline)) static inline size_t
+__attribute__((always_inline)) static inline size_t
 avx2_count_w(const void *a, const void *b, size_t n, const unsigned w)
 {
     const uint8_t *pa = a, *pb = b;
@@ -99,7 +106,7 @@ avx2_count_w(const void *a, const void *b, size_t n, const unsigned w)
 /* XXH3 (default secret) block end for one 32-byte half of the
  * accumulators (see kern_avx512.c): add the block's product sums and its
  * swapped data sums, then scramble. */
-DC_AVX2 static inline void xxh_block_end2(uint64_t *acc, __m256i pr, __m256i dt,
+static inline void xxh_block_end2(uint64_t *acc, __m256i pr, __m256i dt,
                                           const uint8_t *skey)
 {
     const __m256i prime = _mm256_set1_epi32((int)0x9E3779B1u);
@@ -124,7 +131,7 @@ DC_AVX2 static inline void xxh_block_end2(uint64_t *acc, __m256i pr, __m256i dt,
 /* With `hash` (n * w a multiple of 1024) the loads also feed XXH3's
  * long-input loop for a and/or b (acc_a / acc_b, 8 accumulators each), as
  * the avx512 diff does: one 64-byte step is one stripe. */
-DC_AVX2 __attribute__((always_inline)) static inline size_t
+__attribute__((always_inline)) static inline size_t
 avx2_diff_w(const void *a, const void *b, size_t n, const unsigned w, uint32_t *pos,
             void *xorw, size_t cap, const int hash, uint64_t *acc_a, uint64_t *acc_b)
 {
@@ -257,7 +264,7 @@ avx2_diff_w(const void *a, const void *b, size_t n, const unsigned w, uint32_t *
     return dc_kern_scalar_diff_range(a, b, i / w, n, w, pos, xorw, cap, k);
 }
 
-DC_AVX2 static size_t avx2_count(const void *a, const void *b, size_t n, unsigned w)
+static size_t avx2_count(const void *a, const void *b, size_t n, unsigned w)
 {
     switch (w) {
     case 1: return avx2_count_w(a, b, n, 1);
@@ -267,7 +274,7 @@ DC_AVX2 static size_t avx2_count(const void *a, const void *b, size_t n, unsigne
     }
 }
 
-DC_AVX2 static size_t avx2_diff(const void *a, const void *b, size_t n, unsigned w,
+static size_t avx2_diff(const void *a, const void *b, size_t n, unsigned w,
                                uint32_t *pos, void *xorw, size_t cap)
 {
     switch (w) {
@@ -278,7 +285,7 @@ DC_AVX2 static size_t avx2_diff(const void *a, const void *b, size_t n, unsigned
     }
 }
 
-DC_AVX2 static size_t avx2_diff_acc(const void *a, const void *b, size_t n, unsigned w,
+static size_t avx2_diff_acc(const void *a, const void *b, size_t n, unsigned w,
                                     uint32_t *pos, void *xorw, size_t cap, uint64_t *acc_a,
                                     uint64_t *acc_b)
 {
@@ -290,7 +297,7 @@ DC_AVX2 static size_t avx2_diff_acc(const void *a, const void *b, size_t n, unsi
     }
 }
 
-DC_AVX2 static size_t avx2_validate(const uint32_t *pos, size_t count, size_t n)
+static size_t avx2_validate(const uint32_t *pos, size_t count, size_t n)
 {
     if (count == 0 || n == 0 || pos[0] >= n)
         return 0;
@@ -320,7 +327,7 @@ DC_AVX2 static size_t avx2_validate(const uint32_t *pos, size_t count, size_t n)
     return count;
 }
 
-DC_AVX2 static void avx2_xor_dense(void *dst, const void *src, size_t bytes)
+static void avx2_xor_dense(void *dst, const void *src, size_t bytes)
 {
     uint8_t *pd = dst;
     const uint8_t *ps = src;
@@ -348,7 +355,7 @@ DC_AVX2 static void avx2_xor_dense(void *dst, const void *src, size_t bytes)
         pd[i] ^= ps[i];
 }
 
-DC_AVX2 static void avx2_copy_nt(void *dst, const void *src, size_t bytes)
+static void avx2_copy_nt(void *dst, const void *src, size_t bytes)
 {
     uint8_t *pd = dst;
     const uint8_t *ps = src;
@@ -377,7 +384,7 @@ DC_AVX2 static void avx2_copy_nt(void *dst, const void *src, size_t bytes)
 /* avx2_copy_nt that also runs XXH3's long loop over the first hb bytes
  * and prefetches pf meanwhile: see avx512_copy_nt_acc (here the lines of
  * dst are 32-byte units: two per stripe). */
-DC_AVX2 static void avx2_copy_nt_acc(void *dst, const void *src, size_t bytes, uint64_t *acc,
+static void avx2_copy_nt_acc(void *dst, const void *src, size_t bytes, uint64_t *acc,
                                      size_t hb, const void *pf)
 {
     uint8_t *pd = dst;
@@ -430,4 +437,7 @@ const dc_kern_ops_t dc_kern_ops_avx2 = {
     .copy_nt_acc = avx2_copy_nt_acc,
 };
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #endif /* __x86_64__ */

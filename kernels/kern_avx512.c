@@ -9,6 +9,20 @@
  * scratch, as kern.h allows); near cap it falls back to exact scalar stores.
  * Same bytes as the scalar reference.
  */
+#if defined(__x86_64__)
+#if DC_KERN_EMU_AVX512
+/* -Dkern_emu=avx512: the intrinsics below, emulated (kernels/emu), and the
+ * file compiled for what the emulation needs (its DC_EMU_TARGET_STR) */
+#pragma GCC target("avx2,bmi,bmi2,popcnt,lzcnt,sse4.2,pclmul")
+#elif defined(__clang__)
+#pragma clang attribute push(                                                        \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,avx2,bmi,bmi2,popcnt"))), \
+    apply_to = function)
+#else
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vbmi2,avx2,bmi,bmi2,popcnt")
+#endif
+#endif
+
 #include "kernels/kern_impl.h"
 
 #include "kernels/digest.h"
@@ -16,13 +30,9 @@
 #if defined(__x86_64__)
 
 #if DC_KERN_EMU_AVX512
-/* -Dkern_emu=avx512: the intrinsics below, emulated (kernels/emu) */
 #include "kernels/emu/avx512_emu.h"
-#define DC_AVX512 DC_EMU_TARGET
 #else
 #include <immintrin.h>
-#define DC_AVX512 \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,avx2,bmi,bmi2,popcnt")))
 #endif
 
 /* The diff prefetches both inputs this many bytes ahead: the hardware
@@ -31,7 +41,7 @@
  * no better). */
 #define DC_DIFF_PF 4096
 
-DC_AVX512 static inline uint64_t cmpneq_w(__m512i a, __m512i b, unsigned w)
+static inline uint64_t cmpneq_w(__m512i a, __m512i b, unsigned w)
 {
     switch (w) {
     case 1: return _mm512_cmpneq_epu8_mask(a, b);
@@ -41,7 +51,7 @@ DC_AVX512 static inline uint64_t cmpneq_w(__m512i a, __m512i b, unsigned w)
     }
 }
 
-DC_AVX512 __attribute__((always_inline)) static inline size_t
+__attribute__((always_inline)) static inline size_t
 avx512_count_w(const void *a, const void *b, size_t n, const unsigned w)
 {
     const uint8_t *pa = a, *pb = b;
@@ -81,7 +91,7 @@ static size_t tail_bits(uint64_t m, const uint8_t *tmp, unsigned w, size_t base,
 }
 
 /* Compress-store the changed XOR words of one 64-byte vector at px. */
-DC_AVX512 static inline void put_vals(uint8_t *px, __m512i x, uint64_t m, unsigned w)
+static inline void put_vals(uint8_t *px, __m512i x, uint64_t m, unsigned w)
 {
     switch (w) {
     case 1: _mm512_storeu_si512(px, _mm512_maskz_compress_epi8((__mmask64)m, x)); break;
@@ -126,7 +136,7 @@ DC_AVX512 static inline void put_vals(uint8_t *px, __m512i x, uint64_t m, unsign
  * before the scramble.  The hashing then runs while the diff waits on
  * memory instead of in a second pass over cached data.
  */
-DC_AVX512 __attribute__((always_inline)) static inline size_t
+__attribute__((always_inline)) static inline size_t
 avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w, uint32_t *pos,
               void *xorw, size_t cap, const int hash, uint64_t *acc_a, uint64_t *acc_b)
 {
@@ -233,7 +243,7 @@ avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w, uint32_t
     return dc_kern_scalar_diff_range(a, b, groups * 64, n, w, pos, xorw, cap, k);
 }
 
-DC_AVX512 static size_t avx512_count(const void *a, const void *b, size_t n, unsigned w)
+static size_t avx512_count(const void *a, const void *b, size_t n, unsigned w)
 {
     switch (w) {
     case 1: return avx512_count_w(a, b, n, 1);
@@ -243,7 +253,7 @@ DC_AVX512 static size_t avx512_count(const void *a, const void *b, size_t n, uns
     }
 }
 
-DC_AVX512 static size_t avx512_diff(const void *a, const void *b, size_t n, unsigned w,
+static size_t avx512_diff(const void *a, const void *b, size_t n, unsigned w,
                                    uint32_t *pos, void *xorw, size_t cap)
 {
     switch (w) {
@@ -254,7 +264,7 @@ DC_AVX512 static size_t avx512_diff(const void *a, const void *b, size_t n, unsi
     }
 }
 
-DC_AVX512 static size_t avx512_diff_acc(const void *a, const void *b, size_t n, unsigned w,
+static size_t avx512_diff_acc(const void *a, const void *b, size_t n, unsigned w,
                                         uint32_t *pos, void *xorw, size_t cap,
                                         uint64_t *acc_a, uint64_t *acc_b)
 {
@@ -266,7 +276,7 @@ DC_AVX512 static size_t avx512_diff_acc(const void *a, const void *b, size_t n, 
     }
 }
 
-DC_AVX512 static size_t avx512_validate(const uint32_t *pos, size_t count, size_t n)
+static size_t avx512_validate(const uint32_t *pos, size_t count, size_t n)
 {
     if (count == 0 || n == 0 || pos[0] >= n)
         return 0;
@@ -291,7 +301,7 @@ DC_AVX512 static size_t avx512_validate(const uint32_t *pos, size_t count, size_
     return count;
 }
 
-DC_AVX512 static void avx512_xor_dense(void *dst, const void *src, size_t bytes)
+static void avx512_xor_dense(void *dst, const void *src, size_t bytes)
 {
     uint8_t *pd = dst;
     const uint8_t *ps = src;
@@ -322,7 +332,7 @@ DC_AVX512 static void avx512_xor_dense(void *dst, const void *src, size_t bytes)
     }
 }
 
-DC_AVX512 static void avx512_copy_nt(void *dst, const void *src, size_t bytes)
+static void avx512_copy_nt(void *dst, const void *src, size_t bytes)
 {
     uint8_t *pd = dst;
     const uint8_t *ps = src;
@@ -361,7 +371,7 @@ DC_AVX512 static void avx512_copy_nt(void *dst, const void *src, size_t bytes)
  * first hb bytes prefetched a line per hashed stripe meanwhile (prefetches
  * never fault, so pf + hb may run past the caller's buffer).
  */
-DC_AVX512 static void avx512_copy_nt_acc(void *dst, const void *src, size_t bytes,
+static void avx512_copy_nt_acc(void *dst, const void *src, size_t bytes,
                                          uint64_t *acc, size_t hb, const void *pf)
 {
     const uint8_t *pp = pf;
@@ -415,4 +425,7 @@ const dc_kern_ops_t dc_kern_ops_avx512 = {
     .copy_nt_acc = avx512_copy_nt_acc,
 };
 
+#if defined(__clang__) && !DC_KERN_EMU_AVX512
+#pragma clang attribute pop
+#endif
 #endif /* __x86_64__ */

@@ -1,10 +1,11 @@
 /*
  * kern_impl.h - private to kernels/kern*.c: the per-ISA operation tables.
  *
- * kern.c holds the portable reference (dc_kern_ops_scalar) and the
- * dispatcher; kern_avx2.c and kern_avx512.c provide the vector tables on
- * x86-64 (compiled with per-function target attributes, so the rest of the
- * library stays baseline x86-64).  Every table computes the same bytes.
+ * kern.c holds the portable reference (dc_kern_ops_scalar) and the entry
+ * points; kern_avx2.c and kern_avx512.c provide the vector tables on
+ * x86-64 (each file compiled for its ISA with a file-level target pragma,
+ * so the rest of the library stays baseline x86-64).  kern_isa.c picks the
+ * table (kern_isa.h).  Every table computes the same bytes.
  */
 #ifndef DC_KERN_IMPL_H
 #define DC_KERN_IMPL_H

@@ -29,7 +29,7 @@
  */
 #include "kernels/kern.h"
 #include "kernels/kern_cuda.h"
-#include "perf/harness.h"
+#include "testkit/harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>

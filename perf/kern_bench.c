@@ -19,7 +19,7 @@
  */
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
-#include "perf/harness.h"
+#include "testkit/harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>

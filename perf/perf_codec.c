@@ -21,13 +21,14 @@
  * every chunk from the base into the output buffer (an apply into a new
  * buffer moves at least that).
  */
-#include "cli/cli.h"
 #include "kernels/codec.h"
 #include "kernels/delta.h"
-#include "kernels/gen.h"
 #include "kernels/kern.h"
 #include "kernels/safetensors.h"
-#include "perf/harness.h"
+#include "perf/perf.h"
+#include "testkit/cmdline.h"
+#include "testkit/gen.h"
+#include "testkit/harness.h"
 
 #include <errno.h>
 #include <fcntl.h>

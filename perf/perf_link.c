@@ -26,9 +26,10 @@
  * each fill with --verify).  The receiving transport still checks every
  * byte.  --transport-crc has the transport compute it per message instead.
  */
-#include "cli/cli.h"
 #include "kernels/kern.h"
-#include "perf/harness.h"
+#include "perf/perf.h"
+#include "testkit/cmdline.h"
+#include "testkit/harness.h"
 #include "verbs/fault.h"
 #include "verbs/transport.h"
 

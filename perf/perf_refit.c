@@ -12,10 +12,11 @@
  * the trainer's checkpoint after each run.  `deltacast demo` is this job at
  * demo size with a progress display.
  */
-#include "cli/cli.h"
-#include "engine/synth.h"
-#include "kernels/gen.h"
-#include "perf/harness.h"
+#include "perf/perf.h"
+#include "testkit/cmdline.h"
+#include "testkit/gen.h"
+#include "testkit/harness.h"
+#include "testkit/synth.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "engine/layout.h"
-#include "engine/synth.h"
+#include "testkit/synth.h"
 
 #define JOB_MAX 24
 

@@ -1,5 +1,6 @@
-/* common.c - error printing and option parsing shared by all subcommands. */
-#include "cli.h"
+/* cmdline.c - error printing and option parsing shared by the subcommands
+ * (cli/) and the perf benchmarks (perf/). */
+#include "testkit/cmdline.h"
 
 #include <errno.h>
 #include <math.h>

@@ -7,8 +7,8 @@
  * same run next to them and the ratio, since these machines are shared and
  * noisy.
  */
-#ifndef DC_PERF_HARNESS_H
-#define DC_PERF_HARNESS_H
+#ifndef DC_TESTKIT_HARNESS_H
+#define DC_TESTKIT_HARNESS_H
 
 #include "util/dc_util.h"
 
@@ -53,4 +53,4 @@ void dc_perf_json_print(json_t *root);
 void dc_perf_progress(const char *fmt, ...) DC_PRINTF(1, 2);
 void dc_perf_progress_end(void);
 
-#endif /* DC_PERF_HARNESS_H */
+#endif /* DC_TESTKIT_HARNESS_H */

@@ -1,5 +1,5 @@
 /* harness.c - samples, order statistics, JSON and progress output. */
-#include "perf/harness.h"
+#include "testkit/harness.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  *   (block b - S written), fills base/next for it, marks the slot done
  *   calling thread writes block 0, 1, 2 ... in order to both files
  */
-#include "kernels/gen.h"
+#include "testkit/gen.h"
 
 #include <errno.h>
 #include <inttypes.h>

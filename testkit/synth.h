@@ -1,6 +1,6 @@
 /*
  * synth.h - the next version of a checkpoint, for multi-version refit jobs
- * (perf refit, the demo, tests) (engine-internal).
+ * (perf refit, the demo, tests) (testkit: not in libdeltacast).
  *
  * `deltacast gen` writes a (base, next) pair.  A job of K consecutive
  * versions needs v2, v3, ... as well; dc_synth_next() derives v(k+1) from
@@ -14,12 +14,12 @@
  * Integer tensors are copied unchanged.  Selection is Bernoulli(rate) per
  * element (geometric gaps).
  */
-#ifndef DC_ENGINE_SYNTH_H
-#define DC_ENGINE_SYNTH_H
+#ifndef DC_TESTKIT_SYNTH_H
+#define DC_TESTKIT_SYNTH_H
 
 #include "util/dc_util.h"
 
 dc_status_t dc_synth_next(const char *src, const char *dst, double rate, int inject,
                           uint64_t seed, uint64_t *changed);
 
-#endif /* DC_ENGINE_SYNTH_H */
+#endif /* DC_TESTKIT_SYNTH_H */

@@ -1,5 +1,5 @@
 /* synth.c - derive the next version of a checkpoint (see synth.h). */
-#include "engine/synth.h"
+#include "testkit/synth.h"
 #include "kernels/safetensors.h"
 
 #include <math.h>

@@ -26,8 +26,8 @@
  *              some round back, so the real rate is below the request.
  * The I64 buffer never changes and does not count as a parameter.
  */
-#ifndef DC_GEN_H
-#define DC_GEN_H
+#ifndef DC_TESTKIT_GEN_H
+#define DC_TESTKIT_GEN_H
 
 #include "kernels/safetensors.h"
 
@@ -81,4 +81,4 @@ dc_status_t dc_gen_write(const dc_gen_opts_t *opts, const char *base_path,
 const char *dc_gen_model_name(dc_gen_model_t m);
 dc_status_t dc_gen_model_parse(const char *s, dc_gen_model_t *out);
 
-#endif /* DC_GEN_H */
+#endif /* DC_TESTKIT_GEN_H */
