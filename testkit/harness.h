@@ -1,11 +1,12 @@
 /*
  * harness.h - the one benchmark harness behind `deltacast perf ...`.
  *
- * A benchmark repeats a measurement, keeps every sample, and reports the
- * median (and min/max/p99) of each metric.  Results are printed as an aligned
- * text table or as JSON (--json), always with the baseline measured in the
- * same run next to them and the ratio, since these machines are shared and
- * noisy.
+ * A benchmark repeats a measurement (its own loop) and keeps every sample
+ * of each metric here; the harness gives the median, min, max and
+ * percentiles, the JSON form of a metric for --json, and a progress line.
+ * Each benchmark prints its own text table, always with the baseline
+ * measured in the same run and the ratio, since these machines are shared
+ * and noisy.
  */
 #ifndef DC_TESTKIT_HARNESS_H
 #define DC_TESTKIT_HARNESS_H
