@@ -157,35 +157,100 @@ DC_API void dc_log(dc_log_level_t level, const char *fmt, ...) DC_PRINTF(2, 3);
 /* ======================================================================== */
 
 /*
- * Tunables live in one table: name, default, documentation.  Each can be
- * overridden by an environment variable DELTACAST_<NAME> (upper case) and by
- * dc_config_set().  The CLI's --help prints the table.
+ * Tunables live in one typed table: name, type, default, documentation and
+ * where the value is read.  Each can be overridden by an environment
+ * variable DELTACAST_<NAME> (upper case) and, above that, by
+ * dc_config_set().  `deltacast --help` prints the table.  Nothing outside
+ * the table reads a DELTACAST_* variable of its own.
+ *
+ * When a value takes effect:
+ *   - process-wide: read once, at the first use in the process (log,
+ *     kern_isa, fault, rdma_device); dc_config_set() must come before that
+ *     use (log is the exception: dc_config_set("log", ...) also sets the
+ *     level at once).
+ *   - everything else is read each time it is used: when a node starts
+ *     (per node: transport, timeout_ms, threads, inflight_bytes,
+ *     engine_* test hooks...), when a connection is made (tcp_*, ucx_*,
+ *     secret*) or at each call (chunk_size, codec_layout).
+ *
+ * The typed getters (dc_config_get_size/_int/_bool/_enum/_ms) parse the
+ * effective value against the entry's type and fail with DC_ERR_INVALID and
+ * a detail naming the key and the bad value ("config timeout_ms='soon': not
+ * a number of milliseconds"); *out is then left unchanged.  Asking a getter
+ * of one type for a key of another is DC_ERR_INVALID too.
  */
+typedef enum dc_config_type {
+    DC_CONFIG_TYPE_STRING = 0, /**< free text ("" = unset); paths, secrets, specs */
+    DC_CONFIG_TYPE_SIZE = 1,   /**< byte size, see dc_parse_size() ("4MiB") */
+    DC_CONFIG_TYPE_INT = 2,    /**< signed decimal integer; `choices` lists words
+                                    also accepted (e.g. "auto", read as 0) */
+    DC_CONFIG_TYPE_BOOL = 3,   /**< 1/0, yes/no, true/false, on/off ("" = 0) */
+    DC_CONFIG_TYPE_ENUM = 4,   /**< one of `choices` */
+    DC_CONFIG_TYPE_MS = 5,     /**< milliseconds, a non-negative integer */
+} dc_config_type_t;
+
 typedef struct dc_config_entry {
     const char *name;     /**< e.g. "chunk_size" */
     const char *def;      /**< default value as text, e.g. "4MiB" */
     const char *doc;      /**< one line of documentation */
+    /* (added in 0.2) */
+    dc_config_type_t type;
+    const char *choices;  /**< ENUM: the values, '|'-separated ("" first when
+                               an empty value is allowed); INT: words accepted
+                               besides numbers; NULL otherwise */
+    const char *where;    /**< who reads it and when, e.g. "engine, per node"
+                               or "kernels/kern.c, process-wide" */
 } dc_config_entry_t;
 
-/** The table, terminated by an entry whose name is NULL.  Static storage. */
+/** The table, terminated by an entry whose name is NULL.  Static storage,
+ *  frozen: entries are only ever appended between releases. */
 DC_API const dc_config_entry_t *dc_config_table(void);
+
+/** The entry named `name`, or NULL.  Static storage. */
+DC_API const dc_config_entry_t *dc_config_find(const char *name);
 
 /**
  * The effective value of `name`: dc_config_set() value if set, else the
  * environment variable DELTACAST_<NAME>, else the default.  Returns NULL if
  * `name` is not in the table.  The string is owned by the library and valid
- * until the next dc_config_set() of the same name.
+ * until the next dc_config_set() of the same name.  Never validated: the
+ * typed getters below are.
  */
 DC_API const char *dc_config_get(const char *name);
 
-/** Override `name` for this process (copies `value`; NULL resets).
- *  Returns DC_ERR_NOT_FOUND for an unknown name. */
+/**
+ * Override `name` for this process (copies `value`; NULL resets to the
+ * environment / default).  Works for every key of the table, including the
+ * test hooks.  The value is not checked here (a typed getter reports a bad
+ * one where it is read).  Returns DC_OK, DC_ERR_NOT_FOUND for an unknown
+ * name, DC_ERR_NOMEM.
+ */
 DC_API dc_status_t dc_config_set(const char *name, const char *value);
 
-/** Effective value of `name` parsed as a byte size (see dc_parse_size). */
+/** Effective value of a SIZE key in bytes (see dc_parse_size; an INT or MS
+ *  key is read the same way, as a count without unit).  Errors:
+ *  DC_ERR_NOT_FOUND (unknown key), DC_ERR_INVALID (bad value, wrong type:
+ *  the detail names the key and the value). */
 DC_API dc_status_t dc_config_get_size(const char *name, uint64_t *out);
 
-/** Print the table (name, effective value, default, doc) to `fp`. */
+/** Effective value of an INT key (a word of its `choices`, e.g. "auto",
+ *  reads as 0).  An empty value (the test hooks' default: off) gives
+ *  DC_ERR_NOT_FOUND "not set".  Errors otherwise as dc_config_get_size(). */
+DC_API dc_status_t dc_config_get_int(const char *name, int64_t *out);
+
+/** Effective value of a BOOL key: 1 or 0.  Errors as dc_config_get_size(). */
+DC_API dc_status_t dc_config_get_bool(const char *name, int *out);
+
+/** Effective value of an ENUM key: the index of the value in the entry's
+ *  `choices` (0 for the first).  Errors as dc_config_get_size(). */
+DC_API dc_status_t dc_config_get_enum(const char *name, unsigned *out);
+
+/** Effective value of an MS key in milliseconds.  Errors as
+ *  dc_config_get_size(). */
+DC_API dc_status_t dc_config_get_ms(const char *name, uint64_t *out);
+
+/** Print the table (name, type, default, doc, where read, and the
+ *  effective value when it differs) to `fp`. */
 DC_API void dc_config_print(FILE *fp);
 
 /**

@@ -16,8 +16,9 @@ from pathlib import Path
 
 __all__ = ["DeltacastError", "lib", "version", "build_features", "status_name",
            "status_str", "is_retryable", "config_get", "config_set", "config_table",
-           "parse_size", "parse_rate", "diff_files", "apply_files", "diff_bytes",
-           "apply_bytes", "checkpoint_digest", "Topology", "run_node", "refit_committed"]
+           "config_get_typed", "parse_size", "parse_rate", "diff_files", "apply_files", "diff_bytes",
+           "apply_bytes", "checkpoint_digest", "Topology", "run_node", "refit_committed", "Sender",
+           "sender_ranges", "__version__"]
 
 
 class DeltacastError(RuntimeError):
@@ -42,8 +43,18 @@ def _find_library() -> str:
     return found or "libdeltacast.so"
 
 
+# The library version this binding mirrors (include/deltacast.h DC_VERSION_*).
+__version__ = "0.2.0"
+
+
 class _ConfigEntry(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("def_", ctypes.c_char_p), ("doc", ctypes.c_char_p)]
+    _fields_ = [("name", ctypes.c_char_p), ("def_", ctypes.c_char_p), ("doc", ctypes.c_char_p),
+                ("type", ctypes.c_int), ("choices", ctypes.c_char_p),
+                ("where", ctypes.c_char_p)]
+
+
+# dc_config_type_t
+_CONFIG_TYPES = ("string", "size", "int", "bool", "enum", "ms")
 
 
 class _DeltaOpts(ctypes.Structure):
@@ -131,6 +142,11 @@ def _lib():
         "dc_config_table": (ctypes.POINTER(_ConfigEntry), []),
         "dc_config_get": (c_char_p, [c_char_p]),
         "dc_config_set": (c_int, [c_char_p, c_char_p]),
+        "dc_config_get_size": (c_int, [c_char_p, c_u64p]),
+        "dc_config_get_int": (c_int, [c_char_p, ctypes.POINTER(ctypes.c_int64)]),
+        "dc_config_get_bool": (c_int, [c_char_p, ctypes.POINTER(c_int)]),
+        "dc_config_get_enum": (c_int, [c_char_p, ctypes.POINTER(ctypes.c_uint)]),
+        "dc_config_get_ms": (c_int, [c_char_p, c_u64p]),
         "dc_parse_size": (c_int, [c_char_p, c_u64p]),
         "dc_parse_rate": (c_int, [c_char_p, ctypes.POINTER(ctypes.c_double)]),
     }
@@ -203,12 +219,43 @@ def is_retryable(status: int) -> bool:
 
 
 def config_table() -> list:
+    """[(name, default, doc, type, choices or None, where), ...]"""
     t = _lib().dc_config_table()
     rows, i = [], 0
     while t[i].name:
-        rows.append((t[i].name.decode(), t[i].def_.decode(), t[i].doc.decode()))
+        e = t[i]
+        rows.append((e.name.decode(), e.def_.decode(), e.doc.decode(), _CONFIG_TYPES[e.type],
+                     e.choices.decode() if e.choices else None, e.where.decode()))
         i += 1
     return rows
+
+
+def config_get_typed(name: str):
+    """The effective value of `name` parsed by its type: int for size, int
+    and ms keys, bool for bool keys, the value (str) for enum and string
+    keys.  Raises DeltacastError (DC_ERR_INVALID naming the key and value)
+    for a bad value, KeyError for an unknown key."""
+    types = {r[0]: r[3] for r in config_table()}
+    if name not in types:
+        raise KeyError(name)
+    kind, L, k = types[name], _lib(), name.encode()
+    if kind in ("size", "ms"):
+        out = ctypes.c_uint64()
+        _check((L.dc_config_get_size if kind == "size" else L.dc_config_get_ms)(
+            k, ctypes.byref(out)))
+        return out.value
+    if kind == "int":
+        out = ctypes.c_int64()
+        _check(L.dc_config_get_int(k, ctypes.byref(out)))
+        return out.value
+    if kind == "bool":
+        out = ctypes.c_int()
+        _check(L.dc_config_get_bool(k, ctypes.byref(out)))
+        return bool(out.value)
+    if kind == "enum":
+        out = ctypes.c_uint()
+        _check(L.dc_config_get_enum(k, ctypes.byref(out)))
+    return config_get(name)
 
 
 def config_get(name: str) -> str:
