@@ -176,7 +176,8 @@ static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, dc_refit_node_config
  * stand for its optimizer steps; it holds only the bytes it sends. */
 static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
 {
-    uint64_t committed = nc->initial_version, b = 0, d[2];
+    uint64_t committed = nc->initial_version, b = 0;
+    uint8_t d[16];
     dc_status_t st = dc_refit_committed(nc->state_dir, &committed, &b, d);
     if (st == DC_ERR_NOT_FOUND)
         committed = nc->initial_version;

@@ -47,12 +47,14 @@ extern "C" {
 /* ======================================================================== */
 
 #define DC_VERSION_MAJOR 0
-#define DC_VERSION_MINOR 1
+#define DC_VERSION_MINOR 2
 #define DC_VERSION_PATCH 0
 #define DC_VERSION_NUMBER \
     (DC_VERSION_MAJOR * 10000 + DC_VERSION_MINOR * 100 + DC_VERSION_PATCH)
 
-/** The library's version string, e.g. "0.1.0". Static storage. */
+/** The library's version string, "0.2.0" for this header (it matches
+ *  DC_VERSION_MAJOR.MINOR.PATCH of the header the library was built with;
+ *  a caller may compare them).  Static storage. */
 DC_API const char *dc_version_string(void);
 
 /** A one-line description of the optional features compiled in, e.g.
@@ -718,7 +720,8 @@ DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_params_t *p,
  * alone.
  *
  * Connections authenticate with the job secret (DELTACAST_SECRET_FILE /
- * DELTACAST_SECRET); the transport is the config key `transport`.
+ * DELTACAST_SECRET); the transport inside a region is the config's
+ * `transport` field, else the config key `transport`.
  */
 
 /** A tensor of a receiver's model, in the checkpoint's canonical order
@@ -764,6 +767,11 @@ typedef struct dc_refit_node_config {
     uint32_t memory;            /**< where segments point: DC_REFIT_MEM_HOST, or
                                      DC_REFIT_MEM_CUDA (device memory of a GPU;
                                      chunks cross PCIe around the CPU codec) */
+    const char *transport;      /**< this node's transport inside its region:
+                                     "auto", "rdma", "ucx" or "tcp" (between
+                                     regions: always tcp); NULL or "": config
+                                     key transport.  Anything else:
+                                     DC_ERR_INVALID.  Copied by sender_open */
 } dc_refit_node_config_t;
 
 /** dc_refit_node_config_t.memory */
@@ -850,11 +858,16 @@ DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s);
 
 /**
  * The commit record of a state directory: the committed version, its
- * baseline and the checkpoint digest (XXH3-128 over the chunk digests).
- * DC_ERR_NOT_FOUND when nothing was committed yet.
+ * baseline and the checkpoint digest (XXH3-128 over the chunk digests,
+ * written as 16 bytes little-endian (lo, hi): the form of
+ * dc_checkpoint_digest(), so the two compare with memcmp).  version,
+ * baseline and digest may each be NULL.  Returns DC_OK, DC_ERR_NOT_FOUND
+ * when nothing was committed yet, DC_ERR_FORMAT for a damaged record,
+ * DC_ERR_IO, DC_ERR_INVALID (state_dir NULL).  Outputs are written only on
+ * success.
  */
 DC_API dc_status_t dc_refit_committed(const char *state_dir, uint64_t *version,
-                                      uint64_t *baseline, uint64_t digest[2]);
+                                      uint64_t *baseline, uint8_t digest[16]);
 
 #ifdef __cplusplus
 }

@@ -103,7 +103,7 @@ class _RefitNodeConfig(ctypes.Structure):
                 ("segments", ctypes.POINTER(_RefitSegment)), ("n_segments", ctypes.c_size_t),
                 ("initial_version", ctypes.c_uint64), ("durable", ctypes.c_int),
                 ("abort_ms", ctypes.c_uint32), ("chunk_size", ctypes.c_uint64),
-                ("memory", ctypes.c_uint32)]
+                ("memory", ctypes.c_uint32), ("transport", ctypes.c_char_p)]
 
 
 _MEMORY = {"host": 0, "cuda": 1}
@@ -168,7 +168,7 @@ def _lib():
         "dc_topo_node_count": (ctypes.c_uint32, [vp]),
         "dc_topo_free": (None, [vp]),
         "dc_refit_node_run": (c_int, [ctypes.POINTER(_RefitNodeConfig)]),
-        "dc_refit_committed": (c_int, [c_char_p, c_u64p, c_u64p, ctypes.c_uint64 * 2]),
+        "dc_refit_committed": (c_int, [c_char_p, c_u64p, c_u64p, ctypes.c_uint8 * 16]),
         "dc_refit_sender_open": (c_int, [ctypes.POINTER(_RefitNodeConfig), ctypes.POINTER(vp)]),
         "dc_refit_sender_push": (c_int, [vp, ctypes.POINTER(_RefitSegment), sz,
                                          ctypes.POINTER(_RefitVersionStats)]),
@@ -414,7 +414,7 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
              weights_path: str | None = None, tensors=None, segments=None,
              initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
              durable: bool = False, wait_ms: int = 0, abort_ms: int = 0,
-             memory: str = "host") -> None:
+             memory: str = "host", transport: str | None = None) -> None:
     """Run one node of a refit job until the job ends (blocks).
 
     Root (rank 0): versions_dir holds v0.safetensors .. vK.safetensors.
@@ -422,7 +422,9 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
     tensors = [(name, dtype, nelems), ...] and segments = [(tensor, byte
     offset, writable buffer), ...] (the placement map: canonical byte ranges
     of each tensor -> your buffers, written in place); memory="cuda" when
-    the segments are (device address, nbytes) of GPU memory.
+    the segments are (device address, nbytes) of GPU memory.  transport:
+    "auto", "rdma", "ucx" or "tcp" inside the region (None: config key
+    transport).
     """
     keep = []
     cfg = _RefitNodeConfig()
@@ -439,6 +441,7 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
     cfg.initial_version = initial_version
     cfg.chunk_size = chunk_size
     cfg.memory = _MEMORY[memory]
+    cfg.transport = None if transport is None else transport.encode()
     if tensors:
         tarr = (_RefitTensor * len(tensors))()
         for i, (name, dtype, n) in enumerate(tensors):
@@ -503,13 +506,14 @@ class Sender:
     receiver applied and verified it and the commit record was written,
     with the version's figures; the buffers must not change meanwhile.
     close() ends the job (BYE).  Also a context manager.  memory="cuda":
-    the segments are (device address, nbytes) of GPU memory.
+    the segments are (device address, nbytes) of GPU memory.  transport as
+    for run_node().
     """
 
     def __init__(self, topo: Topology, state_dir: str, tensors, segments, *, rank: int = 0,
                  initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
                  wait_ms: int = 0, abort_ms: int = 0, stats_path: str | None = None,
-                 memory: str = "host"):
+                 memory: str = "host", transport: str | None = None):
         self._keep = []
         self._topo = topo  # borrowed by the sender until close
         cfg = _RefitNodeConfig()
@@ -524,6 +528,7 @@ class Sender:
         cfg.initial_version = initial_version
         cfg.chunk_size = chunk_size
         cfg.memory = _MEMORY[memory]
+        cfg.transport = None if transport is None else transport.encode()
         tarr = (_RefitTensor * len(tensors))()
         for i, (name, dtype, n) in enumerate(tensors):
             tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
@@ -568,6 +573,6 @@ class Sender:
 
 def refit_committed(state_dir: str) -> tuple:
     """(version, baseline, digest bytes) of a node's commit record."""
-    v, b, d = ctypes.c_uint64(), ctypes.c_uint64(), (ctypes.c_uint64 * 2)()
+    v, b, d = ctypes.c_uint64(), ctypes.c_uint64(), (ctypes.c_uint8 * 16)()
     _check(_lib().dc_refit_committed(os.fsencode(state_dir), ctypes.byref(v), ctypes.byref(b), d))
-    return v.value, b.value, d[0].to_bytes(8, "little") + d[1].to_bytes(8, "little")
+    return v.value, b.value, bytes(d)
