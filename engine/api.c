@@ -60,9 +60,9 @@ static dc_status_t dc_api_segments(const dc_layout_desc_t *d, size_t nt,
     return DC_OK;
 }
 
-/* Size of the first version of dc_refit_node_config_t (0.1: up to
+/* Size of the first version of dc_refit_node_opts_t (0.1: up to
  * chunk_size); memory and transport came in 0.2. */
-#define DC_API_CONFIG_V1 offsetof(dc_refit_node_config_t, memory)
+#define DC_API_CONFIG_V1 offsetof(dc_refit_node_opts_t, memory)
 /* dc_refit_version_stats_t has not grown since 0.1 */
 #define DC_API_STATS_V1 sizeof(dc_refit_version_stats_t)
 
@@ -81,8 +81,8 @@ static int dc_api_transport_ok(const char *t)
 /* The caller's config as this library's (dc_struct_in: an older caller's
  * missing fields zero, a newer caller's unknown fields refused unless
  * zero), then checked. */
-static dc_status_t dc_api_check_cfg(const dc_refit_node_config_t *in,
-                                    dc_refit_node_config_t *cfg, const char *who)
+static dc_status_t dc_api_check_cfg(const dc_refit_node_opts_t *in,
+                                    dc_refit_node_opts_t *cfg, const char *who)
 {
     char what[64];
     snprintf(what, sizeof(what), "%s: config", who);
@@ -104,7 +104,7 @@ static dc_status_t dc_api_check_cfg(const dc_refit_node_config_t *in,
     return DC_OK;
 }
 
-static void dc_api_node_cfg(const dc_refit_node_config_t *cfg, dc_node_cfg_t *n)
+static void dc_api_node_cfg(const dc_refit_node_opts_t *cfg, dc_node_cfg_t *n)
 {
     memset(n, 0, sizeof(*n));
     n->rank = cfg->rank;
@@ -124,9 +124,9 @@ static void dc_api_node_cfg(const dc_refit_node_config_t *cfg, dc_node_cfg_t *n)
     n->transport = cfg->transport && *cfg->transport ? cfg->transport : NULL;
 }
 
-DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *ucfg)
+DC_API dc_status_t dc_refit_node_run(const dc_refit_node_opts_t *ucfg)
 {
-    dc_refit_node_config_t c, *cfg = &c;
+    dc_refit_node_opts_t c, *cfg = &c;
     dc_status_t cst = dc_api_check_cfg(ucfg, cfg, "refit");
     if (cst != DC_OK)
         return cst;
@@ -138,7 +138,7 @@ DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *ucfg)
     if (dc_topo_node(cfg->topo, cfg->rank, &info) != DC_OK)
         return dc_error(DC_ERR_INVALID, "refit: rank %u is not a node of the topology",
                         cfg->rank);
-    int sender = info.role == DC_TOPO_SENDER;
+    int sender = info.role == DC_TOPO_ROLE_SENDER;
     if (sender && !cfg->versions_dir)
         return dc_error(DC_ERR_INVALID, "refit: a sender (rank %u) needs versions_dir "
                         "(a sender whose weights are in memory: dc_refit_sender_open)",
@@ -300,14 +300,14 @@ static void dc_sender_free(dc_refit_sender_t *s)
 
 /* The job's layout (its chunk size) and the chunks sender cfg->rank
  * sends in the job's plan. */
-static dc_status_t dc_api_sender_chunks(const dc_refit_node_config_t *cfg,
+static dc_status_t dc_api_sender_chunks(const dc_refit_node_opts_t *cfg,
                                         const dc_layout_desc_t *d, size_t nt, dc_layout_t **lo,
                                         uint8_t **wo)
 {
     dc_topo_node_info_t info;
     memset(&info, 0, sizeof(info));
     info.size = sizeof(info);
-    if (dc_topo_node(cfg->topo, cfg->rank, &info) != DC_OK || info.role != DC_TOPO_SENDER)
+    if (dc_topo_node(cfg->topo, cfg->rank, &info) != DC_OK || info.role != DC_TOPO_ROLE_SENDER)
         return dc_error(DC_ERR_INVALID, "refit sender: rank %u is not a sender of the topology",
                         cfg->rank);
     uint64_t cs = 0;
@@ -351,13 +351,13 @@ static dc_status_t dc_api_check_place(dc_refit_sender_t *s, const dc_place_seg_t
     return st;
 }
 
-DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *ucfg,
+DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *ucfg,
                                         dc_refit_sender_t **out)
 {
     if (!out)
         return dc_error(DC_ERR_INVALID, "refit sender: out is NULL");
     *out = NULL;
-    dc_refit_node_config_t c, *cfg = &c;
+    dc_refit_node_opts_t c, *cfg = &c;
     dc_status_t cst = dc_api_check_cfg(ucfg, cfg, "refit sender");
     if (cst != DC_OK)
         return cst;
@@ -519,17 +519,17 @@ DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s)
     return DC_OK;
 }
 
-DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_config_t *ucfg,
+DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_opts_t *ucfg,
                                           dc_refit_segment_t *out, size_t cap, size_t *n)
 {
     if (!n)
         return dc_error(DC_ERR_INVALID, "refit sender ranges: n is NULL");
     *n = 0;
-    dc_refit_node_config_t local;
+    dc_refit_node_opts_t local;
     dc_status_t st = ucfg ? dc_struct_in(&local, sizeof(local), ucfg, DC_API_CONFIG_V1,
                                          "refit sender ranges: config")
                           : DC_ERR_INVALID;
-    const dc_refit_node_config_t *cfg = &local;
+    const dc_refit_node_opts_t *cfg = &local;
     if (st != DC_OK && !ucfg)
         return dc_error(DC_ERR_INVALID, "refit sender ranges: config, its size and topology "
                                         "are required");

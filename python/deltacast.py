@@ -93,7 +93,7 @@ class _RefitSegment(ctypes.Structure):
                 ("length", ctypes.c_uint64), ("ptr", ctypes.c_void_p)]
 
 
-class _RefitNodeConfig(ctypes.Structure):
+class _RefitNodeOpts(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("topo", ctypes.c_void_p),
                 ("rank", ctypes.c_uint32), ("state_dir", ctypes.c_char_p),
                 ("versions_dir", ctypes.c_char_p), ("last_version", ctypes.c_uint32),
@@ -167,13 +167,13 @@ def _lib():
                                             ctypes.POINTER(vp)]),
         "dc_topo_node_count": (ctypes.c_uint32, [vp]),
         "dc_topo_free": (None, [vp]),
-        "dc_refit_node_run": (c_int, [ctypes.POINTER(_RefitNodeConfig)]),
+        "dc_refit_node_run": (c_int, [ctypes.POINTER(_RefitNodeOpts)]),
         "dc_refit_committed": (c_int, [c_char_p, c_u64p, c_u64p, ctypes.c_uint8 * 16]),
-        "dc_refit_sender_open": (c_int, [ctypes.POINTER(_RefitNodeConfig), ctypes.POINTER(vp)]),
+        "dc_refit_sender_open": (c_int, [ctypes.POINTER(_RefitNodeOpts), ctypes.POINTER(vp)]),
         "dc_refit_sender_push": (c_int, [vp, ctypes.POINTER(_RefitSegment), sz,
                                          ctypes.POINTER(_RefitVersionStats)]),
         "dc_refit_sender_close": (c_int, [vp]),
-        "dc_refit_sender_ranges": (c_int, [ctypes.POINTER(_RefitNodeConfig),
+        "dc_refit_sender_ranges": (c_int, [ctypes.POINTER(_RefitNodeOpts),
                                            ctypes.POINTER(_RefitSegment), sz,
                                            ctypes.POINTER(sz)]),
     })
@@ -427,8 +427,8 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
     transport).
     """
     keep = []
-    cfg = _RefitNodeConfig()
-    cfg.size = ctypes.sizeof(_RefitNodeConfig)
+    cfg = _RefitNodeOpts()
+    cfg.size = ctypes.sizeof(_RefitNodeOpts)
     cfg.topo = topo._h
     cfg.rank = rank
     cfg.state_dir = os.fsencode(state_dir)
@@ -474,8 +474,8 @@ def sender_ranges(topo: Topology, rank: int, tensors, chunk_size: int = 0) -> li
     """[(tensor, byte offset, length), ...]: the canonical bytes sender
     `rank` sends in the job's plan (a trainer shard's Sender segments must
     cover these, and need cover nothing else)."""
-    cfg = _RefitNodeConfig()
-    cfg.size = ctypes.sizeof(_RefitNodeConfig)
+    cfg = _RefitNodeOpts()
+    cfg.size = ctypes.sizeof(_RefitNodeOpts)
     cfg.topo = topo._h
     cfg.rank = rank
     cfg.state_dir = b"."
@@ -516,8 +516,8 @@ class Sender:
                  memory: str = "host", transport: str | None = None):
         self._keep = []
         self._topo = topo  # borrowed by the sender until close
-        cfg = _RefitNodeConfig()
-        cfg.size = ctypes.sizeof(_RefitNodeConfig)
+        cfg = _RefitNodeOpts()
+        cfg.size = ctypes.sizeof(_RefitNodeOpts)
         cfg.topo = topo._h
         cfg.rank = rank
         cfg.state_dir = os.fsencode(state_dir)

@@ -34,7 +34,7 @@ static const dc_config_entry_t dc_config_entries[] = {
     {"inflight_bytes", "1GiB", "bound on memory held by frames in flight per node", Z, NULL,
      "engine, per node"},
     {"transport", "auto", "intra-region transport: auto, rdma, ucx, tcp (between regions: always "
-     "tcp); dc_refit_node_config_t.transport overrides it per node", E, "auto|rdma|ucx|tcp",
+     "tcp); dc_refit_node_opts_t.transport overrides it per node", E, "auto|rdma|ucx|tcp",
      "verbs/transport.c, per node (and tree/print.c)"},
     {"lan_port_offset", "10000",
      "with transport ucx, nodes listen for their region on their topology port + this (the "

@@ -24,9 +24,9 @@ TestSuite(api, .fini = fini, .timeout = 120);
 /* --- the size rule and the transport field (0.2), no processes ----------- */
 
 /* A 0.2 config a 0.1 caller would have built: size up to chunk_size. */
-#define CFG_V1_SIZE offsetof(dc_refit_node_config_t, memory)
+#define CFG_V1_SIZE offsetof(dc_refit_node_opts_t, memory)
 
-static void rule_cfg(dc_refit_node_config_t *cfg, dc_topo_t *topo, char *sd)
+static void rule_cfg(dc_refit_node_opts_t *cfg, dc_topo_t *topo, char *sd)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->size = sizeof(*cfg);
@@ -41,7 +41,7 @@ Test(api, older_smaller_config_is_accepted_and_defaulted)
     dc_topo_t *topo;
     cr_assert_eq(dc_topo_synthetic_local(1, 2, 7300, &topo), DC_OK);
     char sd[] = "/tmp/dc-api-rule";
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
     rule_cfg(&cfg, topo, sd);
     cfg.memory = 77;           /* past a 0.1 caller's struct: never read */
     cfg.transport = "bogus";
@@ -87,7 +87,7 @@ Test(api, newer_larger_config_needs_a_zero_tail)
     cr_assert_eq(dc_topo_synthetic_local(1, 2, 7300, &topo), DC_OK);
     char sd[] = "/tmp/dc-api-rule";
     struct {
-        dc_refit_node_config_t cfg;
+        dc_refit_node_opts_t cfg;
         uint64_t future[2]; /* fields of a later version */
     } big;
     memset(&big, 0, sizeof(big));
@@ -107,7 +107,7 @@ Test(api, newer_larger_config_needs_a_zero_tail)
 
     /* the same rule for the other growing structs */
     struct {
-        dc_tree_options_t o;
+        dc_tree_opts_t o;
         uint64_t future;
     } to;
     memset(&to, 0, sizeof(to));
@@ -139,7 +139,7 @@ Test(api, older_sim_params_are_defaulted)
     cr_assert_eq(dc_topo_synthetic_local(1, 2, 7300, &topo), DC_OK);
     dc_tree_t *tree = NULL;
     cr_assert_eq(dc_tree_plan(topo, NULL, &tree), DC_OK);
-    dc_sim_params_t p = {.size = offsetof(dc_sim_params_t, cpu_cores), .params = 1000000,
+    dc_sim_opts_t p = {.size = offsetof(dc_sim_opts_t, cpu_cores), .params = 1000000,
                          .cpu_cores = -5 /* past an old caller's struct: never read */};
     dc_sim_result_t r = {.size = sizeof(r)};
     cr_assert_eq(dc_sim_run(tree, &p, &r), DC_OK, "%s", dc_last_error());
@@ -195,7 +195,7 @@ Test(api, memory_receiver_with_placement_map)
     cr_assert_eq(dc_topo_synthetic_local(1, 2, (uint16_t)J.port, &topo), DC_OK);
     char sd[256];
     snprintf(sd, sizeof(sd), "%s/state/%d", J.dir, me);
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.size = sizeof(cfg);
     cfg.topo = topo;
@@ -312,7 +312,7 @@ typedef struct trainer_job {
     trainer_t tr;
     dc_topo_t *topo;
     char sd[256];
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
 } trainer_job_t;
 
 static void trainer_job_init(trainer_job_t *t, int regions, int per, const char *params,
@@ -328,7 +328,7 @@ static void trainer_job_init(trainer_job_t *t, int regions, int per, const char 
                                          &t->topo),
                  DC_OK);
     snprintf(t->sd, sizeof(t->sd), "%s/state/0", J.dir);
-    dc_refit_node_config_t *cfg = &t->cfg;
+    dc_refit_node_opts_t *cfg = &t->cfg;
     cfg->size = sizeof(*cfg);
     cfg->topo = t->topo;
     cfg->rank = 0;
@@ -356,7 +356,7 @@ Test(api, memory_sender_pushes_versions)
     trainer_job_t T;
     trainer_job_init(&T, 2, 1, "2e5", 3);
     trainer_t *tr = &T.tr;
-    dc_refit_node_config_t cfg = T.cfg;
+    dc_refit_node_opts_t cfg = T.cfg;
     dc_refit_sender_t *s = NULL;
     /* a sender from memory takes its versions from push, not a directory */
     cfg.versions_dir = J.dir;
@@ -436,7 +436,7 @@ Test(api, memory_sender_abort_is_reported)
     trainer_job_t T;
     trainer_job_init(&T, 1, 2, "1e5", 2);
     trainer_t *tr = &T.tr;
-    dc_refit_node_config_t cfg = T.cfg;
+    dc_refit_node_opts_t cfg = T.cfg;
     cfg.abort_ms = 1500;
     dc_refit_sender_t *s = NULL;
     cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
@@ -461,7 +461,7 @@ Test(api, memory_sender_abort_is_reported)
 }
 
 typedef struct rx_thread {
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
     dc_status_t st;
     char why[512];
 } rx_thread_t;
@@ -483,7 +483,7 @@ Test(api, cuda_memory_sender_and_receiver)
     trainer_job_t T;
     trainer_job_init(&T, 1, 2, "1e5", 1);
     trainer_t *tr = &T.tr;
-    dc_refit_node_config_t cfg = T.cfg;
+    dc_refit_node_opts_t cfg = T.cfg;
     char rd[256];
     snprintf(rd, sizeof(rd), "%s/state/2", J.dir);
     cfg.memory = DC_REFIT_MEM_CUDA;
@@ -581,7 +581,7 @@ Test(api, cli_node_from_memory)
 /* --- trainer shards sending from memory ---------------------------------- */
 
 typedef struct shard {
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
     char sd[256];
     dc_refit_segment_t *segs; /* its ranges, with buffers */
     size_t ns;
@@ -634,7 +634,7 @@ static void memory_shards(int crash_rank, int lose_shard)
         total += all.segs[i].length;
     for (int k = 0; k < 2; k++) {
         snprintf(sh[k].sd, sizeof(sh[k].sd), "%s/state/%d", J.dir, k);
-        dc_refit_node_config_t *c = &sh[k].cfg;
+        dc_refit_node_opts_t *c = &sh[k].cfg;
         c->size = sizeof(*c);
         c->topo = topo;
         c->rank = (uint32_t)k;
