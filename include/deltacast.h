@@ -322,6 +322,7 @@ typedef struct dc_delta_opts {
     size_t size;          /**< sizeof(dc_delta_opts_t) */
     uint64_t chunk_size;  /**< diff: dense bytes per chunk; 0 = config chunk_size */
     unsigned threads;     /**< worker threads; 0 = one per CPU */
+    /* (added in 0.2: a 0.1 caller's size ends here) */
     int strict_base;      /**< apply: hash the whole base first and refuse any base
                                whose checkpoint digest is not the delta's, even one
                                whose differing bytes the delta never reads (one more
@@ -719,6 +720,7 @@ typedef struct dc_sim_opts {
     double encode_GBps;     /**< dense GB/s one sender encodes (0: unlimited) */
     double apply_GBps;      /**< dense GB/s one receiver applies (0: unlimited) */
     uint64_t chunk_bytes;   /**< payload frame size for pipelining (0: 4 MiB) */
+    /* (added in 0.2: a 0.1 caller's size ends here) */
     double cpu_cores;       /**< > 0: every node shares one pool of this many
                                  cores (e.g. a test machine running all nodes);
                                  encode_GBps and apply_GBps are then per core,
