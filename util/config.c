@@ -54,15 +54,15 @@ static const dc_config_entry_t dc_config_entries[] = {
     {"fault", "", "fault injection for tests: corrupt=P,corrupt_at=OFF,drop_after=N,stall_ms=T",
      S, NULL, "verbs/fault.c, process-wide (first connection)"},
     {"kern_isa", "", "force a lower kernel ISA: scalar, avx2, avx512 (default: best)", E,
-     "|scalar|avx2|avx512", "kernels/kern.c, process-wide (first kernel call)"},
+     "|scalar|avx2|avx512", "kernels/ ISA dispatch, process-wide (first kernel call)"},
     {"ucx_err_mode", "peer", "UCX endpoint error mode: peer (detect dead peers) or none (shm)",
-     E, "peer|none", "verbs/ucx.c, per connection"},
+     E, "peer|none", "verbs/ UCX transport, per connection"},
     {"ucx_piece", "512KiB", "UCX: a message is sent as pieces of this size, each with its own "
-     "CRC32C (64KiB..1GiB)", Z, NULL, "verbs/ucx.c, per connection"},
+     "CRC32C (64KiB..1GiB)", Z, NULL, "verbs/ UCX transport, per connection"},
     {"ucx_ahead", "1MiB", "UCX: bytes of pieces posted to UCP ahead of the transfer (0: no limit)",
-     Z, NULL, "verbs/ucx.c, per connection"},
+     Z, NULL, "verbs/ UCX transport, per connection"},
     {"ucx_spin_us", "200", "UCX: microseconds a blocking wait polls before it sleeps (0: sleep "
-     "at once; never with one CPU)", I, NULL, "verbs/ucx.c, per connection"},
+     "at once; never with one CPU)", I, NULL, "verbs/ UCX transport, per connection"},
     {"rdma_device", "", "RDMA device to use, e.g. mlx5_0 (default: first active)", S, NULL,
      "verbs/rdma.c, process-wide (first RDMA use)"},
     {"wan_fifo", "0", "perf refit: keep plain FIFO queues on the emulated WAN links instead of "
