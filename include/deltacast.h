@@ -700,14 +700,19 @@ DC_API dc_status_t dc_tree_node(const dc_tree_t *tree, uint32_t i, dc_tree_node_
  *  UINT32_MAX if the shard has no receivers. */
 DC_API uint32_t dc_tree_stream_of(const dc_tree_t *tree, uint32_t shard, uint64_t chunk);
 
-/** Print the plan: text (per edge: parent -> child, stream, kind, rate, load,
- *  transport; then the expected bottleneck), JSON, or graphviz DOT.
- *  `payload_bytes` (0: omit loads) is the size of one version. */
+/** dc_tree_print() formats. */
 typedef enum dc_tree_format {
-    DC_TREE_FORMAT_TEXT = 0,
+    DC_TREE_FORMAT_TEXT = 0, /**< per edge: parent -> child, stream, kind, rate,
+                                  load, transport; then the expected bottleneck */
     DC_TREE_FORMAT_JSON = 1,
-    DC_TREE_FORMAT_DOT = 2,
+    DC_TREE_FORMAT_DOT = 2,  /**< graphviz */
 } dc_tree_format_t;
+
+/** Print the plan of `tree` to `fp` (borrowed) in format `fmt`.
+ *  `payload_bytes` (0: omit loads) is the size of one version.  The LAN
+ *  transport shown is the config key transport's.  DC_ERR_INVALID for a
+ *  NULL argument or an unknown format; JSON only: DC_ERR_IO when writing
+ *  fails, DC_ERR_NOMEM (text and DOT do not check the stream). */
 DC_API dc_status_t dc_tree_print(const dc_tree_t *tree, uint64_t payload_bytes,
                                  dc_tree_format_t fmt, FILE *fp);
 
@@ -844,8 +849,15 @@ typedef enum dc_refit_mem { DC_REFIT_MEM_HOST = 0, DC_REFIT_MEM_CUDA = 1 } dc_re
 /**
  * Run one node until the job ends: on the root, until every version up to
  * last_version is committed (and BYE sent); on a receiver, until the root
- * says BYE.  Blocks the calling thread.  DC_ERR_CANCELED when a version
- * was aborted; DC_ERR_TIMEOUT when receivers did not join in time.
+ * says BYE.  Blocks the calling thread.  `cfg` and what it points to are
+ * borrowed for the run.  Returns DC_OK when the job ended; DC_ERR_CANCELED
+ * when a version was aborted; DC_ERR_TIMEOUT when receivers did not join
+ * in time; DC_ERR_INVALID for a bad config (size not set, no topology or
+ * state_dir, a rank not in the topology, an unknown memory or transport,
+ * a sender without versions_dir, a receiver without weights);
+ * DC_ERR_UNSUPPORTED for a config from a newer header with fields set, or
+ * CUDA memory without a usable GPU; else the failure of the job (I/O,
+ * authentication, a peer...).
  */
 DC_API dc_status_t dc_refit_node_run(const dc_refit_node_opts_t *cfg);
 
