@@ -118,7 +118,7 @@ static dc_status_t dc_mem_trainer_tensors(dc_mem_trainer_t *t, const dc_st_file_
 /* Read version v of dir into the trainer's buffers: the first call takes
  * the tensor list from that file and allocates the buffers of the ranges
  * cfg's rank sends; later files must have the same tensors. */
-static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, dc_refit_node_config_t *cfg,
+static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, dc_refit_node_opts_t *cfg,
                                        const char *dir, uint64_t v)
 {
     char path[PATH_MAX];
@@ -176,7 +176,8 @@ static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, dc_refit_node_config
  * stand for its optimizer steps; it holds only the bytes it sends. */
 static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
 {
-    uint64_t committed = nc->initial_version, b = 0, d[2];
+    uint64_t committed = nc->initial_version, b = 0;
+    uint8_t d[16];
     dc_status_t st = dc_refit_committed(nc->state_dir, &committed, &b, d);
     if (st == DC_ERR_NOT_FOUND)
         committed = nc->initial_version;
@@ -189,9 +190,7 @@ static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
                                                     last + 1) == 0 && access(p, R_OK) == 0;)
             last++;
     }
-    if (nc->transport)
-        dc_config_set("transport", nc->transport);
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.size = sizeof(cfg);
     cfg.topo = nc->topo;
@@ -203,6 +202,7 @@ static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
     cfg.initial_version = nc->initial_version;
     cfg.abort_ms = nc->abort_ms;
     cfg.chunk_size = nc->chunk_size;
+    cfg.transport = nc->transport; /* NULL: config transport */
     dc_mem_trainer_t tr = {0};
     st = dc_mem_trainer_load(&tr, &cfg, nc->versions_dir, committed);
     dc_refit_sender_t *s = NULL;
@@ -366,7 +366,7 @@ int dc_cmd_node(int argc, char **argv)
     dc_topo_node_info_t ni;
     memset(&ni, 0, sizeof(ni));
     ni.size = sizeof(ni);
-    int sender = dc_topo_node(topo, cfg.rank, &ni) == DC_OK && ni.role == DC_TOPO_SENDER;
+    int sender = dc_topo_node(topo, cfg.rank, &ni) == DC_OK && ni.role == DC_TOPO_ROLE_SENDER;
     if (sender)
         cfg.weights = NULL;
     else

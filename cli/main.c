@@ -38,7 +38,7 @@ static void dc_cli_main_usage(FILE *fp)
 
 int main(int argc, char **argv)
 {
-    const char *lvl = getenv("DELTACAST_LOG");
+    const char *lvl = dc_config_get("log"); /* DELTACAST_LOG */
     if (lvl && *lvl) {
         dc_log_level_t l;
         if (dc_log_level_parse(lvl, &l) == DC_OK)

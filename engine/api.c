@@ -60,27 +60,51 @@ static dc_status_t dc_api_segments(const dc_layout_desc_t *d, size_t nt,
     return DC_OK;
 }
 
-/* The config's size covers `memory` (callers built against 0.1 do not). */
-static int dc_api_has_memory(const dc_refit_node_config_t *cfg)
+/* Size of the first version of dc_refit_node_opts_t (0.1: up to
+ * chunk_size); memory and transport came in 0.2. */
+#define DC_API_CONFIG_V1 offsetof(dc_refit_node_opts_t, memory)
+/* dc_refit_version_stats_t has not grown since 0.1 */
+#define DC_API_STATS_V1 sizeof(dc_refit_version_stats_t)
+
+/* The transports a node's config may name (NULL or "": config transport). */
+static int dc_api_transport_ok(const char *t)
 {
-    return cfg->size >= offsetof(dc_refit_node_config_t, memory) + sizeof(cfg->memory);
+    static const char *const known[] = {"auto", "rdma", "ucx", "tcp"};
+    if (!t || !*t)
+        return 1;
+    for (size_t i = 0; i < DC_ARRAY_SIZE(known); i++)
+        if (strcmp(t, known[i]) == 0)
+            return 1;
+    return 0;
 }
 
-/* The config is one we know: its size at least that of 0.1's. */
-static dc_status_t dc_api_check_cfg(const dc_refit_node_config_t *cfg, const char *who)
+/* The caller's config as this library's (dc_struct_in: an older caller's
+ * missing fields zero, a newer caller's unknown fields refused unless
+ * zero), then checked. */
+static dc_status_t dc_api_check_cfg(const dc_refit_node_opts_t *in,
+                                    dc_refit_node_opts_t *cfg, const char *who)
 {
-    if (!cfg || cfg->size < offsetof(dc_refit_node_config_t, memory) || !cfg->topo ||
-        !cfg->state_dir)
+    char what[64];
+    snprintf(what, sizeof(what), "%s: config", who);
+    if (!in)
         return dc_error(DC_ERR_INVALID, "%s: config, its size, topology and state_dir are "
                                         "required", who);
-    if (dc_api_has_memory(cfg) && cfg->memory != DC_REFIT_MEM_HOST &&
-        cfg->memory != DC_REFIT_MEM_CUDA)
+    dc_status_t st = dc_struct_in(cfg, sizeof(*cfg), in, DC_API_CONFIG_V1, what);
+    if (st != DC_OK)
+        return st;
+    if (!cfg->topo || !cfg->state_dir)
+        return dc_error(DC_ERR_INVALID, "%s: config, its size, topology and state_dir are "
+                                        "required", who);
+    if (cfg->memory != DC_REFIT_MEM_HOST && cfg->memory != DC_REFIT_MEM_CUDA)
         return dc_error(DC_ERR_INVALID, "%s: memory %u is neither DC_REFIT_MEM_HOST nor "
                                         "DC_REFIT_MEM_CUDA", who, cfg->memory);
+    if (!dc_api_transport_ok(cfg->transport))
+        return dc_error(DC_ERR_INVALID, "%s: transport '%s' is not one of auto, rdma, ucx, "
+                                        "tcp", who, cfg->transport);
     return DC_OK;
 }
 
-static void dc_api_node_cfg(const dc_refit_node_config_t *cfg, dc_node_cfg_t *n)
+static void dc_api_node_cfg(const dc_refit_node_opts_t *cfg, dc_node_cfg_t *n)
 {
     memset(n, 0, sizeof(*n));
     n->rank = cfg->rank;
@@ -96,12 +120,14 @@ static void dc_api_node_cfg(const dc_refit_node_config_t *cfg, dc_node_cfg_t *n)
     n->durable = cfg->durable;
     n->abort_ms = cfg->abort_ms;
     n->chunk_size = cfg->chunk_size;
-    n->cuda_mem = dc_api_has_memory(cfg) && cfg->memory == DC_REFIT_MEM_CUDA;
+    n->cuda_mem = cfg->memory == DC_REFIT_MEM_CUDA;
+    n->transport = cfg->transport && *cfg->transport ? cfg->transport : NULL;
 }
 
-DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg)
+DC_API dc_status_t dc_refit_node_run(const dc_refit_node_opts_t *ucfg)
 {
-    dc_status_t cst = dc_api_check_cfg(cfg, "refit");
+    dc_refit_node_opts_t c, *cfg = &c;
+    dc_status_t cst = dc_api_check_cfg(ucfg, cfg, "refit");
     if (cst != DC_OK)
         return cst;
     dc_node_cfg_t n;
@@ -112,7 +138,7 @@ DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg)
     if (dc_topo_node(cfg->topo, cfg->rank, &info) != DC_OK)
         return dc_error(DC_ERR_INVALID, "refit: rank %u is not a node of the topology",
                         cfg->rank);
-    int sender = info.role == DC_TOPO_SENDER;
+    int sender = info.role == DC_TOPO_ROLE_SENDER;
     if (sender && !cfg->versions_dir)
         return dc_error(DC_ERR_INVALID, "refit: a sender (rank %u) needs versions_dir "
                         "(a sender whose weights are in memory: dc_refit_sender_open)",
@@ -142,7 +168,7 @@ out:
 }
 
 DC_API dc_status_t dc_refit_committed(const char *state_dir, uint64_t *version,
-                                      uint64_t *baseline, uint64_t digest[2])
+                                      uint64_t *baseline, uint8_t digest[16])
 {
     if (!state_dir)
         return dc_error(DC_ERR_INVALID, "refit: state_dir is NULL");
@@ -155,8 +181,8 @@ DC_API dc_status_t dc_refit_committed(const char *state_dir, uint64_t *version,
     if (baseline)
         *baseline = r.baseline;
     if (digest) {
-        digest[0] = r.digest_lo;
-        digest[1] = r.digest_hi;
+        dc_store_le64(digest, r.digest_lo);
+        dc_store_le64(digest + 8, r.digest_hi);
     }
     return DC_OK;
 }
@@ -171,7 +197,7 @@ struct dc_refit_sender {
     dc_node_source_t src;
     dc_layout_desc_t *tensors;
     char **names;               /* our copies of the tensor names */
-    char *state_dir, *stats_path;
+    char *state_dir, *stats_path, *transport;
     size_t ntensors;
     dc_layout_t *layout;        /* to check a push's placement before it is handed over */
     uint8_t *want;              /* chunk -> this sender sends it (what a placement covers) */
@@ -264,6 +290,7 @@ static void dc_sender_free(dc_refit_sender_t *s)
     free(s->names);
     free(s->state_dir);
     free(s->stats_path);
+    free(s->transport);
     dc_layout_free(s->layout);
     free(s->want);
     free(s->tensors);
@@ -273,14 +300,14 @@ static void dc_sender_free(dc_refit_sender_t *s)
 
 /* The job's layout (its chunk size) and the chunks sender cfg->rank
  * sends in the job's plan. */
-static dc_status_t dc_api_sender_chunks(const dc_refit_node_config_t *cfg,
+static dc_status_t dc_api_sender_chunks(const dc_refit_node_opts_t *cfg,
                                         const dc_layout_desc_t *d, size_t nt, dc_layout_t **lo,
                                         uint8_t **wo)
 {
     dc_topo_node_info_t info;
     memset(&info, 0, sizeof(info));
     info.size = sizeof(info);
-    if (dc_topo_node(cfg->topo, cfg->rank, &info) != DC_OK || info.role != DC_TOPO_SENDER)
+    if (dc_topo_node(cfg->topo, cfg->rank, &info) != DC_OK || info.role != DC_TOPO_ROLE_SENDER)
         return dc_error(DC_ERR_INVALID, "refit sender: rank %u is not a sender of the topology",
                         cfg->rank);
     uint64_t cs = 0;
@@ -324,13 +351,14 @@ static dc_status_t dc_api_check_place(dc_refit_sender_t *s, const dc_place_seg_t
     return st;
 }
 
-DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
+DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *ucfg,
                                         dc_refit_sender_t **out)
 {
     if (!out)
         return dc_error(DC_ERR_INVALID, "refit sender: out is NULL");
     *out = NULL;
-    dc_status_t cst = dc_api_check_cfg(cfg, "refit sender");
+    dc_refit_node_opts_t c, *cfg = &c;
+    dc_status_t cst = dc_api_check_cfg(ucfg, cfg, "refit sender");
     if (cst != DC_OK)
         return cst;
     if (cfg->versions_dir || cfg->weights_path || cfg->last_version)
@@ -375,12 +403,15 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
     }
     s->state_dir = strdup(cfg->state_dir);
     s->stats_path = cfg->stats_path ? strdup(cfg->stats_path) : NULL;
-    if (!s->state_dir || (cfg->stats_path && !s->stats_path)) {
+    s->transport = s->ncfg.transport ? strdup(s->ncfg.transport) : NULL;
+    if (!s->state_dir || (cfg->stats_path && !s->stats_path) ||
+        (s->ncfg.transport && !s->transport)) {
         dc_sender_free(s);
         return dc_error(DC_ERR_NOMEM, "refit sender: out of memory");
     }
     s->ncfg.state_dir = s->state_dir;
     s->ncfg.stats_path = s->stats_path;
+    s->ncfg.transport = s->transport;
     s->ncfg.tensors = s->tensors;
     s->ncfg.ntensors = s->ntensors;
     s->ncfg.segs = s->base_segs;
@@ -416,8 +447,12 @@ DC_API dc_status_t dc_refit_sender_push(dc_refit_sender_t *s, const dc_refit_seg
 {
     if (!s)
         return dc_error(DC_ERR_INVALID, "refit sender: NULL sender");
-    if (stats && stats->size < sizeof(*stats))
-        return dc_error(DC_ERR_INVALID, "refit sender: stats->size must be set");
+    if (stats) {
+        dc_status_t cst = dc_struct_check(stats, DC_API_STATS_V1, sizeof(*stats),
+                                          "refit sender: stats");
+        if (cst != DC_OK)
+            return cst;
+    }
     dc_place_seg_t *own = NULL;
     if (segments) {
         dc_status_t st = dc_api_segments(s->tensors, s->ntensors, segments, n_segments, &own);
@@ -453,7 +488,7 @@ DC_API dc_status_t dc_refit_sender_push(dc_refit_sender_t *s, const dc_refit_seg
     if (s->ended) {
         st = s->vst;
         if (stats)
-            *stats = s->vstats;
+            dc_struct_out(stats, &s->vstats, sizeof(s->vstats));
     } else {
         st = s->result != DC_OK ? s->result : DC_ERR_INTERNAL;
     }
@@ -462,8 +497,6 @@ DC_API dc_status_t dc_refit_sender_push(dc_refit_sender_t *s, const dc_refit_seg
     s->segs = NULL;
     pthread_mutex_unlock(&s->mu);
     free(own);
-    if (stats)
-        stats->size = sizeof(*stats);
     if (st != DC_OK)
         return dc_error(st, "%s", why);
     return DC_OK;
@@ -486,16 +519,25 @@ DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s)
     return DC_OK;
 }
 
-DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_config_t *cfg,
+DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_opts_t *ucfg,
                                           dc_refit_segment_t *out, size_t cap, size_t *n)
 {
     if (!n)
         return dc_error(DC_ERR_INVALID, "refit sender ranges: n is NULL");
     *n = 0;
-    if (!cfg || cfg->size < offsetof(dc_refit_node_config_t, memory) || !cfg->topo)
+    dc_refit_node_opts_t local;
+    dc_status_t st = ucfg ? dc_struct_in(&local, sizeof(local), ucfg, DC_API_CONFIG_V1,
+                                         "refit sender ranges: config")
+                          : DC_ERR_INVALID;
+    const dc_refit_node_opts_t *cfg = &local;
+    if (st != DC_OK && !ucfg)
         return dc_error(DC_ERR_INVALID, "refit sender ranges: config, its size and topology "
                                         "are required");
-    dc_status_t st = DC_OK;
+    if (st != DC_OK)
+        return st;
+    if (!cfg->topo)
+        return dc_error(DC_ERR_INVALID, "refit sender ranges: config, its size and topology "
+                                        "are required");
     if (!cfg->tensors || !cfg->n_tensors)
         return dc_error(DC_ERR_INVALID, "refit sender ranges: tensors are required");
     dc_layout_desc_t *d = NULL;

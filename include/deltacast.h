@@ -11,13 +11,38 @@
  *   - Functions return dc_status_t: DC_OK (0) on success, a negative code on
  *     failure.  dc_last_error() then holds a human-readable detail line for
  *     the calling thread.
- *   - Output parameters are written only on success.
+ *   - Inputs first, outputs last; output parameters are written only on
+ *     success.
  *   - Public structs are plain data.  Structs that may grow begin with a
- *     `size` field the caller sets to sizeof(struct).
+ *     `size_t size` the caller sets to sizeof(the struct), and every entry
+ *     point honours it the same way:
+ *       size < the struct's first version     DC_ERR_INVALID (size not set)
+ *       size < this library's sizeof          accepted: a caller built
+ *                                             against an older header; the
+ *                                             fields it lacks default (0)
+ *       size > this library's sizeof          a newer caller: accepted when
+ *                                             the bytes past ours are all
+ *                                             zero, else DC_ERR_UNSUPPORTED
+ *     An output struct is filled as far as the caller's size reaches, and
+ *     its size is then set to the bytes the library filled.  Fields added
+ *     after a struct's first version are marked "(added in X.Y)".
+ *   - Arrays the library hands out (tables, a topology's or tree's nodes,
+ *     edges, links, NIC names) are frozen: their element type never grows
+ *     (a new field means a new type and a new accessor), and they live as
+ *     long as the object they came from (dc_config_table(): the process).
+ *     The one exception, dc_config_entry_t, grew in 0.2 and the soname
+ *     changed with it (libdeltacast.so.0.2).
  *   - Strings passed in are borrowed for the call; strings returned are owned
  *     by the library and live as long as the object they came from.
  *   - The library is thread-safe across objects; one object is not used by
  *     two threads at once unless its block says so.
+ *
+ * Names: functions dc_<object>_<verb>; types dc_<object>_t; a call's
+ * options struct dc_<thing>_opts_t ("config" means only the tunables table
+ * below); enum values DC_<ENUM NAME>_<VALUE>, e.g. dc_tree_format_t ->
+ * DC_TREE_FORMAT_JSON.  A digest is always uint8_t[16], the 128-bit value
+ * little-endian (low 64 bits first).  Names of 0.1 that broke these rules
+ * remain as deprecated aliases at the end of this header, for 0.2 only.
  */
 #ifndef DELTACAST_H
 #define DELTACAST_H
@@ -47,12 +72,14 @@ extern "C" {
 /* ======================================================================== */
 
 #define DC_VERSION_MAJOR 0
-#define DC_VERSION_MINOR 1
+#define DC_VERSION_MINOR 2
 #define DC_VERSION_PATCH 0
 #define DC_VERSION_NUMBER \
     (DC_VERSION_MAJOR * 10000 + DC_VERSION_MINOR * 100 + DC_VERSION_PATCH)
 
-/** The library's version string, e.g. "0.1.0". Static storage. */
+/** The library's version string, "0.2.0" for this header (it matches
+ *  DC_VERSION_MAJOR.MINOR.PATCH of the header the library was built with;
+ *  a caller may compare them).  Static storage. */
 DC_API const char *dc_version_string(void);
 
 /** A one-line description of the optional features compiled in, e.g.
@@ -135,8 +162,11 @@ typedef enum dc_log_level {
 
 /**
  * Messages at or below the current level go to the log sink (stderr by
- * default).  The initial level is read once from the environment variable
- * DELTACAST_LOG ("error", "warn", "info", "debug"; default "warn").
+ * default).  The initial level is read once, at the first log call, from
+ * the config key `log` (DELTACAST_LOG: "error", "warn", "info", "debug";
+ * default "warn"; an invalid value warns once and uses warn).
+ * dc_log_set_level() sets it for the whole process (out of range values
+ * are clamped); dc_log_get_level() returns it.  Thread-safe.
  */
 DC_API void dc_log_set_level(dc_log_level_t level);
 DC_API dc_log_level_t dc_log_get_level(void);
@@ -157,35 +187,100 @@ DC_API void dc_log(dc_log_level_t level, const char *fmt, ...) DC_PRINTF(2, 3);
 /* ======================================================================== */
 
 /*
- * Tunables live in one table: name, default, documentation.  Each can be
- * overridden by an environment variable DELTACAST_<NAME> (upper case) and by
- * dc_config_set().  The CLI's --help prints the table.
+ * Tunables live in one typed table: name, type, default, documentation and
+ * where the value is read.  Each can be overridden by an environment
+ * variable DELTACAST_<NAME> (upper case) and, above that, by
+ * dc_config_set().  `deltacast --help` prints the table.  Nothing outside
+ * the table reads a DELTACAST_* variable of its own.
+ *
+ * When a value takes effect:
+ *   - process-wide: read once, at the first use in the process (log,
+ *     kern_isa, fault, rdma_device); dc_config_set() must come before that
+ *     use (log is the exception: dc_config_set("log", ...) also sets the
+ *     level at once).
+ *   - everything else is read each time it is used: when a node starts
+ *     (per node: transport, timeout_ms, threads, inflight_bytes,
+ *     engine_* test hooks...), when a connection is made (tcp_*, ucx_*,
+ *     secret*) or at each call (chunk_size, codec_layout).
+ *
+ * The typed getters (dc_config_get_size/_int/_bool/_enum/_ms) parse the
+ * effective value against the entry's type and fail with DC_ERR_INVALID and
+ * a detail naming the key and the bad value ("config timeout_ms='soon': not
+ * a number of milliseconds"); *out is then left unchanged.  Asking a getter
+ * of one type for a key of another is DC_ERR_INVALID too.
  */
+typedef enum dc_config_type {
+    DC_CONFIG_TYPE_STRING = 0, /**< free text ("" = unset); paths, secrets, specs */
+    DC_CONFIG_TYPE_SIZE = 1,   /**< byte size, see dc_parse_size() ("4MiB") */
+    DC_CONFIG_TYPE_INT = 2,    /**< signed decimal integer; `choices` lists words
+                                    also accepted (e.g. "auto", read as 0) */
+    DC_CONFIG_TYPE_BOOL = 3,   /**< 1/0, yes/no, true/false, on/off ("" = 0) */
+    DC_CONFIG_TYPE_ENUM = 4,   /**< one of `choices` */
+    DC_CONFIG_TYPE_MS = 5,     /**< milliseconds, a non-negative integer */
+} dc_config_type_t;
+
 typedef struct dc_config_entry {
     const char *name;     /**< e.g. "chunk_size" */
     const char *def;      /**< default value as text, e.g. "4MiB" */
     const char *doc;      /**< one line of documentation */
+    /* (added in 0.2) */
+    dc_config_type_t type;
+    const char *choices;  /**< ENUM: the values, '|'-separated ("" first when
+                               an empty value is allowed); INT: words accepted
+                               besides numbers; NULL otherwise */
+    const char *where;    /**< who reads it and when, e.g. "engine, per node"
+                               or "kernels/kern.c, process-wide" */
 } dc_config_entry_t;
 
-/** The table, terminated by an entry whose name is NULL.  Static storage. */
+/** The table, terminated by an entry whose name is NULL.  Static storage,
+ *  frozen: entries are only ever appended between releases. */
 DC_API const dc_config_entry_t *dc_config_table(void);
+
+/** The entry named `name`, or NULL.  Static storage. */
+DC_API const dc_config_entry_t *dc_config_find(const char *name);
 
 /**
  * The effective value of `name`: dc_config_set() value if set, else the
  * environment variable DELTACAST_<NAME>, else the default.  Returns NULL if
  * `name` is not in the table.  The string is owned by the library and valid
- * until the next dc_config_set() of the same name.
+ * until the next dc_config_set() of the same name.  Never validated: the
+ * typed getters below are.
  */
 DC_API const char *dc_config_get(const char *name);
 
-/** Override `name` for this process (copies `value`; NULL resets).
- *  Returns DC_ERR_NOT_FOUND for an unknown name. */
+/**
+ * Override `name` for this process (copies `value`; NULL resets to the
+ * environment / default).  Works for every key of the table, including the
+ * test hooks.  The value is not checked here (a typed getter reports a bad
+ * one where it is read).  Returns DC_OK, DC_ERR_NOT_FOUND for an unknown
+ * name, DC_ERR_NOMEM.
+ */
 DC_API dc_status_t dc_config_set(const char *name, const char *value);
 
-/** Effective value of `name` parsed as a byte size (see dc_parse_size). */
+/** Effective value of a SIZE key in bytes (see dc_parse_size; an INT or MS
+ *  key is read the same way, as a count without unit).  Errors:
+ *  DC_ERR_NOT_FOUND (unknown key), DC_ERR_INVALID (bad value, wrong type:
+ *  the detail names the key and the value). */
 DC_API dc_status_t dc_config_get_size(const char *name, uint64_t *out);
 
-/** Print the table (name, effective value, default, doc) to `fp`. */
+/** Effective value of an INT key (a word of its `choices`, e.g. "auto",
+ *  reads as 0).  An empty value (the test hooks' default: off) gives
+ *  DC_ERR_NOT_FOUND "not set".  Errors otherwise as dc_config_get_size(). */
+DC_API dc_status_t dc_config_get_int(const char *name, int64_t *out);
+
+/** Effective value of a BOOL key: 1 or 0.  Errors as dc_config_get_size(). */
+DC_API dc_status_t dc_config_get_bool(const char *name, int *out);
+
+/** Effective value of an ENUM key: the index of the value in the entry's
+ *  `choices` (0 for the first).  Errors as dc_config_get_size(). */
+DC_API dc_status_t dc_config_get_enum(const char *name, unsigned *out);
+
+/** Effective value of an MS key in milliseconds.  Errors as
+ *  dc_config_get_size(). */
+DC_API dc_status_t dc_config_get_ms(const char *name, uint64_t *out);
+
+/** Print the table (name, type, default, doc, where read, and the
+ *  effective value when it differs) to `fp`. */
 DC_API void dc_config_print(FILE *fp);
 
 /**
@@ -227,18 +322,21 @@ typedef struct dc_delta_opts {
     size_t size;          /**< sizeof(dc_delta_opts_t) */
     uint64_t chunk_size;  /**< diff: dense bytes per chunk; 0 = config chunk_size */
     unsigned threads;     /**< worker threads; 0 = one per CPU */
+    /* (added in 0.2: a 0.1 caller's size ends here) */
     int strict_base;      /**< apply: hash the whole base first and refuse any base
                                whose checkpoint digest is not the delta's, even one
                                whose differing bytes the delta never reads (one more
                                pass over the base; default: verify the target only) */
-    unsigned layout;      /**< diff: DC_LAYOUT_SIMD or DC_LAYOUT_COMPACT; 0 = config
+    unsigned layout;      /**< diff: a dc_delta_layout_t; 0 = config
                                codec_layout.  Every layout applies everywhere; SIMD
                                applies fastest with AVX2 / AVX-512, COMPACT without */
 } dc_delta_opts_t;
 
 /** dc_delta_opts_t.layout values (kernels/codec.h DC_CODEC_LAYOUT_*). */
-#define DC_LAYOUT_SIMD 1
-#define DC_LAYOUT_COMPACT 2
+typedef enum dc_delta_layout {
+    DC_DELTA_LAYOUT_SIMD = 1,    /**< gap-quotient positions, 32-way rANS values */
+    DC_DELTA_LAYOUT_COMPACT = 2, /**< Golomb positions, 4-way rANS values */
+} dc_delta_layout_t;
 
 /** Figures of one diff or apply.  Set size = sizeof before the call. */
 typedef struct dc_delta_stats {
@@ -320,14 +418,30 @@ DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, con
 DC_API dc_status_t dc_checkpoint_digest(const void *buf, size_t len, uint64_t chunk_size,
                                         unsigned threads, uint8_t out[16]);
 
-/** Free memory the library returned (e.g. a delta image). */
+/** Free memory the library returned to the caller to own (a delta image
+ *  from dc_delta_diff_buffers()).  NULL: no-op. */
 DC_API void dc_free(void *p);
 
 /* ======================================================================== */
 /*  Transports                                                 [verbs/]     */
 /* ======================================================================== */
 
-/* (transport API: added by the transport work) */
+/*
+ * No transport function is public: the engine picks and drives them.  What
+ * a caller controls is which one a node uses inside its region:
+ *
+ *   "rdma"  RDMA verbs (RC queue pairs; config rdma_device picks the NIC)
+ *   "ucx"   UCX (UCP tagged messages; config ucx_*; the node listens on its
+ *           topology port + lan_port_offset)
+ *   "tcp"   TCP, tcp_streams parallel streams per connection
+ *   "auto"  the first of rdma, ucx, tcp usable on the node (default)
+ *
+ * named by dc_refit_node_opts_t.transport, else the config key transport.
+ * Between regions a node always uses tcp.  A transport named explicitly
+ * and not usable is an error, never a silent fallback.  Every transport
+ * authenticates its peers with the job secret and checks every message
+ * with a CRC32C of its own.
+ */
 
 /* ======================================================================== */
 /*  Topology and relay tree                         [topology/, tree/]      */
@@ -359,8 +473,8 @@ typedef struct dc_tree dc_tree_t;
 #define DC_TOPO_MAX_SHARDS 64
 
 typedef enum dc_topo_role {
-    DC_TOPO_RECEIVER = 0, /**< rollout node: needs shards, may relay */
-    DC_TOPO_SENDER = 1,   /**< trainer node: owns shards, is a stream root */
+    DC_TOPO_ROLE_RECEIVER = 0, /**< rollout node: needs shards, may relay */
+    DC_TOPO_ROLE_SENDER = 1,   /**< trainer node: owns shards, is a stream root */
 } dc_topo_role_t;
 
 /** A node as seen by callers.  Strings and arrays are owned by the topology
@@ -416,8 +530,12 @@ DC_API dc_status_t dc_topo_from_slurm(const char *nodelist, const char *region_m
                                       uint32_t n_senders, double wan_bps,
                                       double lan_bps, dc_topo_t **out);
 
+/** Free a topology (NULL: no-op).  Everything borrowed from it (node
+ *  infos, trees planned over it) must no longer be used. */
 DC_API void dc_topo_free(dc_topo_t *topo);
 
+/** Number of nodes, regions and shards of `topo` (0 when NULL).  Node
+ *  indices run 0 .. count-1; node 0 is the coordinator. */
 DC_API uint32_t dc_topo_node_count(const dc_topo_t *topo);
 DC_API uint32_t dc_topo_region_count(const dc_topo_t *topo);
 DC_API uint32_t dc_topo_shard_count(const dc_topo_t *topo);
@@ -450,6 +568,7 @@ DC_API dc_status_t dc_topo_apply_link_rates(dc_topo_t *topo, const char *path);
  *  zero padding "gpu-[001-004,010]", several bracket groups "a[1-2]-b[3-4]".
  *  Malformed lists: DC_ERR_INVALID naming the column. */
 DC_API dc_status_t dc_slurm_expand(const char *list, char ***hosts, size_t *n);
+/** Free what dc_slurm_expand() returned (NULL: no-op). */
 DC_API void dc_slurm_hosts_free(char **hosts, size_t n);
 
 /** Region of `host` under a map "PATTERN=REGION,..." (see
@@ -496,25 +615,26 @@ typedef struct dc_hw_info {
 } dc_hw_info_t;
 
 /** Discover with hwloc (DC_ERR_UNSUPPORTED when built without).  *out is
- *  owned by the library; free with dc_hw_free(). */
+ *  owned by the library (its arrays frozen, living as long as it); free it
+ *  with dc_hw_free() (NULL: no-op).  Its size is set by the library. */
 DC_API dc_status_t dc_hw_discover(dc_hw_info_t **out);
 DC_API void dc_hw_free(dc_hw_info_t *hw);
 
 /* --- the relay tree --- */
 
 typedef enum dc_tree_edge_kind {
-    DC_EDGE_LAN = 0, /**< inside a region: RDMA/UCX */
-    DC_EDGE_WAN = 1, /**< between regions: TCP, parallel streams */
+    DC_TREE_EDGE_KIND_LAN = 0, /**< inside a region: the node's transport */
+    DC_TREE_EDGE_KIND_WAN = 1, /**< between regions: TCP, parallel streams */
 } dc_tree_edge_kind_t;
 
-typedef struct dc_tree_options {
-    size_t size;            /**< caller sets sizeof(dc_tree_options_t) */
+typedef struct dc_tree_opts {
+    size_t size;            /**< caller sets sizeof(dc_tree_opts_t) */
     uint64_t payload_bytes; /**< expected bytes of one version (0: 1 GB); guides
                                  the choice of chain vs tree */
     uint64_t chunk_bytes;   /**< frame payload size (0: 4 MiB) */
     uint32_t max_degree;    /**< largest fan-out inside a region (0: 4) */
     uint32_t max_stripes;   /**< most gateways one shard is split over (0: 8) */
-} dc_tree_options_t;
+} dc_tree_opts_t;
 
 typedef struct dc_tree_stream {
     uint32_t shard;     /**< shard index */
@@ -550,7 +670,7 @@ typedef struct dc_tree_node_view {
 
 /** Plan the tree of `topo` (borrowed; must outlive the tree).  `opts` may
  *  be NULL.  Deterministic: the same inputs give the same tree. */
-DC_API dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *opts,
+DC_API dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_opts_t *opts,
                                 dc_tree_t **out);
 
 /** A new tree without node `dead` (a receiver): the orphans of each of its
@@ -560,43 +680,59 @@ DC_API dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *
  *  DC_ERR_INVALID if `dead` is a sender or already dead. */
 DC_API dc_status_t dc_tree_replan(const dc_tree_t *tree, uint32_t dead, dc_tree_t **out,
                                   uint32_t *changed);
+/** Free a tree (NULL: no-op); its arrays and views go with it. */
 DC_API void dc_tree_free(dc_tree_t *tree);
 
+/** The tree's streams and edges: counts, and frozen arrays owned by the
+ *  tree (valid until dc_tree_free; NULL/0 for a NULL tree). */
 DC_API uint32_t dc_tree_stream_count(const dc_tree_t *tree);
 DC_API const dc_tree_stream_t *dc_tree_streams(const dc_tree_t *tree);
 DC_API uint32_t dc_tree_edge_count(const dc_tree_t *tree);
 DC_API const dc_tree_edge_t *dc_tree_edges(const dc_tree_t *tree);
 /** 1 when node `i` was removed by dc_tree_replan(). */
 DC_API int dc_tree_node_dead(const dc_tree_t *tree, uint32_t i);
+/** Fill *out (out->size set by the caller) with what node `i` does: its
+ *  links (frozen arrays owned by the tree) and the shards it applies.
+ *  DC_ERR_INVALID if `i` is out of range or an argument is NULL. */
 DC_API dc_status_t dc_tree_node(const dc_tree_t *tree, uint32_t i, dc_tree_node_view_t *out);
 
 /** Stream carrying chunk `chunk` (index within its shard) of `shard`;
  *  UINT32_MAX if the shard has no receivers. */
 DC_API uint32_t dc_tree_stream_of(const dc_tree_t *tree, uint32_t shard, uint64_t chunk);
 
-/** Print the plan: text (per edge: parent -> child, stream, kind, rate, load,
- *  transport; then the expected bottleneck), JSON, or graphviz DOT.
- *  `payload_bytes` (0: omit loads) is the size of one version. */
-typedef enum dc_tree_format { DC_TREE_TEXT = 0, DC_TREE_JSON = 1, DC_TREE_DOT = 2 } dc_tree_format_t;
+/** dc_tree_print() formats. */
+typedef enum dc_tree_format {
+    DC_TREE_FORMAT_TEXT = 0, /**< per edge: parent -> child, stream, kind, rate,
+                                  load, transport; then the expected bottleneck */
+    DC_TREE_FORMAT_JSON = 1,
+    DC_TREE_FORMAT_DOT = 2,  /**< graphviz */
+} dc_tree_format_t;
+
+/** Print the plan of `tree` to `fp` (borrowed) in format `fmt`.
+ *  `payload_bytes` (0: omit loads) is the size of one version.  The LAN
+ *  transport shown is the config key transport's.  DC_ERR_INVALID for a
+ *  NULL argument or an unknown format; JSON only: DC_ERR_IO when writing
+ *  fails, DC_ERR_NOMEM (text and DOT do not check the stream). */
 DC_API dc_status_t dc_tree_print(const dc_tree_t *tree, uint64_t payload_bytes,
                                  dc_tree_format_t fmt, FILE *fp);
 
 /* --- the flow-level simulator --- */
 
-typedef struct dc_sim_params {
-    size_t size;            /**< caller sets sizeof(dc_sim_params_t) */
+typedef struct dc_sim_opts {
+    size_t size;            /**< caller sets sizeof(dc_sim_opts_t) */
     uint64_t params;        /**< parameters of the model (BF16: 2 bytes each) */
     double payload_ratio;   /**< encoded bytes / dense bytes (0: 0.0235) */
     double encode_GBps;     /**< dense GB/s one sender encodes (0: unlimited) */
     double apply_GBps;      /**< dense GB/s one receiver applies (0: unlimited) */
     uint64_t chunk_bytes;   /**< payload frame size for pipelining (0: 4 MiB) */
+    /* (added in 0.2: a 0.1 caller's size ends here) */
     double cpu_cores;       /**< > 0: every node shares one pool of this many
                                  cores (e.g. a test machine running all nodes);
                                  encode_GBps and apply_GBps are then per core,
                                  a sender encodes on up to cpu_cores cores, a
                                  receiver applies on one.  0: each node has
                                  its own CPUs (encode/apply rates per node) */
-} dc_sim_params_t;
+} dc_sim_opts_t;
 
 typedef struct dc_sim_result {
     size_t size;               /**< caller sets sizeof(dc_sim_result_t) */
@@ -614,7 +750,7 @@ typedef struct dc_sim_result {
  *  fair sharing of every node's LAN in/out, WAN in/out and region-pair
  *  links; chunk pipelining through relays (a child lags its parent by one
  *  chunk plus the hop latency); per-node encode and apply throughput. */
-DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_params_t *p,
+DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_opts_t *p,
                               dc_sim_result_t *out);
 
 /* ======================================================================== */
@@ -653,7 +789,8 @@ DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_params_t *p,
  * alone.
  *
  * Connections authenticate with the job secret (DELTACAST_SECRET_FILE /
- * DELTACAST_SECRET); the transport is the config key `transport`.
+ * DELTACAST_SECRET); the transport inside a region is the config's
+ * `transport` field, else the config key `transport`.
  */
 
 /** A tensor of a receiver's model, in the checkpoint's canonical order
@@ -673,8 +810,8 @@ typedef struct dc_refit_segment {
     void *ptr;            /**< host memory, borrowed for the run, written in place */
 } dc_refit_segment_t;
 
-typedef struct dc_refit_node_config {
-    size_t size;                /**< sizeof(dc_refit_node_config_t) */
+typedef struct dc_refit_node_opts {
+    size_t size;                /**< sizeof(dc_refit_node_opts_t) */
     const dc_topo_t *topo;      /**< borrowed; node 0 is the root */
     uint32_t rank;              /**< this process's node index */
     const char *state_dir;      /**< commit record and journal (created if absent) */
@@ -699,18 +836,30 @@ typedef struct dc_refit_node_config {
     uint32_t memory;            /**< where segments point: DC_REFIT_MEM_HOST, or
                                      DC_REFIT_MEM_CUDA (device memory of a GPU;
                                      chunks cross PCIe around the CPU codec) */
-} dc_refit_node_config_t;
+    const char *transport;      /**< this node's transport inside its region:
+                                     "auto", "rdma", "ucx" or "tcp" (between
+                                     regions: always tcp); NULL or "": config
+                                     key transport.  Anything else:
+                                     DC_ERR_INVALID.  Copied by sender_open */
+} dc_refit_node_opts_t;
 
-/** dc_refit_node_config_t.memory */
-enum { DC_REFIT_MEM_HOST = 0, DC_REFIT_MEM_CUDA = 1 };
+/** dc_refit_node_opts_t.memory */
+typedef enum dc_refit_mem { DC_REFIT_MEM_HOST = 0, DC_REFIT_MEM_CUDA = 1 } dc_refit_mem_t;
 
 /**
  * Run one node until the job ends: on the root, until every version up to
  * last_version is committed (and BYE sent); on a receiver, until the root
- * says BYE.  Blocks the calling thread.  DC_ERR_CANCELED when a version
- * was aborted; DC_ERR_TIMEOUT when receivers did not join in time.
+ * says BYE.  Blocks the calling thread.  `cfg` and what it points to are
+ * borrowed for the run.  Returns DC_OK when the job ended; DC_ERR_CANCELED
+ * when a version was aborted; DC_ERR_TIMEOUT when receivers did not join
+ * in time; DC_ERR_INVALID for a bad config (size not set, no topology or
+ * state_dir, a rank not in the topology, an unknown memory or transport,
+ * a sender without versions_dir, a receiver without weights);
+ * DC_ERR_UNSUPPORTED for a config from a newer header with fields set, or
+ * CUDA memory without a usable GPU; else the failure of the job (I/O,
+ * authentication, a peer...).
  */
-DC_API dc_status_t dc_refit_node_run(const dc_refit_node_config_t *cfg);
+DC_API dc_status_t dc_refit_node_run(const dc_refit_node_opts_t *cfg);
 
 /** What one version of a refit took (dc_refit_sender_push). */
 typedef struct dc_refit_version_stats {
@@ -748,7 +897,7 @@ typedef struct dc_refit_version_stats {
  * dc_refit_node_run().
  */
 typedef struct dc_refit_sender dc_refit_sender_t;
-DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_config_t *cfg,
+DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *cfg,
                                         dc_refit_sender_t **out);
 
 /**
@@ -776,7 +925,7 @@ DC_API dc_status_t dc_refit_sender_push(dc_refit_sender_t *s, const dc_refit_seg
  * segments with ptr NULL (tensor names borrowed from cfg->tensors) and
  * their count to *n; DC_ERR_NOMEM (with *n set) when cap is too small.
  */
-DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_config_t *cfg,
+DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_opts_t *cfg,
                                           dc_refit_segment_t *out, size_t cap, size_t *n);
 
 /** End the job (BYE to every receiver), wait for the node's thread, free.
@@ -785,11 +934,33 @@ DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s);
 
 /**
  * The commit record of a state directory: the committed version, its
- * baseline and the checkpoint digest (XXH3-128 over the chunk digests).
- * DC_ERR_NOT_FOUND when nothing was committed yet.
+ * baseline and the checkpoint digest (XXH3-128 over the chunk digests,
+ * written as 16 bytes little-endian (lo, hi): the form of
+ * dc_checkpoint_digest(), so the two compare with memcmp).  version,
+ * baseline and digest may each be NULL.  Returns DC_OK, DC_ERR_NOT_FOUND
+ * when nothing was committed yet, DC_ERR_FORMAT for a damaged record,
+ * DC_ERR_IO, DC_ERR_INVALID (state_dir NULL).  Outputs are written only on
+ * success.
  */
 DC_API dc_status_t dc_refit_committed(const char *state_dir, uint64_t *version,
-                                      uint64_t *baseline, uint64_t digest[2]);
+                                      uint64_t *baseline, uint8_t digest[16]);
+
+/* ======================================================================== */
+/*  Deprecated names of 0.1 (kept for 0.2 only; removed in 0.3)             */
+/* ======================================================================== */
+
+typedef dc_tree_opts_t dc_tree_options_t;             /**< use dc_tree_opts_t */
+typedef dc_sim_opts_t dc_sim_params_t;                /**< use dc_sim_opts_t */
+typedef dc_refit_node_opts_t dc_refit_node_config_t;  /**< use dc_refit_node_opts_t */
+#define DC_LAYOUT_SIMD DC_DELTA_LAYOUT_SIMD
+#define DC_LAYOUT_COMPACT DC_DELTA_LAYOUT_COMPACT
+#define DC_TOPO_RECEIVER DC_TOPO_ROLE_RECEIVER
+#define DC_TOPO_SENDER DC_TOPO_ROLE_SENDER
+#define DC_EDGE_LAN DC_TREE_EDGE_KIND_LAN
+#define DC_EDGE_WAN DC_TREE_EDGE_KIND_WAN
+#define DC_TREE_TEXT DC_TREE_FORMAT_TEXT
+#define DC_TREE_JSON DC_TREE_FORMAT_JSON
+#define DC_TREE_DOT DC_TREE_FORMAT_DOT
 
 #ifdef __cplusplus
 }

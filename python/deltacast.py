@@ -16,8 +16,9 @@ from pathlib import Path
 
 __all__ = ["DeltacastError", "lib", "version", "build_features", "status_name",
            "status_str", "is_retryable", "config_get", "config_set", "config_table",
-           "parse_size", "parse_rate", "diff_files", "apply_files", "diff_bytes",
-           "apply_bytes", "checkpoint_digest", "Topology", "run_node", "refit_committed"]
+           "config_get_typed", "parse_size", "parse_rate", "diff_files", "apply_files", "diff_bytes",
+           "apply_bytes", "checkpoint_digest", "Topology", "run_node", "refit_committed", "Sender",
+           "sender_ranges", "__version__"]
 
 
 class DeltacastError(RuntimeError):
@@ -42,8 +43,18 @@ def _find_library() -> str:
     return found or "libdeltacast.so"
 
 
+# The library version this binding mirrors (include/deltacast.h DC_VERSION_*).
+__version__ = "0.2.0"
+
+
 class _ConfigEntry(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("def_", ctypes.c_char_p), ("doc", ctypes.c_char_p)]
+    _fields_ = [("name", ctypes.c_char_p), ("def_", ctypes.c_char_p), ("doc", ctypes.c_char_p),
+                ("type", ctypes.c_int), ("choices", ctypes.c_char_p),
+                ("where", ctypes.c_char_p)]
+
+
+# dc_config_type_t
+_CONFIG_TYPES = ("string", "size", "int", "bool", "enum", "ms")
 
 
 class _DeltaOpts(ctypes.Structure):
@@ -82,7 +93,7 @@ class _RefitSegment(ctypes.Structure):
                 ("length", ctypes.c_uint64), ("ptr", ctypes.c_void_p)]
 
 
-class _RefitNodeConfig(ctypes.Structure):
+class _RefitNodeOpts(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("topo", ctypes.c_void_p),
                 ("rank", ctypes.c_uint32), ("state_dir", ctypes.c_char_p),
                 ("versions_dir", ctypes.c_char_p), ("last_version", ctypes.c_uint32),
@@ -92,7 +103,7 @@ class _RefitNodeConfig(ctypes.Structure):
                 ("segments", ctypes.POINTER(_RefitSegment)), ("n_segments", ctypes.c_size_t),
                 ("initial_version", ctypes.c_uint64), ("durable", ctypes.c_int),
                 ("abort_ms", ctypes.c_uint32), ("chunk_size", ctypes.c_uint64),
-                ("memory", ctypes.c_uint32)]
+                ("memory", ctypes.c_uint32), ("transport", ctypes.c_char_p)]
 
 
 _MEMORY = {"host": 0, "cuda": 1}
@@ -131,6 +142,11 @@ def _lib():
         "dc_config_table": (ctypes.POINTER(_ConfigEntry), []),
         "dc_config_get": (c_char_p, [c_char_p]),
         "dc_config_set": (c_int, [c_char_p, c_char_p]),
+        "dc_config_get_size": (c_int, [c_char_p, c_u64p]),
+        "dc_config_get_int": (c_int, [c_char_p, ctypes.POINTER(ctypes.c_int64)]),
+        "dc_config_get_bool": (c_int, [c_char_p, ctypes.POINTER(c_int)]),
+        "dc_config_get_enum": (c_int, [c_char_p, ctypes.POINTER(ctypes.c_uint)]),
+        "dc_config_get_ms": (c_int, [c_char_p, c_u64p]),
         "dc_parse_size": (c_int, [c_char_p, c_u64p]),
         "dc_parse_rate": (c_int, [c_char_p, ctypes.POINTER(ctypes.c_double)]),
     }
@@ -151,13 +167,13 @@ def _lib():
                                             ctypes.POINTER(vp)]),
         "dc_topo_node_count": (ctypes.c_uint32, [vp]),
         "dc_topo_free": (None, [vp]),
-        "dc_refit_node_run": (c_int, [ctypes.POINTER(_RefitNodeConfig)]),
-        "dc_refit_committed": (c_int, [c_char_p, c_u64p, c_u64p, ctypes.c_uint64 * 2]),
-        "dc_refit_sender_open": (c_int, [ctypes.POINTER(_RefitNodeConfig), ctypes.POINTER(vp)]),
+        "dc_refit_node_run": (c_int, [ctypes.POINTER(_RefitNodeOpts)]),
+        "dc_refit_committed": (c_int, [c_char_p, c_u64p, c_u64p, ctypes.c_uint8 * 16]),
+        "dc_refit_sender_open": (c_int, [ctypes.POINTER(_RefitNodeOpts), ctypes.POINTER(vp)]),
         "dc_refit_sender_push": (c_int, [vp, ctypes.POINTER(_RefitSegment), sz,
                                          ctypes.POINTER(_RefitVersionStats)]),
         "dc_refit_sender_close": (c_int, [vp]),
-        "dc_refit_sender_ranges": (c_int, [ctypes.POINTER(_RefitNodeConfig),
+        "dc_refit_sender_ranges": (c_int, [ctypes.POINTER(_RefitNodeOpts),
                                            ctypes.POINTER(_RefitSegment), sz,
                                            ctypes.POINTER(sz)]),
     })
@@ -203,12 +219,43 @@ def is_retryable(status: int) -> bool:
 
 
 def config_table() -> list:
+    """[(name, default, doc, type, choices or None, where), ...]"""
     t = _lib().dc_config_table()
     rows, i = [], 0
     while t[i].name:
-        rows.append((t[i].name.decode(), t[i].def_.decode(), t[i].doc.decode()))
+        e = t[i]
+        rows.append((e.name.decode(), e.def_.decode(), e.doc.decode(), _CONFIG_TYPES[e.type],
+                     e.choices.decode() if e.choices else None, e.where.decode()))
         i += 1
     return rows
+
+
+def config_get_typed(name: str):
+    """The effective value of `name` parsed by its type: int for size, int
+    and ms keys, bool for bool keys, the value (str) for enum and string
+    keys.  Raises DeltacastError (DC_ERR_INVALID naming the key and value)
+    for a bad value, KeyError for an unknown key."""
+    types = {r[0]: r[3] for r in config_table()}
+    if name not in types:
+        raise KeyError(name)
+    kind, L, k = types[name], _lib(), name.encode()
+    if kind in ("size", "ms"):
+        out = ctypes.c_uint64()
+        _check((L.dc_config_get_size if kind == "size" else L.dc_config_get_ms)(
+            k, ctypes.byref(out)))
+        return out.value
+    if kind == "int":
+        out = ctypes.c_int64()
+        _check(L.dc_config_get_int(k, ctypes.byref(out)))
+        return out.value
+    if kind == "bool":
+        out = ctypes.c_int()
+        _check(L.dc_config_get_bool(k, ctypes.byref(out)))
+        return bool(out.value)
+    if kind == "enum":
+        out = ctypes.c_uint()
+        _check(L.dc_config_get_enum(k, ctypes.byref(out)))
+    return config_get(name)
 
 
 def config_get(name: str) -> str:
@@ -367,7 +414,7 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
              weights_path: str | None = None, tensors=None, segments=None,
              initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
              durable: bool = False, wait_ms: int = 0, abort_ms: int = 0,
-             memory: str = "host") -> None:
+             memory: str = "host", transport: str | None = None) -> None:
     """Run one node of a refit job until the job ends (blocks).
 
     Root (rank 0): versions_dir holds v0.safetensors .. vK.safetensors.
@@ -375,11 +422,13 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
     tensors = [(name, dtype, nelems), ...] and segments = [(tensor, byte
     offset, writable buffer), ...] (the placement map: canonical byte ranges
     of each tensor -> your buffers, written in place); memory="cuda" when
-    the segments are (device address, nbytes) of GPU memory.
+    the segments are (device address, nbytes) of GPU memory.  transport:
+    "auto", "rdma", "ucx" or "tcp" inside the region (None: config key
+    transport).
     """
     keep = []
-    cfg = _RefitNodeConfig()
-    cfg.size = ctypes.sizeof(_RefitNodeConfig)
+    cfg = _RefitNodeOpts()
+    cfg.size = ctypes.sizeof(_RefitNodeOpts)
     cfg.topo = topo._h
     cfg.rank = rank
     cfg.state_dir = os.fsencode(state_dir)
@@ -392,6 +441,7 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
     cfg.initial_version = initial_version
     cfg.chunk_size = chunk_size
     cfg.memory = _MEMORY[memory]
+    cfg.transport = None if transport is None else transport.encode()
     if tensors:
         tarr = (_RefitTensor * len(tensors))()
         for i, (name, dtype, n) in enumerate(tensors):
@@ -424,8 +474,8 @@ def sender_ranges(topo: Topology, rank: int, tensors, chunk_size: int = 0) -> li
     """[(tensor, byte offset, length), ...]: the canonical bytes sender
     `rank` sends in the job's plan (a trainer shard's Sender segments must
     cover these, and need cover nothing else)."""
-    cfg = _RefitNodeConfig()
-    cfg.size = ctypes.sizeof(_RefitNodeConfig)
+    cfg = _RefitNodeOpts()
+    cfg.size = ctypes.sizeof(_RefitNodeOpts)
     cfg.topo = topo._h
     cfg.rank = rank
     cfg.state_dir = b"."
@@ -456,17 +506,18 @@ class Sender:
     receiver applied and verified it and the commit record was written,
     with the version's figures; the buffers must not change meanwhile.
     close() ends the job (BYE).  Also a context manager.  memory="cuda":
-    the segments are (device address, nbytes) of GPU memory.
+    the segments are (device address, nbytes) of GPU memory.  transport as
+    for run_node().
     """
 
     def __init__(self, topo: Topology, state_dir: str, tensors, segments, *, rank: int = 0,
                  initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
                  wait_ms: int = 0, abort_ms: int = 0, stats_path: str | None = None,
-                 memory: str = "host"):
+                 memory: str = "host", transport: str | None = None):
         self._keep = []
         self._topo = topo  # borrowed by the sender until close
-        cfg = _RefitNodeConfig()
-        cfg.size = ctypes.sizeof(_RefitNodeConfig)
+        cfg = _RefitNodeOpts()
+        cfg.size = ctypes.sizeof(_RefitNodeOpts)
         cfg.topo = topo._h
         cfg.rank = rank
         cfg.state_dir = os.fsencode(state_dir)
@@ -477,6 +528,7 @@ class Sender:
         cfg.initial_version = initial_version
         cfg.chunk_size = chunk_size
         cfg.memory = _MEMORY[memory]
+        cfg.transport = None if transport is None else transport.encode()
         tarr = (_RefitTensor * len(tensors))()
         for i, (name, dtype, n) in enumerate(tensors):
             tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
@@ -521,6 +573,6 @@ class Sender:
 
 def refit_committed(state_dir: str) -> tuple:
     """(version, baseline, digest bytes) of a node's commit record."""
-    v, b, d = ctypes.c_uint64(), ctypes.c_uint64(), (ctypes.c_uint64 * 2)()
+    v, b, d = ctypes.c_uint64(), ctypes.c_uint64(), (ctypes.c_uint8 * 16)()
     _check(_lib().dc_refit_committed(os.fsencode(state_dir), ctypes.byref(v), ctypes.byref(b), d))
-    return v.value, b.value, d[0].to_bytes(8, "little") + d[1].to_bytes(8, "little")
+    return v.value, b.value, bytes(d)

@@ -10,6 +10,8 @@ import deltacast as dc  # noqa: E402
 class Foundation(unittest.TestCase):
     def test_version_matches_library(self):
         self.assertRegex(dc.version(), r"^\d+\.\d+\.\d+$")
+        self.assertEqual(dc.version(), dc.__version__)
+        self.assertEqual(dc.__version__, "0.2.0")
 
     def test_features(self):
         f = dc.build_features()
@@ -42,6 +44,36 @@ class Foundation(unittest.TestCase):
             dc.config_set("nope", "1")
         with self.assertRaises(KeyError):
             dc.config_get("nope")
+
+    def test_config_is_typed(self):
+        rows = {r[0]: r for r in dc.config_table()}
+        for key in ("engine_crash_at", "engine_root_crash", "engine_trace", "wan_fifo",
+                    "kern_isa", "rdma_device", "fault", "log"):
+            self.assertIn(key, rows)
+        self.assertEqual(rows["transport"][3], "enum")
+        self.assertEqual(rows["transport"][4], "auto|rdma|ucx|tcp")
+        self.assertTrue(all(r[5] for r in rows.values()))
+        self.assertEqual(dc.config_get_typed("chunk_size"), 4 << 20)
+        dc.config_set("wan_fifo", "on")
+        self.assertIs(dc.config_get_typed("wan_fifo"), True)
+        dc.config_set("timeout_ms", "soon")
+        with self.assertRaises(dc.DeltacastError) as cm:
+            dc.config_get_typed("timeout_ms")
+        self.assertEqual(cm.exception.name, "DC_ERR_INVALID")
+        self.assertIn("timeout_ms", cm.exception.detail)
+        self.assertIn("soon", cm.exception.detail)
+        dc.config_set("timeout_ms", None)
+        dc.config_set("wan_fifo", None)
+
+    def test_node_transport_is_checked(self):
+        topo = dc.Topology.local(1, 1, 7300)
+        try:
+            with self.assertRaises(dc.DeltacastError) as cm:
+                dc.run_node(topo, 1, "/nonexistent", weights_path="/nonexistent",
+                            transport="carrier-pigeon")
+            self.assertIn("carrier-pigeon", cm.exception.detail)
+        finally:
+            topo.close()
 
 
 if __name__ == "__main__":

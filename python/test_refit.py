@@ -96,10 +96,14 @@ class Refit(unittest.TestCase):
                               DELTACAST_TIMEOUT_MS="2000")
             topo = dc.Topology.local(1, 1, port)
             self.assertEqual(topo.nodes, 2)
+            # the node's transport is its config field (this process's key
+            # names none)
+            dc.config_set("transport", "bogus")
             try:
                 dc.run_node(topo, 1, os.path.join(tmp, "st1"), tensors=tensors,
-                            segments=segments, chunk_size=64 * 1024)
+                            segments=segments, chunk_size=64 * 1024, transport="tcp")
             finally:
+                dc.config_set("transport", None)
                 _, err = root.communicate(timeout=60)
             self.assertEqual(root.returncode, 0, err.decode(errors="replace"))
             for name, off, buf in segments:

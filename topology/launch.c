@@ -23,8 +23,10 @@ static dc_status_t env_int(const char *name, int32_t *out, bool *found)
 
 dc_status_t dc_launch_from_env(dc_launch_info_t *out)
 {
-    if (!out || out->size < sizeof(dc_launch_info_t))
-        return dc_error(DC_ERR_INVALID, "dc_launch_from_env: NULL or size not set");
+    dc_status_t cst = dc_struct_check(out, sizeof(dc_launch_info_t), sizeof(dc_launch_info_t),
+                                      "dc_launch_from_env: out");
+    if (cst != DC_OK)
+        return cst;
     static const struct {
         const char *src, *rank, *size, *local;
     } tab[] = {

@@ -325,8 +325,12 @@ const char *dc_topo_region_name(const dc_topo_t *t, uint32_t i)
 
 dc_status_t dc_topo_node(const dc_topo_t *t, uint32_t i, dc_topo_node_info_t *out)
 {
-    if (!t || !out || out->size < sizeof(dc_topo_node_info_t))
-        return dc_error(DC_ERR_INVALID, "dc_topo_node: NULL argument or out->size not set");
+    if (!t || !out)
+        return dc_error(DC_ERR_INVALID, "dc_topo_node: NULL argument");
+    dc_status_t st = dc_struct_check(out, sizeof(dc_topo_node_info_t),
+                                     sizeof(dc_topo_node_info_t), "dc_topo_node: out");
+    if (st != DC_OK)
+        return st;
     if (i >= t->n_nodes)
         return dc_error(DC_ERR_INVALID, "dc_topo_node: node %u out of range (%u nodes)", i,
                         t->n_nodes);

@@ -105,12 +105,21 @@ static int cmp_enc(const void *a, const void *b, void *ctx)
     return x < y ? -1 : x > y;
 }
 
-dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *p, dc_sim_result_t *out)
+dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *up, dc_sim_result_t *out)
 {
+    if (!t || !up || !out)
+        return dc_error(DC_ERR_INVALID, "dc_sim_run: NULL argument");
     /* cpu_cores came last: callers built before it pass the smaller size */
-    if (!t || !p || !out || p->size < offsetof(dc_sim_params_t, cpu_cores) || out->size < sizeof(dc_sim_result_t))
-        return dc_error(DC_ERR_INVALID, "dc_sim_run: NULL argument or size not set");
-    const double cores = p->size >= sizeof(dc_sim_params_t) ? p->cpu_cores : 0;
+    dc_sim_params_t pv;
+    dc_status_t cst = dc_struct_in(&pv, sizeof(pv), up, offsetof(dc_sim_params_t, cpu_cores),
+                                   "dc_sim_run: params");
+    if (cst == DC_OK)
+        cst = dc_struct_check(out, sizeof(dc_sim_result_t), sizeof(dc_sim_result_t),
+                              "dc_sim_run: result");
+    if (cst != DC_OK)
+        return cst;
+    const dc_sim_params_t *p = &pv;
+    const double cores = p->cpu_cores;
     if (!(cores >= 0) || !isfinite(cores) || cores > 1e7)
         return dc_error(DC_ERR_INVALID, "simulate: cpu_cores must be in [0, 1e7] (0: a CPU per node)");
     if (p->params == 0 || p->params > (1ULL << 50))

@@ -214,9 +214,12 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
 {
     if (!topo || !out)
         return dc_error(DC_ERR_INVALID, "dc_tree_plan: NULL argument");
-    if (o && o->size < sizeof(dc_tree_options_t))
-        return dc_error(DC_ERR_INVALID, "dc_tree_plan: options size not set");
-    dc_status_t st = DC_OK;
+    dc_tree_options_t opts;
+    dc_status_t st = o ? dc_struct_in(&opts, sizeof(opts), o, sizeof(dc_tree_options_t),
+                                      "dc_tree_plan: options")
+                       : DC_OK;
+    if (st != DC_OK)
+        return st;
     const uint32_t N = topo->n_nodes, R = topo->n_regions, S = topo->n_shards;
     dc_tree_t *t = calloc(1, sizeof(*t));
     uint32_t *rmem = NULL, *roff = NULL, *members = NULL, *mcount = NULL, *gw = NULL, *order = NULL;
@@ -228,7 +231,7 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
     t->n_nodes = N;
     t->opts.size = sizeof(t->opts);
     if (o)
-        t->opts = *o;
+        t->opts = opts;
     if (!t->opts.payload_bytes)
         t->opts.payload_bytes = 1000000000ULL;
     if (!t->opts.chunk_bytes)
@@ -565,8 +568,12 @@ int dc_tree_node_dead(const dc_tree_t *t, uint32_t i)
 
 dc_status_t dc_tree_node(const dc_tree_t *t, uint32_t i, dc_tree_node_view_t *out)
 {
-    if (!t || !out || out->size < sizeof(dc_tree_node_view_t))
-        return dc_error(DC_ERR_INVALID, "dc_tree_node: NULL argument or out->size not set");
+    if (!t || !out)
+        return dc_error(DC_ERR_INVALID, "dc_tree_node: NULL argument");
+    dc_status_t st = dc_struct_check(out, sizeof(dc_tree_node_view_t),
+                                     sizeof(dc_tree_node_view_t), "dc_tree_node: out");
+    if (st != DC_OK)
+        return st;
     if (i >= t->n_nodes)
         return dc_error(DC_ERR_INVALID, "dc_tree_node: node %u out of range (%u nodes)", i, t->n_nodes);
     dc_tree_node_view_t v = {.size = sizeof(v)};

@@ -9,39 +9,79 @@
 #include <stdlib.h>
 #include <strings.h>
 
-/* Keep sorted by layer; the CLI prints it in this order. */
+#define S DC_CONFIG_TYPE_STRING
+#define Z DC_CONFIG_TYPE_SIZE
+#define I DC_CONFIG_TYPE_INT
+#define B DC_CONFIG_TYPE_BOOL
+#define E DC_CONFIG_TYPE_ENUM
+#define MS DC_CONFIG_TYPE_MS
+
+/* Keep sorted by layer; the CLI prints it in this order.  Append only:
+ * the table is public (dc_config_table) and frozen between releases.
+ * {name, default, doc, type, choices, where} */
 static const dc_config_entry_t dc_config_entries[] = {
-    {"log", "warn", "log level: error, warn, info, debug"},
-    {"chunk_size", "4MiB", "dense bytes per chunk (unit of encoding, transfer, retry)"},
-    {"threads", "0", "encode/apply worker threads (0 = all online CPUs)"},
+    {"log", "warn", "log level: error, warn, info, debug", E, "error|warn|info|debug",
+     "util/log.c, process-wide (first log line; dc_config_set applies it at once)"},
+    {"chunk_size", "4MiB", "dense bytes per chunk (unit of encoding, transfer, retry)", Z, NULL,
+     "kernels/delta.c per call; engine per node"},
+    {"threads", "0", "encode/apply worker threads (0 = all online CPUs)", I, NULL,
+     "engine, per node"},
     {"codec_layout", "simd",
      "how deltas are coded: simd (gap-quotient positions and 32-way rANS values; AVX2 / "
      "AVX-512 receivers decode them fastest) or compact (Golomb positions, 4-way rANS: "
-     "faster on receivers without AVX2, e.g. ARM)"},
-    {"inflight_bytes", "1GiB", "bound on memory held by frames in flight per node"},
+     "faster on receivers without AVX2, e.g. ARM)", E, "simd|compact",
+     "kernels/codec.c, per diff"},
+    {"inflight_bytes", "1GiB", "bound on memory held by frames in flight per node", Z, NULL,
+     "engine, per node"},
     {"transport", "auto", "intra-region transport: auto, rdma, ucx, tcp (between regions: always "
-     "tcp)"},
+     "tcp); dc_refit_node_opts_t.transport overrides it per node", E, "auto|rdma|ucx|tcp",
+     "verbs/transport.c, per node (and tree/print.c)"},
     {"lan_port_offset", "10000",
      "with transport ucx, nodes listen for their region on their topology port + this (the "
-     "topology port takes tcp from other regions)"},
+     "topology port takes tcp from other regions)", Z, NULL, "engine, per node"},
     {"tcp_streams", "auto",
      "parallel TCP streams per connection: K, or auto (one per 5 Gbit/s of the edge's "
-     "rate in the topology, at least 1; 4 when the rate is unknown)"},
-    {"tcp_sockbuf", "16MiB", "TCP socket send/receive buffer size"},
-    {"timeout_ms", "30000", "connect/handshake/ack timeout in milliseconds"},
-    {"secret_file", "", "file holding the job secret for HMAC authentication"},
-    {"secret", "", "job secret (prefer secret_file; environment only)"},
-    {"fault", "", "fault injection for tests: corrupt=P,corrupt_at=OFF,drop_after=N,stall_ms=T"},
-    {"kern_isa", "", "force a lower kernel ISA: scalar, avx2, avx512 (default: best)"},
-    {"ucx_err_mode", "peer", "UCX endpoint error mode: peer (detect dead peers) or none (shm)"},
+     "rate in the topology, at least 1; 4 when the rate is unknown)", I, "auto",
+     "verbs/transport.c, per connection"},
+    {"tcp_sockbuf", "16MiB", "TCP socket send/receive buffer size", Z, NULL,
+     "verbs/transport.c, per connection"},
+    {"timeout_ms", "30000", "connect/handshake/ack timeout in milliseconds", MS, NULL,
+     "engine, per node; verbs per connection"},
+    {"secret_file", "", "file holding the job secret for HMAC authentication", S, NULL,
+     "verbs/auth.c, per connection"},
+    {"secret", "", "job secret (prefer secret_file; environment only)", S, NULL,
+     "verbs/auth.c, per connection"},
+    {"fault", "", "fault injection for tests: corrupt=P,corrupt_at=OFF,drop_after=N,stall_ms=T",
+     S, NULL, "verbs/fault.c, process-wide (first connection)"},
+    {"kern_isa", "", "force a lower kernel ISA: scalar, avx2, avx512 (default: best)", E,
+     "|scalar|avx2|avx512", "kernels/ ISA dispatch, process-wide (first kernel call)"},
+    {"ucx_err_mode", "peer", "UCX endpoint error mode: peer (detect dead peers) or none (shm)",
+     E, "peer|none", "verbs/ UCX transport, per connection"},
     {"ucx_piece", "512KiB", "UCX: a message is sent as pieces of this size, each with its own "
-     "CRC32C (64KiB..1GiB)"},
-    {"ucx_ahead", "1MiB", "UCX: bytes of pieces posted to UCP ahead of the transfer (0: no limit)"},
+     "CRC32C (64KiB..1GiB)", Z, NULL, "verbs/ UCX transport, per connection"},
+    {"ucx_ahead", "1MiB", "UCX: bytes of pieces posted to UCP ahead of the transfer (0: no limit)",
+     Z, NULL, "verbs/ UCX transport, per connection"},
     {"ucx_spin_us", "200", "UCX: microseconds a blocking wait polls before it sleeps (0: sleep "
-     "at once; never with one CPU)"},
-    {"rdma_device", "", "RDMA device to use, e.g. mlx5_0 (default: first active)"},
-    {NULL, NULL, NULL},
+     "at once; never with one CPU)", I, NULL, "verbs/ UCX transport, per connection"},
+    {"rdma_device", "", "RDMA device to use, e.g. mlx5_0 (default: first active)", S, NULL,
+     "verbs/rdma.c, process-wide (first RDMA use)"},
+    {"wan_fifo", "0", "perf refit: keep plain FIFO queues on the emulated WAN links instead of "
+     "fq_codel's per-flow fairness", B, NULL, "perf/perf_refit.c, per run"},
+    {"engine_crash_at", "", "test hook: a receiver dies by SIGKILL mid-apply of this chunk "
+     "index (\"\": off)", I, NULL, "engine, per node"},
+    {"engine_root_crash", "", "test hook: the root dies by SIGKILL after frames=N frames or "
+     "after the commit of version commit=V (\"\": off)", S, NULL, "engine, per node"},
+    {"engine_trace", "", "test hook: directory where each node writes trace.<rank>, its "
+     "per-frame events (\"\": off)", S, NULL, "engine, per node"},
+    {NULL, NULL, NULL, 0, NULL, NULL},
 };
+
+#undef S
+#undef Z
+#undef I
+#undef B
+#undef E
+#undef MS
 
 #define DC_CONFIG_N (DC_ARRAY_SIZE(dc_config_entries) - 1)
 
@@ -62,6 +102,12 @@ static int dc_config_index(const char *name)
         if (strcmp(dc_config_entries[i].name, name) == 0)
             return (int)i;
     return -1;
+}
+
+const dc_config_entry_t *dc_config_find(const char *name)
+{
+    int i = dc_config_index(name);
+    return i < 0 ? NULL : &dc_config_entries[i];
 }
 
 const char *dc_config_get(const char *name)
@@ -119,15 +165,155 @@ dc_status_t dc_config_set(const char *name, const char *value)
     return DC_OK;
 }
 
+static const char *const dc_config_type_names[] = {"string", "size", "int", "bool", "enum",
+                                                   "ms"};
+
+static const char *dc_config_type_name(dc_config_type_t t)
+{
+    return (unsigned)t < DC_ARRAY_SIZE(dc_config_type_names) ? dc_config_type_names[t] : "?";
+}
+
+/* The entry and effective value of `name`, which must be of type `type`. */
+static dc_status_t dc_config_typed(const char *name, dc_config_type_t type,
+                                   const dc_config_entry_t **e, const char **v)
+{
+    int i = dc_config_index(name);
+    if (i < 0)
+        return dc_error(DC_ERR_NOT_FOUND, "unknown configuration key '%s'",
+                        name ? name : "(null)");
+    *e = &dc_config_entries[i];
+    if ((*e)->type != type)
+        return dc_error(DC_ERR_INVALID, "config %s is of type %s, not %s", name,
+                        dc_config_type_name((*e)->type), dc_config_type_name(type));
+    *v = dc_config_get(name);
+    return DC_OK;
+}
+
+/* Index of `v` in the '|'-separated `choices`, or -1. */
+static int dc_config_choice(const char *choices, const char *v)
+{
+    if (!choices)
+        return -1;
+    size_t vl = strlen(v);
+    int k = 0;
+    for (const char *p = choices;; k++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == vl && strncmp(p, v, len) == 0)
+            return k;
+        if (!bar)
+            return -1;
+        p = bar + 1;
+    }
+}
+
 dc_status_t dc_config_get_size(const char *name, uint64_t *out)
 {
-    const char *v = dc_config_get(name);
-    if (!v)
-        return dc_error(DC_ERR_NOT_FOUND, "unknown configuration key '%s'", name);
-    dc_status_t st = dc_parse_size(v, out);
+    const dc_config_entry_t *e;
+    const char *v;
+    /* an INT or MS key reads as a size too (a count without unit): the
+     * transports read tcp_streams and timeout_ms this way */
+    dc_config_type_t t = DC_CONFIG_TYPE_SIZE;
+    const dc_config_entry_t *f = dc_config_find(name);
+    if (f && (f->type == DC_CONFIG_TYPE_INT || f->type == DC_CONFIG_TYPE_MS))
+        t = f->type;
+    dc_status_t st = dc_config_typed(name, t, &e, &v);
     if (st != DC_OK)
+        return st;
+    uint64_t r;
+    st = dc_parse_size(v, &r);
+    if (st != DC_OK) {
         dc_error_prefix("config %s", name);
-    return st;
+        return st;
+    }
+    *out = r;
+    return DC_OK;
+}
+
+/* A decimal integer, all of `v`, within [lo, hi]. */
+static int dc_config_parse_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!*v || isspace((unsigned char)*v))
+        return 0;
+    errno = 0;
+    char *end;
+    long long r = strtoll(v, &end, 10);
+    if (*end || errno || r < lo || r > hi)
+        return 0;
+    *out = r;
+    return 1;
+}
+
+dc_status_t dc_config_get_int(const char *name, int64_t *out)
+{
+    const dc_config_entry_t *e;
+    const char *v;
+    dc_status_t st = dc_config_typed(name, DC_CONFIG_TYPE_INT, &e, &v);
+    if (st != DC_OK)
+        return st;
+    int64_t r;
+    if (dc_config_choice(e->choices, v) >= 0) {
+        *out = 0;
+        return DC_OK;
+    }
+    if (!*v)
+        return dc_error(DC_ERR_NOT_FOUND, "config %s is not set", name);
+    if (!dc_config_parse_int(v, INT64_MIN, INT64_MAX, &r))
+        return dc_error(DC_ERR_INVALID, "config %s='%s': not an integer%s%s", name, v,
+                        e->choices ? " or one of " : "", e->choices ? e->choices : "");
+    *out = r;
+    return DC_OK;
+}
+
+dc_status_t dc_config_get_bool(const char *name, int *out)
+{
+    const dc_config_entry_t *e;
+    const char *v;
+    dc_status_t st = dc_config_typed(name, DC_CONFIG_TYPE_BOOL, &e, &v);
+    if (st != DC_OK)
+        return st;
+    static const char *const yes[] = {"1", "yes", "true", "on"};
+    static const char *const no[] = {"", "0", "no", "false", "off"};
+    for (size_t i = 0; i < DC_ARRAY_SIZE(yes); i++)
+        if (strcasecmp(v, yes[i]) == 0) {
+            *out = 1;
+            return DC_OK;
+        }
+    for (size_t i = 0; i < DC_ARRAY_SIZE(no); i++)
+        if (strcasecmp(v, no[i]) == 0) {
+            *out = 0;
+            return DC_OK;
+        }
+    return dc_error(DC_ERR_INVALID, "config %s='%s': not a boolean (1/0, yes/no, true/false, "
+                    "on/off)", name, v);
+}
+
+dc_status_t dc_config_get_enum(const char *name, unsigned *out)
+{
+    const dc_config_entry_t *e;
+    const char *v;
+    dc_status_t st = dc_config_typed(name, DC_CONFIG_TYPE_ENUM, &e, &v);
+    if (st != DC_OK)
+        return st;
+    int k = dc_config_choice(e->choices, v);
+    if (k < 0)
+        return dc_error(DC_ERR_INVALID, "config %s='%s': not one of %s", name, v, e->choices);
+    *out = (unsigned)k;
+    return DC_OK;
+}
+
+dc_status_t dc_config_get_ms(const char *name, uint64_t *out)
+{
+    const dc_config_entry_t *e;
+    const char *v;
+    dc_status_t st = dc_config_typed(name, DC_CONFIG_TYPE_MS, &e, &v);
+    if (st != DC_OK)
+        return st;
+    int64_t r;
+    if (!dc_config_parse_int(v, 0, INT64_MAX, &r))
+        return dc_error(DC_ERR_INVALID, "config %s='%s': not a number of milliseconds", name, v);
+    *out = (uint64_t)r;
+    return DC_OK;
 }
 
 void dc_config_print(FILE *fp)
@@ -138,11 +324,14 @@ void dc_config_print(FILE *fp)
         const char *eff = dc_config_get(e->name);
         if (strcmp(e->name, "secret") == 0 && *eff)
             eff = "(set, hidden)";
-        fprintf(fp, "  %-15s %-10s %s%s%s%s\n", e->name, *e->def ? e->def : "\"\"",
+        fprintf(fp, "  %-17s %-10s %s%s%s%s\n", e->name, *e->def ? e->def : "\"\"",
                 e->doc,
                 strcmp(eff, e->def) != 0 ? " [now: " : "",
                 strcmp(eff, e->def) != 0 ? eff : "",
                 strcmp(eff, e->def) != 0 ? "]" : "");
+        fprintf(fp, "  %-17s %-10s (%s%s%s; read by %s)\n", "", "",
+                dc_config_type_name(e->type), e->choices ? ": " : "",
+                e->choices ? e->choices : "", e->where);
     }
 }
 

@@ -46,6 +46,26 @@ dc_status_t dc_status_from_errno(int errnum);
             dc_log(DC_LOG_LEVEL_DEBUG, __VA_ARGS__);                          \
     } while (0)
 
+/* --- public structs that grow (util/struct.c) ------------------------------ */
+
+/** The `size` rule of include/deltacast.h for the public struct at `p`
+ *  (first field `size_t size`): DC_OK when min <= size, and any bytes
+ *  beyond `cur` (this library's sizeof) are zero; else DC_ERR_INVALID
+ *  (size too small: not set) or DC_ERR_UNSUPPORTED (a newer caller set
+ *  fields this library does not know).  `what` names the struct in the
+ *  error ("refit: config"). */
+dc_status_t dc_struct_check(const void *p, size_t min, size_t cur, const char *what);
+
+/** An input struct: dc_struct_check(), then copy it into `local` (`cur`
+ *  bytes): the fields an older caller lacks are zero (their default), and
+ *  local's size is `cur`. */
+dc_status_t dc_struct_in(void *local, size_t cur, const void *in, size_t min, const char *what);
+
+/** An output struct (checked with dc_struct_check() first): copy the
+ *  fields of `local` the caller has room for (min(out->size, cur) bytes)
+ *  into `out`, and set out->size to that count. */
+void dc_struct_out(void *out, const void *local, size_t cur);
+
 /* --- small helpers ------------------------------------------------------- */
 
 #define DC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -48,7 +48,7 @@ dc_log_level_t dc_log_get_level(void)
     if (DC_LIKELY(lvl >= 0))
         return (dc_log_level_t)lvl;
     dc_log_level_t parsed = DC_LOG_LEVEL_WARN;
-    const char *env = getenv("DELTACAST_LOG");
+    const char *env = dc_config_get("log"); /* DELTACAST_LOG, dc_config_set */
     if (env && *env) {
         int l = dc_log_parse_raw(env);
         if (l < 0)

@@ -21,6 +21,143 @@ static void fini(void)
 
 TestSuite(api, .fini = fini, .timeout = 120);
 
+/* --- the size rule and the transport field (0.2), no processes ----------- */
+
+/* A 0.2 config a 0.1 caller would have built: size up to chunk_size. */
+#define CFG_V1_SIZE offsetof(dc_refit_node_opts_t, memory)
+
+static void rule_cfg(dc_refit_node_opts_t *cfg, dc_topo_t *topo, char *sd)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->size = sizeof(*cfg);
+    cfg->topo = topo;
+    cfg->rank = 99; /* not a node: the run stops right after the config checks */
+    cfg->state_dir = sd;
+    cfg->weights_path = "/nonexistent";
+}
+
+Test(api, older_smaller_config_is_accepted_and_defaulted)
+{
+    dc_topo_t *topo;
+    cr_assert_eq(dc_topo_synthetic_local(1, 2, 7300, &topo), DC_OK);
+    char sd[] = "/tmp/dc-api-rule";
+    dc_refit_node_opts_t cfg;
+    rule_cfg(&cfg, topo, sd);
+    cfg.memory = 77;           /* past a 0.1 caller's struct: never read */
+    cfg.transport = "bogus";
+    cfg.size = CFG_V1_SIZE;
+    cr_assert_eq(dc_refit_node_run(&cfg), DC_ERR_INVALID);
+    cr_assert(strstr(dc_last_error(), "rank 99"), "%s", dc_last_error());
+    /* the same fields seen by a 0.2 caller's size are checked */
+    cfg.size = sizeof(cfg);
+    cr_assert_eq(dc_refit_node_run(&cfg), DC_ERR_INVALID);
+    cr_assert(strstr(dc_last_error(), "memory 77"), "%s", dc_last_error());
+    cfg.memory = DC_REFIT_MEM_HOST;
+    cr_assert_eq(dc_refit_node_run(&cfg), DC_ERR_INVALID);
+    cr_assert(strstr(dc_last_error(), "transport 'bogus'"), "%s", dc_last_error());
+    cfg.transport = "tcp";
+    cr_assert_eq(dc_refit_node_run(&cfg), DC_ERR_INVALID);
+    cr_assert(strstr(dc_last_error(), "rank 99"), "%s", dc_last_error());
+    /* sender_ranges: a 0.1 struct works as well */
+    dc_refit_tensor_t t = {"w", "BF16", 1000};
+    rule_cfg(&cfg, topo, sd);
+    cfg.rank = 0;
+    cfg.weights_path = NULL;
+    cfg.tensors = &t;
+    cfg.n_tensors = 1;
+    cfg.chunk_size = 512;
+    cfg.size = CFG_V1_SIZE;
+    cfg.memory = 77;
+    dc_refit_segment_t seg[4];
+    size_t n = 0;
+    cr_assert_eq(dc_refit_sender_ranges(&cfg, seg, 4, &n), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(n, 1);
+    cr_assert_eq(seg[0].length, 2000);
+    /* size not set: refused */
+    cfg.size = 0;
+    cr_assert_eq(dc_refit_sender_ranges(&cfg, seg, 4, &n), DC_ERR_INVALID);
+    cr_assert_eq(dc_refit_node_run(&cfg), DC_ERR_INVALID);
+    cr_assert(strstr(dc_last_error(), "size"), "%s", dc_last_error());
+    dc_topo_free(topo);
+}
+
+Test(api, newer_larger_config_needs_a_zero_tail)
+{
+    dc_topo_t *topo;
+    cr_assert_eq(dc_topo_synthetic_local(1, 2, 7300, &topo), DC_OK);
+    char sd[] = "/tmp/dc-api-rule";
+    struct {
+        dc_refit_node_opts_t cfg;
+        uint64_t future[2]; /* fields of a later version */
+    } big;
+    memset(&big, 0, sizeof(big));
+    rule_cfg(&big.cfg, topo, sd);
+    big.cfg.size = sizeof(big);
+    cr_assert_eq(dc_refit_node_run(&big.cfg), DC_ERR_INVALID); /* accepted: on to rank */
+    cr_assert(strstr(dc_last_error(), "rank 99"), "%s", dc_last_error());
+    big.future[1] = 1;
+    cr_assert_eq(dc_refit_node_run(&big.cfg), DC_ERR_UNSUPPORTED);
+    cr_assert(strstr(dc_last_error(), "newer"), "%s", dc_last_error());
+    dc_refit_sender_t *s = (dc_refit_sender_t *)&big;
+    cr_assert_eq(dc_refit_sender_open(&big.cfg, &s), DC_ERR_UNSUPPORTED);
+    cr_assert_null(s);
+    size_t n = 5;
+    cr_assert_eq(dc_refit_sender_ranges(&big.cfg, NULL, 0, &n), DC_ERR_UNSUPPORTED);
+    cr_assert_eq(n, 0);
+
+    /* the same rule for the other growing structs */
+    struct {
+        dc_tree_opts_t o;
+        uint64_t future;
+    } to;
+    memset(&to, 0, sizeof(to));
+    to.o.size = sizeof(to);
+    dc_tree_t *tree = NULL;
+    cr_assert_eq(dc_tree_plan(topo, &to.o, &tree), DC_OK, "%s", dc_last_error());
+    dc_tree_free(tree);
+    to.future = 3;
+    cr_assert_eq(dc_tree_plan(topo, &to.o, &tree), DC_ERR_UNSUPPORTED);
+    struct {
+        dc_topo_node_info_t i;
+        uint64_t future;
+    } ti;
+    memset(&ti, 0, sizeof(ti));
+    ti.i.size = sizeof(ti);
+    cr_assert_eq(dc_topo_node(topo, 0, &ti.i), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(ti.i.size, sizeof(ti.i)); /* what the library filled */
+    ti.i.size = sizeof(ti);
+    ti.future = 1;
+    cr_assert_eq(dc_topo_node(topo, 0, &ti.i), DC_ERR_UNSUPPORTED);
+    dc_topo_node_info_t small = {.size = 8};
+    cr_assert_eq(dc_topo_node(topo, 0, &small), DC_ERR_INVALID);
+    dc_topo_free(topo);
+}
+
+Test(api, older_sim_params_are_defaulted)
+{
+    dc_topo_t *topo;
+    cr_assert_eq(dc_topo_synthetic_local(1, 2, 7300, &topo), DC_OK);
+    dc_tree_t *tree = NULL;
+    cr_assert_eq(dc_tree_plan(topo, NULL, &tree), DC_OK);
+    dc_sim_opts_t p = {.size = offsetof(dc_sim_opts_t, cpu_cores), .params = 1000000,
+                         .cpu_cores = -5 /* past an old caller's struct: never read */};
+    dc_sim_result_t r = {.size = sizeof(r)};
+    cr_assert_eq(dc_sim_run(tree, &p, &r), DC_OK, "%s", dc_last_error());
+    p.size = sizeof(p);
+    cr_assert_eq(dc_sim_run(tree, &p, &r), DC_ERR_INVALID);
+    dc_tree_free(tree);
+    dc_topo_free(topo);
+}
+
+Test(api, version_matches_the_header)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "%d.%d.%d", DC_VERSION_MAJOR, DC_VERSION_MINOR,
+             DC_VERSION_PATCH);
+    cr_assert_str_eq(dc_version_string(), want);
+    cr_assert_str_eq(dc_version_string(), "0.2.0");
+}
+
 Test(api, memory_receiver_with_placement_map)
 {
     job_init(&J, 1, 2, "2e5", 2, "optimizer");
@@ -58,7 +195,7 @@ Test(api, memory_receiver_with_placement_map)
     cr_assert_eq(dc_topo_synthetic_local(1, 2, (uint16_t)J.port, &topo), DC_OK);
     char sd[256];
     snprintf(sd, sizeof(sd), "%s/state/%d", J.dir, me);
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.size = sizeof(cfg);
     cfg.topo = topo;
@@ -69,6 +206,11 @@ Test(api, memory_receiver_with_placement_map)
     cfg.segments = segs;
     cfg.n_segments = ns;
     cfg.chunk_size = 64 * 1024;
+    /* the node's transport is its config field: this process's config key
+     * names no transport at all (the other nodes take tcp from the
+     * environment) */
+    cr_assert_eq(dc_config_set("transport", "bogus"), DC_OK);
+    cfg.transport = "tcp";
     dc_status_t st = dc_refit_node_run(&cfg);
     if (st != DC_OK)
         job_dump_logs(&J);
@@ -87,7 +229,8 @@ Test(api, memory_receiver_with_placement_map)
                       "tensor %s differs at segment %zu", t->name, k);
     }
     cr_assert_eq(k, ns);
-    uint64_t v = 0, b = 0, d[2];
+    uint64_t v = 0, b = 0;
+    uint8_t d[16];
     snprintf(sd, sizeof(sd), "%s/state/0", J.dir);
     cr_assert_eq(dc_refit_committed(sd, &v, &b, d), DC_OK);
     cr_assert_eq(v, 2);
@@ -169,7 +312,7 @@ typedef struct trainer_job {
     trainer_t tr;
     dc_topo_t *topo;
     char sd[256];
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
 } trainer_job_t;
 
 static void trainer_job_init(trainer_job_t *t, int regions, int per, const char *params,
@@ -185,7 +328,7 @@ static void trainer_job_init(trainer_job_t *t, int regions, int per, const char 
                                          &t->topo),
                  DC_OK);
     snprintf(t->sd, sizeof(t->sd), "%s/state/0", J.dir);
-    dc_refit_node_config_t *cfg = &t->cfg;
+    dc_refit_node_opts_t *cfg = &t->cfg;
     cfg->size = sizeof(*cfg);
     cfg->topo = t->topo;
     cfg->rank = 0;
@@ -213,14 +356,19 @@ Test(api, memory_sender_pushes_versions)
     trainer_job_t T;
     trainer_job_init(&T, 2, 1, "2e5", 3);
     trainer_t *tr = &T.tr;
-    dc_refit_node_config_t cfg = T.cfg;
+    dc_refit_node_opts_t cfg = T.cfg;
     dc_refit_sender_t *s = NULL;
     /* a sender from memory takes its versions from push, not a directory */
     cfg.versions_dir = J.dir;
     cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_ERR_INVALID);
     cr_assert(strstr(dc_last_error(), "versions_dir"), "%s", dc_last_error());
     cfg.versions_dir = NULL;
+    /* the transport field, copied by open: the config key is no transport */
+    char tcp[] = "tcp";
+    cfg.transport = tcp;
+    cr_assert_eq(dc_config_set("transport", "bogus"), DC_OK);
     cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
+    tcp[0] = 'X';
     job_start(&J, 1, NULL, NULL);
     job_start(&J, 2, NULL, NULL);
     for (int v = 1; v <= 2; v++) {
@@ -269,7 +417,8 @@ Test(api, memory_sender_pushes_versions)
     cr_assert_eq(dc_refit_sender_close(s), DC_OK, "%s", dc_last_error());
     for (int i = 1; i <= 2; i++)
         cr_assert_eq(job_wait(&J, i, 20), 0, "receiver %d did not end cleanly", i);
-    uint64_t v = 0, b = 0, d[2];
+    uint64_t v = 0, b = 0;
+    uint8_t d[16];
     cr_assert_eq(dc_refit_committed(T.sd, &v, &b, d), DC_OK);
     cr_assert_eq(v, 3);
     cr_assert_eq(b, 2);
@@ -287,7 +436,7 @@ Test(api, memory_sender_abort_is_reported)
     trainer_job_t T;
     trainer_job_init(&T, 1, 2, "1e5", 2);
     trainer_t *tr = &T.tr;
-    dc_refit_node_config_t cfg = T.cfg;
+    dc_refit_node_opts_t cfg = T.cfg;
     cfg.abort_ms = 1500;
     dc_refit_sender_t *s = NULL;
     cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
@@ -312,7 +461,7 @@ Test(api, memory_sender_abort_is_reported)
 }
 
 typedef struct rx_thread {
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
     dc_status_t st;
     char why[512];
 } rx_thread_t;
@@ -334,7 +483,7 @@ Test(api, cuda_memory_sender_and_receiver)
     trainer_job_t T;
     trainer_job_init(&T, 1, 2, "1e5", 1);
     trainer_t *tr = &T.tr;
-    dc_refit_node_config_t cfg = T.cfg;
+    dc_refit_node_opts_t cfg = T.cfg;
     char rd[256];
     snprintf(rd, sizeof(rd), "%s/state/2", J.dir);
     cfg.memory = DC_REFIT_MEM_CUDA;
@@ -432,7 +581,7 @@ Test(api, cli_node_from_memory)
 /* --- trainer shards sending from memory ---------------------------------- */
 
 typedef struct shard {
-    dc_refit_node_config_t cfg;
+    dc_refit_node_opts_t cfg;
     char sd[256];
     dc_refit_segment_t *segs; /* its ranges, with buffers */
     size_t ns;
@@ -485,7 +634,7 @@ static void memory_shards(int crash_rank, int lose_shard)
         total += all.segs[i].length;
     for (int k = 0; k < 2; k++) {
         snprintf(sh[k].sd, sizeof(sh[k].sd), "%s/state/%d", J.dir, k);
-        dc_refit_node_config_t *c = &sh[k].cfg;
+        dc_refit_node_opts_t *c = &sh[k].cfg;
         c->size = sizeof(*c);
         c->topo = topo;
         c->rank = (uint32_t)k;
