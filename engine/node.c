@@ -105,7 +105,7 @@ int dc_node_role_sender(const dc_node_t *n, uint32_t i)
     dc_topo_node_info_t info;
     memset(&info, 0, sizeof(info));
     info.size = sizeof(info);
-    return dc_topo_node(n->cfg->topo, i, &info) == DC_OK && info.role == DC_TOPO_SENDER;
+    return dc_topo_node(n->cfg->topo, i, &info) == DC_OK && info.role == DC_TOPO_ROLE_SENDER;
 }
 
 /* One complete message from peer `from` (b: borrowed; a handler that keeps
@@ -394,7 +394,7 @@ dc_status_t dc_node_chunk_map(dc_node_t *n)
             n->coord.rneed[i] = 0;
             n->coord.nneed[i] = 0;
             if (i == 0 || dc_topo_node(n->cfg->topo, i, &info) != DC_OK ||
-                info.role != DC_TOPO_RECEIVER)
+                info.role != DC_TOPO_ROLE_RECEIVER)
                 continue;
             n->coord.rneed[i] = info.shards;
             for (uint32_t sh = 0; sh < DC_TOPO_MAX_SHARDS; sh++)
@@ -481,15 +481,15 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
     n->enc.base_fd = n->enc.next_fd = -1;
     n->rx.crash_at = -1;
     {
-        const char *ca = getenv("DELTACAST_ENGINE_CRASH_AT");
+        const char *ca = dc_config_get("engine_crash_at");
         if (ca && *ca)
             n->rx.crash_at = strtoll(ca, NULL, 10);
-        const char *rc = getenv("DELTACAST_ENGINE_ROOT_CRASH");
+        const char *rc = dc_config_get("engine_root_crash");
         if (rc && strncmp(rc, "frames=", 7) == 0)
             n->coord.crash_frames = strtoull(rc + 7, NULL, 10);
         else if (rc && strncmp(rc, "commit=", 7) == 0)
             n->coord.crash_commit = strtoull(rc + 7, NULL, 10);
-        const char *tr = getenv("DELTACAST_ENGINE_TRACE");
+        const char *tr = dc_config_get("engine_trace");
         char tp[PATH_MAX];
         if (tr && *tr && snprintf(tp, sizeof(tp), "%s/trace.%u", tr, n->me) < (int)sizeof(tp))
             n->trace = fopen(tp, "w");
@@ -511,7 +511,7 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
     if (st != DC_OK)
         goto out;
     n->is_root = n->me == 0;
-    n->is_sender = info.role == DC_TOPO_SENDER;
+    n->is_sender = info.role == DC_TOPO_ROLE_SENDER;
     n->rx.need_mask = n->is_sender ? 0 : info.shards;
     if (n->is_root && !n->is_sender) {
         st = dc_error(DC_ERR_UNSUPPORTED,
@@ -545,11 +545,15 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
     n->net.rx_post_parent = (unsigned)DC_MIN((uint64_t)DC_NRX, n->inflight_max / n->net.rx_cap);
     if (n->net.rx_post_parent < DC_NRX_CHILD)
         n->net.rx_post_parent = DC_NRX_CHILD;
-    uint64_t tmo = 30000;
-    const char *tv = dc_config_get("timeout_ms");
-    if (tv && *tv)
-        tmo = strtoull(tv, NULL, 10);
-    n->timeout_ms = (uint32_t)(tmo ? tmo : 30000);
+    uint64_t tmo = 0;
+    if ((st = dc_config_get_ms("timeout_ms", &tmo)) != DC_OK)
+        goto out;
+    if (tmo == 0 || tmo > 86400000) {
+        st = dc_error(DC_ERR_INVALID, "config timeout_ms=%llu: 1 .. 86400000 (a day)",
+                      (unsigned long long)tmo);
+        goto out;
+    }
+    n->timeout_ms = (uint32_t)tmo;
     n->abort_ms = cfg->abort_ms ? cfg->abort_ms : 4 * n->timeout_ms;
     n->plan.dead = calloc(n->nnodes, 1);
     n->net.route = calloc(n->nnodes, sizeof(*n->net.route));
@@ -668,7 +672,7 @@ dc_status_t dc_node_chunk_size(uint64_t given, uint64_t *out)
 dc_status_t dc_node_sender_chunks(const dc_topo_t *topo, uint32_t rank, const dc_layout_t *l,
                                   uint8_t *want)
 {
-    dc_tree_options_t o;
+    dc_tree_opts_t o;
     memset(&o, 0, sizeof(o));
     o.size = sizeof(o);
     o.chunk_bytes = l->chunk_size;

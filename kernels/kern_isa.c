@@ -119,8 +119,8 @@ static void isa_pick(void)
             break;
         }
     }
-    /* config key kern_isa; read here only (the config table documents it) */
-    const char *env = getenv("DELTACAST_KERN_ISA");
+    /* config key kern_isa (DELTACAST_KERN_ISA); read here only, once per process */
+    const char *env = dc_config_get("kern_isa");
     if (env != NULL && env[0] != '\0') {
         if (!dc_kern_isa_supported(env))
             DC_LOG_WARN("DELTACAST_KERN_ISA=%s is not supported by this CPU or build; "

@@ -162,7 +162,10 @@ static int rb_net_setup(rb_ctx_t *c)
          * carries its relay's data to the next region and the ACKs of the
          * data coming in, and those ACKs must not wait behind a 100 ms
          * FIFO.  The tbf still meters every byte at the WAN rate. */
-        for (int side = 0; ok && side < 2 && !getenv("DELTACAST_WAN_FIFO"); side++) {
+        int wan_fifo = 0;
+        if (dc_config_get_bool("wan_fifo", &wan_fifo) != DC_OK)
+            DC_LOG_WARN("%s (plain FIFO queues off)", dc_last_error());
+        for (int side = 0; ok && side < 2 && !wan_fifo; side++) {
             char ns[48], dev[48];
             snprintf(ns, sizeof(ns), side ? "%sr%u" : "%st", p, i);
             snprintf(dev, sizeof(dev), "%s%s%u", p, side ? "r" : "t", i);

@@ -115,7 +115,7 @@ void dc_fault_install(const dc_fault_cfg_t *cfg)
 
 static void dc_fault_init_env(void)
 {
-    const char *spec = getenv("DELTACAST_FAULT");
+    const char *spec = dc_config_get("fault");
     if (!spec || !*spec)
         return;
     dc_fault_cfg_t c;

@@ -138,7 +138,7 @@ static void dc_rdma_init_once(void)
             ibv_free_device_list(list);
         return;
     }
-    const char *want = getenv("DELTACAST_RDMA_DEVICE");
+    const char *want = dc_config_get("rdma_device");
     char seen[128] = "";
     for (int i = 0; i < n; i++) {
         const char *name = ibv_get_device_name(list[i]);

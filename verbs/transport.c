@@ -172,8 +172,11 @@ dc_status_t dc_verbs_opts_resolve(const dc_verbs_opts_t *in, dc_verbs_opts_t *ou
         o.sockbuf = v;
     }
     if (o.timeout_ms == 0) {
-        if ((st = dc_verbs_cfg_u64("timeout_ms", 1, 86400000, &v)) != DC_OK)
+        if ((st = dc_config_get_ms("timeout_ms", &v)) != DC_OK)
             return st;
+        if (v == 0 || v > 86400000)
+            return dc_error(DC_ERR_INVALID, "config timeout_ms=%llu: 1 .. 86400000 (a day)",
+                            (unsigned long long)v);
         o.timeout_ms = (uint32_t)v;
     }
     if (o.zerocopy < 0)
