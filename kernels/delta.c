@@ -528,10 +528,10 @@ static dc_status_t dc_opts_layout(const dc_delta_opts_t *o, unsigned *layout)
     *layout = 0;
     if (!o || o->size < offsetof(dc_delta_opts_t, layout) + sizeof(unsigned) || !o->layout)
         return DC_OK;
-    if (o->layout != DC_LAYOUT_SIMD && o->layout != DC_LAYOUT_COMPACT)
-        return dc_error(DC_ERR_INVALID, "delta layout %u is not DC_LAYOUT_SIMD or "
-                        "DC_LAYOUT_COMPACT", o->layout);
-    *layout = o->layout == DC_LAYOUT_SIMD ? DC_CODEC_LAYOUT_SIMD : DC_CODEC_LAYOUT_COMPACT;
+    if (o->layout != DC_DELTA_LAYOUT_SIMD && o->layout != DC_DELTA_LAYOUT_COMPACT)
+        return dc_error(DC_ERR_INVALID, "delta layout %u is not DC_DELTA_LAYOUT_SIMD or "
+                        "DC_DELTA_LAYOUT_COMPACT", o->layout);
+    *layout = o->layout == DC_DELTA_LAYOUT_SIMD ? DC_CODEC_LAYOUT_SIMD : DC_CODEC_LAYOUT_COMPACT;
     return DC_OK;
 }
 
@@ -550,12 +550,26 @@ static unsigned dc_opts_threads(const dc_delta_opts_t *o)
 
 static void dc_stats_out(dc_delta_stats_t *out, const dc_delta_stats_t *s)
 {
-    if (!out)
-        return;
-    size_t n = out->size && out->size <= sizeof(*s) ? out->size : sizeof(*s);
-    dc_delta_stats_t tmp = *s;
-    tmp.size = n;
-    memcpy(out, &tmp, n);
+    if (out)
+        dc_struct_out(out, s, sizeof(*s));
+}
+
+/* The size rule of include/deltacast.h for a call's options and stats:
+ * `opts` (may be NULL) is copied into `o` with the fields an older caller
+ * lacks zeroed; a newer caller's unknown non-zero fields are refused. */
+static dc_status_t dc_delta_args(const dc_delta_opts_t *opts, dc_delta_opts_t *o,
+                                 const dc_delta_stats_t *stats)
+{
+    memset(o, 0, sizeof(*o));
+    o->size = sizeof(*o);
+    dc_status_t st;
+    if (opts && (st = dc_struct_in(o, sizeof(*o), opts, offsetof(dc_delta_opts_t, strict_base),
+                                   "delta options")) != DC_OK)
+        return st;
+    if (stats && (st = dc_struct_check(stats, sizeof(*stats), sizeof(*stats), "delta stats")) !=
+                     DC_OK)
+        return st;
+    return DC_OK;
 }
 
 static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
@@ -723,6 +737,11 @@ DC_API dc_status_t dc_delta_diff_files(const char *base_path, const char *next_p
                                        const char *delta_path, const dc_delta_opts_t *opts,
                                        dc_delta_stats_t *stats)
 {
+    dc_delta_opts_t o_;
+    dc_status_t ast = dc_delta_args(opts, &o_, stats);
+    if (ast != DC_OK)
+        return ast;
+    opts = &o_;
     if (!base_path || !next_path || !delta_path)
         return dc_error(DC_ERR_INVALID, "dc_delta_diff_files: missing path");
     double t0 = dc_now_s();
@@ -778,6 +797,11 @@ DC_API dc_status_t dc_delta_diff_buffers(const void *base, size_t base_len, cons
                                          void **delta, size_t *delta_len,
                                          dc_delta_stats_t *stats)
 {
+    dc_delta_opts_t o_;
+    dc_status_t ast = dc_delta_args(opts, &o_, stats);
+    if (ast != DC_OK)
+        return ast;
+    opts = &o_;
     if (!base || !next || !delta || !delta_len)
         return dc_error(DC_ERR_INVALID, "dc_delta_diff_buffers: bad arguments");
     double t0 = dc_now_s();
@@ -1060,6 +1084,11 @@ DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, con
                                           size_t *out_len, const dc_delta_opts_t *opts,
                                           dc_delta_stats_t *stats)
 {
+    dc_delta_opts_t o_;
+    dc_status_t ast = dc_delta_args(opts, &o_, stats);
+    if (ast != DC_OK)
+        return ast;
+    opts = &o_;
     if (!base || !delta || !out || !out_len)
         return dc_error(DC_ERR_INVALID, "dc_delta_apply_buffers: bad arguments");
     double t0 = dc_now_s();
@@ -1089,6 +1118,11 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
                                         const char *out_path, const dc_delta_opts_t *opts,
                                         dc_delta_stats_t *stats)
 {
+    dc_delta_opts_t o_;
+    dc_status_t ast = dc_delta_args(opts, &o_, stats);
+    if (ast != DC_OK)
+        return ast;
+    opts = &o_;
     if (!base_path || !delta_path)
         return dc_error(DC_ERR_INVALID, "dc_delta_apply_files: missing path");
     const char *dest = out_path ? out_path : base_path;

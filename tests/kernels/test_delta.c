@@ -305,7 +305,7 @@ Test(delta, deterministic_across_threads_and_buffer_api_matches)
     cr_assert_eq(memcmp(out, n, nl), 0);
     cr_assert_eq(dc_delta_apply_buffers(b, bl, md, mdl, out, nl - 1, &ol, NULL, NULL),
                  DC_ERR_INVALID);
-    /* a layout that is neither DC_LAYOUT_SIMD nor DC_LAYOUT_COMPACT */
+    /* a layout that is neither DC_DELTA_LAYOUT_SIMD nor DC_DELTA_LAYOUT_COMPACT */
     dc_delta_opts_t o3 = {.size = sizeof(o3), .chunk_size = 512, .layout = 3};
     void *md3 = NULL;
     size_t mdl3;
@@ -743,4 +743,67 @@ Test(delta, strict_base_refuses_unread_differences)
                  DC_OK, "%s", dc_last_error());
     same_files(path("out"), path("next.st"));
     unlink(path("out"));
+}
+
+/* The size rule of include/deltacast.h: a 0.1 caller's (smaller) options
+ * are accepted with the later fields defaulted, a newer caller's unknown
+ * non-zero fields are refused, and stats are filled only as far as the
+ * caller's size reaches. */
+Test(delta, options_and_stats_follow_the_size_rule)
+{
+    make_pair_and_delta(512);
+    size_t bl, nl, dl;
+    uint8_t *b = slurp(path("base.st"), &bl), *n = slurp(path("next.st"), &nl),
+            *d = slurp(path("d.delta"), &dl);
+    /* 0.1's struct ended before strict_base: layout reads as 0 (config) */
+    struct {
+        dc_delta_opts_t o;
+        uint64_t tail;
+    } big;
+    memset(&big, 0, sizeof(big));
+    big.o.size = offsetof(dc_delta_opts_t, strict_base);
+    big.o.chunk_size = 512;
+    big.o.layout = 3; /* beyond the 0.1 size: must be ignored, not refused */
+    void *md = NULL;
+    size_t mdl;
+    cr_assert_eq(dc_delta_diff_buffers(b, bl, n, nl, &big.o, &md, &mdl, NULL), DC_OK, "%s",
+                 dc_last_error());
+    cr_assert_eq(mdl, dl);
+    cr_assert_eq(memcmp(md, d, dl), 0);
+    dc_free(md);
+    /* too small to hold 0.1's fields */
+    big.o.size = sizeof(size_t);
+    md = NULL;
+    cr_assert_eq(dc_delta_diff_buffers(b, bl, n, nl, &big.o, &md, &mdl, NULL), DC_ERR_INVALID);
+    cr_assert_null(md);
+    /* a newer caller's struct: zero tail accepted, non-zero tail refused */
+    big.o.size = sizeof(big);
+    big.o.layout = 0;
+    cr_assert_eq(dc_delta_diff_buffers(b, bl, n, nl, &big.o, &md, &mdl, NULL), DC_OK, "%s",
+                 dc_last_error());
+    dc_free(md);
+    md = NULL;
+    big.tail = 1;
+    cr_assert_eq(dc_delta_diff_buffers(b, bl, n, nl, &big.o, &md, &mdl, NULL),
+                 DC_ERR_UNSUPPORTED);
+    cr_assert(strstr(dc_last_error(), "delta options") != NULL, "%s", dc_last_error());
+    cr_assert_null(md);
+    /* stats: an unset size is refused before any work; a full one is filled */
+    dc_delta_stats_t st;
+    memset(&st, 0xAB, sizeof(st));
+    st.size = 0;
+    uint8_t *out = malloc(nl);
+    size_t ol;
+    cr_assert_eq(dc_delta_apply_buffers(b, bl, d, dl, out, nl, &ol, NULL, &st), DC_ERR_INVALID);
+    cr_assert_eq(st.frames, 0xABABABABABABABABull, "stats written despite the refusal");
+    st.size = sizeof(st);
+    cr_assert_eq(dc_delta_apply_buffers(b, bl, d, dl, out, nl, &ol, NULL, &st), DC_OK, "%s",
+                 dc_last_error());
+    cr_assert_eq(st.size, sizeof(st));
+    cr_assert_eq(st.target_bytes, nl);
+    cr_assert_eq(memcmp(out, n, nl), 0);
+    free(out);
+    free(b);
+    free(n);
+    free(d);
 }
