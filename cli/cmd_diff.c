@@ -73,9 +73,9 @@ int dc_cmd_diff(int argc, char **argv)
             break;
         case O_LAYOUT:
             if (strcmp(optarg, "simd") == 0)
-                o.layout = DC_LAYOUT_SIMD;
+                o.layout = DC_DELTA_LAYOUT_SIMD;
             else if (strcmp(optarg, "compact") == 0)
-                o.layout = DC_LAYOUT_COMPACT;
+                o.layout = DC_DELTA_LAYOUT_COMPACT;
             else
                 return dc_cli_usage_error("diff", "--layout: %s is not simd or compact", optarg);
             break;

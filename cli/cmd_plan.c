@@ -272,7 +272,7 @@ int dc_cmd_plan(int argc, char **argv)
     /* the size of one version: from --params, else a nominal 1 GB so that
      * loads and the bottleneck can still be compared */
     uint64_t payload = params > 0 ? (uint64_t)llround(params * 2 * ratio) : 1000000000ULL;
-    dc_tree_options_t to = {.size = sizeof(to), .payload_bytes = payload, .chunk_bytes = chunk,
+    dc_tree_opts_t to = {.size = sizeof(to), .payload_bytes = payload, .chunk_bytes = chunk,
                             .max_stripes = (uint32_t)stripes};
     double t0 = plan_now(), c0 = plan_cpu();
     if ((st = dc_tree_plan(topo, &to, &tree)) != DC_OK) {
@@ -294,7 +294,7 @@ int dc_cmd_plan(int argc, char **argv)
     }
     double plan_s = plan_now() - t0, plan_cpu_s = plan_cpu() - c0;
     if (!sim) {
-        if ((st = dc_tree_print(tree, payload, json ? DC_TREE_JSON : dot ? DC_TREE_DOT : DC_TREE_TEXT, stdout)) != DC_OK) {
+        if ((st = dc_tree_print(tree, payload, json ? DC_TREE_FORMAT_JSON : dot ? DC_TREE_FORMAT_DOT : DC_TREE_FORMAT_TEXT, stdout)) != DC_OK) {
             rc = dc_cli_fail("plan", st, NULL);
             goto out;
         }
@@ -303,7 +303,7 @@ int dc_cmd_plan(int argc, char **argv)
         rc = DC_EXIT_OK;
         goto out;
     }
-    dc_sim_params_t sp = {.size = sizeof(sp), .params = (uint64_t)params, .payload_ratio = ratio,
+    dc_sim_opts_t sp = {.size = sizeof(sp), .params = (uint64_t)params, .payload_ratio = ratio,
                           .encode_GBps = enc, .apply_GBps = apply, .chunk_bytes = chunk, .cpu_cores = cores};
     dc_sim_result_t res = {.size = sizeof(res)};
     double s0 = plan_now();

@@ -94,7 +94,7 @@ static dc_status_t dc_attach_refresh_view(dc_node_t *n)
 
 dc_status_t dc_attach_plan(dc_node_t *n)
 {
-    dc_tree_options_t o;
+    dc_tree_opts_t o;
     memset(&o, 0, sizeof(o));
     o.size = sizeof(o);
     o.chunk_bytes = n->chunk_size;

@@ -949,6 +949,8 @@ DC_API dc_status_t dc_refit_committed(const char *state_dir, uint64_t *version,
 /*  Deprecated names of 0.1 (kept for 0.2 only; removed in 0.3)             */
 /* ======================================================================== */
 
+/* Define DC_NO_DEPRECATED to hide them (the library's own build does). */
+#ifndef DC_NO_DEPRECATED
 typedef dc_tree_opts_t dc_tree_options_t;             /**< use dc_tree_opts_t */
 typedef dc_sim_opts_t dc_sim_params_t;                /**< use dc_sim_opts_t */
 typedef dc_refit_node_opts_t dc_refit_node_config_t;  /**< use dc_refit_node_opts_t */
@@ -961,6 +963,7 @@ typedef dc_refit_node_opts_t dc_refit_node_config_t;  /**< use dc_refit_node_opt
 #define DC_TREE_TEXT DC_TREE_FORMAT_TEXT
 #define DC_TREE_JSON DC_TREE_FORMAT_JSON
 #define DC_TREE_DOT DC_TREE_FORMAT_DOT
+#endif /* DC_NO_DEPRECATED */
 
 #ifdef __cplusplus
 }

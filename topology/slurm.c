@@ -326,7 +326,7 @@ dc_status_t dc_topo_from_slurm(const char *nodelist, const char *region_map, uin
             ri = (uint32_t)r;
         }
         if ((st = dc_topo_add_node(t, hosts[i], hosts[i], ri,
-                                   i < n_senders ? DC_TOPO_SENDER : DC_TOPO_RECEIVER, &idx)) != DC_OK)
+                                   i < n_senders ? DC_TOPO_ROLE_SENDER : DC_TOPO_ROLE_RECEIVER, &idx)) != DC_OK)
             goto done;
     }
     if ((st = dc_topo_finish(t)) != DC_OK)

@@ -201,7 +201,7 @@ dc_status_t dc_topo_finish(dc_topo_t *t)
     uint32_t n_senders = 0, n_receivers = 0;
     bool explicit_owner = false;
     for (uint32_t i = 0; i < t->n_nodes; i++) {
-        if (t->nodes[i].role == DC_TOPO_SENDER) {
+        if (t->nodes[i].role == DC_TOPO_ROLE_SENDER) {
             n_senders++;
             explicit_owner |= t->nodes[i].shards != 0;
         } else {
@@ -281,7 +281,7 @@ dc_status_t dc_topo_finish(dc_topo_t *t)
         if (n->shards & ~all)
             return dc_error(DC_ERR_INVALID, "%s:%u: node '%s' names a shard >= shards (%u)",
                             t->source, n->line, n->name, t->n_shards);
-        if (n->role == DC_TOPO_SENDER) {
+        if (n->role == DC_TOPO_ROLE_SENDER) {
             if (!explicit_owner) {
                 /* spread shards evenly over senders in file order */
                 uint64_t m = 0;
@@ -390,7 +390,7 @@ static dc_status_t synth(uint32_t r, uint32_t n, uint32_t n_senders, double wan,
         else
             snprintf(name, sizeof(name), "train-s%u", i);
         snprintf(addr, sizeof(addr), "127.0.0.1:%u", port++);
-        if ((st = dc_topo_add_node(t, name, local ? addr : "", reg, DC_TOPO_SENDER, &idx)) != DC_OK)
+        if ((st = dc_topo_add_node(t, name, local ? addr : "", reg, DC_TOPO_ROLE_SENDER, &idx)) != DC_OK)
             goto fail;
     }
     for (uint32_t g = 0; g < r; g++) {
@@ -401,7 +401,7 @@ static dc_status_t synth(uint32_t r, uint32_t n, uint32_t n_senders, double wan,
         for (uint32_t i = 0; i < n; i++) {
             snprintf(name, sizeof(name), "r%u-n%u", g, i);
             snprintf(addr, sizeof(addr), "127.0.0.1:%u", port++);
-            if ((st = dc_topo_add_node(t, name, local ? addr : "", reg, DC_TOPO_RECEIVER, &idx)) != DC_OK)
+            if ((st = dc_topo_add_node(t, name, local ? addr : "", reg, DC_TOPO_ROLE_RECEIVER, &idx)) != DC_OK)
                 goto fail;
         }
     }

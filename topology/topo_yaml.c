@@ -204,9 +204,9 @@ static dc_status_t parse_node(yctx_t *c, yaml_node_t *m, uint32_t region, const 
         return dc_error(DC_ERR_FORMAT, "%s:%u: node without 'host'", c->file, line_of(m));
     uint32_t r;
     if (strcmp(role, "sender") == 0 || strcmp(role, "trainer") == 0)
-        r = DC_TOPO_SENDER;
+        r = DC_TOPO_ROLE_SENDER;
     else if (strcmp(role, "receiver") == 0 || strcmp(role, "rollout") == 0)
-        r = DC_TOPO_RECEIVER;
+        r = DC_TOPO_ROLE_RECEIVER;
     else
         return dc_error(DC_ERR_FORMAT, "%s:%u: node '%s': role '%s' is neither sender nor receiver",
                         c->file, line_of(m), host, role);
@@ -229,7 +229,7 @@ static dc_status_t parse_node(yctx_t *c, yaml_node_t *m, uint32_t region, const 
     if (shards) {
         if (shards->type == YAML_SCALAR_NODE && strcmp(scalar(shards), "all") == 0) {
             n->shards = 0; /* receivers: filled with all by finish */
-            if (r == DC_TOPO_SENDER)
+            if (r == DC_TOPO_ROLE_SENDER)
                 return dc_error(DC_ERR_FORMAT, "%s:%u: sender '%s': list the shards it owns",
                                 c->file, line_of(shards), host);
         } else {

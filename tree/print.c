@@ -11,7 +11,7 @@
  * inside one ("auto": the first of rdma, ucx, tcp usable on the node). */
 static const char *transport(uint32_t kind)
 {
-    if (kind == DC_EDGE_WAN)
+    if (kind == DC_TREE_EDGE_KIND_WAN)
         return "tcp";
     const char *t = dc_config_get("transport");
     return t && *t ? t : "auto";
@@ -37,7 +37,7 @@ static void bottleneck(const dc_tree_t *t, uint64_t payload, bneck_t *b)
         double by = dc_tree_stream_bytes(t, ed->stream, payload);
         acc[ed->parent * 4 + 0] += by;
         acc[ed->child * 4 + 1] += by;
-        if (ed->kind == DC_EDGE_WAN) {
+        if (ed->kind == DC_TREE_EDGE_KIND_WAN) {
             acc[ed->parent * 4 + 2] += by;
             acc[ed->child * 4 + 3] += by;
         }
@@ -83,7 +83,7 @@ static void print_text(const dc_tree_t *t, uint64_t payload, FILE *fp)
     for (uint32_t i = 0; i < t->n_nodes; i++)
         alive += !t->dead[i];
     for (uint32_t e = 0; e < t->n_edges; e++)
-        wan += t->edges[e].kind == DC_EDGE_WAN;
+        wan += t->edges[e].kind == DC_TREE_EDGE_KIND_WAN;
     fprintf(fp, "topology %s: %u nodes (%u alive), %u regions, %u shards, %u streams, %u edges (%u WAN)\n",
             tp->source, t->n_nodes, alive, tp->n_regions, tp->n_shards, t->n_streams, t->n_edges, wan);
     fprintf(fp, "streams:\n");
@@ -106,7 +106,7 @@ static void print_text(const dc_tree_t *t, uint64_t payload, FILE *fp)
         if (payload)
             dc_fmt_bytes((uint64_t)dc_tree_stream_bytes(t, ed->stream, payload), lb, sizeof(lb));
         fprintf(fp, "  %s -> %s  s%u  %s  %s  %.3g Gbit/s  %s\n", tp->nodes[ed->parent].name,
-                tp->nodes[ed->child].name, ed->stream, ed->kind == DC_EDGE_WAN ? "WAN" : "LAN",
+                tp->nodes[ed->child].name, ed->stream, ed->kind == DC_TREE_EDGE_KIND_WAN ? "WAN" : "LAN",
                 transport(ed->kind), ed->rate_bps / 1e9, lb);
         shown++;
     }
@@ -134,7 +134,7 @@ static dc_status_t print_json(const dc_tree_t *t, uint64_t payload, FILE *fp)
         const dc_topo_node_t *n = &tp->nodes[i];
         json_array_append_new(nodes, json_pack("{s:s,s:s,s:s,s:s,s:f,s:f,s:I,s:b}", "name", n->name, "addr",
                                                n->addr, "region", tp->regions[n->region].name, "role",
-                                               n->role == DC_TOPO_SENDER ? "sender" : "receiver", "lan_bps",
+                                               n->role == DC_TOPO_ROLE_SENDER ? "sender" : "receiver", "lan_bps",
                                                n->lan_bps, "wan_bps", n->wan_bps, "shards",
                                                (json_int_t)n->shards, "dead", (int)t->dead[i]));
     }
@@ -146,7 +146,7 @@ static dc_status_t print_json(const dc_tree_t *t, uint64_t payload, FILE *fp)
     for (uint32_t e = 0; e < t->n_edges; e++) {
         const dc_tree_edge_t *ed = &t->edges[e];
         json_t *je = json_pack("{s:i,s:i,s:i,s:s,s:s,s:f}", "parent", ed->parent, "child", ed->child, "stream",
-                               ed->stream, "kind", ed->kind == DC_EDGE_WAN ? "wan" : "lan", "transport",
+                               ed->stream, "kind", ed->kind == DC_TREE_EDGE_KIND_WAN ? "wan" : "lan", "transport",
                                transport(ed->kind), "rate_bps", ed->rate_bps);
         if (je && payload)
             json_object_set_new(je, "load_bytes", json_real(dc_tree_stream_bytes(t, ed->stream, payload)));
@@ -203,7 +203,7 @@ static void print_dot(const dc_tree_t *t, uint64_t payload, FILE *fp)
                 continue;
             fprintf(fp, "    ");
             dot_id(fp, tp->nodes[i].name);
-            fprintf(fp, " [%s%s];\n", tp->nodes[i].role == DC_TOPO_SENDER ? "style=filled, fillcolor=lightblue" : "",
+            fprintf(fp, " [%s%s];\n", tp->nodes[i].role == DC_TOPO_ROLE_SENDER ? "style=filled, fillcolor=lightblue" : "",
                     t->dead[i] ? "style=dashed, color=red" : "");
         }
         fprintf(fp, "  }\n");
@@ -223,7 +223,7 @@ static void print_dot(const dc_tree_t *t, uint64_t payload, FILE *fp)
             if (payload)
                 dc_fmt_bytes((uint64_t)by, lb, sizeof(lb));
             fprintf(fp, " [label=\"%u stream%s %s\"%s];\n", l->n_streams, l->n_streams == 1 ? "" : "s", lb,
-                    l->kind == DC_EDGE_WAN ? ", color=red, penwidth=2" : "");
+                    l->kind == DC_TREE_EDGE_KIND_WAN ? ", color=red, penwidth=2" : "");
         }
     }
     fprintf(fp, "}\n");
@@ -234,12 +234,12 @@ dc_status_t dc_tree_print(const dc_tree_t *t, uint64_t payload, dc_tree_format_t
     if (!t || !fp)
         return dc_error(DC_ERR_INVALID, "dc_tree_print: NULL argument");
     switch (fmt) {
-    case DC_TREE_TEXT:
+    case DC_TREE_FORMAT_TEXT:
         print_text(t, payload, fp);
         return DC_OK;
-    case DC_TREE_JSON:
+    case DC_TREE_FORMAT_JSON:
         return print_json(t, payload, fp);
-    case DC_TREE_DOT:
+    case DC_TREE_FORMAT_DOT:
         print_dot(t, payload, fp);
         return DC_OK;
     }

@@ -105,20 +105,20 @@ static int cmp_enc(const void *a, const void *b, void *ctx)
     return x < y ? -1 : x > y;
 }
 
-dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *up, dc_sim_result_t *out)
+dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_opts_t *up, dc_sim_result_t *out)
 {
     if (!t || !up || !out)
         return dc_error(DC_ERR_INVALID, "dc_sim_run: NULL argument");
     /* cpu_cores came last: callers built before it pass the smaller size */
-    dc_sim_params_t pv;
-    dc_status_t cst = dc_struct_in(&pv, sizeof(pv), up, offsetof(dc_sim_params_t, cpu_cores),
+    dc_sim_opts_t pv;
+    dc_status_t cst = dc_struct_in(&pv, sizeof(pv), up, offsetof(dc_sim_opts_t, cpu_cores),
                                    "dc_sim_run: params");
     if (cst == DC_OK)
         cst = dc_struct_check(out, sizeof(dc_sim_result_t), sizeof(dc_sim_result_t),
                               "dc_sim_run: result");
     if (cst != DC_OK)
         return cst;
-    const dc_sim_params_t *p = &pv;
+    const dc_sim_opts_t *p = &pv;
     const double cores = p->cpu_cores;
     if (!(cores >= 0) || !isfinite(cores) || cores > 1e7)
         return dc_error(DC_ERR_INVALID, "simulate: cpu_cores must be in [0, 1e7] (0: a CPU per node)");
@@ -194,7 +194,7 @@ dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *up, dc_sim_res
     if (cores > 0 && payload > 0) {
         double in_bytes = 0;
         for (uint32_t e = 0; e < E; e++)
-            if (tp->nodes[t->edges[e].child].role == DC_TOPO_RECEIVER)
+            if (tp->nodes[t->edges[e].child].role == DC_TOPO_ROLE_RECEIVER)
                 in_bytes += dc_tree_stream_bytes(t, t->edges[e].stream, r.payload_bytes);
         pool_apply_frac = in_bytes / payload;
         double cost = (p->encode_GBps > 0 ? 1 / (p->encode_GBps * 1e9) : 0) +
@@ -218,11 +218,11 @@ dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *up, dc_sim_res
         x->size = dc_tree_stream_bytes(t, ed->stream, r.payload_bytes);
         x->start_at = INFINITY;
         const dc_topo_node_t *a = &tp->nodes[ed->parent], *b = &tp->nodes[ed->child];
-        x->lat = ed->kind == DC_EDGE_WAN ? dc_topo_wan_latency(tp, a->region, b->region)
+        x->lat = ed->kind == DC_TREE_EDGE_KIND_WAN ? dc_topo_wan_latency(tp, a->region, b->region)
                                          : tp->regions[a->region].lan_lat_s;
         x->res[x->n_res++] = ed->parent * 5 + 0;
         x->res[x->n_res++] = ed->child * 5 + 1;
-        if (ed->kind == DC_EDGE_WAN) {
+        if (ed->kind == DC_TREE_EDGE_KIND_WAN) {
             x->res[x->n_res++] = ed->parent * 5 + 2;
             x->res[x->n_res++] = ed->child * 5 + 3;
             for (uint32_t l = 0; l < tp->n_rlinks; l++) {
@@ -549,7 +549,7 @@ dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_params_t *up, dc_sim_res
                 lb = DC_MAX(lb, res[k].rem / res[k].cap);
         if (p->encode_GBps > 0)
             for (uint32_t i = 0; i < N; i++)
-                if (tp->nodes[i].role == DC_TOPO_SENDER)
+                if (tp->nodes[i].role == DC_TOPO_ROLE_SENDER)
                     lb = DC_MAX(lb, (double)r.dense_bytes * __builtin_popcountll(tp->nodes[i].shards) /
                                         tp->n_shards / (enc_node * 1e9));
         if (isfinite(pool_dense_Bps))

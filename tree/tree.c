@@ -210,12 +210,12 @@ static int cmp_rsort(const void *a, const void *b)
     return x->region < y->region ? -1 : x->region > y->region;
 }
 
-dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_tree_t **out)
+dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_opts_t *o, dc_tree_t **out)
 {
     if (!topo || !out)
         return dc_error(DC_ERR_INVALID, "dc_tree_plan: NULL argument");
-    dc_tree_options_t opts;
-    dc_status_t st = o ? dc_struct_in(&opts, sizeof(opts), o, sizeof(dc_tree_options_t),
+    dc_tree_opts_t opts;
+    dc_status_t st = o ? dc_struct_in(&opts, sizeof(opts), o, sizeof(dc_tree_opts_t),
                                       "dc_tree_plan: options")
                        : DC_OK;
     if (st != DC_OK)
@@ -261,7 +261,7 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
     }
     /* receivers grouped by region, in node order */
     for (uint32_t i = 0; i < N; i++)
-        if (topo->nodes[i].role == DC_TOPO_RECEIVER)
+        if (topo->nodes[i].role == DC_TOPO_ROLE_RECEIVER)
             roff[topo->nodes[i].region + 1]++;
     for (uint32_t r = 0; r < R; r++)
         roff[r + 1] += roff[r];
@@ -272,7 +272,7 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
             goto fail;
         }
         for (uint32_t i = 0; i < N; i++)
-            if (topo->nodes[i].role == DC_TOPO_RECEIVER) {
+            if (topo->nodes[i].role == DC_TOPO_ROLE_RECEIVER) {
                 uint32_t r = topo->nodes[i].region;
                 rmem[roff[r] + fill[r]++] = i;
             }
@@ -283,7 +283,7 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
     double recv_wan = 0;
     uint32_t n_recv = 0;
     for (uint32_t i = 0; i < N; i++)
-        if (topo->nodes[i].role == DC_TOPO_RECEIVER) {
+        if (topo->nodes[i].role == DC_TOPO_ROLE_RECEIVER) {
             recv_wan += topo->nodes[i].wan_bps;
             n_recv++;
         }
@@ -297,13 +297,13 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
         kshard[s] = 0;
         bool needed = false;
         for (uint32_t i = 0; i < N && !needed; i++)
-            needed = topo->nodes[i].role == DC_TOPO_RECEIVER && (topo->nodes[i].shards >> s & 1);
+            needed = topo->nodes[i].role == DC_TOPO_ROLE_RECEIVER && (topo->nodes[i].shards >> s & 1);
         if (!needed)
             continue;
         uint32_t owners = 0;
         double src_rate = 0;
         for (uint32_t i = 0; i < N; i++)
-            if (topo->nodes[i].role == DC_TOPO_SENDER && (topo->nodes[i].shards >> s & 1)) {
+            if (topo->nodes[i].role == DC_TOPO_ROLE_SENDER && (topo->nodes[i].shards >> s & 1)) {
                 owners++;
                 src_rate += topo->nodes[i].wan_bps / (double)__builtin_popcountll(topo->nodes[i].shards);
             }
@@ -326,7 +326,7 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
             continue;
         uint32_t no = 0;
         for (uint32_t i = 0; i < N; i++)
-            if (topo->nodes[i].role == DC_TOPO_SENDER && (topo->nodes[i].shards >> s & 1))
+            if (topo->nodes[i].role == DC_TOPO_ROLE_SENDER && (topo->nodes[i].shards >> s & 1))
                 sources[no++] = i;
         for (uint32_t j = 0; j < kshard[s]; j++) {
             dc_tree_stream_t *x = &t->streams[t->stream_base[s] + j];
@@ -393,7 +393,7 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
                 const dc_topo_rlink_t *l = dc_topo_rlink(topo, preg, r);
                 if (l && l->bps > 0)
                     rate = DC_MIN(rate, l->bps);
-                if (!push_edge(t, gw[preg], g_node, si, DC_EDGE_WAN, rate)) {
+                if (!push_edge(t, gw[preg], g_node, si, DC_TREE_EDGE_KIND_WAN, rate)) {
                     st = dc_error(DC_ERR_NOMEM, "tree: out of memory");
                     goto fail;
                 }
@@ -413,7 +413,7 @@ dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_options_t *o, dc_t
                 uint32_t child = members[base + (start + q - extra) % m];
                 uint32_t parent = pq == 0 ? g_node : members[base + (start + pq - extra) % m];
                 double rate = DC_MIN(topo->nodes[parent].lan_bps, topo->nodes[child].lan_bps);
-                if (!push_edge(t, parent, child, si, DC_EDGE_LAN, rate)) {
+                if (!push_edge(t, parent, child, si, DC_TREE_EDGE_KIND_LAN, rate)) {
                     st = dc_error(DC_ERR_NOMEM, "tree: out of memory");
                     goto fail;
                 }
@@ -469,7 +469,7 @@ dc_status_t dc_tree_replan(const dc_tree_t *old, uint32_t dead, dc_tree_t **out,
         return dc_error(DC_ERR_INVALID, "replan: node %u out of range", dead);
     if (old->dead[dead])
         return dc_error(DC_ERR_INVALID, "replan: node '%s' is already dead", old->topo->nodes[dead].name);
-    if (old->topo->nodes[dead].role == DC_TOPO_SENDER)
+    if (old->topo->nodes[dead].role == DC_TOPO_ROLE_SENDER)
         return dc_error(DC_ERR_INVALID, "replan: node '%s' is a sender; a refit cannot go on without it",
                         old->topo->nodes[dead].name);
     dc_status_t st = DC_OK;
@@ -521,8 +521,8 @@ dc_status_t dc_tree_replan(const dc_tree_t *old, uint32_t dead, dc_tree_t **out,
             /* p -> c1 keeps the kind of p -> x (WAN into a gateway) */
             ed.child = old->edges[pr].child;
             const dc_topo_node_t *a = &t->topo->nodes[ed.parent], *b = &t->topo->nodes[ed.child];
-            ed.kind = a->region == b->region ? DC_EDGE_LAN : DC_EDGE_WAN;
-            ed.rate_bps = ed.kind == DC_EDGE_LAN ? DC_MIN(a->lan_bps, b->lan_bps)
+            ed.kind = a->region == b->region ? DC_TREE_EDGE_KIND_LAN : DC_TREE_EDGE_KIND_WAN;
+            ed.rate_bps = ed.kind == DC_TREE_EDGE_KIND_LAN ? DC_MIN(a->lan_bps, b->lan_bps)
                                                  : DC_MIN(a->wan_bps, b->wan_bps);
             t->edges[t->n_edges++] = ed;
             ch++;
@@ -532,8 +532,8 @@ dc_status_t dc_tree_replan(const dc_tree_t *old, uint32_t dead, dc_tree_t **out,
                 continue;
             ed.parent = old->edges[promote[ed.stream]].child;
             const dc_topo_node_t *a = &t->topo->nodes[ed.parent], *b = &t->topo->nodes[ed.child];
-            ed.kind = a->region == b->region ? DC_EDGE_LAN : DC_EDGE_WAN;
-            ed.rate_bps = ed.kind == DC_EDGE_LAN ? DC_MIN(a->lan_bps, b->lan_bps)
+            ed.kind = a->region == b->region ? DC_TREE_EDGE_KIND_LAN : DC_TREE_EDGE_KIND_WAN;
+            ed.rate_bps = ed.kind == DC_TREE_EDGE_KIND_LAN ? DC_MIN(a->lan_bps, b->lan_bps)
                                                  : DC_MIN(a->wan_bps, b->wan_bps);
             t->edges[t->n_edges++] = ed;
             ch++;
@@ -582,7 +582,7 @@ dc_status_t dc_tree_node(const dc_tree_t *t, uint32_t i, dc_tree_node_view_t *ou
     v.n_children = t->chi_off[i + 1] - t->chi_off[i];
     v.children = t->chi_links + t->chi_off[i];
     const dc_topo_node_t *n = &t->topo->nodes[i];
-    v.need_shards = (n->role == DC_TOPO_RECEIVER && !t->dead[i]) ? n->shards : 0;
+    v.need_shards = (n->role == DC_TOPO_ROLE_RECEIVER && !t->dead[i]) ? n->shards : 0;
     *out = v;
     return DC_OK;
 }

@@ -6,7 +6,7 @@
 
 struct dc_tree {
     const dc_topo_t *topo;
-    dc_tree_options_t opts;
+    dc_tree_opts_t opts;
     uint32_t n_nodes;
     uint8_t *dead;            /* n_nodes flags */
     dc_tree_stream_t *streams;

@@ -48,7 +48,7 @@ static void topo_checks(dc_topo_t *t)
             CHECK(ni.gpus[k] != NULL);
         uint32_t found;
         CHECK(dc_topo_find(t, ni.name, &found) == DC_OK);
-        senders += ni.role == DC_TOPO_SENDER;
+        senders += ni.role == DC_TOPO_ROLE_SENDER;
     }
     if (n == 0 || n > 64)
         return;
@@ -64,7 +64,7 @@ static void topo_checks(dc_topo_t *t)
         memset(&ni, 0, sizeof(ni));
         ni.size = sizeof(ni);
         CHECK(dc_topo_node(t, i, &ni) == DC_OK);
-        if (ni.role == DC_TOPO_SENDER)
+        if (ni.role == DC_TOPO_ROLE_SENDER)
             continue;
         dc_tree_t *t2 = NULL;
         uint32_t changed = 0;

@@ -137,12 +137,12 @@ Test(slurm, topology_from_nodelist)
     dc_topo_node_info_t n = {.size = sizeof(n)};
     cr_assert_eq(dc_topo_node(t, 0, &n), DC_OK);
     cr_assert_str_eq(n.name, "trn-01");
-    cr_assert_eq(n.role, DC_TOPO_SENDER);
+    cr_assert_eq(n.role, DC_TOPO_ROLE_SENDER);
     cr_assert_str_eq(n.region, "train");
     cr_assert_eq(dc_topo_node(t, 6, &n), DC_OK);
     cr_assert_str_eq(n.name, "roll-b2");
     cr_assert_str_eq(n.region, "b");
-    cr_assert_eq(n.role, DC_TOPO_RECEIVER);
+    cr_assert_eq(n.role, DC_TOPO_ROLE_RECEIVER);
     cr_assert_eq(n.shards, 3);
     dc_topo_free(t);
     t = NULL;

@@ -30,7 +30,7 @@ Test(topo, example_small_file)
     cr_assert_eq(dc_topo_find(t, "trn-002", &i), DC_OK);
     dc_topo_node_info_t n = {.size = sizeof(n)};
     cr_assert_eq(dc_topo_node(t, i, &n), DC_OK);
-    cr_assert_eq(n.role, DC_TOPO_SENDER);
+    cr_assert_eq(n.role, DC_TOPO_ROLE_SENDER);
     cr_assert_eq(n.shards, 2);
     cr_assert_str_eq(n.addr, "10.0.0.2");
     cr_assert_str_eq(n.cluster, "trainer");
@@ -153,7 +153,7 @@ Test(topo, synthetic_local)
     cr_assert_eq(dc_topo_node(t, 0, &n), DC_OK);
     cr_assert_str_eq(n.name, "trainer");
     cr_assert_str_eq(n.addr, "127.0.0.1:7300");
-    cr_assert_eq(n.role, DC_TOPO_SENDER);
+    cr_assert_eq(n.role, DC_TOPO_ROLE_SENDER);
     cr_assert_eq(dc_topo_node(t, 6, &n), DC_OK);
     cr_assert_str_eq(n.addr, "127.0.0.1:7306");
     cr_assert_str_eq(n.region, "r1");

@@ -17,9 +17,9 @@ static dc_sim_result_t simulate(const dc_topo_t *topo, uint64_t params, double r
                                 uint64_t chunk)
 {
     dc_tree_t *t = NULL;
-    dc_tree_options_t o = {.size = sizeof(o), .payload_bytes = (uint64_t)(params * 2 * ratio), .chunk_bytes = chunk};
+    dc_tree_opts_t o = {.size = sizeof(o), .payload_bytes = (uint64_t)(params * 2 * ratio), .chunk_bytes = chunk};
     cr_assert_eq(dc_tree_plan(topo, &o, &t), DC_OK, "%s", dc_last_error());
-    dc_sim_params_t p = {.size = sizeof(p), .params = params, .payload_ratio = ratio, .encode_GBps = enc,
+    dc_sim_opts_t p = {.size = sizeof(p), .params = params, .payload_ratio = ratio, .encode_GBps = enc,
                          .apply_GBps = apply, .chunk_bytes = chunk};
     dc_sim_result_t r = {.size = sizeof(r)};
     cr_assert_eq(dc_sim_run(t, &p, &r), DC_OK, "%s", dc_last_error());
@@ -57,7 +57,7 @@ Test(sim, chain_pipelines)
                             "      - {host: r3}\n      - {host: r4}\n      - {host: r5}\n      - {host: r6}\n");
     const uint64_t chunk = 1000000;
     dc_tree_t *t = NULL;
-    dc_tree_options_t o = {.size = sizeof(o), .payload_bytes = 1000000000ULL, .chunk_bytes = chunk};
+    dc_tree_opts_t o = {.size = sizeof(o), .payload_bytes = 1000000000ULL, .chunk_bytes = chunk};
     cr_assert_eq(dc_tree_plan(topo, &o, &t), DC_OK);
     /* it must be a chain for a payload this large */
     dc_tree_node_view_t v = {.size = sizeof(v)};
@@ -121,7 +121,7 @@ Test(sim, bad_parameters)
     cr_assert_eq(dc_topo_synthetic(1, 1, 0, 0, &topo), DC_OK);
     dc_tree_t *t = NULL;
     cr_assert_eq(dc_tree_plan(topo, NULL, &t), DC_OK);
-    dc_sim_params_t p = {.size = sizeof(p), .params = 0};
+    dc_sim_opts_t p = {.size = sizeof(p), .params = 0};
     dc_sim_result_t r = {.size = sizeof(r)};
     cr_assert_eq(dc_sim_run(t, &p, &r), DC_ERR_INVALID);
     p.params = 1000;
@@ -138,9 +138,9 @@ static dc_sim_result_t simulate_pool(const dc_topo_t *topo, uint64_t params, dou
                                      double cores)
 {
     dc_tree_t *t = NULL;
-    dc_tree_options_t o = {.size = sizeof(o), .payload_bytes = (uint64_t)(params * 2 * ratio)};
+    dc_tree_opts_t o = {.size = sizeof(o), .payload_bytes = (uint64_t)(params * 2 * ratio)};
     cr_assert_eq(dc_tree_plan(topo, &o, &t), DC_OK, "%s", dc_last_error());
-    dc_sim_params_t p = {.size = sizeof(p), .params = params, .payload_ratio = ratio, .encode_GBps = enc,
+    dc_sim_opts_t p = {.size = sizeof(p), .params = params, .payload_ratio = ratio, .encode_GBps = enc,
                          .apply_GBps = apply, .cpu_cores = cores};
     dc_sim_result_t r = {.size = sizeof(r)};
     cr_assert_eq(dc_sim_run(t, &p, &r), DC_OK, "%s", dc_last_error());
@@ -192,7 +192,7 @@ Test(sim, cpu_cores_size_and_range)
     cr_assert_eq(dc_topo_synthetic(1, 1, 0, 0, &topo), DC_OK);
     dc_tree_t *t = NULL;
     cr_assert_eq(dc_tree_plan(topo, NULL, &t), DC_OK);
-    dc_sim_params_t p = {.size = offsetof(dc_sim_params_t, cpu_cores), .params = 1000000000ULL,
+    dc_sim_opts_t p = {.size = offsetof(dc_sim_opts_t, cpu_cores), .params = 1000000000ULL,
                          .payload_ratio = 0.01, .encode_GBps = 1.0, .cpu_cores = 2};
     dc_sim_result_t r = {.size = sizeof(r)};
     cr_assert_eq(dc_sim_run(t, &p, &r), DC_OK, "%s", dc_last_error());

@@ -26,7 +26,7 @@ static void check_tree(const dc_topo_t *topo, const dc_tree_t *t, const char *wh
     for (uint32_t s = 0; s < S; s++) {
         const uint32_t shard = st[s].shard;
         cr_assert(st[s].stripe < st[s].n_stripes);
-        cr_assert_eq(info[st[s].source].role, DC_TOPO_SENDER, "%s: stream %u source", what, s);
+        cr_assert_eq(info[st[s].source].role, DC_TOPO_ROLE_SENDER, "%s: stream %u source", what, s);
         cr_assert(info[st[s].source].shards >> shard & 1, "%s: source does not own shard", what);
         cr_assert_eq(dc_tree_stream_of(t, shard, st[s].stripe), s, "%s: stream_of", what);
         for (uint32_t i = 0; i < N; i++)
@@ -42,14 +42,14 @@ static void check_tree(const dc_topo_t *topo, const dc_tree_t *t, const char *wh
             cr_assert(!dc_tree_node_dead(t, e[k].child) && !dc_tree_node_dead(t, e[k].parent),
                       "%s: edge touches a dead node", what);
             uint32_t ra = info[e[k].parent].region_index, rb = info[e[k].child].region_index;
-            cr_assert_eq(e[k].kind, ra == rb ? DC_EDGE_LAN : DC_EDGE_WAN, "%s: edge kind", what);
+            cr_assert_eq(e[k].kind, ra == rb ? DC_TREE_EDGE_KIND_LAN : DC_TREE_EDGE_KIND_WAN, "%s: edge kind", what);
             if (ra != rb)
                 wan_in[rb]++;
         }
         for (uint32_t r = 0; r < R; r++)
             cr_assert(wan_in[r] <= 1, "%s: stream %u enters region %u %u times", what, s, r, wan_in[r]);
         for (uint32_t i = 0; i < N; i++) {
-            bool wants = info[i].role == DC_TOPO_RECEIVER && (info[i].shards >> shard & 1) && !dc_tree_node_dead(t, i);
+            bool wants = info[i].role == DC_TOPO_ROLE_RECEIVER && (info[i].shards >> shard & 1) && !dc_tree_node_dead(t, i);
             if (i == st[s].source) {
                 cr_assert_eq(parent[i], -1, "%s: the source has a parent", what);
                 continue;
@@ -89,7 +89,7 @@ static void check_tree(const dc_topo_t *topo, const dc_tree_t *t, const char *wh
         uint32_t need_streams = 0;
         for (uint32_t s = 0; s < S; s++)
             need_streams += (v.need_shards >> st[s].shard & 1);
-        if (info[i].role == DC_TOPO_RECEIVER && !dc_tree_node_dead(t, i)) {
+        if (info[i].role == DC_TOPO_ROLE_RECEIVER && !dc_tree_node_dead(t, i)) {
             cr_assert_eq(in, need_streams, "%s: %s receives %u streams, needs %u", what, info[i].name, in,
                          need_streams);
             /* it needs its shards, and each of them has a stream */
@@ -159,7 +159,7 @@ Test(tree, exhaustive_small_topologies)
                             dc_topo_t *topo = make_topo(senders, shards, r, n, partial, lim);
                             cr_assert_not_null(topo, "%s", dc_last_error());
                             for (uint64_t payload = 1000; payload <= 1000000000000ULL; payload *= 1000) {
-                                dc_tree_options_t o = {.size = sizeof(o), .payload_bytes = payload};
+                                dc_tree_opts_t o = {.size = sizeof(o), .payload_bytes = payload};
                                 dc_tree_t *t = NULL;
                                 cr_assert_eq(dc_tree_plan(topo, &o, &t), DC_OK, "%s", dc_last_error());
                                 char what[128];
@@ -249,7 +249,7 @@ Test(tree, streams_spread_over_gateways)
     check_tree(topo, t, "1:8");
     uint32_t gw_hits[32] = {0}, wan = 0;
     for (uint32_t k = 0; k < dc_tree_edge_count(t); k++)
-        if (dc_tree_edges(t)[k].kind == DC_EDGE_WAN) {
+        if (dc_tree_edges(t)[k].kind == DC_TREE_EDGE_KIND_WAN) {
             wan++;
             gw_hits[dc_tree_edges(t)[k].child]++;
         }
@@ -276,7 +276,7 @@ Test(tree, wide_sender_is_striped_over_gateways)
     cr_assert_eq(dc_tree_stream_count(t), 8);
     uint32_t hits[9] = {0};
     for (uint32_t k = 0; k < dc_tree_edge_count(t); k++)
-        if (dc_tree_edges(t)[k].kind == DC_EDGE_WAN)
+        if (dc_tree_edges(t)[k].kind == DC_TREE_EDGE_KIND_WAN)
             hits[dc_tree_edges(t)[k].child]++;
     for (uint32_t i = 1; i <= 8; i++)
         cr_assert_eq(hits[i], 1);
@@ -333,7 +333,7 @@ Test(tree, scale_10000_nodes_100_regions)
     /* each stream enters each of the 99 receiver regions exactly once */
     uint32_t wan = 0;
     for (uint32_t k = 0; k < dc_tree_edge_count(t); k++)
-        wan += dc_tree_edges(t)[k].kind == DC_EDGE_WAN;
+        wan += dc_tree_edges(t)[k].kind == DC_TREE_EDGE_KIND_WAN;
     cr_assert_eq(wan, dc_tree_stream_count(t) * 99);
     cr_assert_eq(dc_tree_edge_count(t), dc_tree_stream_count(t) * 9900);
     dc_tree_free(t);
