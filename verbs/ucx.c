@@ -143,9 +143,6 @@
 #include "kernels/kern_cuda.h"
 #include "verbs/gpumem.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -414,47 +411,6 @@ static struct {
 static unsigned dc_ucx_nctx;
 static pthread_mutex_t dc_ucx_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int dc_ucx_same_addr(const struct sockaddr *a, const struct sockaddr *b)
-{
-    if (a->sa_family != b->sa_family)
-        return 0;
-    if (a->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->sa_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
-    return 0;
-}
-
-static int dc_ucx_is_wildcard(const struct sockaddr *a)
-{
-    if (a->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
-    if (a->sa_family == AF_INET6)
-        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
-    return 1;
-}
-
-/* The interface that holds local address `a`, into name[len]: 0 if found,
- * 1 if found but not up and running (UCX would not list it: it reads its
- * devices once, when the context starts), -1 if not found. */
-static int dc_ucx_ifname_of(const struct sockaddr *a, char *name, size_t len)
-{
-    struct ifaddrs *ifs = NULL, *i;
-    if (getifaddrs(&ifs) != 0)
-        return -1;
-    int rc = -1;
-    for (i = ifs; i; i = i->ifa_next)
-        if (i->ifa_addr && dc_ucx_same_addr(i->ifa_addr, a) && strlen(i->ifa_name) < len) {
-            snprintf(name, len, "%s", i->ifa_name);
-            rc = (i->ifa_flags & (IFF_UP | IFF_RUNNING)) == (IFF_UP | IFF_RUNNING) ? 0 : 1;
-            break;
-        }
-    freeifaddrs(ifs);
-    return rc;
-}
-
 /* The local address the kernel picks to reach `peer` (connect() of a UDP
  * socket sends nothing): 0 with *src set. */
 static int dc_ucx_route_src(const struct sockaddr *peer, socklen_t plen,
@@ -481,14 +437,16 @@ ucp_context_h dc_ucx_ctx_for(const struct sockaddr *a, socklen_t alen, int passi
         return dc_ucx_ctx;
     struct sockaddr_storage local;
     if (passive) {
-        if (dc_ucx_is_wildcard(a))
+        if (dc_net_is_wildcard(a))
             return dc_ucx_ctx;
         memcpy(&local, a, DC_MIN((size_t)alen, sizeof(local)));
     } else if (dc_ucx_route_src(a, alen, &local) != 0) {
         return dc_ucx_ctx;
     }
+    /* 1: found but not up and running (UCX would not list it: it reads its
+     * devices once, when the context starts) */
     char devs[256];
-    int found = dc_ucx_ifname_of((const struct sockaddr *)&local, devs, sizeof(devs));
+    int found = dc_net_ifname_of((const struct sockaddr *)&local, devs, sizeof(devs));
     if (found == 1)
         DC_LOG_WARN("ucx: network interface %s is not up and running; using all devices (its "
                     "connections may fail on a host with several interfaces)",
