@@ -12,9 +12,8 @@
  */
 #include "verbs/ucx_internal.h"
 
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
-#include <netdb.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +84,24 @@ void dc_ucx_break(dc_ucx_conn_t *c, const char *what, ucs_status_t status)
 dc_status_t dc_ucx_conn_error(const dc_ucx_conn_t *c)
 {
     return dc_error(c->err, "%s", c->errmsg);
+}
+
+/* --- addresses ------------------------------------------------------------- */
+
+/* An address a connection can come up over: DC_OK, or DC_ERR_UNSUPPORTED
+ * for IPv6 loopback ([::1]): UCX (1.13 here) has no IPv6 tcp device on the
+ * loopback interface (ucx.c, above dc_ucx_ctx_for), so its lanes cannot
+ * reach [::1]; before this check the listener aborted in free(). */
+static dc_status_t dc_ucx_check_addr(const struct sockaddr *a, const char *addr)
+{
+    if (a->sa_family != AF_INET6 ||
+        !IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr))
+        return DC_OK;
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "ucx: %s: IPv6 loopback is not supported: UCX %s has no IPv6 tcp device "
+                    "on the loopback interface, so a connection over [::1] cannot come up; "
+                    "use 127.0.0.1, or the IPv6 address of a network interface",
+                    addr, ucp_get_version_string());
 }
 
 /* --- handshake ------------------------------------------------------------- */
@@ -550,7 +567,8 @@ dc_status_t dc_ucx_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
         return st;
     struct sockaddr_storage ss;
     socklen_t sslen;
-    if ((st = dc_net_resolve("ucx", bind_addr, true, &ss, &sslen)) != DC_OK)
+    if ((st = dc_net_resolve("ucx", bind_addr, true, &ss, &sslen)) != DC_OK ||
+        (st = dc_ucx_check_addr((const struct sockaddr *)&ss, bind_addr)) != DC_OK)
         return st;
     dc_ucx_listener_t *l = calloc(1, sizeof(*l));
     if (!l)
@@ -877,7 +895,8 @@ dc_status_t dc_ucx_connect(const dc_verbs_opts_t *opts, const char *addr,
         return st;
     struct sockaddr_storage ss;
     socklen_t sslen;
-    if ((st = dc_net_resolve("ucx", addr, false, &ss, &sslen)) != DC_OK)
+    if ((st = dc_net_resolve("ucx", addr, false, &ss, &sslen)) != DC_OK ||
+        (st = dc_ucx_check_addr((const struct sockaddr *)&ss, addr)) != DC_OK)
         goto out_secret;
     dc_ucx_conn_t *c;
     if ((st = dc_ucx_conn_alloc(&o, dc_ucx_ctx_for((const struct sockaddr *)&ss, sslen, 0),
