@@ -113,7 +113,10 @@
  * the same sockaddr with the same 64-bit session id and a higher epoch in
  * its HELLO; after the handshake the server's listener (accept()) finds the
  * accepted connection of that session and hands it the new worker and
- * endpoint.  Both sides then re-send every un-ACKED message in seq order,
+ * endpoint.  Session ids, the listener's registry and the verdict on a dial
+ * are session.h's, as for tcp and rdma: a re-dial of a session the listener
+ * does not hold (or that failed) is refused, never taken for a new
+ * connection, and the client gives up.  Both sides then re-send every un-ACKED message in seq order,
  * whole (all its pieces); the receivers drop duplicates (ACKing them again,
  * once per message: on its piece at offset 0), so nothing is lost or
  * duplicated.  Half-received messages are discarded (they were not ACKed:
