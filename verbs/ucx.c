@@ -113,7 +113,10 @@
  * the same sockaddr with the same 64-bit session id and a higher epoch in
  * its HELLO; after the handshake the server's listener (accept()) finds the
  * accepted connection of that session and hands it the new worker and
- * endpoint.  Both sides then re-send every un-ACKED message in seq order,
+ * endpoint.  Session ids, the listener's registry and the verdict on a dial
+ * are session.h's, as for tcp and rdma: a re-dial of a session the listener
+ * does not hold (or that failed) is refused, never taken for a new
+ * connection, and the client gives up.  Both sides then re-send every un-ACKED message in seq order,
  * whole (all its pieces); the receivers drop duplicates (ACKing them again,
  * once per message: on its piece at offset 0), so nothing is lost or
  * duplicated.  Half-received messages are discarded (they were not ACKed:
@@ -143,9 +146,6 @@
 #include "kernels/kern_cuda.h"
 #include "verbs/gpumem.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -270,7 +270,9 @@ const char *dc_ucx_rdma_unused(const char *lanes, const char *local_rdma, char *
 
 /* A UCP context; net_devices (UCX_NET_DEVICES syntax) NULL: UCX's own
  * configuration.  On failure *what names the call that failed. */
-static ucs_status_t dc_ucx_ctx_create(const char *net_devices, ucp_context_h *out,
+/* A UCP context on `net_devices` (NULL: UCX's choice); `inet6`: its tcp
+ * lanes on the interfaces' IPv6 addresses (see dc_ucx_ctx_for). */
+static ucs_status_t dc_ucx_ctx_create(const char *net_devices, int inet6, ucp_context_h *out,
                                       const char **what)
 {
     ucp_config_t *cfg;
@@ -282,6 +284,11 @@ static ucs_status_t dc_ucx_ctx_create(const char *net_devices, ucp_context_h *ou
     if (net_devices && (s = ucp_config_modify(cfg, "NET_DEVICES", net_devices)) != UCS_OK) {
         ucp_config_release(cfg);
         *what = "ucp_config_modify(NET_DEVICES)";
+        return s;
+    }
+    if (inet6 && (s = ucp_config_modify(cfg, "AF_PRIO", "inet6")) != UCS_OK) {
+        ucp_config_release(cfg);
+        *what = "ucp_config_modify(AF_PRIO)";
         return s;
     }
     ucp_params_t p;
@@ -306,7 +313,7 @@ static void dc_ucx_init_once(void)
     setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
     dc_ucx_ready_fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
     const char *what = NULL;
-    ucs_status_t s = dc_ucx_ctx_create(NULL, &dc_ucx_ctx, &what);
+    ucs_status_t s = dc_ucx_ctx_create(NULL, 0, &dc_ucx_ctx, &what);
     if (s != UCS_OK) {
         snprintf(dc_ucx_init_msg, sizeof(dc_ucx_init_msg), "ucx: %s failed: %s%s", what,
                  ucs_status_string(s),
@@ -404,56 +411,30 @@ static dc_status_t dc_ucx_caps(dc_verbs_caps_t *out)
  * kernel routes the server's address through, plus every RDMA device UCX
  * found (those are not TCP: they keep their own lanes and rails).  A
  * wildcard bind address, or an address on no interface, keeps UCX's choice.
- * Contexts are shared by all connections on the same device list.
+ *
+ * IPv6: UCX 1.13's server side connects its tcp lanes to the client's
+ * address as the connection request came in (the client's IPv6 address)
+ * with the port of the client's tcp interface, and that interface takes an
+ * IPv4 address by default (UCX_TCP_AF_PRIO=inet,inet6): the connection
+ * fails, and, worse, the accepting worker's tcp interface was built for
+ * IPv4 addresses and stores the IPv6 one past its end (a heap overflow,
+ * then "free(): invalid pointer" in ucp_worker_destroy: the listener
+ * process aborted).  So a connection over IPv6 runs on a context whose tcp
+ * lanes are IPv6 too (TCP_AF_PRIO=inet6), on both sides, unless the user
+ * set UCX_TCP_AF_PRIO.  UCX 1.13 has no IPv6 tcp device on the loopback
+ * interface: [::1] is refused (dc_ucx_check_addr, ucx_conn.c).
+ *
+ * Contexts are shared by all connections on the same device list and
+ * address family.
  */
 #define DC_UCX_MAX_CTX 8
 static struct {
     char devs[256];
+    int inet6;
     ucp_context_h ctx;
 } dc_ucx_ctxs[DC_UCX_MAX_CTX];
 static unsigned dc_ucx_nctx;
 static pthread_mutex_t dc_ucx_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int dc_ucx_same_addr(const struct sockaddr *a, const struct sockaddr *b)
-{
-    if (a->sa_family != b->sa_family)
-        return 0;
-    if (a->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->sa_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
-    return 0;
-}
-
-static int dc_ucx_is_wildcard(const struct sockaddr *a)
-{
-    if (a->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
-    if (a->sa_family == AF_INET6)
-        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
-    return 1;
-}
-
-/* The interface that holds local address `a`, into name[len]: 0 if found,
- * 1 if found but not up and running (UCX would not list it: it reads its
- * devices once, when the context starts), -1 if not found. */
-static int dc_ucx_ifname_of(const struct sockaddr *a, char *name, size_t len)
-{
-    struct ifaddrs *ifs = NULL, *i;
-    if (getifaddrs(&ifs) != 0)
-        return -1;
-    int rc = -1;
-    for (i = ifs; i; i = i->ifa_next)
-        if (i->ifa_addr && dc_ucx_same_addr(i->ifa_addr, a) && strlen(i->ifa_name) < len) {
-            snprintf(name, len, "%s", i->ifa_name);
-            rc = (i->ifa_flags & (IFF_UP | IFF_RUNNING)) == (IFF_UP | IFF_RUNNING) ? 0 : 1;
-            break;
-        }
-    freeifaddrs(ifs);
-    return rc;
-}
 
 /* The local address the kernel picks to reach `peer` (connect() of a UDP
  * socket sends nothing): 0 with *src set. */
@@ -471,63 +452,81 @@ static int dc_ucx_route_src(const struct sockaddr *peer, socklen_t plen,
     return rc;
 }
 
-/* The context for a listener bound to `a` (passive) or a client dialing
- * `a`: see above.  Falls back to the process-wide context (with a warning
- * if creating one failed). */
-ucp_context_h dc_ucx_ctx_for(const struct sockaddr *a, socklen_t alen, int passive)
+/* The context on `devs` (NULL: UCX's choice of devices) and for `inet6`:
+ * the process-wide one, or one made on first use.  Falls back to the
+ * process-wide context (with a warning) if making one fails. */
+static ucp_context_h dc_ucx_ctx_get(const char *devs, int inet6)
 {
-    const char *user = getenv("UCX_NET_DEVICES");
-    if (user && *user)
+    if (!devs && !inet6)
         return dc_ucx_ctx;
-    struct sockaddr_storage local;
-    if (passive) {
-        if (dc_ucx_is_wildcard(a))
-            return dc_ucx_ctx;
-        memcpy(&local, a, DC_MIN((size_t)alen, sizeof(local)));
-    } else if (dc_ucx_route_src(a, alen, &local) != 0) {
-        return dc_ucx_ctx;
-    }
-    char devs[256];
-    int found = dc_ucx_ifname_of((const struct sockaddr *)&local, devs, sizeof(devs));
-    if (found == 1)
-        DC_LOG_WARN("ucx: network interface %s is not up and running; using all devices (its "
-                    "connections may fail on a host with several interfaces)",
-                    devs);
-    if (found != 0)
-        return dc_ucx_ctx;
-    if (*dc_ucx_rdma_devs) {
-        size_t o = strlen(devs);
-        snprintf(devs + o, sizeof(devs) - o, ",%s", dc_ucx_rdma_devs);
-    }
+    const char *key = devs ? devs : "";
+    const char *shown = devs ? devs : "(UCX's choice)";
     ucp_context_h ctx = dc_ucx_ctx;
     pthread_mutex_lock(&dc_ucx_ctx_lock);
     unsigned k = 0;
-    while (k < dc_ucx_nctx && strcmp(dc_ucx_ctxs[k].devs, devs) != 0)
+    while (k < dc_ucx_nctx &&
+           (strcmp(dc_ucx_ctxs[k].devs, key) != 0 || dc_ucx_ctxs[k].inet6 != inet6))
         k++;
     if (k < dc_ucx_nctx) {
         ctx = dc_ucx_ctxs[k].ctx;
     } else if (dc_ucx_nctx < DC_UCX_MAX_CTX) {
         const char *what = NULL;
-        ucs_status_t s = dc_ucx_ctx_create(devs, &ctx, &what);
+        ucs_status_t s = dc_ucx_ctx_create(devs, inet6, &ctx, &what);
         if (s == UCS_OK) {
-            snprintf(dc_ucx_ctxs[dc_ucx_nctx].devs, sizeof(dc_ucx_ctxs[0].devs), "%s", devs);
+            snprintf(dc_ucx_ctxs[dc_ucx_nctx].devs, sizeof(dc_ucx_ctxs[0].devs), "%s", key);
+            dc_ucx_ctxs[dc_ucx_nctx].inet6 = inet6;
             dc_ucx_ctxs[dc_ucx_nctx++].ctx = ctx;
-            DC_LOG_INFO("ucx: network devices %s (the interface of the address in use; "
+            DC_LOG_INFO("ucx: network devices %s%s (the interface of the address in use; "
                         "UCX_NET_DEVICES overrides)",
-                        devs);
+                        shown, inet6 ? ", tcp over IPv6" : "");
         } else {
             ctx = dc_ucx_ctx;
-            DC_LOG_WARN("ucx: a context on network devices %s: %s failed (%s); using all "
+            DC_LOG_WARN("ucx: a context on network devices %s%s: %s failed (%s); using all "
                         "devices",
-                        devs, what, ucs_status_string(s));
+                        shown, inet6 ? " (tcp over IPv6)" : "", what, ucs_status_string(s));
         }
     } else {
         DC_LOG_WARN("ucx: more than %d network device lists in one process; %s uses all "
                     "devices (set UCX_NET_DEVICES if connections fail)",
-                    DC_UCX_MAX_CTX, devs);
+                    DC_UCX_MAX_CTX, shown);
     }
     pthread_mutex_unlock(&dc_ucx_ctx_lock);
     return ctx;
+}
+
+/* The context for a listener bound to `a` (passive) or a client dialing
+ * `a`: see above.  Falls back to the process-wide context (with a warning
+ * if creating one failed). */
+ucp_context_h dc_ucx_ctx_for(const struct sockaddr *a, socklen_t alen, int passive)
+{
+    const char *af = getenv("UCX_TCP_AF_PRIO");
+    int inet6 = a->sa_family == AF_INET6 && !(af && *af);
+    const char *user = getenv("UCX_NET_DEVICES");
+    if (user && *user)
+        return dc_ucx_ctx_get(NULL, inet6);
+    struct sockaddr_storage local;
+    if (passive) {
+        if (dc_net_is_wildcard(a))
+            return dc_ucx_ctx_get(NULL, inet6);
+        memcpy(&local, a, DC_MIN((size_t)alen, sizeof(local)));
+    } else if (dc_ucx_route_src(a, alen, &local) != 0) {
+        return dc_ucx_ctx_get(NULL, inet6);
+    }
+    /* 1: found but not up and running (UCX would not list it: it reads its
+     * devices once, when the context starts) */
+    char devs[256];
+    int found = dc_net_ifname_of((const struct sockaddr *)&local, devs, sizeof(devs));
+    if (found == 1)
+        DC_LOG_WARN("ucx: network interface %s is not up and running; using all devices (its "
+                    "connections may fail on a host with several interfaces)",
+                    devs);
+    if (found != 0)
+        return dc_ucx_ctx_get(NULL, inet6);
+    if (*dc_ucx_rdma_devs) {
+        size_t o = strlen(devs);
+        snprintf(devs + o, sizeof(devs) - o, ",%s", dc_ucx_rdma_devs);
+    }
+    return dc_ucx_ctx_get(devs, inet6);
 }
 
 /* --- memory ----------------------------------------------------------------- */

@@ -6,16 +6,14 @@
  * session (resume), endpoint errors, progress of a connection and its
  * close.  The protocol is described at the top of ucx.c.
  *
- * This file also holds ucx's own address resolution and printing
- * (dc_ucx_resolve, dc_ucx_sockaddr_str) and session adoption (dc_ucx_adopt
- * and the session lookup in dc_ucx_accept), kept together so that they can
- * be swapped for the helpers tcp.c and rdma.c share.
+ * Addresses go through net.h (dc_net_resolve: `*` is the wildcard;
+ * dc_net_sockaddr_str), sessions through session.h (the listener's
+ * registry and the verdict on a dial, dc_session_judge).
  */
 #include "verbs/ucx_internal.h"
 
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
-#include <netdb.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,55 +86,22 @@ dc_status_t dc_ucx_conn_error(const dc_ucx_conn_t *c)
     return dc_error(c->err, "%s", c->errmsg);
 }
 
-/* --- addresses (ucx's own resolution and printing) ----------------------- */
+/* --- addresses ------------------------------------------------------------- */
 
-static void dc_ucx_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
+/* An address a connection can come up over: DC_OK, or DC_ERR_UNSUPPORTED
+ * for IPv6 loopback ([::1]): UCX (1.13 here) has no IPv6 tcp device on the
+ * loopback interface (ucx.c, above dc_ucx_ctx_for), so its lanes cannot
+ * reach [::1]; before this check the listener aborted in free(). */
+static dc_status_t dc_ucx_check_addr(const struct sockaddr *a, const char *addr)
 {
-    char host[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        port = ntohs(s4->sin_port);
-        snprintf(buf, len, "%s:%u", host, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        port = ntohs(s6->sin6_port);
-        snprintf(buf, len, "[%s]:%u", host, port);
-    } else {
-        snprintf(buf, len, "(family %d)", sa->sa_family);
-    }
-}
-
-static dc_status_t dc_ucx_resolve(const char *addr, int passive, struct sockaddr_storage *ss,
-                                  socklen_t *sslen)
-{
-    char host[256];
-    uint16_t port;
-    dc_status_t st = dc_verbs_parse_addr(addr, host, sizeof(host), &port);
-    if (st != DC_OK)
-        return st;
-    char portstr[8];
-    snprintf(portstr, sizeof(portstr), "%u", port);
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    int rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc != 0 || !res)
-        return dc_error(DC_ERR_INVALID, "ucx: cannot resolve '%s': %s", addr,
-                        rc ? gai_strerror(rc) : "no address");
-    if (res->ai_addrlen > sizeof(*ss)) {
-        freeaddrinfo(res);
-        return dc_error(DC_ERR_INTERNAL, "ucx: address too long");
-    }
-    memset(ss, 0, sizeof(*ss));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *sslen = res->ai_addrlen;
-    freeaddrinfo(res);
-    return DC_OK;
+    if (a->sa_family != AF_INET6 ||
+        !IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr))
+        return DC_OK;
+    return dc_error(DC_ERR_UNSUPPORTED,
+                    "ucx: %s: IPv6 loopback is not supported: UCX %s has no IPv6 tcp device "
+                    "on the loopback interface, so a connection over [::1] cannot come up; "
+                    "use 127.0.0.1, or the IPv6 address of a network interface",
+                    addr, ucp_get_version_string());
 }
 
 /* --- handshake ------------------------------------------------------------- */
@@ -161,8 +126,8 @@ static void dc_ucx_auth_queue(dc_ucx_conn_t *c, uint8_t type, const uint8_t *a, 
 static void dc_ucx_queue_hello(dc_ucx_conn_t *c)
 {
     dc_ucx_auth_queue(c, DC_UCX_AUTH_HELLO, c->nc, NULL);
-    dc_store_le64(c->auth_out + 37, c->session);
-    dc_store_le32(c->auth_out + 45, c->epoch);
+    dc_store_le64(c->auth_out + 37, c->sess.id);
+    dc_store_le32(c->auth_out + 45, c->sess.epoch);
     c->auth_out_len = DC_UCX_HELLO_LEN;
 }
 
@@ -187,8 +152,8 @@ static ucs_status_t dc_ucx_am_auth_cb(void *arg, const void *header, size_t head
         if (type != DC_UCX_AUTH_HELLO || length != DC_UCX_HELLO_LEN)
             break;
         memcpy(c->nc, m + 5, 32);
-        c->session = dc_load_le64(m + 37);
-        c->epoch = dc_load_le32(m + 45);
+        c->sess.id = dc_load_le64(m + 37);
+        c->sess.epoch = dc_load_le32(m + 45);
         if (dc_auth_nonce(c->ns) != DC_OK ||
             dc_auth_mac(c->secret, c->secret_len, 'S', c->nc, c->ns, mac) != DC_OK) {
             dc_ucx_fail(c, dc_last_status(), "%s", dc_last_error());
@@ -470,11 +435,7 @@ void dc_ucx_conn_destroy(dc_ucx_conn_t *c)
         return;
     if (c->lst) {
         dc_ucx_listener_t *l = c->lst;
-        for (dc_ucx_conn_t **pp = &l->reg; *pp; pp = &(*pp)->reg_next)
-            if (*pp == c) {
-                *pp = c->reg_next;
-                break;
-            }
+        dc_session_remove(&l->reg, &c->sess);
         c->lst = NULL;
         dc_ucx_listener_unref(l);
     }
@@ -606,7 +567,8 @@ dc_status_t dc_ucx_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
         return st;
     struct sockaddr_storage ss;
     socklen_t sslen;
-    if ((st = dc_ucx_resolve(bind_addr, 1, &ss, &sslen)) != DC_OK)
+    if ((st = dc_net_resolve("ucx", bind_addr, true, &ss, &sslen)) != DC_OK ||
+        (st = dc_ucx_check_addr((const struct sockaddr *)&ss, bind_addr)) != DC_OK)
         return st;
     dc_ucx_listener_t *l = calloc(1, sizeof(*l));
     if (!l)
@@ -651,7 +613,7 @@ dc_status_t dc_ucx_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
     memset(&la, 0, sizeof(la));
     la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
     if (ucp_listener_query(l->listener, &la) == UCS_OK)
-        dc_ucx_sockaddr_str((const struct sockaddr *)&la.sockaddr, l->addr, sizeof(l->addr));
+        dc_net_sockaddr_str((const struct sockaddr *)&la.sockaddr, l->addr, sizeof(l->addr));
     else
         snprintf(l->addr, sizeof(l->addr), "%s", bind_addr);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -702,7 +664,7 @@ static void dc_ucx_listener_take(dc_ucx_listener_t *l, ucp_conn_request_h req)
     memset(&ra, 0, sizeof(ra));
     ra.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     if (ucp_conn_request_query(req, &ra) == UCS_OK)
-        dc_ucx_sockaddr_str((const struct sockaddr *)&ra.client_address, peer, sizeof(peer));
+        dc_net_sockaddr_str((const struct sockaddr *)&ra.client_address, peer, sizeof(peer));
     dc_ucx_conn_t *c;
     if (dc_ucx_conn_alloc(&o, l->ctx, &c) != DC_OK) {
         DC_LOG_WARN("ucx listener %s: dropped %s: %s", l->addr, peer, dc_last_error());
@@ -759,7 +721,7 @@ static void dc_ucx_adopt(dc_ucx_listener_t *l, dc_ucx_conn_t *e, dc_ucx_conn_t *
         dc_ucx_fail(e, DC_ERR_INTERNAL, "cannot move the active-message handlers");
         return;
     }
-    e->epoch = t->epoch;
+    e->sess.epoch = t->sess.epoch;
     e->state = DC_UCX_ESTABLISHED;
     e->resend_pending = 1;
     e->stats.reconnects++;
@@ -773,7 +735,26 @@ static void dc_ucx_adopt(dc_ucx_listener_t *l, dc_ucx_conn_t *e, dc_ucx_conn_t *
     else
         dc_ucx_conn_destroy(t); /* no worker: frees the shell and its control slots */
     DC_LOG_INFO("ucx listener %s: %s re-attached session %016llx (epoch %u)", l->addr, e->peer,
-                (unsigned long long)e->session, e->epoch);
+                (unsigned long long)e->sess.id, e->sess.epoch);
+}
+
+/*
+ * The verdict on the authenticated dial `c` (session.h): NEW (a first dial,
+ * epoch 1, of an id not in use), RESUME (a re-dial of an accepted session:
+ * dc_ucx_adopt), or a refusal: UNKNOWN (a re-dial of a session this
+ * listener does not hold, or that failed), STALE, DUP.  Like tcp and rdma,
+ * a re-dial is never taken for a new connection: the client's re-dial then
+ * fails and it gives up, instead of carrying on with a fresh peer that has
+ * none of its un-ACKed messages' context.
+ */
+static dc_session_verdict_t dc_ucx_session_verdict(dc_ucx_listener_t *l, const dc_ucx_conn_t *c)
+{
+    dc_session_t *s = dc_session_find(l->reg, c->sess.id, NULL);
+    const dc_ucx_conn_t *e = s ? DC_SESSION_OWNER(s, dc_ucx_conn_t, sess) : NULL;
+    /* a failed session cannot resume, but its id stays in use */
+    if (e && c->sess.epoch != 1 && e->state == DC_UCX_FAILED)
+        e = NULL;
+    return dc_session_judge(e ? &e->sess : NULL, c->sess.epoch, 1, false);
 }
 
 dc_status_t dc_ucx_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
@@ -797,24 +778,22 @@ dc_status_t dc_ucx_accept(dc_verbs_listener_t *lb, dc_verbs_conn_t **out)
                 dc_ucx_conn_destroy(c);
                 continue;
             }
-            dc_ucx_conn_t *e = l->reg;
-            while (e && e->session != c->session)
-                e = e->reg_next;
-            if (e) {
-                if (c->epoch > e->epoch && e->state != DC_UCX_FAILED) {
-                    dc_ucx_adopt(l, e, c);
-                } else {
-                    DC_LOG_WARN("ucx listener %s: dropped %s: stale re-dial of session "
-                                "%016llx (epoch %u)",
-                                l->addr, c->peer, (unsigned long long)c->session, c->epoch);
-                    dc_ucx_conn_destroy(c);
-                }
+            dc_session_verdict_t v = dc_ucx_session_verdict(l, c);
+            if (v == DC_SESSION_RESUME) {
+                dc_session_t *s = dc_session_find(l->reg, c->sess.id, NULL);
+                dc_ucx_adopt(l, DC_SESSION_OWNER(s, dc_ucx_conn_t, sess), c);
+                continue;
+            }
+            if (v != DC_SESSION_NEW) {
+                DC_LOG_WARN("ucx listener %s: dropped %s (session %016llx, epoch %u): %s",
+                            l->addr, c->peer, (unsigned long long)c->sess.id, c->sess.epoch,
+                            dc_session_verdict_str(v));
+                dc_ucx_conn_destroy(c);
                 continue;
             }
             c->lst = l;
             l->refs++;
-            c->reg_next = l->reg;
-            l->reg = c;
+            dc_session_add(&l->reg, &c->sess);
             DC_LOG_INFO("ucx: accepted %s over %s", c->peer, c->transports);
             *out = &c->base;
             return DC_OK;
@@ -896,12 +875,12 @@ static void dc_ucx_redial(dc_ucx_conn_t *c)
     }
     if (dc_ucx_dial(c) != UCS_OK)
         return; /* try again at next_dial */
-    c->epoch++;
+    c->sess.epoch++;
     c->reconnecting = 1;
     c->state = DC_UCX_C_WAIT_CHALLENGE;
     dc_ucx_queue_hello(c);
     DC_LOG_INFO("ucx %s: re-dialing (session %016llx, epoch %u)", c->peer,
-                (unsigned long long)c->session, c->epoch);
+                (unsigned long long)c->sess.id, c->sess.epoch);
 }
 
 dc_status_t dc_ucx_connect(const dc_verbs_opts_t *opts, const char *addr,
@@ -916,7 +895,8 @@ dc_status_t dc_ucx_connect(const dc_verbs_opts_t *opts, const char *addr,
         return st;
     struct sockaddr_storage ss;
     socklen_t sslen;
-    if ((st = dc_ucx_resolve(addr, 0, &ss, &sslen)) != DC_OK)
+    if ((st = dc_net_resolve("ucx", addr, false, &ss, &sslen)) != DC_OK ||
+        (st = dc_ucx_check_addr((const struct sockaddr *)&ss, addr)) != DC_OK)
         goto out_secret;
     dc_ucx_conn_t *c;
     if ((st = dc_ucx_conn_alloc(&o, dc_ucx_ctx_for((const struct sockaddr *)&ss, sslen, 0),
@@ -926,13 +906,11 @@ dc_status_t dc_ucx_connect(const dc_verbs_opts_t *opts, const char *addr,
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
     memcpy(&c->raddr, &ss, sslen);
     c->raddr_len = sslen;
-    uint8_t sid[DC_AUTH_NONCE_SIZE];
-    if ((st = dc_auth_nonce(sid)) != DC_OK || (st = dc_auth_nonce(c->nc)) != DC_OK) {
+    if ((st = dc_session_start(&c->sess, 1)) != DC_OK ||
+        (st = dc_auth_nonce(c->nc)) != DC_OK) {
         dc_ucx_conn_destroy(c);
         goto out_secret;
     }
-    c->session = dc_load_le64(sid);
-    c->epoch = 1;
     ucs_status_t s = dc_ucx_dial(c);
     if (s != UCS_OK) {
         st = dc_error(DC_ERR_RESET, "ucx: cannot connect to %s: %s", addr, ucs_status_string(s));

@@ -10,6 +10,8 @@
 #define DC_VERBS_UCX_INTERNAL_H
 
 #include "verbs/auth.h"
+#include "verbs/net.h"
+#include "verbs/session.h"
 #include "verbs/ucx.h"
 
 #include <string.h>
@@ -173,8 +175,10 @@ struct dc_ucx_conn {
     char peer[128];
     int is_client;
     /* reconnect / resume */
-    uint64_t session;   /* client: random id; server: the peer's */
-    uint32_t epoch;     /* client: dial count; server: the peer's last */
+    /* id: client: random; server: the peer's.  epoch: client: dial count
+     * (first dial 1); server: the peer's last.  next: the listener's
+     * registry (server) */
+    dc_session_t sess;
     struct sockaddr_storage raddr; /* client: where to re-dial */
     socklen_t raddr_len;
     int reconnecting;   /* client: re-dial handshake in progress */
@@ -182,7 +186,6 @@ struct dc_ucx_conn {
     double next_dial;
     dc_ucx_epref_t *epref;
     dc_ucx_listener_t *lst;        /* server: registry that can re-attach us */
-    struct dc_ucx_conn *reg_next;
     double deadline; /* handshake, or recovery once BROKEN (dc_now_s) */
     uint32_t timeout_ms;
     uint64_t max_msg;
@@ -235,7 +238,7 @@ struct dc_ucx_conn {
 struct dc_ucx_listener {
     dc_verbs_listener_t base;
     unsigned refs;      /* the caller's + one per registered connection */
-    dc_ucx_conn_t *reg; /* accepted connections, by session, for re-attach */
+    dc_session_t *reg;  /* accepted connections (sess), for re-attach */
     ucp_context_h ctx;  /* of the bind address's interface: dc_ucx_ctx_for */
     ucp_worker_h worker;
     ucp_listener_h listener;

@@ -19,6 +19,9 @@
  */
 #include "xfer.h"
 
+#include <ifaddrs.h>
+#include <net/if.h>
+
 /* --- one test per transport ---------------------------------------------- */
 
 /* The transports this file runs; dc_verbs_list() must return no other. */
@@ -103,7 +106,8 @@ typedef struct echo_cfg {
 
 /* Accept one connection and echo every message (0 .. ECHO_CAP bytes) back
  * until a 1-byte message 0.  A bind address the transport refuses with
- * DC_ERR_INVALID is reported to the parent as "!" and the reason. */
+ * DC_ERR_INVALID or DC_ERR_UNSUPPORTED is reported to the parent as "!",
+ * the status name, ": " and the reason. */
 static int echo_main(int port_fd, const void *arg)
 {
     const echo_cfg_t *cfg = arg;
@@ -116,9 +120,9 @@ static int echo_main(int port_fd, const void *arg)
     const char *bind = cfg && cfg->bind ? cfg->bind : test_listen_addr(la, sizeof(la));
     dc_verbs_listener_t *l;
     dc_status_t st = t->listen(&o, bind, &l);
-    if (st == DC_ERR_INVALID) {
-        char m[300];
-        snprintf(m, sizeof(m), "!%s", dc_last_error());
+    if (st == DC_ERR_INVALID || st == DC_ERR_UNSUPPORTED) {
+        char m[400];
+        snprintf(m, sizeof(m), "!%s: %s", dc_status_name(st), dc_last_error());
         return write(port_fd, m, strlen(m) + 1) < 0 ? 12 : 0;
     }
     if (st != DC_OK) {
@@ -726,22 +730,30 @@ CONFORM(orderly_close_is_final_not_redialed, 120)
     cr_assert_eq(wait_child(pid), 0, "server reported a failure");
 }
 
-/* Address forms: "[::1]:0" (IPv6 loopback) must work (not yet over ucx, see
- * below); "*:0" (every interface) works or is refused with DC_ERR_INVALID,
- * never anything else (tcp: it must work).  rdma listens on its device's
- * address only. */
-static void address_form(const char *bind, int must)
+/* Address forms: "[::1]:0" (IPv6 loopback) must work, except over ucx,
+ * which refuses it clearly (see below); "*:0" (every interface) works or is
+ * refused with DC_ERR_INVALID, never anything else (tcp: it must work).
+ * rdma listens on its device's address only.  Returns 0, or 1 if the
+ * listen was refused (allowed only without `must`). */
+static int address_form(const char *bind, int must)
 {
     echo_cfg_t cfg = {.bind = bind};
-    char addr[128];
+    char addr[512];
     pid_t pid = fork_server(echo_main, &cfg, 60, addr, sizeof(addr));
     if (addr[0] == '!') {
         cr_assert_eq(wait_child(pid), 0);
         cr_assert(!must, "%s: listen %s refused: %s", g_tname, bind, addr + 1);
         cr_log_info("%s: listen %s refused: %s", g_tname, bind, addr + 1);
-        return;
+        if (strcmp(g_tname, "ucx") == 0 && strcmp(bind, "[::1]:0") == 0)
+            cr_assert(strstr(addr, "DC_ERR_UNSUPPORTED: ") && strstr(addr, "IPv6 loopback"),
+                      "ucx: listen %s: want DC_ERR_UNSUPPORTED, saying IPv6 loopback: %s", bind,
+                      addr + 1);
+        else
+            cr_assert(strncmp(addr, "!DC_ERR_INVALID: ", 17) == 0,
+                      "%s: listen %s: want DC_ERR_INVALID: %s", g_tname, bind, addr + 1);
+        return 1;
     }
-    char host[64], dial[128];
+    char host[64], dial[sizeof(addr)];
     uint16_t port;
     cr_assert_eq(dc_verbs_parse_addr(addr, host, sizeof(host), &port), DC_OK, "%s", addr);
     cr_assert_gt(port, 0, "listen_addr() gave no real port: %s", addr);
@@ -756,6 +768,7 @@ static void address_form(const char *bind, int must)
     static uint8_t out[ECHO_CAP + 1], in[ECHO_CAP + 1];
     echo_round(c, 70000, port, NULL, out, NULL, in);
     echo_stop(c, pid);
+    return 0;
 }
 
 CONFORM(address_forms, 120)
@@ -763,15 +776,95 @@ CONFORM(address_forms, 120)
     if (is_rdma())
         cr_skip_test("rdma: rdma_cm listens on an RDMA interface's address only "
                      "(DELTACAST_TEST_RDMA_ADDR); loopback and wildcard forms do not apply");
-    if (strcmp(g_tname, "ucx") == 0)
-        /* Known, not fixed here: UCX 1.13 refuses the [::1] connection
-         * ("ucp_ep_create: Destination is unreachable" in the listener,
-         * "Operation rejected by remote peer" in the client), and the
-         * listener process then aborts in free(). */
-        cr_log_info("ucx: the [::1] form is not checked (UCX rejects it here)");
-    else
-        address_form("[::1]:0", 1);
+    int ucx = strcmp(g_tname, "ucx") == 0;
+    /* ucx: UCX 1.13 has no IPv6 tcp device on the loopback interface: a
+     * connection over [::1] cannot come up (before, the listener process
+     * aborted in free()); listen and connect refuse it, saying why. */
+    cr_assert_eq(address_form("[::1]:0", !ucx), ucx, "ucx: listen [::1]:0 was not refused");
     address_form("*:0", strcmp(g_tname, "tcp") == 0);
+    if (ucx) {
+        const dc_verbs_ops_t *t = find_transport();
+        dc_verbs_conn_t *c = NULL;
+        dc_status_t st = client_connect(t, "[::1]:9", SECRET, &c);
+        cr_assert_eq(st, DC_ERR_UNSUPPORTED, "ucx: connect [::1]:9: %s: %s",
+                     dc_status_name(st), dc_last_error());
+        cr_assert(strstr(dc_last_error(), "IPv6 loopback"), "%s", dc_last_error());
+    }
+}
+
+/* A non-loopback IPv6 address of this host (an interface that is up), as
+ * "[V6]" into buf: 0, or -1 if there is none. */
+static int global_ipv6(char *buf, size_t len)
+{
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    int rc = -1;
+    for (struct ifaddrs *i = ifs; i && rc; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET6 || !(i->ifa_flags & IFF_UP) ||
+            (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        char h[INET6_ADDRSTRLEN];
+        if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_LOOPBACK(a) ||
+            !inet_ntop(AF_INET6, a, h, sizeof(h)))
+            continue;
+        snprintf(buf, len, "[%s]", h);
+        rc = 0;
+    }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+/* Regression (ucx): a listener on the IPv6 wildcard, dialed over IPv6.
+ * UCX 1.13's accepting worker stored the client's IPv6 address in a tcp
+ * interface built for IPv4: the connection failed and the listener process
+ * aborted in free().  Here a dial that may fail (IPv4 to an IPv6 listener:
+ * ucx cannot) must leave the listener alive, and a dial over this host's
+ * non-loopback IPv6 address (if it has one) must then work. */
+CONFORM(ipv6_listener_survives_a_failed_connect, 120)
+{
+    if (is_rdma())
+        cr_skip_test("rdma: rdma_cm listens on an RDMA interface's address only");
+    echo_cfg_t cfg = {.bind = "[::]:0"};
+    char addr[512];
+    pid_t pid = fork_server(echo_main, &cfg, 60, addr, sizeof(addr));
+    if (addr[0] == '!') {
+        cr_assert_eq(wait_child(pid), 0);
+        cr_skip_test("%s: listen [::]:0 refused: %s", g_tname, addr + 1);
+    }
+    char host[64], dial[128], v6[80];
+    uint16_t port;
+    cr_assert_eq(dc_verbs_parse_addr(addr, host, sizeof(host), &port), DC_OK, "%s", addr);
+    const dc_verbs_ops_t *t = find_transport();
+    static uint8_t out[ECHO_CAP + 1], in[ECHO_CAP + 1];
+    dc_verbs_conn_t *c = NULL;
+    snprintf(dial, sizeof(dial), "127.0.0.1:%u", port);
+    dc_status_t st = client_connect(t, dial, SECRET, &c);
+    cr_log_info("%s: dial %s (IPv4 to the IPv6 wildcard): %s", g_tname, dial,
+                st == DC_OK ? "connected" : dc_last_error());
+    if (st != DC_OK && global_ipv6(v6, sizeof(v6)) == 0) {
+        snprintf(dial, sizeof(dial), "%s:%u", v6, port);
+        st = client_connect(t, dial, SECRET, &c);
+        cr_assert_eq(st, DC_OK, "%s: dial %s after a failed dial: %s", g_tname, dial,
+                     dc_last_error());
+    }
+    if (st == DC_OK) {
+        echo_round(c, 70000, port, NULL, out, NULL, in);
+        echo_stop(c, pid);
+        return;
+    }
+    /* No IPv6 address to dial: the listener must still be there. */
+    cr_log_info("%s: no non-loopback IPv6 address here: only checking that the listener "
+                "survived",
+                g_tname);
+    usleep(500 * 1000);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, WNOHANG), 0, "the listener exited (%s %d)",
+                 WIFSIGNALED(status) ? "signal" : "status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    kill(pid, SIGKILL);
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
 }
 
 /* --- transport-independent: the registry and the shared wire helpers ------ */
