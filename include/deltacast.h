@@ -431,7 +431,7 @@ DC_API void dc_free(void *p);
  * a caller controls is which one a node uses inside its region:
  *
  *   "rdma"  RDMA verbs (RC queue pairs; config rdma_device picks the NIC)
- *   "ucx"   UCX (UCP tagged messages; config ucx_*; the node listens on its
+ *   "ucx"   UCX (UCP active messages; config ucx_*; the node listens on its
  *           topology port + lan_port_offset)
  *   "tcp"   TCP, tcp_streams parallel streams per connection
  *   "auto"  the first of rdma, ucx, tcp usable on the node (default)
