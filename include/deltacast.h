@@ -403,11 +403,12 @@ DC_API dc_status_t dc_delta_target_size(const void *delta, size_t delta_len, uin
 /**
  * In-memory apply: writes the target image into `out` (out_cap >= the
  * target size).  `out` may be modified even on failure (it holds no valid
- * checkpoint then); *out_len is set only on success.
+ * checkpoint then); *out_len is set only on success.  (0.2 moved `opts`
+ * before the outputs; 0.1 took it after out_len.)
  */
 DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, const void *delta,
-                                          size_t delta_len, void *out, size_t out_cap,
-                                          size_t *out_len, const dc_delta_opts_t *opts,
+                                          size_t delta_len, const dc_delta_opts_t *opts,
+                                          void *out, size_t out_cap, size_t *out_len,
                                           dc_delta_stats_t *stats);
 
 /** The 128-bit checkpoint digest a delta names, of a whole safetensors

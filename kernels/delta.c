@@ -1080,8 +1080,8 @@ DC_API dc_status_t dc_delta_target_size(const void *delta, size_t delta_len, uin
 }
 
 DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, const void *delta,
-                                          size_t delta_len, void *out, size_t out_cap,
-                                          size_t *out_len, const dc_delta_opts_t *opts,
+                                          size_t delta_len, const dc_delta_opts_t *opts,
+                                          void *out, size_t out_cap, size_t *out_len,
                                           dc_delta_stats_t *stats)
 {
     dc_delta_opts_t o_;

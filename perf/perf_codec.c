@@ -370,7 +370,7 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
             double w1 = dc_now_s(), c1 = dc_cpu_s();
             if (st != DC_OK)
                 goto out;
-            st = dc_delta_apply_buffers(b, bl, d, dl, out, nl, &ol, &o, NULL);
+            st = dc_delta_apply_buffers(b, bl, d, dl, &o, out, nl, &ol, NULL);
             double w2 = dc_now_s(), c2 = dc_cpu_s();
             if (st != DC_OK) {
                 dc_free(d);

@@ -158,7 +158,7 @@ def _lib():
         "dc_delta_diff_buffers": (c_int, [vp, sz, vp, sz, op, ctypes.POINTER(vp),
                                           ctypes.POINTER(sz), st]),
         "dc_delta_target_size": (c_int, [vp, sz, c_u64p]),
-        "dc_delta_apply_buffers": (c_int, [vp, sz, vp, sz, vp, sz, ctypes.POINTER(sz), op, st]),
+        "dc_delta_apply_buffers": (c_int, [vp, sz, vp, sz, op, vp, sz, ctypes.POINTER(sz), st]),
         "dc_checkpoint_digest": (c_int, [vp, sz, ctypes.c_uint64, ctypes.c_uint,
                                          ctypes.POINTER(ctypes.c_uint8 * 16)]),
         "dc_free": (None, [vp]),
@@ -349,9 +349,9 @@ def apply_bytes(base: bytes, delta: bytes, threads: int = 0) -> bytes:
     out = ctypes.create_string_buffer(max(size.value, 1))
     out_len, s = ctypes.c_size_t(), _stats()
     _check(_lib().dc_delta_apply_buffers(_ro_ptr(base), len(base), _ro_ptr(delta), len(delta),
+                                         ctypes.byref(_opts(0, threads)),
                                          ctypes.cast(out, ctypes.c_void_p), size.value,
-                                         ctypes.byref(out_len), ctypes.byref(_opts(0, threads)),
-                                         ctypes.byref(s)))
+                                         ctypes.byref(out_len), ctypes.byref(s)))
     return out.raw[:out_len.value]
 
 

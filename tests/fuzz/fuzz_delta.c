@@ -121,8 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(out + cap, 0xA5, 64);
         size_t ol = 0;
         dc_delta_opts_t o = {.size = sizeof(o), .threads = 1};
-        dc_status_t st = dc_delta_apply_buffers(g_base, g_base_len, d, size - 1, out, cap, &ol,
-                                                &o, NULL);
+        dc_status_t st =
+            dc_delta_apply_buffers(g_base, g_base_len, d, size - 1, &o, out, cap, &ol, NULL);
         if (st != DC_OK)
             CHECK(dc_last_status() != DC_OK && *dc_last_error());
         else {

@@ -299,11 +299,11 @@ Test(delta, deterministic_across_threads_and_buffer_api_matches)
     cr_assert_eq(ts, nl);
     uint8_t *out = malloc(nl);
     size_t ol;
-    cr_assert_eq(dc_delta_apply_buffers(b, bl, md, mdl, out, nl, &ol, NULL, NULL), DC_OK,
+    cr_assert_eq(dc_delta_apply_buffers(b, bl, md, mdl, NULL, out, nl, &ol, NULL), DC_OK,
                  "%s", dc_last_error());
     cr_assert_eq(ol, nl);
     cr_assert_eq(memcmp(out, n, nl), 0);
-    cr_assert_eq(dc_delta_apply_buffers(b, bl, md, mdl, out, nl - 1, &ol, NULL, NULL),
+    cr_assert_eq(dc_delta_apply_buffers(b, bl, md, mdl, NULL, out, nl - 1, &ol, NULL),
                  DC_ERR_INVALID);
     /* a layout that is neither DC_DELTA_LAYOUT_SIMD nor DC_DELTA_LAYOUT_COMPACT */
     dc_delta_opts_t o3 = {.size = sizeof(o3), .chunk_size = 512, .layout = 3};
@@ -430,7 +430,7 @@ static void apply_fails_everywhere(const char *base, const char *delta, dc_statu
     cr_assert_eq(dc_delta_target_size(d, dl, &ts), DC_OK);
     uint8_t *out = malloc((size_t)ts);
     size_t ol;
-    dc_status_t st = dc_delta_apply_buffers(b, bl, d, dl, out, (size_t)ts, &ol, NULL, NULL);
+    dc_status_t st = dc_delta_apply_buffers(b, bl, d, dl, NULL, out, (size_t)ts, &ol, NULL);
     cr_assert_eq(st, want, "buffers: %d %s", st, dc_last_error());
     cr_assert(strstr(dc_last_error(), msg) != NULL, "buffers: %s", dc_last_error());
     st = dc_delta_apply_files(base, delta, path("out"), NULL, NULL);
@@ -794,10 +794,10 @@ Test(delta, options_and_stats_follow_the_size_rule)
     st.size = 0;
     uint8_t *out = malloc(nl);
     size_t ol;
-    cr_assert_eq(dc_delta_apply_buffers(b, bl, d, dl, out, nl, &ol, NULL, &st), DC_ERR_INVALID);
+    cr_assert_eq(dc_delta_apply_buffers(b, bl, d, dl, NULL, out, nl, &ol, &st), DC_ERR_INVALID);
     cr_assert_eq(st.frames, 0xABABABABABABABABull, "stats written despite the refusal");
     st.size = sizeof(st);
-    cr_assert_eq(dc_delta_apply_buffers(b, bl, d, dl, out, nl, &ol, NULL, &st), DC_OK, "%s",
+    cr_assert_eq(dc_delta_apply_buffers(b, bl, d, dl, NULL, out, nl, &ol, &st), DC_OK, "%s",
                  dc_last_error());
     cr_assert_eq(st.size, sizeof(st));
     cr_assert_eq(st.target_bytes, nl);
