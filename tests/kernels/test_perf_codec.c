@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 Test(perf_codec, json_reports_exact_round_trips, .timeout = 120)
 {
@@ -42,6 +43,44 @@ Test(perf_codec, json_reports_exact_round_trips, .timeout = 120)
         cr_assert(ratio >= 1.0 && ratio < 2.0, "ratio to bound %f", ratio);
     }
     json_decref(root);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static long long checkpoint_bytes_of_run(const char *bin, const char *dir, const char *params)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "'%s' perf codec --params %s --cases opt1 --runs 1 --no-baselines --json "
+             "--dir '%s' 2>/dev/null",
+             bin, params, dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    json_error_t err;
+    json_t *root = json_loadf(p, 0, &err);
+    cr_assert_eq(pclose(p), 0);
+    cr_assert_not_null(root, "bad JSON: %s", err.text);
+    json_t *c = json_array_get(json_object_get(root, "cases"), 0);
+    cr_assert(json_is_true(json_object_get(c, "exact")));
+    long long b = (long long)json_integer_value(json_object_get(c, "checkpoint_bytes"));
+    json_decref(root);
+    return b;
+}
+
+/* A pair left in --dir by an earlier run with other --params is generated
+ * again, not measured under the new label. */
+Test(perf_codec, pairs_of_other_params_are_regenerated, .timeout = 120)
+{
+    const char *bin = getenv("DELTACAST_BIN");
+    cr_assert_not_null(bin);
+    char dir[] = "/tmp/dc_perf_codec_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    long long small = checkpoint_bytes_of_run(bin, dir, "1e6");
+    long long big = checkpoint_bytes_of_run(bin, dir, "2e6");
+    long long again = checkpoint_bytes_of_run(bin, dir, "2e6");
+    cr_assert(big > small * 3 / 2, "1e6: %lld bytes, then 2e6: %lld", small, big);
+    cr_assert_eq(again, big);
+    char cmd[1100];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
 }
