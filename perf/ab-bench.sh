@@ -9,8 +9,8 @@
 # BEFORE_BIN, AFTER_BIN: two `deltacast` binaries (e.g. an old commit's
 # build/cli/deltacast and this one's).  Each round runs, for each build in
 # turn (the order alternates between rounds):
-#   codec   `perf codec --params N --cases opt1`: encode and apply GB/s
-#           (one thread), delta bytes
+#   codec   `perf codec --params N --cases opt1` on one pair generated in
+#           the run: encode and apply GB/s (one thread), delta bytes
 #   link    `perf link` over tcp on loopback, 4 streams, 3 s: Gb/s, p50 µs
 #   refit   `perf refit --receivers 4 --regions 2 --params N`: seconds of
 #           the delta versions, speedup against dense; every run must be
@@ -46,7 +46,8 @@ export DELTACAST_LOG=${DELTACAST_LOG:-error}
 one() { # BIN TAG ROUND
     bin=$1 tag=$2 r=$3
     echo "ab-bench: round $r, $tag: codec" >&2
-    "$bin" perf codec --params "$PARAMS" --cases opt1 --json >"$OUT/codec.$tag.$r" 2>/dev/null
+    "$bin" perf codec --params "$PARAMS" --cases opt1 --no-baselines --dir "$OUT/pairs" \
+        --json >"$OUT/codec.$tag.$r" 2>/dev/null
     echo "ab-bench: round $r, $tag: link" >&2
     "$bin" perf link --server --bind 127.0.0.1:0 --once --transport tcp \
         --addr-file "$OUT/addr.$tag.$r" >/dev/null 2>&1 &
