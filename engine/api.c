@@ -216,7 +216,7 @@ struct dc_refit_sender {
     char why[1024];
 };
 
-static int dc_sender_next(void *user, uint64_t v, const dc_place_seg_t **segs, size_t *nsegs)
+static int dc_api_sender_next(void *user, uint64_t v, const dc_place_seg_t **segs, size_t *nsegs)
 {
     (void)v;
     dc_refit_sender_t *s = user;
@@ -234,7 +234,7 @@ static int dc_sender_next(void *user, uint64_t v, const dc_place_seg_t **segs, s
     return r;
 }
 
-static void dc_sender_done(void *user, uint64_t v, dc_status_t st,
+static void dc_api_sender_done(void *user, uint64_t v, dc_status_t st,
                            const dc_refit_version_stats_t *vs)
 {
     (void)v;
@@ -249,7 +249,7 @@ static void dc_sender_done(void *user, uint64_t v, dc_status_t st,
     pthread_mutex_unlock(&s->mu);
 }
 
-static void dc_sender_ready(void *user)
+static void dc_api_sender_ready(void *user)
 {
     dc_refit_sender_t *s = user;
     pthread_mutex_lock(&s->mu);
@@ -258,7 +258,7 @@ static void dc_sender_ready(void *user)
     pthread_mutex_unlock(&s->mu);
 }
 
-static int dc_sender_closed(void *user)
+static int dc_api_sender_closed(void *user)
 {
     dc_refit_sender_t *s = user;
     pthread_mutex_lock(&s->mu);
@@ -267,7 +267,7 @@ static int dc_sender_closed(void *user)
     return c;
 }
 
-static void *dc_sender_thread(void *arg)
+static void *dc_api_sender_thread(void *arg)
 {
     dc_refit_sender_t *s = arg;
     dc_status_t st = dc_node_run(&s->ncfg);
@@ -281,7 +281,7 @@ static void *dc_sender_thread(void *arg)
     return NULL;
 }
 
-static void dc_sender_free(dc_refit_sender_t *s)
+static void dc_api_sender_free(dc_refit_sender_t *s)
 {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -377,7 +377,7 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *ucfg,
         st = dc_api_segments(s->tensors, cfg->n_tensors, cfg->segments, cfg->n_segments,
                              &s->base_segs);
     if (st != DC_OK) {
-        dc_sender_free(s);
+        dc_api_sender_free(s);
         return st;
     }
     s->ntensors = cfg->n_tensors;
@@ -390,7 +390,7 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *ucfg,
         s->tensors[i].name = s->names[i];
     }
     if (!s->names || (s->ntensors && !s->names[s->ntensors - 1])) {
-        dc_sender_free(s);
+        dc_api_sender_free(s);
         return dc_error(DC_ERR_NOMEM, "refit sender: out of memory");
     }
     dc_api_node_cfg(cfg, &s->ncfg);
@@ -398,7 +398,7 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *ucfg,
     if (st == DC_OK)
         st = dc_api_check_place(s, s->base_segs, s->nbase);
     if (st != DC_OK) {
-        dc_sender_free(s);
+        dc_api_sender_free(s);
         return st;
     }
     s->state_dir = strdup(cfg->state_dir);
@@ -406,7 +406,7 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *ucfg,
     s->transport = s->ncfg.transport ? strdup(s->ncfg.transport) : NULL;
     if (!s->state_dir || (cfg->stats_path && !s->stats_path) ||
         (s->ncfg.transport && !s->transport)) {
-        dc_sender_free(s);
+        dc_api_sender_free(s);
         return dc_error(DC_ERR_NOMEM, "refit sender: out of memory");
     }
     s->ncfg.state_dir = s->state_dir;
@@ -416,11 +416,11 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *ucfg,
     s->ncfg.ntensors = s->ntensors;
     s->ncfg.segs = s->base_segs;
     s->ncfg.nsegs = s->nbase;
-    s->src = (dc_node_source_t){dc_sender_next, dc_sender_done, dc_sender_ready,
-                                dc_sender_closed, s};
+    s->src = (dc_node_source_t){dc_api_sender_next, dc_api_sender_done, dc_api_sender_ready,
+                                dc_api_sender_closed, s};
     s->ncfg.source = &s->src;
-    if (pthread_create(&s->th, NULL, dc_sender_thread, s) != 0) {
-        dc_sender_free(s);
+    if (pthread_create(&s->th, NULL, dc_api_sender_thread, s) != 0) {
+        dc_api_sender_free(s);
         return dc_error(DC_ERR_NOMEM, "refit sender: cannot start its thread");
     }
     /* the trainer may change its weights once open returns: wait until the
@@ -435,7 +435,7 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *ucfg,
         dc_status_t r = s->result != DC_OK ? s->result : DC_ERR_INTERNAL;
         char why[1024];
         snprintf(why, sizeof(why), "%s", s->why[0] ? s->why : "refit sender stopped");
-        dc_sender_free(s);
+        dc_api_sender_free(s);
         return dc_error(r, "%s", why);
     }
     *out = s;
@@ -513,7 +513,7 @@ DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s)
     dc_status_t st = s->result;
     char why[1024];
     snprintf(why, sizeof(why), "%s", s->why);
-    dc_sender_free(s);
+    dc_api_sender_free(s);
     if (st != DC_OK)
         return dc_error(st, "%s", why[0] ? why : "refit sender failed");
     return DC_OK;

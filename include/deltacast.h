@@ -27,7 +27,8 @@
  *     its size is then set to the bytes the library filled.  Fields added
  *     after a struct's first version are marked "(added in X.Y)".
  *   - Arrays the library hands out (tables, a topology's or tree's nodes,
- *     edges, links, NIC names) are frozen: their element type never grows
+ *     edges, links, NIC names, dc_refit_segment_t ranges) and arrays a
+ *     caller passes in (dc_refit_tensor_t, dc_refit_segment_t) are frozen: their element type never grows
  *     (a new field means a new type and a new accessor), and they live as
  *     long as the object they came from (dc_config_table(): the process).
  *     The one exception, dc_config_entry_t, grew in 0.2 and the soname
@@ -37,10 +38,15 @@
  *   - The library is thread-safe across objects; one object is not used by
  *     two threads at once unless its block says so.
  *
- * Names: functions dc_<object>_<verb>; types dc_<object>_t; a call's
+ * Names: functions dc_<object>_<verb> (the process-level basics are the
+ * exceptions: dc_last_error, dc_last_status, dc_clear_error, dc_log,
+ * dc_free, dc_version_string, dc_build_features, dc_parse_size,
+ * dc_parse_rate); types dc_<object>_t; a call's
  * options struct dc_<thing>_opts_t ("config" means only the tunables table
  * below); enum values DC_<ENUM NAME>_<VALUE>, e.g. dc_tree_format_t ->
- * DC_TREE_FORMAT_JSON.  A digest is always uint8_t[16], the 128-bit value
+ * DC_TREE_FORMAT_JSON (status codes keep their short DC_OK / DC_ERR_*).
+ * A caller's buffer and its capacity count as one output (buffer, cap,
+ * then the count written).  A digest is always uint8_t[16], the 128-bit value
  * little-endian (low 64 bits first).  Names of 0.1 that broke these rules
  * remain as deprecated aliases at the end of this header, for 0.2 only.
  */
@@ -83,7 +89,7 @@ extern "C" {
 DC_API const char *dc_version_string(void);
 
 /** A one-line description of the optional features compiled in, e.g.
- *  "verbs=yes ucx=yes cuda=no tls=yes hwloc=yes isal=yes". Static storage. */
+ *  "verbs=yes ucx=yes cuda=no tls=no hwloc=yes isal=yes". Static storage. */
 DC_API const char *dc_build_features(void);
 
 /* ======================================================================== */
@@ -229,7 +235,7 @@ typedef struct dc_config_entry {
                                an empty value is allowed); INT: words accepted
                                besides numbers; NULL otherwise */
     const char *where;    /**< who reads it and when, e.g. "engine, per node"
-                               or "kernels/kern.c, process-wide" */
+                               or "kernels/ ISA dispatch, process-wide" */
 } dc_config_entry_t;
 
 /** The table, terminated by an entry whose name is NULL.  Static storage,
@@ -751,7 +757,7 @@ typedef struct dc_sim_result {
  *  fair sharing of every node's LAN in/out, WAN in/out and region-pair
  *  links; chunk pipelining through relays (a child lags its parent by one
  *  chunk plus the hop latency); per-node encode and apply throughput. */
-DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_opts_t *p,
+DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_opts_t *opts,
                               dc_sim_result_t *out);
 
 /* ======================================================================== */
@@ -790,8 +796,8 @@ DC_API dc_status_t dc_sim_run(const dc_tree_t *tree, const dc_sim_opts_t *p,
  * alone.
  *
  * Connections authenticate with the job secret (DELTACAST_SECRET_FILE /
- * DELTACAST_SECRET); the transport inside a region is the config's
- * `transport` field, else the config key `transport`.
+ * DELTACAST_SECRET); the transport inside a region is
+ * dc_refit_node_opts_t.transport, else the config key `transport`.
  */
 
 /** A tensor of a receiver's model, in the checkpoint's canonical order
@@ -850,17 +856,17 @@ typedef enum dc_refit_mem { DC_REFIT_MEM_HOST = 0, DC_REFIT_MEM_CUDA = 1 } dc_re
 /**
  * Run one node until the job ends: on the root, until every version up to
  * last_version is committed (and BYE sent); on a receiver, until the root
- * says BYE.  Blocks the calling thread.  `cfg` and what it points to are
+ * says BYE.  Blocks the calling thread.  `opts` and what it points to are
  * borrowed for the run.  Returns DC_OK when the job ended; DC_ERR_CANCELED
  * when a version was aborted; DC_ERR_TIMEOUT when receivers did not join
- * in time; DC_ERR_INVALID for a bad config (size not set, no topology or
+ * in time; DC_ERR_INVALID for bad options (size not set, no topology or
  * state_dir, a rank not in the topology, an unknown memory or transport,
  * a sender without versions_dir, a receiver without weights);
  * DC_ERR_UNSUPPORTED for a config from a newer header with fields set, or
  * CUDA memory without a usable GPU; else the failure of the job (I/O,
  * authentication, a peer...).
  */
-DC_API dc_status_t dc_refit_node_run(const dc_refit_node_opts_t *cfg);
+DC_API dc_status_t dc_refit_node_run(const dc_refit_node_opts_t *opts);
 
 /** What one version of a refit took (dc_refit_sender_push). */
 typedef struct dc_refit_version_stats {
@@ -879,7 +885,7 @@ typedef struct dc_refit_version_stats {
 
 /**
  * A sender whose weights live in the caller's memory (a trainer embedding
- * deltacast).  dc_refit_sender_open() takes cfg with topo, rank (a sender of
+ * deltacast).  dc_refit_sender_open() takes opts with topo, rank (a sender of
  * the topology: node 0, the coordinator, or a trainer shard), state_dir,
  * tensors (every tensor of the model, in canonical order) and segments
  * that place the weights of the committed version: the version the
@@ -893,12 +899,12 @@ typedef struct dc_refit_version_stats {
  * starts on a shard when both its push and the coordinator's BEGIN are
  * there, and its push returns at the joint commit.  The node runs on a thread of its own from then on:
  * receivers join while the trainer trains (wait_ms bounds the wait,
- * counted from open).  cfg->topo is borrowed until close (the rest is
+ * counted from open).  opts->topo is borrowed until close (the rest is
  * copied).  versions_dir, last_version and weights_path must be unset; dense, stats_path, abort_ms, chunk_size apply as for
  * dc_refit_node_run().
  */
 typedef struct dc_refit_sender dc_refit_sender_t;
-DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *cfg,
+DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *opts,
                                         dc_refit_sender_t **out);
 
 /**
@@ -919,14 +925,14 @@ DC_API dc_status_t dc_refit_sender_push(dc_refit_sender_t *s, const dc_refit_seg
                                         size_t n_segments, dc_refit_version_stats_t *stats);
 
 /**
- * The canonical byte ranges sender cfg->rank sends (its chunks in the
+ * The canonical byte ranges sender opts->rank sends (its chunks in the
  * job's plan, adjacent ones merged): what its segments must cover when it
- * is one of several senders (a trainer shard).  Needs cfg's topo, rank,
- * tensors and chunk_size (0: the config's).  Writes up to cap ranges as
- * segments with ptr NULL (tensor names borrowed from cfg->tensors) and
+ * is one of several senders (a trainer shard).  Needs opts's topo, rank,
+ * tensors and chunk_size (0: the config key chunk_size).  Writes up to cap ranges as
+ * segments with ptr NULL (tensor names borrowed from opts->tensors) and
  * their count to *n; DC_ERR_NOMEM (with *n set) when cap is too small.
  */
-DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_opts_t *cfg,
+DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_opts_t *opts,
                                           dc_refit_segment_t *out, size_t cap, size_t *n);
 
 /** End the job (BYE to every receiver), wait for the node's thread, free.

@@ -2,8 +2,8 @@
  * kern.h - host-memory kernels: checksums, digests, diff, scatter-apply.
  *
  * The portable C versions are the reference; AVX2 / AVX-512 versions are
- * chosen once at run time (dc_kern_isa()).  The CUDA versions
- * (kern_cuda.h) must produce the same bytes.
+ * chosen once at run time (kern_isa.c; dc_kern_isa() names the pick).
+ * The CUDA versions (kern_cuda.h) must produce the same bytes.
  *
  * Element widths are 1, 2, 4 or 8 bytes (dc_dtype_size()).  "Changed" is
  * bitwise: two NaNs with different payloads differ, -0.0 != +0.0.

@@ -8,7 +8,7 @@
  *   ISA               "scalar", "avx2" or "avx512": the best this CPU and
  *                     build run, lowered by DELTACAST_KERN_ISA (the only
  *                     getenv of it) or dc_kern_set_isa().
- *   family tables     each ISA is one dc_kern_isa_t row holding every
+ *   family tables     each ISA is one dc_kern_isa_desc_t row holding every
  *                     kernel family's ops table for it (kern_impl.h
  *                     diff/scatter, digest.h XXH3); a family calls through
  *                     dc_kern_cur()->its_table, never compares names.

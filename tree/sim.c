@@ -112,7 +112,7 @@ dc_status_t dc_sim_run(const dc_tree_t *t, const dc_sim_opts_t *up, dc_sim_resul
     /* cpu_cores came last: callers built before it pass the smaller size */
     dc_sim_opts_t pv;
     dc_status_t cst = dc_struct_in(&pv, sizeof(pv), up, offsetof(dc_sim_opts_t, cpu_cores),
-                                   "dc_sim_run: params");
+                                   "dc_sim_run: options");
     if (cst == DC_OK)
         cst = dc_struct_check(out, sizeof(dc_sim_result_t), sizeof(dc_sim_result_t),
                               "dc_sim_run: result");
