@@ -7,8 +7,8 @@
 #   perf/ab-bench.sh BEFORE_BIN AFTER_BIN [--rounds R] [--params N] [--json FILE]
 #
 # BEFORE_BIN, AFTER_BIN: two `deltacast` binaries (e.g. an old commit's
-# build/cli/deltacast and this one's).  Each round runs, for each build in
-# turn (the order alternates between rounds):
+# build/cli/deltacast and this one's).  Each round runs each benchmark for
+# both builds back to back (which build first alternates between rounds):
 #   codec   `perf codec --params N --cases opt1` on one pair generated in
 #           the run: encode and apply GB/s (one thread), delta bytes
 #   link    `perf link` over tcp on loopback, 4 streams, 3 s: Gb/s, p50 µs
@@ -43,29 +43,36 @@ trap 'rm -rf "$OUT"' EXIT
 export DELTACAST_SECRET=${DELTACAST_SECRET:-ab-bench-secret}
 export DELTACAST_LOG=${DELTACAST_LOG:-error}
 
-one() { # BIN TAG ROUND
-    bin=$1 tag=$2 r=$3
-    echo "ab-bench: round $r, $tag: codec" >&2
-    "$bin" perf codec --params "$PARAMS" --cases opt1 --no-baselines --dir "$OUT/pairs" \
-        --json >"$OUT/codec.$tag.$r" 2>/dev/null
-    echo "ab-bench: round $r, $tag: link" >&2
-    "$bin" perf link --server --bind 127.0.0.1:0 --once --transport tcp \
-        --addr-file "$OUT/addr.$tag.$r" >/dev/null 2>&1 &
+codec() { # BIN TAG ROUND
+    echo "ab-bench: round $3, $2: codec" >&2
+    "$1" perf codec --params "$PARAMS" --cases opt1 --no-baselines --dir "$OUT/pairs" \
+        --json >"$OUT/codec.$2.$3" 2>/dev/null
+}
+link() { # BIN TAG ROUND
+    echo "ab-bench: round $3, $2: link" >&2
+    "$1" perf link --server --bind 127.0.0.1:0 --once --transport tcp \
+        --addr-file "$OUT/addr.$2.$3" >/dev/null 2>&1 &
     spid=$!
     i=0
-    while [ ! -s "$OUT/addr.$tag.$r" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-    "$bin" perf link --client "$(cat "$OUT/addr.$tag.$r")" --transport tcp --streams 4 \
-        --duration 3 --lat-iters 500 --json >"$OUT/link.$tag.$r" 2>/dev/null
+    while [ ! -s "$OUT/addr.$2.$3" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    "$1" perf link --client "$(cat "$OUT/addr.$2.$3")" --transport tcp --streams 4 \
+        --duration 3 --lat-iters 500 --json >"$OUT/link.$2.$3" 2>/dev/null
     wait $spid
-    echo "ab-bench: round $r, $tag: refit" >&2
-    "$bin" perf refit --receivers 4 --regions 2 --params "$PARAMS" --json \
-        >"$OUT/refit.$tag.$r" 2>/dev/null
+}
+refit() { # BIN TAG ROUND
+    echo "ab-bench: round $3, $2: refit" >&2
+    "$1" perf refit --receivers 4 --regions 2 --params "$PARAMS" --json \
+        >"$OUT/refit.$2.$3" 2>/dev/null
 }
 
+# Each benchmark runs for both builds back to back (so that the pair shares
+# the machine's state), the order of the builds alternating by round.
 r=1
 while [ $r -le "$ROUNDS" ]; do
-    if [ $((r % 2)) -eq 1 ]; then one "$A" before $r; one "$B" after $r
-    else one "$B" after $r; one "$A" before $r; fi
+    for bench in codec link refit; do
+        if [ $((r % 2)) -eq 1 ]; then $bench "$A" before $r; $bench "$B" after $r
+        else $bench "$B" after $r; $bench "$A" before $r; fi
+    done
     r=$((r + 1))
 done
 
