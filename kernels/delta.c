@@ -500,10 +500,12 @@ static dc_status_t dc_diff_task(void *arg, size_t i)
     return DC_OK;
 }
 
+/* The dc_opts_* and dc_delta_opts_* readers take options already through
+ * dc_delta_args() (full size, fields an older caller lacks zeroed). */
 static dc_status_t dc_opts_chunk(const dc_delta_opts_t *o, uint64_t *cs)
 {
     uint64_t v = 0;
-    if (o && o->size >= offsetof(dc_delta_opts_t, threads) && o->chunk_size)
+    if (o->chunk_size)
         v = o->chunk_size;
     else {
         dc_status_t st = dc_config_get_size("chunk_size", &v);
@@ -520,7 +522,7 @@ static dc_status_t dc_opts_chunk(const dc_delta_opts_t *o, uint64_t *cs)
 static dc_status_t dc_opts_layout(const dc_delta_opts_t *o, unsigned *layout)
 {
     *layout = 0;
-    if (!o || o->size < offsetof(dc_delta_opts_t, layout) + sizeof(unsigned) || !o->layout)
+    if (!o->layout)
         return DC_OK;
     if (o->layout != DC_DELTA_LAYOUT_SIMD && o->layout != DC_DELTA_LAYOUT_COMPACT)
         return dc_error(DC_ERR_INVALID, "delta layout %u is not DC_DELTA_LAYOUT_SIMD or "
@@ -531,13 +533,12 @@ static dc_status_t dc_opts_layout(const dc_delta_opts_t *o, unsigned *layout)
 
 int dc_delta_opts_strict(const dc_delta_opts_t *o)
 {
-    return o && o->size >= offsetof(dc_delta_opts_t, strict_base) + sizeof(int) &&
-           o->strict_base;
+    return o->strict_base;
 }
 
 unsigned dc_delta_opts_threads(const dc_delta_opts_t *o)
 {
-    if (o && o->size >= offsetof(dc_delta_opts_t, threads) + sizeof(unsigned) && o->threads)
+    if (o->threads)
         return o->threads;
     return (unsigned)dc_cpu_count();
 }

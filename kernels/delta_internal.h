@@ -33,7 +33,8 @@ void dc_delta_pool_destroy(dc_pool_t *p);
  *  zeroed; a newer caller's unknown non-zero fields refused. */
 dc_status_t dc_delta_args(const dc_delta_opts_t *opts, dc_delta_opts_t *o,
                           const dc_delta_stats_t *stats);
-/** opts->strict_base, and opts->threads or one per CPU. */
+/** opts->strict_base, and opts->threads or one per CPU (`o` through
+ *  dc_delta_args()). */
 int dc_delta_opts_strict(const dc_delta_opts_t *o);
 unsigned dc_delta_opts_threads(const dc_delta_opts_t *o);
 /** Copy a call's figures to the caller's stats (NULL: none), as far as
