@@ -567,12 +567,14 @@ dc_status_t dc_ucx_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
         return st;
     struct sockaddr_storage ss;
     socklen_t sslen;
+    dc_ucx_listener_t *l = NULL;
     if ((st = dc_net_resolve("ucx", bind_addr, true, &ss, &sslen)) != DC_OK ||
         (st = dc_ucx_check_addr((const struct sockaddr *)&ss, bind_addr)) != DC_OK)
-        return st;
-    dc_ucx_listener_t *l = calloc(1, sizeof(*l));
-    if (!l)
-        return dc_error(DC_ERR_NOMEM, "ucx: out of memory");
+        goto fail_free;
+    if (!(l = calloc(1, sizeof(*l)))) {
+        st = dc_error(DC_ERR_NOMEM, "ucx: out of memory");
+        goto fail_free;
+    }
     l->base.ops = &dc_ucx_ops;
     l->refs = 1;
     l->efd = -1;
@@ -635,7 +637,10 @@ fail_listener:
 fail_worker:
     ucp_worker_destroy(l->worker);
 fail_free:
-    free(l->secret);
+    if (l && l->secret) {
+        memset(l->secret, 0, l->secret_len);
+        free(l->secret);
+    }
     free(l);
     memset(secret, 0, sizeof(secret));
     return st;
