@@ -363,6 +363,15 @@ typedef struct dc_delta_stats {
     double bound_bytes;        /**< entropy bound of XOR-coded frames (diff) */
     uint64_t bounded_payload;  /**< payload bytes of the frames in bound_bytes */
     double seconds;            /**< wall time of the call */
+    /* since 0.3 */
+    uint64_t frames_ctx;       /**< ctx-sparse frames (positions by class of
+                                    the base value's magnitude; not in
+                                    frames_by_kind) */
+    double bound_ctx_bytes;    /**< base-conditioned bound of the frames in
+                                    bound_bytes: for ctx-sparse frames the
+                                    entropy of the coded model (positions per
+                                    class, values as coded), for the others
+                                    their order-0 bound (diff) */
 } dc_delta_stats_t;
 
 /**

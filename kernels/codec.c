@@ -1,6 +1,7 @@
 /* codec.c - one chunk: pick the smallest exact encoding, encode, decode. */
 #include "kernels/codec.h"
 
+#include "kernels/ctx.h"
 #include "kernels/entropy.h"
 #include "kernels/kern.h"
 
@@ -17,6 +18,8 @@ struct dc_codec {
     dc_ent_scratch_t *ent;
     dc_golomb_dec_t *gd;
     unsigned layout;  /* DC_CODEC_LAYOUT_* */
+    unsigned model;   /* DC_CODEC_MODEL_* */
+    dc_ctx_t *ctx;
     uint32_t *pos;   /* max_bytes entries (enough for any count <= n) */
     uint8_t *vals1;  /* max_bytes */
     uint8_t *vals2;  /* max_bytes */
@@ -42,7 +45,8 @@ dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out)
     c->vals2 = malloc(max_bytes);
     c->gd = malloc(sizeof(*c->gd));
     if (!c->pos || !c->vals1 || !c->vals2 || !c->gd ||
-        dc_ent_scratch_create(max_bytes, &c->ent) != DC_OK) {
+        dc_ent_scratch_create(max_bytes, &c->ent) != DC_OK ||
+        dc_ctx_create(max_bytes, &c->ctx) != DC_OK) {
         dc_codec_free(c);
         return dc_error(DC_ERR_NOMEM, "codec context for %zu-byte chunks", max_bytes);
     }
@@ -53,6 +57,12 @@ dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out)
         return st;
     }
     dc_codec_set_layout(c, layout);
+    unsigned model;
+    if ((st = dc_codec_model_config(&model)) != DC_OK) {
+        dc_codec_free(c);
+        return st;
+    }
+    dc_codec_set_model(c, model);
     *out = c;
     return DC_OK;
 }
@@ -69,6 +79,23 @@ dc_status_t dc_codec_layout_config(unsigned *layout)
     return DC_OK;
 }
 
+dc_status_t dc_codec_model_config(unsigned *model)
+{
+    const char *v = dc_config_get("codec_model");
+    if (!v || !*v || strcmp(v, "ctx") == 0)
+        *model = DC_CODEC_MODEL_CTX;
+    else if (strcmp(v, "order0") == 0)
+        *model = DC_CODEC_MODEL_ORDER0;
+    else
+        return dc_error(DC_ERR_INVALID, "codec_model '%s' is not ctx or order0", v);
+    return DC_OK;
+}
+
+void dc_codec_set_model(dc_codec_t *c, unsigned model)
+{
+    c->model = model == DC_CODEC_MODEL_ORDER0 ? DC_CODEC_MODEL_ORDER0 : DC_CODEC_MODEL_CTX;
+}
+
 void dc_codec_set_layout(dc_codec_t *c, unsigned layout)
 {
     c->layout = layout == DC_CODEC_LAYOUT_COMPACT ? DC_CODEC_LAYOUT_COMPACT
@@ -81,6 +108,7 @@ void dc_codec_free(dc_codec_t *c)
     if (!c)
         return;
     dc_ent_scratch_free(c->ent);
+    dc_ctx_free(c->ctx);
     free(c->pos);
     free(c->vals1);
     free(c->vals2);
@@ -92,7 +120,9 @@ size_t dc_codec_payload_bound(size_t bytes)
 {
     /* sparse: 2 varints + positions (count <= n/4) + values;
      * dense: values.  Positions bound for n elements is n/8 + 34*count/8. */
-    return dc_ent_val_bound(bytes, 1) + dc_ent_pos_bound(bytes / 4 + 1, bytes) + 64;
+    size_t legacy = dc_ent_val_bound(bytes, 1) + dc_ent_pos_bound(bytes / 4 + 1, bytes) + 64;
+    size_t ctx = dc_ctx_bound(bytes / 4 + 1, bytes, 1);
+    return DC_MAX(legacy, ctx);
 }
 
 /* hbits (optional): the XOR words' order-0 entropy in bits, from the
@@ -181,7 +211,8 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
         return dc_error(DC_ERR_INVALID, "codec: chunk of %zu x %u bytes exceeds context", n, w);
     if (cap < dc_codec_payload_bound(bytes))
         return dc_error(DC_ERR_INVALID, "codec: output capacity %zu too small", cap);
-    dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0};
+    dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0,
+                           .ctx_bound_bits = -1.0};
     dc_status_t s;
     if (!base) {
         if (next_dg)
@@ -199,6 +230,27 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
         dc_kern_xor_dense(c->vals1, base, bytes);
         return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st,
                                      st ? &s0.bound_bits : NULL);
+    }
+    if (c->model == DC_CODEC_MODEL_CTX) {
+        size_t clen;
+        unsigned vm;
+        s = dc_ctx_encode(c->ctx, c->ent, c->layout, base, next, n, w, c->pos, c->vals1, count,
+                          dst, cap, &clen, &vm, &s0);
+        if (s != DC_OK)
+            return s;
+        if (clen > bytes + 16) {
+            /* pathological: a dense encoding is never larger than raw */
+            s0.ctx_bound_bits = -1.0;
+            memcpy(c->vals1, next, bytes);
+            dc_kern_xor_dense(c->vals1, base, bytes);
+            return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st,
+                                         NULL);
+        }
+        *len = clen;
+        *enc = dc_enc_make(DC_ENC_CTX, 0, vm);
+        if (st)
+            *st = s0;
+        return DC_OK;
     }
     /* sparse: varint count, varint pos_len, positions, values */
     size_t h = dc_ent_put_varint(dst, count);
@@ -300,8 +352,9 @@ static dc_status_t dc_check_enc(const dc_codec_t *c, uint16_t enc, size_t n, uns
         return dc_error(DC_ERR_FORMAT, "chunk of %zu x %u bytes out of range", n, w);
     if (kind < 1 || kind > DC_ENC_KIND_MAX || vm >= DC_ENT_GOLOMB)
         return dc_error(DC_ERR_FORMAT, "bad chunk encoding 0x%04x", enc);
-    if ((kind == DC_ENC_XOR_DENSE || kind == DC_ENC_PUT_DENSE) && pm != 0)
-        return dc_error(DC_ERR_FORMAT, "dense chunk names a positions method");
+    if ((kind == DC_ENC_XOR_DENSE || kind == DC_ENC_PUT_DENSE || kind == DC_ENC_CTX) && pm != 0)
+        return dc_error(DC_ERR_FORMAT, "%s chunk names a positions method",
+                        dc_enc_kind_name(kind));
     if ((kind == DC_ENC_XOR_SPARSE || kind == DC_ENC_PUT_SPARSE) && pm != DC_ENT_GOLOMB &&
         pm != DC_ENT_GAPS)
         return dc_error(DC_ERR_FORMAT, "sparse chunk without Golomb or gaps positions");
@@ -349,6 +402,9 @@ static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t 
         }
         return DC_OK;
     }
+    if (kind == DC_ENC_CTX)
+        return dc_ctx_decode(c->ctx, c->ent, vm, payload, len, chunk, n, w, c->pos, c->vals1,
+                             count, st);
     const uint8_t *p = payload, *end = payload + len;
     uint64_t cnt, plen;
     if (dc_ent_get_varint(&p, end, &cnt) != DC_OK || dc_ent_get_varint(&p, end, &plen) != DC_OK)
@@ -415,6 +471,7 @@ dc_status_t dc_codec_decode(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
         return s;
     switch (dc_enc_kind(enc)) {
     case DC_ENC_XOR_SPARSE:
+    case DC_ENC_CTX:
         return dc_kern_xor_scatter(dst, n, w, c->pos, c->vals1, count);
     case DC_ENC_PUT_SPARSE:
         return dc_kern_put_scatter(dst, n, w, c->pos, c->vals1, count);
@@ -442,6 +499,7 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
     unsigned op;
     switch (kind) {
     case DC_ENC_XOR_SPARSE: op = DC_PATCH_XOR; break;
+    case DC_ENC_CTX: op = DC_PATCH_XOR; break;
     case DC_ENC_PUT_SPARSE: op = DC_PATCH_PUT; break;
     case DC_ENC_XOR_DENSE: op = DC_PATCH_XOR_DENSE; break;
     default: op = DC_PATCH_PUT_DENSE; break;
@@ -453,7 +511,7 @@ dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload
                              size_t n, unsigned w, dc_chunk_stats_t *st)
 {
     dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0,
-                           .payload_bytes = len};
+                           .ctx_bound_bits = -1.0, .payload_bytes = len};
     size_t count;
     dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, &s0, NULL);
     if (s != DC_OK)
@@ -463,6 +521,8 @@ dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload
         s0.changed = count;
         s0.bound_bits = (double)n * dc_codec_h2((double)count / (double)n) +
                         dc_ent_words_entropy_bits(c->ent, c->vals1, count, w);
+    } else if (kind == DC_ENC_CTX) {
+        s0.changed = count; /* without the base: streams checked, bounds unknown */
     } else if (kind == DC_ENC_PUT_SPARSE) {
         s0.changed = count; /* an upper bound: some puts may rewrite equal bytes */
     } else if (kind == DC_ENC_XOR_DENSE) {

@@ -5,7 +5,11 @@
  * canonical coordinates.  The encoder compares the baseline bytes with the
  * target bytes and picks the smallest exact encoding (frame.h DC_ENC_*):
  *
- *   XOR_SPARSE  changed positions + XOR words       (<= 25% changed)
+ *   CTX         changed positions by class of base magnitude + XOR words,
+ *               integer steps or new values (<= 25% changed; kernels/ctx.h;
+ *               the default model)
+ *   XOR_SPARSE  changed positions + XOR words       (<= 25% changed; model
+ *               order0)
  *   PUT_SPARSE  changed positions + new values      (when XOR words do not
  *                                                    compress)
  *   XOR_DENSE   every element's XOR word (zeros included)
@@ -66,6 +70,16 @@ void dc_codec_set_layout(dc_codec_t *c, unsigned layout);
 /** The config key codec_layout as a DC_CODEC_LAYOUT_* value. */
 dc_status_t dc_codec_layout_config(unsigned *layout);
 
+/** What the encoder models for sparse chunks (every model decodes
+ *  everywhere):
+ *   DC_CODEC_MODEL_CTX     the base-conditioned ctx-sparse kind (default),
+ *   DC_CODEC_MODEL_ORDER0  xor-sparse / put-sparse (what deltacast 0.2
+ *                          receivers read). */
+enum { DC_CODEC_MODEL_CTX = 1, DC_CODEC_MODEL_ORDER0 = 2 };
+void dc_codec_set_model(dc_codec_t *c, unsigned model);
+/** The config key codec_model as a DC_CODEC_MODEL_* value. */
+dc_status_t dc_codec_model_config(unsigned *model);
+
 /** Largest payload the encoder can produce for a chunk of `bytes` bytes. */
 size_t dc_codec_payload_bound(size_t bytes);
 
@@ -76,7 +90,10 @@ typedef struct dc_chunk_stats {
     uint64_t pos_bytes;  /* positions stream (sparse kinds) */
     uint64_t val_bytes;  /* values stream */
     uint64_t payload_bytes;
-    double bound_bits;   /* entropy bound; < 0 when unknown */
+    double bound_bits;   /* order-0 entropy bound; < 0 when unknown */
+    double ctx_bound_bits; /* ctx-sparse chunks: the entropy of the coded
+                              model (positions by class, values as coded);
+                              < 0 when unknown or not that kind */
 } dc_chunk_stats_t;
 
 /**

@@ -670,12 +670,18 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
                 goto out;
             frames++;
             frames_bytes += DC_FRAME_HEADER_SIZE + j->len;
-            ss->frames_by_kind[dc_enc_kind(j->enc)]++;
+            if (dc_enc_kind(j->enc) == DC_ENC_CTX)
+                ss->frames_ctx++;
+            else
+                ss->frames_by_kind[dc_enc_kind(j->enc)]++;
             ss->payload_bytes += j->len;
             ss->pos_bytes += j->st.pos_bytes;
             ss->val_bytes += j->st.val_bytes;
             if (j->base && j->st.bound_bits >= 0) {
                 ss->bound_bytes += j->st.bound_bits / 8.0;
+                ss->bound_ctx_bytes += (j->st.ctx_bound_bits >= 0 ? j->st.ctx_bound_bits
+                                                                   : j->st.bound_bits) /
+                                       8.0;
                 ss->bounded_payload += j->len;
             }
         }

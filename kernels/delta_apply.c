@@ -203,7 +203,10 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
         }
         a.frame_off[g] = foff;
         ss->frames++;
-        ss->frames_by_kind[dc_enc_kind(h.encoding)]++;
+        if (dc_enc_kind(h.encoding) == DC_ENC_CTX)
+            ss->frames_ctx++;
+        else
+            ss->frames_by_kind[dc_enc_kind(h.encoding)]++;
         ss->payload_bytes += h.payload_len;
     }
     for (size_t i = 0; i < nt; i++) {

@@ -15,6 +15,8 @@ const char *dc_enc_kind_name(unsigned kind)
         return "xor-dense";
     case DC_ENC_PUT_DENSE:
         return "put-dense";
+    case DC_ENC_CTX:
+        return "ctx-sparse";
     default:
         return "?";
     }

@@ -20,8 +20,10 @@
  *    32    1 dtype            dc_dtype_t of the tensor (kernels/safetensors.h)
  *    33    1 reserved0        0
  *    34    2 encoding         chunk encoding: bits 0-3 DC_ENC_* kind,
- *                             bits 4-7 positions method, bits 8-11 values
- *                             method (kernels/entropy.h DC_ENT_*), 12-15 zero
+ *                             bits 4-7 positions method (0 for the dense
+ *                             kinds and ctx-sparse, whose payload names
+ *                             its own per class), bits 8-11 values method
+ *                             (kernels/entropy.h DC_ENT_*), 12-15 zero
  *    36    4 payload_len      bytes of payload after the header
  *    40    8 baseline_version version the delta applies to (0 = file delta)
  *    48    8 target_version   version the chunk produces
@@ -66,7 +68,10 @@ typedef enum dc_enc_kind {
     DC_ENC_PUT_SPARSE = 2, /* positions + new values; applied to baseline */
     DC_ENC_XOR_DENSE = 3,  /* XOR of every element; applied to baseline */
     DC_ENC_PUT_DENSE = 4,  /* every new byte; needs no baseline */
-    DC_ENC_KIND_MAX = 4,
+    DC_ENC_CTX = 5,        /* positions by base-magnitude class + XOR words,
+                              steps or new words (kernels/ctx.h); applied to
+                              baseline */
+    DC_ENC_KIND_MAX = 5,
 } dc_enc_kind_t;
 
 static inline unsigned dc_enc_kind(uint16_t enc) { return enc & 0xfu; }
@@ -76,7 +81,7 @@ static inline uint16_t dc_enc_make(unsigned kind, unsigned pos_m, unsigned val_m
 {
     return (uint16_t)((kind & 0xfu) | ((pos_m & 0xfu) << 4) | ((val_m & 0xfu) << 8));
 }
-/** "xor-sparse", "put-sparse", "xor-dense", "put-dense" or "?". */
+/** "xor-sparse", "put-sparse", "xor-dense", "put-dense", "ctx-sparse" or "?". */
 const char *dc_enc_kind_name(unsigned kind);
 /** 1 when the kind is applied on top of the baseline bytes. */
 static inline int dc_enc_needs_base(unsigned kind) { return kind != DC_ENC_PUT_DENSE; }

@@ -82,10 +82,11 @@ int dc_kern_level_runs(dc_kern_level_t level)
 /* ======================================================================== */
 
 static const dc_kern_isa_desc_t g_isas[] = {
-    {"scalar", DC_KERN_SCALAR, &dc_kern_ops_scalar, &dc_digest_ops_base},
+    {"scalar", DC_KERN_SCALAR, &dc_kern_ops_scalar, &dc_digest_ops_base, &dc_ctx_scan_scalar},
 #if defined(__x86_64__)
-    {"avx2", DC_KERN_AVX2, &dc_kern_ops_avx2, &dc_digest_ops_avx2},
-    {"avx512", DC_KERN_AVX512, &dc_kern_ops_avx512, &dc_digest_ops_avx512},
+    {"avx2", DC_KERN_AVX2, &dc_kern_ops_avx2, &dc_digest_ops_avx2, &dc_ctx_scan_avx2},
+    {"avx512", DC_KERN_AVX512, &dc_kern_ops_avx512, &dc_digest_ops_avx512,
+     &dc_ctx_scan_avx2 /* the AVX2 scan: 64 elements a step already */},
 #endif
 };
 

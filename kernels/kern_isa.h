@@ -24,6 +24,7 @@
 #ifndef DC_KERN_ISA_H
 #define DC_KERN_ISA_H
 
+#include "kernels/ctx_scan.h"
 #include "kernels/digest.h"
 #include "kernels/kern_impl.h"
 
@@ -67,6 +68,7 @@ typedef struct dc_kern_isa_desc {
     dc_kern_level_t level;
     const dc_kern_ops_t *kern;       /* diff, gather, scatter, copy (kern_impl.h) */
     const dc_digest_ops_t *digest;   /* XXH3-128 (digest.h) */
+    const dc_ctx_scan_ops_t *ctx;    /* magnitude-class scan (ctx_scan.h) */
 } dc_kern_isa_desc_t;
 
 /* The ISA in use; NULL until the first call of dc_kern_cur(). */

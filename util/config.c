@@ -31,6 +31,11 @@ static const dc_config_entry_t dc_config_entries[] = {
      "AVX-512 receivers decode them fastest) or compact (Golomb positions, 4-way rANS: "
      "faster on receivers without AVX2, e.g. ARM)", E, "simd|compact",
      "kernels/codec.c, per diff"},
+    {"codec_model", "ctx",
+     "how sparse chunks are modelled: ctx (positions by class of the base value's magnitude, "
+     "values as XOR words or integer steps, whichever is smaller: the smallest deltas) or "
+     "order0 (positions and XOR words alone: what deltacast 0.2 reads)", E, "ctx|order0",
+     "kernels/codec.c, per diff"},
     {"inflight_bytes", "1GiB", "bound on memory held by frames in flight per node", Z, NULL,
      "engine, per node"},
     {"transport", "auto", "intra-region transport: auto, rdma, ucx, tcp (between regions: always "

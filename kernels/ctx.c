@@ -1,0 +1,451 @@
+/* ctx.c - the base-conditioned sparse chunk coding (ctx.h): the model
+ * (classes by base magnitude), the payload, step words. */
+#include "kernels/ctx.h"
+
+#include "kernels/kern_isa.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Estimated bits a class costs beyond its positions: its count, the
+ * positions stream's length and parameter, the padding, its threshold.  A
+ * split is made only where it saves more. */
+#define DC_CTX_CLASS_BITS 40.0
+
+struct dc_ctx {
+    size_t max_bytes;
+    uint32_t *idx;    /* ranks by class (max_bytes entries) */
+    uint32_t *rnk;    /* ranks in element order (encoder) */
+    uint8_t *cls;     /* classes in element order (encoder) */
+    uint8_t *words;   /* step or new words (max_bytes) */
+    uint8_t *vtmp;    /* a candidate values stream */
+    size_t vtmp_cap;
+    uint8_t *ptmp;    /* a candidate gaps positions stream */
+    size_t ptmp_cap;
+    uint64_t ge[DC_CTX_SLAB * (DC_CTX_MAX_CLASSES - 1)];
+};
+
+dc_status_t dc_ctx_create(size_t max_bytes, dc_ctx_t **out)
+{
+    dc_ctx_t *x = calloc(1, sizeof(*x));
+    if (!x)
+        return dc_error(DC_ERR_NOMEM, "codec: ctx scratch");
+    x->max_bytes = max_bytes;
+    x->idx = malloc(max_bytes * sizeof(uint32_t));
+    x->rnk = malloc(max_bytes * sizeof(uint32_t));
+    x->cls = malloc(max_bytes);
+    x->words = malloc(max_bytes);
+    x->vtmp_cap = dc_ent_val_bound(max_bytes, 1);
+    x->vtmp = malloc(x->vtmp_cap);
+    x->ptmp_cap = dc_ent_gaps_bound(max_bytes);
+    x->ptmp = malloc(x->ptmp_cap);
+    if (!x->idx || !x->rnk || !x->cls || !x->words || !x->vtmp || !x->ptmp) {
+        dc_ctx_free(x);
+        return dc_error(DC_ERR_NOMEM, "codec: ctx scratch for %zu-byte chunks", max_bytes);
+    }
+    *out = x;
+    return DC_OK;
+}
+
+void dc_ctx_free(dc_ctx_t *x)
+{
+    if (!x)
+        return;
+    free(x->idx);
+    free(x->rnk);
+    free(x->cls);
+    free(x->words);
+    free(x->vtmp);
+    free(x->ptmp);
+    free(x);
+}
+
+static unsigned dc_ctx_shift(unsigned w)
+{
+    return w == 1 ? 0 : w == 2 ? 7 : w == 4 ? 23 : 55;
+}
+
+static unsigned dc_ctx_nbuckets(unsigned w)
+{
+    return w == 1 ? 128 : 256;
+}
+
+static inline uint64_t dc_ctx_word(const uint8_t *p, unsigned w)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, w); /* little-endian host (dc_util.h) */
+    return v;
+}
+
+static inline void dc_ctx_put_word(uint8_t *p, unsigned w, uint64_t v)
+{
+    memcpy(p, &v, w);
+}
+
+static inline unsigned dc_ctx_bucket(const uint8_t *p, unsigned w)
+{
+    uint64_t mag = dc_ctx_word(p, w) & ((1ull << (8 * w - 1)) - 1);
+    return (unsigned)(mag >> dc_ctx_shift(w));
+}
+
+size_t dc_ctx_bound(size_t count, size_t n, unsigned w)
+{
+    return 1 + DC_CTX_MAX_CLASSES * (1 + 10 + 10) + 1 + dc_ent_pos_bound(count, n) +
+           DC_CTX_MAX_CLASSES * 24 + dc_ent_val_bound(count, w);
+}
+
+/* bits of n elements of which c changed, as iid Bernoulli(c / n) */
+static double dc_ctx_cost(double n, double c)
+{
+    if (n <= 0.0 || c <= 0.0 || c >= n)
+        return 0.0;
+    return n * dc_codec_h2(c / n);
+}
+
+/*
+ * The classes: per magnitude bucket, the elements (sampled: 64 of every
+ * 1024 in large chunks, so that the choice reads an eighth of the base)
+ * and the changed elements (exact), then greedy splits of the bucket range
+ * where a split saves more than DC_CTX_CLASS_BITS.  Returns K; thr[0..K-2]
+ * are the threshold buckets.
+ */
+static unsigned dc_ctx_model(const uint8_t *base, size_t n, unsigned w, const uint32_t *pos,
+                             size_t count, unsigned *thr)
+{
+    if (count == 0 || count == n)
+        return 1;
+    unsigned B = dc_ctx_nbuckets(w);
+    double N[257] = {0}, C[257] = {0};
+    size_t sampled = 0;
+    size_t stride = n >= 16384 ? 1024 : 64;
+    for (size_t i0 = 0; i0 < n; i0 += stride) {
+        size_t i1 = DC_MIN(n, i0 + 64);
+        for (size_t i = i0; i < i1; i++)
+            N[dc_ctx_bucket(base + i * w, w)] += 1.0;
+        sampled += i1 - i0;
+    }
+    double scale = (double)n / (double)sampled;
+    for (size_t k = 0; k < count; k++)
+        C[dc_ctx_bucket(base + (size_t)pos[k] * w, w)] += 1.0;
+    /* prefix sums */
+    double PN[257], PC[257];
+    PN[0] = PC[0] = 0.0;
+    for (unsigned b = 0; b < B; b++) {
+        double nb = N[b] * scale;
+        if (nb < C[b])
+            nb = C[b];
+        PN[b + 1] = PN[b] + nb;
+        PC[b + 1] = PC[b] + C[b];
+    }
+    /* segments [lo, hi) of buckets, sorted by lo */
+    unsigned lo[DC_CTX_MAX_CLASSES + 1], nseg = 1;
+    lo[0] = 0;
+    lo[1] = B;
+    while (nseg < DC_CTX_MAX_CLASSES) {
+        double best = DC_CTX_CLASS_BITS;
+        unsigned bs = 0, bseg = 0;
+        for (unsigned g = 0; g < nseg; g++) {
+            unsigned a = lo[g], z = lo[g + 1];
+            double whole = dc_ctx_cost(PN[z] - PN[a], PC[z] - PC[a]);
+            if (whole <= best)
+                continue;
+            for (unsigned s = a + 1; s < z; s++) {
+                if (PN[s] == PN[s - 1])
+                    continue; /* an empty bucket: the same split as s - 1 */
+                double gain = whole - dc_ctx_cost(PN[s] - PN[a], PC[s] - PC[a]) -
+                              dc_ctx_cost(PN[z] - PN[s], PC[z] - PC[s]);
+                if (gain > best) {
+                    best = gain;
+                    bs = s;
+                    bseg = g;
+                }
+            }
+        }
+        if (bs == 0)
+            break;
+        memmove(&lo[bseg + 2], &lo[bseg + 1], (nseg - bseg) * sizeof(lo[0]));
+        lo[bseg + 1] = bs;
+        nseg++;
+    }
+    for (unsigned g = 1; g < nseg; g++)
+        thr[g - 1] = lo[g];
+    return nseg;
+}
+
+/* Positions of one class: Golomb into dst (cap bytes), or rANS gaps when
+ * they apply and are at most 1/64 larger (faster to decode).  *gaps = 1
+ * for gaps. */
+static dc_status_t dc_ctx_pos_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
+                                     const uint32_t *idx, size_t cnt, uint64_t pop, uint8_t *dst,
+                                     size_t cap, size_t *len, int *gaps)
+{
+    size_t glen = 0;
+    dc_status_t gs = DC_ERR_BUSY;
+    *gaps = 0;
+    if (dc_codec_pos_method == DC_ENT_GAPS ||
+        (dc_codec_pos_method == 0 && cnt >= DC_CODEC_GAPS_MIN &&
+         layout == DC_CODEC_LAYOUT_SIMD)) {
+        gs = dc_ent_gaps_encode(ent, idx, cnt, pop, x->ptmp, x->ptmp_cap, &glen);
+        if (gs != DC_OK && gs != DC_ERR_BUSY)
+            return gs;
+        if (gs == DC_OK && dc_codec_pos_method == DC_ENT_GAPS) {
+            if (glen > cap)
+                return dc_error(DC_ERR_BUSY, "ctx: positions past the output");
+            memcpy(dst, x->ptmp, glen);
+            *len = glen;
+            *gaps = 1;
+            return DC_OK;
+        }
+    }
+    size_t plen;
+    dc_status_t s = dc_ent_pos_encode(idx, cnt, pop, dst, cap, &plen);
+    if (s != DC_OK)
+        return s;
+    if (gs == DC_OK && glen <= plen + plen / 64) {
+        memcpy(dst, x->ptmp, glen);
+        plen = glen;
+        *gaps = 1;
+    }
+    *len = plen;
+    return DC_OK;
+}
+
+/* zigzag of the step key(next) - key(base), mod 2^(8w) */
+static inline uint64_t dc_ctx_step_word(uint64_t b, uint64_t nx, unsigned w)
+{
+    unsigned bits = 8 * w;
+    uint64_t mask = w == 8 ? ~0ull : (1ull << bits) - 1;
+    uint64_t d = (dc_ctx_key(nx, w) - dc_ctx_key(b, w)) & mask;
+    uint64_t neg = (d >> (bits - 1)) & 1;
+    return ((d << 1) ^ (neg ? mask : 0)) & mask;
+}
+
+static inline uint64_t dc_ctx_apply_step(uint64_t b, uint64_t z, unsigned w)
+{
+    unsigned bits = 8 * w;
+    uint64_t mask = w == 8 ? ~0ull : (1ull << bits) - 1;
+    uint64_t d = ((z >> 1) ^ ((z & 1) ? mask : 0)) & mask;
+    return dc_ctx_unkey((dc_ctx_key(b, w) + d) & mask, w);
+}
+
+dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
+                          const void *base, const void *next, size_t n, unsigned w,
+                          const uint32_t *pos, const void *xorv, size_t count, uint8_t *dst,
+                          size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st)
+{
+    const uint8_t *bb = base, *nb = next;
+    if (n * w > x->max_bytes || count > n)
+        return dc_error(DC_ERR_INVALID, "ctx: chunk of %zu x %u bytes exceeds context", n, w);
+    if (cap < dc_ctx_bound(count, n, w))
+        return dc_error(DC_ERR_BUSY, "ctx: output capacity %zu too small", cap);
+    unsigned thr[DC_CTX_MAX_CLASSES];
+    unsigned K = dc_ctx_model(bb, n, w, pos, count, thr);
+    unsigned nt = K - 1, sh = dc_ctx_shift(w);
+    uint64_t thrm[DC_CTX_MAX_CLASSES], pop[DC_CTX_MAX_CLASSES];
+    size_t cnt[DC_CTX_MAX_CLASSES] = {0}, off[DC_CTX_MAX_CLASSES + 1];
+    for (unsigned j = 0; j < nt; j++)
+        thrm[j] = (uint64_t)thr[j] << sh;
+    const uint32_t *ranks = pos;
+    if (K > 1) {
+        dc_kern_cur()->ctx->rank(base, n, w, thrm, nt, pos, count, x->cls, x->rnk, pop, x->ge);
+        for (size_t k = 0; k < count; k++)
+            cnt[x->cls[k]]++;
+        off[0] = 0;
+        for (unsigned c = 0; c < K; c++)
+            off[c + 1] = off[c] + cnt[c];
+        size_t fill[DC_CTX_MAX_CLASSES];
+        memcpy(fill, off, sizeof(fill));
+        for (size_t k = 0; k < count; k++)
+            x->idx[fill[x->cls[k]]++] = x->rnk[k];
+        ranks = x->idx;
+    } else {
+        cnt[0] = count;
+        pop[0] = n;
+        off[0] = 0;
+        off[1] = count;
+    }
+    /* header, thresholds, counts, gaps mask (filled below) */
+    size_t o = 1;
+    for (unsigned j = 0; j < nt; j++)
+        dst[o++] = (uint8_t)thr[j];
+    for (unsigned c = 0; c < K; c++)
+        o += dc_ent_put_varint(dst + o, cnt[c]);
+    size_t mask_at = o++;
+    unsigned gmask = 0;
+    double pos_bits = 0.0;
+    size_t pos_bytes = 0;
+    for (unsigned c = 0; c < K; c++) {
+        pos_bits += dc_ctx_cost((double)pop[c], (double)cnt[c]);
+        if (cnt[c] == 0)
+            continue;
+        size_t plen = 0;
+        int gaps = 0;
+        /* stream at o + 10, its length in front once known */
+        dc_status_t s = dc_ctx_pos_encode(x, ent, layout, ranks + off[c], cnt[c], pop[c],
+                                          dst + o + 10, cap - o - 10, &plen, &gaps);
+        if (s != DC_OK)
+            return s;
+        uint8_t vb[10];
+        size_t vl = dc_ent_put_varint(vb, plen);
+        memmove(dst + o + vl, dst + o + 10, plen);
+        memcpy(dst + o, vb, vl);
+        o += vl + plen;
+        pos_bytes += vl + plen;
+        gmask |= (unsigned)gaps << c;
+    }
+    dst[mask_at] = (uint8_t)gmask;
+    /* values: XOR words, steps, (where neither compresses) new words */
+    int zstd_ok = count * w >= 2048;
+    size_t vlen, l2;
+    unsigned m1, m2, mode = 0;
+    double hx = 0.0, h2 = 0.0, hv;
+    dc_status_t s = dc_ent_val_encode_h(ent, xorv, count, w, zstd_ok, dst + o, cap - o, &vlen,
+                                        &m1, &hx);
+    if (s != DC_OK)
+        return s;
+    hv = hx;
+    if (count > 0) {
+        for (size_t k = 0; k < count; k++) {
+            size_t at = (size_t)pos[k] * w;
+            dc_ctx_put_word(x->words + k * w, w,
+                            dc_ctx_step_word(dc_ctx_word(bb + at, w), dc_ctx_word(nb + at, w), w));
+        }
+        s = dc_ent_val_encode_h(ent, x->words, count, w, zstd_ok, x->vtmp, x->vtmp_cap, &l2, &m2,
+                                &h2);
+        if (s != DC_OK)
+            return s;
+        if (l2 < vlen) {
+            memcpy(dst + o, x->vtmp, l2);
+            vlen = l2;
+            m1 = m2;
+            mode = 1;
+            hv = h2;
+        }
+        if (vlen > count * w / 2) {
+            dc_kern_gather(next, w, pos, count, x->words);
+            s = dc_ent_val_encode_h(ent, x->words, count, w, zstd_ok, x->vtmp, x->vtmp_cap, &l2,
+                                    &m2, &h2);
+            if (s != DC_OK)
+                return s;
+            if (l2 < vlen) {
+                memcpy(dst + o, x->vtmp, l2);
+                vlen = l2;
+                m1 = m2;
+                mode = 2;
+                hv = h2;
+            }
+        }
+    }
+    dst[0] = (uint8_t)(nt | (mode << 3));
+    *len = o + vlen;
+    *vm = m1;
+    if (st) {
+        st->pos_bytes = o;
+        st->val_bytes = vlen;
+        st->payload_bytes = o + vlen;
+        st->ctx_bound_bits = pos_bits + hv;
+        st->bound_bits = dc_ctx_cost((double)n, (double)count) + hx;
+    }
+    (void)pos_bytes;
+    return DC_OK;
+}
+
+dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
+                          const uint8_t *payload, size_t len, const void *base, size_t n,
+                          unsigned w, uint32_t *pos, void *xorv, size_t *count,
+                          dc_chunk_stats_t *st)
+{
+    const uint8_t *p = payload, *end = payload + len;
+    if (n * w > x->max_bytes)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk of %zu x %u bytes out of range", n, w);
+    if (len < 1)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: empty payload");
+    unsigned h = *p++;
+    unsigned K = (h & 7u) + 1, nt = K - 1, mode = (h >> 3) & 3u;
+    if ((h & 0xe0u) || mode == 3)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: unknown header bits 0x%02x", h);
+    if ((size_t)(end - p) < nt)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: thresholds truncated");
+    unsigned B = dc_ctx_nbuckets(w), sh = dc_ctx_shift(w), prev = 0;
+    uint64_t thrm[DC_CTX_MAX_CLASSES];
+    for (unsigned j = 0; j < nt; j++) {
+        unsigned t = *p++;
+        if (t <= prev || t >= B)
+            return dc_error(DC_ERR_FORMAT, "ctx chunk: threshold %u out of order or range", t);
+        thrm[j] = (uint64_t)t << sh;
+        prev = t;
+    }
+    size_t off[DC_CTX_MAX_CLASSES + 1], cnt[DC_CTX_MAX_CLASSES];
+    uint64_t total = 0;
+    off[0] = 0;
+    for (unsigned c = 0; c < K; c++) {
+        uint64_t v;
+        if (dc_ent_get_varint(&p, end, &v) != DC_OK)
+            return dc_error(DC_ERR_FORMAT, "ctx chunk: class counts truncated");
+        if (v > n || total + v > n)
+            return dc_error(DC_ERR_FORMAT, "ctx chunk claims more changes than its %zu elements",
+                            n);
+        cnt[c] = (size_t)v;
+        total += v;
+        off[c + 1] = (size_t)total;
+    }
+    if (p >= end)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: gaps mask missing");
+    unsigned gmask = *p++;
+    if (gmask >> K)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: gaps mask 0x%02x names absent classes", gmask);
+    /* K == 1: the ranks are the positions */
+    uint32_t *ranks = K == 1 && base ? pos : x->idx;
+    for (unsigned c = 0; c < K; c++) {
+        if (cnt[c] == 0) {
+            if (gmask & (1u << c))
+                return dc_error(DC_ERR_FORMAT, "ctx chunk: gaps named for an empty class");
+            continue;
+        }
+        uint64_t plen;
+        if (dc_ent_get_varint(&p, end, &plen) != DC_OK || plen > (uint64_t)(end - p))
+            return dc_error(DC_ERR_FORMAT, "ctx chunk: class %u positions past the payload", c);
+        dc_status_t s = (gmask & (1u << c))
+                            ? dc_ent_gaps_decode(ent, p, (size_t)plen, cnt[c], n, ranks + off[c])
+                            : dc_ent_pos_decode(p, (size_t)plen, cnt[c], n, ranks + off[c]);
+        if (s != DC_OK)
+            return s;
+        p += plen;
+    }
+    size_t vlen = (size_t)(end - p);
+    uint8_t *words = mode == 0 && xorv ? xorv : x->words;
+    dc_status_t s = dc_ent_val_decode(ent, vm, p, vlen, (size_t)total, w, words);
+    if (s != DC_OK)
+        return s;
+    *count = (size_t)total;
+    if (st) {
+        st->pos_bytes = (size_t)(p - payload);
+        st->val_bytes = vlen;
+        st->changed = total;
+    }
+    if (!base)
+        return DC_OK;
+    if (K > 1) {
+        unsigned bad = dc_kern_cur()->ctx->merge(base, n, w, thrm, nt, x->idx, off, pos, x->ge);
+        if (bad)
+            return dc_error(DC_ERR_FORMAT, "ctx chunk: class %u names a position past its "
+                                           "population in the base",
+                            bad - 1);
+    }
+    const uint8_t *bb = base;
+    uint8_t *xv = xorv;
+    if (mode == 1) {
+        for (size_t k = 0; k < total; k++) {
+            uint64_t b = dc_ctx_word(bb + (size_t)pos[k] * w, w);
+            dc_ctx_put_word(xv + k * w, w,
+                            dc_ctx_apply_step(b, dc_ctx_word(words + k * w, w), w) ^ b);
+        }
+    } else if (mode == 2) {
+        for (size_t k = 0; k < total; k++) {
+            uint64_t b = dc_ctx_word(bb + (size_t)pos[k] * w, w);
+            dc_ctx_put_word(xv + k * w, w, dc_ctx_word(words + k * w, w) ^ b);
+        }
+    }
+    return DC_OK;
+}

@@ -1,0 +1,103 @@
+/*
+ * ctx.h - private to kernels/: the base-conditioned sparse chunk coding
+ * (frame kind DC_ENC_CTX, "ctx-sparse"), coded with what the receiver
+ * already holds: the chunk's baseline.
+ *
+ * Two facts of real optimizer steps make the order-0 code of positions and
+ * XOR words (DC_ENC_XOR_SPARSE) wasteful:
+ *  - whether an element changes depends on its base value's magnitude: an
+ *    Adam step is about lr in size everywhere, a BF16 unit in the last
+ *    place is proportional to |w|, so small weights change far more often;
+ *  - most changed values move by one or a few units in the last place, a
+ *    small integer step of the bit pattern in sign-magnitude order.
+ * So the elements are split into K <= DC_CTX_MAX_CLASSES classes by the
+ * magnitude of their base word (K - 1 thresholds on the word with its top
+ * bit cleared: for floats, by exponent), each class's changed elements are
+ * coded as positions within the class (Golomb or rANS gaps, each class its
+ * own parameter: its own change rate), and the values as XOR words, as
+ * integer steps, or as new words, whichever is smallest.  The classes come
+ * from the base, so they cost only their K - 1 thresholds.  All of it is an
+ * integer operation on the bits: exact for every dtype, NaN payload, -0.0,
+ * infinity and sign change.
+ *
+ * Payload (little-endian; varint = LEB128):
+ *   u8      bits 0-2: K - 1; bits 3-4: values mode (0 XOR words, 1 steps,
+ *           2 new words); bits 5-7 zero
+ *   K-1 x u8  thresholds as buckets, strictly increasing, in 1..B-1: a
+ *           bucket is the magnitude >> S (w 1: S 0, B 128; w 2: S 7;
+ *           w 4: S 23; w 8: S 55; B 256 for w > 1), the threshold
+ *           magnitude bucket << S.  Class of an element = how many
+ *           thresholds its magnitude reaches (0..K-1).
+ *   K x varint  count_c, changed elements of class c (sum <= n)
+ *   u8      gaps mask: bit c set = class c's positions are rANS gaps
+ *           (entropy.h DC_ENT_GAPS), else Golomb; 0 for empty classes
+ *   per class with count_c > 0: varint length, positions stream of the
+ *           count_c ranks (the changed elements' indices among the
+ *           class's elements, in element order)
+ *   values stream: the rest; sum count_c words of w bytes in element
+ *           order, coded by the frame's values method.
+ *   Step word (mode 1): zigzag(key(new) - key(base)) mod 2^(8w), with
+ *   key(b) = b ^ (top bit set ? all ones : top bit), the order of the
+ *   values in sign-magnitude; the receiver inverts it exactly.
+ *
+ * The decoder sorts the base's elements into the same classes (a scan of
+ * the base: ctx_scan.h), maps every class's ranks back to element indices
+ * and hands out positions and XOR words, checked: a rank past its class's
+ * population is DC_ERR_FORMAT.
+ */
+#ifndef DC_CTX_H
+#define DC_CTX_H
+
+#include "kernels/codec.h"
+#include "kernels/ctx_scan.h"
+#include "kernels/entropy.h"
+
+typedef struct dc_ctx dc_ctx_t;
+
+/** Scratch for chunks of up to max_bytes. */
+dc_status_t dc_ctx_create(size_t max_bytes, dc_ctx_t **out);
+void dc_ctx_free(dc_ctx_t *x);
+
+/** Largest payload dc_ctx_encode writes for count changes of n w-byte
+ *  elements. */
+size_t dc_ctx_bound(size_t count, size_t n, unsigned w);
+
+/**
+ * Encode the count changed elements (pos strictly increasing, xorv their
+ * XOR words) of the chunk base -> next (n elements of w bytes) as a
+ * DC_ENC_CTX payload into dst (cap >= dc_ctx_bound).  *vm gets the values
+ * method; st (may be NULL): pos_bytes, val_bytes, payload_bytes and
+ * ctx_bound_bits (the coded model's entropy) are set.  layout: codec.h
+ * DC_CODEC_LAYOUT_* (gaps positions only in the simd layout, as
+ * codec.c's).
+ */
+dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
+                          const void *base, const void *next, size_t n, unsigned w,
+                          const uint32_t *pos, const void *xorv, size_t count, uint8_t *dst,
+                          size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st);
+
+/**
+ * Decode a DC_ENC_CTX payload against the baseline `base` (n elements of w
+ * bytes): the changed positions into pos (increasing) and their XOR words
+ * into xorv, *count of them.  base == NULL (inspect): every stream is
+ * decoded and checked, positions and words are not produced (*count is
+ * still the total).  Any inconsistency is DC_ERR_FORMAT.
+ */
+dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
+                          const uint8_t *payload, size_t len, const void *base, size_t n,
+                          unsigned w, uint32_t *pos, void *xorv, size_t *count,
+                          dc_chunk_stats_t *st);
+
+/** key(b) of the step coding for a w-byte word (exposed for tests). */
+static inline uint64_t dc_ctx_key(uint64_t b, unsigned w)
+{
+    uint64_t top = 1ull << (8 * w - 1), all = w == 8 ? ~0ull : (top << 1) - 1;
+    return b ^ ((b & top) ? all : top);
+}
+static inline uint64_t dc_ctx_unkey(uint64_t k, unsigned w)
+{
+    uint64_t top = 1ull << (8 * w - 1), all = w == 8 ? ~0ull : (top << 1) - 1;
+    return k ^ ((k & top) ? top : all);
+}
+
+#endif /* DC_CTX_H */

@@ -1,0 +1,60 @@
+/*
+ * ctx_scan.h - private to kernels/: the magnitude-class scan of the
+ * base-conditioned codec (ctx.c), one table per ISA (kern_isa.h).
+ *
+ * The codec sorts a chunk's elements into classes by the magnitude of
+ * their BASE value: the word with its top (sign) bit cleared, compared
+ * with up to DC_CTX_MAX_CLASSES - 1 increasing thresholds.  Both ends hold
+ * the base, so the classes cost nothing to send.  The scan turns each run
+ * of 64 elements (a block) into one mask per threshold:
+ *
+ *   ge[b * nt + j]  bit i set  <=>  element 64 b + i exists (< n) and its
+ *                                   magnitude is >= thr[j]
+ *
+ * Everything else (class masks, ranks, the merge of per-class positions)
+ * is popcount arithmetic on these masks (ctx.c).  Every table computes the
+ * same masks.
+ */
+#ifndef DC_CTX_SCAN_H
+#define DC_CTX_SCAN_H
+
+#include "util/dc_util.h"
+
+#define DC_CTX_MAX_CLASSES 8
+
+typedef struct dc_ctx_scan_ops {
+    const char *name;
+    /* ge masks of the blocks of elements [0, n) of w (1, 2, 4, 8) bytes at
+     * base; nt (0..DC_CTX_MAX_CLASSES - 1) thresholds, increasing, each
+     * below 2^(8w - 1); ge holds ceil(n / 64) * nt words. */
+    void (*ge_masks)(const void *base, size_t n, unsigned w, const uint64_t *thr, unsigned nt,
+                     uint64_t *ge);
+    /* Encoder: for each of the count changed elements pos[k] (strictly
+     * increasing, < n), its class cls[k] and its rank rnk[k] (its index
+     * among the elements of its class); pop[c] (nt + 1 entries) gets each
+     * class's population.  ge: DC_CTX_SLAB * nt words of scratch. */
+    void (*rank)(const void *base, size_t n, unsigned w, const uint64_t *thr, unsigned nt,
+                 const uint32_t *pos, size_t count, uint8_t *cls, uint32_t *rnk, uint64_t *pop,
+                 uint64_t *ge);
+    /* Decoder: class c's ranks are idx[off[c] .. off[c + 1]) (strictly
+     * increasing); writes the element indices they name, in increasing
+     * order, to pos (off[nt + 1] of them).  Returns 0, or c + 1 when a
+     * rank of class c is past the class's population (pos then holds
+     * scratch). */
+    unsigned (*merge)(const void *base, size_t n, unsigned w, const uint64_t *thr, unsigned nt,
+                      const uint32_t *idx, const size_t *off, uint32_t *pos, uint64_t *ge);
+} dc_ctx_scan_ops_t;
+
+/* Blocks of 64 elements per ge_masks call inside rank and merge. */
+#define DC_CTX_SLAB 64
+
+extern const dc_ctx_scan_ops_t dc_ctx_scan_scalar;
+#if defined(__x86_64__)
+extern const dc_ctx_scan_ops_t dc_ctx_scan_avx2;
+#endif
+
+/** The reference loop (also the vector tables' tail). */
+void dc_ctx_ge_scalar(const void *base, size_t n, unsigned w, const uint64_t *thr, unsigned nt,
+                      uint64_t *ge);
+
+#endif /* DC_CTX_SCAN_H */
