@@ -13,12 +13,15 @@
  * split is made only where it saves more. */
 #define DC_CTX_CLASS_BITS 40.0
 
+unsigned dc_ctx_max_classes = 0;
+
 struct dc_ctx {
     size_t max_bytes;
     uint32_t *idx;    /* ranks by class (max_bytes entries) */
     uint32_t *rnk;    /* ranks in element order (encoder) */
     uint8_t *cls;     /* classes in element order (encoder) */
     uint8_t *words;   /* step or new words (max_bytes) */
+    uint8_t *bw;      /* the base words at the changed positions (max_bytes) */
     uint8_t *vtmp;    /* a candidate values stream */
     size_t vtmp_cap;
     uint8_t *ptmp;    /* a candidate gaps positions stream */
@@ -36,11 +39,12 @@ dc_status_t dc_ctx_create(size_t max_bytes, dc_ctx_t **out)
     x->rnk = malloc(max_bytes * sizeof(uint32_t));
     x->cls = malloc(max_bytes);
     x->words = malloc(max_bytes);
+    x->bw = malloc(max_bytes);
     x->vtmp_cap = dc_ent_val_bound(max_bytes, 1);
     x->vtmp = malloc(x->vtmp_cap);
     x->ptmp_cap = dc_ent_gaps_bound(max_bytes);
     x->ptmp = malloc(x->ptmp_cap);
-    if (!x->idx || !x->rnk || !x->cls || !x->words || !x->vtmp || !x->ptmp) {
+    if (!x->idx || !x->rnk || !x->cls || !x->words || !x->bw || !x->vtmp || !x->ptmp) {
         dc_ctx_free(x);
         return dc_error(DC_ERR_NOMEM, "codec: ctx scratch for %zu-byte chunks", max_bytes);
     }
@@ -56,6 +60,7 @@ void dc_ctx_free(dc_ctx_t *x)
     free(x->rnk);
     free(x->cls);
     free(x->words);
+    free(x->bw);
     free(x->vtmp);
     free(x->ptmp);
     free(x);
@@ -71,16 +76,25 @@ static unsigned dc_ctx_nbuckets(unsigned w)
     return w == 1 ? 128 : 256;
 }
 
+/* (constant-size copies: a memcpy of w bytes would be a call per word) */
 static inline uint64_t dc_ctx_word(const uint8_t *p, unsigned w)
 {
-    uint64_t v = 0;
-    memcpy(&v, p, w); /* little-endian host (dc_util.h) */
-    return v;
+    switch (w) {
+    case 1: return p[0];
+    case 2: return dc_load_le16(p);
+    case 4: return dc_load_le32(p);
+    default: return dc_load_le64(p);
+    }
 }
 
 static inline void dc_ctx_put_word(uint8_t *p, unsigned w, uint64_t v)
 {
-    memcpy(p, &v, w);
+    switch (w) {
+    case 1: p[0] = (uint8_t)v; break;
+    case 2: dc_store_le16(p, (uint16_t)v); break;
+    case 4: dc_store_le32(p, (uint32_t)v); break;
+    default: dc_store_le64(p, v); break;
+    }
 }
 
 static inline unsigned dc_ctx_bucket(const uint8_t *p, unsigned w)
@@ -103,31 +117,63 @@ static double dc_ctx_cost(double n, double c)
     return n * dc_codec_h2(c / n);
 }
 
+/* The split of buckets [a, z) that saves the most bits (0 when none saves
+ * more than DC_CTX_CLASS_BITS); PN / PC: prefix sums of elements and
+ * changed elements per bucket. */
+static unsigned dc_ctx_best_split(const double *PN, const double *PC, unsigned a, unsigned z,
+                                  double *gain)
+{
+    double whole = dc_ctx_cost(PN[z] - PN[a], PC[z] - PC[a]);
+    double best = DC_CTX_CLASS_BITS;
+    unsigned bs = 0;
+    if (whole <= best)
+        return 0;
+    for (unsigned s = a + 1; s < z; s++) {
+        if (PN[s] == PN[s - 1])
+            continue; /* an empty bucket: the same split as s - 1 */
+        double g = whole - dc_ctx_cost(PN[s] - PN[a], PC[s] - PC[a]) -
+                   dc_ctx_cost(PN[z] - PN[s], PC[z] - PC[s]);
+        if (g > best) {
+            best = g;
+            bs = s;
+        }
+    }
+    *gain = best;
+    return bs;
+}
+
 /*
  * The classes: per magnitude bucket, the elements (sampled: 64 of every
  * 1024 in large chunks, so that the choice reads an eighth of the base)
- * and the changed elements (exact), then greedy splits of the bucket range
+ * and the changed elements (exact, from their base words bw), then greedy splits of the bucket range
  * where a split saves more than DC_CTX_CLASS_BITS.  Returns K; thr[0..K-2]
  * are the threshold buckets.
  */
-static unsigned dc_ctx_model(const uint8_t *base, size_t n, unsigned w, const uint32_t *pos,
+static unsigned dc_ctx_model(const uint8_t *base, size_t n, unsigned w, const uint8_t *bw,
                              size_t count, unsigned *thr)
 {
     if (count == 0 || count == n)
         return 1;
     unsigned B = dc_ctx_nbuckets(w);
-    double N[257] = {0}, C[257] = {0};
+    /* two tables, alternate elements: runs of one bucket do not wait on
+     * one counter */
+    uint32_t N2[2][256] = {{0}}, C2[2][256] = {{0}};
+    double N[257], C[257];
     size_t sampled = 0;
-    size_t stride = n >= 16384 ? 1024 : 64;
+    size_t stride = n >= 65536 ? 4096 : n >= 16384 ? 1024 : 64;
     for (size_t i0 = 0; i0 < n; i0 += stride) {
         size_t i1 = DC_MIN(n, i0 + 64);
         for (size_t i = i0; i < i1; i++)
-            N[dc_ctx_bucket(base + i * w, w)] += 1.0;
+            N2[i & 1][dc_ctx_bucket(base + i * w, w)]++;
         sampled += i1 - i0;
     }
     double scale = (double)n / (double)sampled;
     for (size_t k = 0; k < count; k++)
-        C[dc_ctx_bucket(base + (size_t)pos[k] * w, w)] += 1.0;
+        C2[k & 1][dc_ctx_bucket(bw + k * w, w)]++;
+    for (unsigned b = 0; b < B; b++) {
+        N[b] = (double)N2[0][b] + N2[1][b];
+        C[b] = (double)C2[0][b] + C2[1][b];
+    }
     /* prefix sums */
     double PN[257], PC[257];
     PN[0] = PC[0] = 0.0;
@@ -138,35 +184,30 @@ static unsigned dc_ctx_model(const uint8_t *base, size_t n, unsigned w, const ui
         PN[b + 1] = PN[b] + nb;
         PC[b + 1] = PC[b] + C[b];
     }
-    /* segments [lo, hi) of buckets, sorted by lo */
-    unsigned lo[DC_CTX_MAX_CLASSES + 1], nseg = 1;
+    /* segments [lo, hi) of buckets, sorted by lo; each with its best split
+     * (0: none saves more than a class costs) and that split's gain */
+    unsigned lo[DC_CTX_MAX_CLASSES + 1], split[DC_CTX_MAX_CLASSES], nseg = 1;
+    double gain[DC_CTX_MAX_CLASSES];
     lo[0] = 0;
     lo[1] = B;
-    while (nseg < DC_CTX_MAX_CLASSES) {
-        double best = DC_CTX_CLASS_BITS;
-        unsigned bs = 0, bseg = 0;
-        for (unsigned g = 0; g < nseg; g++) {
-            unsigned a = lo[g], z = lo[g + 1];
-            double whole = dc_ctx_cost(PN[z] - PN[a], PC[z] - PC[a]);
-            if (whole <= best)
-                continue;
-            for (unsigned s = a + 1; s < z; s++) {
-                if (PN[s] == PN[s - 1])
-                    continue; /* an empty bucket: the same split as s - 1 */
-                double gain = whole - dc_ctx_cost(PN[s] - PN[a], PC[s] - PC[a]) -
-                              dc_ctx_cost(PN[z] - PN[s], PC[z] - PC[s]);
-                if (gain > best) {
-                    best = gain;
-                    bs = s;
-                    bseg = g;
-                }
-            }
-        }
-        if (bs == 0)
+    split[0] = dc_ctx_best_split(PN, PC, 0, B, &gain[0]);
+    unsigned kmax = dc_ctx_max_classes ? DC_MIN(dc_ctx_max_classes, DC_CTX_MAX_CLASSES)
+                                       : DC_CTX_DEFAULT_CLASSES;
+    while (nseg < kmax) {
+        unsigned g = nseg;
+        for (unsigned i = 0; i < nseg; i++)
+            if (split[i] && (g == nseg || gain[i] > gain[g]))
+                g = i;
+        if (g == nseg)
             break;
-        memmove(&lo[bseg + 2], &lo[bseg + 1], (nseg - bseg) * sizeof(lo[0]));
-        lo[bseg + 1] = bs;
+        unsigned s = split[g];
+        memmove(&lo[g + 2], &lo[g + 1], (nseg - g) * sizeof(lo[0]));
+        memmove(&split[g + 2], &split[g + 1], (nseg - g - 1) * sizeof(split[0]));
+        memmove(&gain[g + 2], &gain[g + 1], (nseg - g - 1) * sizeof(gain[0]));
+        lo[g + 1] = s;
         nseg++;
+        split[g] = dc_ctx_best_split(PN, PC, lo[g], lo[g + 1], &gain[g]);
+        split[g + 1] = dc_ctx_best_split(PN, PC, lo[g + 1], lo[g + 2], &gain[g + 1]);
     }
     for (unsigned g = 1; g < nseg; g++)
         thr[g - 1] = lo[g];
@@ -234,13 +275,16 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
                           const uint32_t *pos, const void *xorv, size_t count, uint8_t *dst,
                           size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st)
 {
-    const uint8_t *bb = base, *nb = next;
+    const uint8_t *bb = base;
     if (n * w > x->max_bytes || count > n)
         return dc_error(DC_ERR_INVALID, "ctx: chunk of %zu x %u bytes exceeds context", n, w);
     if (cap < dc_ctx_bound(count, n, w))
         return dc_error(DC_ERR_BUSY, "ctx: output capacity %zu too small", cap);
+    /* the base words of the changed elements, in one sparse pass (the next
+     * words are these ^ xorv) */
+    dc_kern_gather(base, w, pos, count, x->bw);
     unsigned thr[DC_CTX_MAX_CLASSES];
-    unsigned K = dc_ctx_model(bb, n, w, pos, count, thr);
+    unsigned K = dc_ctx_model(bb, n, w, x->bw, count, thr);
     unsigned nt = K - 1, sh = dc_ctx_shift(w);
     uint64_t thrm[DC_CTX_MAX_CLASSES], pop[DC_CTX_MAX_CLASSES];
     size_t cnt[DC_CTX_MAX_CLASSES] = {0}, off[DC_CTX_MAX_CLASSES + 1];
@@ -306,10 +350,11 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
         return s;
     hv = hx;
     if (count > 0) {
+        const uint8_t *xv = xorv;
         for (size_t k = 0; k < count; k++) {
-            size_t at = (size_t)pos[k] * w;
+            uint64_t b = dc_ctx_word(x->bw + k * w, w);
             dc_ctx_put_word(x->words + k * w, w,
-                            dc_ctx_step_word(dc_ctx_word(bb + at, w), dc_ctx_word(nb + at, w), w));
+                            dc_ctx_step_word(b, b ^ dc_ctx_word(xv + k * w, w), w));
         }
         s = dc_ent_val_encode_h(ent, x->words, count, w, zstd_ok, x->vtmp, x->vtmp_cap, &l2, &m2,
                                 &h2);
@@ -426,26 +471,30 @@ dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
     }
     if (!base)
         return DC_OK;
+    /* steps and new words need the base words: gathered by the merge's
+     * scan where there is one */
+    uint8_t *bw = mode ? x->bw : NULL;
     if (K > 1) {
-        unsigned bad = dc_kern_cur()->ctx->merge(base, n, w, thrm, nt, x->idx, off, pos, x->ge);
+        unsigned bad =
+            dc_kern_cur()->ctx->merge(base, n, w, thrm, nt, x->idx, off, pos, bw, x->ge);
         if (bad)
             return dc_error(DC_ERR_FORMAT, "ctx chunk: class %u names a position past its "
                                            "population in the base",
                             bad - 1);
+    } else if (bw) {
+        dc_kern_gather(base, w, pos, (size_t)total, bw);
     }
-    const uint8_t *bb = base;
     uint8_t *xv = xorv;
     if (mode == 1) {
         for (size_t k = 0; k < total; k++) {
-            uint64_t b = dc_ctx_word(bb + (size_t)pos[k] * w, w);
+            uint64_t b = dc_ctx_word(bw + k * w, w);
             dc_ctx_put_word(xv + k * w, w,
                             dc_ctx_apply_step(b, dc_ctx_word(words + k * w, w), w) ^ b);
         }
     } else if (mode == 2) {
-        for (size_t k = 0; k < total; k++) {
-            uint64_t b = dc_ctx_word(bb + (size_t)pos[k] * w, w);
-            dc_ctx_put_word(xv + k * w, w, dc_ctx_word(words + k * w, w) ^ b);
-        }
+        for (size_t k = 0; k < total; k++)
+            dc_ctx_put_word(xv + k * w, w,
+                            dc_ctx_word(words + k * w, w) ^ dc_ctx_word(bw + k * w, w));
     }
     return DC_OK;
 }

@@ -38,11 +38,13 @@ typedef struct dc_ctx_scan_ops {
                  uint64_t *ge);
     /* Decoder: class c's ranks are idx[off[c] .. off[c + 1]) (strictly
      * increasing); writes the element indices they name, in increasing
-     * order, to pos (off[nt + 1] of them).  Returns 0, or c + 1 when a
-     * rank of class c is past the class's population (pos then holds
-     * scratch). */
+     * order, to pos (off[nt + 1] of them), and (bw not NULL) the base
+     * words there to bw, read while the scan holds them in cache.  Returns
+     * 0, or c + 1 when a rank of class c is past the class's population
+     * (pos and bw then hold scratch). */
     unsigned (*merge)(const void *base, size_t n, unsigned w, const uint64_t *thr, unsigned nt,
-                      const uint32_t *idx, const size_t *off, uint32_t *pos, uint64_t *ge);
+                      const uint32_t *idx, const size_t *off, uint32_t *pos, void *bw,
+                      uint64_t *ge);
 } dc_ctx_scan_ops_t;
 
 /* Blocks of 64 elements per ge_masks call inside rank and merge. */

@@ -105,9 +105,9 @@ static void dc_ctx_rank_avx2(const void *base, size_t n, unsigned w, const uint6
 
 static unsigned dc_ctx_merge_avx2(const void *base, size_t n, unsigned w, const uint64_t *thr,
                                   unsigned nt, const uint32_t *idx, const size_t *off,
-                                  uint32_t *pos, uint64_t *ge)
+                                  uint32_t *pos, void *bw, uint64_t *ge)
 {
-    return dc_ctx_merge_impl(dc_ctx_ge_avx2, base, n, w, thr, nt, idx, off, pos, ge);
+    return dc_ctx_merge_impl(dc_ctx_ge_avx2, base, n, w, thr, nt, idx, off, pos, bw, ge);
 }
 
 const dc_ctx_scan_ops_t dc_ctx_scan_avx2 = {"avx2", dc_ctx_ge_avx2, dc_ctx_rank_avx2,

@@ -37,101 +37,153 @@ static inline unsigned dc_ctx_select64(uint64_t m, unsigned k)
     return s + dc_ctx_sel8[m & 0xff][k];
 }
 
-/* class masks of block b from its nt ge masks (nested: ge[j+1] within ge[j]) */
-static inline void dc_ctx_class_masks(const uint64_t *g, unsigned nt, uint64_t valid,
-                                      uint64_t *m)
+typedef void (*dc_ctx_ge_fn)(const void *, size_t, unsigned, const uint64_t *, unsigned,
+                             uint64_t *);
+
+/* select without data-dependent branches (they would mispredict once per
+ * change) */
+static inline unsigned dc_ctx_select64b(uint64_t m, unsigned k)
 {
-    uint64_t prev = valid;
-    for (unsigned j = 0; j < nt; j++) {
-        m[j] = prev & ~g[j];
-        prev = g[j];
-    }
-    m[nt] = prev;
+    unsigned s = 0, c;
+    c = (unsigned)__builtin_popcount((uint32_t)m);
+    unsigned t = k >= c;
+    k -= t ? c : 0;
+    m = t ? m >> 32 : m;
+    s = t ? 32 : 0;
+    c = (unsigned)__builtin_popcount((uint32_t)(m & 0xffff));
+    t = k >= c;
+    k -= t ? c : 0;
+    m = t ? m >> 16 : m;
+    s += t ? 16 : 0;
+    c = (unsigned)__builtin_popcount((uint32_t)(m & 0xff));
+    t = k >= c;
+    k -= t ? c : 0;
+    m = t ? m >> 8 : m;
+    s += t ? 8 : 0;
+    return s + dc_ctx_sel8[m & 0xff][k & 7];
 }
 
-static inline void dc_ctx_rank_impl(void (*ge_masks)(const void *, size_t, unsigned,
-                                                     const uint64_t *, unsigned, uint64_t *),
-                                    const void *base, size_t n, unsigned w, const uint64_t *thr,
-                                    unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
-                                    uint32_t *rnk, uint64_t *pop, uint64_t *ge)
+/* One slab's classes: cm[c][q] the mask of class c in block q (the last
+ * block valid up to `last`), pre[c][q] the class's elements in the slab
+ * before block q (pre[c][nb]: in the slab). */
+typedef struct {
+    uint64_t cm[DC_CTX_MAX_CLASSES][DC_CTX_SLAB];
+    uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1];
+} dc_ctx_slab_t;
+
+static inline void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last,
+                                       dc_ctx_slab_t *sl)
+{
+    for (size_t q = 0; q < nb; q++)
+        sl->cm[0][q] = ~ge[q * nt];
+    for (unsigned c = 1; c < nt; c++)
+        for (size_t q = 0; q < nb; q++)
+            sl->cm[c][q] = ge[q * nt + c - 1] & ~ge[q * nt + c];
+    for (size_t q = 0; q < nb; q++)
+        sl->cm[nt][q] = ge[q * nt + nt - 1];
+    for (unsigned c = 0; c <= nt; c++) {
+        sl->cm[c][nb - 1] &= last;
+        uint32_t r = 0;
+        for (size_t q = 0; q < nb; q++) {
+            sl->pre[c][q] = r;
+            r += (uint32_t)__builtin_popcountll(sl->cm[c][q]);
+        }
+        sl->pre[c][nb] = r;
+    }
+}
+
+/* nt >= 1 (one class needs no scan) */
+static inline void dc_ctx_rank_impl(dc_ctx_ge_fn ge_masks, const void *base, size_t n, unsigned w,
+                                    const uint64_t *thr, unsigned nt, const uint32_t *pos,
+                                    size_t count, uint8_t *cls, uint32_t *rnk, uint64_t *pop,
+                                    uint64_t *ge)
 {
     uint64_t run[DC_CTX_MAX_CLASSES] = {0};
+    dc_ctx_slab_t sl;
     size_t k = 0;
     const uint8_t *b = base;
     for (size_t e0 = 0; e0 < n; e0 += (size_t)DC_CTX_SLAB * 64) {
         size_t ne = DC_MIN((size_t)DC_CTX_SLAB * 64, n - e0);
-        ge_masks(b + e0 * w, ne, w, thr, nt, ge);
         size_t nb = (ne + 63) / 64;
-        for (size_t q = 0; q < nb; q++) {
-            size_t bs = e0 + q * 64;
-            size_t left = ne - q * 64;
-            uint64_t valid = left >= 64 ? ~0ull : (1ull << left) - 1;
-            uint64_t m[DC_CTX_MAX_CLASSES];
-            dc_ctx_class_masks(ge + q * nt, nt, valid, m);
-            while (k < count && pos[k] < bs + 64) {
-                unsigned bit = (unsigned)(pos[k] - bs);
-                uint64_t below = bit ? (~0ull >> (64 - bit)) : 0;
-                unsigned c = 0;
-                for (unsigned j = 0; j < nt; j++)
-                    c += (unsigned)((ge[q * nt + j] >> bit) & 1);
-                cls[k] = (uint8_t)c;
-                rnk[k] = (uint32_t)(run[c] + (uint64_t)__builtin_popcountll(m[c] & below));
-                k++;
-            }
-            for (unsigned c = 0; c <= nt; c++)
-                run[c] += (uint64_t)__builtin_popcountll(m[c]);
+        uint64_t last = ne % 64 ? (1ull << (ne % 64)) - 1 : ~0ull;
+        ge_masks(b + e0 * w, ne, w, thr, nt, ge);
+        dc_ctx_slab_classes(ge, nt, nb, last, &sl);
+        for (; k < count && pos[k] < e0 + ne; k++) {
+            size_t q = (pos[k] - e0) / 64;
+            unsigned bit = (unsigned)((pos[k] - e0) % 64);
+            unsigned c = 0;
+            for (unsigned j = 0; j < nt; j++)
+                c += (unsigned)((ge[q * nt + j] >> bit) & 1);
+            uint64_t below = (1ull << bit) - 1;
+            cls[k] = (uint8_t)c;
+            rnk[k] = (uint32_t)(run[c] + sl.pre[c][q] +
+                                (uint64_t)__builtin_popcountll(sl.cm[c][q] & below));
         }
+        for (unsigned c = 0; c <= nt; c++)
+            run[c] += sl.pre[c][nb];
     }
     for (unsigned c = 0; c <= nt; c++)
         pop[c] = run[c];
 }
 
-static inline unsigned dc_ctx_merge_impl(void (*ge_masks)(const void *, size_t, unsigned,
-                                                          const uint64_t *, unsigned, uint64_t *),
-                                         const void *base, size_t n, unsigned w,
-                                         const uint64_t *thr, unsigned nt, const uint32_t *idx,
-                                         const size_t *off, uint32_t *pos, uint64_t *ge)
+static inline unsigned dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, const void *base, size_t n,
+                                         unsigned w, const uint64_t *thr, unsigned nt,
+                                         const uint32_t *idx, const size_t *off, uint32_t *pos,
+                                         void *bw, uint64_t *ge)
 {
     uint64_t run[DC_CTX_MAX_CLASSES] = {0};
-    size_t ptr[DC_CTX_MAX_CLASSES], end[DC_CTX_MAX_CLASSES];
-    /* next[c]: the next rank of class c still to place (UINT64_MAX: none);
-     * a block holds none of class c's when next[c] >= run[c] + its count */
-    uint64_t next[DC_CTX_MAX_CLASSES];
-    for (unsigned c = 0; c <= nt; c++) {
+    size_t ptr[DC_CTX_MAX_CLASSES];
+    for (unsigned c = 0; c <= nt; c++)
         ptr[c] = off[c];
-        end[c] = off[c + 1];
-        next[c] = ptr[c] < end[c] ? idx[ptr[c]] : UINT64_MAX;
-    }
+    uint64_t chg[DC_CTX_SLAB];
+    dc_ctx_slab_t sl;
     size_t k = 0;
     const uint8_t *b = base;
     for (size_t e0 = 0; e0 < n; e0 += (size_t)DC_CTX_SLAB * 64) {
         size_t ne = DC_MIN((size_t)DC_CTX_SLAB * 64, n - e0);
-        ge_masks(b + e0 * w, ne, w, thr, nt, ge);
         size_t nb = (ne + 63) / 64;
+        uint64_t last = ne % 64 ? (1ull << (ne % 64)) - 1 : ~0ull;
+        ge_masks(b + e0 * w, ne, w, thr, nt, ge);
+        dc_ctx_slab_classes(ge, nt, nb, last, &sl);
+        memset(chg, 0, nb * sizeof(chg[0]));
+        for (unsigned c = 0; c <= nt; c++) {
+            size_t pt = ptr[c], en = off[c + 1];
+            uint64_t r0 = run[c], tot = sl.pre[c][nb];
+            run[c] = r0 + tot;
+            if (pt >= en || idx[pt] >= r0 + tot)
+                continue; /* none of this class's changes in the slab */
+            const uint32_t *pre = sl.pre[c];
+            size_t q = 0;
+            for (; pt < en && idx[pt] < r0 + tot; pt++) {
+                uint32_t rr = (uint32_t)(idx[pt] - r0);
+                /* the block: ranks ascend, so the block only moves on */
+                while (pre[q + 1] <= rr)
+                    q++;
+                chg[q] |= 1ull << dc_ctx_select64b(sl.cm[c][q], rr - pre[q]);
+            }
+            ptr[c] = pt;
+        }
+        size_t k0 = k;
         for (size_t q = 0; q < nb; q++) {
-            size_t left = ne - q * 64;
-            uint64_t valid = left >= 64 ? ~0ull : (1ull << left) - 1;
-            uint64_t m[DC_CTX_MAX_CLASSES];
-            dc_ctx_class_masks(ge + q * nt, nt, valid, m);
-            uint64_t chg = 0;
-            for (unsigned c = 0; c <= nt; c++) {
-                uint64_t cnt = (uint64_t)__builtin_popcountll(m[c]);
-                while (next[c] < run[c] + cnt) {
-                    chg |= 1ull << dc_ctx_select64(m[c], (unsigned)(next[c] - run[c]));
-                    ptr[c]++;
-                    next[c] = ptr[c] < end[c] ? idx[ptr[c]] : UINT64_MAX;
+            uint64_t m = chg[q];
+            while (m) {
+                pos[k++] = (uint32_t)(e0 + q * 64 + (unsigned)__builtin_ctzll(m));
+                m &= m - 1;
+            }
+        }
+        if (bw) {
+            uint8_t *o = bw;
+            for (size_t i = k0; i < k; i++)
+                switch (w) {
+                case 1: o[i] = b[pos[i]]; break;
+                case 2: memcpy(o + 2 * i, b + 2 * (size_t)pos[i], 2); break;
+                case 4: memcpy(o + 4 * i, b + 4 * (size_t)pos[i], 4); break;
+                default: memcpy(o + 8 * i, b + 8 * (size_t)pos[i], 8); break;
                 }
-                run[c] += cnt;
-            }
-            size_t bs = e0 + q * 64;
-            while (chg) {
-                pos[k++] = (uint32_t)(bs + (unsigned)__builtin_ctzll(chg));
-                chg &= chg - 1;
-            }
         }
     }
     for (unsigned c = 0; c <= nt; c++)
-        if (ptr[c] != end[c])
+        if (ptr[c] != off[c + 1])
             return c + 1;
     return 0;
 }
