@@ -258,16 +258,43 @@ static inline uint64_t dc_ctx_step_word(uint64_t b, uint64_t nx, unsigned w)
     unsigned bits = 8 * w;
     uint64_t mask = w == 8 ? ~0ull : (1ull << bits) - 1;
     uint64_t d = (dc_ctx_key(nx, w) - dc_ctx_key(b, w)) & mask;
-    uint64_t neg = (d >> (bits - 1)) & 1;
-    return ((d << 1) ^ (neg ? mask : 0)) & mask;
+    uint64_t neg = 0 - ((d >> (bits - 1)) & 1);
+    return ((d << 1) ^ (neg & mask)) & mask;
 }
 
 static inline uint64_t dc_ctx_apply_step(uint64_t b, uint64_t z, unsigned w)
 {
     unsigned bits = 8 * w;
     uint64_t mask = w == 8 ? ~0ull : (1ull << bits) - 1;
-    uint64_t d = ((z >> 1) ^ ((z & 1) ? mask : 0)) & mask;
+    uint64_t d = ((z >> 1) ^ ((0 - (z & 1)) & mask)) & mask;
     return dc_ctx_unkey((dc_ctx_key(b, w) + d) & mask, w);
+}
+
+/* XOR words from the base words bw and the step words (mode 1) or new
+ * words (mode 2); one loop per width (constant w: no call, no branch) */
+static inline __attribute__((always_inline)) void
+dc_ctx_to_xor_w(const uint8_t *bw, const uint8_t *words, uint8_t *xv, size_t count, unsigned w,
+                unsigned mode)
+{
+    for (size_t k = 0; k < count; k++) {
+        uint64_t b = dc_ctx_word(bw + k * w, w), v = dc_ctx_word(words + k * w, w);
+        dc_ctx_put_word(xv + k * w, w, (mode == 1 ? dc_ctx_apply_step(b, v, w) : v) ^ b);
+    }
+}
+
+static void dc_ctx_to_xor(const uint8_t *bw, const uint8_t *words, uint8_t *xv, size_t count,
+                          unsigned w, unsigned mode)
+{
+    switch (w * 4 + mode) {
+    case 1 * 4 + 1: dc_ctx_to_xor_w(bw, words, xv, count, 1, 1); break;
+    case 1 * 4 + 2: dc_ctx_to_xor_w(bw, words, xv, count, 1, 2); break;
+    case 2 * 4 + 1: dc_ctx_to_xor_w(bw, words, xv, count, 2, 1); break;
+    case 2 * 4 + 2: dc_ctx_to_xor_w(bw, words, xv, count, 2, 2); break;
+    case 4 * 4 + 1: dc_ctx_to_xor_w(bw, words, xv, count, 4, 1); break;
+    case 4 * 4 + 2: dc_ctx_to_xor_w(bw, words, xv, count, 4, 2); break;
+    case 8 * 4 + 1: dc_ctx_to_xor_w(bw, words, xv, count, 8, 1); break;
+    default: dc_ctx_to_xor_w(bw, words, xv, count, 8, 2); break;
+    }
 }
 
 dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
@@ -484,17 +511,7 @@ dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
     } else if (bw) {
         dc_kern_gather(base, w, pos, (size_t)total, bw);
     }
-    uint8_t *xv = xorv;
-    if (mode == 1) {
-        for (size_t k = 0; k < total; k++) {
-            uint64_t b = dc_ctx_word(bw + k * w, w);
-            dc_ctx_put_word(xv + k * w, w,
-                            dc_ctx_apply_step(b, dc_ctx_word(words + k * w, w), w) ^ b);
-        }
-    } else if (mode == 2) {
-        for (size_t k = 0; k < total; k++)
-            dc_ctx_put_word(xv + k * w, w,
-                            dc_ctx_word(words + k * w, w) ^ dc_ctx_word(bw + k * w, w));
-    }
+    if (mode)
+        dc_ctx_to_xor(bw, words, xorv, (size_t)total, w, mode);
     return DC_OK;
 }

@@ -97,16 +97,21 @@ dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
                           unsigned w, uint32_t *pos, void *xorv, size_t *count,
                           dc_chunk_stats_t *st);
 
-/** key(b) of the step coding for a w-byte word (exposed for tests). */
+/** key(b) of the step coding for a w-byte word (exposed for tests);
+ *  branch-free (the sign of a changed weight is a coin toss). */
 static inline uint64_t dc_ctx_key(uint64_t b, unsigned w)
 {
-    uint64_t top = 1ull << (8 * w - 1), all = w == 8 ? ~0ull : (top << 1) - 1;
-    return b ^ ((b & top) ? all : top);
+    unsigned bits = 8 * w;
+    uint64_t top = 1ull << (bits - 1), all = w == 8 ? ~0ull : (top << 1) - 1;
+    uint64_t neg = 0 - ((b >> (bits - 1)) & 1); /* all ones when the sign is set */
+    return b ^ (top | (neg & all));
 }
 static inline uint64_t dc_ctx_unkey(uint64_t k, unsigned w)
 {
-    uint64_t top = 1ull << (8 * w - 1), all = w == 8 ? ~0ull : (top << 1) - 1;
-    return k ^ ((k & top) ? top : all);
+    unsigned bits = 8 * w;
+    uint64_t top = 1ull << (bits - 1), all = w == 8 ? ~0ull : (top << 1) - 1;
+    uint64_t pos = 0 - ((k >> (bits - 1)) & 1); /* all ones for a positive value */
+    return k ^ (top | (~pos & all));
 }
 
 #endif /* DC_CTX_H */

@@ -14,10 +14,35 @@
 #endif
 
 #include "kernels/ctx_scan.h"
-#include "kernels/ctx_scan_impl.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+/* The block search of the merge, 16 prefix counts a step: no branch per
+ * block (the scalar loop mispredicts once per change) */
+static inline size_t dc_ctx_find_block_avx2(const uint32_t *pre, size_t q, uint32_t rr)
+{
+    const __m256i r = _mm256_set1_epi32((int)rr);
+    for (;;) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(pre + q + 1));
+        __m256i b = _mm256_loadu_si256((const __m256i *)(pre + q + 9));
+        /* counts are <= 4096 or the padding 0x7fffffff: a signed compare */
+        unsigned gt = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a, r))) |
+                      ((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(b, r)))
+                       << 8);
+        unsigned le = (unsigned)__builtin_ctz(gt | 0x10000u); /* entries <= rr */
+        q += le;
+        if (le < 16)
+            return q;
+    }
+}
+#define DC_CTX_FIND_BLOCK dc_ctx_find_block_avx2
+#endif
+
+#include "kernels/ctx_scan_impl.h"
+#include "kernels/kern_isa.h"
+
+#if defined(__x86_64__)
 
 /* 64 16-bit elements: one 64-bit mask per threshold */
 static inline void dc_ge_block16(const uint8_t *p, const __m256i *tv, unsigned nt, uint64_t *ge)
@@ -96,6 +121,12 @@ static void dc_ctx_ge_avx2(const void *base, size_t n, unsigned w, const uint64_
         dc_ctx_ge_scalar(b + full * 64 * w, n % 64, w, thr, nt, ge + full * nt);
 }
 
+/* the k-th set bit of m by one pdep (only where it is fast) */
+static inline unsigned dc_ctx_select_pdep(uint64_t m, unsigned k)
+{
+    return (unsigned)__builtin_ctzll(_pdep_u64(1ull << k, m));
+}
+
 static void dc_ctx_rank_avx2(const void *base, size_t n, unsigned w, const uint64_t *thr,
                              unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                              uint32_t *rnk, uint64_t *pop, uint64_t *ge)
@@ -107,7 +138,11 @@ static unsigned dc_ctx_merge_avx2(const void *base, size_t n, unsigned w, const 
                                   unsigned nt, const uint32_t *idx, const size_t *off,
                                   uint32_t *pos, void *bw, uint64_t *ge)
 {
-    return dc_ctx_merge_impl(dc_ctx_ge_avx2, base, n, w, thr, nt, idx, off, pos, bw, ge);
+    if (dc_kern_cpu() & DC_CPU_FAST_PDEP)
+        return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select_pdep, base, n, w, thr, nt, idx, off,
+                                 pos, bw, ge);
+    return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select64b, base, n, w, thr, nt, idx, off, pos,
+                             bw, ge);
 }
 
 const dc_ctx_scan_ops_t dc_ctx_scan_avx2 = {"avx2", dc_ctx_ge_avx2, dc_ctx_rank_avx2,

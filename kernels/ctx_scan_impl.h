@@ -44,22 +44,27 @@ typedef void (*dc_ctx_ge_fn)(const void *, size_t, unsigned, const uint64_t *, u
  * change) */
 static inline unsigned dc_ctx_select64b(uint64_t m, unsigned k)
 {
-    unsigned s = 0, c;
+    /* each step: t all ones when k is past the low half's count; the
+     * arithmetic keeps the compiler from branching on it */
+    unsigned s = 0, c, t, sh;
     c = (unsigned)__builtin_popcount((uint32_t)m);
-    unsigned t = k >= c;
-    k -= t ? c : 0;
-    m = t ? m >> 32 : m;
-    s = t ? 32 : 0;
+    t = 0u - (unsigned)(k >= c);
+    k -= c & t;
+    sh = 32u & t;
+    m >>= sh;
+    s += sh;
     c = (unsigned)__builtin_popcount((uint32_t)(m & 0xffff));
-    t = k >= c;
-    k -= t ? c : 0;
-    m = t ? m >> 16 : m;
-    s += t ? 16 : 0;
+    t = 0u - (unsigned)(k >= c);
+    k -= c & t;
+    sh = 16u & t;
+    m >>= sh;
+    s += sh;
     c = (unsigned)__builtin_popcount((uint32_t)(m & 0xff));
-    t = k >= c;
-    k -= t ? c : 0;
-    m = t ? m >> 8 : m;
-    s += t ? 8 : 0;
+    t = 0u - (unsigned)(k >= c);
+    k -= c & t;
+    sh = 8u & t;
+    m >>= sh;
+    s += sh;
     return s + dc_ctx_sel8[m & 0xff][k & 7];
 }
 
@@ -68,10 +73,26 @@ static inline unsigned dc_ctx_select64b(uint64_t m, unsigned k)
  * before block q (pre[c][nb]: in the slab). */
 typedef struct {
     uint64_t cm[DC_CTX_MAX_CLASSES][DC_CTX_SLAB];
-    uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1];
+    /* + 16: padding past pre[c][nb] (DC_CTX_PRE_PAD), so that a search may
+     * read 16 entries from any q <= nb */
+    uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
 } dc_ctx_slab_t;
+#define DC_CTX_PRE_PAD 0x7fffffffu
 
-static inline void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last,
+/* The block q' >= q of a slab holding rank rr of a class (pre: the
+ * class's prefix counts; ranks ascend, so a search only moves on).  An ISA
+ * file may define its own before including this header. */
+#ifndef DC_CTX_FIND_BLOCK
+static inline size_t dc_ctx_find_block(const uint32_t *pre, size_t q, uint32_t rr)
+{
+    while (pre[q + 1] <= rr)
+        q++;
+    return q;
+}
+#define DC_CTX_FIND_BLOCK dc_ctx_find_block
+#endif
+
+static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last,
                                        dc_ctx_slab_t *sl)
 {
     for (size_t q = 0; q < nb; q++)
@@ -89,11 +110,13 @@ static inline void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t n
             r += (uint32_t)__builtin_popcountll(sl->cm[c][q]);
         }
         sl->pre[c][nb] = r;
+        for (unsigned i = 1; i <= 16; i++)
+            sl->pre[c][nb + i] = DC_CTX_PRE_PAD;
     }
 }
 
 /* nt >= 1 (one class needs no scan) */
-static inline void dc_ctx_rank_impl(dc_ctx_ge_fn ge_masks, const void *base, size_t n, unsigned w,
+static inline __attribute__((always_inline)) void dc_ctx_rank_impl(dc_ctx_ge_fn ge_masks, const void *base, size_t n, unsigned w,
                                     const uint64_t *thr, unsigned nt, const uint32_t *pos,
                                     size_t count, uint8_t *cls, uint32_t *rnk, uint64_t *pop,
                                     uint64_t *ge)
@@ -126,7 +149,10 @@ static inline void dc_ctx_rank_impl(dc_ctx_ge_fn ge_masks, const void *base, siz
         pop[c] = run[c];
 }
 
-static inline unsigned dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, const void *base, size_t n,
+typedef unsigned (*dc_ctx_select_fn)(uint64_t m, unsigned k);
+
+static inline __attribute__((always_inline)) unsigned dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_select_fn sel,
+                                         const void *base, size_t n,
                                          unsigned w, const uint64_t *thr, unsigned nt,
                                          const uint32_t *idx, const size_t *off, uint32_t *pos,
                                          void *bw, uint64_t *ge)
@@ -157,9 +183,8 @@ static inline unsigned dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, const void *base
             for (; pt < en && idx[pt] < r0 + tot; pt++) {
                 uint32_t rr = (uint32_t)(idx[pt] - r0);
                 /* the block: ranks ascend, so the block only moves on */
-                while (pre[q + 1] <= rr)
-                    q++;
-                chg[q] |= 1ull << dc_ctx_select64b(sl.cm[c][q], rr - pre[q]);
+                q = DC_CTX_FIND_BLOCK(pre, q, rr);
+                chg[q] |= 1ull << sel(sl.cm[c][q], rr - pre[q]);
             }
             ptr[c] = pt;
         }

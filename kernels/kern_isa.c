@@ -4,6 +4,10 @@
  */
 #include "kernels/kern_isa.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -36,6 +40,20 @@ static unsigned cpu_detect(void)
     f |= __builtin_cpu_supports("avx512vl") ? DC_CPU_AVX512VL : 0;
     f |= __builtin_cpu_supports("avx512vbmi2") ? DC_CPU_AVX512VBMI2 : 0;
     f |= __builtin_cpu_supports("vpclmulqdq") ? DC_CPU_VPCLMULQDQ : 0;
+    if (f & DC_CPU_BMI2) {
+        /* AMD before family 19h (Zen 3) runs pdep in microcode (~250
+         * cycles); Intel's and later AMD's take a few */
+        unsigned a, b, c, d;
+        if (__builtin_cpu_is("intel"))
+            f |= DC_CPU_FAST_PDEP;
+        else if (__get_cpuid(1, &a, &b, &c, &d)) {
+            unsigned fam = (a >> 8) & 0xf;
+            if (fam == 0xf)
+                fam += (a >> 20) & 0xff;
+            if (__builtin_cpu_is("amd") && fam >= 0x19)
+                f |= DC_CPU_FAST_PDEP;
+        }
+    }
 #endif
     return f;
 }

@@ -44,6 +44,8 @@ enum {
     DC_CPU_AVX512VL = 1u << 9,
     DC_CPU_AVX512VBMI2 = 1u << 10,
     DC_CPU_VPCLMULQDQ = 1u << 11,
+    DC_CPU_FAST_PDEP = 1u << 12, /* BMI2 pdep/pext in a few cycles (Intel, AMD
+                                    from Zen 3; microcoded before) */
 };
 
 /** The CPU's features (DC_CPU_*; 0 off x86-64), detected once. */
