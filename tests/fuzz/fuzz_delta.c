@@ -264,6 +264,13 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens, size_t max)
             seeds[k] = chunk_seed(c, 1000, w, rates[r], r == 3, &lens[k]);
             k++;
         }
+    /* the order0 kinds (xor-sparse, put-sparse) */
+    dc_codec_set_model(c, DC_CODEC_MODEL_ORDER0);
+    for (unsigned w = 1; w <= 8 && k < max; w *= 2)
+        for (size_t r = 1; r < 3 && k < max; r++) {
+            seeds[k] = chunk_seed(c, 1000, w, rates[r], r == 2, &lens[k]);
+            k++;
+        }
     /* the SIMD layouts: gaps positions (4- and 32-way quotients) and
      * 32-way values, forced at these small counts */
     for (unsigned w = 1; w <= 2 && k < max; w++)

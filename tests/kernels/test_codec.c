@@ -108,10 +108,18 @@ Test(codec, no_base_is_put_dense)
 Test(codec, kinds_follow_the_change_rate)
 {
     uint16_t enc;
+    /* the default model: ctx-sparse (its positions methods are in the
+     * payload) */
+    roundtrip(100000, 2, 0.01, 1, &enc, NULL);
+    cr_assert_eq(dc_enc_kind(enc), DC_ENC_CTX);
+    cr_assert_eq(dc_enc_pos_method(enc), 0);
+    /* model order0: xor-sparse */
+    cr_assert_eq(dc_config_set("codec_model", "order0"), DC_OK);
     roundtrip(100000, 2, 0.01, 1, &enc, NULL);
     cr_assert_eq(dc_enc_kind(enc), DC_ENC_XOR_SPARSE);
     cr_assert_eq(dc_enc_pos_method(enc), DC_ENT_GOLOMB);
     cr_assert_eq(dc_enc_val_method(enc), DC_ENT_RANS);
+    cr_assert_eq(dc_config_set("codec_model", NULL), DC_OK);
     roundtrip(100000, 2, 0.9, 1, &enc, NULL);
     cr_assert(dc_enc_kind(enc) == DC_ENC_XOR_DENSE || dc_enc_kind(enc) == DC_ENC_PUT_DENSE);
 }
@@ -336,6 +344,8 @@ Test(codec, sparse_fast_paths_every_isa)
     cr_assert(base && next && dst && src && pay && bad);
     dc_codec_t *c;
     cr_assert_eq(dc_codec_create(bytes, &c), DC_OK);
+    /* the order0 kinds' fused decoders (ctx-sparse has tests of its own) */
+    dc_codec_set_model(c, DC_CODEC_MODEL_ORDER0);
     for (int pat = 0; pat < 3; pat++) {
         if (pat == 0)
             make_pair(base, next, n, w, 0.03);

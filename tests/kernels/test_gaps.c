@@ -245,6 +245,7 @@ Test(gaps, codec_picks_and_decodes_both)
     dc_codec_t *c;
     cr_assert(base && next && out);
     cr_assert_eq(dc_codec_create(n * w, &c), DC_OK);
+    dc_codec_set_model(c, DC_CODEC_MODEL_ORDER0); /* gaps of the order0 kinds */
     size_t cap = dc_codec_payload_bound(n * w), len;
     uint8_t *pl = malloc(cap);
     cr_assert(pl);
@@ -309,6 +310,8 @@ Test(gaps, codec_layouts)
                      DC_OK);
         dc_codec_t *c;
         cr_assert_eq(dc_codec_create(n * w, &c), DC_OK);
+        dc_codec_set_model(c, DC_CODEC_MODEL_ORDER0); /* gaps of the order0 kinds */
+    dc_codec_set_model(c, DC_CODEC_MODEL_ORDER0); /* gaps of the order0 kinds */
         if (how == 1)
             dc_codec_set_layout(c, DC_CODEC_LAYOUT_COMPACT);
         uint16_t enc;
