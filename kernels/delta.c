@@ -423,7 +423,8 @@ dc_status_t dc_delta_reader_init_base(dc_delta_reader_t *r, const uint8_t *b, si
                         in.version, DC_DELTA_VERSION_MIN, DC_DELTA_VERSION);
     int v2 = in.version == 2;
     if ((in.flags & ~(v2 ? DC_DELTA_F_KNOWN : 0u)) ||
-        (in.flags & DC_DELTA_F_KNOWN) == DC_DELTA_F_KNOWN || !dc_zero(b + (v2 ? 108 : 100), v2 ? 16 : 24))
+        (in.flags & DC_DELTA_F_KNOWN) == DC_DELTA_F_KNOWN ||
+        !dc_zero(b + (v2 ? 108 : 100), v2 ? 16 : 24))
         return dc_error(DC_ERR_FORMAT, "delta header has unknown flags or reserved bytes");
     in.chunk_size = dc_load_le64(b + 16);
     in.base_size = dc_load_le64(b + 24);
@@ -444,7 +445,7 @@ dc_status_t dc_delta_reader_init_base(dc_delta_reader_t *r, const uint8_t *b, si
         return dc_error(DC_ERR_FORMAT, "delta target header length %llu out of range",
                         (unsigned long long)in.target_header_len);
     uint64_t S = in.target_header_stored;
-    if (v2 && ((in.flags & DC_DELTA_F_TH_BASE) ? S != 0
+    if (v2 && ((in.flags & DC_DELTA_F_TH_BASE)   ? S != 0
                : (in.flags & DC_DELTA_F_TH_ZSTD) ? S == 0 || S > in.target_header_len + 1024
                                                  : S != in.target_header_len))
         return dc_error(DC_ERR_FORMAT, "delta stored target header size %llu inconsistent",
@@ -482,8 +483,10 @@ dc_status_t dc_delta_reader_init_base(dc_delta_reader_t *r, const uint8_t *b, si
             return dc_error(DC_ERR_FORMAT, "delta target header CRC mismatch (corrupted)");
         unsigned long long fs = ZSTD_getFrameContentSize(stored, S);
         if (fs != in.target_header_len)
-            return dc_error(DC_ERR_FORMAT, "delta compressed target header does not say %llu "
-                            "bytes", (unsigned long long)in.target_header_len);
+            return dc_error(DC_ERR_FORMAT,
+                            "delta compressed target header does not say %llu "
+                            "bytes",
+                            (unsigned long long)in.target_header_len);
         r->th_owned = malloc(in.target_header_len);
         if (!r->th_owned)
             return dc_error(DC_ERR_NOMEM, "delta target header of %llu bytes",
@@ -499,8 +502,10 @@ dc_status_t dc_delta_reader_init_base(dc_delta_reader_t *r, const uint8_t *b, si
      * delta carries (a shorter one would have the target's header parsed
      * from whatever the caller's output buffer held after it) */
     if (dc_load_le64(th) != in.target_header_len - 8)
-        return dc_error(DC_ERR_FORMAT, "delta target header: its length field says %llu "
-                        "bytes, the delta carries %llu", (unsigned long long)dc_load_le64(th),
+        return dc_error(DC_ERR_FORMAT,
+                        "delta target header: its length field says %llu "
+                        "bytes, the delta carries %llu",
+                        (unsigned long long)dc_load_le64(th),
                         (unsigned long long)(in.target_header_len - 8));
     r->target_header = th;
     if (v2)
@@ -524,8 +529,7 @@ static dc_status_t dc_reader_group(dc_delta_reader_t *r)
     if (st != DC_OK)
         return st;
     if (n < 1 || n > DC_DELTA_GROUP_MAX)
-        return dc_error(DC_ERR_FORMAT, "delta record group of %llu records",
-                        (unsigned long long)n);
+        return dc_error(DC_ERR_FORMAT, "delta record group of %llu records", (unsigned long long)n);
     if (n > r->info.frame_count - r->frames_read)
         return dc_error(DC_ERR_FORMAT, "delta holds more records than its header's %llu",
                         (unsigned long long)r->info.frame_count);
@@ -560,7 +564,7 @@ static dc_status_t dc_reader_next_v2(dc_delta_reader_t *r, dc_frame_hdr_t *h,
 {
     if (!r->lay)
         return dc_error(DC_ERR_INVALID, "the delta's target header is its base's: reading its "
-                        "records needs its base");
+                                        "records needs its base");
     dc_status_t st;
     if (r->grp_left == 0) {
         if (r->off == r->len) {
@@ -662,7 +666,7 @@ dc_status_t dc_delta_layout(const dc_delta_reader_t *r, dc_st_file_t **out, void
 {
     if (!r->target_header)
         return dc_error(DC_ERR_INVALID, "the delta's target header is its base's: its layout "
-                        "needs its base");
+                                        "needs its base");
     size_t sz = (size_t)r->info.target_size;
     void *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
@@ -773,8 +777,8 @@ typedef struct {
     uint8_t *hdr, *pay;
     size_t hlen, plen;
     uint32_t n;
-    uint64_t next_g;      /* the next record's least global chunk index */
-    uint64_t bytes;       /* bytes of groups written */
+    uint64_t next_g; /* the next record's least global chunk index */
+    uint64_t bytes;  /* bytes of groups written */
 } dc_groups_t;
 
 #define DC_REC_MAX 40 /* 10 + 3 + 5 + 16, rounded up */
@@ -819,8 +823,8 @@ static dc_status_t dc_groups_flush(dc_groups_t *w, dc_sink_t *sink)
 {
     if (w->n == 0)
         return DC_OK;
-    dc_status_t st =
-        dc_groups_emit(w, sink, w->n, w->hdr, w->hlen, w->pay, w->plen, dc_crc32c(0, w->pay, w->plen));
+    dc_status_t st = dc_groups_emit(w, sink, w->n, w->hdr, w->hlen, w->pay, w->plen,
+                                    dc_crc32c(0, w->pay, w->plen));
     w->n = 0;
     w->hlen = w->plen = 0;
     return st;

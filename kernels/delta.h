@@ -109,15 +109,15 @@
  *
  * apply refuses a base of another size (DC_ERR_WRONG_BASE) up front, then
  * builds the target hashing only the result: every frame's chunk digest
- * (v2: of the records that carry one) and the target checkpoint digest (which covers the chunks without a
- * frame, copied from the base, and the header) are verified.  Only when
- * one fails is the base hashed: a base digest other than the delta's is
- * DC_ERR_WRONG_BASE ("... made for a different base"), else the delta is
- * corrupt (DC_ERR_VERIFY).  So a wrong base is refused whenever it changes
- * the result; a base that differs from the delta's only in bytes the delta
- * does not use (chunks it overwrites whole with PUT_DENSE, words PUT_SPARSE
- * overwrites, tensors the target drops, the header) yields the exact,
- * verified target.
+ * (v2: of the records that carry one) and the target checkpoint digest
+ * (which covers the chunks without a frame, copied from the base, and the
+ * header) are verified.  Only when one fails is the base hashed: a base
+ * digest other than the delta's is DC_ERR_WRONG_BASE ("... made for a
+ * different base"), else the delta is corrupt (DC_ERR_VERIFY).  So a wrong
+ * base is refused whenever it changes the result; a base that differs from
+ * the delta's only in bytes the delta does not use (chunks it overwrites
+ * whole with PUT_DENSE, words PUT_SPARSE overwrites, tensors the target
+ * drops, the header) yields the exact, verified target.
  */
 #ifndef DC_DELTA_H
 #define DC_DELTA_H
@@ -128,17 +128,17 @@
 #include "util/dc_util.h"
 
 #define DC_DELTA_MAGIC "DCDELTA"
-#define DC_DELTA_VERSION 2
+#define DC_DELTA_VERSION     2
 #define DC_DELTA_VERSION_MIN 1
 #define DC_DELTA_HEADER_SIZE 128
 /* v2 header flags */
 #define DC_DELTA_F_TH_BASE 0x1u /* target header = the base's (not stored) */
 #define DC_DELTA_F_TH_ZSTD 0x2u /* target header stored as one zstd frame */
-#define DC_DELTA_F_KNOWN 0x3u
+#define DC_DELTA_F_KNOWN   0x3u
 /* v2 record groups */
-#define DC_DELTA_GROUP_MAX 4096u           /* records in a group */
-#define DC_DELTA_GROUP_SMALL 4096u         /* payloads below this are grouped */
-#define DC_DELTA_GROUP_BYTES (64u << 10)   /* a group closes at this much payload */
+#define DC_DELTA_GROUP_MAX   4096u       /* records in a group */
+#define DC_DELTA_GROUP_SMALL 4096u       /* payloads below this are grouped */
+#define DC_DELTA_GROUP_BYTES (64u << 10) /* a group closes at this much payload */
 
 /** Chunks of at least this many bytes carry their target digest in v2
  *  records (1 MiB; tests lower it to exercise digests on small chunks). */
@@ -186,12 +186,12 @@ typedef struct dc_delta_reader {
     size_t off;                   /* next frame (v2: next group) */
     uint64_t frames_read;
     /* v2 */
-    uint8_t *th_owned;            /* decompressed target header */
-    dc_st_file_t *lay;            /* target layout (the chunk grid) */
+    uint8_t *th_owned; /* decompressed target header */
+    dc_st_file_t *lay; /* target layout (the chunk grid) */
     void *lay_map;
-    uint64_t G, next_g;           /* chunks of the grid; next record's least index */
-    size_t cur_t;                 /* cursor: tensor of the last record */
-    uint64_t cur_g0, cur_n;       /* its first global chunk and chunk count */
+    uint64_t G, next_g;     /* chunks of the grid; next record's least index */
+    size_t cur_t;           /* cursor: tensor of the last record */
+    uint64_t cur_g0, cur_n; /* its first global chunk and chunk count */
     uint32_t grp_left, grp_n, grp_crc;
     size_t grp_hp, grp_pp, grp_end; /* next record header, next payload, group end */
 } dc_delta_reader_t;

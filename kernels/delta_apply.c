@@ -29,7 +29,7 @@ typedef struct {
     dc_grid_t tg;
     size_t *bidx;        /* per target tensor: matched base tensor or SIZE_MAX */
     uint8_t *used;       /* per base tensor: matched */
-    uint64_t *frame_of; /* per target chunk: its frame's index + 1; 0 = none */
+    uint64_t *frame_of;  /* per target chunk: its frame's index + 1; 0 = none */
     dc_apply_frame_t *fr; /* the frames, validated, in file order */
     dc_digest_t *tdg;
     dc_pool_t pool;

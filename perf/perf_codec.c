@@ -642,7 +642,8 @@ int dc_cmd_perf_codec(int argc, char **argv)
             json_object_set_new(o, "delta_pct",
                                 json_real(100.0 * (double)r->delta_bytes / (double)r->ckpt_bytes));
             json_object_set_new(o, "change_rate", json_real(r->change_rate));
-            json_object_set_new(o, "overhead_bytes", json_integer((json_int_t)dc_overhead_bytes(r)));
+            json_object_set_new(o, "overhead_bytes",
+                                json_integer((json_int_t)dc_overhead_bytes(r)));
             json_object_set_new(o, "overhead_share", json_real(dc_overhead_share(r)));
             json_object_set_new(o, "ratio_to_bound", json_real(r->ratio));
             json_object_set_new(o, "exact", json_boolean(r->exact));

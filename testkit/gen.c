@@ -332,8 +332,8 @@ static dc_status_t dc_gen_make_plan_moe(uint64_t N, unsigned E, dc_dtype_t dt, d
         for (unsigned e = 0; e < E && !st; e++) {
             static const char *const ex[] = {"gate_proj", "up_proj", "down_proj"};
             for (size_t k = 0; k < 3 && !st; k++) {
-                snprintf(nm, sizeof(nm), "model.layers.%" PRIu64 ".mlp.experts.%u.%s.weight", l,
-                         e, ex[k]);
+                snprintf(nm, sizeof(nm), "model.layers.%" PRIu64 ".mlp.experts.%u.%s.weight", l, e,
+                         ex[k]);
                 st = dc_gen_add(p, nm, dt, DC_GEN_WEIGHT, k < 2 ? f : d, k < 2 ? d : f);
             }
         }

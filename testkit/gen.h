@@ -60,8 +60,8 @@ typedef struct dc_gen_opts {
      * block is written (bytes of one file done / total). */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
-    dc_gen_layout_t layout;   /* 0: LLAMA (the default layout, unchanged) */
-    unsigned experts;         /* MOE: experts per layer (0: dense MLP with biases) */
+    dc_gen_layout_t layout; /* 0: LLAMA (the default layout, unchanged) */
+    unsigned experts;       /* MOE: experts per layer (0: dense MLP with biases) */
 } dc_gen_opts_t;
 
 #define DC_GEN_MIN_PARAMS 2000u

@@ -21,9 +21,8 @@
  *   fuzz_delta_replay (any compiler, -DDC_FUZZ_REPLAY): main() builds seed
  *     inputs in-process (real deltas for the fixed base, real chunk
  *     payloads; each must apply or decode as it is), also runs any corpus
- *     files given, and N deterministic mutations of each (--mutations=N).  `--write-corpus=DIR` writes the
- *     seeds as files for libFuzzer.
- *   fuzz_delta (clang, -fsanitize=fuzzer).
+ *     files given, and N deterministic mutations of each (--mutations=N).  `--write-corpus=DIR`
+ * writes the seeds as files for libFuzzer. fuzz_delta (clang, -fsanitize=fuzzer).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -303,8 +302,7 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens, size_t max)
                 dc_delta_digest_min = 0;
             size_t nl;
             uint8_t *next = make_ckpt(r + 1, rates[r], &nl);
-            dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = chunks[dg ? 1 : c],
-                                 .threads = 1};
+            dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = chunks[dg ? 1 : c], .threads = 1};
             void *d;
             size_t dl;
             CHECK(dc_delta_diff_buffers(g_base, g_base_len, next, nl, &o, &d, &dl, NULL) == DC_OK);

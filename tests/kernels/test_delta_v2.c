@@ -117,8 +117,12 @@ static void moe_roundtrip(unsigned experts, uint64_t params, double max_share)
     cr_assert_not_null(mkdtemp(dir));
     snprintf(bp, sizeof(bp), "%s/b.st", dir);
     snprintf(np, sizeof(np), "%s/n.st", dir);
-    dc_gen_opts_t go = {.params = params, .change_rate = 0.01, .seed = 5,
-                        .dtype = DC_DTYPE_BF16, .threads = 2, .layout = DC_GEN_LAYOUT_MOE,
+    dc_gen_opts_t go = {.params = params,
+                        .change_rate = 0.01,
+                        .seed = 5,
+                        .dtype = DC_DTYPE_BF16,
+                        .threads = 2,
+                        .layout = DC_GEN_LAYOUT_MOE,
                         .experts = experts};
     dc_gen_result_t gr;
     cr_assert_eq(dc_gen_write(&go, bp, np, &gr), DC_OK, "%s", dc_last_error());
@@ -136,9 +140,9 @@ static void moe_roundtrip(unsigned experts, uint64_t params, double max_share)
     cr_assert_eq(dc_delta_diff_buffers(b, bl, n, nl, &o, &d, &dl, &s), DC_OK);
     cr_assert_eq(s.delta_bytes, dl);
     double share = (double)(dl - s.payload_bytes) / (double)s.payload_bytes;
-    cr_log_info("moe E=%u: %zu tensors, %llu frames, payload %llu, overhead %zu (%.3f%%)",
-                experts, gr.tensors, (unsigned long long)s.frames,
-                (unsigned long long)s.payload_bytes, dl - (size_t)s.payload_bytes, 100 * share);
+    cr_log_info("moe E=%u: %zu tensors, %llu frames, payload %llu, overhead %zu (%.3f%%)", experts,
+                gr.tensors, (unsigned long long)s.frames, (unsigned long long)s.payload_bytes,
+                dl - (size_t)s.payload_bytes, 100 * share);
     /* v1 paid 96 bytes a frame and the whole target header: > 50% here */
     cr_assert_lt(share, max_share, "overhead %.4f of the payload", share);
     cr_assert_eq(apply(b, bl, d, dl, &out, &ol), DC_OK, "%s", dc_last_error());
