@@ -112,6 +112,13 @@ int dc_cmd_diff(int argc, char **argv)
         if (j) {
             json_object_set_new(j, "pos_bytes", json_integer((json_int_t)s.pos_bytes));
             json_object_set_new(j, "val_bytes", json_integer((json_int_t)s.val_bytes));
+            /* every byte that is not chunk payload, and its share of the payload */
+            uint64_t ov = s.delta_bytes - s.payload_bytes;
+            json_object_set_new(j, "payload_bytes", json_integer((json_int_t)s.payload_bytes));
+            json_object_set_new(j, "overhead_bytes", json_integer((json_int_t)ov));
+            json_object_set_new(j, "overhead_share",
+                                s.payload_bytes ? json_real((double)ov / (double)s.payload_bytes)
+                                                : json_null());
             char *txt = json_dumps(j, JSON_INDENT(2));
             if (txt)
                 printf("%s\n", txt);

@@ -15,7 +15,8 @@
 static void dc_gen_help(FILE *fp)
 {
     fprintf(fp,
-            "Usage: deltacast gen --params N --change-rate R [--model optimizer|inject] [--seed S] [--dtype bf16] -o DIR\n"
+            "Usage: deltacast gen --params N --change-rate R [--model optimizer|inject] [--seed S] [--dtype bf16]\n"
+            "                    [--layout llama|moe] [--experts E] -o DIR\n"
             "\n"
             "Write DIR/base.safetensors and DIR/next.safetensors: a synthetic transformer-like\n"
             "checkpoint pair whose change comes from an optimizer step (or injected noise).\n"
@@ -29,6 +30,12 @@ static void dc_gen_help(FILE *fp)
             "                           elements is multiplied by (1 + 0.01 N(0,1))\n"
             "  --seed S                 random seed (default 1); same seed, same bytes\n"
             "  --dtype T                bf16 (default), f16, f32\n"
+            "  --layout L               llama (default): embedding, layers of q/k/v/o, MLP\n"
+            "                           and two norms, lm_head; moe: 48 layers of norms,\n"
+            "                           attention with q/k/v biases, a router and E experts\n"
+            "                           (tens of thousands of small tensors), or with\n"
+            "                           --experts 0 24 layers with a dense MLP and biases\n"
+            "  --experts E              experts per layer of --layout moe (default 64)\n"
             "  --threads T              worker threads (default: all cores)\n"
             "  --json                   print the summary as one JSON object\n"
             "  -o, --output DIR         output directory\n"
@@ -56,7 +63,7 @@ static void dc_gen_progress(void *ctx, uint64_t done, uint64_t total)
 
 int dc_cmd_gen(int argc, char **argv)
 {
-    enum { O_PARAMS = 1000, O_RATE, O_MODEL, O_SEED, O_DTYPE, O_THREADS, O_JSON };
+    enum { O_PARAMS = 1000, O_RATE, O_MODEL, O_SEED, O_DTYPE, O_THREADS, O_JSON, O_LAYOUT, O_EXPERTS };
     static const struct option opts[] = {
         {"params", required_argument, NULL, O_PARAMS},
         {"change-rate", required_argument, NULL, O_RATE},
@@ -65,11 +72,15 @@ int dc_cmd_gen(int argc, char **argv)
         {"dtype", required_argument, NULL, O_DTYPE},
         {"threads", required_argument, NULL, O_THREADS},
         {"json", no_argument, NULL, O_JSON},
+        {"layout", required_argument, NULL, O_LAYOUT},
+        {"experts", required_argument, NULL, O_EXPERTS},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    dc_gen_opts_t o = {.model = DC_GEN_OPTIMIZER, .seed = 1, .dtype = DC_DTYPE_BF16};
+    dc_gen_opts_t o = {.model = DC_GEN_OPTIMIZER, .seed = 1, .dtype = DC_DTYPE_BF16,
+                       .experts = 64};
+    bool have_experts = false;
     bool have_params = false, have_rate = false, json = false;
     const char *dir = NULL;
     double v;
@@ -125,6 +136,18 @@ int dc_cmd_gen(int argc, char **argv)
         case O_JSON:
             json = true;
             break;
+        case O_LAYOUT:
+            if (dc_gen_layout_parse(optarg, &o.layout) != DC_OK)
+                return dc_cli_usage_error("gen", "--layout: %s", dc_last_error());
+            break;
+        case O_EXPERTS:
+            if (!dc_cli_parse_u64("gen", "--experts", optarg, &u))
+                return DC_EXIT_USAGE;
+            if (u > 4096)
+                return dc_cli_usage_error("gen", "--experts: at most 4096");
+            o.experts = (unsigned)u;
+            have_experts = true;
+            break;
         default:
             return DC_EXIT_USAGE;
         }
@@ -137,6 +160,8 @@ int dc_cmd_gen(int argc, char **argv)
         return dc_cli_usage_error("gen", "--change-rate is required");
     if (!dir || !*dir)
         return dc_cli_usage_error("gen", "-o DIR is required");
+    if (have_experts && o.layout != DC_GEN_LAYOUT_MOE)
+        return dc_cli_usage_error("gen", "--experts needs --layout moe");
     if (o.model == DC_GEN_OPTIMIZER && o.change_rate > 0.9)
         return dc_cli_usage_error("gen", "--change-rate: at most 0.9 with --model optimizer");
 
@@ -174,17 +199,21 @@ int dc_cmd_gen(int argc, char **argv)
                ",\"ffn\":%" PRIu64 ",\"vocab\":%" PRIu64 ",\"file_bytes\":%" PRIu64
                ",\"requested_rate\":%.17g,\"real_rate\":%.17g,\"changed\":%" PRIu64
                ",\"selected\":%" PRIu64 ",\"lr\":%.9g,\"calib_rate\":%.9g,\"seconds\":%.3f,"
-               "\"threads\":%d}\n",
+               "\"threads\":%d,\"layout\":\"%s\",\"experts\":%u}\n",
                base, next, dc_gen_model_name(o.model), o.seed, dtn, o.params, r.params,
                r.buffer_elems, r.tensors, r.layers, r.hidden, r.ffn, r.vocab, r.file_bytes,
                o.change_rate, r.real_rate, r.changed, r.selected, r.lr, r.calib_rate, r.seconds,
-               r.threads);
+               r.threads, dc_gen_layout_name(o.layout),
+               o.layout == DC_GEN_LAYOUT_MOE ? o.experts : 0);
     } else {
         char sz[32];
         printf("wrote %s and %s\n", base, next);
         printf("  params     %" PRIu64 " (requested %" PRIu64 "), %zu tensors: %d layers, hidden %" PRIu64
                ", ffn %" PRIu64 ", vocab %" PRIu64 ", + %" PRIu64 " I64 position ids\n",
                r.params, o.params, r.tensors, r.layers, r.hidden, r.ffn, r.vocab, r.buffer_elems);
+        if (o.layout == DC_GEN_LAYOUT_MOE)
+            printf("  layout     moe, %u experts per layer%s\n", o.experts,
+                   o.experts ? "" : " (dense MLP with biases)");
         printf("  dtype      %s, %s per file\n", dtn, dc_fmt_bytes(r.file_bytes, sz, sizeof(sz)));
         printf("  model      %s, seed %" PRIu64, dc_gen_model_name(o.model), o.seed);
         if (o.model == DC_GEN_OPTIMIZER)

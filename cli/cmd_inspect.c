@@ -17,16 +17,20 @@
 static void dc_inspect_help(FILE *fp)
 {
     fprintf(fp,
-            "Usage: deltacast inspect FILE [--json]\n"
+            "Usage: deltacast inspect FILE [--base BASE] [--json]\n"
             "\n"
             "Show what a delta or a safetensors checkpoint holds.  For a checkpoint:\n"
             "tensors, dtypes, shapes, sizes.  For a delta: per tensor the frames, change\n"
             "rate, encoding mix, bytes per stream and the ratio to the entropy bound;\n"
             "for the file also the frames by stream method (positions: golomb, gaps;\n"
             "values: raw, zstd, rans, planes).  Every frame is decoded, so this also\n"
-            "validates the delta.\n"
+            "validates the delta.  A delta whose target header is its base's (the\n"
+            "usual refit step: same tensors) needs --base to list its frames.  The\n"
+            "overhead is every byte that is not chunk payload (file header, target\n"
+            "header, frame headers or records); its share is relative to the payload.\n"
             "\n"
             "Options:\n"
+            "  --base BASE              the base checkpoint the delta applies to\n"
             "  --json                   machine-readable output\n"
             "  -h, --help               show this help\n");
 }
@@ -118,16 +122,33 @@ static void dc_hex16(dc_digest_t d, char out[33])
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)d.hi, (unsigned long long)d.lo);
 }
 
-static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bool json)
+static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, const char *base_path,
+                            bool json)
 {
     dc_delta_reader_t r;
-    dc_status_t st = dc_delta_reader_init(&r, img, len);
-    if (st != DC_OK)
+    dc_st_file_t *base = NULL;
+    dc_status_t st;
+    memset(&r, 0, sizeof(r));
+    if (base_path && (st = dc_st_open(base_path, DC_ST_READ, &base)) != DC_OK)
+        return dc_cli_fail("inspect", st, NULL);
+    if ((st = dc_delta_reader_init_base(&r, img, len, base)) != DC_OK) {
+        dc_delta_reader_free(&r);
+        dc_st_close(base);
         return dc_cli_fail("inspect", st, "%s", path);
+    }
+    if (!r.target_header) {
+        dc_delta_reader_free(&r);
+        return dc_cli_fail("inspect", DC_ERR_INVALID,
+                           "%s: its target header is its base's (not stored): pass --base BASE",
+                           path);
+    }
     dc_st_file_t *lay;
     void *lmap;
-    if ((st = dc_delta_layout(&r, &lay, &lmap)) != DC_OK)
+    if ((st = dc_delta_layout(&r, &lay, &lmap)) != DC_OK) {
+        dc_delta_reader_free(&r);
+        dc_st_close(base);
         return dc_cli_fail("inspect", st, "%s", path);
+    }
     size_t nt = dc_st_count(lay);
     dc_tstat_t *ts = calloc(nt + 1, sizeof(*ts));
     dc_codec_t *codec = NULL;
@@ -251,6 +272,10 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bo
                    (unsigned long long)s->pos, (unsigned long long)s->val, qb);
         }
     }
+    /* everything that is not payload: file header, target header, frame
+     * headers (v1) or records and group CRCs (v2) */
+    uint64_t overhead = len - tot.payload;
+    double oshare = tot.payload ? (double)overhead / (double)tot.payload : 0.0;
     char bd[33], td[33];
     dc_hex16(r.info.base_digest, bd);
     dc_hex16(r.info.target_digest, td);
@@ -280,6 +305,12 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bo
             }
             json_object_set_new(j, "positions_methods", pj);
             json_object_set_new(j, "values_methods", vj);
+            json_object_set_new(j, "format_version", json_integer(r.info.version));
+            json_object_set_new(j, "target_header_stored_bytes",
+                                json_integer((json_int_t)r.info.target_header_stored));
+            json_object_set_new(j, "overhead_bytes", json_integer((json_int_t)overhead));
+            json_object_set_new(j, "overhead_share",
+                                tot.payload ? json_real(oshare) : json_null());
         }
         dc_print_json(j);
     } else {
@@ -299,6 +330,11 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, bo
                (unsigned long long)pmeth[DC_ENT_GOLOMB], (unsigned long long)pmeth[DC_ENT_GAPS],
                (unsigned long long)vmeth[DC_ENT_RAW], (unsigned long long)vmeth[DC_ENT_ZSTD],
                (unsigned long long)vmeth[DC_ENT_RANS], (unsigned long long)vmeth[DC_ENT_PLANES]);
+        printf("  format version %u; overhead %llu bytes (%.3f%% of the payload): target "
+               "header %llu stored of %llu\n",
+               r.info.version, (unsigned long long)overhead, 100.0 * oshare,
+               (unsigned long long)r.info.target_header_stored,
+               (unsigned long long)r.info.target_header_len);
     }
     rc = DC_EXIT_OK;
 out:
@@ -306,18 +342,22 @@ out:
     free(ts);
     dc_st_close(lay);
     dc_delta_layout_free(&r, lmap);
+    dc_delta_reader_free(&r);
+    dc_st_close(base);
     return rc;
 }
 
 int dc_cmd_inspect(int argc, char **argv)
 {
-    enum { O_JSON = 1000 };
+    enum { O_JSON = 1000, O_BASE };
     static const struct option opts[] = {
         {"json", no_argument, NULL, O_JSON},
+        {"base", required_argument, NULL, O_BASE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     bool json = false;
+    const char *base_path = NULL;
     optind = 1;
     int c;
     while ((c = dc_cli_getopt("inspect", argc, argv, "h", opts)) != -1) {
@@ -327,6 +367,10 @@ int dc_cmd_inspect(int argc, char **argv)
         }
         if (c == O_JSON) {
             json = true;
+            continue;
+        }
+        if (c == O_BASE) {
+            base_path = optarg;
             continue;
         }
         return DC_EXIT_USAGE;
@@ -355,7 +399,7 @@ int dc_cmd_inspect(int argc, char **argv)
             dc_error_errno(DC_ERR_IO, errno, "cannot map '%s'", path);
             return dc_cli_fail("inspect", DC_ERR_IO, NULL);
         }
-        int rc = dc_inspect_delta(path, m, len, json);
+        int rc = dc_inspect_delta(path, m, len, base_path, json);
         munmap(m, len);
         return rc;
     }

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 static dc_status_t dc_opts_chunk(const dc_delta_opts_t *o, uint64_t *cs);
 
@@ -289,20 +290,142 @@ static int dc_zero(const uint8_t *p, size_t n)
     return 1;
 }
 
-dc_status_t dc_delta_reader_init(dc_delta_reader_t *r, const uint8_t *b, size_t len)
+uint64_t dc_delta_digest_min = 1u << 20;
+
+/* Unsigned LEB128 at b[*pos..end): at most 10 bytes, minimal, no overflow. */
+static dc_status_t dc_varint_get(const uint8_t *b, size_t end, size_t *pos, uint64_t *out,
+                                 const char *what)
 {
+    uint64_t v = 0;
+    size_t p = *pos;
+    for (unsigned i = 0;; i++) {
+        if (p >= end)
+            return dc_error(DC_ERR_FORMAT, "delta record %s: varint runs past the end", what);
+        uint8_t c = b[p++];
+        if (i == 9 && c > 1)
+            return dc_error(DC_ERR_FORMAT, "delta record %s: varint overflows 64 bits", what);
+        v |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (!(c & 0x80)) {
+            if (c == 0 && i > 0)
+                return dc_error(DC_ERR_FORMAT, "delta record %s: varint not minimal", what);
+            break;
+        }
+    }
+    *pos = p;
+    *out = v;
+    return DC_OK;
+}
+
+static size_t dc_varint_put(uint8_t *b, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        b[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b[n++] = (uint8_t)v;
+    return n;
+}
+
+/* One v2 record header at b[*pos..end) (bounds only). */
+typedef struct {
+    uint64_t skip;
+    uint16_t enc;
+    int has_dg;
+    uint32_t len;
+    dc_digest_t dg;
+} dc_rec_t;
+
+static dc_status_t dc_rec_get(const uint8_t *b, size_t end, size_t *pos, dc_rec_t *rec)
+{
+    uint64_t e, l;
+    dc_status_t st;
+    if ((st = dc_varint_get(b, end, pos, &rec->skip, "chunk index")) != DC_OK ||
+        (st = dc_varint_get(b, end, pos, &e, "encoding")) != DC_OK ||
+        (st = dc_varint_get(b, end, pos, &l, "payload length")) != DC_OK)
+        return st;
+    if (e > 0x1ffff)
+        return dc_error(DC_ERR_FORMAT, "delta record encoding field 0x%llx out of range",
+                        (unsigned long long)e);
+    if (l > DC_FRAME_MAX_PAYLOAD)
+        return dc_error(DC_ERR_FORMAT, "delta record payload length %llu too large",
+                        (unsigned long long)l);
+    rec->enc = (uint16_t)(e >> 1);
+    rec->has_dg = (int)(e & 1);
+    rec->len = (uint32_t)l;
+    rec->dg.lo = rec->dg.hi = 0;
+    if (rec->has_dg) {
+        if (end - *pos < 16)
+            return dc_error(DC_ERR_FORMAT, "delta record digest runs past the end");
+        rec->dg.lo = dc_load_le64(b + *pos);
+        rec->dg.hi = dc_load_le64(b + *pos + 8);
+        *pos += 16;
+    }
+    return DC_OK;
+}
+
+void dc_delta_reader_free(dc_delta_reader_t *r)
+{
+    if (!r)
+        return;
+    if (r->lay)
+        dc_st_close(r->lay);
+    if (r->lay_map)
+        dc_delta_layout_free(r, r->lay_map);
+    free(r->th_owned);
+    r->lay = NULL;
+    r->lay_map = NULL;
+    r->th_owned = NULL;
+}
+
+/* v2: the target layout and grid size, once the target header is known. */
+static dc_status_t dc_reader_grid(dc_delta_reader_t *r)
+{
+    dc_status_t st = dc_delta_layout(r, &r->lay, &r->lay_map);
+    if (st != DC_OK)
+        return st;
+    uint64_t G = 0;
+    for (size_t i = 0; i < dc_st_count(r->lay); i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(r->lay, i);
+        uint64_t ce = dc_delta_chunk_elems(r->info.chunk_size, (unsigned)dc_dtype_size(t->dtype));
+        G += (t->nelems + ce - 1) / ce;
+    }
+    r->G = G;
+    r->next_g = 0;
+    r->cur_t = 0;
+    r->cur_g0 = 0;
+    r->cur_n = 0;
+    if (dc_st_count(r->lay)) {
+        const dc_st_tensor_t *t = dc_st_tensor(r->lay, 0);
+        uint64_t ce = dc_delta_chunk_elems(r->info.chunk_size, (unsigned)dc_dtype_size(t->dtype));
+        r->cur_n = (t->nelems + ce - 1) / ce;
+    }
+    return DC_OK;
+}
+
+dc_status_t dc_delta_reader_init_base(dc_delta_reader_t *r, const uint8_t *b, size_t len,
+                                      const dc_st_file_t *base)
+{
+    memset(r, 0, sizeof(*r));
     if (len < 8 || memcmp(b, DC_DELTA_MAGIC, 8) != 0)
         return dc_error(DC_ERR_FORMAT, "not a deltacast delta file (bad magic)");
     if (len < DC_DELTA_HEADER_SIZE)
         return dc_error(DC_ERR_FORMAT, "delta file truncated in its header (%zu bytes)", len);
     if (dc_crc32c(0, b, 124) != dc_load_le32(b + 124))
         return dc_error(DC_ERR_FORMAT, "delta file header CRC mismatch (corrupted)");
-    if (dc_load_le32(b + 8) != DC_DELTA_VERSION)
-        return dc_error(DC_ERR_FORMAT, "unsupported delta format version %u",
-                        dc_load_le32(b + 8));
-    if (dc_load_le32(b + 12) != 0 || !dc_zero(b + 100, 24))
-        return dc_error(DC_ERR_FORMAT, "delta header has unknown flags or reserved bytes");
     dc_delta_info_t in;
+    memset(&in, 0, sizeof(in));
+    in.version = dc_load_le32(b + 8);
+    in.flags = dc_load_le32(b + 12);
+    if (in.version < DC_DELTA_VERSION_MIN || in.version > DC_DELTA_VERSION)
+        return dc_error(DC_ERR_FORMAT,
+                        "delta file version %u is not supported by this build (supports %d-%d)",
+                        in.version, DC_DELTA_VERSION_MIN, DC_DELTA_VERSION);
+    int v2 = in.version == 2;
+    if ((in.flags & ~(v2 ? DC_DELTA_F_KNOWN : 0u)) ||
+        (in.flags & DC_DELTA_F_KNOWN) == DC_DELTA_F_KNOWN ||
+        !dc_zero(b + (v2 ? 108 : 100), v2 ? 16 : 24))
+        return dc_error(DC_ERR_FORMAT, "delta header has unknown flags or reserved bytes");
     in.chunk_size = dc_load_le64(b + 16);
     in.base_size = dc_load_le64(b + 24);
     in.base_digest.lo = dc_load_le64(b + 32);
@@ -313,6 +436,7 @@ dc_status_t dc_delta_reader_init(dc_delta_reader_t *r, const uint8_t *b, size_t 
     in.target_header_len = dc_load_le64(b + 72);
     in.frame_count = dc_load_le64(b + 80);
     in.frames_bytes = dc_load_le64(b + 88);
+    in.target_header_stored = v2 ? dc_load_le64(b + 100) : in.target_header_len;
     if (in.chunk_size < DC_CODEC_MIN_CHUNK || in.chunk_size > DC_CODEC_MAX_CHUNK)
         return dc_error(DC_ERR_FORMAT, "delta chunk size %llu out of range",
                         (unsigned long long)in.chunk_size);
@@ -320,8 +444,14 @@ dc_status_t dc_delta_reader_init(dc_delta_reader_t *r, const uint8_t *b, size_t 
         in.target_header_len > in.target_size)
         return dc_error(DC_ERR_FORMAT, "delta target header length %llu out of range",
                         (unsigned long long)in.target_header_len);
+    uint64_t S = in.target_header_stored;
+    if (v2 && ((in.flags & DC_DELTA_F_TH_BASE)   ? S != 0
+               : (in.flags & DC_DELTA_F_TH_ZSTD) ? S == 0 || S > in.target_header_len + 1024
+                                                 : S != in.target_header_len))
+        return dc_error(DC_ERR_FORMAT, "delta stored target header size %llu inconsistent",
+                        (unsigned long long)S);
     uint64_t total;
-    if (!dc_add_u64(DC_DELTA_HEADER_SIZE + in.target_header_len, in.frames_bytes, &total))
+    if (!dc_add_u64(DC_DELTA_HEADER_SIZE + S, in.frames_bytes, &total))
         return dc_error(DC_ERR_FORMAT, "delta sizes overflow");
     if (total > len)
         return dc_error(DC_ERR_FORMAT, "delta file truncated: %zu of %llu bytes", len,
@@ -329,31 +459,182 @@ dc_status_t dc_delta_reader_init(dc_delta_reader_t *r, const uint8_t *b, size_t 
     if (total < len)
         return dc_error(DC_ERR_FORMAT, "delta file has %llu trailing bytes",
                         (unsigned long long)(len - total));
-    if (in.frame_count > in.frames_bytes / DC_FRAME_HEADER_SIZE)
+    if (in.frame_count > in.frames_bytes / (v2 ? 3 : DC_FRAME_HEADER_SIZE))
         return dc_error(DC_ERR_FORMAT, "delta frame count %llu inconsistent",
                         (unsigned long long)in.frame_count);
-    const uint8_t *th = b + DC_DELTA_HEADER_SIZE;
-    if (dc_crc32c(0, th, in.target_header_len) != dc_load_le32(b + 96))
+    const uint8_t *stored = b + DC_DELTA_HEADER_SIZE, *th = stored;
+    uint32_t thcrc = dc_load_le32(b + 96);
+    r->buf = b;
+    r->len = len;
+    r->info = in;
+    r->off = DC_DELTA_HEADER_SIZE + S;
+    r->frames_read = 0;
+    if (v2 && (in.flags & DC_DELTA_F_TH_BASE)) {
+        if (!base)
+            return DC_OK; /* the file header only: target_header stays NULL */
+        size_t bhl;
+        th = dc_st_header_raw(base, &bhl);
+        if (bhl != in.target_header_len || dc_crc32c(0, th, bhl) != thcrc)
+            return dc_error(DC_ERR_WRONG_BASE,
+                            "the delta's target header is its base's, and this base's header "
+                            "differs: the delta was made for a different base");
+    } else if (v2 && (in.flags & DC_DELTA_F_TH_ZSTD)) {
+        if (dc_crc32c(0, stored, S) != thcrc)
+            return dc_error(DC_ERR_FORMAT, "delta target header CRC mismatch (corrupted)");
+        unsigned long long fs = ZSTD_getFrameContentSize(stored, S);
+        if (fs != in.target_header_len)
+            return dc_error(DC_ERR_FORMAT,
+                            "delta compressed target header does not say %llu "
+                            "bytes",
+                            (unsigned long long)in.target_header_len);
+        r->th_owned = malloc(in.target_header_len);
+        if (!r->th_owned)
+            return dc_error(DC_ERR_NOMEM, "delta target header of %llu bytes",
+                            (unsigned long long)in.target_header_len);
+        size_t z = ZSTD_decompress(r->th_owned, in.target_header_len, stored, S);
+        if (ZSTD_isError(z) || z != in.target_header_len)
+            return dc_error(DC_ERR_FORMAT, "delta compressed target header is corrupt");
+        th = r->th_owned;
+    } else if (dc_crc32c(0, th, in.target_header_len) != thcrc) {
         return dc_error(DC_ERR_FORMAT, "delta target header CRC mismatch (corrupted)");
+    }
     /* the header is whole: its own length field names exactly the bytes the
      * delta carries (a shorter one would have the target's header parsed
      * from whatever the caller's output buffer held after it) */
     if (dc_load_le64(th) != in.target_header_len - 8)
-        return dc_error(DC_ERR_FORMAT, "delta target header: its length field says %llu "
-                        "bytes, the delta carries %llu", (unsigned long long)dc_load_le64(th),
+        return dc_error(DC_ERR_FORMAT,
+                        "delta target header: its length field says %llu "
+                        "bytes, the delta carries %llu",
+                        (unsigned long long)dc_load_le64(th),
                         (unsigned long long)(in.target_header_len - 8));
-    r->buf = b;
-    r->len = len;
-    r->info = in;
     r->target_header = th;
-    r->off = DC_DELTA_HEADER_SIZE + in.target_header_len;
-    r->frames_read = 0;
+    if (v2)
+        return dc_reader_grid(r);
+    return DC_OK;
+}
+
+dc_status_t dc_delta_reader_init(dc_delta_reader_t *r, const uint8_t *b, size_t len)
+{
+    return dc_delta_reader_init_base(r, b, len, NULL);
+}
+
+/* v2: enter the group at r->off: check every record header and both CRCs
+ * before any record is handed out. */
+static dc_status_t dc_reader_group(dc_delta_reader_t *r)
+{
+    const uint8_t *b = r->buf;
+    size_t end = r->len, pos = r->off;
+    uint64_t n;
+    dc_status_t st = dc_varint_get(b, end, &pos, &n, "group size");
+    if (st != DC_OK)
+        return st;
+    if (n < 1 || n > DC_DELTA_GROUP_MAX)
+        return dc_error(DC_ERR_FORMAT, "delta record group of %llu records", (unsigned long long)n);
+    if (n > r->info.frame_count - r->frames_read)
+        return dc_error(DC_ERR_FORMAT, "delta holds more records than its header's %llu",
+                        (unsigned long long)r->info.frame_count);
+    size_t hp = pos;
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        dc_rec_t rec;
+        if ((st = dc_rec_get(b, end, &pos, &rec)) != DC_OK)
+            return st;
+        sum += rec.len;
+    }
+    if (end - pos < 4)
+        return dc_error(DC_ERR_FORMAT, "delta record group truncated");
+    if (dc_crc32c(0, b + r->off, pos - r->off) != dc_load_le32(b + pos))
+        return dc_error(DC_ERR_CORRUPT, "delta record group header CRC32C mismatch (corrupted)");
+    pos += 4;
+    if (sum > end - pos || end - pos - sum < 4)
+        return dc_error(DC_ERR_FORMAT, "delta record group: payloads run past the end");
+    uint32_t pcrc = dc_load_le32(b + pos + sum);
+    if (n > 1 && dc_crc32c(0, b + pos, (size_t)sum) != pcrc)
+        return dc_error(DC_ERR_CORRUPT, "delta record group payload CRC32C mismatch (corrupted)");
+    r->grp_left = r->grp_n = (uint32_t)n;
+    r->grp_crc = pcrc;
+    r->grp_hp = hp;
+    r->grp_pp = pos;
+    r->grp_end = pos + (size_t)sum + 4;
+    return DC_OK;
+}
+
+static dc_status_t dc_reader_next_v2(dc_delta_reader_t *r, dc_frame_hdr_t *h,
+                                     const uint8_t **payload, int *done)
+{
+    if (!r->lay)
+        return dc_error(DC_ERR_INVALID, "the delta's target header is its base's: reading its "
+                                        "records needs its base");
+    dc_status_t st;
+    if (r->grp_left == 0) {
+        if (r->off == r->len) {
+            if (r->frames_read != r->info.frame_count)
+                return dc_error(DC_ERR_FORMAT, "delta holds %llu records, header says %llu",
+                                (unsigned long long)r->frames_read,
+                                (unsigned long long)r->info.frame_count);
+            *done = 1;
+            return DC_OK;
+        }
+        if (r->frames_read >= r->info.frame_count)
+            return dc_error(DC_ERR_FORMAT, "delta has bytes after its last record");
+        if ((st = dc_reader_group(r)) != DC_OK) {
+            dc_error_prefix("record %llu", (unsigned long long)r->frames_read);
+            return st;
+        }
+    }
+    dc_rec_t rec;
+    if ((st = dc_rec_get(r->buf, r->len, &r->grp_hp, &rec)) != DC_OK)
+        return st; /* checked on entry: not reached */
+    if (rec.skip >= r->G - DC_MIN(r->next_g, r->G))
+        return dc_error(DC_ERR_FORMAT, "record %llu names a chunk past the target's %llu",
+                        (unsigned long long)r->frames_read, (unsigned long long)r->G);
+    uint64_t g = r->next_g + rec.skip;
+    while (g >= r->cur_g0 + r->cur_n) {
+        r->cur_g0 += r->cur_n;
+        r->cur_t++;
+        const dc_st_tensor_t *t = dc_st_tensor(r->lay, r->cur_t);
+        uint64_t ce = dc_delta_chunk_elems(r->info.chunk_size, (unsigned)dc_dtype_size(t->dtype));
+        r->cur_n = (t->nelems + ce - 1) / ce;
+    }
+    const dc_st_tensor_t *t = dc_st_tensor(r->lay, r->cur_t);
+    unsigned w = (unsigned)dc_dtype_size(t->dtype);
+    uint64_t ce = dc_delta_chunk_elems(r->info.chunk_size, w), ci = g - r->cur_g0;
+    dc_frame_hdr_t fh = {
+        .type = DC_FRAME_CHUNK,
+        .dtype = (uint8_t)t->dtype,
+        .encoding = rec.enc,
+        .tensor_id = (uint32_t)r->cur_t,
+        .chunk_index = (uint32_t)ci,
+        .elem_offset = ci * ce,
+        .elem_count = DC_MIN(ce, t->nelems - ci * ce),
+        .payload_len = rec.len,
+        .target_digest = rec.dg,
+    };
+    /* the wire header's own checks (encoding kind and methods, counts) */
+    uint8_t enc[DC_FRAME_HEADER_SIZE];
+    dc_frame_encode(&fh, enc);
+    if ((st = dc_frame_decode(enc, sizeof(enc), &fh)) != DC_OK) {
+        dc_error_prefix("record %llu", (unsigned long long)r->frames_read);
+        return st;
+    }
+    fh.no_digest = !rec.has_dg;
+    *payload = r->buf + r->grp_pp;
+    fh.payload_crc = r->grp_n == 1 ? r->grp_crc : dc_crc32c(0, *payload, rec.len);
+    r->grp_pp += rec.len;
+    r->next_g = g + 1;
+    r->frames_read++;
+    if (--r->grp_left == 0)
+        r->off = r->grp_end;
+    *h = fh;
+    *done = 0;
     return DC_OK;
 }
 
 dc_status_t dc_delta_reader_next(dc_delta_reader_t *r, dc_frame_hdr_t *h,
                                  const uint8_t **payload, int *done)
 {
+    if (r->info.version == 2)
+        return dc_reader_next_v2(r, h, payload, done);
     if (r->off == r->len) {
         if (r->frames_read != r->info.frame_count)
             return dc_error(DC_ERR_FORMAT, "delta holds %llu frames, header says %llu",
@@ -383,6 +664,9 @@ dc_status_t dc_delta_reader_next(dc_delta_reader_t *r, dc_frame_hdr_t *h,
 
 dc_status_t dc_delta_layout(const dc_delta_reader_t *r, dc_st_file_t **out, void **map)
 {
+    if (!r->target_header)
+        return dc_error(DC_ERR_INVALID, "the delta's target header is its base's: its layout "
+                                        "needs its base");
     size_t sz = (size_t)r->info.target_size;
     void *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
@@ -452,7 +736,7 @@ typedef struct {
     uint16_t enc;
     int emit;
     dc_chunk_stats_t st;
-    uint8_t hdr[DC_FRAME_HEADER_SIZE];
+    uint32_t crc; /* CRC32C of the payload */
 } dc_job_t;
 
 typedef struct {
@@ -482,21 +766,95 @@ static dc_status_t dc_diff_task(void *arg, size_t i)
         return dc_error(DC_ERR_INTERNAL, "chunk payload of %zu bytes exceeds the frame limit",
                         j->len);
     j->emit = j->base == NULL || j->st.changed != 0;
-    if (j->emit) {
-        dc_frame_hdr_t h = {
-            .type = DC_FRAME_CHUNK,
-            .dtype = j->dtype,
-            .encoding = j->enc,
-            .tensor_id = j->tensor,
-            .chunk_index = j->chunk,
-            .elem_offset = j->off,
-            .elem_count = j->cnt,
-            .payload_len = (uint32_t)j->len,
-            .payload_crc = dc_crc32c(0, j->out, j->len),
-            .target_digest = *j->next_dg,
-        };
-        dc_frame_encode(&h, j->hdr);
+    if (j->emit)
+        j->crc = dc_crc32c(0, j->out, j->len);
+    return DC_OK;
+}
+
+/* v2 record groups (delta.h): small records collect here until the group
+ * is full; a large one goes out in a group of its own. */
+typedef struct {
+    uint8_t *hdr, *pay;
+    size_t hlen, plen;
+    uint32_t n;
+    uint64_t next_g; /* the next record's least global chunk index */
+    uint64_t bytes;  /* bytes of groups written */
+} dc_groups_t;
+
+#define DC_REC_MAX 40 /* 10 + 3 + 5 + 16, rounded up */
+
+static dc_status_t dc_groups_init(dc_groups_t *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->hdr = malloc((size_t)DC_DELTA_GROUP_MAX * DC_REC_MAX);
+    w->pay = malloc(DC_DELTA_GROUP_BYTES + DC_DELTA_GROUP_SMALL);
+    if (!w->hdr || !w->pay)
+        return dc_error(DC_ERR_NOMEM, "delta record group buffers");
+    return DC_OK;
+}
+
+static void dc_groups_free(dc_groups_t *w)
+{
+    free(w->hdr);
+    free(w->pay);
+}
+
+/* Write one group: n, the record headers, their CRC, the payloads (from
+ * `pay`, or the single payload `one` with its CRC `one_crc`), their CRC. */
+static dc_status_t dc_groups_emit(dc_groups_t *w, dc_sink_t *sink, uint32_t n, const uint8_t *hdr,
+                                  size_t hlen, const uint8_t *pay, size_t plen, uint32_t pcrc)
+{
+    uint8_t pre[10], c[4];
+    size_t pl = dc_varint_put(pre, n);
+    dc_status_t st;
+    dc_store_le32(c, dc_crc32c(dc_crc32c(0, pre, pl), hdr, hlen));
+    if ((st = dc_sink_write(sink, pre, pl)) != DC_OK ||
+        (st = dc_sink_write(sink, hdr, hlen)) != DC_OK ||
+        (st = dc_sink_write(sink, c, 4)) != DC_OK || (st = dc_sink_write(sink, pay, plen)) != DC_OK)
+        return st;
+    dc_store_le32(c, pcrc);
+    if ((st = dc_sink_write(sink, c, 4)) != DC_OK)
+        return st;
+    w->bytes += pl + hlen + 4 + plen + 4;
+    return DC_OK;
+}
+
+static dc_status_t dc_groups_flush(dc_groups_t *w, dc_sink_t *sink)
+{
+    if (w->n == 0)
+        return DC_OK;
+    dc_status_t st = dc_groups_emit(w, sink, w->n, w->hdr, w->hlen, w->pay, w->plen,
+                                    dc_crc32c(0, w->pay, w->plen));
+    w->n = 0;
+    w->hlen = w->plen = 0;
+    return st;
+}
+
+static dc_status_t dc_groups_add(dc_groups_t *w, dc_sink_t *sink, uint64_t g, const dc_job_t *j)
+{
+    uint8_t rec[DC_REC_MAX];
+    size_t rl = dc_varint_put(rec, g - w->next_g);
+    int dg = j->cnt * j->w >= dc_delta_digest_min;
+    rl += dc_varint_put(rec + rl, ((uint64_t)j->enc << 1) | (uint64_t)dg);
+    rl += dc_varint_put(rec + rl, j->len);
+    if (dg) {
+        dc_store_le64(rec + rl, j->next_dg->lo);
+        dc_store_le64(rec + rl + 8, j->next_dg->hi);
+        rl += 16;
     }
+    w->next_g = g + 1;
+    dc_status_t st;
+    if (j->len >= DC_DELTA_GROUP_SMALL) {
+        if ((st = dc_groups_flush(w, sink)) != DC_OK)
+            return st;
+        return dc_groups_emit(w, sink, 1, rec, rl, j->out, j->len, j->crc);
+    }
+    memcpy(w->hdr + w->hlen, rec, rl);
+    w->hlen += rl;
+    memcpy(w->pay + w->plen, j->out, j->len);
+    w->plen += j->len;
+    if (++w->n == DC_DELTA_GROUP_MAX || w->plen >= DC_DELTA_GROUP_BYTES)
+        return dc_groups_flush(w, sink);
     return DC_OK;
 }
 
@@ -577,12 +935,39 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
         return st;
     unsigned threads = dc_delta_opts_threads(opts);
     uint64_t bsz = dc_st_file_size(base), nsz = dc_st_file_size(next);
-    size_t thl;
-    const uint8_t *th = dc_st_header_raw(next, &thl);
+    size_t thl, bhl;
+    const uint8_t *th = dc_st_header_raw(next, &thl), *bh = dc_st_header_raw(base, &bhl);
+    /* the target header: the base's (not stored), compressed, or as is */
+    uint32_t flags = 0;
+    const uint8_t *stored = th;
+    size_t S = thl;
+    uint8_t *zbuf = NULL;
+    if (bhl == thl && memcmp(bh, th, thl) == 0) {
+        flags = DC_DELTA_F_TH_BASE;
+        S = 0;
+    } else {
+        size_t zcap = ZSTD_compressBound(thl);
+        zbuf = malloc(zcap);
+        if (!zbuf)
+            return dc_error(DC_ERR_NOMEM, "compressing a target header of %zu bytes", thl);
+        size_t z = ZSTD_compress(zbuf, zcap, th, thl, 9);
+        if (!ZSTD_isError(z) && z < thl) {
+            flags = DC_DELTA_F_TH_ZSTD;
+            stored = zbuf;
+            S = z;
+        }
+    }
     memset(hdr, 0, DC_DELTA_HEADER_SIZE);
-    if ((st = dc_sink_write(sink, hdr, DC_DELTA_HEADER_SIZE)) != DC_OK ||
-        (st = dc_sink_write(sink, th, thl)) != DC_OK)
+    st = dc_sink_write(sink, hdr, DC_DELTA_HEADER_SIZE);
+    if (st == DC_OK)
+        st = dc_sink_write(sink, stored, S);
+    uint32_t stored_crc = dc_crc32c(0, flags == DC_DELTA_F_TH_ZSTD ? stored : th,
+                                    flags == DC_DELTA_F_TH_ZSTD ? S : thl);
+    free(zbuf);
+    if (st != DC_OK)
         return st;
+    dc_groups_t grp;
+    memset(&grp, 0, sizeof(grp));
 
     dc_grid_t bg = {0}, ng = {0};
     dc_digest_t *bdg = NULL, *ndg = NULL;
@@ -592,6 +977,10 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
     memset(&d, 0, sizeof(d));
     if ((st = dc_opts_layout(opts, &d.layout)) != DC_OK)
         return st;
+    if ((st = dc_groups_init(&grp)) != DC_OK) {
+        dc_groups_free(&grp);
+        return st;
+    }
     size_t maxc = (size_t)dc_delta_max_chunk_bytes(next, cs);
     dc_delta_pool_init(&d.pool, maxc);
     if ((st = dc_grid_init(&bg, base, cs)) != DC_OK ||
@@ -665,11 +1054,9 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
                 ss->changed += j->st.changed;
             if (!j->emit)
                 continue;
-            if ((st = dc_sink_write(sink, j->hdr, DC_FRAME_HEADER_SIZE)) != DC_OK ||
-                (st = dc_sink_write(sink, j->out, j->len)) != DC_OK)
+            if ((st = dc_groups_add(&grp, sink, ng.gstart[j->tensor] + j->chunk, j)) != DC_OK)
                 goto out;
             frames++;
-            frames_bytes += DC_FRAME_HEADER_SIZE + j->len;
             if (dc_enc_kind(j->enc) == DC_ENC_CTX)
                 ss->frames_ctx++;
             else
@@ -686,6 +1073,9 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
             }
         }
     }
+    if ((st = dc_groups_flush(&grp, sink)) != DC_OK)
+        goto out;
+    frames_bytes = grp.bytes;
     dc_digest_t bd, nd;
     if ((st = dc_ckpt_digest_finish(base, cs, bdg, bg.G, &bd)) != DC_OK ||
         (st = dc_ckpt_digest_finish(next, cs, ndg, ng.G, &nd)) != DC_OK)
@@ -693,9 +1083,11 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
     ss->frames = frames;
     ss->base_bytes = bsz;
     ss->target_bytes = nsz;
-    ss->delta_bytes = DC_DELTA_HEADER_SIZE + thl + frames_bytes;
+    ss->delta_bytes = DC_DELTA_HEADER_SIZE + S + frames_bytes;
     memcpy(hdr, DC_DELTA_MAGIC, 8);
     dc_store_le32(hdr + 8, DC_DELTA_VERSION);
+    dc_store_le32(hdr + 12, flags);
+    dc_store_le64(hdr + 100, S);
     dc_store_le64(hdr + 16, cs);
     dc_store_le64(hdr + 24, bsz);
     dc_store_le64(hdr + 32, bd.lo);
@@ -706,9 +1098,10 @@ static dc_status_t dc_diff_core(dc_st_file_t *base, dc_st_file_t *next,
     dc_store_le64(hdr + 72, thl);
     dc_store_le64(hdr + 80, frames);
     dc_store_le64(hdr + 88, frames_bytes);
-    dc_store_le32(hdr + 96, dc_crc32c(0, th, thl));
+    dc_store_le32(hdr + 96, stored_crc);
     dc_store_le32(hdr + 124, dc_crc32c(0, hdr, 124));
 out:
+    dc_groups_free(&grp);
     dc_delta_pool_destroy(&d.pool);
     free(d.jobs);
     free(outbuf);

@@ -18,14 +18,20 @@
 /*  Apply                                                                   */
 /* ======================================================================== */
 
+/* A frame as the reader handed it out (v1 or v2 alike). */
+typedef struct {
+    const uint8_t *payload;
+    dc_frame_hdr_t h;
+} dc_apply_frame_t;
+
 typedef struct {
     dc_st_file_t *base, *tgt;
     dc_grid_t tg;
     size_t *bidx;        /* per target tensor: matched base tensor or SIZE_MAX */
     uint8_t *used;       /* per base tensor: matched */
-    uint64_t *frame_off; /* per target chunk: offset of its frame; 0 = none */
+    uint64_t *frame_of;  /* per target chunk: its frame's index + 1; 0 = none */
+    dc_apply_frame_t *fr; /* the frames, validated, in file order */
     dc_digest_t *tdg;
-    const uint8_t *img;
     dc_pool_t pool;
     _Atomic uint64_t bad_chunk; /* lowest target chunk whose digest failed + 1 */
 } dc_apply_ctx_t;
@@ -55,17 +61,14 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
     const uint8_t *src = NULL;
     if (a->bidx[ti] != SIZE_MAX)
         src = dc_st_data(a->base, dc_st_tensor(a->base, a->bidx[ti])) + off * w;
-    if (a->frame_off[g] == 0) {
+    if (a->frame_of[g] == 0) {
         /* unchanged: copied and hashed in one pass */
         return dc_kern_patch_digest(dst, src, (size_t)cnt, w, DC_PATCH_COPY, NULL, NULL, 0, NULL,
                                     &a->tdg[g]);
     }
-    dc_frame_hdr_t h;
-    const uint8_t *fp = a->img + a->frame_off[g];
-    dc_status_t st = dc_frame_decode(fp, DC_FRAME_HEADER_SIZE, &h);
-    if (st != DC_OK)
-        return st;
-    const uint8_t *payload = fp + DC_FRAME_HEADER_SIZE;
+    const dc_frame_hdr_t h = a->fr[a->frame_of[g] - 1].h;
+    const uint8_t *payload = a->fr[a->frame_of[g] - 1].payload;
+    dc_status_t st;
     if ((st = dc_frame_check_payload(&h, payload, h.payload_len)) != DC_OK) {
         dc_error_prefix("tensor '%s'", t->name);
         return st;
@@ -81,7 +84,8 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
         dc_error_prefix("tensor '%s' chunk %llu", t->name, (unsigned long long)ci);
         return st;
     }
-    if (!dc_digest_eq(a->tdg[g], h.target_digest))
+    /* a record without a digest is checked by the target checkpoint digest */
+    if (!h.no_digest && !dc_digest_eq(a->tdg[g], h.target_digest))
         dc_note_bad(a, g);
     return DC_OK;
 }
@@ -147,7 +151,6 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
         goto out;
     }
     a.base = base;
-    a.img = r->buf;
     /* codec contexts as large as the target's largest chunk, not as the
      * header's chunk_size claims (a 500-byte delta claiming 128 MiB chunks
      * made every context allocate and clear for them) */
@@ -161,9 +164,11 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
         ss->elements += dc_st_tensor(a.tgt, i)->nelems;
     ss->tensors = nt;
     ss->chunks = G;
-    a.frame_off = calloc(G + 1, sizeof(uint64_t));
+    a.frame_of = calloc(G + 1, sizeof(uint64_t));
     a.tdg = malloc(sizeof(dc_digest_t) * (G + 1));
-    if (!a.frame_off || !a.tdg) {
+    /* the header's frame count is bounded by the file size (reader init) */
+    a.fr = malloc(sizeof(*a.fr) * (size_t)(DC_MIN(in->frame_count, G) + 1));
+    if (!a.frame_of || !a.tdg || !a.fr) {
         st = dc_error(DC_ERR_NOMEM, "apply chunk tables (%llu chunks)", (unsigned long long)G);
         goto out;
     }
@@ -171,7 +176,6 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
         dc_frame_hdr_t h;
         const uint8_t *payload;
         int done;
-        size_t foff = r->off;
         if ((st = dc_delta_reader_next(r, &h, &payload, &done)) != DC_OK)
             goto out;
         if (done)
@@ -191,7 +195,7 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
             goto out;
         }
         uint64_t g = a.tg.gstart[h.tensor_id] + h.chunk_index;
-        if (a.frame_off[g]) {
+        if (a.frame_of[g]) {
             st = dc_error(DC_ERR_FORMAT, "duplicate frame for tensor '%s' chunk %u", t->name,
                           h.chunk_index);
             goto out;
@@ -201,7 +205,12 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
                           t->name);
             goto out;
         }
-        a.frame_off[g] = foff;
+        if (ss->frames >= G) { /* a duplicate is refused above: not reached */
+            st = dc_error(DC_ERR_FORMAT, "delta holds more frames than the target has chunks");
+            goto out;
+        }
+        a.fr[ss->frames] = (dc_apply_frame_t){payload, h};
+        a.frame_of[g] = ss->frames + 1;
         ss->frames++;
         if (dc_enc_kind(h.encoding) == DC_ENC_CTX)
             ss->frames_ctx++;
@@ -213,7 +222,7 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
         if (a.bidx[i] != SIZE_MAX)
             continue;
         for (uint64_t g = a.tg.gstart[i]; g < a.tg.gstart[i + 1]; g++)
-            if (!a.frame_off[g]) {
+            if (!a.frame_of[g]) {
                 st = dc_error(DC_ERR_FORMAT, "delta lacks chunk %llu of new tensor '%s'",
                               (unsigned long long)(g - a.tg.gstart[i]),
                               dc_st_tensor(a.tgt, i)->name);
@@ -243,7 +252,8 @@ static dc_status_t dc_apply_core(dc_st_file_t *base, dc_delta_reader_t *r, uint8
     ss->delta_bytes = r->len;
 out:
     dc_delta_pool_destroy(&a.pool);
-    free(a.frame_off);
+    free(a.frame_of);
+    free(a.fr);
     free(a.tdg);
     free(a.bidx);
     free(a.used);
@@ -258,10 +268,10 @@ DC_API dc_status_t dc_delta_target_size(const void *delta, size_t delta_len, uin
         return dc_error(DC_ERR_INVALID, "dc_delta_target_size: bad arguments");
     dc_delta_reader_t r;
     dc_status_t st = dc_delta_reader_init(&r, delta, delta_len);
-    if (st != DC_OK)
-        return st;
-    *size = r.info.target_size;
-    return DC_OK;
+    if (st == DC_OK)
+        *size = r.info.target_size;
+    dc_delta_reader_free(&r);
+    return st;
 }
 
 DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, const void *delta,
@@ -276,20 +286,24 @@ DC_API dc_status_t dc_delta_apply_buffers(const void *base, size_t base_len, con
     if (!base || !delta || !out || !out_len)
         return dc_error(DC_ERR_INVALID, "dc_delta_apply_buffers: bad arguments");
     double t0 = dc_now_s();
-    dc_delta_reader_t r;
-    dc_status_t st = dc_delta_reader_init(&r, delta, delta_len);
-    if (st != DC_OK)
-        return st;
-    if (r.info.target_size > out_cap)
-        return dc_error(DC_ERR_INVALID,
-                        "output buffer of %zu bytes is smaller than the %llu-byte target", out_cap,
-                        (unsigned long long)r.info.target_size);
     dc_st_file_t *b;
+    dc_status_t st;
     if ((st = dc_st_open_mem(base, base_len, "base", &b)) != DC_OK)
         return st;
+    dc_delta_reader_t r;
+    if ((st = dc_delta_reader_init_base(&r, delta, delta_len, b)) != DC_OK)
+        goto done;
+    if (r.info.target_size > out_cap) {
+        st = dc_error(DC_ERR_INVALID,
+                      "output buffer of %zu bytes is smaller than the %llu-byte target", out_cap,
+                      (unsigned long long)r.info.target_size);
+        goto done;
+    }
     dc_delta_stats_t ss;
     memset(&ss, 0, sizeof(ss));
     st = dc_apply_core(b, &r, out, dc_delta_opts_threads(opts), dc_delta_opts_strict(opts), &ss);
+done:
+    dc_delta_reader_free(&r);
     dc_st_close(b);
     if (st != DC_OK)
         return st;
@@ -338,9 +352,12 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
     int ofd = -1;
     void *omap = MAP_FAILED;
     size_t osz = 0;
-    if ((st = dc_delta_reader_init(&r, dmap, dlen)) != DC_OK) {
-        dc_error_prefix("%s", delta_path);
+    memset(&r, 0, sizeof(r));
+    if ((st = dc_st_open(base_path, DC_ST_READ, &b)) != DC_OK)
         goto out_delta;
+    if ((st = dc_delta_reader_init_base(&r, dmap, dlen, b)) != DC_OK) {
+        dc_error_prefix("%s", delta_path);
+        goto out_base;
     }
     {
         /* validate the target layout before reserving space for it */
@@ -348,13 +365,11 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
         void *lmap;
         if ((st = dc_delta_layout(&r, &lay, &lmap)) != DC_OK) {
             dc_error_prefix("%s", delta_path);
-            goto out_delta;
+            goto out_base;
         }
         dc_st_close(lay);
         dc_delta_layout_free(&r, lmap);
     }
-    if ((st = dc_st_open(base_path, DC_ST_READ, &b)) != DC_OK)
-        goto out_delta;
     tmp = dc_delta_tmp_beside(dest);
     if (!tmp) {
         st = dc_error(DC_ERR_NOMEM, "path");
@@ -410,6 +425,7 @@ out_tmp:
         unlink(tmp);
 out_base:
     free(tmp);
+    dc_delta_reader_free(&r);
     dc_st_close(b);
 out_delta:
     munmap(dmap, dlen);

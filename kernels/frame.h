@@ -100,6 +100,11 @@ typedef struct dc_frame_hdr {
     uint32_t payload_len;
     uint32_t payload_crc;
     dc_digest_t target_digest;
+    /* Not on the wire (dc_frame_encode ignores it, dc_frame_decode sets 0):
+     * 1 for a delta file v2 record that carries no digest (target_digest is
+     * 0; the chunk is covered by the file's target checkpoint digest only,
+     * kernels/delta.h). */
+    uint8_t no_digest;
 } dc_frame_hdr_t;
 
 /** Serialize h into out[DC_FRAME_HEADER_SIZE] (computes the header CRC). */

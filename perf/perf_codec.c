@@ -165,6 +165,7 @@ typedef struct {
     const char *name;
     uint64_t ckpt_bytes;
     uint64_t delta_bytes;
+    uint64_t payload_bytes; /* chunk payloads; the rest of delta_bytes is overhead */
     double change_rate;
     double ratio;
     uint64_t frames_by_kind[5];
@@ -181,6 +182,18 @@ typedef struct {
 } dc_codec_res_t;
 
 static double gbps(uint64_t bytes, double s) { return s > 0 ? (double)bytes / s / 1e9 : 0.0; }
+
+/* Overhead of a delta: every byte that is not chunk payload (file header,
+ * target header, records), and its share of the payload. */
+static uint64_t dc_overhead_bytes(const dc_codec_res_t *r)
+{
+    return r->delta_bytes - r->payload_bytes;
+}
+
+static double dc_overhead_share(const dc_codec_res_t *r)
+{
+    return r->payload_bytes ? (double)dc_overhead_bytes(r) / (double)r->payload_bytes : 0.0;
+}
 
 /*
  * The receiver's apply path (engine/receiver.c): every frame of the delta is
@@ -224,7 +237,7 @@ static dc_status_t dc_inplace_task(void *arg, size_t tid)
                                                 NULL, &dg);
         if (st != DC_OK)
             return st;
-        if (!dc_digest_eq(dg, h->target_digest))
+        if (!h->no_digest && !dc_digest_eq(dg, h->target_digest))
             return dc_error(DC_ERR_VERIFY, "chunk %u of %s: target digest mismatch",
                             h->chunk_index, t->name);
     }
@@ -239,13 +252,15 @@ static dc_status_t dc_apply_in_place(uint8_t *img, size_t len, const uint8_t *d,
     dc_st_file_t *f = NULL;
     dc_inplace_frame_t *fr = NULL;
     dc_codec_t *codecs[64] = {0};
-    dc_status_t st = dc_delta_reader_init(&rd, d, dl);
+    dc_status_t st = dc_st_open_mem(img, len, "in-place", &f);
     if (st != DC_OK)
         return st;
-    if (rd.info.base_size != len || rd.info.target_size != len)
-        return dc_error(DC_ERR_UNSUPPORTED, "in-place apply needs same-size base and target");
-    if ((st = dc_st_open_mem(img, len, "in-place", &f)) != DC_OK)
-        return st;
+    if ((st = dc_delta_reader_init_base(&rd, d, dl, f)) != DC_OK)
+        goto out;
+    if (rd.info.base_size != len || rd.info.target_size != len) {
+        st = dc_error(DC_ERR_UNSUPPORTED, "in-place apply needs same-size base and target");
+        goto out;
+    }
     /* validate every frame first (as the receiver does before it patches);
      * the reader holds the delta to its header's frame count */
     size_t nf = 0;
@@ -297,6 +312,7 @@ out:
     for (unsigned i = 0; i < 64; i++)
         dc_codec_free(codecs[i]);
     free(fr);
+    dc_delta_reader_free(&rd);
     dc_st_close(f);
     return st;
 }
@@ -409,6 +425,7 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
                     goto out;
                 }
                 const size_t step = (size_t)hr.info.chunk_size;
+                dc_delta_reader_free(&hr);
                 double m0 = dc_now_s();
                 for (size_t at = 0; at < bl; at += step)
                     memcpy(out + at, b + at, DC_MIN(step, bl - at));
@@ -440,6 +457,7 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
                 dc_perf_metric_add(&r->appN_wall, gbps(nl, w2 - w1));
             }
             r->delta_bytes = dl;
+            r->payload_bytes = s.payload_bytes;
             r->change_rate = s.elements ? (double)s.changed / (double)s.elements : 0;
             r->ratio = s.bound_bytes > 0 ? (double)s.bounded_payload / s.bound_bytes : 0;
             memcpy(r->frames_by_kind, s.frames_by_kind, sizeof(r->frames_by_kind));
@@ -624,6 +642,9 @@ int dc_cmd_perf_codec(int argc, char **argv)
             json_object_set_new(o, "delta_pct",
                                 json_real(100.0 * (double)r->delta_bytes / (double)r->ckpt_bytes));
             json_object_set_new(o, "change_rate", json_real(r->change_rate));
+            json_object_set_new(o, "overhead_bytes",
+                                json_integer((json_int_t)dc_overhead_bytes(r)));
+            json_object_set_new(o, "overhead_share", json_real(dc_overhead_share(r)));
             json_object_set_new(o, "ratio_to_bound", json_real(r->ratio));
             json_object_set_new(o, "exact", json_boolean(r->exact));
             json_object_set_new(o, "encode_1t_gbps", dc_perf_metric_json(&r->enc1_wall));
@@ -687,6 +708,7 @@ int dc_cmd_perf_codec(int argc, char **argv)
     ROW("change rate %", ".3f", 100.0 * r->change_rate);
     ROW("bit-exact round trip", "s", r->exact ? "yes" : "NO");
     ROW("deltacast delta, % of ckpt", ".3f", 100.0 * (double)r->delta_bytes / (double)r->ckpt_bytes);
+    ROW("deltacast overhead, % of payload", ".3f", 100.0 * dc_overhead_share(r));
     ROW("deltacast ratio to bound (<=1.15)", ".3f", r->ratio);
     ROW("encode GB/s 1 thread (>=2)", ".2f", dc_perf_median(&r->enc1_wall));
     ROW("encode GB/s 1 thread, cpu", ".2f", dc_perf_median(&r->enc1_cpu));

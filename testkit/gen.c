@@ -252,6 +252,101 @@ static dc_status_t dc_gen_make_plan(uint64_t N, dc_dtype_t dt, dc_gen_plan_t *p)
     return DC_OK;
 }
 
+/*
+ * MoE layout (gen.h): L layers of norms, attention with q/k/v biases and E
+ * experts (E == 0: a dense MLP with biases).  d is the largest multiple of 8
+ * whose layers fit N with a vocabulary of at least 16; L shrinks until d >= 8.
+ */
+static uint64_t dc_gen_moe_ffn(uint64_t d, unsigned E)
+{
+    return E ? dc_gen_round_up(d / 2, 8) : dc_gen_round_up(d * 8 / 3 + 1, 8);
+}
+
+static uint64_t dc_gen_moe_layer(uint64_t d, unsigned E)
+{
+    uint64_t f = dc_gen_moe_ffn(d, E);
+    uint64_t attn = 4 * d * d + 3 * d + 2 * d;
+    return attn + (E ? (uint64_t)E * d + 3ull * E * d * f : 3 * d * f + 2 * f + d);
+}
+
+static dc_status_t dc_gen_make_plan_moe(uint64_t N, unsigned E, dc_dtype_t dt, dc_gen_plan_t *p)
+{
+    const uint64_t vmin = 16;
+    uint64_t L = E ? 48 : 24, d = 0;
+    for (; L >= 1; L--) {
+        uint64_t lo = 8;
+        if (L * dc_gen_moe_layer(lo, E) + lo + 2 * lo * vmin > N)
+            continue;
+        while (L * dc_gen_moe_layer(lo + 8, E) + (lo + 8) * (1 + 2 * vmin) <= N)
+            lo += 8;
+        d = lo;
+        break;
+    }
+    if (d == 0)
+        return dc_error(DC_ERR_INVALID,
+                        "gen: %" PRIu64 " parameters are too few for the moe layout with %u "
+                        "experts",
+                        N, E);
+    uint64_t f = dc_gen_moe_ffn(d, E);
+    uint64_t V = (N - d - L * dc_gen_moe_layer(d, E)) / (2 * d);
+    p->layers = (int)L;
+    p->d = d;
+    p->ffn = f;
+    p->vocab = V;
+    p->npos = DC_MIN(4096, DC_MAX(16, 4 * d));
+
+    dc_status_t st = DC_OK;
+    char nm[96];
+    st = st ? st : dc_gen_add(p, "model.embed_tokens.weight", dt, DC_GEN_WEIGHT, V, d);
+    for (uint64_t l = 0; l < L && !st; l++) {
+        static const struct {
+            const char *suffix;
+            int kind, shape; /* 0: d x d, 3: d */
+        } lt[] = {
+            {"input_layernorm.weight", DC_GEN_NORM, 3},
+            {"self_attn.q_proj.weight", DC_GEN_WEIGHT, 0},
+            {"self_attn.q_proj.bias", DC_GEN_WEIGHT, 3},
+            {"self_attn.k_proj.weight", DC_GEN_WEIGHT, 0},
+            {"self_attn.k_proj.bias", DC_GEN_WEIGHT, 3},
+            {"self_attn.v_proj.weight", DC_GEN_WEIGHT, 0},
+            {"self_attn.v_proj.bias", DC_GEN_WEIGHT, 3},
+            {"self_attn.o_proj.weight", DC_GEN_WEIGHT, 0},
+            {"post_attention_layernorm.weight", DC_GEN_NORM, 3},
+        };
+        for (size_t k = 0; k < DC_ARRAY_SIZE(lt) && !st; k++) {
+            snprintf(nm, sizeof(nm), "model.layers.%" PRIu64 ".%s", l, lt[k].suffix);
+            st = dc_gen_add(p, nm, dt, lt[k].kind, d, lt[k].shape == 0 ? d : 0);
+        }
+        if (E == 0) {
+            static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
+            for (size_t k = 0; k < 3 && !st; k++) {
+                snprintf(nm, sizeof(nm), "model.layers.%" PRIu64 ".mlp.%s.weight", l, mlp[k]);
+                st = dc_gen_add(p, nm, dt, DC_GEN_WEIGHT, k < 2 ? f : d, k < 2 ? d : f);
+                snprintf(nm, sizeof(nm), "model.layers.%" PRIu64 ".mlp.%s.bias", l, mlp[k]);
+                st = st ? st : dc_gen_add(p, nm, dt, DC_GEN_WEIGHT, k < 2 ? f : d, 0);
+            }
+            continue;
+        }
+        snprintf(nm, sizeof(nm), "model.layers.%" PRIu64 ".mlp.gate.weight", l);
+        st = st ? st : dc_gen_add(p, nm, dt, DC_GEN_WEIGHT, E, d);
+        for (unsigned e = 0; e < E && !st; e++) {
+            static const char *const ex[] = {"gate_proj", "up_proj", "down_proj"};
+            for (size_t k = 0; k < 3 && !st; k++) {
+                snprintf(nm, sizeof(nm), "model.layers.%" PRIu64 ".mlp.experts.%u.%s.weight", l, e,
+                         ex[k]);
+                st = dc_gen_add(p, nm, dt, DC_GEN_WEIGHT, k < 2 ? f : d, k < 2 ? d : f);
+            }
+        }
+    }
+    st = st ? st : dc_gen_add(p, "model.norm.weight", dt, DC_GEN_NORM, d, 0);
+    st = st ? st : dc_gen_add(p, "lm_head.weight", dt, DC_GEN_WEIGHT, V, d);
+    st = st ? st : dc_gen_add(p, "model.position_ids", DC_DTYPE_I64, DC_GEN_POS, 1, p->npos);
+    if (st != DC_OK)
+        return st;
+    qsort(p->t, p->n, sizeof(*p->t), dc_gen_cmp);
+    return DC_OK;
+}
+
 /* --- element generation --------------------------------------------------- */
 
 typedef struct dc_gen_ctx {
@@ -465,6 +560,22 @@ static void *dc_gen_worker(void *arg)
     }
 }
 
+const char *dc_gen_layout_name(dc_gen_layout_t l)
+{
+    return l == DC_GEN_LAYOUT_MOE ? "moe" : "llama";
+}
+
+dc_status_t dc_gen_layout_parse(const char *s, dc_gen_layout_t *out)
+{
+    if (s && strcmp(s, "llama") == 0)
+        *out = DC_GEN_LAYOUT_LLAMA;
+    else if (s && strcmp(s, "moe") == 0)
+        *out = DC_GEN_LAYOUT_MOE;
+    else
+        return dc_error(DC_ERR_INVALID, "unknown layout '%s' (llama or moe)", s ? s : "");
+    return DC_OK;
+}
+
 const char *dc_gen_model_name(dc_gen_model_t m)
 {
     return m == DC_GEN_INJECT ? "inject" : "optimizer";
@@ -512,7 +623,13 @@ dc_status_t dc_gen_write(const dc_gen_opts_t *o, const char *base_path, const ch
         return dc_error(DC_ERR_INVALID, "gen: change rate %g outside [0, %g]", o->change_rate,
                         rmax);
 
-    st = dc_gen_make_plan(o->params, o->dtype, &c.plan);
+    if (o->layout != DC_GEN_LAYOUT_LLAMA && o->layout != DC_GEN_LAYOUT_MOE)
+        return dc_error(DC_ERR_INVALID, "gen: unknown layout");
+    if (o->layout == DC_GEN_LAYOUT_MOE && o->experts > 4096)
+        return dc_error(DC_ERR_INVALID, "gen: %u experts (at most 4096)", o->experts);
+    st = o->layout == DC_GEN_LAYOUT_MOE
+             ? dc_gen_make_plan_moe(o->params, o->experts, o->dtype, &c.plan)
+             : dc_gen_make_plan(o->params, o->dtype, &c.plan);
     if (st != DC_OK)
         goto out;
     if (o->model == DC_GEN_OPTIMIZER) {
@@ -547,6 +664,9 @@ dc_status_t dc_gen_write(const dc_gen_opts_t *o, const char *base_path, const ch
              "\",\"lr\":\"%.9g\"}",
              dc_version_string(), dc_gen_model_name(o->model), o->seed, o->change_rate, dtn,
              c.plan.params, o->model == DC_GEN_OPTIMIZER ? c.lr_d : 0.0);
+    if (o->layout == DC_GEN_LAYOUT_MOE) /* the default layout's bytes stay as they were */
+        snprintf(meta + strlen(meta) - 1, sizeof(meta) - strlen(meta) + 1,
+                 ",\"layout\":\"moe\",\"experts\":\"%u\"}", o->experts);
     uint64_t dsize;
     st = dc_st_header_build(descs, c.plan.n, meta, &hdr, &hdr_len, &dsize);
     if (st != DC_OK)

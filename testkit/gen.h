@@ -36,6 +36,18 @@ typedef enum dc_gen_model {
     DC_GEN_INJECT = 1,
 } dc_gen_model_t;
 
+/* Tensor layouts.  LLAMA: the transformer above.  MOE: 48 layers (24 with
+ * experts == 0; fewer when the parameters are too few) of two norms, q/k/v/o
+ * with q/k/v biases, and either `experts` experts of gate/up/down (d/2 x d,
+ * d x d/2) plus a router, or (experts == 0) a dense MLP (8/3 d) with biases
+ * on gate/up/down; hidden size d (a multiple of 8) solved from `params`, the
+ * vocabulary absorbing the remainder.  Tens of thousands of small tensors,
+ * or a small model of many norms and biases: for per-frame overhead. */
+typedef enum dc_gen_layout {
+    DC_GEN_LAYOUT_LLAMA = 0,
+    DC_GEN_LAYOUT_MOE = 1,
+} dc_gen_layout_t;
+
 typedef struct dc_gen_opts {
     uint64_t params;          /* target weight count (>= DC_GEN_MIN_PARAMS) */
     double change_rate;       /* optimizer: [0, 0.9]; inject: [0, 1] */
@@ -48,6 +60,8 @@ typedef struct dc_gen_opts {
      * block is written (bytes of one file done / total). */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    dc_gen_layout_t layout; /* 0: LLAMA (the default layout, unchanged) */
+    unsigned experts;       /* MOE: experts per layer (0: dense MLP with biases) */
 } dc_gen_opts_t;
 
 #define DC_GEN_MIN_PARAMS 2000u
@@ -76,6 +90,10 @@ typedef struct dc_gen_result {
  */
 dc_status_t dc_gen_write(const dc_gen_opts_t *opts, const char *base_path,
                          const char *next_path, dc_gen_result_t *res);
+
+/** "llama" / "moe"; parse returns DC_ERR_INVALID for anything else. */
+const char *dc_gen_layout_name(dc_gen_layout_t l);
+dc_status_t dc_gen_layout_parse(const char *s, dc_gen_layout_t *out);
 
 /** "optimizer" / "inject"; parse returns DC_ERR_INVALID for anything else. */
 const char *dc_gen_model_name(dc_gen_model_t m);

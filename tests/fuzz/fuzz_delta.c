@@ -6,7 +6,8 @@
  *   0: the rest is a delta image applied to a fixed in-memory base
  *      checkpoint (dc_delta_apply_buffers);
  *   1: the same, after re-sealing every CRC in the image (file header,
- *      target header, frame headers, payloads) so that mutations reach the
+ *      target header, frame headers, payloads; v2: record groups) so that
+ *      mutations reach the
  *      layout checks and the codec decoders instead of stopping at a CRC;
  *   2: bytes 1-2 encoding, byte 3 width selector, bytes 4-5 element count,
  *      the rest a chunk payload: dc_codec_decode into a guarded buffer and
@@ -20,9 +21,8 @@
  *   fuzz_delta_replay (any compiler, -DDC_FUZZ_REPLAY): main() builds seed
  *     inputs in-process (real deltas for the fixed base, real chunk
  *     payloads; each must apply or decode as it is), also runs any corpus
- *     files given, and N deterministic mutations of each (--mutations=N).  `--write-corpus=DIR` writes the
- *     seeds as files for libFuzzer.
- *   fuzz_delta (clang, -fsanitize=fuzzer).
+ *     files given, and N deterministic mutations of each (--mutations=N).  `--write-corpus=DIR`
+ * writes the seeds as files for libFuzzer. fuzz_delta (clang, -fsanitize=fuzzer).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -80,12 +80,65 @@ static void init_base(void)
         g_base = make_ckpt(0, 0.0, &g_base_len);
 }
 
+static int vget(const uint8_t *d, size_t len, size_t *p, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned i = 0; i < 10; i++) {
+        if (*p >= len)
+            return 0;
+        uint8_t c = d[(*p)++];
+        *v |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (!(c & 0x80))
+            return 1;
+    }
+    return 0;
+}
+
+/* Version 2: the stored target header's CRC, the file header's, and both
+ * CRCs of every record group (kernels/delta.h). */
+static void reseal_v2(uint8_t *d, size_t len)
+{
+    uint64_t S = dc_load_le64(d + 100);
+    if (S > len - DC_DELTA_HEADER_SIZE)
+        return;
+    if (!(dc_load_le32(d + 12) & DC_DELTA_F_TH_BASE))
+        dc_store_le32(d + 96, dc_crc32c(0, d + DC_DELTA_HEADER_SIZE, (size_t)S));
+    dc_store_le32(d + 124, dc_crc32c(0, d, 124));
+    size_t off = DC_DELTA_HEADER_SIZE + (size_t)S;
+    while (off < len) {
+        size_t p = off;
+        uint64_t n, v, e, l, sum = 0;
+        if (!vget(d, len, &p, &n) || n == 0 || n > DC_DELTA_GROUP_MAX)
+            return;
+        for (uint64_t i = 0; i < n; i++) {
+            if (!vget(d, len, &p, &v) || !vget(d, len, &p, &e) || !vget(d, len, &p, &l))
+                return;
+            p += (e & 1) ? 16 : 0;
+            sum += l;
+            if (p > len || sum > len)
+                return;
+        }
+        if (len - p < 4)
+            return;
+        dc_store_le32(d + p, dc_crc32c(0, d + off, p - off));
+        p += 4;
+        if (sum > len - p || len - p - sum < 4)
+            return;
+        dc_store_le32(d + p + sum, dc_crc32c(0, d + p, (size_t)sum));
+        off = p + (size_t)sum + 4;
+    }
+}
+
 /* Re-seal every CRC of a delta image in place (best effort: stops where
  * the structure no longer parses). */
 static void reseal(uint8_t *d, size_t len)
 {
     if (len < DC_DELTA_HEADER_SIZE)
         return;
+    if (dc_load_le32(d + 8) == 2) {
+        reseal_v2(d, len);
+        return;
+    }
     uint64_t thl = dc_load_le64(d + 72);
     if (thl > len - DC_DELTA_HEADER_SIZE)
         return;
@@ -240,14 +293,20 @@ static size_t make_seeds(uint8_t **seeds, size_t *lens, size_t max)
     size_t k = 0;
     static const double rates[] = {0.0, 0.01, 0.3, 1.0};
     static const uint64_t chunks[] = {64, 200, 4096};
+    /* v2 records with and without their digests (dg: every chunk carries one) */
     for (size_t r = 0; r < 4 && k + 2 <= max; r++)
-        for (size_t c = 0; c < 3 && k + 2 <= max; c++) {
+        for (size_t c = 0; c < 4 && k + 2 <= max; c++) {
+            int dg = c == 3;
+            uint64_t dmin = dc_delta_digest_min;
+            if (dg)
+                dc_delta_digest_min = 0;
             size_t nl;
             uint8_t *next = make_ckpt(r + 1, rates[r], &nl);
-            dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = chunks[c], .threads = 1};
+            dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = chunks[dg ? 1 : c], .threads = 1};
             void *d;
             size_t dl;
             CHECK(dc_delta_diff_buffers(g_base, g_base_len, next, nl, &o, &d, &dl, NULL) == DC_OK);
+            dc_delta_digest_min = dmin;
             for (unsigned mode = 0; mode < 2; mode++) {
                 seeds[k] = malloc(dl + 1);
                 seeds[k][0] = (uint8_t)mode;

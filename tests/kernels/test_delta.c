@@ -87,6 +87,26 @@ static uint8_t *slurp(const char *p, size_t *len)
     return b;
 }
 
+static uint64_t uvarint(const uint8_t *b, size_t *p)
+{
+    uint64_t v = 0;
+    for (unsigned sh = 0;; sh += 7) {
+        uint8_t c = b[(*p)++];
+        v |= (uint64_t)(c & 0x7f) << sh;
+        if (!(c & 0x80))
+            return v;
+    }
+}
+
+static uint8_t *read_fixture(const char *name, size_t *len)
+{
+    const char *src = getenv("DELTACAST_SRC");
+    cr_assert_not_null(src, "DELTACAST_SRC not set");
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/tests/kernels/data/%s", src, name);
+    return slurp(p, len);
+}
+
 static void spit(const char *p, const uint8_t *b, size_t len)
 {
     FILE *f = fopen(p, "wb");
@@ -505,22 +525,36 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
                                "different base");
     }
 
-    /* corrupt delta: the frame's target digest (header CRC recomputed) */
+    /* corrupt delta: the record's target digest (group header CRC
+     * recomputed); the chunk (2 KiB) carries one only with the threshold
+     * lowered */
+    uint64_t dmin = dc_delta_digest_min;
+    dc_delta_digest_min = 0;
+    cr_assert_eq(dc_delta_diff_files(path("base.st"), path("next.st"), path("dg.delta"), &o, &s),
+                 DC_OK, "%s", dc_last_error());
+    dc_delta_digest_min = dmin;
     size_t dl;
-    uint8_t *d = slurp(path("d.delta"), &dl);
-    size_t fo = DC_DELTA_HEADER_SIZE + (size_t)dc_load_le64(d + 72);
-    cr_assert(fo + DC_FRAME_HEADER_SIZE <= dl);
+    uint8_t *d = slurp(path("dg.delta"), &dl);
+    cr_assert_eq(dc_load_le32(d + 8), 2);
+    size_t fo = DC_DELTA_HEADER_SIZE + (size_t)dc_load_le64(d + 100), p = fo + 1;
+    cr_assert_eq(d[fo], 1); /* one record in the group */
+    uint64_t rv[3];
+    for (int v = 0; v < 3; v++)
+        rv[v] = uvarint(d, &p);
+    cr_assert(rv[1] & 1, "the record carries a digest");
     uint8_t *bad = malloc(dl);
     memcpy(bad, d, dl);
-    bad[fo + 64] ^= 1;
-    dc_store_le32(bad + fo + 92, dc_crc32c(0, bad + fo, 92));
-    dc_frame_hdr_t h;
-    cr_assert_eq(dc_frame_decode(bad + fo, DC_FRAME_HEADER_SIZE, &h), DC_OK);
+    bad[p + 3] ^= 1; /* a digest byte */
+    dc_store_le32(bad + p + 16, dc_crc32c(0, bad + fo, p + 16 - fo));
     spit(path("bad.delta"), bad, dl);
     apply_fails_everywhere(path("base.st"), path("bad.delta"), DC_ERR_VERIFY, "corrupt");
     /* ... on a wrong base it is the base that is named */
     apply_fails_everywhere(path("wrong.st"), path("bad.delta"), DC_ERR_WRONG_BASE,
                            "different base");
+    free(d);
+    free(bad);
+    d = slurp(path("d.delta"), &dl);
+    bad = malloc(dl);
     /* corrupt delta: the header's target checkpoint digest (CRC recomputed) */
     memcpy(bad, d, dl);
     bad[56] ^= 4;
@@ -529,18 +563,24 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
     apply_fails_everywhere(path("base.st"), path("bad.delta"), DC_ERR_VERIFY, "corrupt");
     /* a target header whose own length field is shorter than the bytes the
      * delta carries (its CRCs recomputed): refused before it is parsed, not
-     * parsed from whatever the output buffer held after the copied bytes */
+     * parsed from whatever the output buffer held after the copied bytes
+     * (a v1 file: v2 deltas between same-layout checkpoints store none) */
+    free(bad);
+    free(d);
+    d = read_fixture("v1.delta", &dl);
+    bad = malloc(dl);
     memcpy(bad, d, dl);
     uint64_t thl = dc_load_le64(d + 72);
     dc_store_le64(bad + DC_DELTA_HEADER_SIZE, thl - 8 - 16);
     dc_store_le32(bad + 96, dc_crc32c(0, bad + DC_DELTA_HEADER_SIZE, thl));
     dc_store_le32(bad + 124, dc_crc32c(0, bad, 124));
     spit(path("bad.delta"), bad, dl);
+    char fb[1024];
+    snprintf(fb, sizeof(fb), "%s/tests/kernels/data/v1_base.safetensors", getenv("DELTACAST_SRC"));
     uint64_t ts;
     cr_assert_eq(dc_delta_target_size(bad, dl, &ts), DC_ERR_FORMAT);
     cr_assert(strstr(dc_last_error(), "its length field says") != NULL, "%s", dc_last_error());
-    cr_assert_eq(dc_delta_apply_files(path("base.st"), path("bad.delta"), path("out"), NULL,
-                                      NULL),
+    cr_assert_eq(dc_delta_apply_files(fb, path("bad.delta"), path("out"), NULL, NULL),
                  DC_ERR_FORMAT);
     cr_assert(strstr(dc_last_error(), "its length field says") != NULL, "%s", dc_last_error());
     cr_assert(!exists(path("out")));
@@ -609,17 +649,18 @@ Test(delta, cli_gen_diff_apply_inspect)
     const char *bin = getenv("DELTACAST_BIN");
     if (!bin)
         cr_skip_test("DELTACAST_BIN not set");
-    char cmd[4096];
+    char cmd[8192];
     snprintf(cmd, sizeof(cmd),
              "%s gen --params 2e6 --change-rate 0.01 --seed 3 -o %s/g >/dev/null && "
              "%s diff %s/g/base.safetensors %s/g/next.safetensors -o %s/x.delta --threads 2 "
              "--chunk-size 64k >/dev/null && "
              "%s apply %s/g/base.safetensors %s/x.delta -o %s/o.st >/dev/null && "
              "cmp %s/o.st %s/g/next.safetensors && "
-             "%s inspect %s/x.delta --json > %s/i.json && %s inspect %s/x.delta >/dev/null && "
+             "%s inspect %s/x.delta --base %s/g/base.safetensors --json > %s/i.json && "
+             "%s inspect %s/x.delta --base %s/g/base.safetensors >/dev/null && "
              "%s inspect %s/g/base.safetensors --json >/dev/null",
              bin, tmpdir, bin, tmpdir, tmpdir, tmpdir, bin, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir,
-             bin, tmpdir, tmpdir, bin, tmpdir, bin, tmpdir);
+             bin, tmpdir, tmpdir, tmpdir, bin, tmpdir, tmpdir, bin, tmpdir);
     int rc = run(cmd);
     snprintf(cmd, sizeof(cmd), "rm -rf %s/g", tmpdir);
     if (rc != 0) {
@@ -632,6 +673,15 @@ Test(delta, cli_gen_diff_apply_inspect)
     cr_assert(strstr((char *)js, "\"ratio_to_bound\"") != NULL);
     cr_assert(strstr((char *)js, "\"xor_sparse\"") != NULL);
     cr_assert(strstr((char *)js, "\"positions_methods\"") != NULL);
+    cr_assert(strstr((char *)js, "\"overhead_share\"") != NULL);
+    free(js);
+    /* same tensors: the target header is the base's, and inspect says so
+     * without --base */
+    snprintf(cmd, sizeof(cmd), "%s inspect %s/x.delta 2>%s/err", bin, tmpdir, tmpdir);
+    cr_assert_eq(run(cmd), 1);
+    js = slurp(path("err"), &il);
+    js[il - 1] = 0;
+    cr_assert(strstr((char *)js, "--base") != NULL, "%s", js);
     free(js);
     /* 5% injected changes in 4 MiB chunks: the gaps positions and 32-way
      * rANS values, exact through the files, and inspect counts them */
@@ -639,9 +689,10 @@ Test(delta, cli_gen_diff_apply_inspect)
              "%s gen --params 1e7 --change-rate 0.05 --model inject --seed 4 -o %s/g5 "
              ">/dev/null && DELTACAST_CODEC_MODEL=order0 %s diff %s/g5/base.safetensors %s/g5/next.safetensors -o %s/y.delta "
              ">/dev/null && %s apply %s/g5/base.safetensors %s/y.delta -o %s/o5.st >/dev/null && "
-             "cmp %s/o5.st %s/g5/next.safetensors && %s inspect %s/y.delta --json > %s/i5.json",
+             "cmp %s/o5.st %s/g5/next.safetensors && %s inspect %s/y.delta --base "
+             "%s/g5/base.safetensors --json > %s/i5.json",
              bin, tmpdir, bin, tmpdir, tmpdir, tmpdir, bin, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir,
-             bin, tmpdir, tmpdir);
+             bin, tmpdir, tmpdir, tmpdir);
     rc = run(cmd);
     /* the same with --layout compact */
     if (rc == 0) {
@@ -649,9 +700,9 @@ Test(delta, cli_gen_diff_apply_inspect)
                  "DELTACAST_CODEC_MODEL=order0 %s diff %s/g5/base.safetensors %s/g5/next.safetensors -o %s/z.delta "
                  "--layout compact >/dev/null && %s apply %s/g5/base.safetensors %s/z.delta -o "
                  "%s/o6.st >/dev/null && cmp %s/o6.st %s/g5/next.safetensors && %s inspect "
-                 "%s/z.delta --json > %s/i6.json",
+                 "%s/z.delta --base %s/g5/base.safetensors --json > %s/i6.json",
                  bin, tmpdir, tmpdir, tmpdir, bin, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, bin,
-                 tmpdir, tmpdir);
+                 tmpdir, tmpdir, tmpdir);
         rc = run(cmd);
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s/g5 %s/o5.st %s/o6.st", tmpdir, tmpdir, tmpdir);
