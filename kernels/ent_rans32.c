@@ -183,7 +183,7 @@ DC_AVX2_TARGET static int dc_r32_put_avx2(const struct dc_rans_esym *esym, const
 #undef DC_R32_PUT8
 #endif
 
-/* dc_r32_put_all per symbol width and stride (as DC_RANS_PUT_DISPATCH) */
+/* dc_r32_put_all per symbol width and stride (as ent_rans.c's DC_RANS_PUT_DISPATCH) */
 static int dc_r32_put(const struct dc_rans_esym *esym, const uint8_t *v, size_t count,
                       unsigned stride, unsigned bits, const uint8_t *lo, uint8_t **pp,
                       uint32_t xs[32], dc_ent_isa_t isa)

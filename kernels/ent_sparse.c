@@ -118,9 +118,9 @@ dc_sparse_fast1(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *
  * positions split into a unary and a fixed-width remainder stream (same
  * size: 6.13 bits per change): 1.7-2.8 ns alone, but 5.5-6.7 fused with
  * the rANS values in a plain loop.  What went further was SIMD, a format
- * change: the 32-way rANS layout and DC_ENT_GAPS positions (below), which
- * the encoder now writes from 4096 changes on; this loop serves the
- * smaller chunks and older streams. */
+ * change: the 32-way rANS layout and DC_ENT_GAPS positions (ent_rans32.c,
+ * ent_gaps.c), which the encoder now writes from 4096 changes on; this
+ * loop serves the smaller chunks and older streams. */
 static inline __attribute__((always_inline)) dc_status_t
 dc_sparse_fast(dc_golomb_dec_t *gd, dc_rans_dec_t *rd, uint32_t *pos, uint8_t *vals,
                size_t upto, const dc_ent_pf_t *pf, const unsigned L, const unsigned S0)
