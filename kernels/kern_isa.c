@@ -39,6 +39,7 @@ static unsigned cpu_detect(void)
     f |= __builtin_cpu_supports("avx512bw") ? DC_CPU_AVX512BW : 0;
     f |= __builtin_cpu_supports("avx512vl") ? DC_CPU_AVX512VL : 0;
     f |= __builtin_cpu_supports("avx512vbmi2") ? DC_CPU_AVX512VBMI2 : 0;
+    f |= __builtin_cpu_supports("avx512vbmi") ? DC_CPU_AVX512VBMI : 0;
     f |= __builtin_cpu_supports("vpclmulqdq") ? DC_CPU_VPCLMULQDQ : 0;
     if (f & DC_CPU_BMI2) {
         /* AMD before family 19h (Zen 3) runs pdep in microcode (~250
@@ -93,6 +94,15 @@ int dc_kern_level_runs(dc_kern_level_t level)
 #endif
     default: return 0;
     }
+}
+
+int dc_kern_avx512_vbmi(void)
+{
+#if DC_KERN_EMU_AVX512
+    return 1; /* emulated, as the rest of the avx512 code */
+#else
+    return cpu_has(DC_CPU_AVX512VBMI);
+#endif
 }
 
 /* ======================================================================== */

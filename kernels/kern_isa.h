@@ -3,8 +3,7 @@
  * picks the kernel ISA (kern_isa.c).
  *
  *   CPU features      detected once (dc_kern_cpu()); the only
- *                     __builtin_cpu_supports calls of kernels/ outside
- *                     entropy.c.
+ *                     __builtin_cpu_supports calls of kernels/.
  *   ISA               "scalar", "avx2" or "avx512": the best this CPU and
  *                     build run, lowered by DELTACAST_KERN_ISA (the only
  *                     getenv of it) or dc_kern_set_isa().
@@ -18,8 +17,11 @@
  * digest_avx2.c, digest_avx512.c, crc32c_sse42.c, crc32c_avx512.c); the
  * rest of the library stays baseline x86-64.  CRC32C picks its code from
  * the CPU features (dc_kern_cpu()), not from the ISA: DELTACAST_KERN_ISA
- * does not change it.  entropy.c still does its own selection (to be
- * folded in when the codec is rewritten).
+ * does not change it.  The entropy coders (ent_*.c) pick their code
+ * paths from the ISA's level (entropy_internal.h dc_ent_isa()), functions
+ * with target attributes rather than per-ISA files; where their avx512
+ * code needs more than the level guarantees (AVX512-VBMI) they ask
+ * dc_kern_avx512_vbmi().
  */
 #ifndef DC_KERN_ISA_H
 #define DC_KERN_ISA_H
@@ -44,7 +46,8 @@ enum {
     DC_CPU_AVX512VL = 1u << 9,
     DC_CPU_AVX512VBMI2 = 1u << 10,
     DC_CPU_VPCLMULQDQ = 1u << 11,
-    DC_CPU_FAST_PDEP = 1u << 12, /* BMI2 pdep/pext in a few cycles (Intel, AMD
+    DC_CPU_AVX512VBMI = 1u << 12,
+    DC_CPU_FAST_PDEP = 1u << 13, /* BMI2 pdep/pext in a few cycles (Intel, AMD
                                     from Zen 3; microcoded before) */
 };
 
@@ -63,6 +66,13 @@ typedef enum dc_kern_level {
  *  -Dkern_emu=avx512, avx512 means what the emulation is compiled for
  *  (kernels/emu/avx512_emu.h DC_EMU_TARGET_STR). */
 int dc_kern_level_runs(dc_kern_level_t level);
+
+/** 1 when avx512 code may also use AVX512-VBMI (vpermb), which the avx512
+ *  level does not require: this CPU has it, or the build emulates AVX-512
+ *  (-Dkern_emu=avx512, where the emulation has it).  Code that needs it
+ *  falls back to its avx2 version without it (the entropy coders' 32-way
+ *  rANS and gaps paths). */
+int dc_kern_avx512_vbmi(void);
 
 /** One ISA: its name and every kernel family's table for it. */
 typedef struct dc_kern_isa_desc {

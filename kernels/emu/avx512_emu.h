@@ -3,7 +3,7 @@
  * (meson option -Dkern_emu=avx512, which defines DC_KERN_EMU_AVX512=1).
  *
  * The library's AVX-512 code (kern_avx512.c, digest_avx512.c, the AVX-512
- * coders of entropy.c, the VPCLMULQDQ CRC of crc32c.c) is written with the
+ * coders of ent_*.c, the VPCLMULQDQ CRC of crc32c.c) is written with the
  * <immintrin.h> intrinsics.  With the option, those translation units
  * include this header instead of asking the compiler for AVX-512: every
  * _mm512_* intrinsic they use becomes a macro for a portable function,
