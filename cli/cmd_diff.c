@@ -110,6 +110,13 @@ int dc_cmd_diff(int argc, char **argv)
                               (json_int_t)s.frames_by_kind[4], "bound_bytes", s.bound_bytes,
                               "ratio_to_bound", ratio, "seconds", s.seconds, "gbps", gbps);
         if (j) {
+            json_object_set_new(j, "ctx_sparse", json_integer((json_int_t)s.frames_ctx));
+            /* the coded model's entropy (positions per class, values as
+             * coded): what the base-conditioned coding is measured against */
+            json_object_set_new(j, "bound_ctx_bytes", json_real(s.bound_ctx_bytes));
+            json_object_set_new(j, "delta_to_bound",
+                                s.bound_bytes > 0 ? json_real((double)s.delta_bytes / s.bound_bytes)
+                                                  : json_null());
             json_object_set_new(j, "pos_bytes", json_integer((json_int_t)s.pos_bytes));
             json_object_set_new(j, "val_bytes", json_integer((json_int_t)s.val_bytes));
             /* every byte that is not chunk payload, and its share of the payload */
@@ -127,13 +134,16 @@ int dc_cmd_diff(int argc, char **argv)
         }
     } else {
         printf("%s: %llu bytes (%.3f%% of %llu), %.4f%% of %llu elements changed, "
-               "%llu of %llu chunks in frames (xor-sparse %llu, put-sparse %llu, xor-dense %llu, "
-               "put-dense %llu), %.3fx the entropy bound, %.2f s (%.2f GB/s)\n",
+               "%llu of %llu chunks in frames (ctx-sparse %llu, xor-sparse %llu, put-sparse %llu, "
+               "xor-dense %llu, put-dense %llu), payload %.3fx the order-0 entropy bound "
+               "(delta %.3fx), %.2f s (%.2f GB/s)\n",
                out, (unsigned long long)s.delta_bytes, pct, (unsigned long long)s.target_bytes,
                100.0 * rate, (unsigned long long)s.elements, (unsigned long long)s.frames,
-               (unsigned long long)s.chunks, (unsigned long long)s.frames_by_kind[1],
-               (unsigned long long)s.frames_by_kind[2], (unsigned long long)s.frames_by_kind[3],
-               (unsigned long long)s.frames_by_kind[4], ratio, s.seconds, gbps);
+               (unsigned long long)s.chunks, (unsigned long long)s.frames_ctx,
+               (unsigned long long)s.frames_by_kind[1], (unsigned long long)s.frames_by_kind[2],
+               (unsigned long long)s.frames_by_kind[3], (unsigned long long)s.frames_by_kind[4],
+               ratio, s.bound_bytes > 0 ? (double)s.delta_bytes / s.bound_bytes : 0.0, s.seconds,
+               gbps);
     }
     return DC_EXIT_OK;
 }

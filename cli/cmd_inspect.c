@@ -113,7 +113,7 @@ static int dc_inspect_ckpt(const char *path, bool json)
 }
 
 typedef struct {
-    uint64_t frames, kinds[5], payload, pos, val, changed, known_elems;
+    uint64_t frames, kinds[DC_ENC_KIND_MAX + 1], payload, pos, val, changed, known_elems;
     double bound, bounded_payload;
 } dc_tstat_t;
 
@@ -217,14 +217,14 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, co
     memset(&tot, 0, sizeof(tot));
     json_t *arr = json ? json_array() : NULL;
     if (!json)
-        printf("%-40s %-6s %12s %7s %9s %6s %6s %6s %6s %11s %10s %10s %7s\n", "tensor", "dtype",
-               "elements", "frames", "changed%", "xorS", "putS", "xorD", "putD", "payload",
+        printf("%-40s %-6s %12s %7s %9s %6s %6s %6s %6s %6s %11s %10s %10s %7s\n", "tensor",
+               "dtype", "elements", "frames", "changed%", "ctxS", "xorS", "putS", "xorD", "putD", "payload",
                "positions", "values", "bound");
     for (size_t i = 0; i < nt; i++) {
         const dc_st_tensor_t *t = dc_st_tensor(lay, i);
         dc_tstat_t *s = &ts[i];
         tot.frames += s->frames;
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k <= DC_ENC_KIND_MAX; k++)
             tot.kinds[k] += s->kinds[k];
         tot.payload += s->payload;
         tot.pos += s->pos;
@@ -242,10 +242,12 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, co
                                   : 0.0;
         double ratio = s->bound > 0 ? s->bounded_payload / s->bound : 0.0;
         if (json) {
-            json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}",
+            json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}",
                                   "name", t->name, "dtype", dc_dtype_name(t->dtype), "shape",
                                   dc_shape_json(t), "elements", (json_int_t)t->nelems, "frames",
-                                  (json_int_t)s->frames, "xor_sparse", (json_int_t)s->kinds[1],
+                                  (json_int_t)s->frames, "ctx_sparse",
+                                  (json_int_t)s->kinds[DC_ENC_CTX], "xor_sparse",
+                                  (json_int_t)s->kinds[1],
                                   "put_sparse", (json_int_t)s->kinds[2], "xor_dense",
                                   (json_int_t)s->kinds[3], "put_dense", (json_int_t)s->kinds[4],
                                   "payload_bytes", (json_int_t)s->payload, "pos_bytes",
@@ -264,9 +266,11 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, co
                 snprintf(qb, sizeof(qb), "%.3fx", ratio);
             else
                 snprintf(qb, sizeof(qb), "-");
-            printf("%-40s %-6s %12llu %7llu %9s %6llu %6llu %6llu %6llu %11llu %10llu %10llu %7s\n",
+            printf("%-40s %-6s %12llu %7llu %9s %6llu %6llu %6llu %6llu %6llu %11llu %10llu %10llu "
+                   "%7s\n",
                    t->name, dc_dtype_name(t->dtype), (unsigned long long)t->nelems,
-                   (unsigned long long)s->frames, rb, (unsigned long long)s->kinds[1],
+                   (unsigned long long)s->frames, rb, (unsigned long long)s->kinds[DC_ENC_CTX],
+                   (unsigned long long)s->kinds[1],
                    (unsigned long long)s->kinds[2], (unsigned long long)s->kinds[3],
                    (unsigned long long)s->kinds[4], (unsigned long long)s->payload,
                    (unsigned long long)s->pos, (unsigned long long)s->val, qb);
@@ -283,11 +287,12 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, co
     if (json) {
         json_t *j = json_pack(
             "{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
-            " s:f, s:o}",
+            " s:I, s:f, s:o}",
             "kind", "delta", "path", path, "delta_bytes", (json_int_t)len, "base_bytes",
             (json_int_t)r.info.base_size, "target_bytes", (json_int_t)r.info.target_size,
             "base_digest", bd, "target_digest", td, "chunk_size", (json_int_t)r.info.chunk_size,
-            "frames", (json_int_t)tot.frames, "xor_sparse", (json_int_t)tot.kinds[1],
+            "frames", (json_int_t)tot.frames, "ctx_sparse", (json_int_t)tot.kinds[DC_ENC_CTX],
+            "xor_sparse", (json_int_t)tot.kinds[1],
             "put_sparse", (json_int_t)tot.kinds[2], "xor_dense", (json_int_t)tot.kinds[3],
             "put_dense", (json_int_t)tot.kinds[4], "payload_bytes", (json_int_t)tot.payload,
             "pos_bytes", (json_int_t)tot.pos, "val_bytes", (json_int_t)tot.val, "bound_bytes",
@@ -315,14 +320,16 @@ static int dc_inspect_delta(const char *path, const uint8_t *img, size_t len, co
         dc_print_json(j);
     } else {
         printf("delta %s: %zu bytes (%.3f%% of the %llu-byte target), chunk size %llu, %llu "
-               "frames (xor-sparse %llu, put-sparse %llu, xor-dense %llu, put-dense %llu); "
+               "frames (ctx-sparse %llu, xor-sparse %llu, put-sparse %llu, xor-dense %llu, "
+               "put-dense %llu); "
                "payload %llu = positions %llu + values %llu + stream headers; %.3fx the "
                "entropy bound\n  base digest %s (%llu bytes)\n  target digest %s\n",
                path, len, r.info.target_size ? 100.0 * (double)len / (double)r.info.target_size : 0,
                (unsigned long long)r.info.target_size, (unsigned long long)r.info.chunk_size,
-               (unsigned long long)tot.frames, (unsigned long long)tot.kinds[1],
-               (unsigned long long)tot.kinds[2], (unsigned long long)tot.kinds[3],
-               (unsigned long long)tot.kinds[4], (unsigned long long)tot.payload,
+               (unsigned long long)tot.frames, (unsigned long long)tot.kinds[DC_ENC_CTX],
+               (unsigned long long)tot.kinds[1], (unsigned long long)tot.kinds[2],
+               (unsigned long long)tot.kinds[3], (unsigned long long)tot.kinds[4],
+               (unsigned long long)tot.payload,
                (unsigned long long)tot.pos, (unsigned long long)tot.val, ratio, bd,
                (unsigned long long)r.info.base_size, td);
         printf("  frames by stream method: positions golomb %llu, gaps %llu; values raw %llu, "

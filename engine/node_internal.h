@@ -192,7 +192,8 @@ typedef struct dc_node_rx {
         int verify;
     } cur;
     dc_journal_t *j;
-    uint8_t **retained;    /* per chunk: copy of an applied XOR frame (undo) */
+    uint8_t **retained;    /* per chunk: the frame that undoes the applied one (an XOR
+                              frame itself, else its XOR words as one) */
     size_t *retained_len;
     uint8_t **undo;        /* per chunk: baseline bytes before an overwrite */
     dc_codec_t *codec;

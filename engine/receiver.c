@@ -3,7 +3,8 @@
  * onto PENDING baseline bytes, overwrites otherwise; the chunk digest is
  * verified before the ACK (batched, dc_rx_ack) or a NEED asks for an
  * overwrite.  COMMIT writes the node's own commit record and answers DONE;
- * ABORT undoes (XOR again / restore the undo copy) or marks the node for a
+ * ABORT undoes (an xor frame again, the undo record of a put-sparse or
+ * ctx-sparse frame / restore the undo copy) or marks the node for a
  * dense refit; BYE checks the node holds the job's last version.
  *
  * Messages come from node.c's dispatcher (after a relay forwarded them),
@@ -54,6 +55,45 @@ static void dc_rx_need(dc_node_t *n, uint32_t c, uint32_t count)
 {
     dc_rx_flush_acks(n);
     dc_send_up_simple(n, DC_MSG_NEED, 0, n->rx.cur.v, n->rx.cur.b, c, count);
+}
+
+/* Keep what undoes chunk c's frame if the version aborts: an xor-sparse or
+ * xor-dense frame is its own inverse (applied again, it gives the baseline
+ * back), so the frame itself; a put-sparse or ctx-sparse frame is not (its
+ * values are new words or steps, ctx's positions depend on the baseline's
+ * values), so the xor-sparse frame of the XOR words the codec just applied.
+ * Without one (out of memory) an abort marks the chunk for a dense refit. */
+static void dc_rx_retain_undo(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh,
+                              const uint8_t *body, size_t body_len, size_t elems, unsigned esize)
+{
+    unsigned kind = dc_enc_kind(fh->encoding);
+    if (kind == DC_ENC_XOR_SPARSE || kind == DC_ENC_XOR_DENSE) {
+        n->rx.retained[c] = malloc(body_len);
+        if (n->rx.retained[c]) {
+            memcpy(n->rx.retained[c], body, body_len);
+            n->rx.retained_len[c] = body_len;
+        }
+        return;
+    }
+    size_t cap = dc_codec_payload_bound(elems * esize), len;
+    uint8_t *f = malloc(DC_FRAME_HEADER_SIZE + cap);
+    uint16_t enc;
+    if (!f)
+        return;
+    if (dc_codec_undo_payload(n->rx.codec, elems, esize, f + DC_FRAME_HEADER_SIZE, cap, &len,
+                              &enc) != DC_OK) {
+        DC_LOG_WARN("node %u: chunk %u: no undo record: %s", n->me, c, dc_last_error());
+        free(f);
+        return;
+    }
+    dc_frame_hdr_t uh = *fh;
+    uh.encoding = enc;
+    uh.payload_len = (uint32_t)len;
+    uh.payload_crc = dc_crc32c(0, f + DC_FRAME_HEADER_SIZE, len);
+    dc_frame_encode(&uh, f);
+    uint8_t *shrunk = realloc(f, DC_FRAME_HEADER_SIZE + len);
+    n->rx.retained[c] = shrunk ? shrunk : f;
+    n->rx.retained_len[c] = DC_FRAME_HEADER_SIZE + len;
 }
 
 static void dc_rx_drop_version(dc_node_t *n)
@@ -410,13 +450,8 @@ void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
             DC_LOG_WARN("node %u: %s", n->me, dc_last_error());
         }
     }
-    if (xor_kind && n->rx.cur.mode == DC_MODE_DELTA) {
-        n->rx.retained[c] = malloc(m->body_len);
-        if (n->rx.retained[c]) {
-            memcpy(n->rx.retained[c], m->body, m->body_len);
-            n->rx.retained_len[c] = m->body_len;
-        }
-    }
+    if (xor_kind && n->rx.cur.mode == DC_MODE_DELTA)
+        dc_rx_retain_undo(n, c, &fh, m->body, m->body_len, lc->len / lt->esize, lt->esize);
     if (dc_journal_applied(n->rx.j, c, d) != DC_OK) {
         DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
         n->result = DC_ERR_IO;

@@ -19,6 +19,8 @@ struct dc_codec {
     dc_golomb_dec_t *gd;
     unsigned layout;  /* DC_CODEC_LAYOUT_* */
     unsigned model;   /* DC_CODEC_MODEL_* */
+    size_t last_count; /* XOR words in pos / vals1 of the last sparse decode
+                          (SIZE_MAX: none) */
     dc_ctx_t *ctx;
     uint32_t *pos;   /* max_bytes entries (enough for any count <= n) */
     uint8_t *vals1;  /* max_bytes */
@@ -40,6 +42,7 @@ dc_status_t dc_codec_create(size_t max_bytes, dc_codec_t **out)
     if (!c)
         return dc_error(DC_ERR_NOMEM, "codec context");
     c->max_bytes = max_bytes;
+    c->last_count = SIZE_MAX;
     c->pos = malloc(max_bytes * sizeof(uint32_t));
     c->vals1 = malloc(max_bytes);
     c->vals2 = malloc(max_bytes);
@@ -462,19 +465,37 @@ static dc_status_t dc_decode_streams(dc_codec_t *c, uint16_t enc, const uint8_t 
     return DC_OK;
 }
 
+/* PUT_SPARSE's new words as XOR words against the baseline `base` (so
+ * that every sparse kind is applied, and undone, as XOR words) */
+static dc_status_t dc_put_to_xor(dc_codec_t *c, const void *base, size_t n, unsigned w,
+                                 size_t count)
+{
+    (void)n; /* the positions decoders checked them: increasing, < n */
+    dc_kern_gather(base, w, c->pos, count, c->vals2);
+    dc_kern_xor_dense(c->vals1, c->vals2, count * w);
+    return DC_OK;
+}
+
 dc_status_t dc_codec_decode(dc_codec_t *c, uint16_t enc, const uint8_t *payload, size_t len,
                             void *dst, size_t n, unsigned w)
 {
     size_t count;
+    c->last_count = SIZE_MAX;
     dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL, dst);
     if (s != DC_OK)
         return s;
     switch (dc_enc_kind(enc)) {
+    case DC_ENC_PUT_SPARSE:
+        if ((s = dc_put_to_xor(c, dst, n, w, count)) != DC_OK)
+            return s;
+        /* now XOR words */
+        /* fall through */
     case DC_ENC_XOR_SPARSE:
     case DC_ENC_CTX:
-        return dc_kern_xor_scatter(dst, n, w, c->pos, c->vals1, count);
-    case DC_ENC_PUT_SPARSE:
-        return dc_kern_put_scatter(dst, n, w, c->pos, c->vals1, count);
+        s = dc_kern_xor_scatter(dst, n, w, c->pos, c->vals1, count);
+        if (s == DC_OK)
+            c->last_count = count;
+        return s;
     case DC_ENC_XOR_DENSE:
         dc_kern_xor_dense(dst, c->vals1, n * w);
         return DC_OK;
@@ -490,6 +511,7 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
 {
     size_t count;
     unsigned kind = dc_enc_kind(enc);
+    c->last_count = SIZE_MAX;
     if (!src && kind != DC_ENC_PUT_DENSE && kind >= 1 && kind <= DC_ENC_KIND_MAX)
         return dc_error(DC_ERR_INVALID, "codec: encoding 0x%04x needs a baseline", enc);
     /* the patch reads the baseline first (in place: the chunk itself) */
@@ -498,13 +520,48 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
         return s;
     unsigned op;
     switch (kind) {
+    case DC_ENC_PUT_SPARSE:
+        if ((s = dc_put_to_xor(c, src ? src : dst, n, w, count)) != DC_OK)
+            return s;
+        op = DC_PATCH_XOR;
+        break;
     case DC_ENC_XOR_SPARSE: op = DC_PATCH_XOR; break;
     case DC_ENC_CTX: op = DC_PATCH_XOR; break;
-    case DC_ENC_PUT_SPARSE: op = DC_PATCH_PUT; break;
     case DC_ENC_XOR_DENSE: op = DC_PATCH_XOR_DENSE; break;
     default: op = DC_PATCH_PUT_DENSE; break;
     }
-    return dc_kern_patch_digest(dst, src, n, w, op, c->pos, c->vals1, count, src_dg, dst_dg);
+    s = dc_kern_patch_digest(dst, src, n, w, op, c->pos, c->vals1, count, src_dg, dst_dg);
+    if (s == DC_OK && op == DC_PATCH_XOR)
+        c->last_count = count;
+    return s;
+}
+
+dc_status_t dc_codec_undo_payload(dc_codec_t *c, size_t n, unsigned w, uint8_t *dst, size_t cap,
+                                  size_t *len, uint16_t *enc)
+{
+    size_t count = c->last_count;
+    if (count == SIZE_MAX)
+        return dc_error(DC_ERR_INVALID, "codec: no sparse chunk decoded to undo");
+    if (cap < dc_codec_payload_bound(n * w))
+        return dc_error(DC_ERR_INVALID, "codec: output capacity %zu too small", cap);
+    /* varint count, varint positions length, Golomb positions, values */
+    size_t h = dc_ent_put_varint(dst, count), plen, vlen;
+    uint8_t vb[10];
+    dc_status_t s = dc_ent_pos_encode(c->pos, count, n, dst + h + 10,
+                                      dc_ent_pos_bound(count, n), &plen);
+    if (s != DC_OK)
+        return s;
+    size_t vl = dc_ent_put_varint(vb, plen);
+    memmove(dst + h + vl, dst + h + 10, plen);
+    memcpy(dst + h, vb, vl);
+    h += vl + plen;
+    unsigned vm;
+    if ((s = dc_ent_val_encode(c->ent, c->vals1, count, w, 0, dst + h, cap - h, &vlen, &vm)) !=
+        DC_OK)
+        return s;
+    *len = h + vlen;
+    *enc = dc_enc_make(DC_ENC_XOR_SPARSE, DC_ENT_GOLOMB, vm);
+    return DC_OK;
 }
 
 dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload, size_t len,
@@ -513,6 +570,7 @@ dc_status_t dc_codec_inspect(dc_codec_t *c, uint16_t enc, const uint8_t *payload
     dc_chunk_stats_t s0 = {.n = n, .changed = UINT64_MAX, .bound_bits = -1.0,
                            .ctx_bound_bits = -1.0, .payload_bytes = len};
     size_t count;
+    c->last_count = SIZE_MAX;
     dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, &s0, NULL);
     if (s != DC_OK)
         return s;

@@ -141,6 +141,18 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
                                    dc_digest_t *src_dg, dc_digest_t *dst_dg);
 
 /**
+ * After a successful dc_codec_decode / dc_codec_decode_digest of a sparse
+ * kind (xor-sparse, put-sparse, ctx-sparse) on this context, and before
+ * any other call on it: the xor-sparse payload (Golomb positions, the XOR
+ * words of that decode) that, applied to the result, gives the baseline
+ * back: what a receiver keeps to undo an aborted version (only xor-sparse
+ * frames undo themselves).  cap >= dc_codec_payload_bound(n * w).
+ * DC_ERR_INVALID when the last call decoded no sparse chunk.
+ */
+dc_status_t dc_codec_undo_payload(dc_codec_t *c, size_t n, unsigned w, uint8_t *dst, size_t cap,
+                                  size_t *len, uint16_t *enc);
+
+/**
  * Describe a payload without a baseline: stream sizes, changed count (for
  * XOR kinds; UINT64_MAX for PUT_DENSE) and the entropy bound (XOR kinds).
  * Fully decodes it, so it also validates it.

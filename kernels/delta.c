@@ -340,17 +340,21 @@ static dc_status_t dc_rec_get(const uint8_t *b, size_t end, size_t *pos, dc_rec_
 {
     uint64_t e, l;
     dc_status_t st;
-    if ((st = dc_varint_get(b, end, pos, &rec->skip, "chunk index")) != DC_OK ||
-        (st = dc_varint_get(b, end, pos, &e, "encoding")) != DC_OK ||
-        (st = dc_varint_get(b, end, pos, &l, "payload length")) != DC_OK)
+    if ((st = dc_varint_get(b, end, pos, &rec->skip, "chunk index")) != DC_OK)
         return st;
-    if (e > 0x1ffff)
-        return dc_error(DC_ERR_FORMAT, "delta record encoding field 0x%llx out of range",
+    if (*pos >= end)
+        return dc_error(DC_ERR_FORMAT, "delta record truncated before its encoding");
+    e = b[(*pos)++];
+    if ((st = dc_varint_get(b, end, pos, &l, "payload length")) != DC_OK)
+        return st;
+    unsigned kind = (unsigned)(e >> 1) & 7u, pc = (unsigned)(e >> 4) & 3u, vm = (unsigned)(e >> 6);
+    if (kind < 1 || kind > DC_ENC_KIND_MAX || pc == 3)
+        return dc_error(DC_ERR_FORMAT, "delta record encoding code 0x%02llx out of range",
                         (unsigned long long)e);
     if (l > DC_FRAME_MAX_PAYLOAD)
         return dc_error(DC_ERR_FORMAT, "delta record payload length %llu too large",
                         (unsigned long long)l);
-    rec->enc = (uint16_t)(e >> 1);
+    rec->enc = dc_enc_make(kind, pc == 1 ? DC_ENT_GOLOMB : pc == 2 ? DC_ENT_GAPS : 0, vm);
     rec->has_dg = (int)(e & 1);
     rec->len = (uint32_t)l;
     rec->dg.lo = rec->dg.hi = 0;
@@ -835,7 +839,10 @@ static dc_status_t dc_groups_add(dc_groups_t *w, dc_sink_t *sink, uint64_t g, co
     uint8_t rec[DC_REC_MAX];
     size_t rl = dc_varint_put(rec, g - w->next_g);
     int dg = j->cnt * j->w >= dc_delta_digest_min;
-    rl += dc_varint_put(rec + rl, ((uint64_t)j->enc << 1) | (uint64_t)dg);
+    unsigned pm = dc_enc_pos_method(j->enc);
+    rec[rl++] = (uint8_t)((unsigned)dg | dc_enc_kind(j->enc) << 1 |
+                          (pm == DC_ENT_GOLOMB ? 1u : pm == DC_ENT_GAPS ? 2u : 0u) << 4 |
+                          dc_enc_val_method(j->enc) << 6);
     rl += dc_varint_put(rec + rl, j->len);
     if (dg) {
         dc_store_le64(rec + rl, j->next_dg->lo);
@@ -919,8 +926,9 @@ dc_status_t dc_delta_args(const dc_delta_opts_t *opts, dc_delta_opts_t *o,
     if (opts && (st = dc_struct_in(o, sizeof(*o), opts, offsetof(dc_delta_opts_t, strict_base),
                                    "delta options")) != DC_OK)
         return st;
-    if (stats && (st = dc_struct_check(stats, sizeof(*stats), sizeof(*stats), "delta stats")) !=
-                     DC_OK)
+    /* 0.2 callers' stats end before frames_ctx */
+    if (stats && (st = dc_struct_check(stats, offsetof(dc_delta_stats_t, frames_ctx),
+                                       sizeof(*stats), "delta stats")) != DC_OK)
         return st;
     return DC_OK;
 }

@@ -49,8 +49,11 @@
  *   record  := varint skip     global chunk index - (previous record's + 1)
  *                              (the file's first record: its index), so
  *                              indexes strictly increase by construction
- *              varint enc      encoding << 1 | d: the frame's full 16-bit
- *                              encoding field (frame.h); d = 1: a digest follows
+ *              u8 code         d | kind << 1 | p << 4 | v << 6: the frame's
+ *                              encoding (frame.h) in one byte: kind (1..5),
+ *                              positions method p (0 none, 1 Golomb, 2 rANS
+ *                              gaps; 3 refused), values method v (raw, zstd,
+ *                              rans, planes); d = 1: a digest follows
  *              varint len      payload bytes (<= DC_FRAME_MAX_PAYLOAD)
  *              [16 bytes]      d = 1: the chunk's target digest (XXH3-128 lo, hi)
  *

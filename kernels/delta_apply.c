@@ -80,6 +80,13 @@ static dc_status_t dc_apply_task(void *arg, size_t g)
     st = dc_codec_decode_digest(c, h.encoding, payload, h.payload_len, src, dst, (size_t)cnt, w,
                                 NULL, &a->tdg[g]);
     dc_delta_pool_put(&a->pool, c);
+    if (st == DC_ERR_FORMAT && dc_enc_kind(h.encoding) == DC_ENC_CTX) {
+        /* a ctx-sparse payload (its CRC good) decodes against the base's
+         * classes: on another base it may not decode at all.  Judged like
+         * a digest mismatch: wrong base or corrupt delta */
+        dc_note_bad(a, g);
+        return DC_OK;
+    }
     if (st != DC_OK) {
         dc_error_prefix("tensor '%s' chunk %llu", t->name, (unsigned long long)ci);
         return st;

@@ -75,7 +75,8 @@ class _DeltaStats(ctypes.Structure):
                 ("frames", ctypes.c_uint64), ("frames_by_kind", ctypes.c_uint64 * 5),
                 ("payload_bytes", ctypes.c_uint64), ("pos_bytes", ctypes.c_uint64),
                 ("val_bytes", ctypes.c_uint64), ("bound_bytes", ctypes.c_double),
-                ("bounded_payload", ctypes.c_uint64), ("seconds", ctypes.c_double)]
+                ("bounded_payload", ctypes.c_uint64), ("seconds", ctypes.c_double),
+                ("frames_ctx", ctypes.c_uint64), ("bound_ctx_bytes", ctypes.c_double)]
 
     def as_dict(self) -> dict:
         d = {name: getattr(self, name) for name, _ in self._fields_ if name != "size"}

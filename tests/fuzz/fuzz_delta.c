@@ -111,7 +111,11 @@ static void reseal_v2(uint8_t *d, size_t len)
         if (!vget(d, len, &p, &n) || n == 0 || n > DC_DELTA_GROUP_MAX)
             return;
         for (uint64_t i = 0; i < n; i++) {
-            if (!vget(d, len, &p, &v) || !vget(d, len, &p, &e) || !vget(d, len, &p, &l))
+            /* skip, the one-byte encoding code, the length */
+            if (!vget(d, len, &p, &v) || p >= len)
+                return;
+            e = d[p++];
+            if (!vget(d, len, &p, &l))
                 return;
             p += (e & 1) ? 16 : 0;
             sum += l;
@@ -156,6 +160,21 @@ static void reseal(uint8_t *d, size_t len)
     }
 }
 
+
+/* The base every mode-2 (chunk) input is decoded against, and its seeds
+ * encoded from: bytes of varied magnitude, so that the ctx-sparse kind's
+ * classes of the base differ (a constant base would hold one class). */
+static uint8_t chunk_base_byte(size_t i)
+{
+    return (uint8_t)(0x11 + i * 0x3b + (i >> 7) * 0x55);
+}
+
+static void chunk_base(uint8_t *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        p[i] = chunk_base_byte(i);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     init_base();
@@ -188,7 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(d);
         return 0;
     }
-    /* raw chunk payload */
+    /* raw chunk payload, decoded against the fixed chunk base */
     dc_frame_hdr_t h;
     if (dc_frame_decode(data + 1, size - 1, &h) != DC_OK)
         CHECK(*dc_last_error());
@@ -202,13 +221,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(dc_codec_create(4096 * 8, &codec) == DC_OK);
     uint8_t *dst = malloc(n * w + 64);
     CHECK(dst);
-    memset(dst, 0x11, n * w);
+    chunk_base(dst, n * w);
     memset(dst + n * w, 0xA5, 64);
     dc_status_t st = dc_codec_decode(codec, enc, data + 6, size - 6, dst, n, w);
     if (st != DC_OK) {
         CHECK(st == DC_ERR_FORMAT);
         for (size_t i = 0; i < n * w; i++)
-            CHECK(dst[i] == 0x11);
+            CHECK(dst[i] == chunk_base_byte(i));
     } else {
         fuzz_accepted++;
     }
@@ -264,8 +283,8 @@ static uint8_t *chunk_seed(dc_codec_t *c, size_t n, unsigned w, double rate, int
 {
     uint8_t *a = malloc(n * w), *b = malloc(n * w);
     CHECK(a && b);
-    for (size_t i = 0; i < n * w; i++)
-        a[i] = b[i] = (uint8_t)rng();
+    chunk_base(a, n * w);
+    memcpy(b, a, n * w);
     for (size_t i = 0; i < n; i++)
         if ((double)(rng() % 1000) < rate * 1000)
             b[i * w] ^= (uint8_t)(1 + rng() % 3);
@@ -368,6 +387,9 @@ int main(int argc, char **argv)
         /* a seed is a valid delta or chunk: it applies / decodes */
         unsigned long before = fuzz_accepted;
         dc_fuzz_test_copy(seeds[i], lens[i]);
+        if (fuzz_accepted != before + 1)
+            fprintf(stderr, "fuzz_delta: seed %zu (%zu bytes) not accepted: %s\n", i, lens[i],
+                    dc_last_error());
         CHECK(fuzz_accepted == before + 1);
         dc_fuzz_run(seeds[i], lens[i], 64, mutations, 3, mutate);
         free(seeds[i]);

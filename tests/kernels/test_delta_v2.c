@@ -10,6 +10,7 @@
 
 #include "kernels/codec.h"
 #include "kernels/delta.h"
+#include "kernels/entropy.h"
 #include "kernels/safetensors.h"
 #include "testkit/gen.h"
 
@@ -200,9 +201,18 @@ static uint8_t *ckpt(const char *json, uint8_t salt, size_t *len)
 }
 
 typedef struct {
-    uint64_t skip, encf, len;
+    uint64_t skip, encf, len; /* encf: the record's one-byte code */
     const uint8_t *pay;
 } rec_t;
+
+/* A record's encoding byte (delta.h): d | kind << 1 | p << 4 | v << 6 */
+static uint64_t code(uint16_t enc, unsigned d)
+{
+    unsigned pm = dc_enc_pos_method(enc);
+    return d | dc_enc_kind(enc) << 1 |
+           (pm == DC_ENT_GOLOMB ? 1u : pm == DC_ENT_GAPS ? 2u : 0u) << 4 |
+           dc_enc_val_method(enc) << 6;
+}
 
 /* One group of n records, both CRCs right; returns its size. */
 static size_t group(uint8_t *o, const rec_t *r, unsigned n)
@@ -218,6 +228,10 @@ static size_t group(uint8_t *o, const rec_t *r, unsigned n)
     }
     for (unsigned i = 0; i < nv; i++) {
         uint64_t v = vals[i];
+        if (i % 3 == 2) { /* the encoding: one byte */
+            o[k++] = (uint8_t)v;
+            continue;
+        }
         while (v >= 0x80) {
             o[k++] = (uint8_t)(v | 0x80);
             v >>= 7;
@@ -287,7 +301,7 @@ Test(delta_v2, hostile_records_are_refused)
     uint8_t *x, *out = NULL;
 
     /* the crafting is right: two records in a group apply exactly */
-    rec_t ok[2] = {{0, (uint64_t)ea << 1, la, pa}, {2, (uint64_t)eb << 1, lb, pb}};
+    rec_t ok[2] = {{0, code(ea, 0), la, pa}, {2, code(eb, 0), lb, pb}};
     gl = group(g, ok, 2);
     x = craft(d, g, gl, 2, &xl);
     cr_assert_eq(apply(b, bl, x, xl, &out, &ol), DC_OK, "%s", dc_last_error());
@@ -329,7 +343,7 @@ Test(delta_v2, hostile_records_are_refused)
     free(x);
     /* a payload length past the end (the header CRC right) */
     cr_assert_lt(la + 100, sizeof(pa));
-    rec_t longr = {0, (uint64_t)ea << 1, la + 100, pa};
+    rec_t longr = {0, code(ea, 0), la + 100, pa};
     gl = group(g, &longr, 1);
     x = craft(d, g, gl - 60, 1, &xl);
     refused(b, bl, x, xl, DC_ERR_FORMAT, "payloads run past the end");
@@ -352,20 +366,19 @@ Test(delta_v2, hostile_records_are_refused)
     refused(b, bl, x, xl, DC_ERR_CORRUPT, "CRC32C mismatch");
     free(x);
     /* chunk index out of range (G = 4), and one that wraps around */
-    rec_t far[2] = {{4, (uint64_t)eb << 1, lb, pb}, {0, 0, 0, NULL}};
+    rec_t far[2] = {{4, code(eb, 0), lb, pb}, {0, 0, 0, NULL}};
     gl = group(g, far, 1);
     x = craft(d, g, gl, 1, &xl);
     refused(b, bl, x, xl, DC_ERR_FORMAT, "past the target");
     free(x);
     far[0].skip = 3;
-    far[1] = (rec_t){UINT64_MAX, (uint64_t)eb << 1, lb, pb};
+    far[1] = (rec_t){UINT64_MAX, code(eb, 0), lb, pb};
     gl = group(g, far, 2);
     x = craft(d, g, gl, 2, &xl);
     refused(b, bl, x, xl, DC_ERR_FORMAT, "past the target");
     free(x);
-    /* unknown encodings: a kind past the last, bits 12-15 set, an
-     * encoding field past 17 bits */
-    const uint64_t encs[] = {0xfu << 1, (uint64_t)(ea | 0x1000) << 1, 1u << 17};
+    /* unknown encodings: kind 0, a kind past the last, positions code 3 */
+    const uint64_t encs[] = {0, 7u << 1, code(ea, 0) | 3u << 4};
     for (size_t i = 0; i < 3; i++) {
         rec_t e = {0, encs[i], la, pa};
         gl = group(g, &e, 1);
@@ -388,18 +401,14 @@ Test(delta_v2, hostile_records_are_refused)
     refused(b, bl, x, xl, DC_ERR_FORMAT, "group of 0 records");
     free(x);
     /* a digest that does not match: refused as corrupt */
-    rec_t dg = {0, ((uint64_t)ea << 1) | 1, la, pa};
+    rec_t dg = {0, code(ea, 1), la, pa};
     { /* by hand: the 16 digest bytes go after the length */
         uint8_t h2[4096];
         size_t k = 0;
         h2[k++] = 1;
         h2[k++] = 0;
-        uint64_t v = dg.encf;
-        while (v >= 0x80) {
-            h2[k++] = (uint8_t)(v | 0x80);
-            v >>= 7;
-        }
-        h2[k++] = (uint8_t)v;
+        h2[k++] = (uint8_t)dg.encf;
+        uint64_t v;
         for (v = la; v >= 0x80; v >>= 7)
             h2[k++] = (uint8_t)(v | 0x80);
         h2[k++] = (uint8_t)v;
@@ -420,7 +429,7 @@ Test(delta_v2, hostile_records_are_refused)
     size_t d1l;
     cr_assert_eq(dc_delta_diff_buffers(b1, b1l, n, nl, &o, &d1v, &d1l, NULL), DC_OK);
     cr_assert(dc_load_le32((uint8_t *)d1v + 12) != DC_DELTA_F_TH_BASE);
-    rec_t xr = {3, (uint64_t)dc_enc_make(DC_ENC_XOR_DENSE, 0, 0) << 1, lb, pb};
+    rec_t xr = {3, code(dc_enc_make(DC_ENC_XOR_DENSE, 0, 0), 0), lb, pb};
     gl = group(g, &xr, 1);
     x = craft(d1v, g, gl, 1, &xl);
     refused(b1, b1l, x, xl, DC_ERR_FORMAT, "needs a base tensor the base lacks");

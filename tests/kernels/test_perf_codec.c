@@ -40,7 +40,8 @@ Test(perf_codec, json_reports_exact_round_trips, .timeout = 120)
             cr_assert(json_real_value(json_object_get(m, "median")) > 0, "%s", keys[k]);
         }
         double ratio = json_real_value(json_object_get(c, "ratio_to_bound"));
-        cr_assert(ratio >= 1.0 && ratio < 2.0, "ratio to bound %f", ratio);
+        /* the base-conditioned model codes below the order-0 bound */
+        cr_assert(ratio >= 0.5 && ratio < 2.0, "ratio to bound %f", ratio);
     }
     json_decref(root);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
