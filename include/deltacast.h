@@ -79,11 +79,11 @@ extern "C" {
 
 #define DC_VERSION_MAJOR 0
 #define DC_VERSION_MINOR 2
-#define DC_VERSION_PATCH 0
+#define DC_VERSION_PATCH 1
 #define DC_VERSION_NUMBER \
     (DC_VERSION_MAJOR * 10000 + DC_VERSION_MINOR * 100 + DC_VERSION_PATCH)
 
-/** The library's version string, "0.2.0" for this header (it matches
+/** The library's version string, "0.2.1" for this header (it matches
  *  DC_VERSION_MAJOR.MINOR.PATCH of the header the library was built with;
  *  a caller may compare them).  Static storage. */
 DC_API const char *dc_version_string(void);
@@ -363,7 +363,7 @@ typedef struct dc_delta_stats {
     double bound_bytes;        /**< entropy bound of XOR-coded frames (diff) */
     uint64_t bounded_payload;  /**< payload bytes of the frames in bound_bytes */
     double seconds;            /**< wall time of the call */
-    /* since 0.3 */
+    /* (added in 0.2.1: the codec's base-conditioned model) */
     uint64_t frames_ctx;       /**< ctx-sparse frames (positions by class of
                                     the base value's magnitude; not in
                                     frames_by_kind) */

@@ -44,7 +44,7 @@ def _find_library() -> str:
 
 
 # The library version this binding mirrors (include/deltacast.h DC_VERSION_*).
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 
 
 class _ConfigEntry(ctypes.Structure):

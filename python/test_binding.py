@@ -11,7 +11,7 @@ class Foundation(unittest.TestCase):
     def test_version_matches_library(self):
         self.assertRegex(dc.version(), r"^\d+\.\d+\.\d+$")
         self.assertEqual(dc.version(), dc.__version__)
-        self.assertEqual(dc.__version__, "0.2.0")
+        self.assertEqual(dc.__version__, "0.2.1")
 
     def test_features(self):
         f = dc.build_features()

@@ -155,7 +155,7 @@ Test(api, version_matches_the_header)
     snprintf(want, sizeof(want), "%d.%d.%d", DC_VERSION_MAJOR, DC_VERSION_MINOR,
              DC_VERSION_PATCH);
     cr_assert_str_eq(dc_version_string(), want);
-    cr_assert_str_eq(dc_version_string(), "0.2.0");
+    cr_assert_str_eq(dc_version_string(), "0.2.1");
 }
 
 Test(api, memory_receiver_with_placement_map)
