@@ -436,8 +436,7 @@ typedef struct {
     uint8_t *xv;               /* XOR words out (mode 0: in) */
     unsigned w, mode;
     size_t done; /* positions patched so far: pos[0..done) */
-    void (*xor_scatter)(void *dst, unsigned w, const uint32_t *pos, const void *xorw,
-                        size_t count);
+    void (*xor_scatter)(void *dst, unsigned w, const uint32_t *pos, const void *xorw, size_t count);
     dc_span_digest_t sd;
 } dc_ctx_patch_t;
 
@@ -451,8 +450,7 @@ static void dc_ctx_patch_slab(void *arg, size_t e0, size_t e1, size_t k0, size_t
     (void)e0;
     if (k1 > k0) {
         if (p->mode)
-            dc_ctx_to_xor(p->bw + k0 * w, p->words + k0 * w, p->xv + k0 * w, k1 - k0, w,
-                          p->mode);
+            dc_ctx_to_xor(p->bw + k0 * w, p->words + k0 * w, p->xv + k0 * w, k1 - k0, w, p->mode);
         p->xor_scatter(p->chunk, w, p->pos + k0, p->xv + k0 * w, k1 - k0);
         p->done = k1;
     }
@@ -460,9 +458,9 @@ static void dc_ctx_patch_slab(void *arg, size_t e0, size_t e1, size_t k0, size_t
 }
 
 static dc_status_t dc_ctx_decode_run(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
-                                     const uint8_t *payload, size_t len, const void *base,
-                                     size_t n, unsigned w, uint32_t *pos, void *xorv,
-                                     size_t *count, dc_chunk_stats_t *st, dc_digest_t *dg)
+                                     const uint8_t *payload, size_t len, const void *base, size_t n,
+                                     unsigned w, uint32_t *pos, void *xorv, size_t *count,
+                                     dc_chunk_stats_t *st, dc_digest_t *dg)
 {
     const uint8_t *p = payload, *end = payload + len;
     if (n * w > x->max_bytes)
@@ -539,8 +537,14 @@ static dc_status_t dc_ctx_decode_run(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigne
     uint8_t *bw = mode ? x->bw : NULL;
     if (K > 1 && dg) {
         const dc_kern_isa_desc_t *isa = dc_kern_cur();
-        dc_ctx_patch_t pt = {.chunk = (uint8_t *)base, .pos = pos, .words = words, .bw = bw,
-                             .xv = xorv, .w = w, .mode = mode, .done = 0,
+        dc_ctx_patch_t pt = {.chunk = (uint8_t *)base,
+                             .pos = pos,
+                             .words = words,
+                             .bw = bw,
+                             .xv = xorv,
+                             .w = w,
+                             .mode = mode,
+                             .done = 0,
                              .xor_scatter = isa->kern->xor_scatter};
         dc_span_digest_init(&pt.sd, base, n * w);
         unsigned bad = isa->ctx->merge_slabs(base, n, w, thrm, nt, x->idx, off, pos, bw,
@@ -548,8 +552,9 @@ static dc_status_t dc_ctx_decode_run(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigne
         if (bad) {
             /* XOR twice is none: the chunk as it was */
             pt.xor_scatter(pt.chunk, w, pos, xorv, pt.done);
-            return dc_error(DC_ERR_FORMAT, "ctx chunk: class %u names a position past its "
-                                           "population in the base",
+            return dc_error(DC_ERR_FORMAT,
+                            "ctx chunk: class %u names a position past its "
+                            "population in the base",
                             bad - 1);
         }
         *dg = dc_span_digest_final(&pt.sd);
@@ -573,10 +578,9 @@ static dc_status_t dc_ctx_decode_run(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigne
     return DC_OK;
 }
 
-dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
-                          const uint8_t *payload, size_t len, const void *base, size_t n,
-                          unsigned w, uint32_t *pos, void *xorv, size_t *count,
-                          dc_chunk_stats_t *st)
+dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm, const uint8_t *payload,
+                          size_t len, const void *base, size_t n, unsigned w, uint32_t *pos,
+                          void *xorv, size_t *count, dc_chunk_stats_t *st)
 {
     return dc_ctx_decode_run(x, ent, vm, payload, len, base, n, w, pos, xorv, count, st, NULL);
 }

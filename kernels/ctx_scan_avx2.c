@@ -175,10 +175,10 @@ static void dc_ctx_rank_avx2(const void *base, size_t n, unsigned w, const uint6
     dc_ctx_rank_impl(dc_ctx_ge_avx2, base, n, w, thr, nt, pos, count, cls, rnk, pop, ge);
 }
 
-static unsigned dc_ctx_merge_slabs_avx2(const void *base, size_t n, unsigned w,
-                                        const uint64_t *thr, unsigned nt, const uint32_t *idx,
-                                        const size_t *off, uint32_t *pos, void *bw,
-                                        dc_ctx_slab_fn fn, void *arg, uint64_t *ge)
+static unsigned dc_ctx_merge_slabs_avx2(const void *base, size_t n, unsigned w, const uint64_t *thr,
+                                        unsigned nt, const uint32_t *idx, const size_t *off,
+                                        uint32_t *pos, void *bw, dc_ctx_slab_fn fn, void *arg,
+                                        uint64_t *ge)
 {
     if (dc_kern_cpu() & DC_CPU_FAST_PDEP)
         return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select_pdep, base, n, w, thr, nt, idx, off,
