@@ -514,6 +514,15 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
     c->last_count = SIZE_MAX;
     if (!src && kind != DC_ENC_PUT_DENSE && kind >= 1 && kind <= DC_ENC_KIND_MAX)
         return dc_error(DC_ERR_INVALID, "codec: encoding 0x%04x needs a baseline", enc);
+    if (kind == DC_ENC_CTX && src == dst && dst_dg && !src_dg) {
+        /* in place: the patch and the digest ride on the decoder's scan of
+         * the chunk (one pass over it instead of two) */
+        dc_status_t s = dc_check_enc(c, enc, n, w);
+        if (s != DC_OK)
+            return s;
+        return dc_ctx_decode_patch(c->ctx, c->ent, dc_enc_val_method(enc), payload, len, dst, n, w,
+                                   c->pos, c->vals1, &count, dst_dg);
+    }
     /* the patch reads the baseline first (in place: the chunk itself) */
     dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL, src ? src : dst);
     if (s != DC_OK)

@@ -2,6 +2,8 @@
  * (classes by base magnitude), the payload, step words. */
 #include "kernels/ctx.h"
 
+#include "kernels/digest.h"
+#include "kernels/kern_impl.h"
 #include "kernels/kern_isa.h"
 
 #include <math.h>
@@ -423,10 +425,42 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
     return DC_OK;
 }
 
-dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
-                          const uint8_t *payload, size_t len, const void *base, size_t n,
-                          unsigned w, uint32_t *pos, void *xorv, size_t *count,
-                          dc_chunk_stats_t *st)
+/* The in-place patch fused with the merge (dc_ctx_decode_patch): after
+ * each slab of the merge's scan, its XOR words (from steps or new words and
+ * the base words the merge gathered), the XOR scatter into the chunk, and
+ * the digest up to the slab's end, while the slab is in cache. */
+typedef struct {
+    uint8_t *chunk;
+    const uint32_t *pos;
+    const uint8_t *words, *bw; /* mode 1, 2: step or new words, base words */
+    uint8_t *xv;               /* XOR words out (mode 0: in) */
+    unsigned w, mode;
+    size_t done; /* positions patched so far: pos[0..done) */
+    void (*xor_scatter)(void *dst, unsigned w, const uint32_t *pos, const void *xorw, size_t count);
+    dc_span_digest_t sd;
+} dc_ctx_patch_t;
+
+static void dc_ctx_to_xor(const uint8_t *bw, const uint8_t *words, uint8_t *xv, size_t count,
+                          unsigned w, unsigned mode);
+
+static void dc_ctx_patch_slab(void *arg, size_t e0, size_t e1, size_t k0, size_t k1)
+{
+    dc_ctx_patch_t *p = arg;
+    unsigned w = p->w;
+    (void)e0;
+    if (k1 > k0) {
+        if (p->mode)
+            dc_ctx_to_xor(p->bw + k0 * w, p->words + k0 * w, p->xv + k0 * w, k1 - k0, w, p->mode);
+        p->xor_scatter(p->chunk, w, p->pos + k0, p->xv + k0 * w, k1 - k0);
+        p->done = k1;
+    }
+    dc_span_digest_advance(&p->sd, e1 * w);
+}
+
+static dc_status_t dc_ctx_decode_run(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
+                                     const uint8_t *payload, size_t len, const void *base, size_t n,
+                                     unsigned w, uint32_t *pos, void *xorv, size_t *count,
+                                     dc_chunk_stats_t *st, dc_digest_t *dg)
 {
     const uint8_t *p = payload, *end = payload + len;
     if (n * w > x->max_bytes)
@@ -501,6 +535,31 @@ dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
     /* steps and new words need the base words: gathered by the merge's
      * scan where there is one */
     uint8_t *bw = mode ? x->bw : NULL;
+    if (K > 1 && dg) {
+        const dc_kern_isa_desc_t *isa = dc_kern_cur();
+        dc_ctx_patch_t pt = {.chunk = (uint8_t *)base,
+                             .pos = pos,
+                             .words = words,
+                             .bw = bw,
+                             .xv = xorv,
+                             .w = w,
+                             .mode = mode,
+                             .done = 0,
+                             .xor_scatter = isa->kern->xor_scatter};
+        dc_span_digest_init(&pt.sd, base, n * w);
+        unsigned bad = isa->ctx->merge_slabs(base, n, w, thrm, nt, x->idx, off, pos, bw,
+                                             dc_ctx_patch_slab, &pt, x->ge);
+        if (bad) {
+            /* XOR twice is none: the chunk as it was */
+            pt.xor_scatter(pt.chunk, w, pos, xorv, pt.done);
+            return dc_error(DC_ERR_FORMAT,
+                            "ctx chunk: class %u names a position past its "
+                            "population in the base",
+                            bad - 1);
+        }
+        *dg = dc_span_digest_final(&pt.sd);
+        return DC_OK;
+    }
     if (K > 1) {
         unsigned bad =
             dc_kern_cur()->ctx->merge(base, n, w, thrm, nt, x->idx, off, pos, bw, x->ge);
@@ -513,5 +572,23 @@ dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
     }
     if (mode)
         dc_ctx_to_xor(bw, words, xorv, (size_t)total, w, mode);
+    if (dg)
+        return dc_kern_patch_digest((void *)base, base, n, w, DC_PATCH_XOR, pos, xorv,
+                                    (size_t)total, NULL, dg);
     return DC_OK;
+}
+
+dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm, const uint8_t *payload,
+                          size_t len, const void *base, size_t n, unsigned w, uint32_t *pos,
+                          void *xorv, size_t *count, dc_chunk_stats_t *st)
+{
+    return dc_ctx_decode_run(x, ent, vm, payload, len, base, n, w, pos, xorv, count, st, NULL);
+}
+
+dc_status_t dc_ctx_decode_patch(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
+                                const uint8_t *payload, size_t len, void *chunk, size_t n,
+                                unsigned w, uint32_t *pos, void *xorv, size_t *count,
+                                dc_digest_t *dg)
+{
+    return dc_ctx_decode_run(x, ent, vm, payload, len, chunk, n, w, pos, xorv, count, NULL, dg);
 }

@@ -97,6 +97,20 @@ dc_status_t dc_ctx_decode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
                           unsigned w, uint32_t *pos, void *xorv, size_t *count,
                           dc_chunk_stats_t *st);
 
+/**
+ * dc_ctx_decode in place, with the patch fused into the merge's scan:
+ * chunk (n elements of w bytes) is the baseline; each slab of it is
+ * patched (XOR) and hashed while the scan holds it in cache, and *dg gets
+ * the digest (as dc_digest128) of the result.  pos / xorv / *count as
+ * dc_ctx_decode.  Any inconsistency is DC_ERR_FORMAT with the chunk left
+ * as it was (a bad rank shows only at the scan's end: the patched slabs
+ * are XORed back).
+ */
+dc_status_t dc_ctx_decode_patch(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned vm,
+                                const uint8_t *payload, size_t len, void *chunk, size_t n,
+                                unsigned w, uint32_t *pos, void *xorv, size_t *count,
+                                dc_digest_t *dg);
+
 /** key(b) of the step coding for a w-byte word (exposed for tests);
  *  branch-free (the sign of a changed weight is a coin toss). */
 static inline uint64_t dc_ctx_key(uint64_t b, unsigned w)

@@ -22,6 +22,11 @@
 
 #define DC_CTX_MAX_CLASSES 8
 
+/* Called by merge_slabs after each slab: the positions pos[k0..k1) (and
+ * their base words, when asked for) are out and lie in elements [e0, e1);
+ * the slab's elements were just read, so they are in cache. */
+typedef void (*dc_ctx_slab_fn)(void *arg, size_t e0, size_t e1, size_t k0, size_t k1);
+
 typedef struct dc_ctx_scan_ops {
     const char *name;
     /* ge masks of the blocks of elements [0, n) of w (1, 2, 4, 8) bytes at
@@ -45,6 +50,10 @@ typedef struct dc_ctx_scan_ops {
     unsigned (*merge)(const void *base, size_t n, unsigned w, const uint64_t *thr, unsigned nt,
                       const uint32_t *idx, const size_t *off, uint32_t *pos, void *bw,
                       uint64_t *ge);
+    /* merge, calling fn (not NULL) after each slab, in element order */
+    unsigned (*merge_slabs)(const void *base, size_t n, unsigned w, const uint64_t *thr,
+                            unsigned nt, const uint32_t *idx, const size_t *off, uint32_t *pos,
+                            void *bw, dc_ctx_slab_fn fn, void *arg, uint64_t *ge);
 } dc_ctx_scan_ops_t;
 
 /* Blocks of 64 elements per ge_masks call inside rank and merge. */

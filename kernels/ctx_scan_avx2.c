@@ -62,6 +62,28 @@ static inline void dc_ge_block16(const uint8_t *p, const __m256i *tv, unsigned n
     }
 }
 
+/* 64 16-bit elements whose thresholds are all multiples of 128 (the
+ * codec's: bucket << 7): the magnitude's bucket (bits 7..14) packed to a
+ * byte once, then one byte compare per 32 elements and threshold (tb:
+ * the threshold bucket - 1, both sides biased by 0x80 for a signed
+ * compare) */
+static inline void dc_ge_block16b(const uint8_t *p, const __m256i *tb, unsigned nt, uint64_t *ge)
+{
+    const __m256i lo = _mm256_set1_epi16(0xff), bias = _mm256_set1_epi8((char)0x80);
+    __m256i v0 = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)p), 7), lo);
+    __m256i v1 =
+        _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(p + 32)), 7), lo);
+    __m256i v2 =
+        _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(p + 64)), 7), lo);
+    __m256i v3 =
+        _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(p + 96)), 7), lo);
+    __m256i a = _mm256_xor_si256(_mm256_permute4x64_epi64(_mm256_packus_epi16(v0, v1), 0xd8), bias);
+    __m256i b = _mm256_xor_si256(_mm256_permute4x64_epi64(_mm256_packus_epi16(v2, v3), 0xd8), bias);
+    for (unsigned j = 0; j < nt; j++)
+        ge[j] = (uint32_t)_mm256_movemask_epi8(_mm256_cmpgt_epi8(a, tb[j])) |
+                ((uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpgt_epi8(b, tb[j])) << 32);
+}
+
 /* 64 8-bit elements */
 static inline void dc_ge_block8(const uint8_t *p, const __m256i *tv, unsigned nt, uint64_t *ge)
 {
@@ -108,6 +130,25 @@ static void dc_ctx_ge_avx2(const void *base, size_t n, unsigned w, const uint64_
     }
     const uint8_t *b = base;
     size_t full = n / 64;
+    int by7 = w == 2;
+    for (unsigned j = 0; j < nt; j++)
+        by7 &= (thr[j] & 127) == 0;
+    if (by7) {
+        /* mag >= t << 7  <=>  bucket > t - 1, for t >= 1 (a threshold of
+         * 0 takes the general loop: t - 1 = -1 has no biased byte) */
+        __m256i tb[DC_CTX_MAX_CLASSES];
+        for (unsigned j = 0; j < nt; j++) {
+            by7 &= thr[j] != 0;
+            tb[j] = _mm256_set1_epi8((char)(((thr[j] >> 7) - 1) ^ 0x80));
+        }
+        if (by7) {
+            for (size_t k = 0; k < full; k++)
+                dc_ge_block16b(b + k * 128, tb, nt, ge + k * nt);
+            if (n % 64)
+                dc_ctx_ge_scalar(b + full * 128, n % 64, w, thr, nt, ge + full * nt);
+            return;
+        }
+    }
     for (size_t k = 0; k < full; k++) {
         const uint8_t *p = b + k * 64 * w;
         if (w == 2)
@@ -134,18 +175,26 @@ static void dc_ctx_rank_avx2(const void *base, size_t n, unsigned w, const uint6
     dc_ctx_rank_impl(dc_ctx_ge_avx2, base, n, w, thr, nt, pos, count, cls, rnk, pop, ge);
 }
 
+static unsigned dc_ctx_merge_slabs_avx2(const void *base, size_t n, unsigned w, const uint64_t *thr,
+                                        unsigned nt, const uint32_t *idx, const size_t *off,
+                                        uint32_t *pos, void *bw, dc_ctx_slab_fn fn, void *arg,
+                                        uint64_t *ge)
+{
+    if (dc_kern_cpu() & DC_CPU_FAST_PDEP)
+        return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select_pdep, base, n, w, thr, nt, idx, off,
+                                 pos, bw, fn, arg, ge);
+    return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select64b, base, n, w, thr, nt, idx, off, pos,
+                             bw, fn, arg, ge);
+}
+
 static unsigned dc_ctx_merge_avx2(const void *base, size_t n, unsigned w, const uint64_t *thr,
                                   unsigned nt, const uint32_t *idx, const size_t *off,
                                   uint32_t *pos, void *bw, uint64_t *ge)
 {
-    if (dc_kern_cpu() & DC_CPU_FAST_PDEP)
-        return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select_pdep, base, n, w, thr, nt, idx, off,
-                                 pos, bw, ge);
-    return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select64b, base, n, w, thr, nt, idx, off, pos,
-                             bw, ge);
+    return dc_ctx_merge_slabs_avx2(base, n, w, thr, nt, idx, off, pos, bw, NULL, NULL, ge);
 }
 
 const dc_ctx_scan_ops_t dc_ctx_scan_avx2 = {"avx2", dc_ctx_ge_avx2, dc_ctx_rank_avx2,
-                                            dc_ctx_merge_avx2};
+                                            dc_ctx_merge_avx2, dc_ctx_merge_slabs_avx2};
 
 #endif

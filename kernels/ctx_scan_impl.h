@@ -155,7 +155,7 @@ static inline __attribute__((always_inline)) unsigned dc_ctx_merge_impl(dc_ctx_g
                                          const void *base, size_t n,
                                          unsigned w, const uint64_t *thr, unsigned nt,
                                          const uint32_t *idx, const size_t *off, uint32_t *pos,
-                                         void *bw, uint64_t *ge)
+                                         void *bw, dc_ctx_slab_fn fn, void *arg, uint64_t *ge)
 {
     uint64_t run[DC_CTX_MAX_CLASSES] = {0};
     size_t ptr[DC_CTX_MAX_CLASSES];
@@ -169,6 +169,14 @@ static inline __attribute__((always_inline)) unsigned dc_ctx_merge_impl(dc_ctx_g
         size_t ne = DC_MIN((size_t)DC_CTX_SLAB * 64, n - e0);
         size_t nb = (ne + 63) / 64;
         uint64_t last = ne % 64 ? (1ull << (ne % 64)) - 1 : ~0ull;
+        /* the next slab streams in while this one is merged (and, with fn,
+         * patched and hashed): the scan is the chunk's first touch */
+        if (e0 + ne < n) {
+            const uint8_t *nx = b + (e0 + ne) * w;
+            size_t nbytes = DC_MIN((size_t)DC_CTX_SLAB * 64, n - e0 - ne) * w;
+            for (size_t q = 0; q < nbytes; q += 64)
+                __builtin_prefetch(nx + q, 0, 3);
+        }
         ge_masks(b + e0 * w, ne, w, thr, nt, ge);
         dc_ctx_slab_classes(ge, nt, nb, last, &sl);
         memset(chg, 0, nb * sizeof(chg[0]));
@@ -206,6 +214,8 @@ static inline __attribute__((always_inline)) unsigned dc_ctx_merge_impl(dc_ctx_g
                 default: memcpy(o + 8 * i, b + 8 * (size_t)pos[i], 8); break;
                 }
         }
+        if (fn)
+            fn(arg, e0, e0 + ne, k0, k);
     }
     for (unsigned c = 0; c <= nt; c++)
         if (ptr[c] != off[c + 1])
