@@ -194,7 +194,8 @@ typedef struct {
     uint64_t frames_by_kind[5];
     const char *base, *target; /* a given pair's paths */
     double bound0;    /* order-0 entropy bound of the XOR-coded frames, bytes */
-    double bound_ctx; /* base-conditioned bound, bytes (<0: not reported) */
+    double bound_ctx; /* base-conditioned bound of the same frames, bytes */
+    uint64_t frames, frames_ctx; /* all frames; ctx-sparse frames */
     uint64_t bounded_payload;
     /* positions+XOR through zstd -1, in-process: stream sizes and seconds */
     uint64_t xz_pos_bytes, xz_val_bytes;
@@ -633,9 +634,9 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
             r->ratio = s.bound_bytes > 0 ? (double)s.bounded_payload / s.bound_bytes : 0;
             r->bound0 = s.bound_bytes;
             r->bounded_payload = s.bounded_payload;
-            /* TODO(issue 18): until dc_delta_stats_t has bound_ctx_bytes (the
-             * lead's codec v2), the base-conditioned bound is not reported */
-            r->bound_ctx = -1;
+            r->bound_ctx = s.bound_ctx_bytes;
+            r->frames = s.frames;
+            r->frames_ctx = s.frames_ctx;
             memcpy(r->frames_by_kind, s.frames_by_kind, sizeof(r->frames_by_kind));
             dc_free(d);
         }
@@ -908,8 +909,13 @@ int dc_cmd_perf_codec(int argc, char **argv)
             json_object_set_new(o, "bound_bytes", json_real(r->bound0));
             json_object_set_new(o, "bounded_payload_bytes",
                                 json_integer((json_int_t)r->bounded_payload));
-            json_object_set_new(o, "bound_ctx_bytes",
-                                r->bound_ctx >= 0 ? json_real(r->bound_ctx) : json_null());
+            json_object_set_new(o, "bound_ctx_bytes", json_real(r->bound_ctx));
+            json_object_set_new(o, "payload_to_bound_ctx",
+                                json_real(r->bound_ctx > 0 ? (double)r->bounded_payload /
+                                                                 r->bound_ctx
+                                                           : 0));
+            json_object_set_new(o, "frames", json_integer((json_int_t)r->frames));
+            json_object_set_new(o, "frames_ctx", json_integer((json_int_t)r->frames_ctx));
             json_object_set_new(o, "delta_to_bound",
                                 json_real(r->bound0 > 0 ? (double)r->delta_bytes / r->bound0 : 0));
             json_object_set_new(o, "xor_zstd1_pos_bytes",
@@ -985,11 +991,12 @@ int dc_cmd_perf_codec(int argc, char **argv)
     ROW("deltacast overhead, % of payload", ".3f", 100.0 * dc_overhead_share(r));
     ROW("deltacast ratio to bound (<=1.15)", ".3f", r->ratio);
     ROW("order-0 bound, % of ckpt", ".3f", 100.0 * r->bound0 / (double)r->ckpt_bytes);
-    /* TODO(issue 18): bound_ctx < 0 until dc_delta_stats_t has bound_ctx_bytes */
-    ROW("base-cond. bound, % of ckpt", ".3f",
-        r->bound_ctx >= 0 ? 100.0 * r->bound_ctx / (double)r->ckpt_bytes : -1.0);
-    ROW("base-cond. bound / order-0 bound", ".3f",
-        r->bound_ctx >= 0 && r->bound0 > 0 ? r->bound_ctx / r->bound0 : -1.0);
+    ROW("base-cond. bound, % of ckpt", ".3f", 100.0 * r->bound_ctx / (double)r->ckpt_bytes);
+    ROW("base-cond. bound / order-0 bound", ".3f", r->bound0 > 0 ? r->bound_ctx / r->bound0 : 0.0);
+    ROW("deltacast payload / base-cond. bound", ".3f",
+        r->bound_ctx > 0 ? (double)r->bounded_payload / r->bound_ctx : 0.0);
+    ROW("ctx-sparse frames, % of frames", ".1f",
+        r->frames ? 100.0 * (double)r->frames_ctx / (double)r->frames : 0.0);
     ROW("deltacast delta / order-0 bound", ".3f",
         r->bound0 > 0 ? (double)r->delta_bytes / r->bound0 : 0.0);
     ROW("pos+XOR zstd-1, % of ckpt", ".3f",
