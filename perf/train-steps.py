@@ -40,7 +40,8 @@ import numpy as np
 # --------------------------------------------------------------------------------------------
 # safetensors, by hand
 
-DT_SIZE = {"BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F32": 4, "U8": 1, "U16": 2}
+DT_SIZE = {"BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F32": 4, "F64": 8, "BOOL": 1, "U8": 1,
+           "I8": 1, "I16": 2, "U16": 2, "I32": 4, "U32": 4, "I64": 8, "U64": 8}
 
 
 def write_safetensors(path, tensors, metadata=None):
@@ -98,7 +99,7 @@ def read_safetensors(path):
         n = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if b < 0 or e < b or e > len(data) or e - b != n * DT_SIZE[dtype]:
             raise ValueError("%s: tensor %r: bad data_offsets [%d, %d]" % (path, name, b, e))
-        u = {1: np.uint8, 2: np.uint16, 4: np.uint32}[DT_SIZE[dtype]]
+        u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[DT_SIZE[dtype]]
         out.append((name, dtype, shape, np.frombuffer(data[b:e], dtype="<" + np.dtype(u).str[1:])))
     return out, meta
 
@@ -275,6 +276,26 @@ def print_stats(label, s, min_share=0.001, out=sys.stdout):
                                          100 * rest_c / rest_n))
     p("  integer step |key(next)-key(base)| among changed values:")
     p("    " + "  ".join("%s:%.2f%%" % (h["step"], 100 * h["share"]) for h in s["steps"]))
+
+
+def print_side_by_side(labels, res, min_share=0.001):
+    """The statistics of several pairs as one table (markdown), a column per pair."""
+    w = max(10, max(len(x) for x in labels))
+    row = lambda name, cells: print("| %-26s | " % name + " | ".join("%*s" % (w, c) for c in cells) + " |")
+    row("statistic", labels)
+    print("|" + "-" * 28 + "|" + "|".join("-" * (w + 2) for _ in labels) + "|")
+    row("values changed %", ["%.3f" % (100 * r["rate"]) for r in res])
+    row("positive steps %", ["%.1f" % (100 * r["pos_share"]) for r in res])
+    for i, h in enumerate(res[0]["steps"]):
+        row("|step| %s, %% of changes" % h["step"], ["%.2f" % (100 * r["steps"][i]["share"]) for r in res])
+    exps = sorted({e["exp"] for r in res for e in r["by_exponent"]
+                   if e["values"] / max(1, r["values"]) >= min_share})
+    for x in exps:
+        cells = []
+        for r in res:
+            e = {b["exp"]: b for b in r["by_exponent"]}.get(x)
+            cells.append("%.2f / %.3f" % (100 * e["values"] / r["values"], 100 * e["rate"]) if e else "-")
+        row("exp %d: values%% / rate%%" % x, cells)
 
 
 # --------------------------------------------------------------------------------------------
@@ -457,8 +478,10 @@ def main():
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=Fmt)
     ap.add_argument("--out", default="train-steps-out", help="output directory (also holds the warm-up cache)")
-    ap.add_argument("--stats", nargs=2, metavar=("BASE", "NEXT"),
-                    help="only print change statistics for two safetensors files and exit")
+    ap.add_argument("--stats", nargs="+", metavar="FILE",
+                    help="only print change statistics for BASE NEXT [BASE2 NEXT2 ...] "
+                         "(safetensors files; several pairs: side by side) and exit")
+    ap.add_argument("--labels", default=None, help="with --stats: comma list of column labels")
     ap.add_argument("--json", action="store_true", help="with --stats: print the statistics as JSON")
     ap.add_argument("--d-model", type=int, default=256, help="model width (params ~ 12*layers*d^2)")
     ap.add_argument("--layers", type=int, default=6)
@@ -480,17 +503,27 @@ def main():
     a = ap.parse_args()
 
     if a.stats:
+        if len(a.stats) % 2:
+            sys.exit("train-steps: --stats takes pairs of files (BASE NEXT ...)")
+        pairs = [(a.stats[i], a.stats[i + 1]) for i in range(0, len(a.stats), 2)]
+        labels = a.labels.split(",") if a.labels else ["%s->%s" % p for p in pairs]
+        if len(labels) != len(pairs):
+            sys.exit("train-steps: --labels names %d columns for %d pairs" % (len(labels), len(pairs)))
+        res = []
         try:
-            b0, _ = read_safetensors(a.stats[0])
-            b1, _ = read_safetensors(a.stats[1])
-            s = pair_stats(b0, b1)
+            for b, n in pairs:
+                b0, _ = read_safetensors(b)
+                b1, _ = read_safetensors(n)
+                res.append(pair_stats(b0, b1))
         except (OSError, ValueError) as e:
             sys.exit("train-steps: %s" % e)
         if a.json:
-            json.dump(s, sys.stdout, indent=1)
+            json.dump(res[0] if len(res) == 1 else dict(zip(labels, res)), sys.stdout, indent=1)
             print()
+        elif len(res) == 1:
+            print_stats("%s -> %s" % pairs[0], res[0])
         else:
-            print_stats("%s -> %s" % tuple(a.stats), s)
+            print_side_by_side(labels, res)
         return
 
     dts = [x.strip() for x in a.dtypes.split(",") if x.strip()]
