@@ -19,7 +19,7 @@
  * probability by the base value's exponent, values as integer steps).  The
  * published codec's method is measured in-process as a third baseline:
  * positions as gaps in the smallest integer width and XOR words, each
- * stream through zstd level 1 (see xorzstd_baseline()).
+ * stream through zstd level 1 (see dc_xorzstd_baseline()).
  *
  * deltacast is timed on the in-memory API (dc_delta_diff_buffers /
  * dc_delta_apply_buffers, inputs already in memory, output buffer already

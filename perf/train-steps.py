@@ -19,8 +19,16 @@ changed, change rate per base exponent, distribution of the integer step in
 sign-magnitude order).  The warmed-up state is cached in OUT (torch.save) keyed
 by every setting that shapes it, so re-runs skip the warm-up.
 
-    --stats A B    prints the same statistics for any two safetensors files
-                   (same tensor names, 16- or 8-bit float dtypes) and exits.
+    --stats A B [A2 B2 ...]   prints the same statistics for any safetensors
+                   files (tensors of B matched by name; 16- and 8-bit float
+                   tensors counted, others skipped) and exits; several pairs
+                   make one side-by-side markdown table (--labels names the
+                   columns; --json for all figures).
+
+Timing: ~0.7 s a warm-up step on 2 idle cores (150 steps: 2 minutes), the
+measured steps and files about a minute.  Linear layers run as 1x1
+convolutions: Debian's torch 1.13 links the reference BLAS (~0.4 GFLOP/s),
+while its oneDNN convolutions reach ~14 GFLOP/s on 2 cores.
 
 Run with /usr/bin/python3 (Debian's torch 1.13 CPU and numpy); no network.
 Deterministic for a given machine (seeded; fixed thread count).
