@@ -77,9 +77,10 @@ static void dc_perf_codec_help(FILE *fp)
             "one thread and with all, and the same pairs through xdelta3 -e -s and\n"
             "zstd --patch-from (size and time) and the published codec's method\n"
             "(positions as gaps + XOR words, each through zstd -1, in-process).  Every\n"
-            "size is also set against the order-0 entropy bound.  Medians of R runs.  The deltas are\n"
-            "coded in the config codec_layout (DELTACAST_CODEC_LAYOUT=compact measures\n"
-            "the compact one; see deltacast diff --help).\n"
+            "size is also set against the order-0 entropy bound.  Medians of R runs.\n"
+            "The deltas are coded in the config codec_layout\n"
+            "(DELTACAST_CODEC_LAYOUT=compact measures the compact one; see deltacast\n"
+            "diff --help).\n"
             "\n"
             "Options:\n"
             "  --dir DIR                where the pairs live / are generated (default\n"
@@ -107,7 +108,6 @@ typedef struct {
     double rate;
     const char *base, *target; /* a given pair (--pair); NULL for gen cases */
 } dc_case_t;
-
 
 static const dc_case_t CASES[] = {
     {"opt1", DC_GEN_OPTIMIZER, 0.01, NULL, NULL},
@@ -196,9 +196,9 @@ typedef struct {
     double change_rate;
     double ratio;
     uint64_t frames_by_kind[5];
-    const char *base, *target; /* a given pair's paths */
-    double bound0;    /* order-0 entropy bound of the XOR-coded frames, bytes */
-    double bound_ctx; /* base-conditioned bound of the same frames, bytes */
+    const char *base, *target;   /* a given pair's paths */
+    double bound0;               /* order-0 entropy bound of the XOR-coded frames, bytes */
+    double bound_ctx;            /* base-conditioned bound of the same frames, bytes */
     uint64_t frames, frames_ctx; /* all frames; ctx-sparse frames */
     uint64_t bounded_payload;
     /* positions+XOR through zstd -1, in-process: stream sizes and seconds */
@@ -648,8 +648,7 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
         }
     }
     for (unsigned k = 0; k < bruns; k++) {
-        dc_perf_progress("perf codec: %s positions+XOR zstd -1 run %u/%u", cs->name, k + 1,
-                         bruns);
+        dc_perf_progress("perf codec: %s positions+XOR zstd -1 run %u/%u", cs->name, k + 1, bruns);
         double xs = 0;
         if ((st = dc_xorzstd_baseline(b, bl, n, nl, &r->xz_pos_bytes, &r->xz_val_bytes, &xs)) !=
             DC_OK)
@@ -832,9 +831,10 @@ int dc_cmd_perf_codec(int argc, char **argv)
                                               pair_buf[npairs][0]);
             for (size_t k = 0; k < DC_ARRAY_SIZE(CASES); k++)
                 if (strcmp(CASES[k].name, pair_buf[npairs][0]) == 0)
-                    return dc_cli_usage_error("perf codec",
-                                              "--pair: name '%s' is a gen case's", CASES[k].name);
-            pairs[npairs] = (dc_case_t){.name = pair_buf[npairs][0], .model = DC_GEN_OPTIMIZER,
+                    return dc_cli_usage_error("perf codec", "--pair: name '%s' is a gen case's",
+                                              CASES[k].name);
+            pairs[npairs] = (dc_case_t){.name = pair_buf[npairs][0],
+                                        .model = DC_GEN_OPTIMIZER,
                                         .base = pair_buf[npairs][1],
                                         .target = pair_buf[npairs][2]};
             npairs++;
@@ -859,9 +859,8 @@ int dc_cmd_perf_codec(int argc, char **argv)
                    (strlen(CASES[k].name) != len || strncmp(p, CASES[k].name, len) != 0))
                 k++;
         if (k == DC_ARRAY_SIZE(CASES))
-            return dc_cli_usage_error("perf codec",
-                                      "--cases: '%.*s' is not one of opt1, inj3, inj5, none",
-                                      (int)len, p);
+            return dc_cli_usage_error(
+                "perf codec", "--cases: '%.*s' is not one of opt1, inj3, inj5, none", (int)len, p);
         int dup = 0;
         for (size_t j = 0; j < nsel && k < DC_ARRAY_SIZE(CASES); j++)
             dup |= sel[j] == &CASES[k];
@@ -1015,8 +1014,7 @@ int dc_cmd_perf_codec(int argc, char **argv)
     ROW("apply in place GB/s 1 thread (>=4)", ".2f", dc_perf_median(&r->inplace_wall));
     ROW("apply in place GB/s 1 thread, cpu", ".2f", dc_perf_median(&r->inplace_cpu));
     ROW("apply in place GB/s all cores", ".2f", dc_perf_median(&r->inplace_all));
-    ROW("apply in place bit-exact", "s",
-        !r->inplace_run ? "n/a" : r->inplace_exact ? "yes" : "NO");
+    ROW("apply in place bit-exact", "s", !r->inplace_run ? "n/a" : r->inplace_exact ? "yes" : "NO");
     ROW("reference: XXH3 of each chunk GB/s", ".2f", dc_perf_median(&r->hash_ref));
     ROW("apply in place / XXH3 reference", ".2f",
         dc_perf_median(&r->hash_ref) > 0

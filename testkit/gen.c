@@ -408,8 +408,8 @@ static void dc_gen_spread_init(dc_gen_ctx_t *c)
 }
 
 /* The step's r for one element (dc_gen_laws), z ~ N(0,1). */
-static inline float dc_gen_step(const dc_gen_ctx_t *c, const dc_gen_tensor_t *t,
-                                dc_gen_rng_t *rng, float z)
+static inline float dc_gen_step(const dc_gen_ctx_t *c, const dc_gen_tensor_t *t, dc_gen_rng_t *rng,
+                                float z)
 {
     return t->rscale * c->spread[__builtin_popcountll(dc_gen_next(rng))] * z;
 }
@@ -530,8 +530,8 @@ static dc_status_t dc_gen_calibrate(dc_gen_ctx_t *c, double *pred)
     for (size_t i = 0; i < n; i++) {
         /* sample i stands for parameter (i + 1/2) params / n */
         uint64_t at = (uint64_t)(((double)i + 0.5) / (double)n * (double)c->plan.params);
-        while (ti < c->plan.n && (c->plan.t[ti].kind == DC_GEN_POS ||
-                                  at >= cum + c->plan.t[ti].nelems)) {
+        while (ti < c->plan.n &&
+               (c->plan.t[ti].kind == DC_GEN_POS || at >= cum + c->plan.t[ti].nelems)) {
             if (c->plan.t[ti].kind != DC_GEN_POS)
                 cum += c->plan.t[ti].nelems;
             ti++;

@@ -143,17 +143,21 @@ Test(perf_codec, pair_is_measured_with_bounds_and_xor_zstd, .timeout = 120)
     json_decref(root);
 
     /* malformed: usage error (2), nothing measured */
-    const char *bad[] = {"--pair x", "--pair =a,b", "--pair a=b,", "--pair 'a/b=x,y'",
+    const char *bad[] = {"--pair x",        "--pair =a,b",   "--pair a=b,", "--pair 'a/b=x,y'",
                          "--pair opt1=x,y", "--cases bogus", "--cases none"};
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-        snprintf(cmd, sizeof(cmd), "'%s' perf codec %s --runs 1 --no-baselines --dir '%s/out' "
-                 ">/dev/null 2>&1", bin, bad[k], dir);
+        snprintf(cmd, sizeof(cmd),
+                 "'%s' perf codec %s --runs 1 --no-baselines --dir '%s/out' "
+                 ">/dev/null 2>&1",
+                 bin, bad[k], dir);
         int rc = system(cmd);
         cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "'%s': status %d", bad[k], rc);
     }
     /* a missing file: a clear failure, not a crash */
-    snprintf(cmd, sizeof(cmd), "'%s' perf codec --cases none --pair m=%s/none,%s/none --runs 1 "
-             "--no-baselines --dir '%s/out' >/dev/null 2>&1", bin, dir, dir, dir);
+    snprintf(cmd, sizeof(cmd),
+             "'%s' perf codec --cases none --pair m=%s/none,%s/none --runs 1 "
+             "--no-baselines --dir '%s/out' >/dev/null 2>&1",
+             bin, dir, dir, dir);
     int rc = system(cmd);
     cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 2, "status %d", rc);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
