@@ -5,7 +5,21 @@
  *
  * Pairs: DIR/opt1 (optimizer, 1%), DIR/inj3 (inject, 3%), DIR/inj5
  * (inject, 5%), each holding base.safetensors and next.safetensors;
- * generated with `gen` (in-process) when missing.
+ * generated with `gen` (in-process) when missing.  `--pair NAME=BASE,TARGET`
+ * adds given checkpoint pairs (e.g. real optimizer steps written by
+ * perf/train-steps.py); their deltas and baseline outputs go to DIR/NAME.
+ *
+ * "ratio_to_bound" is the payload of the XOR-coded frames against the bound
+ * of the model each is coded with (bound_ctx_bytes: the base-conditioned
+ * one for ctx-sparse frames, order-0 for the rest).
+ *
+ * Sizes are set against two entropy bounds the diff reports
+ * (dc_delta_stats_t): the order-0 bound of the XOR-coded frames
+ * (bound_bytes) and the base-conditioned bound (bound_ctx_bytes: change
+ * probability by the base value's exponent, values as integer steps).  The
+ * published codec's method is measured in-process as a third baseline:
+ * positions as gaps in the smallest integer width and XOR words, each
+ * stream through zstd level 1 (see dc_xorzstd_baseline()).
  *
  * deltacast is timed on the in-memory API (dc_delta_diff_buffers /
  * dc_delta_apply_buffers, inputs already in memory, output buffer already
@@ -30,6 +44,7 @@
 #include "testkit/gen.h"
 #include "testkit/harness.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -42,29 +57,39 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 extern char **environ;
+
+#define DC_MAX_PAIRS 16 /* --pair */
 
 static void dc_perf_codec_help(FILE *fp)
 {
     fprintf(fp,
             "Usage: deltacast perf codec [--dir DIR] [--params N] [--runs R] [--threads T]\n"
             "                            [--chunk-size S] [--cases LIST] [--no-baselines]\n"
+            "                            [--pair NAME=BASE,TARGET]...\n"
             "                            [--baseline-runs R] [--baseline-timeout SEC] [--json]\n"
             "                            [--json-file FILE]\n"
             "\n"
             "Measure the delta codec on gen pairs: delta size (%% of the checkpoint), ratio\n"
             "to the entropy bound, encode (diff+encode+compress) and apply throughput with\n"
             "one thread and with all, and the same pairs through xdelta3 -e -s and\n"
-            "zstd --patch-from (size and time).  Medians of R runs.  The deltas are\n"
-            "coded in the config codec_layout (DELTACAST_CODEC_LAYOUT=compact measures\n"
-            "the compact one; see deltacast diff --help).\n"
+            "zstd --patch-from (size and time) and the published codec's method\n"
+            "(positions as gaps + XOR words, each through zstd -1, in-process).  Every\n"
+            "size is also set against the order-0 entropy bound.  Medians of R runs.\n"
+            "The deltas are coded in the config codec_layout\n"
+            "(DELTACAST_CODEC_LAYOUT=compact measures the compact one; see deltacast\n"
+            "diff --help).\n"
             "\n"
             "Options:\n"
             "  --dir DIR                where the pairs live / are generated (default\n"
             "                           /dev/shm/deltacast-perf); DIR/opt1, DIR/inj3, DIR/inj5\n"
             "  --params N               parameters when generating (default 1e8)\n"
-            "  --cases LIST             comma list of opt1,inj3,inj5 (default all)\n"
+            "  --cases LIST             comma list of opt1,inj3,inj5, or none (default all)\n"
+            "  --pair NAME=BASE,TARGET  also measure this checkpoint pair (repeatable, up to\n"
+            "                           %d; NAME: letters, digits, '.', '_', '-'); its outputs\n"
+            "                           go to DIR/NAME\n"
             "  --runs R                 runs per measurement (default 3)\n"
             "  --threads T              the 'all cores' thread count (default: all CPUs)\n"
             "  --chunk-size S           chunk size (default: config chunk_size)\n"
@@ -73,19 +98,21 @@ static void dc_perf_codec_help(FILE *fp)
             "  --baseline-timeout SEC   kill a baseline run after SEC seconds (default 600)\n"
             "  --json                   all figures as JSON (instead of the table)\n"
             "  --json-file FILE         also write the JSON to FILE\n"
-            "  -h, --help               show this help\n");
+            "  -h, --help               show this help\n",
+            DC_MAX_PAIRS);
 }
 
 typedef struct {
     const char *name;
     dc_gen_model_t model;
     double rate;
+    const char *base, *target; /* a given pair (--pair); NULL for gen cases */
 } dc_case_t;
 
 static const dc_case_t CASES[] = {
-    {"opt1", DC_GEN_OPTIMIZER, 0.01},
-    {"inj3", DC_GEN_INJECT, 0.03},
-    {"inj5", DC_GEN_INJECT, 0.05},
+    {"opt1", DC_GEN_OPTIMIZER, 0.01, NULL, NULL},
+    {"inj3", DC_GEN_INJECT, 0.03, NULL, NULL},
+    {"inj5", DC_GEN_INJECT, 0.05, NULL, NULL},
 };
 
 static double dc_cpu_s(void)
@@ -169,12 +196,20 @@ typedef struct {
     double change_rate;
     double ratio;
     uint64_t frames_by_kind[5];
+    const char *base, *target;   /* a given pair's paths */
+    double bound0;               /* order-0 entropy bound of the XOR-coded frames, bytes */
+    double bound_ctx;            /* base-conditioned bound of the same frames, bytes */
+    uint64_t frames, frames_ctx; /* all frames; ctx-sparse frames */
+    uint64_t bounded_payload;
+    /* positions+XOR through zstd -1, in-process: stream sizes and seconds */
+    uint64_t xz_pos_bytes, xz_val_bytes;
+    dc_perf_metric_t xz_s;
     dc_perf_metric_t enc1_wall, enc1_cpu, encN_wall, app1_wall, app1_cpu, appN_wall;
     dc_perf_metric_t inplace_wall, inplace_cpu, inplace_all;
     dc_perf_metric_t hash_ref; /* XXH3-128 of every chunk: the floor of verifying */
     dc_perf_metric_t copy_ref; /* memcpy of every chunk: the floor of a new buffer */
     dc_perf_metric_t file_diff, file_apply;
-    int exact, inplace_exact;
+    int exact, inplace_exact, inplace_run;
     /* baselines: size (0 = not run), median seconds (<0 = failed/timeout) */
     uint64_t xd_bytes, zs_bytes;
     dc_perf_metric_t xd_s, zs_s;
@@ -317,6 +352,129 @@ out:
     return st;
 }
 
+/*
+ * The published codec's method (BACKGROUND.md: NeMo-DCR), as a baseline
+ * computed in-process: for every tensor of the target matched by name,
+ * dtype and shape in the base, the changed elements' positions as gaps
+ * (the first from the tensor's start) in the smallest integer width that
+ * holds that tensor's largest gap (1, 2, 4 or 8 bytes), and their XOR words
+ * (new ^ old, the element's width); a tensor with no match is sent whole
+ * (its bytes go to the values stream).  All positions form one stream and
+ * all values another, each compressed with zstd level 1 in one call, and
+ * the two compressed sizes are the baseline's size (the published code
+ * compresses per chunk, which can only be larger: this is its best case).
+ * Headers are not counted.  `secs` is the wall time of the whole (diff,
+ * gaps, XOR and both compressions), one thread.
+ */
+static uint64_t dc_elem(const uint8_t *p, unsigned w)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, w); /* little-endian hosts only, as the codec */
+    return v;
+}
+
+static void dc_put_le(uint8_t *p, uint64_t v, unsigned w)
+{
+    for (unsigned i = 0; i < w; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static dc_status_t dc_zstd1(const uint8_t *src, size_t len, uint64_t *out)
+{
+    size_t cap = ZSTD_compressBound(len);
+    void *dst = malloc(cap ? cap : 1);
+    if (!dst)
+        return dc_error(DC_ERR_NOMEM, "perf codec: out of memory for zstd output");
+    size_t r = ZSTD_compress(dst, cap, src, len, 1);
+    free(dst);
+    if (ZSTD_isError(r))
+        return dc_error(DC_ERR_INTERNAL, "perf codec: zstd: %s", ZSTD_getErrorName(r));
+    *out = r;
+    return DC_OK;
+}
+
+static dc_status_t dc_xorzstd_baseline(const uint8_t *b, size_t bl, const uint8_t *n, size_t nl,
+                                       uint64_t *pos_bytes, uint64_t *val_bytes, double *secs)
+{
+    dc_st_file_t *fb = NULL, *fn = NULL;
+    uint8_t *pos = NULL, *val = NULL;
+    unsigned *width = NULL;
+    double t0 = dc_now_s();
+    dc_status_t st = dc_st_open_mem(b, bl, "base", &fb);
+    if (st != DC_OK)
+        return st;
+    if ((st = dc_st_open_mem(n, nl, "target", &fn)) != DC_OK)
+        goto out;
+    size_t nt = dc_st_count(fn);
+    width = calloc(nt ? nt : 1, sizeof(*width));
+    if (!width) {
+        st = dc_error(DC_ERR_NOMEM, "perf codec: out of memory");
+        goto out;
+    }
+    /* pass 1: stream sizes (width 0: the tensor is sent whole) */
+    uint64_t npos = 0, nval = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(fn, i), *s = dc_st_find(fb, t->name);
+        unsigned w = (unsigned)dc_dtype_size(t->dtype);
+        if (!s || s->dtype != t->dtype || s->nelems != t->nelems || w > 8) {
+            nval += t->end - t->begin;
+            continue;
+        }
+        const uint8_t *pb = dc_st_data(fb, s), *pn = dc_st_data(fn, t);
+        uint64_t last = 0, maxgap = 0, changed = 0;
+        for (uint64_t e = 0; e < t->nelems; e++)
+            if (dc_elem(pb + e * w, w) != dc_elem(pn + e * w, w)) {
+                maxgap = DC_MAX(maxgap, e - last);
+                last = e;
+                changed++;
+            }
+        width[i] = maxgap < (1u << 8) ? 1 : maxgap < (1u << 16) ? 2 : maxgap >> 32 == 0 ? 4 : 8;
+        npos += changed * width[i];
+        nval += changed * w;
+    }
+    pos = malloc(npos ? npos : 1);
+    val = malloc(nval ? nval : 1);
+    if (!pos || !val) {
+        st = dc_error(DC_ERR_NOMEM, "perf codec: out of memory for the baseline's streams");
+        goto out;
+    }
+    /* pass 2: fill them */
+    uint8_t *pp = pos, *vp = val;
+    for (size_t i = 0; i < nt; i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(fn, i), *s = dc_st_find(fb, t->name);
+        const uint8_t *pn = dc_st_data(fn, t);
+        if (!width[i]) {
+            memcpy(vp, pn, t->end - t->begin);
+            vp += t->end - t->begin;
+            continue;
+        }
+        unsigned w = (unsigned)dc_dtype_size(t->dtype);
+        const uint8_t *pb = dc_st_data(fb, s);
+        uint64_t last = 0;
+        for (uint64_t e = 0; e < t->nelems; e++) {
+            uint64_t x = dc_elem(pb + e * w, w) ^ dc_elem(pn + e * w, w);
+            if (!x)
+                continue;
+            dc_put_le(pp, e - last, width[i]);
+            pp += width[i];
+            dc_put_le(vp, x, w);
+            vp += w;
+            last = e;
+        }
+    }
+    if ((st = dc_zstd1(pos, npos, pos_bytes)) != DC_OK ||
+        (st = dc_zstd1(val, nval, val_bytes)) != DC_OK)
+        goto out;
+    *secs = dc_now_s() - t0;
+out:
+    free(pos);
+    free(val);
+    free(width);
+    dc_st_close(fn);
+    dc_st_close(fb);
+    return st;
+}
+
 static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t params,
                               unsigned runs, unsigned threads, uint64_t chunk, int baselines,
                               unsigned bruns, double btimeout, dc_codec_res_t *r)
@@ -325,21 +483,27 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
     snprintf(sub, sizeof(sub), "%s/%s", dir, cs->name);
     snprintf(bp, sizeof(bp), "%s/base.safetensors", sub);
     snprintf(np, sizeof(np), "%s/next.safetensors", sub);
-    mkdir(dir, 0755);
-    mkdir(sub, 0755);
+    if (cs->base) {
+        snprintf(bp, sizeof(bp), "%s", cs->base);
+        snprintf(np, sizeof(np), "%s", cs->target);
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return dc_error_errno(DC_ERR_IO, errno, "cannot create '%s'", dir);
+    if (mkdir(sub, 0755) != 0 && errno != EEXIST)
+        return dc_error_errno(DC_ERR_IO, errno, "cannot create '%s'", sub);
     /* a pair left by an earlier run is reused only if it was generated
      * with these parameters (the stamp beside it says with which) */
     char sp[1100], want[160], have[160] = "";
     snprintf(sp, sizeof(sp), "%s/gen-params", sub);
     snprintf(want, sizeof(want), "params=%llu rate=%.17g model=%d seed=1 dtype=bf16\n",
              (unsigned long long)params, cs->rate, (int)cs->model);
-    FILE *sf = fopen(sp, "r");
+    FILE *sf = cs->base ? NULL : fopen(sp, "r");
     if (sf) {
         if (!fgets(have, sizeof(have), sf))
             have[0] = '\0';
         fclose(sf);
     }
-    if (!dc_file_exists(bp) || !dc_file_exists(np) || strcmp(have, want) != 0) {
+    if (!cs->base && (!dc_file_exists(bp) || !dc_file_exists(np) || strcmp(have, want) != 0)) {
         dc_perf_progress("perf codec: generating %s (%.3g params)", cs->name, (double)params);
         unlink(sp);
         dc_gen_opts_t go = {.params = params, .change_rate = cs->rate, .model = cs->model,
@@ -371,6 +535,8 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
      * (0.5 GB/s instead of ~3 at 1e9 params) */
     memset(out, 0xa5, nl);
     r->name = cs->name;
+    r->base = cs->base;
+    r->target = cs->target;
     r->ckpt_bytes = nl;
     dc_perf_metric_init(&r->enc1_wall, "encode_1t", "GB/s");
     dc_perf_metric_init(&r->enc1_cpu, "encode_per_core_cpu", "GB/s");
@@ -384,10 +550,20 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
     dc_perf_metric_init(&r->hash_ref, "xxh3_read_1t", "GB/s");
     dc_perf_metric_init(&r->copy_ref, "memcpy_1t", "GB/s");
     r->inplace_exact = 1;
+    /* the receiver's in-place path patches tensor bytes only: it needs the
+     * same header (and size) on both sides; other pairs skip it */
+    uint64_t bh = 0, nh = 0;
+    if (bl >= 8 && nl >= 8) {
+        bh = dc_load_le64(b);
+        nh = dc_load_le64(n);
+    }
+    const int same_header = bl == nl && bh == nh && bh <= bl - 8 && memcmp(b, n, 8 + bh) == 0;
+    r->inplace_run = same_header;
     dc_perf_metric_init(&r->file_diff, "file_diff", "s");
     dc_perf_metric_init(&r->file_apply, "file_apply", "s");
     dc_perf_metric_init(&r->xd_s, "xdelta3", "s");
     dc_perf_metric_init(&r->zs_s, "zstd_patch_from", "s");
+    dc_perf_metric_init(&r->xz_s, "xor_zstd1", "s");
     r->exact = 1;
     dc_status_t st = DC_OK;
     for (unsigned pass = 0; pass < 2; pass++) {
@@ -412,7 +588,7 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
             if (ol != nl || memcmp(out, n, nl) != 0)
                 r->exact = 0;
             memset(out, 0, 4096);
-            if (bl == nl) {
+            if (same_header) {
                 /* the receiver's path: patch in place, verify each chunk
                  * (pass 0: one thread; pass 1: every core at once) */
                 double iw = 0, ic = 0, hw = 0;
@@ -459,10 +635,25 @@ static dc_status_t dc_measure(const char *dir, const dc_case_t *cs, uint64_t par
             r->delta_bytes = dl;
             r->payload_bytes = s.payload_bytes;
             r->change_rate = s.elements ? (double)s.changed / (double)s.elements : 0;
-            r->ratio = s.bound_bytes > 0 ? (double)s.bounded_payload / s.bound_bytes : 0;
+            /* against the bound of the model each frame is coded with: the
+             * base-conditioned one for ctx-sparse frames, order-0 for the rest */
+            r->ratio = s.bound_ctx_bytes > 0 ? (double)s.bounded_payload / s.bound_ctx_bytes : 0;
+            r->bound0 = s.bound_bytes;
+            r->bounded_payload = s.bounded_payload;
+            r->bound_ctx = s.bound_ctx_bytes;
+            r->frames = s.frames;
+            r->frames_ctx = s.frames_ctx;
             memcpy(r->frames_by_kind, s.frames_by_kind, sizeof(r->frames_by_kind));
             dc_free(d);
         }
+    }
+    for (unsigned k = 0; k < bruns; k++) {
+        dc_perf_progress("perf codec: %s positions+XOR zstd -1 run %u/%u", cs->name, k + 1, bruns);
+        double xs = 0;
+        if ((st = dc_xorzstd_baseline(b, bl, n, nl, &r->xz_pos_bytes, &r->xz_val_bytes, &xs)) !=
+            DC_OK)
+            goto out;
+        dc_perf_metric_add(&r->xz_s, xs);
     }
     free(out);
     out = NULL;
@@ -529,7 +720,7 @@ out:
 int dc_cmd_perf_codec(int argc, char **argv)
 {
     enum { O_DIR = 1000, O_PARAMS, O_RUNS, O_THREADS, O_CHUNK, O_NOBASE, O_BRUNS, O_BTIME,
-           O_JSON, O_CASES, O_JSONFILE };
+           O_JSON, O_CASES, O_JSONFILE, O_PAIR };
     static const struct option opts[] = {
         {"dir", required_argument, NULL, O_DIR},
         {"params", required_argument, NULL, O_PARAMS},
@@ -542,6 +733,7 @@ int dc_cmd_perf_codec(int argc, char **argv)
         {"baseline-timeout", required_argument, NULL, O_BTIME},
         {"json", no_argument, NULL, O_JSON},
         {"json-file", required_argument, NULL, O_JSONFILE},
+        {"pair", required_argument, NULL, O_PAIR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -551,6 +743,9 @@ int dc_cmd_perf_codec(int argc, char **argv)
     double btimeout = 600;
     bool json = false, baselines = true;
     double dv;
+    dc_case_t pairs[DC_MAX_PAIRS];
+    char pair_buf[DC_MAX_PAIRS][3][1024];
+    size_t npairs = 0;
     optind = 1;
     int c;
     while ((c = dc_cli_getopt("perf codec", argc, argv, "h", opts)) != -1) {
@@ -604,26 +799,92 @@ int dc_cmd_perf_codec(int argc, char **argv)
         case O_JSONFILE:
             json_file = optarg;
             break;
+        case O_PAIR: {
+            if (npairs == DC_MAX_PAIRS)
+                return dc_cli_usage_error("perf codec", "--pair: at most %d pairs", DC_MAX_PAIRS);
+            const char *eq = strchr(optarg, '='), *comma = eq ? strchr(eq + 1, ',') : NULL;
+            if (!eq || !comma || eq == optarg || comma == eq + 1 || !comma[1])
+                return dc_cli_usage_error("perf codec", "--pair: '%s' is not NAME=BASE,TARGET",
+                                          optarg);
+            size_t nl = (size_t)(eq - optarg), bl = (size_t)(comma - eq - 1),
+                   tl = strlen(comma + 1);
+            if (nl > 48 || bl >= sizeof(pair_buf[0][1]) || tl >= sizeof(pair_buf[0][2]))
+                return dc_cli_usage_error("perf codec", "--pair: '%.80s...': name or path too long",
+                                          optarg);
+            for (size_t k = 0; k < nl; k++)
+                if (!isalnum((unsigned char)optarg[k]) && !strchr("._-", optarg[k]))
+                    return dc_cli_usage_error("perf codec",
+                                              "--pair: name '%.*s' may hold only letters, "
+                                              "digits, '.', '_' and '-'",
+                                              (int)nl, optarg);
+            memcpy(pair_buf[npairs][0], optarg, nl);
+            pair_buf[npairs][0][nl] = '\0';
+            memcpy(pair_buf[npairs][1], eq + 1, bl);
+            pair_buf[npairs][1][bl] = '\0';
+            memcpy(pair_buf[npairs][2], comma + 1, tl + 1);
+            if (strcmp(pair_buf[npairs][0], ".") == 0 || strcmp(pair_buf[npairs][0], "..") == 0)
+                return dc_cli_usage_error("perf codec", "--pair: '%s' is not a usable name",
+                                          pair_buf[npairs][0]);
+            for (size_t k = 0; k < npairs; k++)
+                if (strcmp(pairs[k].name, pair_buf[npairs][0]) == 0)
+                    return dc_cli_usage_error("perf codec", "--pair: name '%s' given twice",
+                                              pair_buf[npairs][0]);
+            for (size_t k = 0; k < DC_ARRAY_SIZE(CASES); k++)
+                if (strcmp(CASES[k].name, pair_buf[npairs][0]) == 0)
+                    return dc_cli_usage_error("perf codec", "--pair: name '%s' is a gen case's",
+                                              CASES[k].name);
+            pairs[npairs] = (dc_case_t){.name = pair_buf[npairs][0],
+                                        .model = DC_GEN_OPTIMIZER,
+                                        .base = pair_buf[npairs][1],
+                                        .target = pair_buf[npairs][2]};
+            npairs++;
+            break;
+        }
         default:
             return DC_EXIT_USAGE;
         }
     }
     if (optind != argc)
         return dc_cli_usage_error("perf codec", "unexpected argument '%s'", argv[optind]);
-    dc_codec_res_t res[DC_ARRAY_SIZE(CASES)];
+    /* the selected gen cases, then the given pairs */
+    const dc_case_t *sel[DC_ARRAY_SIZE(CASES) + DC_MAX_PAIRS];
+    size_t nsel = 0;
+    for (const char *p = cases; *p;) {
+        size_t len = strcspn(p, ",");
+        size_t k = 0;
+        if (len == 4 && strncmp(p, "none", 4) == 0)
+            k = DC_ARRAY_SIZE(CASES) + 1;
+        else
+            while (k < DC_ARRAY_SIZE(CASES) &&
+                   (strlen(CASES[k].name) != len || strncmp(p, CASES[k].name, len) != 0))
+                k++;
+        if (k == DC_ARRAY_SIZE(CASES))
+            return dc_cli_usage_error(
+                "perf codec", "--cases: '%.*s' is not one of opt1, inj3, inj5, none", (int)len, p);
+        int dup = 0;
+        for (size_t j = 0; j < nsel && k < DC_ARRAY_SIZE(CASES); j++)
+            dup |= sel[j] == &CASES[k];
+        if (k < DC_ARRAY_SIZE(CASES) && !dup)
+            sel[nsel++] = &CASES[k];
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    for (size_t i = 0; i < npairs; i++)
+        sel[nsel++] = &pairs[i];
+    if (nsel == 0)
+        return dc_cli_usage_error("perf codec", "--cases '%s' and no --pair: nothing to measure",
+                                  cases);
+    dc_codec_res_t res[DC_ARRAY_SIZE(CASES) + DC_MAX_PAIRS];
     size_t nres = 0;
-    for (size_t i = 0; i < DC_ARRAY_SIZE(CASES); i++) {
-        if (!strstr(cases, CASES[i].name))
-            continue;
+    for (size_t i = 0; i < nsel; i++) {
         memset(&res[nres], 0, sizeof(res[nres]));
-        dc_status_t st = dc_measure(dir, &CASES[i], params, (unsigned)runs, (unsigned)threads,
-                                    chunk, baselines, (unsigned)bruns, btimeout, &res[nres]);
+        dc_status_t st = dc_measure(dir, sel[i], params, (unsigned)runs, (unsigned)threads, chunk,
+                                    baselines, (unsigned)bruns, btimeout, &res[nres]);
         if (st != DC_OK)
-            return dc_cli_fail("perf codec", st, "%s", CASES[i].name);
+            return dc_cli_fail("perf codec", st, "%s", sel[i]->name);
         nres++;
     }
-    if (nres == 0)
-        return dc_cli_usage_error("perf codec", "--cases: nothing selected from '%s'", cases);
     if (json || json_file) {
         json_t *root = json_object();
         json_object_set_new(root, "benchmark", json_string("codec"));
@@ -646,6 +907,25 @@ int dc_cmd_perf_codec(int argc, char **argv)
                                 json_integer((json_int_t)dc_overhead_bytes(r)));
             json_object_set_new(o, "overhead_share", json_real(dc_overhead_share(r)));
             json_object_set_new(o, "ratio_to_bound", json_real(r->ratio));
+            if (r->base) {
+                json_object_set_new(o, "base", json_string(r->base));
+                json_object_set_new(o, "target", json_string(r->target));
+            }
+            json_object_set_new(o, "bound_bytes", json_real(r->bound0));
+            json_object_set_new(o, "bounded_payload_bytes",
+                                json_integer((json_int_t)r->bounded_payload));
+            json_object_set_new(o, "bound_ctx_bytes", json_real(r->bound_ctx));
+            json_object_set_new(o, "frames", json_integer((json_int_t)r->frames));
+            json_object_set_new(o, "frames_ctx", json_integer((json_int_t)r->frames_ctx));
+            json_object_set_new(o, "delta_to_bound",
+                                json_real(r->bound0 > 0 ? (double)r->delta_bytes / r->bound0 : 0));
+            json_object_set_new(o, "xor_zstd1_pos_bytes",
+                                json_integer((json_int_t)r->xz_pos_bytes));
+            json_object_set_new(o, "xor_zstd1_val_bytes",
+                                json_integer((json_int_t)r->xz_val_bytes));
+            json_object_set_new(o, "xor_zstd1_bytes",
+                                json_integer((json_int_t)(r->xz_pos_bytes + r->xz_val_bytes)));
+            json_object_set_new(o, "xor_zstd1_s", dc_perf_metric_json(&r->xz_s));
             json_object_set_new(o, "exact", json_boolean(r->exact));
             json_object_set_new(o, "encode_1t_gbps", dc_perf_metric_json(&r->enc1_wall));
             json_object_set_new(o, "encode_per_core_cpu_gbps", dc_perf_metric_json(&r->enc1_cpu));
@@ -659,7 +939,8 @@ int dc_cmd_perf_codec(int argc, char **argv)
             json_object_set_new(o, "apply_in_place_all_gbps", dc_perf_metric_json(&r->inplace_all));
             json_object_set_new(o, "xxh3_read_1t_gbps", dc_perf_metric_json(&r->hash_ref));
             json_object_set_new(o, "memcpy_1t_gbps", dc_perf_metric_json(&r->copy_ref));
-            json_object_set_new(o, "apply_in_place_exact", json_boolean(r->inplace_exact));
+            json_object_set_new(o, "apply_in_place_exact",
+                                r->inplace_run ? json_boolean(r->inplace_exact) : json_null());
             json_object_set_new(o, "file_diff_s", dc_perf_metric_json(&r->file_diff));
             json_object_set_new(o, "file_apply_s", dc_perf_metric_json(&r->file_apply));
             if (baselines) {
@@ -709,7 +990,21 @@ int dc_cmd_perf_codec(int argc, char **argv)
     ROW("bit-exact round trip", "s", r->exact ? "yes" : "NO");
     ROW("deltacast delta, % of ckpt", ".3f", 100.0 * (double)r->delta_bytes / (double)r->ckpt_bytes);
     ROW("deltacast overhead, % of payload", ".3f", 100.0 * dc_overhead_share(r));
-    ROW("deltacast ratio to bound (<=1.15)", ".3f", r->ratio);
+    ROW("deltacast payload / its bound (<=1.15)", ".3f", r->ratio);
+    ROW("order-0 bound, % of ckpt", ".3f", 100.0 * r->bound0 / (double)r->ckpt_bytes);
+    ROW("base-cond. bound, % of ckpt", ".3f", 100.0 * r->bound_ctx / (double)r->ckpt_bytes);
+    ROW("base-cond. bound / order-0 bound", ".3f", r->bound0 > 0 ? r->bound_ctx / r->bound0 : 0.0);
+    ROW("ctx-sparse frames, % of frames", ".1f",
+        r->frames ? 100.0 * (double)r->frames_ctx / (double)r->frames : 0.0);
+    ROW("deltacast delta / order-0 bound", ".3f",
+        r->bound0 > 0 ? (double)r->delta_bytes / r->bound0 : 0.0);
+    ROW("pos+XOR zstd-1, % of ckpt", ".3f",
+        100.0 * (double)(r->xz_pos_bytes + r->xz_val_bytes) / (double)r->ckpt_bytes);
+    ROW("pos+XOR zstd-1 / order-0 bound", ".3f",
+        r->bound0 > 0 ? (double)(r->xz_pos_bytes + r->xz_val_bytes) / r->bound0 : 0.0);
+    ROW("pos+XOR zstd-1 / deltacast", ".2f",
+        (double)(r->xz_pos_bytes + r->xz_val_bytes) / (double)r->delta_bytes);
+    ROW("pos+XOR zstd-1 encode s", ".3f", r->xz_s.n ? dc_perf_median(&r->xz_s) : -1.0);
     ROW("encode GB/s 1 thread (>=2)", ".2f", dc_perf_median(&r->enc1_wall));
     ROW("encode GB/s 1 thread, cpu", ".2f", dc_perf_median(&r->enc1_cpu));
     ROW("encode GB/s all cores", ".2f", dc_perf_median(&r->encN_wall));
@@ -719,7 +1014,7 @@ int dc_cmd_perf_codec(int argc, char **argv)
     ROW("apply in place GB/s 1 thread (>=4)", ".2f", dc_perf_median(&r->inplace_wall));
     ROW("apply in place GB/s 1 thread, cpu", ".2f", dc_perf_median(&r->inplace_cpu));
     ROW("apply in place GB/s all cores", ".2f", dc_perf_median(&r->inplace_all));
-    ROW("apply in place bit-exact", "s", r->inplace_exact ? "yes" : "NO");
+    ROW("apply in place bit-exact", "s", !r->inplace_run ? "n/a" : r->inplace_exact ? "yes" : "NO");
     ROW("reference: XXH3 of each chunk GB/s", ".2f", dc_perf_median(&r->hash_ref));
     ROW("apply in place / XXH3 reference", ".2f",
         dc_perf_median(&r->hash_ref) > 0
@@ -745,6 +1040,10 @@ int dc_cmd_perf_codec(int argc, char **argv)
             r->zs_bytes ? (double)r->zs_bytes / (double)r->delta_bytes : 0.0);
         ROW("time: zstd-patch / deltacast file", ".1f",
             r->zs_s.n ? dc_perf_median(&r->zs_s) / dc_perf_median(&r->file_diff) : 0.0);
+        ROW("xdelta3 / order-0 bound", ".3f",
+            r->xd_bytes && r->bound0 > 0 ? (double)r->xd_bytes / r->bound0 : 0.0);
+        ROW("zstd-patch / order-0 bound", ".3f",
+            r->zs_bytes && r->bound0 > 0 ? (double)r->zs_bytes / r->bound0 : 0.0);
         for (size_t i = 0; i < nres; i++)
             if (*res[i].xd_note || *res[i].zs_note)
                 printf("note: %s: xdelta3 %s, zstd %s (-1 = not measured)\n", res[i].name,
@@ -752,5 +1051,8 @@ int dc_cmd_perf_codec(int argc, char **argv)
                        *res[i].zs_note ? res[i].zs_note : "ok");
     }
 #undef ROW
+    for (size_t i = 0; i < nres; i++)
+        if (res[i].base)
+            printf("pair %s: %s -> %s\n", res[i].name, res[i].base, res[i].target);
     return DC_EXIT_OK;
 }

@@ -14,16 +14,21 @@
  * (splitmix64 keyed by seed, tensor and block), so the thread count does not
  * change a byte.
  *
- * Change models (see issue 3):
- *   optimizer  FP32 master w (weights N(0, 0.02), norms 1 + N(0, 0.05));
- *              one Adam-like step w' = w - lr * g / (|g| + 0.1), g ~ N(0,1)
- *              ("sign-ish", |step| ~ lr); base = round(w), next = round(w')
- *              to the output dtype, round-to-nearest-even.  lr is solved by
- *              bisection on a sample so that ~change_rate of the values
- *              change.  (For F32 output the master is double.)
- *   inject     base as above; each element is selected with probability
- *              change_rate and multiplied by (1 + 0.01 N(0,1)), re-rounded;
- *              some round back, so the real rate is below the request.
+ * Change models (issues 3 and 18):
+ *   optimizer  FP32 master w (weights N(0, 0.02), o_proj/down_proj
+ *              N(0, 0.02 / sqrt(2 layers)), norms 1 + N(0, 0.05)); one
+ *              Adam-like step w' = w - lr * r, r = s_t * e * N(0,1) with a
+ *              per-tensor scale s_t = exp(0.25 N) and a per-element one
+ *              e = exp(0.3 N) (fitted to real AdamW steps written by
+ *              perf/train-steps.py; perf/README.md compares them); base =
+ *              round(w), next = round(w') to the output dtype,
+ *              round-to-nearest-even.  lr is solved by bisection on a sample
+ *              so that ~change_rate of the values change.  (For F32 output
+ *              the master is double.)
+ *   inject     base with weights N(0, 0.02) (all of them) and norms as
+ *              above; each element is selected with probability change_rate
+ *              and multiplied by (1 + 0.01 N(0,1)), re-rounded; some round
+ *              back, so the real rate is below the request.
  * The I64 buffer never changes and does not count as a parameter.
  */
 #ifndef DC_TESTKIT_GEN_H

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 Test(perf_codec, json_reports_exact_round_trips, .timeout = 120)
 {
@@ -82,6 +83,84 @@ Test(perf_codec, pairs_of_other_params_are_regenerated, .timeout = 120)
     cr_assert(big > small * 3 / 2, "1e6: %lld bytes, then 2e6: %lld", small, big);
     cr_assert_eq(again, big);
     char cmd[1100];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static json_t *run_json(const char *cmd, int *status)
+{
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    json_error_t err;
+    json_t *root = json_loadf(p, 0, &err);
+    *status = pclose(p);
+    return root;
+}
+
+/* --pair measures a given checkpoint pair (here a gen pair written by
+ * `gen`) instead of the gen cases, with both bounds and the positions+XOR
+ * zstd -1 baseline in the JSON; a malformed --pair is a usage error. */
+Test(perf_codec, pair_is_measured_with_bounds_and_xor_zstd, .timeout = 120)
+{
+    const char *bin = getenv("DELTACAST_BIN");
+    cr_assert_not_null(bin);
+    char dir[] = "/tmp/dc_perf_codec_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "'%s' gen --params 1e6 --change-rate 0.02 --seed 5 -o '%s/p' >/dev/null 2>&1", bin,
+             dir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd),
+             "'%s' perf codec --cases none --pair mine=%s/p/base.safetensors,%s/p/next.safetensors "
+             "--runs 1 --no-baselines --json --dir '%s/out' 2>/dev/null",
+             bin, dir, dir, dir);
+    int status;
+    json_t *root = run_json(cmd, &status);
+    cr_assert_eq(status, 0, "perf codec exit status %d", status);
+    cr_assert_not_null(root);
+    json_t *cases = json_object_get(root, "cases");
+    cr_assert_eq(json_array_size(cases), 1);
+    json_t *c = json_array_get(cases, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(c, "case")), "mine");
+    char want[600];
+    snprintf(want, sizeof(want), "%s/p/base.safetensors", dir);
+    cr_assert_str_eq(json_string_value(json_object_get(c, "base")), want);
+    cr_assert(json_is_true(json_object_get(c, "exact")));
+    cr_assert(json_is_true(json_object_get(c, "apply_in_place_exact")));
+    double rate = json_real_value(json_object_get(c, "change_rate"));
+    cr_assert(rate > 0.015 && rate < 0.025, "change rate %f", rate);
+    double b0 = json_real_value(json_object_get(c, "bound_bytes"));
+    double bc = json_real_value(json_object_get(c, "bound_ctx_bytes"));
+    cr_assert(b0 > 0 && bc > 0 && bc <= b0 * 1.001, "bounds %f %f", b0, bc);
+    json_int_t xp = json_integer_value(json_object_get(c, "xor_zstd1_pos_bytes"));
+    json_int_t xv = json_integer_value(json_object_get(c, "xor_zstd1_val_bytes"));
+    json_int_t xt = json_integer_value(json_object_get(c, "xor_zstd1_bytes"));
+    cr_assert(xp > 0 && xv > 0 && xt == xp + xv, "pos %lld val %lld sum %lld", (long long)xp,
+              (long long)xv, (long long)xt);
+    /* 2% of 1e6 BF16 values: positions and XOR words cannot fit in less than
+     * a few KB, nor need more than a raw 4 bytes + 2 bytes per change */
+    cr_assert(xt > 4000 && xt < 6 * 0.025 * 1e6, "pos+XOR zstd -1: %lld bytes", (long long)xt);
+    json_decref(root);
+
+    /* malformed: usage error (2), nothing measured */
+    const char *bad[] = {"--pair x",        "--pair =a,b",   "--pair a=b,", "--pair 'a/b=x,y'",
+                         "--pair opt1=x,y", "--cases bogus", "--cases none"};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        snprintf(cmd, sizeof(cmd),
+                 "'%s' perf codec %s --runs 1 --no-baselines --dir '%s/out' "
+                 ">/dev/null 2>&1",
+                 bin, bad[k], dir);
+        int rc = system(cmd);
+        cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "'%s': status %d", bad[k], rc);
+    }
+    /* a missing file: a clear failure, not a crash */
+    snprintf(cmd, sizeof(cmd),
+             "'%s' perf codec --cases none --pair m=%s/none,%s/none --runs 1 "
+             "--no-baselines --dir '%s/out' >/dev/null 2>&1",
+             bin, dir, dir, dir);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 2, "status %d", rc);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
 }
