@@ -110,8 +110,10 @@ static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint
             r += (uint32_t)__builtin_popcountll(sl->cm[c][q]);
         }
         sl->pre[c][nb] = r;
-        for (unsigned i = 1; i <= 16; i++)
-            sl->pre[c][nb + i] = DC_CTX_PRE_PAD;
+        /* past the slab's blocks up to the array's end: a search may
+         * compare all DC_CTX_SLAB entries at once */
+        for (size_t i = nb + 1; i < DC_CTX_SLAB + 1 + 16; i++)
+            sl->pre[c][i] = DC_CTX_PRE_PAD;
     }
 }
 
