@@ -520,8 +520,12 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
         dc_status_t s = dc_check_enc(c, enc, n, w);
         if (s != DC_OK)
             return s;
-        return dc_ctx_decode_patch(c->ctx, c->ent, dc_enc_val_method(enc), payload, len, dst, n, w,
-                                   c->pos, c->vals1, &count, dst_dg);
+        s = dc_ctx_decode_patch(c->ctx, c->ent, dc_enc_val_method(enc), payload, len, dst, n, w,
+                                c->pos, c->vals1, &count, dst_dg);
+        /* pos / vals1 hold every position and XOR word (the undo record) */
+        if (s == DC_OK)
+            c->last_count = count;
+        return s;
     }
     /* the patch reads the baseline first (in place: the chunk itself) */
     dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &count, NULL, src ? src : dst);

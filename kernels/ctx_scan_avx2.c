@@ -198,4 +198,7 @@ static unsigned dc_ctx_merge_avx2(const void *base, size_t n, unsigned w, const 
 const dc_ctx_scan_ops_t dc_ctx_scan_avx2 = {"avx2", dc_ctx_ge_avx2, dc_ctx_rank_avx2,
                                             dc_ctx_merge_avx2, dc_ctx_merge_slabs_avx2};
 
+#if defined(__clang__)
+#pragma clang attribute pop
 #endif
+#endif /* __x86_64__ */

@@ -132,7 +132,10 @@ Test(recovery, receiver_lost_aborts_back_to_baseline)
         job_dump_logs(&J);
     cr_assert_eq(rc, 1, "root should fail the aborted version, exit %d", rc);
     for (int i = 1; i < victim; i++) {
-        cr_assert_eq(job_wait(&J, i, 15), 0);
+        int rr = job_wait(&J, i, 15);
+        if (rr != 0)
+            job_dump_logs(&J);
+        cr_assert_eq(rr, 0, "receiver %d exit %d", i, rr);
         /* survivors are back at the baseline, byte for byte */
         cr_assert(job_exact(&J, i, 0), "receiver %d not back at v0", i);
     }

@@ -478,3 +478,55 @@ Test(ctx, key_is_a_bijection)
         cr_assert_eq(dc_ctx_unkey(dc_ctx_key(u, 4), 4), u);
     }
 }
+
+/* The undo record a receiver keeps: after any sparse decode (in place with
+ * the digest, the receiver's path; out of place; plain), the xor-sparse
+ * payload of dc_codec_undo_payload turns the result back into the base,
+ * for ctx-sparse, put-sparse and xor-sparse chunks. */
+Test(ctx, undo_payload_restores_the_base)
+{
+    size_t n = 50000;
+    for (unsigned w = 1; w <= 8; w *= 2)
+        for (int model = 0; model < 2; model++)
+            for (int path = 0; path < 3; path++) {
+                uint8_t *b = malloc(n * w), *x = malloc(n * w), *dst = malloc(n * w);
+                make_opt_pair(b, x, n, w, 0.02);
+                if (model == 1) /* new words that do not compress as XOR: put-sparse */
+                    for (size_t i = 0; i < n; i += 97)
+                        word_put(x + i * w, w, rnd());
+                cr_assert_eq(dc_config_set("codec_model", model ? "order0" : NULL), DC_OK);
+                dc_codec_t *c;
+                cr_assert_eq(dc_codec_create(n * w, &c), DC_OK);
+                size_t cap = dc_codec_payload_bound(n * w), len, ul;
+                uint8_t *pay = malloc(cap), *undo = malloc(cap);
+                uint16_t enc, uenc;
+                cr_assert_eq(dc_codec_encode(c, b, x, n, w, pay, cap, &len, &enc, NULL), DC_OK);
+                cr_assert_eq(dc_codec_undo_payload(c, n, w, undo, cap, &ul, &uenc), DC_ERR_INVALID,
+                             "no decode yet");
+                dc_digest_t dg;
+                memcpy(dst, b, n * w);
+                if (path == 0)
+                    cr_assert_eq(dc_codec_decode_digest(c, enc, pay, len, dst, dst, n, w, NULL, &dg),
+                                 DC_OK, "%s", dc_last_error());
+                else if (path == 1)
+                    cr_assert_eq(dc_codec_decode_digest(c, enc, pay, len, b, dst, n, w, NULL, &dg),
+                                 DC_OK, "%s", dc_last_error());
+                else
+                    cr_assert_eq(dc_codec_decode(c, enc, pay, len, dst, n, w), DC_OK);
+                cr_assert(memcmp(dst, x, n * w) == 0);
+                cr_assert_eq(dc_codec_undo_payload(c, n, w, undo, cap, &ul, &uenc), DC_OK, "%s",
+                             dc_last_error());
+                cr_assert_eq(dc_enc_kind(uenc), DC_ENC_XOR_SPARSE);
+                cr_assert_eq(dc_codec_decode(c, uenc, undo, ul, dst, n, w), DC_OK, "%s",
+                             dc_last_error());
+                cr_assert(memcmp(dst, b, n * w) == 0, "w %u model %d path %d: not back at the base",
+                          w, model, path);
+                free(pay);
+                free(undo);
+                dc_codec_free(c);
+                free(b);
+                free(x);
+                free(dst);
+            }
+    cr_assert_eq(dc_config_set("codec_model", NULL), DC_OK);
+}
