@@ -117,7 +117,7 @@ gen inj3 inject 0.03
 gen inj5 inject 0.05
 
 echo "== deltacast perf codec (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-"$BIN" perf codec --dir "$DIR" --cases "$CASES" --runs "$RUNS" --baseline-runs "$BRUNS" \
+"$BIN" perf codec --dir "$DIR" --params "$PARAMS" --cases "$CASES" --runs "$RUNS" --baseline-runs "$BRUNS" \
     --baseline-timeout "$BTIMEOUT" $BASE_OPT ${JSON:+--json-file "$JSON"} "$@"
 [ -z "$JSON" ] || echo "JSON written to $JSON"
 if [ "$KEEP" = 0 ]; then
