@@ -237,8 +237,8 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
     if (c->model == DC_CODEC_MODEL_CTX) {
         size_t clen;
         unsigned vm;
-        s = dc_ctx_encode(c->ctx, c->ent, c->layout, base, next, n, w, c->pos, c->vals1, count,
-                          dst, cap, &clen, &vm, &s0);
+        s = dc_ctx_encode(c->ctx, c->ent, c->layout, base, n, w, c->pos, c->vals1, count, dst,
+                          cap, &clen, &vm, &s0);
         if (s != DC_OK)
             return s;
         if (clen > bytes + 16) {

@@ -299,10 +299,48 @@ static void dc_ctx_to_xor(const uint8_t *bw, const uint8_t *words, uint8_t *xv, 
     }
 }
 
+/* The values stream chosen so far (mode 0: XOR words, in dst) and a
+ * candidate that replaces it when smaller. */
+typedef struct {
+    int zstd_ok;
+    uint8_t *dst;
+    size_t cap, len;
+    unsigned method, mode;
+    double h; /* the chosen words' order-0 entropy, bits */
+} dc_ctx_vals_t;
+
+/* Try mode 1 (steps) or 2 (new words) for the count changed words: their
+ * base words are x->bw, their XOR words xorv (so the new words are bw ^
+ * xorv: no pass over the target). */
+static dc_status_t dc_ctx_try_values(dc_ctx_t *x, dc_ent_scratch_t *ent, const void *xorv,
+                                     size_t count, unsigned w, unsigned mode, dc_ctx_vals_t *v)
+{
+    const uint8_t *xv = xorv;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t b = dc_ctx_word(x->bw + k * w, w), nx = b ^ dc_ctx_word(xv + k * w, w);
+        dc_ctx_put_word(x->words + k * w, w, mode == 1 ? dc_ctx_step_word(b, nx, w) : nx);
+    }
+    size_t len;
+    unsigned m;
+    double h;
+    dc_status_t s = dc_ent_val_encode_h(ent, x->words, count, w, v->zstd_ok, x->vtmp,
+                                        x->vtmp_cap, &len, &m, &h);
+    if (s != DC_OK)
+        return s;
+    if (len < v->len) {
+        memcpy(v->dst, x->vtmp, len);
+        v->len = len;
+        v->method = m;
+        v->mode = mode;
+        v->h = h;
+    }
+    return DC_OK;
+}
+
 dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
-                          const void *base, const void *next, size_t n, unsigned w,
-                          const uint32_t *pos, const void *xorv, size_t count, uint8_t *dst,
-                          size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st)
+                          const void *base, size_t n, unsigned w, const uint32_t *pos,
+                          const void *xorv, size_t count, uint8_t *dst, size_t cap, size_t *len,
+                          unsigned *vm, dc_chunk_stats_t *st)
 {
     const uint8_t *bb = base;
     if (n * w > x->max_bytes || count > n)
@@ -347,7 +385,6 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
     size_t mask_at = o++;
     unsigned gmask = 0;
     double pos_bits = 0.0;
-    size_t pos_bytes = 0;
     for (unsigned c = 0; c < K; c++) {
         pos_bits += dc_ctx_cost((double)pop[c], (double)cnt[c]);
         if (cnt[c] == 0)
@@ -364,56 +401,30 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
         memmove(dst + o + vl, dst + o + 10, plen);
         memcpy(dst + o, vb, vl);
         o += vl + plen;
-        pos_bytes += vl + plen;
         gmask |= (unsigned)gaps << c;
     }
     dst[mask_at] = (uint8_t)gmask;
-    /* values: XOR words, steps, (where neither compresses) new words */
-    int zstd_ok = count * w >= 2048;
-    size_t vlen, l2;
-    unsigned m1, m2, mode = 0;
-    double hx = 0.0, h2 = 0.0, hv;
-    dc_status_t s = dc_ent_val_encode_h(ent, xorv, count, w, zstd_ok, dst + o, cap - o, &vlen,
-                                        &m1, &hx);
+    /* values: XOR words, steps, (where neither compresses) new words; the
+     * candidates come from the base words and the XOR words alone */
+    dc_ctx_vals_t v = {.zstd_ok = count * w >= 2048, .dst = dst + o, .cap = cap - o};
+    dc_status_t s = dc_ent_val_encode_h(ent, xorv, count, w, v.zstd_ok, v.dst, v.cap, &v.len,
+                                        &v.method, &v.h);
     if (s != DC_OK)
         return s;
-    hv = hx;
+    double hx = v.h;
     if (count > 0) {
-        const uint8_t *xv = xorv;
-        for (size_t k = 0; k < count; k++) {
-            uint64_t b = dc_ctx_word(x->bw + k * w, w);
-            dc_ctx_put_word(x->words + k * w, w,
-                            dc_ctx_step_word(b, b ^ dc_ctx_word(xv + k * w, w), w));
-        }
-        s = dc_ent_val_encode_h(ent, x->words, count, w, zstd_ok, x->vtmp, x->vtmp_cap, &l2, &m2,
-                                &h2);
-        if (s != DC_OK)
+        if ((s = dc_ctx_try_values(x, ent, xorv, count, w, 1, &v)) != DC_OK)
             return s;
-        if (l2 < vlen) {
-            memcpy(dst + o, x->vtmp, l2);
-            vlen = l2;
-            m1 = m2;
-            mode = 1;
-            hv = h2;
-        }
-        if (vlen > count * w / 2) {
-            dc_kern_gather(next, w, pos, count, x->words);
-            s = dc_ent_val_encode_h(ent, x->words, count, w, zstd_ok, x->vtmp, x->vtmp_cap, &l2,
-                                    &m2, &h2);
-            if (s != DC_OK)
-                return s;
-            if (l2 < vlen) {
-                memcpy(dst + o, x->vtmp, l2);
-                vlen = l2;
-                m1 = m2;
-                mode = 2;
-                hv = h2;
-            }
-        }
+        if (v.len > count * w / 2 && (s = dc_ctx_try_values(x, ent, xorv, count, w, 2, &v)) !=
+                                         DC_OK)
+            return s;
     }
+    unsigned mode = v.mode;
+    size_t vlen = v.len;
+    *vm = v.method;
+    double hv = v.h;
     dst[0] = (uint8_t)(nt | (mode << 3));
     *len = o + vlen;
-    *vm = m1;
     if (st) {
         st->pos_bytes = o;
         st->val_bytes = vlen;
@@ -421,7 +432,6 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
         st->ctx_bound_bits = pos_bits + hv;
         st->bound_bits = dc_ctx_cost((double)n, (double)count) + hx;
     }
-    (void)pos_bytes;
     return DC_OK;
 }
 

@@ -73,7 +73,8 @@ size_t dc_ctx_bound(size_t count, size_t n, unsigned w);
 
 /**
  * Encode the count changed elements (pos strictly increasing, xorv their
- * XOR words) of the chunk base -> next (n elements of w bytes) as a
+ * XOR words against base: the target words are base ^ xorv) of a chunk of
+ * n elements of w bytes as a
  * DC_ENC_CTX payload into dst (cap >= dc_ctx_bound).  *vm gets the values
  * method; st (may be NULL): pos_bytes, val_bytes, payload_bytes and
  * ctx_bound_bits (the coded model's entropy) are set.  layout: codec.h
@@ -81,9 +82,9 @@ size_t dc_ctx_bound(size_t count, size_t n, unsigned w);
  * codec.c's).
  */
 dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
-                          const void *base, const void *next, size_t n, unsigned w,
-                          const uint32_t *pos, const void *xorv, size_t count, uint8_t *dst,
-                          size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st);
+                          const void *base, size_t n, unsigned w, const uint32_t *pos,
+                          const void *xorv, size_t count, uint8_t *dst, size_t cap, size_t *len,
+                          unsigned *vm, dc_chunk_stats_t *st);
 
 /**
  * Decode a DC_ENC_CTX payload against the baseline `base` (n elements of w
