@@ -4,17 +4,27 @@ The binding mirrors include/deltacast.h: every function returns a status;
 failures raise DeltacastError carrying the status name and the library's
 detail line (dc_last_error()).
 
-Library lookup order: $DELTACAST_LIB, ../build/libdeltacast.so next to this
-file, then the system loader ("libdeltacast.so").
+Which libdeltacast it loads (library_path() says which it took, and how):
+  1. $DELTACAST_LIB, when set: the file it names (e.g. a build tree's
+     build/libdeltacast.so); a line on stderr says so.
+  2. The installed module (`meson install` puts it in site-packages): the
+     library installed with it, found relative to this file (no
+     LD_LIBRARY_PATH; a moved prefix or DESTDIR tree works).
+  3. The system loader, by soname (libdeltacast.so.MAJOR.MINOR): a library
+     on the loader's path (ldconfig, a distribution package).
+A source checkout's deltacast.py never loads a build tree by itself: without
+DELTACAST_LIB and an installed library, importing works and the first call
+raises OSError saying what to do.  The library must be the version this
+module mirrors (__version__'s major.minor): the structs follow its header.
 """
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
+import sys
 from pathlib import Path
 
-__all__ = ["DeltacastError", "lib", "version", "build_features", "status_name",
+__all__ = ["DeltacastError", "lib", "library_path", "version", "build_features", "status_name",
            "status_str", "is_retryable", "config_get", "config_set", "config_table",
            "config_get_typed", "parse_size", "parse_rate", "diff_files", "apply_files", "diff_bytes",
            "apply_bytes", "checkpoint_digest", "Topology", "run_node", "refit_committed", "Sender",
@@ -31,20 +41,34 @@ class DeltacastError(RuntimeError):
         super().__init__(f"{self.name}: {detail or _lib().dc_status_str(status).decode()}")
 
 
-def _find_library() -> str:
+# (relative folder, file name) of the installed library: written by
+# stamp_install.py into the copy `meson install` installs; None here.
+_INSTALLED_LIB = None
+
+# How the library was found: (path given to the loader, how), once loaded.
+_LIB_FROM = None
+
+
+def _find_library() -> tuple:
+    """(path or soname, how it was chosen) of the library to load."""
     env = os.environ.get("DELTACAST_LIB")
     if env:
-        return env
-    here = Path(__file__).resolve().parent
-    for cand in (here.parent / "build" / "libdeltacast.so",):
-        if cand.exists():
-            return str(cand)
-    found = ctypes.util.find_library("deltacast")
-    return found or "libdeltacast.so"
+        return env, "$DELTACAST_LIB"
+    if _INSTALLED_LIB is not None:
+        rel, name = _INSTALLED_LIB
+        cand = Path(os.path.normpath(Path(__file__).resolve().parent / rel / name))
+        if not cand.exists():
+            raise OSError(f"deltacast: {cand}, the library installed with this module "
+                          f"({__file__}), is missing: reinstall deltacast (meson install), or "
+                          "set DELTACAST_LIB to a libdeltacast.so")
+        return str(cand), "installed beside this module"
+    return _SONAME, "the system loader"
 
 
 # The library version this binding mirrors (include/deltacast.h DC_VERSION_*).
 __version__ = "0.2.1"
+# The soname of the library of that version (0.x: major.minor).
+_SONAME = "libdeltacast.so." + ".".join(__version__.split(".")[:2])
 
 
 class _ConfigEntry(ctypes.Structure):
@@ -129,7 +153,28 @@ def _lib():
     global _LIB
     if _LIB is not None:
         return _LIB
-    L = ctypes.CDLL(_find_library())
+    global _LIB_FROM
+    path, how = _find_library()
+    try:
+        L = ctypes.CDLL(path)
+    except OSError as e:
+        if how != "the system loader":
+            raise OSError(f"deltacast: cannot load {path} ({how}): {e}") from e
+        raise OSError(f"deltacast: {_SONAME} is not on the system loader's path ({e}).  This "
+                      f"is the deltacast.py of a source tree ({__file__}), which does not look "
+                      "for a build tree by itself: set DELTACAST_LIB=BUILD/libdeltacast.so to "
+                      "use a build, or `meson install` and import the installed module") from e
+    if how == "$DELTACAST_LIB":
+        print(f"deltacast: loading {path} (DELTACAST_LIB), not an installed library",
+              file=sys.stderr)
+    L.dc_version_string.restype = ctypes.c_char_p
+    L.dc_version_string.argtypes = []
+    got = L.dc_version_string().decode()
+    if got.split(".")[:2] != __version__.split(".")[:2]:
+        raise OSError(f"deltacast: {path} ({how}) is libdeltacast {got}, but this module "
+                      f"({__file__}) mirrors {__version__}: its structs would not match; "
+                      "install the module and library of one version")
+    _LIB_FROM = (path, how)
     c_int, c_char_p, c_u64p = ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64)
     sigs = {
         "dc_version_string": (c_char_p, []),
@@ -187,6 +232,14 @@ def _lib():
 
 
 lib = _lib
+
+
+def library_path() -> tuple:
+    """(path, how): the libdeltacast this module loaded (loading it now if
+    it has not yet) and how it was chosen: "$DELTACAST_LIB", "installed
+    beside this module" or "the system loader" (path is then the soname)."""
+    _lib()
+    return _LIB_FROM
 
 
 def _check(status: int) -> None:
