@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential meson ninja-build pkg-config python3
   libzstd-dev libxxhash-dev libjansson-dev libssl-dev libyaml-dev
-  libcriterion-dev libhwloc-dev libisal-dev libsimde-dev
+  libcriterion-dev libhwloc-dev libisal-dev libsimde-dev cmake
   libucx-dev ucx-utils libibverbs-dev librdmacm-dev ibverbs-utils
   iproute2 iperf3 xdelta3 zstd gnuplot-nox graphviz
   slurm-wlm munge openmpi-bin libopenmpi-dev"
