@@ -452,8 +452,8 @@ static dc_status_t dc_node_check_mem(const dc_node_t *n)
                             "CUDA kernels (nvcc was not found when it was configured)", n->me);
         if (!dc_kern_cuda_available())
             return dc_error(DC_ERR_UNSUPPORTED,
-                            "node %u: weights in CUDA device memory, but no usable GPU here "
-                            "(no CUDA driver or no device)", n->me);
+                            "node %u: weights in CUDA device memory, but no usable GPU here: %s",
+                            n->me, dc_kern_cuda_why());
         if (cfg->weights || !cfg->segs)
             return dc_error(DC_ERR_INVALID, "node %u: CUDA memory is given as segments, not "
                             "a weights file", n->me);

@@ -604,6 +604,31 @@ extern "C" int dc_kern_cuda_available(void)
     return n > 0;
 }
 
+extern "C" const char *dc_kern_cuda_why(void)
+{
+    static thread_local char why[320];
+    int n = 0, rt = 0, drv = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess && n > 0)
+        return "";
+    cudaGetLastError();
+    cudaRuntimeGetVersion(&rt);
+    if (cudaDriverGetVersion(&drv) != cudaSuccess)
+        drv = 0;
+    char drv_s[96];
+    if (drv > 0)
+        snprintf(drv_s, sizeof(drv_s), "the driver supports CUDA %d.%d", drv / 1000,
+                 drv % 1000 / 10);
+    else
+        snprintf(drv_s, sizeof(drv_s), "no CUDA driver (libcuda.so.1) is installed");
+    if (e == cudaSuccess)
+        snprintf(why, sizeof(why), "no CUDA device (%s)", drv_s);
+    else
+        snprintf(why, sizeof(why), "%s (%s): deltacast's CUDA runtime is %d.%d, and %s",
+                 cudaGetErrorString(e), cudaGetErrorName(e), rt / 1000, rt % 1000 / 10, drv_s);
+    return why;
+}
+
 extern "C" dc_status_t dc_kern_cuda_props(dc_kern_cuda_props_t *out)
 {
     dc_status_t st = DC_OK;

@@ -24,6 +24,14 @@
  *  Never crashes on a machine without a GPU or driver. */
 int dc_kern_cuda_available(void);
 
+/** Why dc_kern_cuda_available() is 0, in one line for an error message:
+ *  the CUDA error, the runtime built in and what the driver supports
+ *  (e.g. "CUDA driver version is insufficient for CUDA runtime version
+ *  (cudaErrorInsufficientDriver): deltacast's CUDA runtime is 13.0, and no
+ *  CUDA driver (libcuda.so.1) is installed"); "" when a device is usable.
+ *  Per thread (the next call overwrites it). */
+const char *dc_kern_cuda_why(void);
+
 /** Device facts for reports and benchmarks (device = current device). */
 typedef struct dc_kern_cuda_props {
     char name[256];

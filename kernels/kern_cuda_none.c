@@ -11,6 +11,10 @@ static dc_status_t no_cuda(void)
 }
 
 int dc_kern_cuda_available(void) { return 0; }
+const char *dc_kern_cuda_why(void)
+{
+    return "this build has no CUDA kernels (nvcc was not found when it was configured)";
+}
 dc_status_t dc_kern_cuda_props(dc_kern_cuda_props_t *out) { return no_cuda(); }
 dc_status_t dc_kern_cuda_malloc(void **dptr, size_t bytes) { return no_cuda(); }
 void dc_kern_cuda_free(void *dptr) {}

@@ -321,3 +321,25 @@ Test(kern_cuda, available_never_crashes)
     if (!DC_HAVE_CUDA)
         cr_assert_eq(a, 0);
 }
+
+/* The reason a user reads when device memory is refused: the CUDA error,
+ * the runtime built in and the driver's CUDA version (or that there is no
+ * driver); empty when a device is usable. */
+Test(kern_cuda, why_names_the_cause)
+{
+    const char *why = dc_kern_cuda_why();
+    cr_assert_not_null(why);
+    if (dc_kern_cuda_available()) {
+        cr_assert_str_empty(why);
+        return;
+    }
+    if (!DC_HAVE_CUDA) {
+        cr_assert(strstr(why, "no CUDA kernels"), "%s", why);
+        return;
+    }
+    cr_assert(strstr(why, "driver"), "%s", why);
+    if (strstr(why, "no CUDA device (") != why)
+        cr_assert(strstr(why, "deltacast's CUDA runtime is ") && strstr(why, "cudaError"), "%s",
+                  why);
+    cr_log_info("no usable GPU: %s", why);
+}
