@@ -33,7 +33,7 @@ static const struct {
 };
 
 typedef struct toy_model {
-    dc_refit_tensor_t tensors[TOY_TENSORS]; /* the model, canonical order */
+    dc_refit_tensor_t tensors[TOY_TENSORS];   /* the model, canonical order */
     dc_refit_segment_t segments[TOY_TENSORS]; /* where each tensor lives */
     unsigned char *buf;                       /* every tensor, back to back */
     size_t bytes;
@@ -60,8 +60,8 @@ static inline int toy_model_init(toy_model_t *m)
     size_t off = 0;
     for (int t = 0; t < TOY_TENSORS; t++) {
         uint64_t len = toy_layout[t].nelems * toy_layout[t].width;
-        m->tensors[t] = (dc_refit_tensor_t){toy_layout[t].name, toy_layout[t].dtype,
-                                            toy_layout[t].nelems};
+        m->tensors[t] =
+            (dc_refit_tensor_t){toy_layout[t].name, toy_layout[t].dtype, toy_layout[t].nelems};
         m->segments[t] = (dc_refit_segment_t){toy_layout[t].name, 0, len, m->buf + off};
         off += len;
     }
@@ -126,8 +126,10 @@ static inline int example_topology(const char *arg, dc_topo_t **topo)
     if (strncmp(arg, "local:", 6) == 0) {
         if (sscanf(arg + 6, "%u:%u%c", &n, &port, &end) != 2 || n == 0 || port == 0 ||
             port + n > 65535) {
-            fprintf(stderr, "topology '%s': want local:N:PORT (N >= 1 receivers, ports "
-                            "PORT..PORT+N below 65536)\n", arg);
+            fprintf(stderr,
+                    "topology '%s': want local:N:PORT (N >= 1 receivers, ports "
+                    "PORT..PORT+N below 65536)\n",
+                    arg);
             return -1;
         }
         st = dc_topo_synthetic_local(1, n, (uint16_t)port, topo);
@@ -171,9 +173,8 @@ static inline int example_path(const char *path, uint32_t rank, char *out, size_
 {
     size_t k = 0;
     for (const char *p = path; *p; p++) {
-        int n = p[0] == '%' && p[1] == 'r'
-                    ? snprintf(out + k, cap - k, "%u", (unsigned)rank)
-                    : snprintf(out + k, cap - k, "%c", *p);
+        int n = p[0] == '%' && p[1] == 'r' ? snprintf(out + k, cap - k, "%u", (unsigned)rank)
+                                           : snprintf(out + k, cap - k, "%c", *p);
         if (n < 0 || (size_t)n >= cap - k) {
             fprintf(stderr, "path %s: too long\n", path);
             return -1;

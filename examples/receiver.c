@@ -25,8 +25,9 @@
 int main(int argc, char **argv)
 {
     if (argc < 4 || argc > 5) {
-        fprintf(stderr, "usage: %s TOPOLOGY RANK STATE_DIR [OUT]\n"
-                        "  TOPOLOGY: local:N:PORT or a topology file; RANK: 1.. or auto\n",
+        fprintf(stderr,
+                "usage: %s TOPOLOGY RANK STATE_DIR [OUT]\n"
+                "  TOPOLOGY: local:N:PORT or a topology file; RANK: 1.. or auto\n",
                 argv[0]);
         return 2;
     }
@@ -55,7 +56,7 @@ int main(int argc, char **argv)
     opts.n_tensors = TOY_TENSORS;
     opts.segments = m.segments; /* written in place, version after version */
     opts.n_segments = TOY_TENSORS;
-    opts.initial_version = 0;   /* what the buffer holds when state_dir is new */
+    opts.initial_version = 0;                  /* what the buffer holds when state_dir is new */
     dc_status_t st = dc_refit_node_run(&opts); /* blocks until the sender's BYE */
     if (st != DC_OK) {
         fprintf(stderr, "receiver %u: %s: %s\n", rank, dc_status_name(st), dc_last_error());
@@ -64,8 +65,7 @@ int main(int argc, char **argv)
     uint64_t version = 0;
     st = dc_refit_committed(state_dir, &version, NULL, NULL);
     if (st != DC_OK) {
-        fprintf(stderr, "receiver %u: commit record in %s: %s\n", rank, state_dir,
-                dc_last_error());
+        fprintf(stderr, "receiver %u: commit record in %s: %s\n", rank, state_dir, dc_last_error());
         goto free_topo;
     }
     toy_model_at(&want, version);

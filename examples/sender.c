@@ -25,8 +25,10 @@
 int main(int argc, char **argv)
 {
     if (argc < 4 || argc > 5) {
-        fprintf(stderr, "usage: %s TOPOLOGY VERSIONS STATE_DIR [OUT]\n"
-                        "  TOPOLOGY: local:N:PORT or a topology file\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s TOPOLOGY VERSIONS STATE_DIR [OUT]\n"
+                "  TOPOLOGY: local:N:PORT or a topology file\n",
+                argv[0]);
         return 2;
     }
     char *end;
@@ -36,8 +38,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *state_dir = argv[3], *out = argc > 4 ? argv[4] : NULL;
-    printf("sender: libdeltacast %s (header %d.%d.%d)\n", dc_version_string(),
-           DC_VERSION_MAJOR, DC_VERSION_MINOR, DC_VERSION_PATCH);
+    printf("sender: libdeltacast %s (header %d.%d.%d)\n", dc_version_string(), DC_VERSION_MAJOR,
+           DC_VERSION_MINOR, DC_VERSION_PATCH);
 
     int rc = 1;
     toy_model_t m;
@@ -58,7 +60,7 @@ int main(int argc, char **argv)
     opts.n_tensors = TOY_TENSORS;
     opts.segments = m.segments; /* version 0: what the receivers hold */
     opts.n_segments = TOY_TENSORS;
-    opts.wait_ms = 60000;       /* receivers have 60 s to join */
+    opts.wait_ms = 60000; /* receivers have 60 s to join */
     dc_status_t st = dc_refit_sender_open(&opts, &s);
     if (st != DC_OK) {
         fprintf(stderr, "sender: open: %s: %s\n", dc_status_name(st), dc_last_error());
