@@ -218,8 +218,11 @@ elif ! timeout 10 sinfo >/dev/null 2>&1; then
   skip slurm_job "no Slurm controller here (scripts/slurm-setup.sh starts one)"
 else
   mkdir -p sbatch
+  # EXAMPLES: the folder of the built programs beside the scripts, as
+  # `make -C examples` leaves it
+  cp "$src/examples/sender.py" "$src/examples/slurm-topology.sh" "${recv%/*}/"
   if (cd sbatch && PYTHONPATH=$pydir EXAMPLES=$tmp/${recv%/*} DELTACAST_PORT=$((PORT + 20)) \
-        VERSIONS=3 timeout 300 sbatch --wait --nodes=1 --ntasks=3 --overcommit \
+        PYTHON=$py VERSIONS=3 timeout 300 sbatch --wait --nodes=1 --ntasks=3 --overcommit \
         --output=job.out "$src/examples/refit.sbatch" >"$log/sbatch-job" 2>&1) &&
      grep -q "3 versions refit to 2 receivers" sbatch/job.out; then
     pass slurm_job
