@@ -253,7 +253,7 @@ struct dc_rdma_conn {
 
 #define DC_RDMA_MAX_PDS 8
 
-#define DC_RDMA_MAX_HS 64     /* unauthenticated handshakes per listener (each holds a QP) */
+#define DC_RDMA_MAX_HS     64 /* unauthenticated handshakes per listener (each holds a QP) */
 #define DC_RDMA_MAX_HS_SRC 16 /* ... of them from one source address */
 
 struct dc_rdma_listener {

@@ -183,8 +183,7 @@ static void dc_rdma_hs_make_room(dc_rdma_listener_t *l, const char *peer)
     if (now >= l->hs_report_at) {
         DC_LOG_WARN("rdma listener %s: %llu unauthenticated handshake(s) evicted for newer ones "
                     "(at most %d pending, %d per source address) since it opened",
-                    l->addr, (unsigned long long)l->hs_evicted, DC_RDMA_MAX_HS,
-                    DC_RDMA_MAX_HS_SRC);
+                    l->addr, (unsigned long long)l->hs_evicted, DC_RDMA_MAX_HS, DC_RDMA_MAX_HS_SRC);
         l->hs_report_at = now + 1.0;
     }
 }

@@ -491,8 +491,11 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
         if ((st = dc_auth_verify(c->o.secret, c->o.secret_len, 'S', h->nc, h->ns, chal.mac,
                                  c->peer)) != DC_OK)
             return st;
-        dc_tcp_proof_t p = {.session = c->sess.id, .epoch = c->sess.epoch, .idx = idx,
-                            .nstreams = c->k, .max_msg = (uint32_t)c->o.max_msg_size,
+        dc_tcp_proof_t p = {.session = c->sess.id,
+                            .epoch = c->sess.epoch,
+                            .idx = idx,
+                            .nstreams = c->k,
+                            .max_msg = (uint32_t)c->o.max_msg_size,
                             .rbase = c->rbase};
         if ((st = dc_auth_mac(c->o.secret, c->o.secret_len, 'C', h->nc, h->ns, p.mac)) != DC_OK)
             return st;

@@ -15,8 +15,9 @@ static dc_status_t dc_tcp_hs_head(const uint8_t *b, size_t n, size_t want, const
         return dc_error(DC_ERR_FORMAT, "tcp: %s: handshake %s of %zu bytes (want %zu)",
                         peer ? peer : "?", what, b ? n : 0, want);
     if (dc_load_le32(b) != DC_TCP_MAGIC)
-        return dc_error(DC_ERR_FORMAT, "tcp: %s sent garbage instead of a handshake %s (bad "
-                                       "magic 0x%08x): not a deltacast tcp endpoint",
+        return dc_error(DC_ERR_FORMAT,
+                        "tcp: %s sent garbage instead of a handshake %s (bad "
+                        "magic 0x%08x): not a deltacast tcp endpoint",
                         peer ? peer : "?", what, dc_load_le32(b));
     return DC_OK;
 }

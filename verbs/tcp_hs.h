@@ -19,17 +19,22 @@
 
 #include "verbs/auth.h"
 
-#define DC_TCP_MAGIC 0x48544344u /* "DCTH" */
-#define DC_TCP_VERSION 1u
-#define DC_TCP_HELLO 40
-#define DC_TCP_CHAL 72
-#define DC_TCP_PROOF 64
-#define DC_TCP_OK 24
+#define DC_TCP_MAGIC       0x48544344u /* "DCTH" */
+#define DC_TCP_VERSION     1u
+#define DC_TCP_HELLO       40
+#define DC_TCP_CHAL        72
+#define DC_TCP_PROOF       64
+#define DC_TCP_OK          24
 #define DC_TCP_MAX_STREAMS 64
 
 /* OK status codes */
-enum { DC_TCP_OK_ACCEPT = 0, DC_TCP_OK_AUTH = 1, DC_TCP_OK_UNKNOWN = 2, DC_TCP_OK_STALE = 3,
-       DC_TCP_OK_BAD = 4 };
+enum {
+    DC_TCP_OK_ACCEPT = 0,
+    DC_TCP_OK_AUTH = 1,
+    DC_TCP_OK_UNKNOWN = 2,
+    DC_TCP_OK_STALE = 3,
+    DC_TCP_OK_BAD = 4
+};
 
 typedef struct dc_tcp_hello {
     uint8_t nc[DC_AUTH_NONCE_SIZE]; /* client nonce */

@@ -128,8 +128,7 @@ static dc_status_t dc_tcp_hs_server_step(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
             return st;
         dc_tcp_chal_t chal;
         memcpy(chal.ns, h->ns, DC_AUTH_NONCE_SIZE);
-        if ((st = dc_auth_mac(l->o.secret, l->o.secret_len, 'S', h->nc, h->ns, chal.mac)) !=
-            DC_OK)
+        if ((st = dc_auth_mac(l->o.secret, l->o.secret_len, 'S', h->nc, h->ns, chal.mac)) != DC_OK)
             return st;
         dc_tcp_chal_pack(&chal, h->out);
         h->out_len = DC_TCP_CHAL;
@@ -247,8 +246,8 @@ dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
                 : l->nhs >= DC_TCP_MAX_HS ? dc_tcp_hs_victim(l, NULL)
                                           : -1;
         if (v >= 0) {
-            DC_LOG_DEBUG("tcp: evicted the handshake of %s on %s for %s", l->hs[v]->peer,
-                         l->addr, h->peer);
+            DC_LOG_DEBUG("tcp: evicted the handshake of %s on %s for %s", l->hs[v]->peer, l->addr,
+                         h->peer);
             dc_tcp_hs_drop(l, (uint32_t)v);
             l->hs_evicted++;
         }

@@ -699,8 +699,7 @@ static void dc_ucx_hs_make_room(dc_ucx_listener_t *l, const char *peer)
     if (now >= l->hs_report_at) {
         DC_LOG_WARN("ucx listener %s: %llu unauthenticated handshake(s) evicted for newer ones "
                     "(at most %d pending, %d per source address) since it opened",
-                    l->addr, (unsigned long long)l->hs_evicted, DC_UCX_MAX_HS,
-                    DC_UCX_MAX_HS_SRC);
+                    l->addr, (unsigned long long)l->hs_evicted, DC_UCX_MAX_HS, DC_UCX_MAX_HS_SRC);
         l->hs_report_at = now + 1.0;
     }
 }

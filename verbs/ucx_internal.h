@@ -19,7 +19,7 @@
 
 #include <ucp/api/ucp.h>
 
-#define DC_UCX_MAX_HS 64     /* unauthenticated handshakes per listener (each has a worker) */
+#define DC_UCX_MAX_HS     64 /* unauthenticated handshakes per listener (each has a worker) */
 #define DC_UCX_MAX_HS_SRC 16 /* ... of them from one source address */
 #define DC_UCX_AM_DATA 1
 #define DC_UCX_AM_CTRL 2

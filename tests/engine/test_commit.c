@@ -244,8 +244,7 @@ Test(commit, waiting_on_the_lock_names_its_holder)
     unlink(log);
     char want[64];
     snprintf(want, sizeof(want), "is held by pid %d on ", (int)holder);
-    cr_assert(strstr(text, want) && strstr(text, "commit.lock") &&
-                  strstr(text, "waiting for it"),
+    cr_assert(strstr(text, want) && strstr(text, "commit.lock") && strstr(text, "waiting for it"),
               "no line naming the holder: %s", text);
     cr_assert(strstr(text, "after waiting"), "no line when the lock was got: %s", text);
 }

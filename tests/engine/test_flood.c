@@ -23,16 +23,16 @@ static void fini(void)
 
 TestSuite(flood, .fini = fini, .timeout = 120);
 
-#define FL_MAXPORTS 8
-#define FL_IDLE_SRCS 5 /* 127.0.0.2 .. .6 */
-#define FL_IDLE_PER 60 /* per source and port: 300 idle sockets per port */
-#define FL_LORIS 60    /* from 127.0.0.7 per port */
+#define FL_MAXPORTS     8
+#define FL_IDLE_SRCS    5  /* 127.0.0.2 .. .6 */
+#define FL_IDLE_PER     60 /* per source and port: 300 idle sockets per port */
+#define FL_LORIS        60 /* from 127.0.0.7 per port */
 #define FL_RECONNECT_MS 200
 
 typedef struct fl_sock {
     int fd;
     int port_ix;
-    int src;  /* 127.0.0.src */
+    int src; /* 127.0.0.src */
     bool loris, up;
     double again_at; /* closed: re-open then */
 } fl_sock_t;
@@ -58,7 +58,8 @@ static void fl_open(fl_sock_t *s, int port)
     }
     struct sockaddr_in me = {.sin_family = AF_INET,
                              .sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)s->src)};
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(0x7f000001u)};
     if (bind(s->fd, (struct sockaddr *)&me, sizeof(me)) != 0 ||
         (connect(s->fd, (struct sockaddr *)&to, sizeof(to)) != 0 && errno != EINPROGRESS)) {
@@ -234,10 +235,10 @@ Test(flood, refit_exact_while_idle_and_slow_connections_flood_every_port)
     job_expect_all_exact(&J, 2);
     cr_log_info("job %.1f s under the flood; per port connected/closed by the node: "
                 "%llu/%llu %llu/%llu %llu/%llu %llu/%llu %llu/%llu",
-                secs, (unsigned long long)c[0], (unsigned long long)x[0],
-                (unsigned long long)c[1], (unsigned long long)x[1], (unsigned long long)c[2],
-                (unsigned long long)x[2], (unsigned long long)c[3], (unsigned long long)x[3],
-                (unsigned long long)c[4], (unsigned long long)x[4]);
+                secs, (unsigned long long)c[0], (unsigned long long)x[0], (unsigned long long)c[1],
+                (unsigned long long)x[1], (unsigned long long)c[2], (unsigned long long)x[2],
+                (unsigned long long)c[3], (unsigned long long)x[3], (unsigned long long)c[4],
+                (unsigned long long)x[4]);
     /* the coordinator's and relays' ports were flooded (>= 300 sockets
      * each, counted by the flooder), and those nodes really took the
      * flood's sockets in (and closed them: evicted or timed out) */

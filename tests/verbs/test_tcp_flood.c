@@ -6,8 +6,8 @@
  * (else its oldest) for the new connection; a handshake that does not
  * authenticate within handshake_timeout_ms is dropped; a real client still
  * connects through all of it. */
-#include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -18,8 +18,8 @@
 #include "verbs/tcp_hs.h"
 #include "verbs/transport.h"
 
-#define MAX_HS 256 /* DC_TCP_MAX_HS of verbs/tcp_internal.h */
-#define MAX_SRC 64 /* DC_TCP_MAX_HS_SRC */
+#define MAX_HS  256 /* DC_TCP_MAX_HS of verbs/tcp_internal.h */
+#define MAX_SRC 64  /* DC_TCP_MAX_HS_SRC */
 
 static const dc_verbs_ops_t *T;
 static dc_verbs_listener_t *L;
@@ -64,8 +64,8 @@ static int dial(int src)
     struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000000u | src)};
     cr_assert_eq(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0, "bind 127.0.0.%d: %s", src,
                  strerror(errno));
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(0x7f000001u)};
+    struct sockaddr_in to = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(0x7f000001u)};
     cr_assert_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0, "connect: %s",
                  strerror(errno));
     return fd;
