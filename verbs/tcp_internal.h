@@ -45,6 +45,7 @@
 #define DC_TCP_SPIECE (1u << 20)      /* payload bytes CRC'd, then sent, per step (L2-sized) */
 #define DC_TCP_BUDGET (8u << 20)      /* bytes per stream per progress call */
 #define DC_TCP_MAX_HS 256             /* pending handshakes per listener */
+#define DC_TCP_HS_LINES 20            /* refused-handshake log lines per second */
 #define DC_TCP_MAX_HS_SRC 64          /* ... of them from one source address */
 #define DC_TCP_ZC_MIN (64u << 10)     /* MSG_ZEROCOPY only for messages this large */
 #define DC_TCP_ZC_RING 1024           /* un-released zero-copy sends per stream */
@@ -233,6 +234,12 @@ struct dc_tcp_listener {
      * summary at most once a second (a flood is one line, not thousands) */
     uint64_t hs_evicted, hs_timed_out, hs_reported;
     double hs_report_at;
+    /* handshakes refused for a reason (garbage, a wrong secret): a line
+     * each, at most DC_TCP_HS_LINES a second; the rest are counted in the
+     * summary (a flood of garbage must not flood the log) */
+    uint32_t hs_lines;
+    double hs_lines_at;
+    uint64_t hs_quiet;
     dc_session_t *conns; /* every server connection (pending or live), by sess */
 };
 

@@ -195,14 +195,16 @@ static void dc_tcp_hs_drop(dc_tcp_listener_t *l, uint32_t i)
  * flood of idle connections is a summary, not a line per socket). */
 static void dc_tcp_hs_report(dc_tcp_listener_t *l, double now, bool final)
 {
-    uint64_t n = l->hs_evicted + l->hs_timed_out;
+    uint64_t n = l->hs_evicted + l->hs_timed_out + l->hs_quiet;
     if (n == l->hs_reported || (!final && now < l->hs_report_at))
         return;
     DC_LOG_WARN("tcp: listener %s: %llu unauthenticated handshake(s) evicted for newer ones "
                 "(at most %u pending, %u per source address), %llu dropped after "
-                "handshake_timeout_ms=%u, since it opened",
+                "handshake_timeout_ms=%u, %llu refused beyond %u log lines a second, since it "
+                "opened",
                 l->addr, (unsigned long long)l->hs_evicted, DC_TCP_MAX_HS, DC_TCP_MAX_HS_SRC,
-                (unsigned long long)l->hs_timed_out, l->o.hs_timeout_ms);
+                (unsigned long long)l->hs_timed_out, l->o.hs_timeout_ms,
+                (unsigned long long)l->hs_quiet, DC_TCP_HS_LINES);
     l->hs_reported = n;
     l->hs_report_at = now + 1.0;
 }
@@ -275,8 +277,18 @@ dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
             i++;
             continue;
         }
-        if (st != DC_OK)
-            DC_LOG_WARN("tcp: dropped peer: %s", dc_last_error());
+        if (st != DC_OK) {
+            if (now >= l->hs_lines_at) {
+                l->hs_lines_at = now + 1.0;
+                l->hs_lines = 0;
+            }
+            if (l->hs_lines < DC_TCP_HS_LINES) {
+                l->hs_lines++;
+                DC_LOG_WARN("tcp: dropped peer: %s", dc_last_error());
+            } else {
+                l->hs_quiet++;
+            }
+        }
         dc_tcp_hs_drop(l, i);
     }
     dc_tcp_hs_report(l, now, false);

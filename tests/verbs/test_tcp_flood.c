@@ -197,3 +197,52 @@ Test(tcp_flood, handshake_deadline_drops_idle_and_slow_peers)
     close(idle);
     close(slow);
 }
+
+/* A flood of garbage handshakes (each refused at once) is a few log lines
+ * a second and a count, not a line per socket. */
+Test(tcp_flood, garbage_flood_is_counted_not_logged_line_by_line)
+{
+    char log[] = "/tmp/dc-flood-log-XXXXXX";
+    int lf = mkstemp(log);
+    cr_assert(lf >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(lf, 2);
+    start(30000);
+    enum { N = 200 };
+    for (int i = 0; i < N; i++) {
+        int fd = dial(5);
+        uint8_t junk[DC_TCP_HELLO];
+        memset(junk, 'G', sizeof(junk));
+        cr_assert_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+        close(fd);
+        if (i % 20 == 19)
+            pump(5);
+    }
+    pump(50);
+    T->listen_close(L); /* the final summary */
+    L = NULL;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    static char text[1 << 20];
+    ssize_t n = pread(lf, text, sizeof(text) - 1, 0);
+    close(lf);
+    unlink(log);
+    cr_assert(n > 0);
+    text[n] = 0;
+    int lines = 0;
+    for (char *p = text; (p = strstr(p, "sent garbage")); p++)
+        lines++;
+    cr_assert(lines >= 1 && lines <= 40, "%d lines for %d garbage handshakes", lines, N);
+    char *sum = NULL; /* the last summary (the listener's close) */
+    for (char *q = text; (q = strstr(q, "refused beyond 20 log lines a second")); q++)
+        sum = q;
+    cr_assert(sum, "no summary of the refused handshakes:\n%s", text);
+    unsigned long long quiet = 0;
+    char *p = sum;
+    while (p > text && p[-1] != ',')
+        p--;
+    cr_assert_eq(sscanf(p, " %llu refused", &quiet), 1, "%s", sum);
+    cr_assert_eq((int)quiet + lines, N, "%llu counted + %d logged != %d refused", quiet, lines, N);
+}
