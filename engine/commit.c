@@ -252,6 +252,85 @@ dc_status_t dc_commit_digests_read(const char *dir, uint64_t version, uint64_t l
 static dc_status_t dc_commit_swap(const char *dir, uint64_t expected,
                                   const dc_commit_rec_t *next, dc_commit_rec_t *current);
 
+/* Who holds DIR/commit.lock, as its holder recorded it in the file ("pid
+ * N on HOST since T"), into buf ("an unknown process" when unreadable). */
+static void dc_commit_lock_holder(int lfd, char *buf, size_t len)
+{
+    ssize_t n = pread(lfd, buf, len - 1, 0);
+    if (n <= 0) {
+        snprintf(buf, len, "an unknown process (no holder recorded)");
+        return;
+    }
+    while (n > 0 && buf[n - 1] == '\n')
+        n--;
+    buf[n] = 0;
+    for (ssize_t i = 0; i < n; i++) /* the file is anyone's to write: printable only */
+        if ((unsigned char)buf[i] < 0x20 || (unsigned char)buf[i] > 0x7e)
+            buf[i] = '?';
+    if (n == 0)
+        snprintf(buf, len, "an unknown process (no holder recorded)");
+}
+
+dc_status_t dc_commit_lock(const char *dir, int *lfd_out)
+{
+    char lpath[PATH_MAX];
+    dc_status_t st = dc_commit_path(dir, DC_COMMIT_LOCK, lpath, sizeof(lpath));
+    if (st != DC_OK)
+        return st;
+    int lfd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lfd < 0)
+        return dc_error_errno(DC_ERR_IO, errno, "%s: open lock file", lpath);
+    double t0 = 0, next_log = 0;
+    for (;;) {
+        if (flock(lfd, LOCK_EX | LOCK_NB) == 0)
+            break;
+        if (errno == EINTR)
+            continue;
+        if (errno != EWOULDBLOCK) {
+            st = dc_error_errno(DC_ERR_IO, errno, "%s: flock", lpath);
+            close(lfd);
+            return st;
+        }
+        /* another process holds it: say who, and that we wait (every 10 s) */
+        double now = dc_now_s();
+        if (t0 == 0)
+            t0 = now;
+        if (now >= next_log) {
+            char who[160];
+            dc_commit_lock_holder(lfd, who, sizeof(who));
+            DC_LOG_WARN("commit: %s is held by %s; waiting for it (%.0f s so far)", lpath, who,
+                        now - t0);
+            next_log = now + 10;
+        }
+        usleep(2000);
+    }
+    if (t0 != 0)
+        DC_LOG_WARN("commit: got %s after waiting %.1f s", lpath, dc_now_s() - t0);
+    /* record the holder for whoever waits next */
+    char me[160], host[64] = "?";
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int n = snprintf(me, sizeof(me), "pid %d on %s since %s\n", (int)getpid(), host, when);
+    if (ftruncate(lfd, 0) == 0 && n > 0)
+        (void)!pwrite(lfd, me, (size_t)n, 0);
+    *lfd_out = lfd;
+    return DC_OK;
+}
+
+void dc_commit_unlock(int lfd)
+{
+    if (lfd < 0)
+        return;
+    flock(lfd, LOCK_UN);
+    close(lfd);
+}
+
 dc_status_t dc_commit_cas(const char *dir, uint64_t expected, const dc_commit_rec_t *next,
                           dc_commit_rec_t *current)
 {
@@ -278,19 +357,10 @@ static dc_status_t dc_commit_swap(const char *dir, uint64_t expected,
         return dc_error(DC_ERR_INVALID, "commit: baseline %llu not below version %llu",
                         (unsigned long long)next->baseline,
                         (unsigned long long)next->version);
-    char lpath[PATH_MAX];
-    dc_status_t st = dc_commit_path(dir, DC_COMMIT_LOCK, lpath, sizeof(lpath));
+    int lfd = -1;
+    dc_status_t st = dc_commit_lock(dir, &lfd);
     if (st != DC_OK)
         return st;
-    int lfd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lfd < 0)
-        return dc_error_errno(DC_ERR_IO, errno, "%s: open lock file", lpath);
-    while (flock(lfd, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-            st = dc_error_errno(DC_ERR_IO, errno, "%s: flock", lpath);
-            goto out_close;
-        }
-    }
     /* Under the lock: re-read and compare. */
     dc_commit_rec_t cur;
     memset(&cur, 0, sizeof(cur));
@@ -322,8 +392,6 @@ static dc_status_t dc_commit_swap(const char *dir, uint64_t expected,
         *current = rec;
 
 out_unlock:
-    flock(lfd, LOCK_UN);
-out_close:
-    close(lfd);
+    dc_commit_unlock(lfd);
     return st;
 }

@@ -22,6 +22,9 @@
  * DIR/commit.lock, re-reads the record, and writes the new one only if the
  * current version equals the caller's expectation.  Several coordinators
  * racing: exactly one wins each version; the others get DC_ERR_CONFLICT.
+ * The holder writes "pid N on HOST since TIME" into the lock file; a
+ * process that finds the lock taken logs that line and that it waits
+ * (again every 10 s), and how long it waited once it has the lock.
  */
 #ifndef DC_ENGINE_COMMIT_H
 #define DC_ENGINE_COMMIT_H
@@ -61,6 +64,11 @@ dc_status_t dc_commit_read(const char *dir, dc_commit_rec_t *out);
  */
 dc_status_t dc_commit_cas(const char *dir, uint64_t expected, const dc_commit_rec_t *next,
                           dc_commit_rec_t *current);
+
+/** Take DIR/commit.lock (exclusive flock; waits for another holder, and
+ *  says so, see above); *lfd_out: release it with dc_commit_unlock(). */
+dc_status_t dc_commit_lock(const char *dir, int *lfd_out);
+void dc_commit_unlock(int lfd);
 
 /**
  * The same compare-and-set without requiring the version to advance: a

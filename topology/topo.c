@@ -194,6 +194,83 @@ static uint64_t all_shards(uint32_t n)
     return n >= 64 ? ~0ULL : ((1ULL << n) - 1);
 }
 
+/* The port of "HOST:PORT" / "[V6]:PORT" (digits only, at most 65535);
+ * -1 when the address names no port (a host alone, "10.0.0.1"). */
+static long addr_port(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon)
+        return -1;
+    if (addr[0] == '[' ? colon[-1] != ']' : strchr(addr, ':') != colon)
+        return -1; /* a bare IPv6 address */
+    if (!colon[1] || strlen(colon + 1) > 5)
+        return -1;
+    long p = 0;
+    for (const char *c = colon + 1; *c; c++) {
+        if (*c < '0' || *c > '9')
+            return -1;
+        p = p * 10 + (*c - '0');
+    }
+    return p <= 65535 ? p : -1;
+}
+
+typedef struct addr_ix {
+    const char *addr;
+    uint32_t node;
+} addr_ix_t;
+
+static int cmp_addr_ix(const void *a, const void *b)
+{
+    const addr_ix_t *x = a, *y = b;
+    int c = strcmp(x->addr, y->addr);
+    return c ? c : (x->node > y->node) - (x->node < y->node);
+}
+
+/* Every node listens on its address and its peers dial it: a port must be
+ * fixed (not 0, which the kernel replaces with any free port) and no two
+ * nodes may name the same HOST:PORT.  Addresses without a port (planning
+ * only) are not checked. */
+static dc_status_t check_addrs(const dc_topo_t *t)
+{
+    addr_ix_t *ix = malloc(sizeof(*ix) * t->n_nodes);
+    if (!ix)
+        return dc_error(DC_ERR_NOMEM, "%s: out of memory", t->source);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->n_nodes; i++) {
+        const dc_topo_node_t *nd = &t->nodes[i];
+        long port = addr_port(nd->addr);
+        if (port < 0)
+            continue;
+        if (port == 0) {
+            free(ix);
+            return dc_error(DC_ERR_INVALID,
+                            "%s:%u: node '%s' has port 0 in addr '%s': its peers dial that "
+                            "address, so it needs a fixed port",
+                            t->source, nd->line, nd->name, nd->addr);
+        }
+        ix[n++] = (addr_ix_t){.addr = nd->addr, .node = i};
+    }
+    qsort(ix, n, sizeof(*ix), cmp_addr_ix);
+    for (uint32_t k = 1; k < n; k++) {
+        if (strcmp(ix[k - 1].addr, ix[k].addr) != 0)
+            continue;
+        const dc_topo_node_t *a = &t->nodes[ix[k - 1].node], *b = &t->nodes[ix[k].node];
+        if (a->line > b->line) {
+            const dc_topo_node_t *x = a;
+            a = b;
+            b = x;
+        }
+        dc_status_t st = dc_error(DC_ERR_INVALID,
+                                  "%s:%u: nodes '%s' (line %u) and '%s' (line %u) have the same "
+                                  "address %s",
+                                  t->source, b->line, a->name, a->line, b->name, b->line, a->addr);
+        free(ix);
+        return st;
+    }
+    free(ix);
+    return DC_OK;
+}
+
 dc_status_t dc_topo_finish(dc_topo_t *t)
 {
     if (t->n_nodes == 0)
@@ -268,6 +345,10 @@ dc_status_t dc_topo_finish(dc_topo_t *t)
         }
         free(ix);
     }
+
+    dc_status_t ast = check_addrs(t);
+    if (ast != DC_OK)
+        return ast;
 
     uint64_t owned = 0;
     uint32_t s_ord = 0;

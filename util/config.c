@@ -78,6 +78,11 @@ static const dc_config_entry_t dc_config_entries[] = {
      "after the commit of version commit=V (\"\": off)", S, NULL, "engine, per node"},
     {"engine_trace", "", "test hook: directory where each node writes trace.<rank>, its "
      "per-frame events (\"\": off)", S, NULL, "engine, per node"},
+    {"handshake_timeout_ms", "5000",
+     "listeners: a peer that has not authenticated within this many milliseconds (capped "
+     "at timeout_ms) is dropped; with the per-address cap and eviction of the oldest "
+     "unauthenticated handshake, idle or slow connections cannot lock peers out", MS, NULL,
+     "verbs/ tcp, ucx and rdma listeners, per listener"},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };
 

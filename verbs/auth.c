@@ -6,10 +6,27 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stdatomic.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char dc_auth_label[] = "deltacast-auth-v1";
+
+/* A secret file that group or others may read (or write) is warned about,
+ * once per process (the secret is loaded for every connection). */
+static void dc_auth_check_mode(int fd, const char *path)
+{
+    static atomic_int warned;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !(sb.st_mode & (S_IRWXG | S_IRWXO)))
+        return;
+    if (atomic_exchange(&warned, 1))
+        return;
+    DC_LOG_WARN("auth: secret file %s has mode %04o: group or others may read the job "
+                "secret (chmod 600 %s)",
+                path, (unsigned)(sb.st_mode & 07777), path);
+}
 
 dc_status_t dc_auth_load_secret(const void *explicit_secret, size_t explicit_len, uint8_t *buf,
                                 size_t cap, size_t *len)
@@ -28,6 +45,7 @@ dc_status_t dc_auth_load_secret(const void *explicit_secret, size_t explicit_len
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             return dc_error_errno(DC_ERR_IO, errno, "auth: cannot open secret file %s", path);
+        dc_auth_check_mode(fd, path);
         size_t n = 0;
         for (;;) {
             if (n == cap) {

@@ -16,7 +16,8 @@
  *
  * The secret comes from, in order: an explicit API argument, the file named
  * by config `secret_file` (DELTACAST_SECRET_FILE; trailing newline
- * stripped), config `secret` (DELTACAST_SECRET).  No secret is an error
+ * stripped; a warning when group or others may read it), config `secret`
+ * (DELTACAST_SECRET).  No secret is an error
  * (DC_ERR_AUTH): connections are never unauthenticated.
  */
 #ifndef DC_VERBS_AUTH_H

@@ -41,6 +41,10 @@ void dc_net_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
 /** Same family and host address (ports ignored); false for other families. */
 bool dc_net_same_host(const struct sockaddr *a, const struct sockaddr *b);
 
+/** The same for two dc_net_sockaddr_str() strings: equal up to the last
+ *  ':' (the port); listeners count a source's pending handshakes by it. */
+bool dc_net_same_host_str(const char *a, const char *b);
+
 /** The unspecified address (0.0.0.0, ::); true for families other than
  *  IPv4/IPv6 (nothing to narrow down). */
 bool dc_net_is_wildcard(const struct sockaddr *a);

@@ -726,7 +726,7 @@ void dc_rdma_conn_progress(dc_rdma_conn_t *c)
                              ? "connection setup not completed within %u ms (address/route "
                                "resolution or the CM handshake hung)"
                              : "authentication not completed within %u ms",
-                         c->timeout_ms);
+                         c->hs_timeout_ms ? c->hs_timeout_ms : c->timeout_ms);
     }
 }
 

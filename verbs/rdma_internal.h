@@ -200,6 +200,8 @@ struct dc_rdma_conn {
     int is_client;
     double deadline;
     uint32_t timeout_ms;
+    uint32_t hs_timeout_ms; /* server: the handshake's own deadline (opts hs_timeout_ms) */
+    double hs_started;      /* server: when the connect request came */
     uint64_t max_msg;
     uint8_t *secret;
     size_t secret_len;
@@ -251,6 +253,9 @@ struct dc_rdma_conn {
 
 #define DC_RDMA_MAX_PDS 8
 
+#define DC_RDMA_MAX_HS     64 /* unauthenticated handshakes per listener (each holds a QP) */
+#define DC_RDMA_MAX_HS_SRC 16 /* ... of them from one source address */
+
 struct dc_rdma_listener {
     dc_verbs_listener_t base;
     unsigned refs;       /* the caller's + one per registered connection */
@@ -262,7 +267,10 @@ struct dc_rdma_listener {
     dc_verbs_opts_t opts;
     uint8_t *secret;
     size_t secret_len;
-    dc_rdma_conn_t *handshaking;
+    dc_rdma_conn_t *handshaking; /* unauthenticated: at most DC_RDMA_MAX_HS, and
+                                    DC_RDMA_MAX_HS_SRC per source address */
+    uint64_t hs_evicted;         /* handshakes dropped for newer ones */
+    double hs_report_at;
     /* one protection domain per device, shared by the accepted connections,
      * so that a re-dial's link can replace a broken one without
      * invalidating the caller's memory registrations */

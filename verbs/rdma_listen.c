@@ -145,6 +145,49 @@ static const char *dc_rdma_rej_str(uint16_t why)
     default: return "refused";
     }
 }
+/* A listener full of unauthenticated handshakes (DC_RDMA_MAX_HS, or
+ * DC_RDMA_MAX_HS_SRC from the address of `peer`) drops its oldest one that
+ * has not authenticated its HELLO yet (else its oldest) for the new request,
+ * instead of letting them pile up (each holds a QP and its rings) until
+ * timeout_ms. */
+static void dc_rdma_hs_make_room(dc_rdma_listener_t *l, const char *peer)
+{
+    unsigned n = 0, same = 0;
+    for (dc_rdma_conn_t *c = l->handshaking; c; c = c->next) {
+        n++;
+        same += dc_net_same_host_str(c->peer, peer);
+    }
+    bool src_full = same >= DC_RDMA_MAX_HS_SRC;
+    if (!src_full && n < DC_RDMA_MAX_HS)
+        return;
+    dc_rdma_conn_t **victim = NULL;
+    for (int pass = 0; pass < 2 && !victim; pass++)
+        for (dc_rdma_conn_t **pp = &l->handshaking; *pp; pp = &(*pp)->next) {
+            dc_rdma_conn_t *c = *pp;
+            if ((src_full && !dc_net_same_host_str(c->peer, peer)) ||
+                (pass == 0 && c->state != DC_RDMA_S_ACCEPTING && c->state != DC_RDMA_S_WAIT_HELLO))
+                continue;
+            if (!victim || c->hs_started < (*victim)->hs_started)
+                victim = pp;
+        }
+    if (!victim)
+        return;
+    dc_rdma_conn_t *v = *victim;
+    *victim = v->next;
+    v->next = NULL;
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, v->epfd, NULL);
+    DC_LOG_DEBUG("rdma listener %s: evicted the handshake of %s for %s", l->addr, v->peer, peer);
+    dc_rdma_conn_destroy(v);
+    l->hs_evicted++;
+    double now = dc_now_s();
+    if (now >= l->hs_report_at) {
+        DC_LOG_WARN("rdma listener %s: %llu unauthenticated handshake(s) evicted for newer ones "
+                    "(at most %d pending, %d per source address) since it opened",
+                    l->addr, (unsigned long long)l->hs_evicted, DC_RDMA_MAX_HS, DC_RDMA_MAX_HS_SRC);
+        l->hs_report_at = now + 1.0;
+    }
+}
+
 static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_event *ev)
 {
     struct rdma_cm_id *id = ev->id;
@@ -173,6 +216,7 @@ static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_eve
     }
     dc_rdma_conn_t *c = NULL;
     if (st == DC_OK) {
+        dc_rdma_hs_make_room(l, peer);
         dc_verbs_opts_t o = l->opts;
         o.secret = l->secret;
         o.secret_len = l->secret_len;
@@ -188,6 +232,10 @@ static void dc_rdma_on_connect_request(dc_rdma_listener_t *l, struct rdma_cm_eve
         return;
     }
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    /* unauthenticated: the handshake's own deadline */
+    c->hs_timeout_ms = l->opts.hs_timeout_ms;
+    c->hs_started = dc_now_s();
+    c->deadline = c->hs_started + c->hs_timeout_ms / 1000.0;
     c->lk.id = id;
     c->sess.id = pd.session;
     c->sess.epoch = pd.epoch;

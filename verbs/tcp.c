@@ -15,6 +15,13 @@
  *   CHAL   s->c  "DCTH" ver Ns HMAC_S               72 bytes
  *   PROOF  c->s  HMAC_C S epoch i K max_msg rbase   64 bytes
  *   OK     s->c  "DCTH" status S rbase              24 bytes
+ *   (packed and parsed by tcp_hs.c)
+ *
+ * Before a peer is authenticated it holds one of at most DC_TCP_MAX_HS
+ * pending handshakes of the listener (DC_TCP_MAX_HS_SRC per source
+ * address), for at most handshake_timeout_ms; a new connection to a full
+ * listener evicts the oldest one that has not sent its HELLO (else the
+ * oldest): idle or slow-loris sockets cannot lock a real peer out.
  *
  * `rbase` is the sender's receive low-water mark (every seq below it was
  * received and verified): on a reconnect each side treats its sends below
@@ -438,9 +445,9 @@ static dc_status_t dc_tcp_hs_start_client(dc_tcp_conn_t *c, dc_tcp_hs_t *h)
     dc_status_t st = dc_auth_nonce(h->nc);
     if (st != DC_OK)
         return st;
-    dc_store_le32(h->out, DC_TCP_MAGIC);
-    dc_store_le32(h->out + 4, DC_TCP_VERSION);
-    memcpy(h->out + 8, h->nc, DC_AUTH_NONCE_SIZE);
+    dc_tcp_hello_t hello;
+    memcpy(hello.nc, h->nc, DC_AUTH_NONCE_SIZE);
+    dc_tcp_hello_pack(&hello, h->out);
     h->out_len = DC_TCP_HELLO;
     h->out_off = 0;
     return DC_OK;
@@ -477,24 +484,22 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
             return st;
         if ((st = dc_tcp_hs_fill(h)) != DC_OK)
             return st;
-        if (dc_load_le32(h->in) != DC_TCP_MAGIC || dc_load_le32(h->in + 4) != DC_TCP_VERSION)
-            return dc_error(DC_ERR_FORMAT, "tcp: %s is not a deltacast tcp endpoint (bad "
-                                           "handshake magic/version)",
-                            c->peer);
-        memcpy(h->ns, h->in + 8, DC_AUTH_NONCE_SIZE);
-        if ((st = dc_auth_verify(c->o.secret, c->o.secret_len, 'S', h->nc, h->ns, h->in + 40,
+        dc_tcp_chal_t chal;
+        if ((st = dc_tcp_chal_parse(h->in, h->in_len, c->peer, &chal)) != DC_OK)
+            return st;
+        memcpy(h->ns, chal.ns, DC_AUTH_NONCE_SIZE);
+        if ((st = dc_auth_verify(c->o.secret, c->o.secret_len, 'S', h->nc, h->ns, chal.mac,
                                  c->peer)) != DC_OK)
             return st;
-        uint8_t *o = h->out;
-        if ((st = dc_auth_mac(c->o.secret, c->o.secret_len, 'C', h->nc, h->ns, o)) != DC_OK)
+        dc_tcp_proof_t p = {.session = c->sess.id,
+                            .epoch = c->sess.epoch,
+                            .idx = idx,
+                            .nstreams = c->k,
+                            .max_msg = (uint32_t)c->o.max_msg_size,
+                            .rbase = c->rbase};
+        if ((st = dc_auth_mac(c->o.secret, c->o.secret_len, 'C', h->nc, h->ns, p.mac)) != DC_OK)
             return st;
-        dc_store_le64(o + 32, c->sess.id);
-        dc_store_le32(o + 40, c->sess.epoch);
-        dc_store_le16(o + 44, (uint16_t)idx);
-        dc_store_le16(o + 46, (uint16_t)c->k);
-        dc_store_le32(o + 48, (uint32_t)c->o.max_msg_size);
-        dc_store_le32(o + 52, 0);
-        dc_store_le64(o + 56, c->rbase);
+        dc_tcp_proof_pack(&p, h->out);
         h->out_len = DC_TCP_PROOF;
         h->out_off = 0;
         h->state = HS_C_OK;
@@ -505,10 +510,10 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
             return st;
         if ((st = dc_tcp_hs_fill(h)) != DC_OK)
             return st;
-        uint32_t code = dc_load_le32(h->in + 4);
-        if (dc_load_le32(h->in) != DC_TCP_MAGIC)
-            return dc_error(DC_ERR_FORMAT, "tcp: bad handshake reply from %s", c->peer);
-        switch (code) {
+        dc_tcp_okmsg_t ok;
+        if ((st = dc_tcp_ok_parse(h->in, h->in_len, c->peer, &ok)) != DC_OK)
+            return st;
+        switch (ok.code) {
         case DC_TCP_OK_ACCEPT:
             break;
         case DC_TCP_OK_AUTH:
@@ -520,11 +525,11 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
             return dc_error(DC_ERR_RESET, "tcp: %s: stale reconnect epoch", c->peer);
         default:
             return dc_error(DC_ERR_INVALID, "tcp: %s refused the stream (code %u)", c->peer,
-                            code);
+                            ok.code);
         }
-        if (dc_load_le64(h->in + 8) != c->sess.id)
+        if (ok.session != c->sess.id)
             return dc_error(DC_ERR_FORMAT, "tcp: %s answered for another session", c->peer);
-        dc_tcp_ack_upto(c, dc_load_le64(h->in + 16));
+        dc_tcp_ack_upto(c, ok.rbase);
         int fd = h->fd;
         h->fd = -1;
         h->state = HS_DONE;

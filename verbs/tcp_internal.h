@@ -12,6 +12,7 @@
  *                  messages to the streams (MSG_ZEROCOPY), isend
  *   tcp_recv.c     reading and parsing the streams, CRC32C check, the
  *                  early-message stash, irecv
+ *   tcp_hs.c       pack / parse of the handshake messages (tcp_hs.h)
  */
 #ifndef DC_VERBS_TCP_INTERNAL_H
 #define DC_VERBS_TCP_INTERNAL_H
@@ -22,6 +23,7 @@
 #include "verbs/fault.h"
 #include "verbs/net.h"
 #include "verbs/session.h"
+#include "verbs/tcp_hs.h"
 
 #include <errno.h>
 #include <linux/errqueue.h>
@@ -35,13 +37,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define DC_TCP_MAGIC 0x48544344u /* "DCTH" */
-#define DC_TCP_VERSION 1u
-#define DC_TCP_HELLO 40
-#define DC_TCP_CHAL 72
-#define DC_TCP_PROOF 64
-#define DC_TCP_OK 24
-#define DC_TCP_MAX_STREAMS 64
 #define DC_TCP_RBUF (256u << 10)
 #define DC_TCP_OBUF 4096
 #define DC_TCP_CTRL_CAP 4096
@@ -50,13 +45,13 @@
 #define DC_TCP_SPIECE (1u << 20)      /* payload bytes CRC'd, then sent, per step (L2-sized) */
 #define DC_TCP_BUDGET (8u << 20)      /* bytes per stream per progress call */
 #define DC_TCP_MAX_HS 256             /* pending handshakes per listener */
+#define DC_TCP_HS_LINES 20            /* refused-handshake log lines per second */
+#define DC_TCP_MAX_HS_SRC 64          /* ... of them from one source address */
 #define DC_TCP_ZC_MIN (64u << 10)     /* MSG_ZEROCOPY only for messages this large */
 #define DC_TCP_ZC_RING 1024           /* un-released zero-copy sends per stream */
 #define DC_TCP_STASH_MAX (64u << 20)  /* early messages held per connection (see stash) */
 #define W DC_VERBS_MAX_INFLIGHT
 
-enum { DC_TCP_OK_ACCEPT = 0, DC_TCP_OK_AUTH = 1, DC_TCP_OK_UNKNOWN = 2, DC_TCP_OK_STALE = 3,
-       DC_TCP_OK_BAD = 4 };
 
 extern const dc_verbs_ops_t dc_tcp_ops;
 
@@ -110,6 +105,10 @@ typedef struct dc_tcp_hs {
     size_t out_len, out_off;
     double deadline;
     char peer[128];
+    /* server side: when accepted (eviction picks the oldest) and the
+     * peer's address without its port (the per-source cap) */
+    double started;
+    char src[128];
     /* learned from PROOF (server side) */
     uint64_t session;
     uint32_t epoch, idx, nstreams, max_msg;
@@ -230,6 +229,17 @@ struct dc_tcp_listener {
     char addr[128];
     dc_tcp_hs_t *hs[DC_TCP_MAX_HS];
     uint32_t nhs;
+    /* unauthenticated handshakes dropped: evicted for a newer one (the
+     * listener or the source was full), past hs_timeout_ms; logged as a
+     * summary at most once a second (a flood is one line, not thousands) */
+    uint64_t hs_evicted, hs_timed_out, hs_reported;
+    double hs_report_at;
+    /* handshakes refused for a reason (garbage, a wrong secret): a line
+     * each, at most DC_TCP_HS_LINES a second; the rest are counted in the
+     * summary (a flood of garbage must not flood the log) */
+    uint32_t hs_lines;
+    double hs_lines_at;
+    uint64_t hs_quiet;
     dc_session_t *conns; /* every server connection (pending or live), by sess */
 };
 

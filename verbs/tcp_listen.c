@@ -7,10 +7,13 @@
  */
 #include "verbs/tcp_internal.h"
 
+static void dc_tcp_hs_report(dc_tcp_listener_t *l, double now, bool final);
+
 void dc_tcp_listener_unref(dc_tcp_listener_t *l)
 {
     if (--l->refs > 0)
         return;
+    dc_tcp_hs_report(l, 0, true);
     for (uint32_t i = 0; i < l->nhs; i++) {
         dc_tcp_close_hs(l->hs[i]);
         free(l->hs[i]);
@@ -23,10 +26,8 @@ void dc_tcp_listener_unref(dc_tcp_listener_t *l)
 static void dc_tcp_hs_reply(dc_tcp_hs_t *h, uint32_t code, uint64_t session, uint64_t rbase)
 {
     uint8_t b[DC_TCP_OK];
-    dc_store_le32(b, DC_TCP_MAGIC);
-    dc_store_le32(b + 4, code);
-    dc_store_le64(b + 8, session);
-    dc_store_le64(b + 16, rbase);
+    dc_tcp_okmsg_t m = {.code = code, .session = session, .rbase = rbase};
+    dc_tcp_ok_pack(&m, b);
     ssize_t n = send(h->fd, b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;
 }
@@ -42,14 +43,6 @@ static dc_tcp_conn_t *dc_tcp_find_session(dc_tcp_listener_t *l, uint64_t session
 /* The proof checked out: attach the socket to its session. */
 static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
 {
-    if (h->nstreams == 0 || h->nstreams > DC_TCP_MAX_STREAMS || h->idx >= h->nstreams ||
-        h->max_msg == 0) {
-        dc_tcp_hs_reply(h, DC_TCP_OK_BAD, h->session, 0);
-        return dc_error(DC_ERR_FORMAT,
-                        "tcp: %s sent bad stream parameters (stream %u of %u, at most %u; "
-                        "largest message %u bytes)",
-                        h->peer, h->idx, h->nstreams, DC_TCP_MAX_STREAMS, h->max_msg);
-    }
     dc_tcp_conn_t *c = dc_tcp_find_session(l, h->session);
     /* several streams of one epoch each attach (JOIN); the first creates */
     dc_session_verdict_t v = dc_session_judge(c ? &c->sess : NULL, h->epoch, 0, true);
@@ -127,22 +120,17 @@ static dc_status_t dc_tcp_hs_server_step(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
     if (h->state == HS_S_HELLO) {
         if ((st = dc_tcp_hs_fill(h)) != DC_OK)
             return st;
-        if (dc_load_le32(h->in) != DC_TCP_MAGIC)
-            return dc_error(DC_ERR_FORMAT, "tcp: %s sent garbage instead of a handshake "
-                                           "(bad magic 0x%08x)",
-                            h->peer, dc_load_le32(h->in));
-        if (dc_load_le32(h->in + 4) != DC_TCP_VERSION)
-            return dc_error(DC_ERR_FORMAT, "tcp: %s speaks handshake version %u (want %u)",
-                            h->peer, dc_load_le32(h->in + 4), DC_TCP_VERSION);
-        memcpy(h->nc, h->in + 8, DC_AUTH_NONCE_SIZE);
+        dc_tcp_hello_t hello;
+        if ((st = dc_tcp_hello_parse(h->in, h->in_len, h->peer, &hello)) != DC_OK)
+            return st;
+        memcpy(h->nc, hello.nc, DC_AUTH_NONCE_SIZE);
         if ((st = dc_auth_nonce(h->ns)) != DC_OK)
             return st;
-        dc_store_le32(h->out, DC_TCP_MAGIC);
-        dc_store_le32(h->out + 4, DC_TCP_VERSION);
-        memcpy(h->out + 8, h->ns, DC_AUTH_NONCE_SIZE);
-        if ((st = dc_auth_mac(l->o.secret, l->o.secret_len, 'S', h->nc, h->ns, h->out + 40)) !=
-            DC_OK)
+        dc_tcp_chal_t chal;
+        memcpy(chal.ns, h->ns, DC_AUTH_NONCE_SIZE);
+        if ((st = dc_auth_mac(l->o.secret, l->o.secret_len, 'S', h->nc, h->ns, chal.mac)) != DC_OK)
             return st;
+        dc_tcp_chal_pack(&chal, h->out);
         h->out_len = DC_TCP_CHAL;
         h->out_off = 0;
         h->state = HS_S_PROOF;
@@ -153,22 +141,74 @@ static dc_status_t dc_tcp_hs_server_step(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
             return st;
         if ((st = dc_tcp_hs_fill(h)) != DC_OK)
             return st;
+        /* the MAC first: nothing else of an unauthenticated PROOF counts */
         if ((st = dc_auth_verify(l->o.secret, l->o.secret_len, 'C', h->nc, h->ns, h->in,
                                  h->peer)) != DC_OK) {
             dc_tcp_hs_reply(h, DC_TCP_OK_AUTH, 0, 0);
             return st;
         }
-        h->session = dc_load_le64(h->in + 32);
-        h->epoch = dc_load_le32(h->in + 40);
-        h->idx = dc_load_le16(h->in + 44);
-        h->nstreams = dc_load_le16(h->in + 46);
-        h->max_msg = dc_load_le32(h->in + 48);
-        h->rbase = dc_load_le64(h->in + 56);
+        dc_tcp_proof_t p;
+        if ((st = dc_tcp_proof_parse(h->in, h->in_len, h->peer, &p)) != DC_OK) {
+            dc_tcp_hs_reply(h, DC_TCP_OK_BAD, dc_load_le64(h->in + 32), 0);
+            return st;
+        }
+        h->session = p.session;
+        h->epoch = p.epoch;
+        h->idx = p.idx;
+        h->nstreams = p.nstreams;
+        h->max_msg = p.max_msg;
+        h->rbase = p.rbase;
         h->state = HS_DONE;
         return dc_tcp_hs_server_attach(l, h);
     }
     return DC_ERR_AGAIN;
 }
+
+/* The pending handshake to drop for a new one: among those from `src`
+ * (NULL: all), the oldest that has not sent a whole HELLO yet (idle or
+ * slow peers), else the oldest.  Every pending handshake is
+ * unauthenticated (an authenticated one leaves the list at once). */
+static int dc_tcp_hs_victim(const dc_tcp_listener_t *l, const char *src)
+{
+    int best = -1;
+    for (int pass = 0; pass < 2 && best < 0; pass++)
+        for (uint32_t i = 0; i < l->nhs; i++) {
+            const dc_tcp_hs_t *h = l->hs[i];
+            if (src && strcmp(h->src, src) != 0)
+                continue;
+            if (pass == 0 && h->state != HS_S_HELLO)
+                continue;
+            if (best < 0 || h->started < l->hs[best]->started)
+                best = (int)i;
+        }
+    return best;
+}
+
+static void dc_tcp_hs_drop(dc_tcp_listener_t *l, uint32_t i)
+{
+    dc_tcp_close_hs(l->hs[i]);
+    free(l->hs[i]);
+    l->hs[i] = l->hs[--l->nhs];
+}
+
+/* One line a second at most for the handshakes evicted or timed out (a
+ * flood of idle connections is a summary, not a line per socket). */
+static void dc_tcp_hs_report(dc_tcp_listener_t *l, double now, bool final)
+{
+    uint64_t n = l->hs_evicted + l->hs_timed_out + l->hs_quiet;
+    if (n == l->hs_reported || (!final && now < l->hs_report_at))
+        return;
+    DC_LOG_WARN("tcp: listener %s: %llu unauthenticated handshake(s) evicted for newer ones "
+                "(at most %u pending, %u per source address), %llu dropped after "
+                "handshake_timeout_ms=%u, %llu refused beyond %u log lines a second, since it "
+                "opened",
+                l->addr, (unsigned long long)l->hs_evicted, DC_TCP_MAX_HS, DC_TCP_MAX_HS_SRC,
+                (unsigned long long)l->hs_timed_out, l->o.hs_timeout_ms,
+                (unsigned long long)l->hs_quiet, DC_TCP_HS_LINES);
+    l->hs_reported = n;
+    l->hs_report_at = now + 1.0;
+}
+
 dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
 {
     /* new sockets */
@@ -187,19 +227,37 @@ dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
             }
             return dc_error_errno(DC_ERR_IO, errno, "tcp: accept on %s", l->addr);
         }
-        char peer[128];
-        dc_net_sockaddr_str((struct sockaddr *)&pa, peer, sizeof(peer));
-        dc_tcp_hs_t *h = l->nhs < DC_TCP_MAX_HS ? calloc(1, sizeof(*h)) : NULL;
+        dc_tcp_hs_t *h = calloc(1, sizeof(*h));
         if (!h) {
-            DC_LOG_WARN("tcp: dropped %s: too many pending handshakes on %s", peer, l->addr);
+            DC_LOG_WARN("tcp: dropped a connection on %s: out of memory", l->addr);
             close(fd);
             continue;
+        }
+        dc_net_sockaddr_str((struct sockaddr *)&pa, h->peer, sizeof(h->peer));
+        snprintf(h->src, sizeof(h->src), "%s", h->peer);
+        char *colon = strrchr(h->src, ':'); /* the address, not the port */
+        if (colon)
+            *colon = 0;
+        /* full (for this source, or at all): the oldest unauthenticated
+         * handshake makes room, so idle or slow sockets cannot lock out
+         * a peer that completes its handshake at once */
+        uint32_t same = 0;
+        for (uint32_t i = 0; i < l->nhs; i++)
+            same += strcmp(l->hs[i]->src, h->src) == 0;
+        int v = same >= DC_TCP_MAX_HS_SRC ? dc_tcp_hs_victim(l, h->src)
+                : l->nhs >= DC_TCP_MAX_HS ? dc_tcp_hs_victim(l, NULL)
+                                          : -1;
+        if (v >= 0) {
+            DC_LOG_DEBUG("tcp: evicted the handshake of %s on %s for %s", l->hs[v]->peer, l->addr,
+                         h->peer);
+            dc_tcp_hs_drop(l, (uint32_t)v);
+            l->hs_evicted++;
         }
         dc_tcp_tune(fd, &l->o);
         h->fd = fd;
         h->state = HS_S_HELLO;
-        h->deadline = dc_now_s() + l->o.timeout_ms / 1000.0;
-        snprintf(h->peer, sizeof(h->peer), "%s", peer);
+        h->started = dc_now_s();
+        h->deadline = h->started + l->o.hs_timeout_ms / 1000.0;
         dc_tcp_hs_expect(h, DC_TCP_HELLO);
         l->hs[l->nhs++] = h;
     }
@@ -208,19 +266,32 @@ dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
     for (uint32_t i = 0; i < l->nhs;) {
         dc_tcp_hs_t *h = l->hs[i];
         dc_status_t st = dc_tcp_hs_server_step(l, h);
-        if (st == DC_ERR_AGAIN && now > h->deadline)
-            st = dc_error(DC_ERR_TIMEOUT, "tcp: %s did not complete the handshake within %u ms",
-                          h->peer, l->o.timeout_ms);
+        if (st == DC_ERR_AGAIN && now > h->deadline) {
+            DC_LOG_DEBUG("tcp: %s did not authenticate within handshake_timeout_ms=%u on %s",
+                         h->peer, l->o.hs_timeout_ms, l->addr);
+            l->hs_timed_out++;
+            dc_tcp_hs_drop(l, i);
+            continue;
+        }
         if (st == DC_ERR_AGAIN) {
             i++;
             continue;
         }
-        if (st != DC_OK)
-            DC_LOG_WARN("tcp: dropped peer: %s", dc_last_error());
-        dc_tcp_close_hs(h);
-        free(h);
-        l->hs[i] = l->hs[--l->nhs];
+        if (st != DC_OK) {
+            if (now >= l->hs_lines_at) {
+                l->hs_lines_at = now + 1.0;
+                l->hs_lines = 0;
+            }
+            if (l->hs_lines < DC_TCP_HS_LINES) {
+                l->hs_lines++;
+                DC_LOG_WARN("tcp: dropped peer: %s", dc_last_error());
+            } else {
+                l->hs_quiet++;
+            }
+        }
+        dc_tcp_hs_drop(l, i);
     }
+    dc_tcp_hs_report(l, now, false);
     /* pending sessions that never completed */
     for (dc_session_t *s = l->conns; s; s = s->next) {
         dc_tcp_conn_t *c = DC_TCP_CONN_OF(s);

@@ -179,6 +179,17 @@ dc_status_t dc_verbs_opts_resolve(const dc_verbs_opts_t *in, dc_verbs_opts_t *ou
                             (unsigned long long)v);
         o.timeout_ms = (uint32_t)v;
     }
+    if (o.hs_timeout_ms == 0) {
+        if ((st = dc_config_get_ms("handshake_timeout_ms", &v)) != DC_OK)
+            return st;
+        if (v == 0 || v > 86400000)
+            return dc_error(DC_ERR_INVALID,
+                            "config handshake_timeout_ms=%llu: 1 .. 86400000 (a day)",
+                            (unsigned long long)v);
+        o.hs_timeout_ms = (uint32_t)v;
+    }
+    if (o.hs_timeout_ms > o.timeout_ms)
+        o.hs_timeout_ms = o.timeout_ms;
     if (o.zerocopy < 0)
         o.zerocopy = 0;
     if (o.max_msg_size == 0)

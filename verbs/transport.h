@@ -144,6 +144,9 @@ typedef struct dc_verbs_opts {
                                  (default off), -1 config */
     uint64_t max_msg_size;  /**< 0: DC_VERBS_DEFAULT_MAX_MSG */
     const char *device;     /**< ucx/rdma device name; NULL: automatic */
+    uint32_t hs_timeout_ms; /**< listeners: deadline of a peer's handshake before it is
+                                 authenticated (at most timeout_ms); 0: config
+                                 handshake_timeout_ms */
 } dc_verbs_opts_t;
 
 #define DC_VERBS_DEFAULT_MAX_MSG (64u << 20) /* 64 MiB */

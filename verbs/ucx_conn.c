@@ -538,7 +538,9 @@ void dc_ucx_conn_progress(dc_ucx_conn_t *c)
     c->nctrl = 0;
     if (c->state != DC_UCX_ESTABLISHED && c->state != DC_UCX_FAILED &&
         c->state != DC_UCX_BROKEN && dc_now_s() > c->deadline)
-        dc_ucx_fail(c, DC_ERR_TIMEOUT, "handshake not completed within %u ms", c->timeout_ms);
+        dc_ucx_fail(c, DC_ERR_TIMEOUT, "handshake not completed within %u ms%s",
+                    c->hs_timeout_ms ? c->hs_timeout_ms : c->timeout_ms,
+                    c->hs_timeout_ms ? " (handshake_timeout_ms)" : "");
 }
 
 /* --- listener ---------------------------------------------------------------- */
@@ -659,6 +661,49 @@ int dc_ucx_listen_fd(dc_verbs_listener_t *lb)
     return ((dc_ucx_listener_t *)lb)->epfd;
 }
 
+/* A listener full of unauthenticated handshakes (DC_UCX_MAX_HS, or
+ * DC_UCX_MAX_HS_SRC from the address of `peer`) drops its oldest one that
+ * has not sent a HELLO yet (else its oldest) for the new request, instead of
+ * turning the new one away: idle peers cannot lock real ones out. */
+static void dc_ucx_hs_make_room(dc_ucx_listener_t *l, const char *peer)
+{
+    unsigned n = 0, same = 0;
+    for (dc_ucx_conn_t *c = l->handshaking; c; c = c->next) {
+        n++;
+        same += dc_net_same_host_str(c->peer, peer);
+    }
+    bool src_full = same >= DC_UCX_MAX_HS_SRC;
+    if (!src_full && n < DC_UCX_MAX_HS)
+        return;
+    dc_ucx_conn_t **victim = NULL;
+    for (int pass = 0; pass < 2 && !victim; pass++)
+        for (dc_ucx_conn_t **pp = &l->handshaking; *pp; pp = &(*pp)->next) {
+            dc_ucx_conn_t *c = *pp;
+            if ((src_full && !dc_net_same_host_str(c->peer, peer)) ||
+                (pass == 0 && c->state != DC_UCX_S_WAIT_HELLO))
+                continue;
+            if (!victim || c->hs_started < (*victim)->hs_started)
+                victim = pp;
+        }
+    if (!victim)
+        return;
+    dc_ucx_conn_t *v = *victim;
+    *victim = v->next;
+    v->next = NULL;
+    if (v->efd >= 0)
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, v->efd, NULL);
+    DC_LOG_DEBUG("ucx listener %s: evicted the handshake of %s for %s", l->addr, v->peer, peer);
+    dc_ucx_conn_destroy(v);
+    l->hs_evicted++;
+    double now = dc_now_s();
+    if (now >= l->hs_report_at) {
+        DC_LOG_WARN("ucx listener %s: %llu unauthenticated handshake(s) evicted for newer ones "
+                    "(at most %d pending, %d per source address) since it opened",
+                    l->addr, (unsigned long long)l->hs_evicted, DC_UCX_MAX_HS, DC_UCX_MAX_HS_SRC);
+        l->hs_report_at = now + 1.0;
+    }
+}
+
 static void dc_ucx_listener_take(dc_ucx_listener_t *l, ucp_conn_request_h req)
 {
     dc_verbs_opts_t o = l->opts;
@@ -670,6 +715,7 @@ static void dc_ucx_listener_take(dc_ucx_listener_t *l, ucp_conn_request_h req)
     ra.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     if (ucp_conn_request_query(req, &ra) == UCS_OK)
         dc_net_sockaddr_str((const struct sockaddr *)&ra.client_address, peer, sizeof(peer));
+    dc_ucx_hs_make_room(l, peer);
     dc_ucx_conn_t *c;
     if (dc_ucx_conn_alloc(&o, l->ctx, &c) != DC_OK) {
         DC_LOG_WARN("ucx listener %s: dropped %s: %s", l->addr, peer, dc_last_error());
@@ -694,7 +740,10 @@ static void dc_ucx_listener_take(dc_ucx_listener_t *l, ucp_conn_request_h req)
         return;
     }
     c->state = DC_UCX_S_WAIT_HELLO;
-    c->deadline = dc_now_s() + c->timeout_ms / 1000.0;
+    /* unauthenticated: the handshake's own deadline */
+    c->hs_timeout_ms = l->opts.hs_timeout_ms;
+    c->hs_started = dc_now_s();
+    c->deadline = c->hs_started + c->hs_timeout_ms / 1000.0;
     if (c->efd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->efd, &ev);

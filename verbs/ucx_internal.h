@@ -19,6 +19,8 @@
 
 #include <ucp/api/ucp.h>
 
+#define DC_UCX_MAX_HS     64 /* unauthenticated handshakes per listener (each has a worker) */
+#define DC_UCX_MAX_HS_SRC 16 /* ... of them from one source address */
 #define DC_UCX_AM_DATA 1
 #define DC_UCX_AM_CTRL 2
 #define DC_UCX_AM_AUTH 3
@@ -188,6 +190,8 @@ struct dc_ucx_conn {
     dc_ucx_listener_t *lst;        /* server: registry that can re-attach us */
     double deadline; /* handshake, or recovery once BROKEN (dc_now_s) */
     uint32_t timeout_ms;
+    uint32_t hs_timeout_ms; /* server: the handshake's own deadline (opts hs_timeout_ms) */
+    double hs_started;      /* server: when the connection request was taken */
     uint64_t max_msg;
     uint8_t *secret;
     size_t secret_len;
@@ -250,7 +254,10 @@ struct dc_ucx_listener {
     size_t secret_len;
     ucp_conn_request_h creq[64];
     unsigned ncreq;
-    dc_ucx_conn_t *handshaking;
+    dc_ucx_conn_t *handshaking; /* unauthenticated: at most DC_UCX_MAX_HS, and
+                                   DC_UCX_MAX_HS_SRC per source address */
+    uint64_t hs_evicted;        /* handshakes dropped for newer ones */
+    double hs_report_at;
 };
 
 /* --- shared helpers --------------------------------------------------------- */

@@ -198,3 +198,53 @@ Test(commit, concurrent_advance_no_lost_update)
     cr_assert_eq(dc_commit_read(dir, &r), DC_OK);
     cr_assert_eq(r.version, N * K);
 }
+
+/* A coordinator that finds the commit lock taken says who holds it (the
+ * holder's pid, as the holder recorded it) and that it waits, then how
+ * long it waited; the commit still goes through once the holder lets go. */
+Test(commit, waiting_on_the_lock_names_its_holder)
+{
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t holder = fork();
+    cr_assert(holder >= 0);
+    if (holder == 0) {
+        int lfd = -1;
+        if (dc_commit_lock(dir, &lfd) != DC_OK)
+            _exit(2);
+        if (write(go[1], "x", 1) != 1)
+            _exit(3);
+        usleep(1200000);
+        dc_commit_unlock(lfd);
+        _exit(0);
+    }
+    char x;
+    cr_assert_eq(read(go[0], &x, 1), 1);
+    char log[] = "/tmp/dc_commit_log_XXXXXX";
+    int lf = mkstemp(log);
+    cr_assert(lf >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(lf, 2);
+    double t0 = dc_now_s();
+    dc_commit_rec_t n = {.version = 1, .baseline = 0, .digest_lo = 5};
+    dc_status_t st = dc_commit_cas(dir, 0, &n, NULL);
+    double waited = dc_now_s() - t0;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    cr_assert_eq(st, DC_OK, "%s", dc_last_error());
+    cr_assert(waited > 0.8, "the commit did not wait for the holder (%.2f s)", waited);
+    int status;
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char text[4096] = {0};
+    cr_assert(pread(lf, text, sizeof(text) - 1, 0) > 0, "nothing logged while waiting");
+    close(lf);
+    unlink(log);
+    char want[64];
+    snprintf(want, sizeof(want), "is held by pid %d on ", (int)holder);
+    cr_assert(strstr(text, want) && strstr(text, "commit.lock") && strstr(text, "waiting for it"),
+              "no line naming the holder: %s", text);
+    cr_assert(strstr(text, "after waiting"), "no line when the lock was got: %s", text);
+}

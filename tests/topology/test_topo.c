@@ -116,6 +116,32 @@ Test(topo, validation_errors_name_the_line)
         "      - {host: s2, role: sender}\n      - {host: r}\n", "t.yaml:5: sender 's2' owns no shard");
 }
 
+/* Each node listens on its address and its peers dial it: port 0 (any free
+ * port) cannot work, and two nodes on one HOST:PORT cannot both listen;
+ * the message names the node(s) and their lines.  The same host on other
+ * ports, and addresses without a port, stay valid. */
+Test(topo, port_zero_and_duplicate_addresses_refused)
+{
+#define ADDR_HEAD "regions:\n  - name: a\n    nodes:\n      - {host: s, role: sender, addr: \"127.0.0.1:7300\"}\n"
+    bad(ADDR_HEAD "      - {host: r, addr: \"10.0.0.2:0\"}\n",
+        "t.yaml:5: node 'r' has port 0 in addr '10.0.0.2:0'");
+    bad(ADDR_HEAD "      - {host: r, addr: \"127.0.0.1:7300\"}\n",
+        "t.yaml:5: nodes 's' (line 4) and 'r' (line 5) have the same address 127.0.0.1:7300");
+    bad(ADDR_HEAD "      - {host: r, addr: \"[::1]:7301\"}\n      - {host: q, addr: \"[::1]:7301\"}\n",
+        "nodes 'r' (line 5) and 'q' (line 6) have the same address [::1]:7301");
+    const char *ok = ADDR_HEAD "      - {host: r, addr: \"127.0.0.1:7301\"}\n"
+                               "      - {host: q, addr: \"10.0.0.9\"}\n"
+                               "      - {host: p, addr: \"10.0.0.9\"}\n"
+                               "      - {host: v6, addr: \"fe80::1\"}\n";
+    dc_topo_t *t = NULL;
+    cr_assert_eq(dc_topo_parse(ok, strlen(ok), "t.yaml", &t), DC_OK, "%s", dc_last_error());
+    dc_topo_free(t);
+    /* the synthetic local topology on base port 0 */
+    cr_assert_neq(dc_topo_synthetic_local(1, 2, 0, &t), DC_OK);
+    cr_assert(strstr(dc_last_error(), "port 0"), "%s", dc_last_error());
+#undef ADDR_HEAD
+}
+
 Test(topo, loading_missing_file)
 {
     dc_topo_t *t = NULL;
