@@ -105,6 +105,7 @@ typedef struct sk {
     double link_up_at[200];
     uint64_t fired[SK_NKINDS], tried[SK_NKINDS];
     double t0;            /* this attempt's start (dc_now_s) */
+    int test_hang, test_flip, test_flip_rank; /* DELTACAST_SOAK_TEST (tests only) */
     int root_reaped;      /* sk_kill found the coordinator had exited on its own */
     int root_ws;          /* and its wait status */
 } sk_t;
@@ -473,21 +474,21 @@ static void sk_fire(sk_t *s, sk_event_t *x, double t)
     case SK_RESTART: {
         int killed = 0;
         for (int i = 0; i < s->rb.nnodes; i++) {
+            int was_due = s->node[i].restart_at > 0;
+            s->node[i].restart_at = 0;
             if (sk_kill(s, i, &st)) {
                 killed++;
                 s->node[i].killed = 1;
+            } else if (!was_due) {
+                continue;
             }
-            s->node[i].restart_at = 0;
+            /* the launcher starts the coordinator first, the rest after it
+             * (and those a kill had left waiting for their restart) */
+            s->node[i].restart_at = t + x->dur + (i ? 0.1 : 0);
         }
         x->fired = killed > 0;
         snprintf(x->detail, sizeof(x->detail), "whole job SIGKILLed at %.2f s (%d processes), "
                  "relaunched after %.2f s", t, killed, x->dur);
-        /* the launcher starts the coordinator first, the rest after it */
-        if (x->fired) {
-            s->node[0].restart_at = t + x->dur;
-            for (int i = 1; i < s->rb.nnodes; i++)
-                s->node[i].restart_at = t + x->dur + 0.1;
-        }
         break;
     }
     default:
@@ -574,6 +575,8 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
     for (int i = 1; i < s->rb.nnodes; i++)
         if (sk_spawn(s, i, v, attempt) <= 0)
             return dc_error(DC_ERR_IO, "cannot start node %d", i);
+    if (s->test_hang == attempt)
+        kill(s->node[0].pid, SIGSTOP); /* never continued: a hang */
     int root_done = 0;
     double root_done_t = 0;
     for (;;) {
@@ -676,6 +679,19 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
     else if (st != DC_OK)
         return st;
     sk_stats(s, attempt, v, r);
+    if (s->test_flip == attempt) {
+        char w[PATH_MAX];
+        rb_path(w, sizeof(w), &s->rb, "w%d.st", s->test_flip_rank);
+        int fd = open(w, O_RDWR);
+        uint8_t b = 0;
+        if (fd >= 0 && pread(fd, &b, 1, 4096) == 1) {
+            b ^= 0x10;
+            if (pwrite(fd, &b, 1, 4096) != 1)
+                DC_LOG_WARN("%s: test flip failed", w);
+        }
+        if (fd >= 0)
+            close(fd);
+    }
     if (cv == v) {
         r->committed = 1;
         r->exact = 1;
@@ -755,8 +771,8 @@ static void sk_help(FILE *fp)
             "  --receivers N            receivers (default 5)\n"
             "  --regions R              receiver regions (default 3)\n"
             "  --params P               model parameters, BF16 (default 4e6)\n"
-            "  --change-rate C          fraction of values changing per version (0.02)\n"
-            "  --wan-rate RATE          WAN rate per region link (default 20mbit)\n"
+            "  --change-rate C          fraction of values changing per version (0.05)\n"
+            "  --wan-rate RATE          WAN rate per region link (default 4mbit)\n"
             "  --abort-ms T             the coordinator aborts a version after a receiver\n"
             "                           is lost this long (default 6000)\n"
             "  --timeout-ms T           the transport's timeout (DELTACAST_TIMEOUT_MS,\n"
@@ -931,9 +947,9 @@ int dc_cmd_perf_soak(int argc, char **argv)
     s->o.receivers = 5;
     s->o.regions = 3;
     s->o.params = 4000000;
-    s->o.rate = 0.02;
-    s->o.wan_bps = 20e6;
-    s->o.wan_text = "20mbit";
+    s->o.rate = 0.05;
+    s->o.wan_bps = 4e6;
+    s->o.wan_text = "4mbit";
     s->o.abort_ms = 6000;
     s->o.timeout_ms = 2000;
     int rc = sk_parse(argc, argv, &s->o);
@@ -942,6 +958,12 @@ int dc_cmd_perf_soak(int argc, char **argv)
     if (rc != 0)
         return rc;
     s->rng = s->o.seed * 0x2545f4914f6cdd1dull + 1;
+    /* test hooks: "hang:A" stops the coordinator of attempt A for good,
+     * "flip:A:R" flips a byte of receiver R after attempt A, before the check */
+    const char *th = getenv("DELTACAST_SOAK_TEST");
+    if (th && sscanf(th, "hang:%d", &s->test_hang) != 1 &&
+        sscanf(th, "flip:%d:%d", &s->test_flip, &s->test_flip_rank) != 2)
+        return dc_cli_usage_error(cmd, "DELTACAST_SOAK_TEST: '%s' is not hang:A or flip:A:R", th);
 
     rb_ctx_t *c = &s->rb;
     c->o.receivers = s->o.receivers;
