@@ -665,7 +665,7 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
             x->fired = sk_log_count(s, 0, "fault injection: dropping the connection") > 0;
         } else if (x->kind == SK_CORRUPT) {
             x->done = 1;
-            x->fired = sk_log_count(s, x->target, "CRC32C mismatch") > 0;
+            x->fired = sk_log_count(s, x->target, "CRC32C mismatch on message") > 0;
         }
     }
     /* the outcome: the coordinator's commit record */
