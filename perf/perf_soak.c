@@ -79,13 +79,13 @@ typedef struct sk_opts {
 } sk_opts_t;
 
 typedef struct sk_node {
-    pid_t pid;          /* 0: not running */
-    char fault[160];    /* DELTACAST_FAULT of its processes in this attempt */
-    int killed;         /* SIGKILLed in this attempt: holds no undo records */
-    double restart_at;  /* > 0: the launcher starts it again then */
-    double cont_at;     /* > 0: SIGCONT then */
-    int relay;          /* has children in the plan */
-    off_t log_off;      /* size of its log when the attempt began */
+    pid_t pid;         /* 0: not running */
+    char fault[160];   /* DELTACAST_FAULT of its processes in this attempt */
+    int killed;        /* SIGKILLed in this attempt: holds no undo records */
+    double restart_at; /* > 0: the launcher starts it again then */
+    double cont_at;    /* > 0: SIGCONT then */
+    int relay;         /* has children in the plan */
+    off_t log_off;     /* size of its log when the attempt began */
 } sk_node_t;
 
 typedef struct sk_event {
@@ -100,14 +100,14 @@ typedef struct sk {
     sk_node_t node[RB_MAX_NODES];
     uint64_t rng;
     uint64_t committed;
-    double window_s;      /* when the faults of an attempt fall: [0, window) */
-    uint64_t est_bytes;   /* the coordinator's payload of the last version */
+    double window_s;    /* when the faults of an attempt fall: [0, window) */
+    uint64_t est_bytes; /* the coordinator's payload of the last version */
     double link_up_at[200];
     uint64_t fired[SK_NKINDS], tried[SK_NKINDS];
-    double t0;            /* this attempt's start (dc_now_s) */
+    double t0;                                /* this attempt's start (dc_now_s) */
     int test_hang, test_flip, test_flip_rank; /* DELTACAST_SOAK_TEST (tests only) */
-    int root_reaped;      /* sk_kill found the coordinator had exited on its own */
-    int root_ws;          /* and its wait status */
+    int root_reaped; /* sk_kill found the coordinator had exited on its own */
+    int root_ws;     /* and its wait status */
 } sk_t;
 
 static uint64_t sk_rand(sk_t *s)
@@ -154,9 +154,10 @@ static pid_t sk_spawn(sk_t *s, int rank, uint64_t upto, int attempt)
         k = snprintf(cmd, sizeof(cmd),
                      "exec %s'%s' node --topology '%s/topo.yaml' --rank 0 --versions '%s/ver' "
                      "--count %llu --state '%s/state/0' --stats '%s/stats-%d.json' "
-                     "--wait-ms 30000 --abort-ms %llu >>'%s/log0' 2>&1",
-                     ns, c->self, c->dir, c->dir, (unsigned long long)upto, c->dir, c->dir,
-                     attempt, (unsigned long long)s->o.abort_ms, c->dir);
+                     "--wait-ms %llu --abort-ms %llu >>'%s/log0' 2>&1",
+                     ns, c->self, c->dir, c->dir, (unsigned long long)upto, c->dir, c->dir, attempt,
+                     (unsigned long long)(2 * s->o.abort_ms), (unsigned long long)s->o.abort_ms,
+                     c->dir);
     else
         k = snprintf(cmd, sizeof(cmd),
                      "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --weights '%s/w%d.st' "
@@ -415,8 +416,10 @@ static int sk_plan(sk_t *s, int attempt, sk_event_t *ev)
             snprintf(s->node[x->target].fault + l, sizeof(s->node[x->target].fault) - l,
                      "%scorrupt=%.3f,seed=%llu", l ? "," : "", x->dur,
                      (unsigned long long)(sk_rand(s) % 1000000 + 1));
-            snprintf(x->detail, sizeof(x->detail), "node %d (%s) corrupts %.1f%% of received "
-                     "messages", x->target, sk_role(s, x->target), x->dur * 100);
+            snprintf(x->detail, sizeof(x->detail),
+                     "node %d (%s) corrupts %.1f%% of received "
+                     "messages",
+                     x->target, sk_role(s, x->target), x->dur * 100);
         }
     }
     return n;
@@ -444,14 +447,17 @@ static void sk_fire(sk_t *s, sk_event_t *x, double t)
         }
         snprintf(x->detail, sizeof(x->detail), "SIGKILL node %d (%s) at %.2f s, %s", x->target,
                  sk_role(s, x->target), t,
-                 !x->fired ? "not running" : x->variant ? "down past abort_ms (lost)" : "restarted");
+                 !x->fired    ? "not running"
+                 : x->variant ? "down past abort_ms (lost)"
+                              : "restarted");
         break;
     }
     case SK_CUT: {
         char dev[64];
         snprintf(dev, sizeof(dev), "%st%d", s->rb.ns_prefix, x->region);
         sk_link(s, x->region, 0);
-        x->fired = rb_sh("ip -n %st link show %s | grep -q 'state DOWN'", s->rb.ns_prefix, dev) == 0;
+        x->fired =
+            rb_sh("ip -n %st link show %s | grep -q 'state DOWN'", s->rb.ns_prefix, dev) == 0;
         s->link_up_at[x->region] = DC_MAX(s->link_up_at[x->region], t + x->dur);
         snprintf(x->detail, sizeof(x->detail), "WAN veth of region r%d down at %.2f s for %.2f s",
                  x->region, t, x->dur);
@@ -487,8 +493,10 @@ static void sk_fire(sk_t *s, sk_event_t *x, double t)
             s->node[i].restart_at = t + x->dur + (i ? 0.1 : 0);
         }
         x->fired = killed > 0;
-        snprintf(x->detail, sizeof(x->detail), "whole job SIGKILLed at %.2f s (%d processes), "
-                 "relaunched after %.2f s", t, killed, x->dur);
+        snprintf(x->detail, sizeof(x->detail),
+                 "whole job SIGKILLed at %.2f s (%d processes), "
+                 "relaunched after %.2f s",
+                 t, killed, x->dur);
         break;
     }
     default:
@@ -585,8 +593,8 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
             s->root_reaped = 0;
             root_done = 1;
             root_done_t = t;
-            r->root_exit = WIFEXITED(s->root_ws) ? WEXITSTATUS(s->root_ws)
-                                                 : 128 + WTERMSIG(s->root_ws);
+            r->root_exit =
+                WIFEXITED(s->root_ws) ? WEXITSTATUS(s->root_ws) : 128 + WTERMSIG(s->root_ws);
         }
         for (int i = 0; i < s->rb.nnodes; i++) {
             sk_node_t *nd = &s->node[i];
@@ -652,7 +660,8 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
                 s->link_up_at[g] = 0;
                 sk_link(s, (int)g, 1);
                 rb_sh("for i in $(seq 200); do ip -n %st link show %st%u | grep -q 'state UP' "
-                      "&& break; sleep 0.01; done", s->rb.ns_prefix, s->rb.ns_prefix, g);
+                      "&& break; sleep 0.01; done",
+                      s->rb.ns_prefix, s->rb.ns_prefix, g);
             }
         usleep(10000);
     }
@@ -726,8 +735,10 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
         }
     } else {
         r->exact = 0;
-        snprintf(r->reason, sizeof(r->reason), "the coordinator's commit record says version "
-                 "%llu after an attempt at %llu", (unsigned long long)cv, (unsigned long long)v);
+        snprintf(r->reason, sizeof(r->reason),
+                 "the coordinator's commit record says version "
+                 "%llu after an attempt at %llu",
+                 (unsigned long long)cv, (unsigned long long)v);
     }
     return DC_OK;
 }
@@ -774,7 +785,8 @@ static void sk_help(FILE *fp)
             "  --change-rate C          fraction of values changing per version (0.05)\n"
             "  --wan-rate RATE          WAN rate per region link (default 4mbit)\n"
             "  --abort-ms T             the coordinator aborts a version after a receiver\n"
-            "                           is lost this long (default 6000)\n"
+            "                           is lost this long, and waits twice as long for\n"
+            "                           every node to join (default 6000)\n"
             "  --timeout-ms T           the transport's timeout (DELTACAST_TIMEOUT_MS,\n"
             "                           default 2000: a stall beyond it looks dead)\n"
             "  --no-netns               loopback even as root\n"
@@ -805,8 +817,24 @@ static int sk_parse_kinds(const char *arg, unsigned *out)
 
 static int sk_parse(int argc, char **argv, sk_opts_t *o)
 {
-    enum { O_VERS = 1, O_FAULTS, O_PER, O_SEED, O_TIMEOUT, O_RECV, O_REG, O_PARAMS, O_RATE,
-           O_WAN, O_ABORT, O_TMO, O_NONETNS, O_WORK, O_KEEP, O_JSON };
+    enum {
+        O_VERS = 1,
+        O_FAULTS,
+        O_PER,
+        O_SEED,
+        O_TIMEOUT,
+        O_RECV,
+        O_REG,
+        O_PARAMS,
+        O_RATE,
+        O_WAN,
+        O_ABORT,
+        O_TMO,
+        O_NONETNS,
+        O_WORK,
+        O_KEEP,
+        O_JSON
+    };
     static const struct option opts[] = {
         {"versions", required_argument, NULL, O_VERS},
         {"faults", required_argument, NULL, O_FAULTS},
@@ -846,15 +874,16 @@ static int sk_parse(int argc, char **argv, sk_opts_t *o)
             break;
         case O_FAULTS:
             if (!sk_parse_kinds(optarg, &o->kinds))
-                return dc_cli_usage_error(cmd, "--faults: '%s' is not a list of kill, cut, "
-                                          "corrupt, stall, restart (or 'none')", optarg);
+                return dc_cli_usage_error(cmd,
+                                          "--faults: '%s' is not a list of kill, cut, "
+                                          "corrupt, stall, restart (or 'none')",
+                                          optarg);
             break;
         case O_PER:
             if (!dc_cli_parse_u64(cmd, "--faults-per-version", optarg, &u))
                 return DC_EXIT_USAGE;
             if (u == 0 || u > SK_MAX_EVENTS)
-                return dc_cli_usage_error(cmd, "--faults-per-version must be 1..%d",
-                                          SK_MAX_EVENTS);
+                return dc_cli_usage_error(cmd, "--faults-per-version must be 1..%d", SK_MAX_EVENTS);
             o->per_version = (uint32_t)u;
             break;
         case O_SEED:
@@ -899,10 +928,18 @@ static int sk_parse(int argc, char **argv, sk_opts_t *o)
             if (!dc_cli_parse_u64(cmd, "--timeout-ms", optarg, &o->timeout_ms))
                 return DC_EXIT_USAGE;
             break;
-        case O_NONETNS: o->netns_off = 1; break;
-        case O_WORK: o->workdir = optarg; break;
-        case O_KEEP: o->keep = 1; break;
-        case O_JSON: o->json = 1; break;
+        case O_NONETNS:
+            o->netns_off = 1;
+            break;
+        case O_WORK:
+            o->workdir = optarg;
+            break;
+        case O_KEEP:
+            o->keep = 1;
+            break;
+        case O_JSON:
+            o->json = 1;
+            break;
         default:
             return DC_EXIT_USAGE;
         }
@@ -1010,9 +1047,10 @@ int dc_cmd_perf_soak(int argc, char **argv)
     if ((st = rb_write_topo(c)) != DC_OK)
         goto fail;
     sk_mark_relays(s);
-    sk_say(s, "perf soak: %u versions, %u receivers in %u regions, %.3g params BF16, optimizer "
-           "steps of %.2g%%; %s\n", s->o.versions, s->o.receivers, s->o.regions,
-           (double)s->o.params, s->o.rate * 100,
+    sk_say(s,
+           "perf soak: %u versions, %u receivers in %u regions, %.3g params BF16, optimizer "
+           "steps of %.2g%%; %s\n",
+           s->o.versions, s->o.receivers, s->o.regions, (double)s->o.params, s->o.rate * 100,
            c->netns ? "network namespaces + tc tbf" : "loopback");
     if (c->netns)
         sk_say(s, "  WAN: one veth per region, shaped to %s each way\n", s->o.wan_text);
@@ -1057,6 +1095,7 @@ int dc_cmd_perf_soak(int argc, char **argv)
     uint64_t repair_bytes = 0, repairs = 0;
     double t_start = dc_now_s(), max_s = 0;
     s->window_s = 2.0;
+    int clean = 0;
     s->est_bytes = 65536;
     for (uint32_t a = 1; a <= s->o.versions; a++) {
         sk_event_t ev[SK_MAX_EVENTS];
@@ -1067,11 +1106,18 @@ int dc_cmd_perf_soak(int argc, char **argv)
             json_decref(recs);
             goto fail;
         }
-        /* the next attempt's faults fall within about one version's time */
-        if (!r.hang && r.committed && nev == 0)
-            s->window_s = DC_MAX(0.3, r.seconds);
-        else if (!r.hang && r.committed)
-            s->window_s = DC_MAX(0.3, 0.7 * s->window_s + 0.3 * DC_MIN(r.seconds, 3 * s->window_s));
+        /* the next attempts' faults fall within one clean version's time
+         * (the first attempt's, then the mean of those where no fault
+         * fired: a fault's recovery time must not spread them past the
+         * end of the next versions) */
+        int any_fired = 0;
+        for (int e = 0; e < nev; e++)
+            any_fired |= ev[e].fired;
+        if (!r.hang && r.committed && !any_fired) {
+            s->window_s = clean ? (s->window_s * clean + r.seconds) / (clean + 1) : r.seconds;
+            s->window_s = DC_MAX(0.3, s->window_s);
+            clean = DC_MIN(clean + 1, 20);
+        }
         if (r.payload_bytes)
             s->est_bytes = r.payload_bytes;
         json_t *fj = json_array();
@@ -1090,8 +1136,10 @@ int dc_cmd_perf_soak(int argc, char **argv)
             if (ll >= (int)sizeof(line))
                 ll = (int)sizeof(line) - 1;
         }
-        const char *outcome = r.hang ? "hang" : r.committed ? "committed" : r.aborted ? "aborted"
-                                                                                      : "failed";
+        const char *outcome = r.hang        ? "hang"
+                              : r.committed ? "committed"
+                              : r.aborted   ? "aborted"
+                                            : "failed";
         int ok = !r.hang && r.exact && (r.committed || r.aborted);
         exact_versions += ok && r.committed;
         aborted += ok && r.aborted;
@@ -1153,8 +1201,8 @@ int dc_cmd_perf_soak(int argc, char **argv)
     json_object_set_new(out, "seed", json_integer((json_int_t)s->o.seed));
     json_object_set_new(out, "network", json_string(c->netns ? "netns+tbf" : "loopback-unshaped"));
     json_object_set_new(out, "wan_rate_bps", c->netns ? json_real(s->o.wan_bps) : json_null());
-    json_object_set_new(out, "workdir", s->o.keep || s->o.workdir ? json_string(c->dir)
-                                                                  : json_null());
+    json_object_set_new(out, "workdir",
+                        s->o.keep || s->o.workdir ? json_string(c->dir) : json_null());
     json_object_set_new(out, "per_version", recs);
     if (s->o.json) {
         dc_perf_json_print(out);
@@ -1167,10 +1215,12 @@ int dc_cmd_perf_soak(int argc, char **argv)
                          (unsigned long long)s->fired[k], (unsigned long long)s->tried[k]);
             }
         printf("versions %u: %u committed exact, %u aborted (survivors back at the baseline), "
-               "%u failed\n", ran, exact_versions, aborted, failed);
+               "%u failed\n",
+               ran, exact_versions, aborted, failed);
         printf("faults fired/tried: %s\n", fb[0] ? fb : "none");
         printf("repairs %llu (%llu bytes); %.1f s in all, slowest version %.2f s (timeout %.0f s); "
-               "%s\n", (unsigned long long)repairs, (unsigned long long)repair_bytes, secs, max_s,
+               "%s\n",
+               (unsigned long long)repairs, (unsigned long long)repair_bytes, secs, max_s,
                s->o.timeout_s, c->netns ? "netns + tbf" : "loopback, unshaped");
     }
     json_decref(out);

@@ -28,8 +28,9 @@ static int run_soak(char *dir, const char *env, const char *args)
 Test(perf_soak, ten_versions_every_fault_fires_every_receiver_exact)
 {
     char dir[32];
-    int rc = run_soak(dir, "", "--versions 10 --faults-per-version 3 --seed 3 "
-                               "--timeout-per-version 60");
+    int rc = run_soak(dir, "",
+                      "--versions 10 --faults-per-version 3 --seed 3 "
+                      "--timeout-per-version 60");
     if (rc != 0)
         job_sh("cat %s/err >&2; tail -n 20 %s/w/log* >&2", dir, dir);
     cr_assert_eq(rc, 0, "perf soak exit %d", rc);
@@ -82,7 +83,9 @@ Test(perf_soak, wrong_bytes_fail_the_soak)
     cr_assert_eq(rc, 1, "perf soak exit %d with a flipped byte", rc);
     cr_assert_eq(job_sh("grep -q 'receiver 3 .* is not v2' %s/out.json", dir), 0);
     cr_assert_eq(job_sh("grep -q '\"exact_versions\": 1' %s/out.json && "
-                        "grep -q '\"versions\": 2' %s/out.json", dir, dir), 0);
+                        "grep -q '\"versions\": 2' %s/out.json",
+                        dir, dir),
+                 0);
     job_sh("rm -rf %s", dir);
 }
 
@@ -94,6 +97,8 @@ Test(perf_soak, a_hang_fails_the_soak)
                       "--versions 2 --faults none --timeout-per-version 5 --abort-ms 1000");
     cr_assert_eq(rc, 1, "perf soak exit %d with a hung coordinator", rc);
     cr_assert_eq(job_sh("grep -q '\"outcome\": \"hang\"' %s/out.json && "
-                        "grep -q 'did not end within 5 s' %s/out.json", dir, dir), 0);
+                        "grep -q 'did not end within 5 s' %s/out.json",
+                        dir, dir),
+                 0);
     job_sh("rm -rf %s", dir);
 }
