@@ -515,6 +515,8 @@ typedef struct sk_result {
     char reason[512];
     char unchecked[256];
     int lingering;
+    char crashed[256]; /* nodes that died of a signal not sent by the soak, or
+                        * left a sanitizer report: a failure */
 } sk_result_t;
 
 /* The coordinator's stats of version v in this attempt's stats file. */
@@ -602,6 +604,11 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
             if (nd->pid > 0 && waitpid(nd->pid, &ws, WNOHANG) == nd->pid) {
                 nd->pid = 0;
                 nd->cont_at = 0;
+                if (WIFSIGNALED(ws)) { /* the soak's own kills are reaped in sk_kill */
+                    size_t l = strlen(r->crashed);
+                    snprintf(r->crashed + l, sizeof(r->crashed) - l, "%snode %d died of signal %d",
+                             l ? "; " : "", i, WTERMSIG(ws));
+                }
                 if (i == 0 && !root_done) {
                     root_done = 1;
                     root_done_t = t;
@@ -677,6 +684,14 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
             x->fired = sk_log_count(s, x->target, "CRC32C mismatch on message") > 0;
         }
     }
+    /* a sanitizer build's reports go to the nodes' logs */
+    for (int i = 0; i < s->rb.nnodes; i++)
+        if (sk_log_count(s, i, "AddressSanitizer") || sk_log_count(s, i, "runtime error:") ||
+            sk_log_count(s, i, "LeakSanitizer")) {
+            size_t l = strlen(r->crashed);
+            snprintf(r->crashed + l, sizeof(r->crashed) - l, "%ssanitizer report in log%d",
+                     l ? "; " : "", i);
+        }
     /* the outcome: the coordinator's commit record */
     char sd[PATH_MAX];
     rb_path(sd, sizeof(sd), &s->rb, "state/0");
@@ -1140,7 +1155,7 @@ int dc_cmd_perf_soak(int argc, char **argv)
                               : r.committed ? "committed"
                               : r.aborted   ? "aborted"
                                             : "failed";
-        int ok = !r.hang && r.exact && (r.committed || r.aborted);
+        int ok = !r.hang && r.exact && (r.committed || r.aborted) && !r.crashed[0];
         exact_versions += ok && r.committed;
         aborted += ok && r.aborted;
         failed += !ok;
@@ -1159,16 +1174,19 @@ int dc_cmd_perf_soak(int argc, char **argv)
             json_object_set_new(rec, "killed_not_checked", json_string(r.unchecked));
         json_object_set_new(rec, "repair_bytes", json_integer((json_int_t)r.repair_bytes));
         json_object_set_new(rec, "payload_bytes", json_integer((json_int_t)r.payload_bytes));
+        if (r.crashed[0])
+            json_object_set_new(rec, "crashed", json_string(r.crashed));
         if (r.lingering)
             json_object_set_new(rec, "lingering_nodes_killed", json_integer(r.lingering));
         if (r.reason[0])
             json_object_set_new(rec, "reason", json_string(r.reason));
         json_object_set_new(rec, "faults", fj);
         json_array_append_new(recs, rec);
-        sk_say(s, "  [%u/%u] v%llu %s%s %.2f s, %d receivers checked; faults: %s%s%s\n", a,
-               s->o.versions, (unsigned long long)v, outcome, ok ? " exact" : " NOT EXACT",
-               r.seconds, r.checked, nev ? line : "none", r.reason[0] ? "; " : "",
-               r.reason[0] && (r.aborted || !ok) ? r.reason : "");
+        const char *verdict = ok ? " exact" : r.hang ? "" : r.crashed[0] ? " CRASH" : " NOT EXACT";
+        sk_say(s, "  [%u/%u] v%llu %s%s %.2f s, %d receivers checked; faults: %s%s%s%s%s\n", a,
+               s->o.versions, (unsigned long long)v, outcome, verdict, r.seconds, r.checked,
+               nev ? line : "none", r.reason[0] ? "; " : "", r.reason, r.crashed[0] ? "; " : "",
+               r.crashed);
         if (!ok) {
             sk_say(s, "  stopping: logs and files kept in %s\n", c->dir);
             s->o.keep = 1;

@@ -102,3 +102,15 @@ Test(perf_soak, a_hang_fails_the_soak)
                  0);
     job_sh("rm -rf %s", dir);
 }
+
+/* A node that dies of a signal the soak did not send (here the engine's
+ * own crash hook: SIGKILL mid-apply) fails the soak, even when the job
+ * recovers from it. */
+Test(perf_soak, a_node_dying_on_its_own_fails_the_soak)
+{
+    char dir[32];
+    int rc = run_soak(dir, "DELTACAST_ENGINE_CRASH_AT=3", "--versions 1 --faults none");
+    cr_assert_eq(rc, 1, "perf soak exit %d with receivers killing themselves", rc);
+    cr_assert_eq(job_sh("grep -q 'died of signal 9' %s/out.json", dir), 0);
+    job_sh("rm -rf %s", dir);
+}
