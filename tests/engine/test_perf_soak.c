@@ -109,7 +109,8 @@ Test(perf_soak, a_hang_fails_the_soak)
 Test(perf_soak, a_node_dying_on_its_own_fails_the_soak)
 {
     char dir[32];
-    int rc = run_soak(dir, "DELTACAST_ENGINE_CRASH_AT=3", "--versions 1 --faults none");
+    int rc =
+        run_soak(dir, "DELTACAST_ENGINE_CRASH_AT=3", "--versions 1 --faults none --abort-ms 2000");
     cr_assert_eq(rc, 1, "perf soak exit %d with receivers killing themselves", rc);
     cr_assert_eq(job_sh("grep -q 'died of signal 9' %s/out.json", dir), 0);
     job_sh("rm -rf %s", dir);
