@@ -390,7 +390,7 @@ static int sk_plan(sk_t *s, int attempt, sk_event_t *ev)
             break;
         case SK_CORRUPT:
             x->target = 1 + (int)(sk_rand(s) % (uint64_t)nrecv);
-            x->dur = sk_uniform(s, 0.02, 0.2); /* probability per message */
+            x->dur = sk_uniform(s, 0.05, 0.2); /* probability per message */
             x->at = 0;                         /* from its start */
             break;
         case SK_STALL:
@@ -777,7 +777,7 @@ static void sk_help(FILE *fp)
             "           the coordinator's abort time, so the version aborts)\n"
             "  cut      a region's WAN veth down for 0.3-3 s (as root), or the coordinator's\n"
             "           connection cut mid-frame after N bytes (DELTACAST_FAULT=drop_after)\n"
-            "  corrupt  a receiver flips bytes of 2-20%% of the messages it receives\n"
+            "  corrupt  a receiver flips bytes of 5-20%% of the messages it receives\n"
             "  stall    SIGSTOP of a node for 0.2-4 s, then SIGCONT\n"
             "  restart  every process SIGKILLed at once, the job relaunched\n"
             "After every version every receiver is byte-compared: a committed version must\n"
