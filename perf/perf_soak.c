@@ -763,8 +763,9 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
 static void sk_help(FILE *fp)
 {
     fprintf(fp,
-            "Usage: deltacast perf soak [--versions N] [--faults kill,cut,corrupt,stall,restart]\n"
-            "         [--seed S] [--timeout-per-version SEC] [--json] [options]\n"
+            "Usage: deltacast perf soak [--versions N]\n"
+            "         [--faults kill,cut,corrupt,stall,restart] [--seed S]\n"
+            "         [--timeout-per-version SEC] [--json] [options]\n"
             "\n"
             "A chaos soak: the refit job of 'perf refit' (a trainer and receivers in regions:\n"
             "network namespaces joined by veth pairs shaped to the WAN rate as root, else\n"
