@@ -1,4 +1,4 @@
-/* cmd_perf.c - `deltacast perf link|codec|refit`: dispatch to perf/. */
+/* cmd_perf.c - `deltacast perf link|codec|refit|soak`: dispatch to perf/. */
 #include "cli.h"
 #include "perf/perf.h"
 
@@ -8,7 +8,7 @@
 static void dc_perf_help(FILE *fp)
 {
     fprintf(fp,
-            "Usage: deltacast perf link|codec|refit [options]\n"
+            "Usage: deltacast perf link|codec|refit|soak [options]\n"
             "\n"
             "Measure link bandwidth and latency, codec throughput and ratio, or an\n"
             "end-to-end refit.  Figures are medians of several runs, printed next to\n"
@@ -18,6 +18,8 @@ static void dc_perf_help(FILE *fp)
             "  link     goodput, message rate and latency of a transport (like iperf3)\n"
             "  codec    delta size vs entropy bound, encode/apply throughput\n"
             "  refit    a whole refit job on this machine, delta vs dense\n"
+            "  soak     a refit job for N versions under injected faults (kills, WAN cuts,\n"
+            "           corruption, stalls, restarts), every receiver byte-checked\n"
             "\n"
             "Run 'deltacast perf <benchmark> --help' for its options.\n");
 }
@@ -39,5 +41,7 @@ int dc_cmd_perf(int argc, char **argv)
         return dc_cmd_perf_codec(argc - 1, argv + 1);
     if (strcmp(what, "refit") == 0)
         return dc_cmd_perf_refit(argc - 1, argv + 1);
-    return dc_cli_usage_error("perf", "unknown benchmark '%s' (link, codec, refit)", what);
+    if (strcmp(what, "soak") == 0)
+        return dc_cmd_perf_soak(argc - 1, argv + 1);
+    return dc_cli_usage_error("perf", "unknown benchmark '%s' (link, codec, refit, soak)", what);
 }

@@ -5,7 +5,9 @@
  * overwrite.  COMMIT writes the node's own commit record and answers DONE;
  * ABORT undoes (an xor frame again, the undo record of a put-sparse or
  * ctx-sparse frame / restore the undo copy) or marks the node for a
- * dense refit; BYE checks the node holds the job's last version.
+ * dense refit; BYE checks the node holds the job's last version (a version
+ * in flight that the job did not commit is undone first, as its ABORT
+ * would have: the ABORT may not have reached a node cut off from the tree).
  *
  * Messages come from node.c's dispatcher (after a relay forwarded them),
  * ACK / NEED / DONE / HELLO go up through peer.c (dc_send_up) to the
@@ -543,12 +545,11 @@ done:
     dc_rx_send_done(n, m->version, flags);
 }
 
-void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
+/* Undo the version in flight (v): every chunk back to the baseline from
+ * its undo record or retained frame; a chunk that cannot be undone marks
+ * the node for a dense refit.  Returns 1 when it did. */
+static int dc_rx_undo_version(dc_node_t *n, uint64_t v)
 {
-    if (!n->rx.cur.active || n->rx.cur.v != m->version) {
-        dc_rx_send_done(n, m->version, n->rx.dense_needed ? DC_DONE_F_DENSE : 0);
-        return;
-    }
     const dc_layout_t *l = n->layout;
     int dense = 0;
     uint32_t undone = 0;
@@ -590,7 +591,7 @@ void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
         }
     }
     DC_LOG_INFO("node %u: version %llu aborted: %u chunks returned to baseline%s", n->me,
-                (unsigned long long)m->version, undone,
+                (unsigned long long)v, undone,
                 dense ? "; some bytes unknown: marked for dense refit" : "");
     if (dense)
         dc_rx_set_dense_needed(n, 1);
@@ -598,6 +599,16 @@ void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
         dc_st_sync(n->rx.wfile);
     dc_rx_drop_version(n);
     dc_journal_remove(n->cfg->state_dir);
+    return dense;
+}
+
+void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
+{
+    if (!n->rx.cur.active || n->rx.cur.v != m->version) {
+        dc_rx_send_done(n, m->version, n->rx.dense_needed ? DC_DONE_F_DENSE : 0);
+        return;
+    }
+    int dense = dc_rx_undo_version(n, m->version);
     dc_rx_send_done(n, m->version, dense ? DC_DONE_F_DENSE : 0);
 }
 
@@ -606,6 +617,16 @@ void dc_rx_abort(dc_node_t *n, const dc_msg_t *m)
  * with other bytes and exit 0. */
 void dc_rx_bye(dc_node_t *n, uint64_t v, dc_digest_t ckpt)
 {
+    /* A version in flight here that the job did not commit: its ABORT
+     * never reached this node (cut off from the tree when it was sent), so
+     * undo it now, as the ABORT would have: the run must not end with the
+     * bytes half way to a version nobody committed. */
+    if (n->rx.cur.active && n->rx.cur.v > v && n->committed == v) {
+        DC_LOG_WARN("node %u: the job ended at version %llu with version %llu in flight here "
+                    "(no ABORT reached this node): undoing it",
+                    n->me, (unsigned long long)v, (unsigned long long)n->rx.cur.v);
+        dc_rx_undo_version(n, n->rx.cur.v);
+    }
     const char *why = NULL;
     if (n->rx.commit_failed)
         why = "its last local commit failed";

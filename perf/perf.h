@@ -9,5 +9,6 @@
 int dc_cmd_perf_link(int argc, char **argv);
 int dc_cmd_perf_codec(int argc, char **argv);
 int dc_cmd_perf_refit(int argc, char **argv);
+int dc_cmd_perf_soak(int argc, char **argv);
 
 #endif /* DC_PERF_PERF_H */

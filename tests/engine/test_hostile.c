@@ -659,6 +659,56 @@ Test(hostile, hostile_parent_vs_receiver)
     cr_assert_eq(job_sh("grep -q 'bad frame for chunk' %s/log1", J.dir), 0);
 }
 
+/* A receiver cut off from the tree while its coordinator aborted a version
+ * never sees the ABORT; when the job's BYE (at the baseline) reaches it
+ * later, it must undo the version in flight, not exit 0 half way to a
+ * version nobody committed (found by `perf soak`: a WAN cut, then the
+ * abort, then the node re-attached to another relay and got the BYE). */
+Test(hostile, bye_without_abort_undoes_the_version_in_flight)
+{
+    job_init(&J, 1, 1, "3e5", 1, "inject"); /* root 0 (played by the test), receiver 1 */
+    ckpt_t k;
+    ckpt_load(&k, &J);
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
+    dc_verbs_opts_t o;
+    hc_opts(&o);
+    char addr[64];
+    job_addr(&J, 0, addr, sizeof(addr));
+    dc_verbs_listener_t *l;
+    cr_assert_eq(t->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
+    job_start(&J, 1, NULL, "--abort-ms 20000");
+    static hmsg_t m;
+    hc_t h;
+    hc_accept(&h, t, l, 1, 10000);
+    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUB | (1u << 8)), "no SUB");
+    hmsg_hdr(&m, DC_MSG_SUBOK, 0, 0, 0, 1, h.sub_chunk, 0, 0);
+    cr_assert(hc_send(&h, m.b, m.len));
+    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_HELLO | (1u << 8)), "no HELLO");
+    /* version 1 from 0: half of its chunks */
+    gen_begin(&m, &k, 1, 0, DC_MODE_DELTA);
+    cr_assert(hc_send(&h, m.b, m.len));
+    for (uint32_t c = 0; c < k.l->nchunks / 2; c++) {
+        build_frame(&m, &k, c, 0, 1, 0, DC_NODE_ALL, 0);
+        cr_assert(hc_send(&h, m.b, m.len));
+    }
+    cr_assert(hc_until(&h, 15000, hc_pred_type, DC_MSG_ACK | (1u << 8)), "nothing applied");
+    cr_assert(!job_exact(&J, 1, 0), "the frames changed nothing");
+    /* no ABORT: the job ends at version 0 */
+    uint8_t bye[DC_MSG_HDR_SIZE + DC_BYE_BODY];
+    dc_bye_pack(0, (dc_digest_t){0, 0}, bye);
+    cr_assert(hc_send(&h, bye, sizeof(bye)));
+    int rc = job_wait(&J, 1, 15);
+    if (rc != 0 || !job_exact(&J, 1, 0))
+        job_dump_logs(&J);
+    cr_assert_eq(rc, 0, "receiver exit %d", rc);
+    cr_assert(job_exact(&J, 1, 0), "the receiver ended half way to version 1, not at v0");
+    cr_assert_eq(job_sh("grep -q 'no ABORT reached this node' %s/log1", J.dir), 0);
+    hc_close(&h);
+    t->listen_close(l);
+    ckpt_free(&k);
+}
+
 /* --- several senders (trainer shards) ------------------------------------------- */
 
 /* Drop what an authenticated coordinator may legitimately use to end the
