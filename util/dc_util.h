@@ -141,7 +141,13 @@ int dc_stat(const char *path, struct stat *sb);
  *  blocks for each write: this cannot reserve those. */
 dc_status_t dc_file_reserve(int fd, const char *path, uint64_t len);
 
-/** 1 when lseek(SEEK_HOLE) finds a hole in [0, len) of `fd`. */
+/** dc_file_reserve's way where the file system has no fallocate (called
+ *  directly by its test): write zeros into every hole of [0, len) that
+ *  lseek(SEEK_HOLE) reports, each write checked. */
+dc_status_t dc_file_fill_holes(int fd, const char *path, uint64_t len);
+
+/** 1 when lseek(SEEK_HOLE) finds a hole in [0, len) of `fd` (on tmpfs,
+ *  pages fallocate reserved but nobody wrote yet still read as holes). */
 int dc_file_has_holes(int fd, uint64_t len);
 
 /** Map `len` bytes of `fd` read-only (MAP_PRIVATE, MAP_POPULATE when
