@@ -406,6 +406,7 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
         st = dc_error_errno(DC_ERR_IO, errno, "cannot map '%s'", tmp);
         goto out_tmp;
     }
+    dc_file_map_note(omap, osz, tmp);
     dc_delta_stats_t ss;
     memset(&ss, 0, sizeof(ss));
     st = dc_apply_core(b, &r, omap, dc_delta_opts_threads(opts), dc_delta_opts_strict(opts), &ss);
@@ -428,8 +429,10 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
     ss.seconds = dc_now_s() - t0;
     dc_delta_stats_out(stats, &ss);
 out_tmp:
-    if (omap != MAP_FAILED)
+    if (omap != MAP_FAILED) {
+        dc_file_map_forget(omap);
         munmap(omap, osz);
+    }
     if (ofd >= 0)
         close(ofd);
     if (st != DC_OK)

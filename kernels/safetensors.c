@@ -566,12 +566,14 @@ dc_status_t dc_st_open(const char *path, int flags, dc_st_file_t **out)
     }
     f->map = m;
     f->mapped = true;
+    dc_file_map_note(m, (size_t)f->size, path); /* named if it ever faults */
     st = dc_st_file_finish(f, out);
     if (st != DC_OK)
         goto out_unmap;
     return DC_OK;
 
 out_unmap:
+    dc_file_map_forget(f->map);
     munmap(f->map, (size_t)f->size);
 out_close:
     close(f->fd);
@@ -609,8 +611,10 @@ void dc_st_close(dc_st_file_t *f)
     if (!f)
         return;
     dc_st_parsed_free(&f->p);
-    if (f->mapped)
+    if (f->mapped) {
+        dc_file_map_forget(f->map);
         munmap(f->map, (size_t)f->size);
+    }
     if (f->fd >= 0)
         close(f->fd);
     free(f->path);

@@ -157,6 +157,17 @@ int dc_file_has_holes(int fd, uint64_t len);
  *  only on success; errors name `path`. */
 dc_status_t dc_file_map_read(int fd, const char *path, size_t len, int populate, void **out);
 
+/** The last line where reservation cannot help (a copy-on-write file
+ *  system; a file truncated or rewritten under its map): maps noted here
+ *  (dc_file_map_note, up to 64 at a time; dc_file_map_forget before
+ *  munmap) are named by a SIGBUS handler that dc_file_sigbus_install()
+ *  sets (the command does, at start; the library never touches signals):
+ *  one line on stderr, "deltacast: SIGBUS at byte N of 'PATH' (mapped):
+ *  ...", then the previous action runs as before (the process ends). */
+void dc_file_map_note(const void *p, size_t len, const char *path);
+void dc_file_map_forget(const void *p);
+dc_status_t dc_file_sigbus_install(void);
+
 /** mkdir -p: `path` and every missing parent, mode 0755; DC_OK when it
  *  exists as a directory. */
 dc_status_t dc_mkdirs(const char *path);

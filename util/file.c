@@ -13,6 +13,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -129,5 +132,116 @@ dc_status_t dc_file_map_read(int fd, const char *path, size_t len, int populate,
         return st;
     }
     *out = m;
+    return DC_OK;
+}
+
+/* --- the last line: SIGBUS in a mapped file -------------------------------- */
+
+/* Reservation cannot cover every case: a copy-on-write file system (btrfs,
+ * reflinked XFS, ZFS) needs new blocks for each write, and a file truncated
+ * or overwritten in place (cp onto it) under the map loses its pages.  Then
+ * the process still dies of SIGBUS, but not without a line naming the file:
+ * the handler looks the faulting address up among the noted maps, writes
+ * that line with write(2), puts the previous action back and returns, so
+ * the access faults again and ends the process as before (the previous
+ * handler, e.g. UCX's backtrace, or the default: death by SIGBUS). */
+
+#define DC_FILE_MAPS 64
+
+typedef struct {
+    _Atomic int used;
+    _Atomic uintptr_t lo; /* 0: free or being filled */
+    size_t len;
+    char path[256];
+} dc_file_map_slot_t;
+
+static dc_file_map_slot_t dc_file_maps[DC_FILE_MAPS];
+static struct sigaction dc_file_bus_old;
+static _Atomic int dc_file_bus_on;
+
+void dc_file_map_note(const void *p, size_t len, const char *path)
+{
+    for (int i = 0; i < DC_FILE_MAPS && p && len; i++) {
+        int z = 0;
+        if (!atomic_compare_exchange_strong(&dc_file_maps[i].used, &z, 1))
+            continue;
+        dc_file_maps[i].len = len;
+        snprintf(dc_file_maps[i].path, sizeof(dc_file_maps[i].path), "%s", path ? path : "?");
+        atomic_store_explicit(&dc_file_maps[i].lo, (uintptr_t)p, memory_order_release);
+        return;
+    }
+}
+
+void dc_file_map_forget(const void *p)
+{
+    for (int i = 0; i < DC_FILE_MAPS && p; i++) {
+        if (atomic_load_explicit(&dc_file_maps[i].lo, memory_order_acquire) == (uintptr_t)p) {
+            atomic_store(&dc_file_maps[i].lo, 0);
+            atomic_store(&dc_file_maps[i].used, 0);
+            return;
+        }
+    }
+}
+
+static size_t dc_file_cat(char *buf, size_t n, size_t cap, const char *s)
+{
+    while (*s && n + 1 < cap)
+        buf[n++] = *s++;
+    return n;
+}
+
+static size_t dc_file_cat_u64(char *buf, size_t n, size_t cap, uint64_t v)
+{
+    char d[24];
+    int k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k > 0 && n + 1 < cap)
+        buf[n++] = d[--k];
+    return n;
+}
+
+static void dc_file_on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (int i = 0; i < DC_FILE_MAPS; i++) {
+        uintptr_t lo = atomic_load_explicit(&dc_file_maps[i].lo, memory_order_acquire);
+        if (!lo || a < lo || a - lo >= dc_file_maps[i].len)
+            continue;
+        char m[512];
+        size_t n = dc_file_cat(m, 0, sizeof(m), "deltacast: SIGBUS at byte ");
+        n = dc_file_cat_u64(m, n, sizeof(m), (uint64_t)(a - lo));
+        n = dc_file_cat(m, n, sizeof(m), " of '");
+        n = dc_file_cat(m, n, sizeof(m), dc_file_maps[i].path);
+        n = dc_file_cat(m, n, sizeof(m),
+                        "' (mapped): its file system could not supply the page (full, "
+                        "copy-on-write, or the file was truncated or rewritten under "
+                        "the map); the process ends\n");
+        ssize_t w = write(STDERR_FILENO, m, n);
+        (void)w;
+        break;
+    }
+    sigaction(SIGBUS, &dc_file_bus_old, NULL);
+    if (si->si_code <= 0) /* sent, not a fault: no access to repeat */
+        raise(sig);
+}
+
+dc_status_t dc_file_sigbus_install(void)
+{
+    int z = 0;
+    if (!atomic_compare_exchange_strong(&dc_file_bus_on, &z, 1))
+        return DC_OK;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = dc_file_on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &dc_file_bus_old) != 0) {
+        atomic_store(&dc_file_bus_on, 0);
+        return dc_error_errno(DC_ERR_IO, errno, "sigaction SIGBUS");
+    }
     return DC_OK;
 }
