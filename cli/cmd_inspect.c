@@ -400,12 +400,11 @@ int dc_cmd_inspect(int argc, char **argv)
     ssize_t got = pread(fd, magic, 8, 0);
     if (got == 8 && memcmp(magic, DC_DELTA_MAGIC, 8) == 0) {
         size_t len = (size_t)sb.st_size;
-        void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        void *m = NULL;
+        dc_status_t st = dc_file_map_read(fd, path, len, 0, &m);
         close(fd);
-        if (m == MAP_FAILED) {
-            dc_error_errno(DC_ERR_IO, errno, "cannot map '%s'", path);
-            return dc_cli_fail("inspect", DC_ERR_IO, NULL);
-        }
+        if (st != DC_OK)
+            return dc_cli_fail("inspect", st, NULL);
         int rc = dc_inspect_delta(path, m, len, base_path, json);
         munmap(m, len);
         return rc;

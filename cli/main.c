@@ -1,6 +1,7 @@
 /* main.c - the deltacast command: subcommand dispatch, --help, --version. */
 #include "cli.h"
 #include "kernels/kern.h"
+#include "util/dc_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@ static void dc_cli_main_usage(FILE *fp)
 
 int main(int argc, char **argv)
 {
+    /* a mapped file that faults (util/file.c) gets a line naming it */
+    (void)dc_file_sigbus_install();
     const char *lvl = dc_config_get("log"); /* DELTACAST_LOG */
     if (lvl && *lvl) {
         dc_log_level_t l;

@@ -516,10 +516,17 @@ static dc_status_t dc_coord_write_stats(dc_node_t *n, json_t *versions)
     json_object_set_new(root, "versions", json_incref(versions));
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof(tmp), "%s.tmp", n->cfg->stats_path);
+    errno = 0;
     int rc = json_dump_file(root, tmp, JSON_INDENT(2));
     json_decref(root);
-    if (rc != 0 || rename(tmp, n->cfg->stats_path) != 0)
-        return dc_error(DC_ERR_IO, "%s: cannot write the stats", n->cfg->stats_path);
+    if (rc != 0) {
+        int e = errno ? errno : EIO;
+        unlink(tmp);
+        return dc_error_errno(DC_ERR_IO, e, "%s: cannot write the stats", tmp);
+    }
+    if (rename(tmp, n->cfg->stats_path) != 0)
+        return dc_error_errno(DC_ERR_IO, errno, "rename %s -> %s (the stats)", tmp,
+                              n->cfg->stats_path);
     return DC_OK;
 }
 
@@ -862,13 +869,30 @@ dc_status_t dc_coord_run(dc_node_t *n)
     /* wait for every receiver */
     uint64_t wait_ms = n->cfg->wait_ms ? n->cfg->wait_ms : 60000;
     if (!dc_node_run_until(n, dc_coord_pred_joined, dc_now_ns() + wait_ms * 1000000ull)) {
+        /* name them (the first few): their own logs say why */
         uint32_t missing = 0;
-        for (uint32_t i = 1; i < n->nnodes; i++)
-            missing += !dc_coord_node_joined(n, i);
+        char names[512] = "";
+        size_t nl = 0;
+        for (uint32_t i = 1; i < n->nnodes; i++) {
+            if (dc_coord_node_joined(n, i))
+                continue;
+            if (missing++ < 8 && nl < sizeof(names)) {
+                dc_topo_node_info_t info;
+                memset(&info, 0, sizeof(info));
+                info.size = sizeof(info);
+                int ok = dc_topo_node(n->cfg->topo, i, &info) == DC_OK && info.name;
+                int w = snprintf(names + nl, sizeof(names) - nl, "%s node %u%s%s%s",
+                                 missing > 1 ? "," : "", i, ok ? " (" : "", ok ? info.name : "",
+                                 ok ? ")" : "");
+                nl = w > 0 ? DC_MIN(nl + (size_t)w, sizeof(names)) : nl;
+            }
+        }
         st = n->finished ? n->result
-                         : dc_error(DC_ERR_TIMEOUT, "root: %u of %u receivers and other senders "
-                                    "did not join within %llu ms", missing, n->nnodes - 1,
-                                    (unsigned long long)wait_ms);
+                         : dc_error(DC_ERR_TIMEOUT,
+                                    "root: %u of %u receivers and other senders "
+                                    "did not join within %llu ms:%s%s (see their logs)",
+                                    missing, n->nnodes - 1, (unsigned long long)wait_ms, names,
+                                    missing > 8 ? ", ..." : "");
         goto out;
     }
     if ((st = dc_coord_confirm(n, 0)) != DC_OK)

@@ -174,9 +174,16 @@ static dc_status_t dc_journal_create(const char *dir, const char *path,
         return dc_error_errno(DC_ERR_IO, errno, "%s: create", tmp);
     uint8_t h[DC_JOURNAL_HEADER_SIZE];
     dc_journal_encode_header(info, h);
+    uint64_t size = DC_JOURNAL_HEADER_SIZE + info->nchunks * DC_JOURNAL_PER_CHUNK;
     dc_status_t st = dc_write_full(fd, h, sizeof(h));
-    if (st == DC_OK && ftruncate(fd, (off_t)(DC_JOURNAL_HEADER_SIZE + info->nchunks * DC_JOURNAL_PER_CHUNK)) != 0)
+    if (st != DC_OK)
+        dc_error_prefix("%s", tmp);
+    if (st == DC_OK && ftruncate(fd, (off_t)size) != 0)
         st = dc_error_errno(DC_ERR_IO, errno, "%s: ftruncate", tmp);
+    /* every block now: the state and digest writes of the version in flight
+     * cannot then fail for want of space half way through it */
+    if (st == DC_OK)
+        st = dc_file_reserve(fd, tmp, size);
     if (st == DC_OK && fsync(fd) != 0)
         st = dc_error_errno(DC_ERR_IO, errno, "%s: fsync", tmp);
     close(fd);

@@ -29,6 +29,7 @@
 #include "kernels/kern_cuda.h"
 #include "verbs/gpumem.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -494,8 +495,8 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
         if (tr && *tr && snprintf(tp, sizeof(tp), "%s/trace.%u", tr, n->me) < (int)sizeof(tp))
             n->trace = fopen(tp, "w");
         if (tr && *tr && !n->trace)
-            DC_LOG_WARN("node %u: DELTACAST_ENGINE_TRACE: cannot write %s/trace.%u", n->me, tr,
-                        n->me);
+            DC_LOG_WARN("node %u: DELTACAST_ENGINE_TRACE: cannot write %s/trace.%u: %s", n->me, tr,
+                        n->me, strerror(errno));
     }
     n->nnodes = dc_topo_node_count(cfg->topo);
     pthread_mutex_init(&n->mu, NULL);

@@ -123,8 +123,10 @@ static dc_status_t dc_rx_set_dense_needed(dc_node_t *n, int on)
         int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0)
             return dc_error_errno(DC_ERR_IO, errno, "%s: create", path);
-        fsync(fd);
+        int e = fsync(fd) != 0 ? errno : 0;
         close(fd);
+        if (e)
+            return dc_error_errno(DC_ERR_IO, e, "%s: fsync", path);
     } else if (unlink(path) != 0 && errno != ENOENT) {
         return dc_error_errno(DC_ERR_IO, errno, "%s: unlink", path);
     }
@@ -447,7 +449,8 @@ void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
             uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
             uintptr_t a = (uintptr_t)cp & ~(pg - 1);
             if (msync((void *)a, (size_t)((uintptr_t)cp + lc->len - a), MS_SYNC) != 0)
-                DC_LOG_WARN("node %u: msync chunk %u: %s", n->me, c, strerror(errno));
+                DC_LOG_WARN("node %u: msync '%s' chunk %u: %s", n->me, dc_st_path(n->rx.wfile), c,
+                            strerror(errno));
         } else if (dc_st_sync(n->rx.wfile) != DC_OK) {
             DC_LOG_WARN("node %u: %s", n->me, dc_last_error());
         }

@@ -349,10 +349,11 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
                         (long long)sb.st_size);
     }
     size_t dlen = (size_t)sb.st_size;
-    void *dmap = mmap(NULL, dlen, PROT_READ, MAP_PRIVATE, dfd, 0);
+    void *dmap = NULL;
+    st = dc_file_map_read(dfd, delta_path, dlen, 0, &dmap);
     close(dfd);
-    if (dmap == MAP_FAILED)
-        return dc_error_errno(DC_ERR_IO, errno, "cannot map '%s'", delta_path);
+    if (st != DC_OK)
+        return st;
     dc_delta_reader_t r;
     dc_st_file_t *b = NULL;
     char *tmp = NULL;
@@ -389,12 +390,15 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
     }
     osz = (size_t)r.info.target_size;
     /* reserve the blocks now: a full disk is an error here, not a SIGBUS
-     * when the mapping is written */
-    int fe = posix_fallocate(ofd, 0, (off_t)osz);
-    if (fe == EOPNOTSUPP || fe == EINVAL)
-        fe = ftruncate(ofd, (off_t)osz) != 0 ? errno : 0;
-    if (fe != 0) {
-        st = dc_error_errno(DC_ERR_IO, fe, "cannot allocate %zu bytes for '%s'", osz, dest);
+     * when the mapping is written (where the file system has no fallocate,
+     * the file's holes are written with zeros, each write checked) */
+    if (ftruncate(ofd, (off_t)osz) != 0) {
+        st = dc_error_errno(DC_ERR_IO, errno, "cannot size '%s' (for '%s') to %zu bytes", tmp, dest,
+                            osz);
+        goto out_tmp;
+    }
+    if ((st = dc_file_reserve(ofd, tmp, osz)) != DC_OK) {
+        dc_error_prefix("writing '%s'", dest);
         goto out_tmp;
     }
     omap = mmap(NULL, osz, PROT_READ | PROT_WRITE, MAP_SHARED, ofd, 0);
@@ -402,6 +406,7 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
         st = dc_error_errno(DC_ERR_IO, errno, "cannot map '%s'", tmp);
         goto out_tmp;
     }
+    dc_file_map_note(omap, osz, tmp);
     dc_delta_stats_t ss;
     memset(&ss, 0, sizeof(ss));
     st = dc_apply_core(b, &r, omap, dc_delta_opts_threads(opts), dc_delta_opts_strict(opts), &ss);
@@ -424,8 +429,10 @@ DC_API dc_status_t dc_delta_apply_files(const char *base_path, const char *delta
     ss.seconds = dc_now_s() - t0;
     dc_delta_stats_out(stats, &ss);
 out_tmp:
-    if (omap != MAP_FAILED)
+    if (omap != MAP_FAILED) {
+        dc_file_map_forget(omap);
         munmap(omap, osz);
+    }
     if (ofd >= 0)
         close(ofd);
     if (st != DC_OK)

@@ -542,24 +542,38 @@ dc_status_t dc_st_open(const char *path, int flags, dc_st_file_t **out)
         st = dc_error(DC_ERR_UNSUPPORTED, "%s: file too large to map", path);
         goto out_close;
     }
-    /* A writable map is a receiver's copy of the weights: every chunk of it is
-     * written by the next refit, so its page tables are filled now (one pass
-     * at open) rather than by one minor fault per page inside the refit. */
-    int pop = wr || (flags & DC_ST_POPULATE) ? MAP_POPULATE : 0;
-    void *m = mmap(NULL, (size_t)f->size, wr ? PROT_READ | PROT_WRITE : PROT_READ,
-                   (wr ? MAP_SHARED : MAP_PRIVATE) | pop, f->fd, 0);
-    if (m == MAP_FAILED) {
-        st = dc_error_errno(DC_ERR_IO, errno, "cannot mmap '%s'", path);
-        goto out_close;
+    void *m;
+    if (wr) {
+        /* A writable map is a receiver's copy of the weights, written in
+         * place by the next refit.  Its blocks are reserved first: a hole
+         * (a zero tensor copied with cp --sparse) on a full file system is
+         * an error here, naming the file, not a SIGBUS mid-apply.  Its page
+         * tables are filled now (one pass at open) rather than by one minor
+         * fault per page inside the refit. */
+        st = dc_file_reserve(f->fd, path, f->size);
+        if (st != DC_OK)
+            goto out_close;
+        m = mmap(NULL, (size_t)f->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, f->fd,
+                 0);
+        if (m == MAP_FAILED) {
+            st = dc_error_errno(DC_ERR_IO, errno, "cannot mmap '%s'", path);
+            goto out_close;
+        }
+    } else {
+        st = dc_file_map_read(f->fd, path, (size_t)f->size, (flags & DC_ST_POPULATE) != 0, &m);
+        if (st != DC_OK)
+            goto out_close;
     }
     f->map = m;
     f->mapped = true;
+    dc_file_map_note(m, (size_t)f->size, path); /* named if it ever faults */
     st = dc_st_file_finish(f, out);
     if (st != DC_OK)
         goto out_unmap;
     return DC_OK;
 
 out_unmap:
+    dc_file_map_forget(f->map);
     munmap(f->map, (size_t)f->size);
 out_close:
     close(f->fd);
@@ -597,8 +611,10 @@ void dc_st_close(dc_st_file_t *f)
     if (!f)
         return;
     dc_st_parsed_free(&f->p);
-    if (f->mapped)
+    if (f->mapped) {
+        dc_file_map_forget(f->map);
         munmap(f->map, (size_t)f->size);
+    }
     if (f->fd >= 0)
         close(f->fd);
     free(f->path);

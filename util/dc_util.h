@@ -131,6 +131,43 @@ struct stat;
 int dc_fstat(int fd, struct stat *sb);
 int dc_stat(const char *path, struct stat *sb);
 
+/** Allocate every block of [0, len) of the open, writable file `fd`
+ *  without changing a byte of it (fallocate(2) mode 0; where the file
+ *  system has no fallocate, every hole lseek(SEEK_HOLE) finds is written
+ *  with the zeros it reads as).  Call it before a shared writable map of the
+ *  file is written: a store into a hole the file system cannot back is
+ *  SIGBUS, this is DC_ERR_IO naming `path` ("the file system is full").
+ *  A copy-on-write file system (btrfs, reflinked XFS) may still need new
+ *  blocks for each write: this cannot reserve those. */
+dc_status_t dc_file_reserve(int fd, const char *path, uint64_t len);
+
+/** dc_file_reserve's way where the file system has no fallocate (called
+ *  directly by its test): write zeros into every hole of [0, len) that
+ *  lseek(SEEK_HOLE) reports, each write checked. */
+dc_status_t dc_file_fill_holes(int fd, const char *path, uint64_t len);
+
+/** 1 when lseek(SEEK_HOLE) finds a hole in [0, len) of `fd` (on tmpfs,
+ *  pages fallocate reserved but nobody wrote yet still read as holes). */
+int dc_file_has_holes(int fd, uint64_t len);
+
+/** Map `len` bytes of `fd` read-only (MAP_PRIVATE, MAP_POPULATE when
+ *  `populate`); munmap() the result.  A sparse file on tmpfs is read into
+ *  anonymous memory instead (a load from a hole of a tmpfs file allocates a
+ *  page: SIGBUS on a full file system; pread returns zeros).  *out is set
+ *  only on success; errors name `path`. */
+dc_status_t dc_file_map_read(int fd, const char *path, size_t len, int populate, void **out);
+
+/** The last line where reservation cannot help (a copy-on-write file
+ *  system; a file truncated or rewritten under its map): maps noted here
+ *  (dc_file_map_note, up to 64 at a time; dc_file_map_forget before
+ *  munmap) are named by a SIGBUS handler that dc_file_sigbus_install()
+ *  sets (the command does, at start; the library never touches signals):
+ *  one line on stderr, "deltacast: SIGBUS at byte N of 'PATH' (mapped):
+ *  ...", then the previous action runs as before (the process ends). */
+void dc_file_map_note(const void *p, size_t len, const char *path);
+void dc_file_map_forget(const void *p);
+dc_status_t dc_file_sigbus_install(void);
+
 /** mkdir -p: `path` and every missing parent, mode 0755; DC_OK when it
  *  exists as a directory. */
 dc_status_t dc_mkdirs(const char *path);
