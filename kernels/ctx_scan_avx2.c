@@ -18,26 +18,6 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* The block search of the merge, 16 prefix counts a step: no branch per
- * block (the scalar loop mispredicts once per change) */
-static inline size_t dc_ctx_find_block_avx2(const uint32_t *pre, size_t q, uint32_t rr)
-{
-    /* all DC_CTX_SLAB entries pre[1..64] at once (padded past the slab's
-     * blocks): the block is how many are <= rr.  No dependence on the
-     * previous change's block (q), so changes overlap in the pipeline. */
-    (void)q;
-    const __m256i r = _mm256_set1_epi32((int)rr);
-    uint64_t gt = 0;
-    for (unsigned v = 0; v < DC_CTX_SLAB / 8; v++) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(pre + 1 + 8 * v));
-        /* counts are <= 4096 or the padding 0x7fffffff: a signed compare */
-        gt |= (uint64_t)(unsigned)_mm256_movemask_ps(
-                  _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, r)))
-              << (8 * v);
-    }
-    return (size_t)(64 - __builtin_popcountll(gt));
-}
-#define DC_CTX_FIND_BLOCK dc_ctx_find_block_avx2
 #endif
 
 #include "kernels/ctx_scan_impl.h"
@@ -163,10 +143,10 @@ static void dc_ctx_ge_avx2(const void *base, size_t n, unsigned w, const uint64_
         dc_ctx_ge_scalar(b + full * 64 * w, n % 64, w, thr, nt, ge + full * nt);
 }
 
-/* the k-th set bit of m by one pdep (only where it is fast) */
-static inline unsigned dc_ctx_select_pdep(uint64_t m, unsigned k)
+/* the merge's deposit by one pdep (only where it is fast) */
+static inline uint64_t dc_ctx_deposit_pdep(uint64_t x, uint64_t m)
 {
-    return (unsigned)__builtin_ctzll(_pdep_u64(1ull << k, m));
+    return _pdep_u64(x, m);
 }
 
 static void dc_ctx_rank_avx2(const void *base, size_t n, unsigned w, const uint64_t *thr,
@@ -182,9 +162,9 @@ static unsigned dc_ctx_merge_slabs_avx2(const void *base, size_t n, unsigned w, 
                                         uint64_t *ge)
 {
     if (dc_kern_cpu() & DC_CPU_FAST_PDEP)
-        return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select_pdep, base, n, w, thr, nt, idx, off,
+        return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_deposit_pdep, base, n, w, thr, nt, idx, off,
                                  pos, bw, fn, arg, ge);
-    return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select64b, base, n, w, thr, nt, idx, off, pos,
+    return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_deposit_sel, base, n, w, thr, nt, idx, off, pos,
                              bw, fn, arg, ge);
 }
 
