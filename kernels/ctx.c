@@ -310,14 +310,31 @@ typedef struct {
 } dc_ctx_vals_t;
 
 /* The step (mode 1) or new (mode 2) words of the count changed words into
- * x->words: their base words are x->bw, their XOR words xorv (so the new
- * words are bw ^ xorv: no pass over the target). */
+ * words: their base words are bw, their XOR words xv (so the new words are
+ * bw ^ xv: no pass over the target); one loop per width and mode, as
+ * dc_ctx_to_xor. */
+static inline __attribute__((always_inline)) void
+dc_ctx_words_w(const uint8_t *bw, const uint8_t *xv, uint8_t *words, size_t count, unsigned w,
+               unsigned mode)
+{
+    for (size_t k = 0; k < count; k++) {
+        uint64_t b = dc_ctx_word(bw + k * w, w), nx = b ^ dc_ctx_word(xv + k * w, w);
+        dc_ctx_put_word(words + k * w, w, mode == 1 ? dc_ctx_step_word(b, nx, w) : nx);
+    }
+}
+
 static void dc_ctx_words(dc_ctx_t *x, const void *xorv, size_t count, unsigned w, unsigned mode)
 {
     const uint8_t *xv = xorv;
-    for (size_t k = 0; k < count; k++) {
-        uint64_t b = dc_ctx_word(x->bw + k * w, w), nx = b ^ dc_ctx_word(xv + k * w, w);
-        dc_ctx_put_word(x->words + k * w, w, mode == 1 ? dc_ctx_step_word(b, nx, w) : nx);
+    switch (w * 4 + mode) {
+    case 1 * 4 + 1: dc_ctx_words_w(x->bw, xv, x->words, count, 1, 1); break;
+    case 1 * 4 + 2: dc_ctx_words_w(x->bw, xv, x->words, count, 1, 2); break;
+    case 2 * 4 + 1: dc_ctx_words_w(x->bw, xv, x->words, count, 2, 1); break;
+    case 2 * 4 + 2: dc_ctx_words_w(x->bw, xv, x->words, count, 2, 2); break;
+    case 4 * 4 + 1: dc_ctx_words_w(x->bw, xv, x->words, count, 4, 1); break;
+    case 4 * 4 + 2: dc_ctx_words_w(x->bw, xv, x->words, count, 4, 2); break;
+    case 8 * 4 + 1: dc_ctx_words_w(x->bw, xv, x->words, count, 8, 1); break;
+    default: dc_ctx_words_w(x->bw, xv, x->words, count, 8, 2); break;
     }
 }
 
