@@ -122,15 +122,73 @@ dc_ctx_rank_impl(dc_ctx_ge_fn ge_masks, const void *base, size_t n, unsigned w, 
 
 typedef uint64_t (*dc_ctx_deposit_fn)(uint64_t x, uint64_t m);
 
+#define DC_CTX_PRE_PAD 0x7fffffffu
+
+/* The block q' >= q of a slab holding slab rank rr of a class (pre: the
+ * class's prefix counts per block, padded with DC_CTX_PRE_PAD past the
+ * slab's blocks; ranks ascend, so a search only moves on).  An ISA file
+ * may define its own before including this header. */
+#ifndef DC_CTX_FIND_BLOCK
+static inline size_t dc_ctx_find_block(const uint32_t *pre, size_t q, uint32_t rr)
+{
+    while (pre[q + 1] <= rr)
+        q++;
+    return q;
+}
+#define DC_CTX_FIND_BLOCK dc_ctx_find_block
+#endif
+
+/* A class with fewer changes in a slab than its blocks / this is merged
+ * by a block search and a select per change rather than by the deposit of
+ * every block (a few operations per block): at 1% changed, most classes
+ * have a few changes per slab; at 8%, dozens. */
+#define DC_CTX_DEPOSIT_MIN 4
+
+/* One slab's classes: cm[c][q] the mask of class c in block q (the last
+ * block valid up to `last`), pre[c][q] the class's elements in the slab
+ * before block q (pre[c][nb]: in the slab). */
+typedef struct {
+    uint64_t cm[DC_CTX_MAX_CLASSES][DC_CTX_SLAB];
+    /* + 16: padding past pre[c][nb] (DC_CTX_PRE_PAD), so that a search may
+     * read 16 entries from any q <= nb */
+    uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
+} dc_ctx_slab_t;
+
+
+static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last,
+                                       dc_ctx_slab_t *sl)
+{
+    for (size_t q = 0; q < nb; q++)
+        sl->cm[0][q] = ~ge[q * nt];
+    for (unsigned c = 1; c < nt; c++)
+        for (size_t q = 0; q < nb; q++)
+            sl->cm[c][q] = ge[q * nt + c - 1] & ~ge[q * nt + c];
+    for (size_t q = 0; q < nb; q++)
+        sl->cm[nt][q] = ge[q * nt + nt - 1];
+    for (unsigned c = 0; c <= nt; c++) {
+        sl->cm[c][nb - 1] &= last;
+        uint32_t r = 0;
+        for (size_t q = 0; q < nb; q++) {
+            sl->pre[c][q] = r;
+            r += (uint32_t)__builtin_popcountll(sl->cm[c][q]);
+        }
+        sl->pre[c][nb] = r;
+        /* past the slab's blocks up to the array's end: a search may
+         * compare all DC_CTX_SLAB entries at once */
+        for (size_t i = nb + 1; i < DC_CTX_SLAB + 1 + 16; i++)
+            sl->pre[c][i] = DC_CTX_PRE_PAD;
+    }
+}
+
+
 /*
- * The decoder's merge, per slab: the ge masks; each class's population in
- * the slab (from the masks' popcounts); the class's ranks that fall in
- * the slab set as bits of a rank bitmap (class c's slab ranks at bits
- * boff[c] ..); then per class with changes here and per block, the next
- * popcount(class mask) bits of its rank bits deposited at the class's
- * elements: the block's changed elements of that class.  Branch-free per
- * block (no search per change); with pdep the deposit is one
- * instruction.
+ * The decoder's merge, per slab: the ge masks, each class's masks and
+ * prefix counts per block (dc_ctx_slab_classes), then per class the ranks
+ * that fall in the slab.  A class with few of them finds each one's block
+ * (DC_CTX_FIND_BLOCK) and selects its element there; a class with many
+ * sets them as bits of a rank bitmap, and per block the bits from the
+ * block's prefix count on are deposited at the class's elements (one pdep
+ * where it is fast): no search per change.
  */
 static inline __attribute__((always_inline)) unsigned
 dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base, size_t n,
@@ -143,9 +201,10 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
     for (unsigned c = 0; c <= nt; c++)
         ptr[c] = off[c];
     uint64_t chg[DC_CTX_SLAB];
-    /* the slab's rank bits (one per element) and 2 words of padding: the
-     * deposit reads the word after the one a class's bits start in */
+    /* a class's rank bits in the slab and 2 words of padding: the deposit
+     * reads the word after the one a block's bits start in */
     uint64_t L[DC_CTX_SLAB + 2];
+    dc_ctx_slab_t sl;
     size_t k = 0;
     const uint8_t *b = base;
     for (size_t e0 = 0; e0 < n; e0 += (size_t)DC_CTX_SLAB * 64) {
@@ -161,52 +220,45 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
                 __builtin_prefetch(nx + q, 0, 3);
         }
         ge_masks(b + e0 * w, ne, w, thr, nt, ge);
-        /* GT[j]: the slab's elements that reach threshold j - 1 (GT[0]:
-         * all of them) */
-        uint64_t GT[DC_CTX_MAX_CLASSES + 1];
-        GT[0] = ne;
-        for (unsigned j = 0; j < nt; j++) {
-            uint64_t r = 0;
-            for (size_t q = 0; q < nb; q++)
-                r += (uint64_t)__builtin_popcountll(ge[q * nt + j]);
-            GT[j + 1] = r;
-        }
-        GT[nt + 1] = 0;
-        memset(L, 0, (nb + 2) * sizeof(L[0]));
-        unsigned has = 0;
-        uint64_t boff[DC_CTX_MAX_CLASSES], o = 0;
-        for (unsigned c = 0; c <= nt; c++) {
-            uint64_t r0 = run[c], tot = GT[c] - GT[c + 1];
-            size_t pt = ptr[c], en = off[c + 1];
-            boff[c] = o;
-            /* (unsigned: a rank below r0, which increasing ranks never
-             * are, would stop here and be refused as one left over) */
-            for (; pt < en && (uint64_t)idx[pt] - r0 < tot; pt++) {
-                uint64_t bit = o + (idx[pt] - r0);
-                L[bit >> 6] |= 1ull << (bit & 63);
-            }
-            has |= (unsigned)(pt != ptr[c]) << c;
-            ptr[c] = pt;
-            run[c] = r0 + tot;
-            o += tot;
-        }
+        dc_ctx_slab_classes(ge, nt, nb, last, &sl);
         memset(chg, 0, nb * sizeof(chg[0]));
         for (unsigned c = 0; c <= nt; c++) {
-            if (!(has & (1u << c)))
-                continue; /* none of this class's changes in the slab */
-            /* class c's mask in block q: reaches threshold c - 1 (c = 0:
-             * exists) and not c (c = nt: no threshold c) */
-            const uint64_t *lo = c ? ge + c - 1 : NULL, *hi = c < nt ? ge + c : NULL;
-            uint64_t bo = boff[c];
+            size_t pt = ptr[c], en = off[c + 1];
+            uint64_t r0 = run[c], tot = sl.pre[c][nb];
+            run[c] = r0 + tot;
+            /* the class's changes in the slab: ranks r0 .. r0 + tot - 1
+             * (unsigned: a rank below r0, which increasing ranks never
+             * are, stops here and is refused as one left over) */
+            size_t p1 = pt;
+            while (p1 < en && (uint64_t)idx[p1] - r0 < tot)
+                p1++;
+            ptr[c] = p1;
+            if (p1 == pt)
+                continue;
+            const uint32_t *pre = sl.pre[c];
+            const uint64_t *cm = sl.cm[c];
+            if ((p1 - pt) * DC_CTX_DEPOSIT_MIN < nb) {
+                /* few: one block search and one select per change */
+                size_t q = 0;
+                for (; pt < p1; pt++) {
+                    uint32_t rr = (uint32_t)(idx[pt] - r0);
+                    q = DC_CTX_FIND_BLOCK(pre, q, rr);
+                    chg[q] |= dep(1ull << (rr - pre[q]), cm[q]);
+                }
+                continue;
+            }
+            /* many: the class's slab ranks as bits, and per block the
+             * bits from its prefix count on deposited at its elements */
+            memset(L, 0, (nb + 2) * sizeof(L[0]));
+            for (; pt < p1; pt++) {
+                uint64_t bit = idx[pt] - r0;
+                L[bit >> 6] |= 1ull << (bit & 63);
+            }
             for (size_t q = 0; q < nb; q++) {
-                uint64_t m = lo ? lo[q * nt] : q + 1 < nb ? ~0ull : last;
-                if (hi)
-                    m &= ~hi[q * nt];
-                unsigned s = (unsigned)(bo & 63);
-                const uint64_t *lw = L + (bo >> 6);
+                unsigned s = pre[q] & 63;
+                const uint64_t *lw = L + (pre[q] >> 6);
                 uint64_t x = (lw[0] >> s) | ((lw[1] << 1) << (63 - s));
-                chg[q] |= dep(x, m);
-                bo += (uint64_t)__builtin_popcountll(m);
+                chg[q] |= dep(x, cm[q]);
             }
         }
         size_t k0 = k;
