@@ -154,7 +154,6 @@ typedef struct {
     uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
 } dc_ctx_slab_t;
 
-
 static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last,
                                        dc_ctx_slab_t *sl)
 {
@@ -179,7 +178,6 @@ static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint
             sl->pre[c][i] = DC_CTX_PRE_PAD;
     }
 }
-
 
 /*
  * The decoder's merge, per slab: the ge masks, each class's masks and
