@@ -309,17 +309,39 @@ typedef struct {
     double h; /* the chosen words' order-0 entropy, bits */
 } dc_ctx_vals_t;
 
-/* Try mode 1 (steps) or 2 (new words) for the count changed words: their
- * base words are x->bw, their XOR words xorv (so the new words are bw ^
- * xorv: no pass over the target). */
-static dc_status_t dc_ctx_try_values(dc_ctx_t *x, dc_ent_scratch_t *ent, const void *xorv,
-                                     size_t count, unsigned w, unsigned mode, dc_ctx_vals_t *v)
+/* The step (mode 1) or new (mode 2) words of the count changed words into
+ * words: their base words are bw, their XOR words xv (so the new words are
+ * bw ^ xv: no pass over the target); one loop per width and mode, as
+ * dc_ctx_to_xor. */
+static inline __attribute__((always_inline)) void
+dc_ctx_words_w(const uint8_t *bw, const uint8_t *xv, uint8_t *words, size_t count, unsigned w,
+               unsigned mode)
+{
+    for (size_t k = 0; k < count; k++) {
+        uint64_t b = dc_ctx_word(bw + k * w, w), nx = b ^ dc_ctx_word(xv + k * w, w);
+        dc_ctx_put_word(words + k * w, w, mode == 1 ? dc_ctx_step_word(b, nx, w) : nx);
+    }
+}
+
+static void dc_ctx_words(dc_ctx_t *x, const void *xorv, size_t count, unsigned w, unsigned mode)
 {
     const uint8_t *xv = xorv;
-    for (size_t k = 0; k < count; k++) {
-        uint64_t b = dc_ctx_word(x->bw + k * w, w), nx = b ^ dc_ctx_word(xv + k * w, w);
-        dc_ctx_put_word(x->words + k * w, w, mode == 1 ? dc_ctx_step_word(b, nx, w) : nx);
+    switch (w * 4 + mode) {
+    case 1 * 4 + 1: dc_ctx_words_w(x->bw, xv, x->words, count, 1, 1); break;
+    case 1 * 4 + 2: dc_ctx_words_w(x->bw, xv, x->words, count, 1, 2); break;
+    case 2 * 4 + 1: dc_ctx_words_w(x->bw, xv, x->words, count, 2, 1); break;
+    case 2 * 4 + 2: dc_ctx_words_w(x->bw, xv, x->words, count, 2, 2); break;
+    case 4 * 4 + 1: dc_ctx_words_w(x->bw, xv, x->words, count, 4, 1); break;
+    case 4 * 4 + 2: dc_ctx_words_w(x->bw, xv, x->words, count, 4, 2); break;
+    case 8 * 4 + 1: dc_ctx_words_w(x->bw, xv, x->words, count, 8, 1); break;
+    default: dc_ctx_words_w(x->bw, xv, x->words, count, 8, 2); break;
     }
+}
+
+/* Encode x->words (mode 1 or 2) and keep them in v when smaller. */
+static dc_status_t dc_ctx_try_words(dc_ctx_t *x, dc_ent_scratch_t *ent, size_t count, unsigned w,
+                                    unsigned mode, dc_ctx_vals_t *v)
+{
     size_t len;
     unsigned m;
     double h;
@@ -334,6 +356,42 @@ static dc_status_t dc_ctx_try_values(dc_ctx_t *x, dc_ent_scratch_t *ent, const v
         v->mode = mode;
         v->h = h;
     }
+    return DC_OK;
+}
+
+/* Try mode 1 (steps) or 2 (new words) for the count changed words. */
+static dc_status_t dc_ctx_try_values(dc_ctx_t *x, dc_ent_scratch_t *ent, const void *xorv,
+                                     size_t count, unsigned w, unsigned mode, dc_ctx_vals_t *v)
+{
+    dc_ctx_words(x, xorv, count, w, mode);
+    return dc_ctx_try_words(x, ent, count, w, mode, v);
+}
+
+/*
+ * The values of 1- and 2-byte words: XOR words or steps, whichever has the
+ * smaller order-0 entropy (their histograms: one rANS encode instead of
+ * two; rANS codes either within its table of the entropy), then new words
+ * where neither compresses.  *hx: the XOR words' entropy.
+ */
+static dc_status_t dc_ctx_values_narrow(dc_ctx_t *x, dc_ent_scratch_t *ent, const void *xorv,
+                                        size_t count, unsigned w, dc_ctx_vals_t *v, double *hx)
+{
+    dc_status_t s;
+    *hx = dc_ent_words_entropy_bits(ent, xorv, count, w);
+    dc_ctx_words(x, xorv, count, w, 1);
+    double hs = dc_ent_words_entropy_bits(ent, x->words, count, w);
+    if (hs < *hx) {
+        v->len = SIZE_MAX;
+        if ((s = dc_ctx_try_words(x, ent, count, w, 1, v)) != DC_OK)
+            return s;
+    } else {
+        s = dc_ent_val_encode_h(ent, xorv, count, w, v->zstd_ok, v->dst, v->cap, &v->len,
+                                &v->method, &v->h);
+        if (s != DC_OK)
+            return s;
+    }
+    if (v->len > count * w / 2)
+        return dc_ctx_try_values(x, ent, xorv, count, w, 2, v);
     return DC_OK;
 }
 
@@ -407,17 +465,24 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
     /* values: XOR words, steps, (where neither compresses) new words; the
      * candidates come from the base words and the XOR words alone */
     dc_ctx_vals_t v = {.zstd_ok = count * w >= 2048, .dst = dst + o, .cap = cap - o};
-    dc_status_t s = dc_ent_val_encode_h(ent, xorv, count, w, v.zstd_ok, v.dst, v.cap, &v.len,
-                                        &v.method, &v.h);
-    if (s != DC_OK)
-        return s;
-    double hx = v.h;
-    if (count > 0) {
-        if ((s = dc_ctx_try_values(x, ent, xorv, count, w, 1, &v)) != DC_OK)
+    dc_status_t s;
+    double hx;
+    if (w <= 2 && count > 0) {
+        if ((s = dc_ctx_values_narrow(x, ent, xorv, count, w, &v, &hx)) != DC_OK)
             return s;
-        if (v.len > count * w / 2 && (s = dc_ctx_try_values(x, ent, xorv, count, w, 2, &v)) !=
-                                         DC_OK)
+    } else {
+        s = dc_ent_val_encode_h(ent, xorv, count, w, v.zstd_ok, v.dst, v.cap, &v.len, &v.method,
+                                &v.h);
+        if (s != DC_OK)
             return s;
+        hx = v.h;
+        if (count > 0) {
+            if ((s = dc_ctx_try_values(x, ent, xorv, count, w, 1, &v)) != DC_OK)
+                return s;
+            if (v.len > count * w / 2 &&
+                (s = dc_ctx_try_values(x, ent, xorv, count, w, 2, &v)) != DC_OK)
+                return s;
+        }
     }
     unsigned mode = v.mode;
     size_t vlen = v.len;

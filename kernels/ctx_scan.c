@@ -60,8 +60,8 @@ static unsigned dc_ctx_merge_scalar(const void *base, size_t n, unsigned w, cons
                                     unsigned nt, const uint32_t *idx, const size_t *off,
                                     uint32_t *pos, void *bw, uint64_t *ge)
 {
-    return dc_ctx_merge_impl(dc_ctx_ge_scalar, dc_ctx_select64b, base, n, w, thr, nt, idx, off, pos,
-                             bw, NULL, NULL, ge);
+    return dc_ctx_merge_impl(dc_ctx_ge_scalar, dc_ctx_deposit_sel, base, n, w, thr, nt, idx, off,
+                             pos, bw, NULL, NULL, ge);
 }
 
 static unsigned dc_ctx_merge_slabs_scalar(const void *base, size_t n, unsigned w,
@@ -69,8 +69,8 @@ static unsigned dc_ctx_merge_slabs_scalar(const void *base, size_t n, unsigned w
                                           const size_t *off, uint32_t *pos, void *bw,
                                           dc_ctx_slab_fn fn, void *arg, uint64_t *ge)
 {
-    return dc_ctx_merge_impl(dc_ctx_ge_scalar, dc_ctx_select64b, base, n, w, thr, nt, idx, off, pos,
-                             bw, fn, arg, ge);
+    return dc_ctx_merge_impl(dc_ctx_ge_scalar, dc_ctx_deposit_sel, base, n, w, thr, nt, idx, off,
+                             pos, bw, fn, arg, ge);
 }
 
 const dc_ctx_scan_ops_t dc_ctx_scan_scalar = {"scalar", dc_ctx_ge_scalar, dc_ctx_rank_scalar,

@@ -163,10 +163,10 @@ static void dc_ctx_ge_avx2(const void *base, size_t n, unsigned w, const uint64_
         dc_ctx_ge_scalar(b + full * 64 * w, n % 64, w, thr, nt, ge + full * nt);
 }
 
-/* the k-th set bit of m by one pdep (only where it is fast) */
-static inline unsigned dc_ctx_select_pdep(uint64_t m, unsigned k)
+/* the merge's deposit by one pdep (only where it is fast) */
+static inline uint64_t dc_ctx_deposit_pdep(uint64_t x, uint64_t m)
 {
-    return (unsigned)__builtin_ctzll(_pdep_u64(1ull << k, m));
+    return _pdep_u64(x, m);
 }
 
 static void dc_ctx_rank_avx2(const void *base, size_t n, unsigned w, const uint64_t *thr,
@@ -182,9 +182,9 @@ static unsigned dc_ctx_merge_slabs_avx2(const void *base, size_t n, unsigned w, 
                                         uint64_t *ge)
 {
     if (dc_kern_cpu() & DC_CPU_FAST_PDEP)
-        return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select_pdep, base, n, w, thr, nt, idx, off,
+        return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_deposit_pdep, base, n, w, thr, nt, idx, off,
                                  pos, bw, fn, arg, ge);
-    return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_select64b, base, n, w, thr, nt, idx, off, pos,
+    return dc_ctx_merge_impl(dc_ctx_ge_avx2, dc_ctx_deposit_sel, base, n, w, thr, nt, idx, off, pos,
                              bw, fn, arg, ge);
 }
 

@@ -13,30 +13,6 @@
 /* g_sel8[m][k]: the index of the k-th set bit of the byte m */
 extern const uint8_t dc_ctx_sel8[256][8];
 
-static inline unsigned dc_ctx_select64(uint64_t m, unsigned k)
-{
-    unsigned s = 0, c;
-    c = (unsigned)__builtin_popcount((uint32_t)m);
-    if (k >= c) {
-        k -= c;
-        m >>= 32;
-        s = 32;
-    }
-    c = (unsigned)__builtin_popcount((uint32_t)(m & 0xffff));
-    if (k >= c) {
-        k -= c;
-        m >>= 16;
-        s += 16;
-    }
-    c = (unsigned)__builtin_popcount((uint32_t)(m & 0xff));
-    if (k >= c) {
-        k -= c;
-        m >>= 8;
-        s += 8;
-    }
-    return s + dc_ctx_sel8[m & 0xff][k];
-}
-
 typedef void (*dc_ctx_ge_fn)(const void *, size_t, unsigned, const uint64_t *, unsigned,
                              uint64_t *);
 
@@ -68,20 +44,90 @@ static inline unsigned dc_ctx_select64b(uint64_t m, unsigned k)
     return s + dc_ctx_sel8[m & 0xff][k & 7];
 }
 
-/* One slab's classes: cm[c][q] the mask of class c in block q (the last
- * block valid up to `last`), pre[c][q] the class's elements in the slab
- * before block q (pre[c][nb]: in the slab). */
-typedef struct {
-    uint64_t cm[DC_CTX_MAX_CLASSES][DC_CTX_SLAB];
-    /* + 16: padding past pre[c][nb] (DC_CTX_PRE_PAD), so that a search may
-     * read 16 entries from any q <= nb */
-    uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
-} dc_ctx_slab_t;
+/* The deposit of a merge (dc_ctx_merge_impl): the low popcount(m) bits of
+ * x placed, in order, at the set bits of m (what BMI2's pdep does).  This
+ * portable one costs a select per set bit of x (per change, not per
+ * element). */
+static inline uint64_t dc_ctx_deposit_sel(uint64_t x, uint64_t m)
+{
+    unsigned pc = (unsigned)__builtin_popcountll(m);
+    if (pc < 64)
+        x &= (1ull << pc) - 1;
+    uint64_t r = 0;
+    while (x) {
+        r |= 1ull << dc_ctx_select64b(m, (unsigned)__builtin_ctzll(x));
+        x &= x - 1;
+    }
+    return r;
+}
+
+/* nt >= 1 (one class needs no scan).  Per slab: the ge masks as levels
+ * (level 0: every element, level j + 1: the elements that reach threshold
+ * j, level nt + 1: none) and their prefix counts per block; then per
+ * change its class c (how many thresholds it reaches) and its rank: the
+ * elements before it at level c less those at level c + 1.  No branch on
+ * the class (it is a coin toss per change). */
+static inline __attribute__((always_inline)) void
+dc_ctx_rank_impl(dc_ctx_ge_fn ge_masks, const void *base, size_t n, unsigned w, const uint64_t *thr,
+                 unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls, uint32_t *rnk,
+                 uint64_t *pop, uint64_t *ge)
+{
+    /* G[j]: elements at level j before the slab; lv[j][q] level j's mask
+     * in block q, pre[j][q] its elements in the slab before block q */
+    uint64_t G[DC_CTX_MAX_CLASSES + 1] = {0};
+    uint64_t lv[DC_CTX_MAX_CLASSES + 1][DC_CTX_SLAB];
+    uint32_t pre[DC_CTX_MAX_CLASSES + 1][DC_CTX_SLAB + 1];
+    for (size_t q = 0; q < DC_CTX_SLAB; q++) {
+        lv[0][q] = ~0ull;
+        lv[nt + 1][q] = 0;
+        pre[0][q] = (uint32_t)(64 * q);
+        pre[nt + 1][q] = 0;
+    }
+    size_t k = 0;
+    const uint8_t *b = base;
+    for (size_t e0 = 0; e0 < n; e0 += (size_t)DC_CTX_SLAB * 64) {
+        size_t ne = DC_MIN((size_t)DC_CTX_SLAB * 64, n - e0);
+        size_t nb = (ne + 63) / 64;
+        ge_masks(b + e0 * w, ne, w, thr, nt, ge);
+        for (unsigned j = 0; j < nt; j++) {
+            uint32_t r = 0;
+            for (size_t q = 0; q < nb; q++) {
+                uint64_t m = ge[q * nt + j];
+                lv[j + 1][q] = m;
+                pre[j + 1][q] = r;
+                r += (uint32_t)__builtin_popcountll(m);
+            }
+            pre[j + 1][nb] = r;
+        }
+        for (; k < count && pos[k] < e0 + ne; k++) {
+            size_t q = (pos[k] - e0) / 64;
+            unsigned bit = (unsigned)((pos[k] - e0) % 64);
+            uint64_t below = (1ull << bit) - 1;
+            unsigned c = 0;
+            for (unsigned j = 1; j <= nt; j++)
+                c += (unsigned)((lv[j][q] >> bit) & 1);
+            uint64_t lo = G[c] + pre[c][q] + (uint64_t)__builtin_popcountll(lv[c][q] & below);
+            uint64_t hi =
+                G[c + 1] + pre[c + 1][q] + (uint64_t)__builtin_popcountll(lv[c + 1][q] & below);
+            cls[k] = (uint8_t)c;
+            rnk[k] = (uint32_t)(lo - hi);
+        }
+        G[0] += ne;
+        for (unsigned j = 0; j < nt; j++)
+            G[j + 1] += pre[j + 1][nb];
+    }
+    for (unsigned c = 0; c <= nt; c++)
+        pop[c] = G[c] - G[c + 1];
+}
+
+typedef uint64_t (*dc_ctx_deposit_fn)(uint64_t x, uint64_t m);
+
 #define DC_CTX_PRE_PAD 0x7fffffffu
 
-/* The block q' >= q of a slab holding rank rr of a class (pre: the
- * class's prefix counts; ranks ascend, so a search only moves on).  An ISA
- * file may define its own before including this header. */
+/* The block q' >= q of a slab holding slab rank rr of a class (pre: the
+ * class's prefix counts per block, padded with DC_CTX_PRE_PAD past the
+ * slab's blocks; ranks ascend, so a search only moves on).  An ISA file
+ * may define its own before including this header. */
 #ifndef DC_CTX_FIND_BLOCK
 static inline size_t dc_ctx_find_block(const uint32_t *pre, size_t q, uint32_t rr)
 {
@@ -91,6 +137,22 @@ static inline size_t dc_ctx_find_block(const uint32_t *pre, size_t q, uint32_t r
 }
 #define DC_CTX_FIND_BLOCK dc_ctx_find_block
 #endif
+
+/* A class with fewer changes in a slab than its blocks / this is merged
+ * by a block search and a select per change rather than by the deposit of
+ * every block (a few operations per block): at 1% changed, most classes
+ * have a few changes per slab; at 8%, dozens. */
+#define DC_CTX_DEPOSIT_MIN 4
+
+/* One slab's classes: cm[c][q] the mask of class c in block q (the last
+ * block valid up to `last`), pre[c][q] the class's elements in the slab
+ * before block q (pre[c][nb]: in the slab). */
+typedef struct {
+    uint64_t cm[DC_CTX_MAX_CLASSES][DC_CTX_SLAB];
+    /* + 16: padding past pre[c][nb] (DC_CTX_PRE_PAD), so that a search may
+     * read 16 entries from any q <= nb */
+    uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
+} dc_ctx_slab_t;
 
 static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last,
                                        dc_ctx_slab_t *sl)
@@ -117,53 +179,29 @@ static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint
     }
 }
 
-/* nt >= 1 (one class needs no scan) */
-static inline __attribute__((always_inline)) void dc_ctx_rank_impl(dc_ctx_ge_fn ge_masks, const void *base, size_t n, unsigned w,
-                                    const uint64_t *thr, unsigned nt, const uint32_t *pos,
-                                    size_t count, uint8_t *cls, uint32_t *rnk, uint64_t *pop,
-                                    uint64_t *ge)
-{
-    uint64_t run[DC_CTX_MAX_CLASSES] = {0};
-    dc_ctx_slab_t sl;
-    size_t k = 0;
-    const uint8_t *b = base;
-    for (size_t e0 = 0; e0 < n; e0 += (size_t)DC_CTX_SLAB * 64) {
-        size_t ne = DC_MIN((size_t)DC_CTX_SLAB * 64, n - e0);
-        size_t nb = (ne + 63) / 64;
-        uint64_t last = ne % 64 ? (1ull << (ne % 64)) - 1 : ~0ull;
-        ge_masks(b + e0 * w, ne, w, thr, nt, ge);
-        dc_ctx_slab_classes(ge, nt, nb, last, &sl);
-        for (; k < count && pos[k] < e0 + ne; k++) {
-            size_t q = (pos[k] - e0) / 64;
-            unsigned bit = (unsigned)((pos[k] - e0) % 64);
-            unsigned c = 0;
-            for (unsigned j = 0; j < nt; j++)
-                c += (unsigned)((ge[q * nt + j] >> bit) & 1);
-            uint64_t below = (1ull << bit) - 1;
-            cls[k] = (uint8_t)c;
-            rnk[k] = (uint32_t)(run[c] + sl.pre[c][q] +
-                                (uint64_t)__builtin_popcountll(sl.cm[c][q] & below));
-        }
-        for (unsigned c = 0; c <= nt; c++)
-            run[c] += sl.pre[c][nb];
-    }
-    for (unsigned c = 0; c <= nt; c++)
-        pop[c] = run[c];
-}
-
-typedef unsigned (*dc_ctx_select_fn)(uint64_t m, unsigned k);
-
-static inline __attribute__((always_inline)) unsigned dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_select_fn sel,
-                                         const void *base, size_t n,
-                                         unsigned w, const uint64_t *thr, unsigned nt,
-                                         const uint32_t *idx, const size_t *off, uint32_t *pos,
-                                         void *bw, dc_ctx_slab_fn fn, void *arg, uint64_t *ge)
+/*
+ * The decoder's merge, per slab: the ge masks, each class's masks and
+ * prefix counts per block (dc_ctx_slab_classes), then per class the ranks
+ * that fall in the slab.  A class with few of them finds each one's block
+ * (DC_CTX_FIND_BLOCK) and selects its element there; a class with many
+ * sets them as bits of a rank bitmap, and per block the bits from the
+ * block's prefix count on are deposited at the class's elements (one pdep
+ * where it is fast): no search per change.
+ */
+static inline __attribute__((always_inline)) unsigned
+dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base, size_t n,
+                  unsigned w, const uint64_t *thr, unsigned nt, const uint32_t *idx,
+                  const size_t *off, uint32_t *pos, void *bw, dc_ctx_slab_fn fn, void *arg,
+                  uint64_t *ge)
 {
     uint64_t run[DC_CTX_MAX_CLASSES] = {0};
     size_t ptr[DC_CTX_MAX_CLASSES];
     for (unsigned c = 0; c <= nt; c++)
         ptr[c] = off[c];
     uint64_t chg[DC_CTX_SLAB];
+    /* a class's rank bits in the slab and 2 words of padding: the deposit
+     * reads the word after the one a block's bits start in */
+    uint64_t L[DC_CTX_SLAB + 2];
     dc_ctx_slab_t sl;
     size_t k = 0;
     const uint8_t *b = base;
@@ -186,17 +224,40 @@ static inline __attribute__((always_inline)) unsigned dc_ctx_merge_impl(dc_ctx_g
             size_t pt = ptr[c], en = off[c + 1];
             uint64_t r0 = run[c], tot = sl.pre[c][nb];
             run[c] = r0 + tot;
-            if (pt >= en || idx[pt] >= r0 + tot)
-                continue; /* none of this class's changes in the slab */
+            /* the class's changes in the slab: ranks r0 .. r0 + tot - 1
+             * (unsigned: a rank below r0, which increasing ranks never
+             * are, stops here and is refused as one left over) */
+            size_t p1 = pt;
+            while (p1 < en && (uint64_t)idx[p1] - r0 < tot)
+                p1++;
+            ptr[c] = p1;
+            if (p1 == pt)
+                continue;
             const uint32_t *pre = sl.pre[c];
-            size_t q = 0;
-            for (; pt < en && idx[pt] < r0 + tot; pt++) {
-                uint32_t rr = (uint32_t)(idx[pt] - r0);
-                /* the block: ranks ascend, so the block only moves on */
-                q = DC_CTX_FIND_BLOCK(pre, q, rr);
-                chg[q] |= 1ull << sel(sl.cm[c][q], rr - pre[q]);
+            const uint64_t *cm = sl.cm[c];
+            if ((p1 - pt) * DC_CTX_DEPOSIT_MIN < nb) {
+                /* few: one block search and one select per change */
+                size_t q = 0;
+                for (; pt < p1; pt++) {
+                    uint32_t rr = (uint32_t)(idx[pt] - r0);
+                    q = DC_CTX_FIND_BLOCK(pre, q, rr);
+                    chg[q] |= dep(1ull << (rr - pre[q]), cm[q]);
+                }
+                continue;
             }
-            ptr[c] = pt;
+            /* many: the class's slab ranks as bits, and per block the
+             * bits from its prefix count on deposited at its elements */
+            memset(L, 0, (nb + 2) * sizeof(L[0]));
+            for (; pt < p1; pt++) {
+                uint64_t bit = idx[pt] - r0;
+                L[bit >> 6] |= 1ull << (bit & 63);
+            }
+            for (size_t q = 0; q < nb; q++) {
+                unsigned s = pre[q] & 63;
+                const uint64_t *lw = L + (pre[q] >> 6);
+                uint64_t x = (lw[0] >> s) | ((lw[1] << 1) << (63 - s));
+                chg[q] |= dep(x, cm[q]);
+            }
         }
         size_t k0 = k;
         for (size_t q = 0; q < nb; q++) {
@@ -207,13 +268,21 @@ static inline __attribute__((always_inline)) unsigned dc_ctx_merge_impl(dc_ctx_g
             }
         }
         if (bw) {
-            uint8_t *o = bw;
+            uint8_t *ob = bw;
             for (size_t i = k0; i < k; i++)
                 switch (w) {
-                case 1: o[i] = b[pos[i]]; break;
-                case 2: memcpy(o + 2 * i, b + 2 * (size_t)pos[i], 2); break;
-                case 4: memcpy(o + 4 * i, b + 4 * (size_t)pos[i], 4); break;
-                default: memcpy(o + 8 * i, b + 8 * (size_t)pos[i], 8); break;
+                case 1:
+                    ob[i] = b[pos[i]];
+                    break;
+                case 2:
+                    memcpy(ob + 2 * i, b + 2 * (size_t)pos[i], 2);
+                    break;
+                case 4:
+                    memcpy(ob + 4 * i, b + 4 * (size_t)pos[i], 4);
+                    break;
+                default:
+                    memcpy(ob + 8 * i, b + 8 * (size_t)pos[i], 8);
+                    break;
                 }
         }
         if (fn)
