@@ -10,7 +10,8 @@
 #                at the top of tests/fuzz/meson.build)
 #   --merge      afterwards, merge what each run found into its corpus
 #                (tests/fuzz/corpus/TARGET: only inputs that add coverage)
-#   TARGET       delta safetensors topology wire rdma (default: all)
+#   TARGET       delta safetensors topology wire rdma ... (default: every
+#                tests/fuzz/fuzz_TARGET.c)
 #
 # Each target runs from a copy of its corpus (the checked-in corpus is left
 # as it is), under ASan + UBSan (halting on the first report), with a
@@ -37,7 +38,13 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(delta safetensors topology wire rdma)
+if [ ${#targets[@]} -eq 0 ]; then
+  # every tests/fuzz/fuzz_NAME.c (a new target is picked up by itself)
+  for f in tests/fuzz/fuzz_*.c; do
+    t=${f#tests/fuzz/fuzz_}
+    targets+=("${t%.c}")
+  done
+fi
 for t in "${targets[@]}"; do
   if [ ! -f "tests/fuzz/fuzz_$t.c" ] || [ ! -d "tests/fuzz/corpus/$t" ]; then
     echo "fuzz.sh: no target $t (tests/fuzz/fuzz_$t.c and tests/fuzz/corpus/$t/)" >&2
