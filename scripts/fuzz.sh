@@ -54,6 +54,16 @@ done
 count="$dir/fuzz-count.txt"
 fail_all() { mkdir -p "$dir"; echo "$1" >&2; echo "0 passed, ${#targets[@]} failed, 0 skipped" | tee "$count"; exit 1; }
 
+# clang and its runtimes (libFuzzer, ASan, UBSan) from Debian when missing
+need=""
+for p in clang libclang-rt-14-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
+done
+if [ -n "$need" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "fuzz.sh: installing:$need" >&2
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null
+fi
 command -v clang >/dev/null || fail_all "fuzz.sh: clang is not installed (libFuzzer comes with it)"
 if [ ! -f "$dir/build.ninja" ]; then
   CC=clang meson setup "$dir" -Db_sanitize=address,undefined -Db_lundef=false \
