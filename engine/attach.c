@@ -33,9 +33,11 @@ void dc_attach_remember(dc_node_t *n, uint32_t node, dc_nbuf_t *b)
 /* A child's SUB: who it is and which broadcast streams it takes on this link. */
 void dc_attach_child_sub(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
 {
-    if (m->node >= n->nnodes || m->node == n->me ||
-        (from->node != UINT32_MAX && from->node != m->node)) {
-        DC_LOG_WARN("node %u: bad SUB from node %u", n->me, from->node);
+    dc_sub_t sb;
+    if (dc_sub_parse(m, &sb) != DC_OK || sb.node >= n->nnodes || sb.node == n->me ||
+        (from->node != UINT32_MAX && from->node != sb.node)) {
+        DC_LOG_WARN("node %u: bad SUB from node %u (node id %u of %u nodes)", n->me, from->node,
+                    m->node, n->nnodes);
         dc_peer_fail(n, from, DC_ERR_FORMAT, "sent a bad SUB");
         return;
     }
@@ -43,8 +45,8 @@ void dc_attach_child_sub(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
     uint8_t *sub = calloc(ns ? ns : 1, 1);
     if (!sub)
         return;
-    for (uint32_t k = 0; k < m->count; k++) {
-        uint32_t s = dc_load_le32(m->body + 4 * (size_t)k);
+    for (uint32_t k = 0; k < sb.nstreams; k++) {
+        uint32_t s = dc_sub_stream(&sb, k);
         if (s < ns)
             sub[s] = 1;
     }
@@ -155,15 +157,11 @@ static void dc_attach_send_sub(dc_node_t *n, dc_peer_t *p)
 {
     const dc_tree_link_t *l = dc_attach_parent_link(n, p->node);
     uint32_t cnt = l ? l->n_streams : 0;
-    size_t len = DC_MSG_HDR_SIZE + 4 * (size_t)cnt;
+    size_t len = dc_sub_size(cnt);
     dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);
     if (!b)
         return;
-    dc_msg_t h = {.type = DC_MSG_SUB, .node = n->me, .chunk = n->plan.subgen, .count = cnt,
-                  .body_len = 4 * cnt};
-    dc_msg_pack(&h, b->data);
-    for (uint32_t k = 0; k < cnt; k++)
-        dc_store_le32(b->data + DC_MSG_HDR_SIZE + 4 * (size_t)k, l->streams[k]);
+    dc_sub_pack(n->me, n->plan.subgen, l ? l->streams : NULL, cnt, b->data);
     b->len = len;
     dc_peer_send(n, p, b);
     dc_nbuf_unref(n, b);

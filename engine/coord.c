@@ -241,27 +241,32 @@ static void dc_coord_begin(dc_node_t *n, uint64_t v)
 /* The coordinator: a SENT of another sender (its chunks' target digests). */
 static void dc_coord_sent(dc_node_t *n, const dc_msg_t *m)
 {
-    uint32_t s = m->node;
-    if (!n->enc.in_flight || m->version != n->enc.vnum || s == 0 || s >= n->nnodes)
+    dc_sent_t sm;
+    if (dc_sent_parse(m, &sm) != DC_OK) {
+        DC_LOG_WARN("coordinator: dropping a bad SENT: %s", dc_last_error());
+        return;
+    }
+    uint32_t s = sm.node;
+    if (!n->enc.in_flight || sm.version != n->enc.vnum || s == 0 || s >= n->nnodes)
         return;
     uint32_t nch = n->layout->nchunks;
     pthread_mutex_lock(&n->mu);
-    for (uint32_t e = 0; e < m->count; e++) {
-        const uint8_t *p = m->body + (size_t)e * DC_SENT_ENTRY;
-        uint32_t c = dc_load_le32(p);
+    for (uint32_t e = 0; e < sm.n; e++) {
+        uint32_t c;
+        dc_digest_t d;
+        dc_sent_entry(&sm, e, &c, &d);
         if (c >= nch || n->plan.chunk_src[c] != s)
             continue; /* not its chunk: ignored */
-        n->enc.digests[c].lo = dc_load_le64(p + 4);
-        n->enc.digests[c].hi = dc_load_le64(p + 12);
+        n->enc.digests[c] = d;
         n->enc.dknown[c] = 1;
     }
     pthread_mutex_unlock(&n->mu);
     if (!n->coord.ssent[s]) {
-        n->coord.other_frames += m->count;
-        if (m->flags & DC_SENT_F_LAST)
-            n->coord.other_payload += m->baseline; /* SENT's baseline field: payload bytes */
+        n->coord.other_frames += sm.n;
+        if (sm.last)
+            n->coord.other_payload += sm.payload_bytes;
     }
-    if ((m->flags & DC_SENT_F_LAST) && !n->coord.ssent[s]) {
+    if (sm.last && !n->coord.ssent[s]) {
         n->coord.ssent[s] = 1;
         for (uint32_t x = 1; x < n->nnodes; x++) {
             if (!n->coord.resync[x])
@@ -327,8 +332,13 @@ void dc_coord_handle_up(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
             }
         }
         break;
-    case DC_MSG_DONE:
-        if ((m->version == n->enc.vnum || m->version == n->coord.confirm_v) && m->body_len >= 20) {
+    case DC_MSG_DONE: {
+        dc_done_t d;
+        if (dc_done_parse(m, &d) != DC_OK) {
+            DC_LOG_WARN("coordinator: dropping a bad DONE: %s", dc_last_error());
+            break;
+        }
+        if (m->version == n->enc.vnum || m->version == n->coord.confirm_v) {
             if (m->version == n->coord.committed && !n->enc.in_flight) {
                 n->coord.confirmed[m->node] =
                     !(m->flags & (DC_DONE_F_DENSE | DC_DONE_F_FAILED | DC_DONE_F_NOT_HELD));
@@ -339,20 +349,17 @@ void dc_coord_handle_up(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
             }
             n->coord.dflags[m->node] = m->flags;
             n->coord.vdone[m->node] = 1;
-            n->coord.rx_apply_ns[m->node] = dc_load_le64(m->body);
-            n->coord.rx_bytes[m->node] = dc_load_le64(m->body + 8);
-            n->coord.rx_parent[m->node] = dc_load_le32(m->body + 16);
-            uint32_t nl = 0;
-            for (; nl < DC_MAX_LINKS &&
-                   DC_DONE_BODY + (nl + 1) * (uint64_t)DC_DONE_LINK <= m->body_len;
-                 nl++) {
-                const uint8_t *e = m->body + DC_DONE_BODY + (size_t)nl * DC_DONE_LINK;
-                n->coord.rx_lpar[(size_t)m->node * DC_MAX_LINKS + nl] = dc_load_le32(e);
-                n->coord.rx_lbytes[(size_t)m->node * DC_MAX_LINKS + nl] = dc_load_le64(e + 4);
+            n->coord.rx_apply_ns[m->node] = d.apply_ns;
+            n->coord.rx_bytes[m->node] = d.bytes;
+            n->coord.rx_parent[m->node] = d.up_parent;
+            for (uint32_t k = 0; k < d.nlinks; k++) {
+                n->coord.rx_lpar[(size_t)m->node * DC_MAX_LINKS + k] = d.link_parent[k];
+                n->coord.rx_lbytes[(size_t)m->node * DC_MAX_LINKS + k] = d.link_bytes[k];
             }
-            n->coord.rx_nlinks[m->node] = nl;
+            n->coord.rx_nlinks[m->node] = d.nlinks;
         }
         break;
+    }
     default:
         break;
     }

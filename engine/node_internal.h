@@ -63,9 +63,7 @@
 
 #define DC_NRX 64        /* receive ring slots per peer */
 #define DC_NRX_CHILD 8   /* receives posted on a child (small upward messages) */
-#define DC_DONE_BODY 32
-#define DC_DONE_LINK 12  /* DONE body entries after the fixed part: parent u32, bytes u64 */
-#define DC_MAX_LINKS 8   /* per-parent byte counts a DONE carries */
+#define DC_MAX_LINKS DC_DONE_MAX_LINKS /* per-parent byte counts a DONE carries */
 #define DC_STALL_NS 1500000000ull
 
 #define DC_STREAM_ANY UINT32_MAX         /* control messages: every child */

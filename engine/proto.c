@@ -220,3 +220,151 @@ dc_status_t dc_bye_parse(const dc_msg_t *m, dc_digest_t *ckpt)
     *ckpt = dc_digest_load(m->body);
     return DC_OK;
 }
+
+/* --- SUB ------------------------------------------------------------------ */
+
+size_t dc_sub_size(uint32_t nstreams)
+{
+    return DC_MSG_HDR_SIZE + 4 * (size_t)nstreams;
+}
+
+void dc_sub_pack(uint32_t node, uint32_t gen, const uint32_t *streams, uint32_t n, uint8_t *out)
+{
+    dc_msg_t m = {.type = DC_MSG_SUB, .node = node, .chunk = gen, .count = n, .body_len = 4 * n};
+    dc_msg_pack(&m, out);
+    for (uint32_t k = 0; k < n; k++)
+        dc_store_le32(out + DC_MSG_HDR_SIZE + 4 * (size_t)k, streams[k]);
+}
+
+dc_status_t dc_sub_parse(const dc_msg_t *m, dc_sub_t *out)
+{
+    if (m->type != DC_MSG_SUB || m->count > DC_SUB_MAX || (uint64_t)m->count * 4 != m->body_len)
+        return dc_error(DC_ERR_FORMAT, "SUB message from node %u: %u streams in %u bytes", m->node,
+                        m->count, m->body_len);
+    if (m->node == DC_NODE_ALL)
+        return dc_error(DC_ERR_FORMAT, "SUB message with the broadcast node id");
+    out->node = m->node;
+    out->gen = m->chunk;
+    out->nstreams = m->count;
+    out->streams = m->body;
+    return DC_OK;
+}
+
+uint32_t dc_sub_stream(const dc_sub_t *s, uint32_t k)
+{
+    return k < s->nstreams ? dc_load_le32(s->streams + 4 * (size_t)k) : UINT32_MAX;
+}
+
+/* --- SENT ----------------------------------------------------------------- */
+
+size_t dc_sent_size(uint32_t n)
+{
+    return DC_MSG_HDR_SIZE + (size_t)n * DC_SENT_ENTRY;
+}
+
+void dc_sent_pack(const dc_sent_t *s, uint8_t *out)
+{
+    dc_msg_t m = {.type = DC_MSG_SENT,
+                  .flags = s->last ? DC_SENT_F_LAST : 0,
+                  .version = s->version,
+                  .baseline = s->payload_bytes,
+                  .node = s->node,
+                  .count = s->n,
+                  .body_len = s->n * DC_SENT_ENTRY};
+    dc_msg_pack(&m, out);
+}
+
+void dc_sent_put(uint8_t *out, uint32_t e, uint32_t chunk, dc_digest_t target)
+{
+    uint8_t *p = out + DC_MSG_HDR_SIZE + (size_t)e * DC_SENT_ENTRY;
+    dc_store_le32(p, chunk);
+    dc_digest_store(p + 4, target);
+}
+
+dc_status_t dc_sent_parse(const dc_msg_t *m, dc_sent_t *out)
+{
+    if (m->type != DC_MSG_SENT || m->count > DC_MAX_CHUNKS ||
+        (uint64_t)m->count * DC_SENT_ENTRY != m->body_len)
+        return dc_error(DC_ERR_FORMAT, "SENT message from node %u: %u entries in %u bytes", m->node,
+                        m->count, m->body_len);
+    if (m->node == DC_NODE_ALL)
+        return dc_error(DC_ERR_FORMAT, "SENT message with the broadcast node id");
+    out->node = m->node;
+    out->version = m->version;
+    out->payload_bytes = m->baseline;
+    out->last = (m->flags & DC_SENT_F_LAST) != 0;
+    out->n = m->count;
+    out->entries = m->body;
+    return DC_OK;
+}
+
+void dc_sent_entry(const dc_sent_t *s, uint32_t e, uint32_t *chunk, dc_digest_t *target)
+{
+    if (e >= s->n) {
+        *chunk = UINT32_MAX;
+        *target = (dc_digest_t){0, 0};
+        return;
+    }
+    const uint8_t *p = s->entries + (size_t)e * DC_SENT_ENTRY;
+    *chunk = dc_load_le32(p);
+    *target = dc_digest_load(p + 4);
+}
+
+/* --- DONE ----------------------------------------------------------------- */
+
+size_t dc_done_size(uint32_t nlinks)
+{
+    return DC_MSG_HDR_SIZE + DC_DONE_BODY + (size_t)nlinks * DC_DONE_LINK;
+}
+
+void dc_done_pack(const dc_done_t *d, uint8_t *out)
+{
+    uint32_t nl = DC_MIN(d->nlinks, (uint32_t)DC_DONE_MAX_LINKS);
+    dc_msg_t m = {.type = DC_MSG_DONE,
+                  .flags = d->flags,
+                  .version = d->version,
+                  .baseline = d->committed,
+                  .node = d->node,
+                  .body_len = DC_DONE_BODY + nl * DC_DONE_LINK};
+    dc_msg_pack(&m, out);
+    uint8_t *p = out + DC_MSG_HDR_SIZE;
+    memset(p, 0, DC_DONE_BODY);
+    dc_store_le64(p, d->apply_ns);
+    dc_store_le64(p + 8, d->bytes);
+    dc_store_le32(p + 16, d->up_parent);
+    for (uint32_t k = 0; k < nl; k++) {
+        uint8_t *e = p + DC_DONE_BODY + (size_t)k * DC_DONE_LINK;
+        dc_store_le32(e, d->link_parent[k]);
+        dc_store_le64(e + 4, d->link_bytes[k]);
+    }
+}
+
+dc_status_t dc_done_parse(const dc_msg_t *m, dc_done_t *out)
+{
+    if (m->type != DC_MSG_DONE || m->body_len < DC_DONE_BODY ||
+        (m->body_len - DC_DONE_BODY) % DC_DONE_LINK != 0 ||
+        (m->body_len - DC_DONE_BODY) / DC_DONE_LINK > DC_DONE_MAX_LINKS)
+        return dc_error(DC_ERR_FORMAT,
+                        "DONE message from node %u: body of %u bytes is not %d bytes and at "
+                        "most %d links of %d",
+                        m->node, m->body_len, DC_DONE_BODY, DC_DONE_MAX_LINKS, DC_DONE_LINK);
+    if (m->node == DC_NODE_ALL)
+        return dc_error(DC_ERR_FORMAT, "DONE message with the broadcast node id");
+    dc_done_t d;
+    memset(&d, 0, sizeof(d));
+    d.node = m->node;
+    d.flags = m->flags;
+    d.version = m->version;
+    d.committed = m->baseline;
+    d.apply_ns = dc_load_le64(m->body);
+    d.bytes = dc_load_le64(m->body + 8);
+    d.up_parent = dc_load_le32(m->body + 16);
+    d.nlinks = (m->body_len - DC_DONE_BODY) / DC_DONE_LINK;
+    for (uint32_t k = 0; k < d.nlinks; k++) {
+        const uint8_t *e = m->body + DC_DONE_BODY + (size_t)k * DC_DONE_LINK;
+        d.link_parent[k] = dc_load_le32(e);
+        d.link_bytes[k] = dc_load_le64(e + 4);
+    }
+    *out = d;
+    return DC_OK;
+}

@@ -54,7 +54,10 @@
  *     STATE   a HELLO forwarded up by a relay (same body) so the root learns
  *             a (re)joining node's journal.
  *     DONE    node has taken COMMIT/ABORT of v (flags DC_DONE_F_*: dense
- *             needed, its local commit failed, it does not hold v).
+ *             needed, its local commit failed, it does not hold v);
+ *             baseline = its committed version, body = apply time, bytes
+ *             received and up parent of v (DC_DONE_BODY), then up to
+ *             DC_DONE_MAX_LINKS (parent, bytes from it) entries.
  *     SUB     first message of a child on every parent link, again when the
  *             child re-plans: node = the child, chunk = its plan generation
  *             (echoed in SUBOK), count = n, body = n stream
@@ -70,7 +73,11 @@
  *
  * Every field of a received message is hostile: dc_msg_parse() checks the
  * magic, type, body length against the message length, and each body
- * parser checks its own sizes.
+ * parser (dc_begin_parse, dc_hello_parse, dc_commit_msg_parse,
+ * dc_bye_parse, dc_sub_parse, dc_sent_parse, dc_done_parse: pure functions,
+ * fuzzed by tests/fuzz/fuzz_wire.c) checks its own sizes; what they accept
+ * the engine still checks against its state (node ids, chunk indices,
+ * stream ids).
  */
 #ifndef DC_ENGINE_PROTO_H
 #define DC_ENGINE_PROTO_H
@@ -206,6 +213,70 @@ dc_status_t dc_commit_msg_parse(const dc_msg_t *m, dc_commit_msg_t *out);
 /** BYE: the job ended at version v, of checkpoint digest ckpt. */
 void dc_bye_pack(uint64_t v, dc_digest_t ckpt, uint8_t *out);
 dc_status_t dc_bye_parse(const dc_msg_t *m, dc_digest_t *ckpt);
+
+/* --- SUB ------------------------------------------------------------------ */
+
+typedef struct dc_sub {
+    uint32_t node;          /* the child */
+    uint32_t gen;           /* its plan generation (echoed in SUBOK) */
+    uint32_t nstreams;      /* <= DC_SUB_MAX */
+    const uint8_t *streams; /* nstreams u32 (dc_sub_stream), into the message */
+} dc_sub_t;
+
+size_t dc_sub_size(uint32_t nstreams);
+/** SUB of child `node`, plan generation `gen`, taking streams[0..n) into
+ *  out (dc_sub_size(n) bytes). */
+void dc_sub_pack(uint32_t node, uint32_t gen, const uint32_t *streams, uint32_t n, uint8_t *out);
+dc_status_t dc_sub_parse(const dc_msg_t *m, dc_sub_t *out);
+/** Stream id k < s->nstreams of a parsed SUB (any value: the caller checks
+ *  it against its plan). */
+uint32_t dc_sub_stream(const dc_sub_t *s, uint32_t k);
+
+/* --- SENT ----------------------------------------------------------------- */
+
+typedef struct dc_sent {
+    uint32_t node; /* the sender */
+    uint64_t version;
+    uint64_t payload_bytes; /* the sender's payload bytes of v (header's baseline) */
+    int last;               /* DC_SENT_F_LAST: the sender's last SENT of v */
+    uint32_t n;             /* entries, <= DC_MAX_CHUNKS */
+    const uint8_t *entries; /* n x DC_SENT_ENTRY bytes (dc_sent_entry), into the message */
+} dc_sent_t;
+
+size_t dc_sent_size(uint32_t n);
+/** The header of a SENT with n entries into out (dc_sent_size(n) bytes);
+ *  then dc_sent_put() fills each entry. */
+void dc_sent_pack(const dc_sent_t *s, uint8_t *out);
+void dc_sent_put(uint8_t *out, uint32_t e, uint32_t chunk, dc_digest_t target);
+dc_status_t dc_sent_parse(const dc_msg_t *m, dc_sent_t *out);
+/** Entry e < s->n of a parsed SENT (the chunk is any value: the caller
+ *  checks it against its layout). */
+void dc_sent_entry(const dc_sent_t *s, uint32_t e, uint32_t *chunk, dc_digest_t *target);
+
+/* --- DONE ----------------------------------------------------------------- */
+
+/* body = apply time ns (8), bytes received (8), up parent (4), reserved (12),
+ * then per parent link of this version: parent (4), bytes from it (8) */
+#define DC_DONE_BODY      32
+#define DC_DONE_LINK      12
+#define DC_DONE_MAX_LINKS 8
+
+typedef struct dc_done {
+    uint32_t node;
+    uint8_t flags;      /* DC_DONE_F_* */
+    uint64_t version;   /* the version whose COMMIT/ABORT it took */
+    uint64_t committed; /* the node's committed version (header's baseline) */
+    uint64_t apply_ns, bytes;
+    uint32_t up_parent;
+    uint32_t nlinks; /* <= DC_DONE_MAX_LINKS */
+    uint32_t link_parent[DC_DONE_MAX_LINKS];
+    uint64_t link_bytes[DC_DONE_MAX_LINKS];
+} dc_done_t;
+
+size_t dc_done_size(uint32_t nlinks);
+/** The whole DONE into out (dc_done_size(d->nlinks) bytes). */
+void dc_done_pack(const dc_done_t *d, uint8_t *out);
+dc_status_t dc_done_parse(const dc_msg_t *m, dc_done_t *out);
 
 /** A header-only message (ACK, NEED, ABORT, DONE) into out[40]. */
 void dc_msg_simple(uint8_t type, uint8_t flags, uint64_t version, uint64_t baseline,

@@ -153,26 +153,25 @@ static dc_status_t dc_rx_local_commit(dc_node_t *n, uint64_t v, uint64_t b, dc_d
  * from each parent link in this version. */
 static void dc_rx_send_done(dc_node_t *n, uint64_t v, uint8_t flags)
 {
-    uint8_t m[DC_MSG_HDR_SIZE + DC_DONE_BODY + DC_MAX_LINKS * DC_DONE_LINK];
-    uint32_t nl = 0;
-    for (size_t i = 0; i < n->net.npeers && nl < DC_MAX_LINKS; i++) {
+    uint8_t m[DC_MSG_HDR_SIZE + DC_DONE_BODY + DC_DONE_MAX_LINKS * DC_DONE_LINK];
+    dc_done_t d = {.node = n->me,
+                   .flags = flags,
+                   .version = v,
+                   .committed = n->committed,
+                   .apply_ns = n->rx.apply_ns,
+                   .bytes = n->rx.version_bytes,
+                   .up_parent = n->net.up_id};
+    for (size_t i = 0; i < n->net.npeers && d.nlinks < DC_DONE_MAX_LINKS; i++) {
         dc_peer_t *p = n->net.peers[i];
         if (!p->is_parent || p->node >= n->nnodes || !p->vbytes)
             continue;
-        uint8_t *e = m + DC_MSG_HDR_SIZE + DC_DONE_BODY + (size_t)nl * DC_DONE_LINK;
-        dc_store_le32(e, p->node);
-        dc_store_le64(e + 4, p->vbytes);
-        nl++;
+        d.link_parent[d.nlinks] = p->node;
+        d.link_bytes[d.nlinks] = p->vbytes;
+        d.nlinks++;
     }
-    dc_msg_t h = {.type = DC_MSG_DONE, .flags = flags, .version = v, .baseline = n->committed,
-                  .node = n->me, .body_len = DC_DONE_BODY + nl * DC_DONE_LINK};
-    dc_msg_pack(&h, m);
-    dc_store_le64(m + DC_MSG_HDR_SIZE, n->rx.apply_ns);
-    dc_store_le64(m + DC_MSG_HDR_SIZE + 8, n->rx.version_bytes);
-    dc_store_le32(m + DC_MSG_HDR_SIZE + 16, n->net.up_id);
-    memset(m + DC_MSG_HDR_SIZE + 20, 0, DC_DONE_BODY - 20);
+    dc_done_pack(&d, m);
     dc_rx_flush_acks(n);
-    dc_nbuf_t *b = dc_nbuf_copy(n, m, DC_MSG_HDR_SIZE + h.body_len);
+    dc_nbuf_t *b = dc_nbuf_copy(n, m, dc_done_size(d.nlinks));
     if (b) {
         dc_send_up(n, b);
         dc_nbuf_unref(n, b);

@@ -26,23 +26,20 @@ void dc_sender_report_sent(dc_node_t *n)
     uint32_t k = 0;
     do {
         uint32_t cnt = (uint32_t)DC_MIN((size_t)(n->enc.nbcast - k), per);
-        size_t len = DC_MSG_HDR_SIZE + (size_t)cnt * DC_SENT_ENTRY;
+        size_t len = dc_sent_size(cnt);
         dc_nbuf_t *b = dc_nbuf_new(n, len, 0, 0);
         if (!b)
             return;
-        dc_msg_t h = {.type = DC_MSG_SENT,
-                      .flags = k + cnt >= n->enc.nbcast ? DC_SENT_F_LAST : 0,
-                      .version = n->enc.vnum, .baseline = n->enc.payload_bytes, .node = n->me,
-                      .count = cnt,
-                      .body_len = cnt * DC_SENT_ENTRY};
-        dc_msg_pack(&h, b->data);
+        dc_sent_t h = {.node = n->me,
+                       .version = n->enc.vnum,
+                       .payload_bytes = n->enc.payload_bytes,
+                       .last = k + cnt >= n->enc.nbcast,
+                       .n = cnt};
+        dc_sent_pack(&h, b->data);
         pthread_mutex_lock(&n->mu);
         for (uint32_t e = 0; e < cnt; e++) {
-            uint8_t *p = b->data + DC_MSG_HDR_SIZE + (size_t)e * DC_SENT_ENTRY;
             uint32_t c = n->enc.bcast[k + e];
-            dc_store_le32(p, c);
-            dc_store_le64(p + 4, n->enc.digests[c].lo);
-            dc_store_le64(p + 12, n->enc.digests[c].hi);
+            dc_sent_put(b->data, e, c, n->enc.digests[c]);
         }
         pthread_mutex_unlock(&n->mu);
         b->len = len;

@@ -27,6 +27,7 @@
 #include "verbs/fault.h"
 #include "verbs/gpumem.h"
 #include "verbs/net.h"
+#include "verbs/rdma_wire.h"
 #include "verbs/session.h"
 
 #include <arpa/inet.h>
@@ -44,41 +45,17 @@
 #define DC_RDMA_CHUNK (1u << 20)
 #define DC_RDMA_STAGE_BYTES (8u << 20)
 #define DC_RDMA_SQ_DEPTH 256
-#define DC_RDMA_RQ_DEPTH 512
-#define DC_RDMA_RQ_RESERVE 8
-#define DC_RDMA_CTRL_SIZE 128
+#define DC_RDMA_RQ_DEPTH    512
 #define DC_RDMA_INLINE_WANT 128
 #define DC_RDMA_RING DC_VERBS_MAX_INFLIGHT
 #define DC_RDMA_CTRLQ 1024
 #define DC_RDMA_TXQ (2 * DC_VERBS_MAX_INFLIGHT)
 
-/* Connection private data (rdma_connect / rdma_accept), version 2:
- *   0 magic "DCRP"  4 version  6 active MTU  8 ring address  16 ring rkey
- *  20 ring bytes   24 receive WRs  28 session id  36 epoch     (40 bytes;
- * the TCP port space carries 56 in a connect request).  The server echoes the
- * client's session and epoch.  Version 1 (28 bytes, no session) is refused. */
-#define DC_RDMA_PDATA_MAGIC 0x50524344u /* "DCRP" */
-#define DC_RDMA_PDATA_VERSION 2
-#define DC_RDMA_PDATA_SIZE    40
-/* Reject private data: "DCRJ", version, reason (DC_RDMA_REJ_*). */
-#define DC_RDMA_REJ_MAGIC 0x4a524344u /* "DCRJ" */
-#define DC_RDMA_REJ_SIZE  8
-enum {
-    DC_RDMA_REJ_UNKNOWN = 1, /* re-dial of a session the server does not hold */
-    DC_RDMA_REJ_STALE = 2,   /* epoch not above the session's current one */
-    DC_RDMA_REJ_DUP = 3,     /* a first dial with a session already in use */
-};
-#define DC_RDMA_CTRL_MAGIC 0x4d524344u /* "DCRM" */
-#define DC_RDMA_CTRL_HDR 32
+/* The private data, reject reasons and control messages (their layouts,
+ * constants and decoders) are in rdma_wire.h.  The server echoes the
+ * client's session and epoch in its private data. */
 #define DC_RDMA_WR_SEND (1ull << 63) /* wr_id tag of send work requests */
 
-enum {
-    DC_RDMA_CT_ACK = 1,
-    DC_RDMA_CT_NACK = 2,
-    DC_RDMA_CT_CREDIT = 3,
-    DC_RDMA_CT_AUTH = 4,
-    DC_RDMA_CT_BYE = 5, /* orderly close: the peer fails instead of re-dialing */
-};
 enum {
     DC_RDMA_AUTH_HELLO = 1,
     DC_RDMA_AUTH_CHALLENGE = 2,
@@ -278,15 +255,6 @@ struct dc_rdma_listener {
     unsigned npds;
 };
 
-/* The peer's connection private data, validated (hostile bytes). */
-typedef struct dc_rdma_pdata {
-    uint32_t mtu;
-    uint64_t ring_addr;
-    uint32_t rkey, ring_bytes, rq_depth;
-    uint64_t session;
-    uint32_t epoch;
-} dc_rdma_pdata_t;
-
 /* The device the probe chose ("mlx5_0:1"), for log lines and stats. */
 extern char dc_rdma_dev[64];
 
@@ -312,7 +280,6 @@ int dc_rdma_post_recv(dc_rdma_conn_t *c, uint32_t i);
 dc_status_t dc_rdma_setup(dc_rdma_conn_t *c, struct rdma_cm_id *id);
 void dc_rdma_drop_link(dc_rdma_conn_t *c);
 void dc_rdma_pdata_pack(const dc_rdma_conn_t *c, uint8_t out[DC_RDMA_PDATA_SIZE]);
-dc_status_t dc_rdma_pdata_unpack(const char *peer, const void *p, size_t len, dc_rdma_pdata_t *out);
 void dc_rdma_pdata_apply(dc_rdma_conn_t *c, const dc_rdma_pdata_t *pd);
 void dc_rdma_reject(struct rdma_cm_id *id, uint16_t reason);
 uint16_t dc_rdma_reject_reason(const struct rdma_cm_event *ev);

@@ -174,47 +174,14 @@ void dc_rdma_drop_link(dc_rdma_conn_t *c)
 }
 void dc_rdma_pdata_pack(const dc_rdma_conn_t *c, uint8_t out[DC_RDMA_PDATA_SIZE])
 {
-    dc_store_le32(out, DC_RDMA_PDATA_MAGIC);
-    dc_store_le16(out + 4, DC_RDMA_PDATA_VERSION);
-    dc_store_le16(out + 6, (uint16_t)c->lk.mtu);
-    dc_store_le64(out + 8, (uintptr_t)c->lk.ring);
-    dc_store_le32(out + 16, c->lk.ring_mr->rkey);
-    dc_store_le32(out + 20, DC_RDMA_RING_BYTES);
-    dc_store_le32(out + 24, DC_RDMA_RQ_DEPTH);
-    dc_store_le64(out + 28, c->sess.id);
-    dc_store_le32(out + 36, c->sess.epoch);
-}
-dc_status_t dc_rdma_pdata_unpack(const char *peer, const void *p, size_t len,
-                                        dc_rdma_pdata_t *out)
-{
-    const uint8_t *b = p;
-    if (!b || len < 8 || dc_load_le32(b) != DC_RDMA_PDATA_MAGIC)
-        return dc_error(DC_ERR_FORMAT,
-                        "rdma %s: peer is not a deltacast rdma endpoint "
-                        "(bad connection private data)",
-                        peer);
-    if (dc_load_le16(b + 4) != DC_RDMA_PDATA_VERSION)
-        return dc_error(DC_ERR_UNSUPPORTED, "rdma %s: peer speaks protocol version %u, we %u", peer,
-                        dc_load_le16(b + 4), DC_RDMA_PDATA_VERSION);
-    if (len < DC_RDMA_PDATA_SIZE)
-        return dc_error(DC_ERR_FORMAT, "rdma %s: connection private data of %zu bytes, want %u",
-                        peer, len, DC_RDMA_PDATA_SIZE);
-    uint32_t rb = dc_load_le32(b + 20), rq = dc_load_le32(b + 24);
-    if (rb < 2 * DC_VERBS_HDR_SIZE || rb > (1u << 30) || rq <= DC_RDMA_RQ_RESERVE + 1 ||
-        rq > 65536)
-        return dc_error(DC_ERR_FORMAT, "rdma %s: peer ring of %u bytes / %u receives is unusable",
-                        peer, rb, rq);
-    uint32_t epoch = dc_load_le32(b + 36);
-    if (epoch == 0)
-        return dc_error(DC_ERR_FORMAT, "rdma %s: connection private data with epoch 0", peer);
-    out->mtu = dc_load_le16(b + 6);
-    out->ring_addr = dc_load_le64(b + 8);
-    out->rkey = dc_load_le32(b + 16);
-    out->ring_bytes = rb;
-    out->rq_depth = rq;
-    out->session = dc_load_le64(b + 28);
-    out->epoch = epoch;
-    return DC_OK;
+    dc_rdma_pdata_t pd = {.mtu = c->lk.mtu,
+                          .ring_addr = (uintptr_t)c->lk.ring,
+                          .rkey = c->lk.ring_mr->rkey,
+                          .ring_bytes = DC_RDMA_RING_BYTES,
+                          .rq_depth = DC_RDMA_RQ_DEPTH,
+                          .session = c->sess.id,
+                          .epoch = c->sess.epoch};
+    dc_rdma_pdata_encode(&pd, out);
 }
 /* Target the peer's ring of `pd` (after dc_rdma_setup: our MTU is known). */
 void dc_rdma_pdata_apply(dc_rdma_conn_t *c, const dc_rdma_pdata_t *pd)
@@ -233,17 +200,11 @@ void dc_rdma_pdata_apply(dc_rdma_conn_t *c, const dc_rdma_pdata_t *pd)
 void dc_rdma_reject(struct rdma_cm_id *id, uint16_t reason)
 {
     uint8_t b[DC_RDMA_REJ_SIZE];
-    dc_store_le32(b, DC_RDMA_REJ_MAGIC);
-    dc_store_le16(b + 4, DC_RDMA_PDATA_VERSION);
-    dc_store_le16(b + 6, reason);
+    dc_rdma_rej_encode(reason, b);
     rdma_reject(id, b, sizeof(b));
 }
 /* The reason in a REJECTED event's private data, 0 when absent/foreign. */
 uint16_t dc_rdma_reject_reason(const struct rdma_cm_event *ev)
 {
-    const uint8_t *b = ev->param.conn.private_data;
-    if (!b || ev->param.conn.private_data_len < DC_RDMA_REJ_SIZE ||
-        dc_load_le32(b) != DC_RDMA_REJ_MAGIC || dc_load_le16(b + 4) != DC_RDMA_PDATA_VERSION)
-        return 0;
-    return dc_load_le16(b + 6);
+    return dc_rdma_rej_decode(ev->param.conn.private_data, ev->param.conn.private_data_len);
 }

@@ -47,17 +47,15 @@ int dc_rdma_ctrl_send(dc_rdma_conn_t *c, uint8_t type, uint64_t seq, const uint8
         dc_rdma_rq_credit(c, type == DC_RDMA_CT_CREDIT || type == DC_RDMA_CT_BYE) <= 0)
         return -1;
     uint8_t *m = c->lk.csend + (c->lk.sq_posted % DC_RDMA_SQ_DEPTH) * DC_RDMA_CTRL_SIZE;
-    memset(m, 0, DC_RDMA_CTRL_HDR);
-    dc_store_le32(m, DC_RDMA_CTRL_MAGIC);
-    m[4] = type;
-    dc_store_le64(m + 8, seq);
-    dc_store_le64(m + 16, c->lk.rx_consumed);
-    dc_store_le64(m + 24, c->lk.rq_completed);
-    size_t len = DC_RDMA_CTRL_HDR;
-    if (auth_len) {
-        memcpy(m + len, auth, auth_len);
-        len += auth_len;
-    }
+    dc_rdma_ctrl_t ct = {.type = type,
+                         .seq = seq,
+                         .consumed = c->lk.rx_consumed,
+                         .reposted = c->lk.rq_completed,
+                         .auth = auth,
+                         .auth_len = auth_len};
+    size_t len = dc_rdma_ctrl_encode(&ct, m);
+    if (len == 0)
+        return -1;
     struct ibv_sge sge = {
         .addr = (uintptr_t)m, .length = (uint32_t)len, .lkey = c->lk.csend_mr->lkey};
     struct ibv_send_wr wr;
@@ -239,19 +237,20 @@ static void dc_rdma_data_hdr(dc_rdma_req_t *r, uint32_t crc)
 }
 void dc_rdma_on_ctrl(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
 {
-    if (len < DC_RDMA_CTRL_HDR || len > DC_RDMA_CTRL_SIZE || dc_load_le32(m) != DC_RDMA_CTRL_MAGIC) {
+    dc_rdma_ctrl_t ct;
+    if (dc_rdma_ctrl_decode(c->peer, m, len, &ct) != DC_OK) {
         dc_rdma_fail(c, DC_ERR_FORMAT, "malformed control message (%zu bytes)", len);
         return;
     }
-    uint8_t type = m[4];
+    uint8_t type = ct.type;
     if (c->state == DC_RDMA_BROKEN) {
         /* The link is going away; only a good-bye still matters. */
         if (type == DC_RDMA_CT_BYE)
             dc_rdma_fail(c, DC_ERR_RESET, "peer closed the connection");
         return;
     }
-    uint64_t seq = dc_load_le64(m + 8);
-    uint64_t consumed = dc_load_le64(m + 16), reposted = dc_load_le64(m + 24);
+    uint64_t seq = ct.seq;
+    uint64_t consumed = ct.consumed, reposted = ct.reposted;
     if (consumed > c->lk.tx_written || consumed < c->lk.tx_peer_consumed ||
         reposted > c->lk.tx_wrs || reposted < c->lk.peer_reposted) {
         dc_rdma_fail(c, DC_ERR_FORMAT, "peer reported impossible credits");
@@ -264,7 +263,7 @@ void dc_rdma_on_ctrl(dc_rdma_conn_t *c, const uint8_t *m, size_t len)
         return;
     }
     if (type == DC_RDMA_CT_AUTH) {
-        dc_rdma_on_auth(c, m + DC_RDMA_CTRL_HDR, len - DC_RDMA_CTRL_HDR);
+        dc_rdma_on_auth(c, ct.auth, ct.auth_len);
         return;
     }
     if (c->state != DC_RDMA_ESTABLISHED) {

@@ -2,6 +2,7 @@
  * placement maps. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/layout.h"
 #include "engine/proto.h"
@@ -115,6 +116,87 @@ Test(proto, sub_and_sent_sizes)
     dc_msg_simple(DC_MSG_SUBOK, 0, 0, 0, 4, 2, 0, b);
     cr_assert_eq(dc_msg_parse(b, DC_MSG_HDR_SIZE, &m), DC_OK);
     cr_assert_str_eq(dc_msg_type_name(m.type), "SUBOK");
+}
+
+/* SUB, SENT and DONE bodies: what is packed parses back; every length the
+ * body cannot have is refused with a message naming the node. */
+Test(proto, sub_sent_done_bodies)
+{
+    uint32_t streams[3] = {0, 7, 0xfffffff0u};
+    uint8_t b[DC_MSG_HDR_SIZE + DC_DONE_BODY + (DC_DONE_MAX_LINKS + 1) * DC_DONE_LINK];
+    dc_msg_t m;
+    dc_sub_pack(5, 9, streams, 3, b);
+    cr_assert_eq(dc_msg_parse(b, dc_sub_size(3), &m), DC_OK, "%s", dc_last_error());
+    dc_sub_t sb;
+    cr_assert_eq(dc_sub_parse(&m, &sb), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(sb.node, 5);
+    cr_assert_eq(sb.gen, 9);
+    cr_assert_eq(sb.nstreams, 3);
+    for (uint32_t k = 0; k < 3; k++)
+        cr_assert_eq(dc_sub_stream(&sb, k), streams[k]);
+    cr_assert_eq(dc_sub_stream(&sb, 3), UINT32_MAX); /* past the end: no read */
+    m.count = 4;                                     /* a body parser does not trust the header */
+    cr_assert_eq(dc_sub_parse(&m, &sb), DC_ERR_FORMAT);
+    cr_assert(strstr(dc_last_error(), "SUB message from node 5"), "%s", dc_last_error());
+    m.count = 3;
+    m.type = DC_MSG_SENT;
+    cr_assert_eq(dc_sub_parse(&m, &sb), DC_ERR_FORMAT);
+
+    dc_sent_t s = {.node = 2, .version = 11, .payload_bytes = 12345, .last = 1, .n = 2};
+    dc_sent_pack(&s, b);
+    dc_sent_put(b, 0, 4, (dc_digest_t){1, 2});
+    dc_sent_put(b, 1, 0xffffffffu, (dc_digest_t){3, 4});
+    cr_assert_eq(dc_msg_parse(b, dc_sent_size(2), &m), DC_OK, "%s", dc_last_error());
+    dc_sent_t g;
+    cr_assert_eq(dc_sent_parse(&m, &g), DC_OK, "%s", dc_last_error());
+    cr_assert(g.node == 2 && g.version == 11 && g.payload_bytes == 12345 && g.last && g.n == 2);
+    uint32_t c;
+    dc_digest_t d;
+    dc_sent_entry(&g, 1, &c, &d);
+    cr_assert(c == 0xffffffffu && d.lo == 3 && d.hi == 4);
+    dc_sent_entry(&g, 2, &c, &d); /* past the end */
+    cr_assert(c == UINT32_MAX && dc_digest_zero(d));
+    m.body_len -= 1;
+    cr_assert_eq(dc_sent_parse(&m, &g), DC_ERR_FORMAT);
+    cr_assert(strstr(dc_last_error(), "SENT message from node 2"), "%s", dc_last_error());
+
+    dc_done_t dn = {.node = 3,
+                    .flags = DC_DONE_F_DENSE,
+                    .version = 8,
+                    .committed = 7,
+                    .apply_ns = 99,
+                    .bytes = 1000,
+                    .up_parent = 1,
+                    .nlinks = DC_DONE_MAX_LINKS};
+    for (uint32_t k = 0; k < DC_DONE_MAX_LINKS; k++) {
+        dn.link_parent[k] = k + 1;
+        dn.link_bytes[k] = 100u * k;
+    }
+    dc_done_pack(&dn, b);
+    size_t n = dc_done_size(DC_DONE_MAX_LINKS);
+    cr_assert_eq(dc_msg_parse(b, n, &m), DC_OK, "%s", dc_last_error());
+    dc_done_t dg;
+    cr_assert_eq(dc_done_parse(&m, &dg), DC_OK, "%s", dc_last_error());
+    cr_assert(dg.node == 3 && dg.flags == DC_DONE_F_DENSE && dg.version == 8 && dg.committed == 7 &&
+              dg.apply_ns == 99 && dg.bytes == 1000 && dg.up_parent == 1);
+    cr_assert_eq(dg.nlinks, DC_DONE_MAX_LINKS);
+    for (uint32_t k = 0; k < DC_DONE_MAX_LINKS; k++)
+        cr_assert(dg.link_parent[k] == k + 1 && dg.link_bytes[k] == 100u * k);
+    /* a body between the fixed part and a whole link, one link too many,
+     * and a body shorter than the fixed part are all refused */
+    dc_msg_t h = m;
+    h.body_len = DC_DONE_BODY + 5;
+    cr_assert_eq(dc_done_parse(&h, &dg), DC_ERR_FORMAT);
+    cr_assert(strstr(dc_last_error(), "DONE message from node 3"), "%s", dc_last_error());
+    h.body_len = DC_DONE_BODY + (DC_DONE_MAX_LINKS + 1) * DC_DONE_LINK;
+    cr_assert_eq(dc_done_parse(&h, &dg), DC_ERR_FORMAT);
+    h.body_len = 20;
+    cr_assert_eq(dc_done_parse(&h, &dg), DC_ERR_FORMAT);
+    h.body_len = DC_DONE_BODY;
+    cr_assert_eq(dc_done_parse(&h, &dg), DC_OK);
+    cr_assert_eq(dg.nlinks, 0);
+    h.node = DC_NODE_ALL;
+    cr_assert_eq(dc_done_parse(&h, &dg), DC_ERR_FORMAT);
 }
 
 Test(layout, chunks_and_placement)

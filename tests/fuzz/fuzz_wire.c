@@ -6,8 +6,10 @@
  *
  * Input byte 0 selects the format; byte 1 holds flags; the rest is the
  * bytes:
- *   0: an engine message: dc_msg_parse, then dc_begin_parse (BEGIN) or
- *      dc_hello_parse (HELLO / STATE);
+ *   0: an engine message: dc_msg_parse, then its body parser:
+ *      dc_begin_parse (BEGIN), dc_hello_parse (HELLO / STATE),
+ *      dc_commit_msg_parse (COMMIT), dc_bye_parse (BYE), dc_sub_parse
+ *      (SUB), dc_sent_parse (SENT), dc_done_parse (DONE);
  *   1: a 32-byte transport header, dc_verbs_hdr_unpack (the next 4 bytes,
  *      if any, are max_len);
  *   2: a 64-byte commit record, dc_commit_decode;
@@ -81,6 +83,78 @@ static void fuzz_msg(const uint8_t *b, size_t n)
         dc_hello_pack(m.type, &hl, out);
         CHECK(memcmp(out + DC_MSG_HDR_SIZE, m.body, m.body_len) == 0);
         free(out);
+    } else if (m.type == DC_MSG_COMMIT) {
+        dc_commit_msg_t cm;
+        if ((st = dc_commit_msg_parse(&m, &cm)) != DC_OK) {
+            failed_cleanly(st);
+            return;
+        }
+        uint8_t out[DC_MSG_HDR_SIZE + DC_COMMIT_BODY];
+        dc_commit_msg_pack(m.version, m.baseline, m.node, &cm, out);
+        CHECK(n == sizeof(out) && memcmp(out + DC_MSG_HDR_SIZE, m.body, DC_COMMIT_BODY) == 0);
+    } else if (m.type == DC_MSG_BYE) {
+        dc_digest_t ck;
+        if ((st = dc_bye_parse(&m, &ck)) != DC_OK) {
+            failed_cleanly(st);
+            return;
+        }
+        uint8_t out[DC_MSG_HDR_SIZE + DC_BYE_BODY];
+        dc_bye_pack(m.version, ck, out);
+        CHECK(n == sizeof(out) && memcmp(out + DC_MSG_HDR_SIZE, m.body, DC_BYE_BODY) == 0);
+    } else if (m.type == DC_MSG_SUB) {
+        dc_sub_t sb;
+        if ((st = dc_sub_parse(&m, &sb)) != DC_OK) {
+            failed_cleanly(st);
+            return;
+        }
+        CHECK(sb.nstreams <= DC_SUB_MAX && dc_sub_size(sb.nstreams) == n);
+        uint32_t *ids = malloc(4 * (size_t)sb.nstreams + 4);
+        CHECK(ids);
+        for (uint32_t k = 0; k < sb.nstreams; k++)
+            ids[k] = dc_sub_stream(&sb, k);
+        CHECK(dc_sub_stream(&sb, sb.nstreams) == UINT32_MAX);
+        uint8_t *out = malloc(n);
+        CHECK(out);
+        dc_sub_pack(sb.node, sb.gen, ids, sb.nstreams, out);
+        /* flags, version, baseline: not SUB's fields (packed as 0) */
+        CHECK(memcmp(out, b, 5) == 0 && memcmp(out + 24, b + 24, n - 24) == 0);
+        free(out);
+        free(ids);
+    } else if (m.type == DC_MSG_SENT) {
+        dc_sent_t se;
+        if ((st = dc_sent_parse(&m, &se)) != DC_OK) {
+            failed_cleanly(st);
+            return;
+        }
+        CHECK(se.n <= DC_MAX_CHUNKS && dc_sent_size(se.n) == n);
+        uint8_t *out = malloc(n);
+        CHECK(out);
+        dc_sent_pack(&se, out);
+        for (uint32_t e = 0; e < se.n; e++) {
+            uint32_t c;
+            dc_digest_t d;
+            dc_sent_entry(&se, e, &c, &d);
+            dc_sent_put(out, e, c, d);
+        }
+        /* flags other than DC_SENT_F_LAST and the chunk field are not SENT's */
+        CHECK(memcmp(out, b, 5) == 0 && (out[5] == (b[5] & DC_SENT_F_LAST)) &&
+              memcmp(out + 8, b + 8, 20) == 0 && memcmp(out + 32, b + 32, n - 32) == 0);
+        free(out);
+    } else if (m.type == DC_MSG_DONE) {
+        dc_done_t dn;
+        if ((st = dc_done_parse(&m, &dn)) != DC_OK) {
+            failed_cleanly(st);
+            return;
+        }
+        CHECK(dn.nlinks <= DC_DONE_MAX_LINKS && dc_done_size(dn.nlinks) == n);
+        uint8_t out[DC_MSG_HDR_SIZE + DC_DONE_BODY + DC_DONE_MAX_LINKS * DC_DONE_LINK];
+        dc_done_pack(&dn, out);
+        /* the chunk and count fields and bytes 20..31 of the body are
+         * not DONE's (packed as 0) */
+        CHECK(memcmp(out, b, 6) == 0 && memcmp(out + 8, b + 8, 20) == 0 &&
+              memcmp(out + 36, b + 36, 4) == 0 && memcmp(out + DC_MSG_HDR_SIZE, m.body, 20) == 0 &&
+              memcmp(out + DC_MSG_HDR_SIZE + DC_DONE_BODY, m.body + DC_DONE_BODY,
+                     n - DC_MSG_HDR_SIZE - DC_DONE_BODY) == 0);
     }
 }
 

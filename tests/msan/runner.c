@@ -1,9 +1,11 @@
 /*
- * tests/msan/runner.c - the test runner of the MemorySanitizer build (see
- * criterion/criterion.h beside it): every registered Test() in a forked
- * child with its suite's init/fini and timeout, an "ok"/"FAIL"/"skip" line
- * each, and "N passed, N failed, N skipped" at the end.  Exit 0 only when
- * none failed.  Argument: a substring of "suite::name" to run only those.
+ * tests/msan/runner.c - the test runner of the MemorySanitizer and
+ * ThreadSanitizer builds (see criterion/criterion.h beside it): every
+ * registered Test() in a forked child with its suite's init/fini and
+ * timeout, an "ok" / "not ok" / "ok ... # skip" line each (TAP-like, so
+ * that .ci/count.py counts the cases), and "N passed, N failed, N skipped"
+ * at the end.  Exit 0 only when none failed.  Argument: a substring of
+ * "suite::name" to run only those.
  */
 #include "criterion/criterion.h"
 
@@ -130,14 +132,15 @@ int main(int argc, char **argv)
             printf("ok   %s\n", full);
         } else if (WIFEXITED(status) && WEXITSTATUS(status) == 98) {
             skipped++;
-            printf("skip %s\n", full);
+            printf("ok %s # skip\n", full);
         } else {
             failed++;
             if (WIFSIGNALED(status))
-                printf("FAIL %s (signal %d%s)\n", full, WTERMSIG(status),
+                printf("not ok %s (signal %d%s)\n", full, WTERMSIG(status),
                        WTERMSIG(status) == SIGALRM ? ": timed out" : "");
             else
-                printf("FAIL %s (exit %d)\n", full, WEXITSTATUS(status));
+                printf("not ok %s (exit %d%s)\n", full, WEXITSTATUS(status),
+                       WEXITSTATUS(status) == 66 ? ": a ThreadSanitizer report" : "");
         }
         fflush(stdout);
     }

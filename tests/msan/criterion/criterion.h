@@ -16,6 +16,7 @@
 #define DC_MSAN_CRITERION_SHIM_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
