@@ -3,7 +3,8 @@
  * un-ACKed messages, ACK/NACK control frames waiting for a stream, writing
  * header + payload + CRC32C trailer to a stream (each piece checksummed
  * just before it is written; MSG_ZEROCOPY for large payloads, with the
- * kernel's completions reaped from the error queue), and isend().
+ * kernel's completions reaped from the error queue; through TLS, one piece
+ * per SSL_write, retried with the same bytes), and isend().
  * The protocol is described in tcp.c.
  */
 #include "verbs/tcp_internal.h"
@@ -188,7 +189,26 @@ dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t id
             n_iov++;
         }
         ssize_t n = 0;
-        if (n_iov) {
+        if (s->ssl) {
+            /* TLS: one piece per SSL_write (header bytes, then payload);
+             * after it would block, the same bytes come first again
+             * (nothing above moves ooff / poff meanwhile).  Partial-write
+             * mode returns after each record: not a sign of a full socket */
+            const uint8_t *p = a ? s->obuf + s->ooff : s->cur->sbuf + s->poff;
+            size_t l = a ? DC_MIN(a, want) : want;
+            n = dc_tcp_tls_write(s->ssl, p, l);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    s->wblocked = true;
+                    return DC_OK;
+                }
+                return dc_tcp_io_error(s, "send");
+            }
+            want = (size_t)n; /* not blocked: go on below */
+            zc = false;
+        } else if (n_iov) {
             struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
             int fl = MSG_NOSIGNAL | MSG_DONTWAIT;
             /* more of this payload follows at once: no partial segment */
