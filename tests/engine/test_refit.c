@@ -153,3 +153,30 @@ Test(refit, changed_tensor_set_refused_cleanly)
         cr_assert(job_exact(&J, i, 1), "receiver %d is not at v1", i);
     }
 }
+
+/* Issue 19: the edges between regions are encrypted by default (config
+ * tls=auto), those inside a region are not, and the job stays exact. */
+Test(refit, edges_between_regions_are_encrypted_by_default)
+{
+    job_init(&J, 2, 2, "2e5", 2, "optimizer");
+    unsetenv("DELTACAST_TLS");
+    job_start_all(&J, NULL);
+    job_expect_all_exit_ok(&J, 60, 10);
+    job_expect_all_exact(&J, 2);
+    /* every node logs each connection's encryption; some cross regions
+     * (TLS) and some do not (clear) */
+    cr_assert_eq(job_sh("grep -hq 'encryption TLSv1.3 TLS_AES_128_GCM_SHA256, PSK from the job "
+                        "secret' %s/log*",
+                        J.dir),
+                 0, "no connection was encrypted");
+    cr_assert_eq(job_sh("grep -hq 'encryption none (clear)' %s/log*", J.dir), 0,
+                 "every connection was encrypted (tls=auto: between regions only)");
+    /* stats: every wan link says the suite, every lan link none */
+    cr_assert_eq(job_sh("python3 -c \"import json; d=json.load(open('%s/stats.json')); "
+                        "l=[k for v in d['versions'] for k in v['links']]; "
+                        "assert any(k['kind']=='wan' for k in l), l; "
+                        "assert all(k['encryption']==('TLS_AES_128_GCM_SHA256' if "
+                        "k['kind']=='wan' else 'none') for k in l), l\"",
+                        J.dir),
+                 0);
+}
