@@ -256,7 +256,7 @@ static void dc_tcp_lowat(dc_tcp_stream_t *s, size_t n)
 }
 /* Read and parse what the stream has.  DC_OK (would block / paused) or a
  * break reason. */
-dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
+static dc_status_t dc_tcp_stream_recv_body(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
 {
     size_t budget = DC_TCP_BUDGET;
     dc_status_t st;
@@ -363,6 +363,16 @@ dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
         }
         return dc_tcp_io_error(s, "recv");
     }
+}
+dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
+{
+    if (!s->ssl)
+        return dc_tcp_stream_recv_body(c, s);
+    dc_tcp_tls_guard_t g; /* SIGPIPE blocked once for the batch of SSL calls */
+    dc_tcp_tls_guard_begin(&g);
+    dc_status_t st = dc_tcp_stream_recv_body(c, s);
+    dc_tcp_tls_guard_end(&g);
+    return st;
 }
 dc_status_t dc_tcp_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_verbs_mr_t *mr,
                                 dc_verbs_req_t **out)

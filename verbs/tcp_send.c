@@ -151,7 +151,7 @@ dc_status_t dc_tcp_zc_reap(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
 }
 /* Write what the stream has.  Returns DC_OK (idle or would block) or a
  * break reason (DC_ERR_RESET...). */
-dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
+static dc_status_t dc_tcp_stream_send_body(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
 {
     size_t budget = DC_TCP_BUDGET;
     for (;;) {
@@ -275,6 +275,16 @@ dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t id
             return DC_OK;
         budget -= (size_t)n;
     }
+}
+dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
+{
+    if (!s->ssl)
+        return dc_tcp_stream_send_body(c, s, idx);
+    dc_tcp_tls_guard_t g; /* SIGPIPE blocked once for the batch of SSL calls */
+    dc_tcp_tls_guard_begin(&g);
+    dc_status_t st = dc_tcp_stream_send_body(c, s, idx);
+    dc_tcp_tls_guard_end(&g);
+    return st;
 }
 static dc_status_t dc_tcp_isend_any(dc_verbs_conn_t *cb, const void *buf, size_t len,
                                     dc_verbs_mr_t *mr, const uint32_t *crc,

@@ -54,6 +54,7 @@
 
 #define DC_TLS_PSK_ID "deltacast-psk-1"
 #define DC_TLS_PSK_SALT "deltacast tls 1.3 external psk"
+#define DC_TLS_READ_BUF (256u << 10) /* bytes of records one recv() may take */
 
 typedef struct {
     uint8_t psk[EVP_MAX_MD_SIZE];
@@ -66,8 +67,12 @@ typedef struct {
  * that raises SIGPIPE, which would kill the process (the tcp transport
  * sends with MSG_NOSIGNAL everywhere else).  So every SSL call that may
  * write runs with SIGPIPE blocked in the calling thread, and a SIGPIPE it
- * raised is taken off the pending set before the mask is restored (two
- * rt_sigprocmask calls per call: a small cost per 16 KiB record). */
+ * raised is taken off the pending set before the mask is restored.  The
+ * stream paths block it once per batch of calls (dc_tcp_tls_guard_*: one
+ * SSL_read returns one 16 KiB record, and two rt_sigprocmask calls per
+ * record were most of the syscalls of a TLS receiver). */
+static __thread int dc_tls_guarded;
+
 static void dc_tls_pipe_block(sigset_t *old)
 {
     sigset_t s;
@@ -78,7 +83,7 @@ static void dc_tls_pipe_block(sigset_t *old)
 
 static void dc_tls_pipe_restore(const sigset_t *old, bool failed)
 {
-    if (sigismember(old, SIGPIPE))
+    if (dc_tls_guarded || sigismember(old, SIGPIPE))
         return; /* blocked before: the caller's business */
     if (failed) {
         int e = errno;
@@ -92,6 +97,24 @@ static void dc_tls_pipe_restore(const sigset_t *old, bool failed)
         errno = e;
     }
     pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+void dc_tcp_tls_guard_begin(dc_tcp_tls_guard_t *g)
+{
+    g->on = !dc_tls_guarded;
+    if (g->on) {
+        dc_tls_pipe_block(&g->old);
+        dc_tls_guarded = 1;
+    }
+}
+
+void dc_tcp_tls_guard_end(dc_tcp_tls_guard_t *g)
+{
+    if (!g->on)
+        return;
+    dc_tls_guarded = 0;
+    dc_tls_pipe_restore(&g->old, true);
+    g->on = false;
 }
 
 static int dc_tls_idx = -1;
@@ -268,6 +291,10 @@ dc_status_t dc_tcp_tls_ctx_new(const dc_verbs_opts_t *o, bool server, SSL_CTX **
                                  SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* read ahead: one recv() takes several records (without it OpenSSL
+     * reads each record's header and body with a recv() each) */
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_default_read_buffer_len(ctx, DC_TLS_READ_BUF);
     if (certs) {
         if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
             st = dc_error(DC_ERR_INVALID, "tls: certificate file %s: %s", cert,
@@ -398,7 +425,8 @@ ssize_t dc_tcp_tls_read(SSL *ssl, void *buf, size_t len)
     size_t n = 0;
     errno = 0;
     sigset_t old;
-    dc_tls_pipe_block(&old);
+    if (!dc_tls_guarded)
+        dc_tls_pipe_block(&old);
     int rc = SSL_read_ex(ssl, buf, len, &n);
     dc_tls_pipe_restore(&old, rc != 1);
     if (rc == 1)
@@ -413,7 +441,8 @@ ssize_t dc_tcp_tls_write(SSL *ssl, const void *buf, size_t len)
     if (len == 0)
         return 0;
     sigset_t old;
-    dc_tls_pipe_block(&old);
+    if (!dc_tls_guarded)
+        dc_tls_pipe_block(&old);
     int rc = SSL_write_ex(ssl, buf, len, &n);
     dc_tls_pipe_restore(&old, rc != 1);
     if (rc == 1)

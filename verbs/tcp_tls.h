@@ -16,6 +16,8 @@
 #include "verbs/transport.h"
 
 #include <openssl/ssl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 /** Build the context of a client (server = false) or listener from the
@@ -34,6 +36,15 @@ dc_status_t dc_tcp_tls_handshake(SSL *ssl, const char *peer, bool *want_write);
 
 ssize_t dc_tcp_tls_read(SSL *ssl, void *buf, size_t len);
 ssize_t dc_tcp_tls_write(SSL *ssl, const void *buf, size_t len);
+/** SIGPIPE blocked in this thread across a batch of the calls above (one
+ *  pair of rt_sigprocmask calls instead of one per call); nests. */
+typedef struct {
+    sigset_t old;
+    bool on;
+} dc_tcp_tls_guard_t;
+void dc_tcp_tls_guard_begin(dc_tcp_tls_guard_t *g);
+void dc_tcp_tls_guard_end(dc_tcp_tls_guard_t *g);
+
 /** Send close_notify (best effort, does not wait for the peer's). */
 void dc_tcp_tls_shutdown(SSL *ssl);
 
