@@ -54,7 +54,6 @@
 
 #define DC_TLS_PSK_ID "deltacast-psk-1"
 #define DC_TLS_PSK_SALT "deltacast tls 1.3 external psk"
-#define DC_TLS_READ_BUF (256u << 10) /* bytes of records one recv() may take */
 
 typedef struct {
     uint8_t psk[EVP_MAX_MD_SIZE];
@@ -291,10 +290,10 @@ dc_status_t dc_tcp_tls_ctx_new(const dc_verbs_opts_t *o, bool server, SSL_CTX **
                                  SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    /* read ahead: one recv() takes several records (without it OpenSSL
-     * reads each record's header and body with a recv() each) */
-    SSL_CTX_set_read_ahead(ctx, 1);
-    SSL_CTX_set_default_read_buffer_len(ctx, DC_TLS_READ_BUF);
+    /* no read ahead: OpenSSL then reads each record's header and body with
+     * a recv() each; with it, a buffer of several records is memmove()d to
+     * its start before each record (ssl3_read_n aligns the payload): with a
+     * 256 KiB buffer that memmove was a third of the receiver's CPU */
     if (certs) {
         if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
             st = dc_error(DC_ERR_INVALID, "tls: certificate file %s: %s", cert,
