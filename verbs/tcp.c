@@ -81,9 +81,11 @@ dc_status_t dc_tcp_hs_flush(dc_tcp_hs_t *h)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return DC_ERR_AGAIN;
-        if (n < 0 && h->ssl && errno == EPROTO)
-            return dc_error(DC_ERR_AUTH, "tcp: handshake send to %s: %s", h->peer,
-                            dc_last_error());
+        if (n < 0 && h->ssl && errno == EPROTO) {
+            char why[300];
+            snprintf(why, sizeof(why), "%s", dc_last_error());
+            return dc_error(DC_ERR_AUTH, "tcp: handshake send to %s: %s", h->peer, why);
+        }
         return dc_error_errno(dc_status_from_errno(errno), errno, "tcp: handshake send to %s",
                               h->peer);
     }
@@ -107,9 +109,11 @@ dc_status_t dc_tcp_hs_fill(dc_tcp_hs_t *h)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return DC_ERR_AGAIN;
-        if (h->ssl && errno == EPROTO)
-            return dc_error(DC_ERR_AUTH, "tcp: handshake recv from %s: %s", h->peer,
-                            dc_last_error());
+        if (h->ssl && errno == EPROTO) {
+            char why[300];
+            snprintf(why, sizeof(why), "%s", dc_last_error());
+            return dc_error(DC_ERR_AUTH, "tcp: handshake recv from %s: %s", h->peer, why);
+        }
         return dc_error_errno(dc_status_from_errno(errno), errno, "tcp: handshake recv from %s",
                               h->peer);
     }
@@ -133,8 +137,11 @@ ssize_t dc_tcp_sock_read(dc_tcp_stream_t *s, void *buf, size_t len)
 /* The break reason of a failed stream read / write (errno set by it). */
 dc_status_t dc_tcp_io_error(dc_tcp_stream_t *s, const char *what)
 {
-    if (s->ssl && errno == EPROTO) /* dc_error() says what TLS refused */
-        return dc_error(DC_ERR_CORRUPT, "%s: %s", what, dc_last_error());
+    if (s->ssl && errno == EPROTO) { /* dc_error() says what TLS refused */
+        char why[300];
+        snprintf(why, sizeof(why), "%s", dc_last_error()); /* not the buffer it writes */
+        return dc_error(DC_ERR_CORRUPT, "%s: %s", what, why);
+    }
     return dc_error_errno(dc_status_from_errno(errno), errno, "%s", what);
 }
 

@@ -9,6 +9,7 @@
 #include "pair.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -397,6 +398,7 @@ static void mitm_via(const char *lis, char *dial_addr, size_t len)
     cr_assert(mitm_pid >= 0);
     if (mitm_pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGPIPE, SIG_IGN); /* a side that closed must not kill the proxy */
         mitm_run(lfd, srv);
         _exit(0);
     }
@@ -472,4 +474,40 @@ Test(tls, corrupted_bytes_are_nacked_and_resent_exact, .timeout = 120)
     cr_assert_str_eq(r.rstats.encryption, "TLS_AES_128_GCM_SHA256");
     cr_assert_geq(r.rstats.nacks_sent, 1, "the corruption did not fire");
     tls_config("auto");
+}
+
+/* The TLS handshake is pre-authentication work: a peer that starts it and
+ * stalls is dropped at the handshake deadline like one that sends nothing. */
+Test(tls, a_stalled_tls_handshake_is_dropped_at_the_deadline)
+{
+    tls_config("auto");
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
+    dc_verbs_opts_t o;
+    opts_of(&o, PAIR_SECRET, DC_VERBS_TLS_ON, 0, 1000);
+    dc_verbs_listener_t *l;
+    cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
+    char addr[128];
+    cr_assert_eq(t->listen_addr(l, addr, sizeof(addr)), DC_OK);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                             .sin_port = htons((uint16_t)atoi(strrchr(addr, ':') + 1))};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    /* the first bytes of a TLS record header, then nothing */
+    cr_assert_eq(send(fd, "\x16\x03\x01", 3, MSG_NOSIGNAL), 3);
+    double t0 = dc_now_s();
+    bool closed = false;
+    while (!closed && dc_now_s() - t0 < 5) {
+        dc_verbs_conn_t *c = NULL;
+        cr_assert_eq(t->accept(l, &c), DC_ERR_AGAIN);
+        uint8_t b;
+        ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+        closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+        usleep(10000);
+    }
+    double took = dc_now_s() - t0;
+    cr_assert(closed, "the stalled TLS handshake was still open after 5 s");
+    cr_assert(took >= 0.9, "dropped before its deadline (%.2f s)", took);
+    close(fd);
+    t->listen_close(l);
 }
