@@ -785,8 +785,11 @@ static dc_status_t dc_tcp_wait(dc_verbs_conn_t *cb, int timeout_ms)
             dc_tcp_stream_t *s = &c->st[i];
             if ((!s->wblocked && (s->cur || s->ooff < s->olen)) ||
                 (s->rblocked && s->h.seq < c->rposted) ||
-                (s->ssl && !s->rblocked && SSL_has_pending(s->ssl)))
-                ready = true; /* TLS: decrypted bytes epoll cannot see */
+                (s->ssl && !s->rblocked && SSL_pending(s->ssl) > 0))
+                ready = true; /* TLS: decrypted bytes epoll cannot see (not
+                                 SSL_has_pending: a partial record waits for
+                                 the socket, which epoll does see; counting it
+                                 made a receiver spin between segments) */
         }
         if ((c->txq_n || c->ctrl_n)) {
             for (uint32_t i = 0; i < c->k && !ready; i++)
