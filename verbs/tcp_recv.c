@@ -245,9 +245,11 @@ static void dc_tcp_payload_take(dc_tcp_stream_t *s, const uint8_t *src, size_t n
  * iperf3's rate: on loopback the sender's CPU pays for every wakeup. */
 static void dc_tcp_lowat(dc_tcp_stream_t *s, size_t n)
 {
-    if (s->ssl)
-        n = 1; /* TLS: the socket's bytes are records, not this payload's
-                  (part of it may already sit decrypted in the SSL) */
+    if (s->ssl) /* TLS: the socket holds records, and up to one record of
+                   this payload may already sit in the SSL's buffer (no read
+                   ahead): at least n - DC_TCP_TLS_SLACK more bytes are sure
+                   to come (ciphertext is longer than its plaintext) */
+        n = n > 2 * DC_TCP_TLS_SLACK ? n - DC_TCP_TLS_SLACK : 1;
     if (s->lowat == n)
         return;
     int v = (int)n;
