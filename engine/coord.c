@@ -507,8 +507,7 @@ static json_t *dc_coord_version_json(dc_node_t *n, const dc_vstats_t *vs)
                 json_object_set_new(lk, "region", json_string(a.region));
             }
             json_object_set_new(lk, "kind", json_string(wan ? "wan" : "lan"));
-            json_object_set_new(lk, "encryption",
-                                json_string(dc_coord_link_encryption(n, wan)));
+            json_object_set_new(lk, "encryption", json_string(dc_coord_link_encryption(n, wan)));
             json_object_set_new(lk, "bytes", json_integer((json_int_t)bytes));
             json_object_set_new(lk, "apply_seconds",
                                 json_real((double)n->coord.rx_apply_ns[i] / 1e9));

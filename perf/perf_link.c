@@ -657,8 +657,7 @@ static int dc_pl_client_run(const char *addr, const dc_pl_opts_t *po, int tls, j
         json_object_set_new(j, "crc32c", json_string(dc_crc32c_impl()));
         json_object_set_new(j, "zc_sends", json_integer((json_int_t)s.zc_sends));
         json_object_set_new(j, "zc_copied", json_integer((json_int_t)s.zc_copied));
-        json_object_set_new(j, "encryption", json_string(s.encryption[0] ? s.encryption
-                                                                          : "none"));
+        json_object_set_new(j, "encryption", json_string(s.encryption[0] ? s.encryption : "none"));
         json_object_set_new(j, "ktls", json_integer(s.ktls));
         json_object_set_new(j, "cpu_seconds", json_real(cpu_s));
         json_object_set_new(j, "cpu_s_per_gb",

@@ -951,8 +951,8 @@ int dc_cmd_perf_refit(int argc, char **argv)
         const char *lan_t = c->o.transport ? c->o.transport : "tcp";
         json_t *enc = json_object();
         json_object_set_new(enc, "wan", json_string(off ? "none" : suite));
-        json_object_set_new(enc, "lan", json_string(on && strcmp(lan_t, "tcp") == 0 ? suite
-                                                                                      : "none"));
+        json_object_set_new(enc, "lan",
+                            json_string(on && strcmp(lan_t, "tcp") == 0 ? suite : "none"));
         json_object_set_new(out, "encryption", enc);
     }
     json_object_set_new(out, "seconds", json_real(tot));

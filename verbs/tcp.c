@@ -70,9 +70,9 @@ void dc_tcp_tune(int fd, const dc_verbs_opts_t *o)
 dc_status_t dc_tcp_hs_flush(dc_tcp_hs_t *h)
 {
     while (h->out_off < h->out_len) {
-        ssize_t n = h->ssl ? dc_tcp_tls_write(h->ssl, h->out + h->out_off, h->out_len - h->out_off)
-                           : send(h->fd, h->out + h->out_off, h->out_len - h->out_off,
-                                  MSG_NOSIGNAL);
+        ssize_t n = h->ssl
+                        ? dc_tcp_tls_write(h->ssl, h->out + h->out_off, h->out_len - h->out_off)
+                        : send(h->fd, h->out + h->out_off, h->out_len - h->out_off, MSG_NOSIGNAL);
         if (n > 0) {
             h->out_off += (size_t)n;
             continue;

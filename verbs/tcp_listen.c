@@ -144,14 +144,16 @@ static dc_status_t dc_tcp_hs_server_tls(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
     h->tls_seen = true;
     if (b != 0x16) {
         if (l->tls == DC_VERBS_TLS_ON)
-            return dc_error(DC_ERR_AUTH, "tcp: refused %s: it did not start TLS, and this "
-                                         "listener (%s) requires it (config tls=on)",
+            return dc_error(DC_ERR_AUTH,
+                            "tcp: refused %s: it did not start TLS, and this "
+                            "listener (%s) requires it (config tls=on)",
                             h->peer, l->addr);
         return DC_OK;
     }
     if (!l->tls_ctx)
-        return dc_error(DC_ERR_AUTH, "tcp: refused %s: it started TLS, and this listener (%s) "
-                                     "has config tls=off",
+        return dc_error(DC_ERR_AUTH,
+                        "tcp: refused %s: it started TLS, and this listener (%s) "
+                        "has config tls=off",
                         h->peer, l->addr);
     dc_status_t st = dc_tcp_tls_new(l->tls_ctx, h->fd, true, NULL, &h->ssl);
     if (st != DC_OK)

@@ -41,10 +41,10 @@
 #include "verbs/tcp_tls.h"
 
 #include <errno.h>
+#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
-#include <openssl/core_names.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
 #include <signal.h>
@@ -52,7 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DC_TLS_PSK_ID "deltacast-psk-1"
+#define DC_TLS_PSK_ID   "deltacast-psk-1"
 #define DC_TLS_PSK_SALT "deltacast tls 1.3 external psk"
 
 typedef struct {
@@ -197,8 +197,7 @@ static SSL_SESSION *dc_tls_psk_session(SSL *ssl, const dc_tls_keys_t *k)
     SSL_SESSION *s = cipher ? SSL_SESSION_new() : NULL;
     if (!s)
         return NULL;
-    if (!SSL_SESSION_set1_master_key(s, k->psk, k->psk_len) ||
-        !SSL_SESSION_set_cipher(s, cipher) ||
+    if (!SSL_SESSION_set1_master_key(s, k->psk, k->psk_len) || !SSL_SESSION_set_cipher(s, cipher) ||
         !SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION)) {
         SSL_SESSION_free(s);
         return NULL;
@@ -206,8 +205,8 @@ static SSL_SESSION *dc_tls_psk_session(SSL *ssl, const dc_tls_keys_t *k)
     return s;
 }
 
-static int dc_tls_use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id,
-                              size_t *idlen, SSL_SESSION **sess)
+static int dc_tls_use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+                              SSL_SESSION **sess)
 {
     const dc_tls_keys_t *k = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), dc_tls_idx);
     *sess = NULL;
@@ -226,8 +225,7 @@ static int dc_tls_use_session(SSL *ssl, const EVP_MD *md, const unsigned char **
     return 1;
 }
 
-static int dc_tls_find_session(SSL *ssl, const unsigned char *id, size_t idlen,
-                               SSL_SESSION **sess)
+static int dc_tls_find_session(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess)
 {
     const dc_tls_keys_t *k = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), dc_tls_idx);
     *sess = NULL;
@@ -251,13 +249,15 @@ dc_status_t dc_tcp_tls_ctx_new(const dc_verbs_opts_t *o, bool server, SSL_CTX **
     while (si < DC_ARRAY_SIZE(dc_tls_suites) && strcmp(dc_tls_suites[si].name, suite) != 0)
         si++;
     if (si == DC_ARRAY_SIZE(dc_tls_suites))
-        return dc_error(DC_ERR_INVALID, "config tls_cipher=%s: want TLS_AES_128_GCM_SHA256, "
-                                        "TLS_AES_256_GCM_SHA384 or TLS_CHACHA20_POLY1305_SHA256",
+        return dc_error(DC_ERR_INVALID,
+                        "config tls_cipher=%s: want TLS_AES_128_GCM_SHA256, "
+                        "TLS_AES_256_GCM_SHA384 or TLS_CHACHA20_POLY1305_SHA256",
                         suite);
     bool certs = cert && *cert;
     if (certs && (!key || !*key || !ca || !*ca))
-        return dc_error(DC_ERR_INVALID, "config tls_cert_file=%s needs tls_key_file and "
-                                        "tls_ca_file too",
+        return dc_error(DC_ERR_INVALID,
+                        "config tls_cert_file=%s needs tls_key_file and "
+                        "tls_ca_file too",
                         cert);
     if (!certs && ((key && *key) || (ca && *ca)))
         return dc_error(DC_ERR_INVALID, "config tls_key_file / tls_ca_file are set but "
@@ -286,8 +286,8 @@ dc_status_t dc_tcp_tls_ctx_new(const dc_verbs_opts_t *o, bool server, SSL_CTX **
                       dc_tls_reason(r, sizeof(r)));
         goto out_ctx;
     }
-    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS |
-                                 SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                                 SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* no read ahead: OpenSSL then reads each record's header and body with
@@ -301,18 +301,16 @@ dc_status_t dc_tcp_tls_ctx_new(const dc_verbs_opts_t *o, bool server, SSL_CTX **
             goto out_ctx;
         }
         if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
-            st = dc_error(DC_ERR_INVALID, "tls: key file %s: %s", key,
-                          dc_tls_reason(r, sizeof(r)));
+            st = dc_error(DC_ERR_INVALID, "tls: key file %s: %s", key, dc_tls_reason(r, sizeof(r)));
             goto out_ctx;
         }
         if (SSL_CTX_check_private_key(ctx) != 1) {
-            st = dc_error(DC_ERR_INVALID, "tls: key file %s does not match certificate %s: %s",
-                          key, cert, dc_tls_reason(r, sizeof(r)));
+            st = dc_error(DC_ERR_INVALID, "tls: key file %s does not match certificate %s: %s", key,
+                          cert, dc_tls_reason(r, sizeof(r)));
             goto out_ctx;
         }
         if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
-            st = dc_error(DC_ERR_INVALID, "tls: CA file %s: %s", ca,
-                          dc_tls_reason(r, sizeof(r)));
+            st = dc_error(DC_ERR_INVALID, "tls: CA file %s: %s", ca, dc_tls_reason(r, sizeof(r)));
             goto out_ctx;
         }
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
@@ -345,8 +343,7 @@ dc_status_t dc_tcp_tls_new(SSL_CTX *ctx, int fd, bool server, const char *peer_n
     if (!server && k && k->certs && peer_name && *peer_name) {
         if (!SSL_set1_host(ssl, peer_name)) {
             SSL_free(ssl);
-            return dc_error(DC_ERR_INVALID, "tls: bad certificate name to expect '%s'",
-                            peer_name);
+            return dc_error(DC_ERR_INVALID, "tls: bad certificate name to expect '%s'", peer_name);
         }
         SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     }
@@ -385,8 +382,9 @@ dc_status_t dc_tcp_tls_handshake(SSL *ssl, const char *peer, bool *want_write)
     }
     long v = SSL_get_verify_result(ssl);
     if (v != X509_V_OK)
-        return dc_error(DC_ERR_AUTH, "tcp: TLS handshake with %s: the peer's certificate is "
-                                     "refused: %s (%s)",
+        return dc_error(DC_ERR_AUTH,
+                        "tcp: TLS handshake with %s: the peer's certificate is "
+                        "refused: %s (%s)",
                         peer, X509_verify_cert_error_string(v), dc_tls_reason(r, sizeof(r)));
     const dc_tls_keys_t *k = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), dc_tls_idx);
     return dc_error(DC_ERR_AUTH, "tcp: TLS handshake with %s failed: %s%s", peer,
@@ -481,7 +479,7 @@ void dc_tcp_tls_describe(SSL *ssl, char *suite, size_t suite_len, char *how, siz
     uint32_t kt = dc_tcp_tls_ktls(ssl);
     snprintf(how, how_len, "%s %s, %s, kernel TLS %s", SSL_get_version(ssl), suite,
              k && k->certs ? "certificates" : "PSK from the job secret",
-             kt == 3 ? "on (send and receive)"
+             kt == 3   ? "on (send and receive)"
              : kt == 1 ? "on for send only"
              : kt == 2 ? "on for receive only"
                        : "off (user-space crypto)");

@@ -51,9 +51,9 @@ Test(perf_link, tls_side_by_side_reports_both_and_the_suite)
     proc_pl_server_start(&S, "plink-tls", env, false);
     char log[256];
     proc_pl_path(&S, "tls.log", log, sizeof(log));
-    char *argv[] = {(char *)proc_bin(), "perf", "link", "--client", S.addr, "--tls",
-                    "--size", "256KiB", "--bytes", "8MiB", "--verify", "--lat-iters", "5",
-                    "--json", NULL};
+    char *argv[] = {
+        (char *)proc_bin(), "perf", "link",     "--client",    S.addr, "--tls",  "--size", "256KiB",
+        "--bytes",          "8MiB", "--verify", "--lat-iters", "5",    "--json", NULL};
     int rc = proc_wait(proc_spawn(argv, env, log), 60);
     cr_assert_eq(rc, 0, "perf link --tls exit %d (see %s)", rc, log);
     json_t *j = proc_json(log);

@@ -111,16 +111,23 @@ static void stats_of(dc_verbs_conn_t *c, dc_verbs_stats_t *s)
 
 static pair_cfg_t tls_pair(uint64_t total)
 {
-    pair_cfg_t p = {.transport = "tcp", .total = total, .max_msg = 1u << 20, .streams = 4,
-                    .depth = 16, .timeout_ms = 30000};
+    pair_cfg_t p = {.transport = "tcp",
+                    .total = total,
+                    .max_msg = 1u << 20,
+                    .streams = 4,
+                    .depth = 16,
+                    .timeout_ms = 30000};
     return p;
 }
 
 Test(tls, psk_round_trip_is_exact_and_reports_the_suite, .timeout = 120)
 {
     tls_config("on");
-    pair_result_t r = run_pair(&(pair_cfg_t){.transport = "tcp", .total = 24u << 20,
-                                             .max_msg = 1u << 20, .streams = 4, .depth = 16,
+    pair_result_t r = run_pair(&(pair_cfg_t){.transport = "tcp",
+                                             .total = 24u << 20,
+                                             .max_msg = 1u << 20,
+                                             .streams = 4,
+                                             .depth = 16,
                                              .timeout_ms = 30000});
     cr_assert_str_eq(r.rstats.encryption, "TLS_AES_128_GCM_SHA256");
     cr_assert_eq(r.rstats.ktls & 2, 0, "kernel TLS cannot be on: this kernel has no CONFIG_TLS");
@@ -130,14 +137,16 @@ Test(tls, psk_round_trip_is_exact_and_reports_the_suite, .timeout = 120)
 
 Test(tls, every_cipher_suite_round_trips, .timeout = 120)
 {
-    static const char *const suites[] = {"TLS_AES_256_GCM_SHA384",
-                                         "TLS_CHACHA20_POLY1305_SHA256"};
+    static const char *const suites[] = {"TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"};
     for (size_t i = 0; i < DC_ARRAY_SIZE(suites); i++) {
         tls_config("on");
         cr_assert_eq(dc_config_set("tls_cipher", suites[i]), DC_OK);
-        pair_result_t r = run_pair(&(pair_cfg_t){.transport = "tcp", .total = 4u << 20,
-                                                 .max_msg = 256u << 10, .streams = 2,
-                                                 .depth = 8, .timeout_ms = 30000});
+        pair_result_t r = run_pair(&(pair_cfg_t){.transport = "tcp",
+                                                 .total = 4u << 20,
+                                                 .max_msg = 256u << 10,
+                                                 .streams = 2,
+                                                 .depth = 8,
+                                                 .timeout_ms = 30000});
         cr_assert_str_eq(r.rstats.encryption, suites[i]);
     }
     tls_config("auto");
@@ -305,8 +314,7 @@ Test(tls, a_certificate_for_another_node_is_refused, .init = make_certs, .fini =
     tls_config("auto");
 }
 
-Test(tls, a_certificate_of_an_untrusted_ca_is_refused, .init = make_certs,
-     .fini = remove_certs)
+Test(tls, a_certificate_of_an_untrusted_ca_is_refused, .init = make_certs, .fini = remove_certs)
 {
     dc_verbs_stats_t cs, ss;
     /* the listener's nodeA certificate comes from a CA the client does not trust */
@@ -421,8 +429,8 @@ static void mitm_stop(void)
     }
 }
 
-Test(tls, a_flipped_ciphertext_byte_is_caught_and_the_transfer_resumes_exact,
-     .init = mitm_setup, .fini = mitm_stop, .timeout = 120)
+Test(tls, a_flipped_ciphertext_byte_is_caught_and_the_transfer_resumes_exact, .init = mitm_setup,
+     .fini = mitm_stop, .timeout = 120)
 {
     tls_config("on");
     pair_cfg_t p = tls_pair(12u << 20);
@@ -437,8 +445,8 @@ Test(tls, a_flipped_ciphertext_byte_is_caught_and_the_transfer_resumes_exact,
     tls_config("auto");
 }
 
-Test(tls, the_same_flip_in_clear_is_caught_by_the_crc_only, .init = mitm_setup,
-     .fini = mitm_stop, .timeout = 120)
+Test(tls, the_same_flip_in_clear_is_caught_by_the_crc_only, .init = mitm_setup, .fini = mitm_stop,
+     .timeout = 120)
 {
     /* the control of the test above: the proxy's flip does reach the bytes */
     tls_config("off");
@@ -489,7 +497,8 @@ Test(tls, a_stalled_tls_handshake_is_dropped_at_the_deadline)
     cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
     char addr[128];
     cr_assert_eq(t->listen_addr(l, addr, sizeof(addr)), DC_OK);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
                              .sin_port = htons((uint16_t)atoi(strrchr(addr, ':') + 1))};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
