@@ -55,6 +55,7 @@
 #define DC_TCP_MAX_HS 256             /* pending handshakes per listener */
 #define DC_TCP_ZC_MIN (64u << 10)     /* MSG_ZEROCOPY only for messages this large */
 #define DC_TCP_TLS_SLACK (32u << 10)  /* > one TLS record: SO_RCVLOWAT margin on TLS streams */
+#define DC_TCP_TLS_RECORD 16384u      /* plaintext bytes of a full TLS record */
 #define DC_TCP_ZC_RING 1024           /* un-released zero-copy sends per stream */
 #define DC_TCP_STASH_MAX (64u << 20)  /* early messages held per connection (see stash) */
 #define W DC_VERBS_MAX_INFLIGHT

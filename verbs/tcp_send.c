@@ -190,12 +190,22 @@ static dc_status_t dc_tcp_stream_send_body(dc_tcp_conn_t *c, dc_tcp_stream_t *s,
         }
         ssize_t n = 0;
         if (s->ssl) {
-            /* TLS: one piece per SSL_write (header bytes, then payload);
-             * after it would block, the same bytes come first again
-             * (nothing above moves ooff / poff meanwhile).  Partial-write
-             * mode returns after each record: not a sign of a full socket */
+            /* TLS: one piece per SSL_write (header bytes, then payload),
+             * except that header and payload that fit one record go as one
+             * (a record each cost a small message two sends, two wakeups
+             * and two decryptions); after it would block, the same bytes
+             * come first again (nothing above moves ooff / poff meanwhile;
+             * the copy is rebuilt alike).  Partial-write mode returns after
+             * each record: not a sign of a full socket */
+            uint8_t one[DC_TCP_TLS_RECORD];
             const uint8_t *p = a ? s->obuf + s->ooff : s->cur->sbuf + s->poff;
             size_t l = a ? DC_MIN(a, want) : want;
+            if (a && b && want >= a + b && a + b <= sizeof(one)) {
+                memcpy(one, s->obuf + s->ooff, a);
+                memcpy(one + a, s->cur->sbuf + s->poff, b);
+                p = one;
+                l = a + b;
+            }
             n = dc_tcp_tls_write(s->ssl, p, l);
             if (n < 0) {
                 if (errno == EINTR)
