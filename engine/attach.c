@@ -41,6 +41,10 @@ void dc_attach_child_sub(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
         dc_peer_fail(n, from, DC_ERR_FORMAT, "sent a bad SUB");
         return;
     }
+    if (!dc_peer_claim_ok(n, from, m->node)) {
+        dc_peer_fail(n, from, DC_ERR_AUTH, "claims a node its certificate does not name");
+        return;
+    }
     uint32_t ns = dc_tree_stream_count(n->plan.tree);
     uint8_t *sub = calloc(ns ? ns : 1, 1);
     if (!sub)
@@ -256,6 +260,10 @@ static dc_peer_t *dc_attach_dial(dc_node_t *n, uint32_t pid)
     } else {
         snprintf(addr, sizeof(addr), "%s", info.addr);
     }
+    /* TLS (config tls=auto): on the edges between regions; in certificate
+     * mode the parent's certificate must name the node dialled */
+    vo.wan = wan;
+    vo.tls_peer_name = info.name;
     dc_verbs_conn_t *c = NULL;
     dc_status_t st = t->connect(&vo, addr, &c);
     if (st != DC_OK) {

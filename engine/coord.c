@@ -451,6 +451,22 @@ void dc_coord_free(dc_node_t *n)
     free(n->coord.rx_lbytes);
 }
 
+/* The encryption of a link as the config has it (tls, tls_cipher; the
+ * links of other nodes are not the coordinator's to observe: each node
+ * logs what its connections negotiated, "tcp: connection ... encryption"):
+ * TLS on the edges between regions (always tcp) unless tls=off, inside a
+ * region only with tls=on and the tcp transport. */
+static const char *dc_coord_link_encryption(dc_node_t *n, int wan)
+{
+    const char *t = dc_config_get("tls");
+    if (!t || strcmp(t, "off") == 0)
+        return "none";
+    if (!wan && (strcmp(t, "on") != 0 || strcmp(n->net.t->name, "tcp") != 0))
+        return "none";
+    const char *c = dc_config_get("tls_cipher");
+    return c ? c : "none";
+}
+
 static json_t *dc_coord_version_json(dc_node_t *n, const dc_vstats_t *vs)
 {
     json_t *o = json_object();
@@ -498,6 +514,7 @@ static json_t *dc_coord_version_json(dc_node_t *n, const dc_vstats_t *vs)
                 json_object_set_new(lk, "region", json_string(a.region));
             }
             json_object_set_new(lk, "kind", json_string(wan ? "wan" : "lan"));
+            json_object_set_new(lk, "encryption", json_string(dc_coord_link_encryption(n, wan)));
             json_object_set_new(lk, "bytes", json_integer((json_int_t)bytes));
             json_object_set_new(lk, "apply_seconds",
                                 json_real((double)n->coord.rx_apply_ns[i] / 1e9));

@@ -237,6 +237,10 @@ void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
             dc_peer_fail(n, from, DC_ERR_FORMAT, "sent a bad HELLO");
             return;
         }
+        if (!dc_peer_claim_ok(n, from, h.node)) {
+            dc_peer_fail(n, from, DC_ERR_AUTH, "claims a node its certificate does not name");
+            return;
+        }
         int sender = dc_node_role_sender(n, h.node);
         if (sender != !!(h.flags & DC_HELLO_F_SENDER) || (sender && !n->is_root)) {
             DC_LOG_WARN("node %u: HELLO of node %u does not match its role", n->me, h.node);

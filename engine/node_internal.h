@@ -352,6 +352,10 @@ void dc_peers_reap(dc_node_t *n);
 /* Queue b on p (takes a reference) and post what the transport takes. */
 dc_status_t dc_peer_send(dc_node_t *n, dc_peer_t *p, dc_nbuf_t *b);
 void dc_peer_fail(dc_node_t *n, dc_peer_t *p, dc_status_t st, const char *what);
+/* May p's peer speak as node `node`?  Yes, unless its connection carries a
+ * verified TLS certificate (certificate mode) that names another host than
+ * the topology's name of `node` (logged). */
+int dc_peer_claim_ok(dc_node_t *n, dc_peer_t *p, uint32_t node);
 void dc_peer_progress(dc_node_t *n, dc_peer_t *p);
 /* Up: on the parent chosen for upward traffic (n->net.up). */
 void dc_send_up(dc_node_t *n, dc_nbuf_t *b);

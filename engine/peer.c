@@ -109,6 +109,25 @@ dc_peer_t *dc_peer_new(dc_node_t *n, dc_verbs_conn_t *c, int is_parent)
     return p;
 }
 
+int dc_peer_claim_ok(dc_node_t *n, dc_peer_t *p, uint32_t node)
+{
+    dc_verbs_stats_t vs;
+    memset(&vs, 0, sizeof(vs));
+    vs.size = sizeof(vs);
+    if (!p->c || p->c->ops->stats(p->c, &vs) != DC_OK || !vs.peer_cert[0])
+        return 1; /* no certificate: the job secret is the only identity */
+    dc_topo_node_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    if (dc_topo_node(n->cfg->topo, node, &info) == DC_OK && info.name &&
+        strcmp(info.name, vs.peer_cert) == 0)
+        return 1;
+    DC_LOG_WARN("node %u: the peer at %s claims node %u (%s), but its TLS certificate names "
+                "'%s': refused",
+                n->me, vs.peer, node, info.name ? info.name : "?", vs.peer_cert);
+    return 0;
+}
+
 void dc_peer_free(dc_node_t *n, dc_peer_t *p)
 {
     for (unsigned k = 0; k < p->rx_n; k++)

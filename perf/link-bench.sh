@@ -19,13 +19,16 @@
 # present): on a loaded machine it is steadier than Gb/s.
 #
 # Usage: perf/link-bench.sh [--runs R] [--duration S] [--streams K]
-#                           [--size BYTES] [--zerocopy] [--no-netns] [--bin PATH]
+#                           [--size BYTES] [--zerocopy] [--tls] [--no-netns] [--bin PATH]
 #   --zerocopy   also run deltacast with MSG_ZEROCOPY sends (a third row)
+#   --tls        also run deltacast with TLS 1.3 (config tls=on on the client;
+#                the server's tls=auto takes both) on both links: goodput vs
+#                clear (target >= 0.95 on the shaped link) and CPU s/GB
 # Env: DELTACAST_BIN (default build/cli/deltacast).  Part 2 needs root and
 # creates (and deletes) namespaces dclb-<pid>-{a,b} holding 10.77.250.{1,2}.
 set -eu
 
-RUNS=3 DUR=5 K=4 SIZE=1MiB NETNS=1 ZC=0
+RUNS=3 DUR=5 K=4 SIZE=1MiB NETNS=1 ZC=0 TLS=0 CENV=
 BIN=${DELTACAST_BIN:-}
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --streams) K=$2; shift 2 ;;
     --size) SIZE=$2; shift 2 ;;
     --zerocopy) ZC=1; shift ;;
+    --tls) TLS=1; shift ;;
     --no-netns) NETNS=0; shift ;;
     --bin) BIN=$2; shift 2 ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
@@ -88,7 +92,7 @@ run_pair_dc() {
     SRV=$!
     i=0; while [ ! -s "$TMP/addr" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
     addr=$(cat "$TMP/addr")
-    $pre2 timeout $((DUR + 60)) $TIME "$TMP/ct" "$BIN" perf link --client "$addr" --transport tcp \
+    $pre2 env $CENV timeout $((DUR + 60)) $TIME "$TMP/ct" "$BIN" perf link --client "$addr" --transport tcp \
         --streams "$K" --size "$SIZE" --duration "$DUR" --lat-iters 200 --json $extra \
         2>/dev/null >"$TMP/dc.json" || true
     wait "$SRV" || true; SRV=
@@ -115,12 +119,17 @@ echo "note: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg): a shar
 echo
 
 # --- 1. loopback -------------------------------------------------------------
-: >"$TMP/l.dc"; : >"$TMP/l.ip"; : >"$TMP/l.zc"
+: >"$TMP/l.dc"; : >"$TMP/l.ip"; : >"$TMP/l.zc"; : >"$TMP/l.tls"
 pre2=""
 for r in $(seq 1 "$RUNS"); do
     run_pair_dc "" 127.0.0.1:0 >>"$TMP/l.dc"
     run_pair_iperf "" 127.0.0.1 >>"$TMP/l.ip"
     [ "$ZC" = 1 ] && run_pair_dc "" 127.0.0.1:0 --zerocopy >>"$TMP/l.zc"
+    if [ "$TLS" = 1 ]; then
+        CENV=DELTACAST_TLS=on
+        run_pair_dc "" 127.0.0.1:0 >>"$TMP/l.tls"
+        CENV=
+    fi
 done
 DC=$(col 1 "$TMP/l.dc" | median); IP=$(col 1 "$TMP/l.ip" | median)
 printf "%-44s %10s %10s %8s %8s\n" "case" "deltacast" "baseline" "ratio" "target"
@@ -136,6 +145,14 @@ if [ "$ZC" = 1 ]; then
     printf "%-44s %10s %10s %8s\n" "  deltacast --zerocopy vs iperf3" "$ZD" "$IP" "$(ratio "$ZD" "$IP")"
     printf "%-44s %10s %10s %8s\n" "  sender CPU s/GB, --zerocopy vs copy" "$(col 2 "$TMP/l.zc" | median)" "$(col 2 "$TMP/l.dc" | median)" ""
     echo "   runs zerocopy  (Gb/s tx-cpu rx-cpu): $(tr '\n' ';' <"$TMP/l.zc")"
+fi
+if [ "$TLS" = 1 ]; then
+    TD=$(col 1 "$TMP/l.tls" | median)
+    printf "%-44s %10s %10s %8s\n" "  deltacast TLS vs clear (Gb/s)" "$TD" "$DC" "$(ratio "$TD" "$DC")"
+    for side in 2:sender 3:receiver; do
+        printf "%-44s %10s %10s %8s\n" "  ${side#*:} CPU s/GB, TLS vs clear" "$(col "${side%%:*}" "$TMP/l.tls" | median)" "$(col "${side%%:*}" "$TMP/l.dc" | median)" ""
+    done
+    echo "   runs TLS       (Gb/s tx-cpu rx-cpu): $(tr '\n' ';' <"$TMP/l.tls")"
 fi
 
 # --- 2. shaped veth between namespaces ------------------------------------------
@@ -154,11 +171,16 @@ if [ "$NETNS" = 1 ]; then
             tc -n "${n%%:*}" qdisc add dev "${n#*:}" root tbf rate 1gbit burst 256kb latency 20ms
         done
         KS=$K; K=4
-        : >"$TMP/s.dc"; : >"$TMP/s.ip"
+        : >"$TMP/s.dc"; : >"$TMP/s.ip"; : >"$TMP/s.tls"
         pre2="ip netns exec $NSA"
         for r in $(seq 1 "$RUNS"); do
             run_pair_dc "ip netns exec $NSB" 10.77.250.2:0 >>"$TMP/s.dc"
             run_pair_iperf "ip netns exec $NSB" 10.77.250.2 >>"$TMP/s.ip"
+            if [ "$TLS" = 1 ]; then
+                CENV=DELTACAST_TLS=on
+                run_pair_dc "ip netns exec $NSB" 10.77.250.2:0 >>"$TMP/s.tls"
+                CENV=
+            fi
         done
         K=$KS
         DC=$(col 1 "$TMP/s.dc" | median); IP=$(col 1 "$TMP/s.ip" | median)
@@ -166,5 +188,13 @@ if [ "$NETNS" = 1 ]; then
         printf "%-44s %10s %10s %8s\n" "  same link: deltacast vs iperf3 -P 4" "$DC" "$IP" "$(ratio "$DC" "$IP")"
         echo "   runs deltacast (Gb/s tx-cpu rx-cpu): $(tr '\n' ';' <"$TMP/s.dc")"
         echo "   runs iperf3    (Gb/s tx-cpu rx-cpu): $(tr '\n' ';' <"$TMP/s.ip")"
+        if [ "$TLS" = 1 ]; then
+            TD=$(col 1 "$TMP/s.tls" | median)
+            printf "%-44s %10s %10s %8s %8s\n" "  same link: TLS vs clear (Gb/s)" "$TD" "$DC" "$(ratio "$TD" "$DC")" ">=0.95"
+            for side in 2:sender 3:receiver; do
+                printf "%-44s %10s %10s %8s\n" "  ${side#*:} CPU s/GB, TLS vs clear" "$(col "${side%%:*}" "$TMP/s.tls" | median)" "$(col "${side%%:*}" "$TMP/s.dc" | median)" ""
+            done
+            echo "   runs TLS       (Gb/s tx-cpu rx-cpu): $(tr '\n' ';' <"$TMP/s.tls")"
+        fi
     fi
 fi

@@ -11,7 +11,8 @@
  *   client -> server  data messages of `size` bytes (>= 1) for --duration
  *                     or --bytes, keeping `depth` in flight
  *   client -> server  an empty message: end of the bandwidth phase
- *   server -> client  RESULT (48 bytes: bytes, messages, mismatches, ns)
+ *   server -> client  RESULT (48 bytes: bytes, messages, mismatches, ns,
+ *                     the server's CPU ns over the same span)
  *   client <-> server ping-pong of 8-byte messages (--lat-iters), the server
  *                     echoing each; an empty message ends it
  *
@@ -25,6 +26,13 @@
  * is computed once per buffer content (once for the re-sent buffer; after
  * each fill with --verify).  The receiving transport still checks every
  * byte.  --transport-crc has the transport compute it per message instead.
+ *
+ * --tls runs the client twice against the same server, in clear and then
+ * with TLS 1.3 (tcp; the server's config tls=auto takes both), and reports
+ * both side by side: goodput ratio, CPU seconds per GB (1e9 bytes) of the
+ * client (getrusage over its bandwidth phase) and of the server (reported in
+ * RESULT).  Every report says the link's "encryption": the cipher suite, or
+ * "none".
  */
 #include "kernels/kern.h"
 #include "perf/perf.h"
@@ -39,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define DC_PL_MAGIC 0x4c504344u /* "DCPL" */
@@ -55,7 +64,7 @@ static void dc_perf_link_help(FILE *fp)
             "       deltacast perf link --client ADDR:PORT [--transport tcp|ucx|rdma|auto]\n"
             "                           [--streams K] [--size BYTES] [--duration S]\n"
             "                           [--bytes N] [--warmup N] [--lat-iters N] [--verify]\n"
-            "                           [--json]\n"
+            "                           [--tls] [--json]\n"
             "\n"
             "Measure a link through a deltacast transport: goodput (Gb/s, 1e9 bit/s, payload\n"
             "bytes acknowledged by the receiver), message rate, and round-trip latency\n"
@@ -89,12 +98,21 @@ static void dc_perf_link_help(FILE *fp)
             "                           content and passes it (isend_crc), as the engine does\n"
             "                           for encoded frames.  The receiver checks every byte\n"
             "                           either way\n"
+            "  --tls                    tcp: measure the link twice, in clear and with TLS 1.3\n"
+            "                           (config tls_cipher; PSK from the job secret or the\n"
+            "                           tls_* certificates), side by side: goodput ratio and\n"
+            "                           CPU seconds per GB of client and server.  Without it\n"
+            "                           the link is encrypted as config tls says (tls=on:\n"
+            "                           encrypted; auto: clear, perf link is no region edge)\n"
             "  --timeout-ms MS          connect/reconnect timeout (default config)\n"
             "  --json                   one JSON object (keys: transport, device, why,\n"
             "                           path_note (why a faster path of this node, e.g.\n"
             "                           RDMA under UCX, went unused; null: none), streams,\n"
             "                           size, bytes, seconds, gbps, msg_rate,\n"
-            "                           latency_us {p50, p99}, resends, reconnects)\n"
+            "                           latency_us {p50, p99}, resends, reconnects,\n"
+            "                           encryption (cipher suite or \"none\"), ktls,\n"
+            "                           cpu_s_per_gb, server_cpu_s_per_gb); with --tls:\n"
+            "                           {clear, tls, goodput_ratio, encryption}\n"
             "  -h, --help               show this help\n");
 }
 
@@ -130,8 +148,19 @@ typedef struct dc_pl_opts {
     bool zerocopy;
     bool transport_crc;
     bool json;
+    bool tls_compare;
     uint32_t timeout_ms;
 } dc_pl_opts_t;
+
+/* CPU seconds (user + system) of this process so far. */
+static double dc_pl_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
 
 /* Post the send of one data message of `len` bytes from `buf`, whose
  * CRC32C is `crc` when `len` is a full buffer (computed when the buffer was
@@ -233,6 +262,7 @@ static dc_status_t dc_pl_serve(const dc_verbs_ops_t *t, dc_verbs_conn_t *c, FILE
      * phase 1: echo each ping until an empty message. */
     uint64_t bytes = 0, msgs = 0, mismatches = 0, posted = 0, head = 0;
     uint64_t t0 = 0, t1 = 0;
+    double cpu0 = 0, cpu1 = 0;
     int phase = 0;
     while (phase < 2) {
         while (posted - head < depth) {
@@ -269,14 +299,18 @@ static dc_status_t dc_pl_serve(const dc_verbs_ops_t *t, dc_verbs_conn_t *c, FILE
             dc_store_le64(res + 16, msgs);
             dc_store_le64(res + 24, mismatches);
             dc_store_le64(res + 32, t1 - t0);
+            dc_store_le64(res + 40, (uint64_t)((cpu1 - cpu0) * 1e9));
             if ((st = dc_verbs_send_blocking(c, res, sizeof(res), 60000)) != DC_OK)
                 goto out;
             phase = 1;
             continue;
         }
-        if (!t0)
+        if (!t0) {
             t0 = dc_now_ns();
+            cpu0 = dc_pl_cpu_s();
+        }
         t1 = dc_now_ns();
+        cpu1 = dc_pl_cpu_s();
         if (verify) {
             /* the last message of a --bytes run that is no multiple of
              * --size is shorter; the client checks the byte count */
@@ -359,7 +393,9 @@ static int dc_pl_server(const char *bind, const char *transport, bool once, cons
 
 /* --- client ------------------------------------------------------------------------------ */
 
-static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
+/* One run of the client; with `jout`, its JSON object goes there instead
+ * of stdout.  `tls`: DC_VERBS_TLS_* for the connection. */
+static int dc_pl_client_run(const char *addr, const dc_pl_opts_t *po, int tls, json_t **jout)
 {
     const dc_verbs_ops_t *t;
     char why[512];
@@ -370,6 +406,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
     dc_verbs_opts_init(&o);
     o.streams = po->streams;
     o.timeout_ms = po->timeout_ms;
+    o.tls = tls;
     if (po->zerocopy)
         o.zerocopy = 1;
     dc_verbs_conn_t *c = NULL;
@@ -455,6 +492,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
     /* bandwidth phase (message indices continue after the warmup's, so
      * that --verify seeds every message differently) */
     uint64_t sent_msgs = 0, acked = 0, acked_bytes = 0, queued_bytes = 0;
+    double cpu0 = dc_pl_cpu_s();
     double t0 = dc_now_s(), tend = t0 + po->duration, tlast = t0, tprog = t0;
     bool more = true;
     while (more || sent_msgs > acked) {
@@ -513,6 +551,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         }
     }
     dc_perf_progress_end();
+    double cpu_s = dc_pl_cpu_s() - cpu0;
     double secs = tlast - t0;
     if ((st = dc_verbs_send_blocking(c, "", 0, 60000)) != DC_OK) {
         rc = dc_cli_fail("perf link", st, "end of bandwidth phase");
@@ -530,6 +569,7 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
     }
     uint64_t srv_bytes = dc_load_le64(res + 8), srv_msgs = dc_load_le64(res + 16);
     uint64_t mism = dc_load_le64(res + 24);
+    double srv_cpu_s = (double)dc_load_le64(res + 40) / 1e9;
     /* latency phase */
     uint32_t iters = po->lat_iters;
     lat = calloc(iters ? iters : 1, sizeof(double));
@@ -617,8 +657,19 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
         json_object_set_new(j, "crc32c", json_string(dc_crc32c_impl()));
         json_object_set_new(j, "zc_sends", json_integer((json_int_t)s.zc_sends));
         json_object_set_new(j, "zc_copied", json_integer((json_int_t)s.zc_copied));
-        dc_perf_json_print(j);
-        json_decref(j);
+        json_object_set_new(j, "encryption", json_string(s.encryption[0] ? s.encryption : "none"));
+        json_object_set_new(j, "ktls", json_integer(s.ktls));
+        json_object_set_new(j, "cpu_seconds", json_real(cpu_s));
+        json_object_set_new(j, "cpu_s_per_gb",
+                            json_real(acked_bytes ? cpu_s / (acked_bytes / 1e9) : 0));
+        json_object_set_new(j, "server_cpu_s_per_gb",
+                            json_real(srv_bytes ? srv_cpu_s / (srv_bytes / 1e9) : 0));
+        if (jout) {
+            *jout = j;
+        } else {
+            dc_perf_json_print(j);
+            json_decref(j);
+        }
     } else {
         char b[32];
         printf("perf link: transport %s, device %s, %u stream(s), crc32c %s\n", t->name, device,
@@ -630,6 +681,11 @@ static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
                dc_fmt_bytes(acked_bytes, b, sizeof(b)), secs, (unsigned long long)acked,
                (unsigned long long)po->size, depth);
         printf("  msg rate  %8.0f msg/s\n", rate);
+        printf("  encryption %s%s\n", s.encryption[0] ? s.encryption : "none",
+               s.ktls ? " (kernel TLS)" : "");
+        printf("  cpu       client %.3f s/GB, server %.3f s/GB\n",
+               acked_bytes ? cpu_s / (acked_bytes / 1e9) : 0,
+               srv_bytes ? srv_cpu_s / (srv_bytes / 1e9) : 0);
         if (nlat)
             printf("  latency   p50 %.1f us  p99 %.1f us  (round trip, %u x %u B ping-pong)\n",
                    p50, p99, nlat, DC_PL_LAT_SIZE);
@@ -667,6 +723,38 @@ out:
     return rc;
 }
 
+/* --tls: clear, then TLS, on the same server; side by side. */
+static int dc_pl_client(const char *addr, const dc_pl_opts_t *po)
+{
+    if (!po->tls_compare)
+        return dc_pl_client_run(addr, po, DC_VERBS_TLS_CONFIG, NULL);
+    json_t *jc = NULL, *jt = NULL;
+    if (!po->json)
+        printf("--- in clear ---\n");
+    int rc = dc_pl_client_run(addr, po, DC_VERBS_TLS_OFF, po->json ? &jc : NULL);
+    if (rc != DC_EXIT_OK)
+        return rc;
+    if (!po->json)
+        printf("--- with TLS ---\n");
+    dc_pl_opts_t pt = *po;
+    if ((rc = dc_pl_client_run(addr, &pt, DC_VERBS_TLS_ON, po->json ? &jt : NULL)) != DC_EXIT_OK) {
+        json_decref(jc);
+        return rc;
+    }
+    if (!po->json)
+        return DC_EXIT_OK; /* each run printed its own lines */
+    double gc = json_real_value(json_object_get(jc, "gbps"));
+    double gt = json_real_value(json_object_get(jt, "gbps"));
+    json_t *j = json_object();
+    json_object_set_new(j, "encryption", json_incref(json_object_get(jt, "encryption")));
+    json_object_set_new(j, "goodput_ratio", json_real(gc > 0 ? gt / gc : 0));
+    json_object_set_new(j, "clear", jc);
+    json_object_set_new(j, "tls", jt);
+    dc_perf_json_print(j);
+    json_decref(j);
+    return DC_EXIT_OK;
+}
+
 int dc_cmd_perf_link(int argc, char **argv)
 {
     if (dc_cli_wants_help(argc, argv)) {
@@ -675,7 +763,7 @@ int dc_cmd_perf_link(int argc, char **argv)
     }
     enum { O_SERVER = 256, O_BIND, O_ONCE, O_ADDRFILE, O_CLIENT, O_TRANSPORT, O_STREAMS,
            O_SIZE, O_DURATION, O_BYTES, O_DEPTH, O_LAT, O_VERIFY, O_TIMEOUT, O_JSON, O_ZC,
-           O_WARMUP, O_TCRC };
+           O_WARMUP, O_TCRC, O_TLS };
     static const struct option opts[] = {
         {"server", no_argument, NULL, O_SERVER},
         {"bind", required_argument, NULL, O_BIND},
@@ -692,6 +780,7 @@ int dc_cmd_perf_link(int argc, char **argv)
         {"lat-iters", required_argument, NULL, O_LAT},
         {"verify", no_argument, NULL, O_VERIFY},
         {"zerocopy", no_argument, NULL, O_ZC},
+        {"tls", no_argument, NULL, O_TLS},
         {"transport-crc", no_argument, NULL, O_TCRC},
         {"timeout-ms", required_argument, NULL, O_TIMEOUT},
         {"json", no_argument, NULL, O_JSON},
@@ -759,6 +848,7 @@ int dc_cmd_perf_link(int argc, char **argv)
             break;
         case O_VERIFY: po.verify = true; break;
         case O_ZC: po.zerocopy = true; break;
+        case O_TLS: po.tls_compare = true; break;
         case O_TCRC: po.transport_crc = true; break;
         case O_TIMEOUT:
             if (!dc_cli_parse_u64(cmd, "--timeout-ms", optarg, &v))
@@ -777,6 +867,11 @@ int dc_cmd_perf_link(int argc, char **argv)
         return dc_cli_usage_error(cmd, "give exactly one of --server or --client ADDR:PORT");
     if (server)
         return dc_pl_server(bind, po.transport, once, addr_file, &po);
+    if (po.tls_compare && !po.transport)
+        po.transport = "tcp";
+    if (po.tls_compare && strcmp(po.transport, "tcp") != 0)
+        return dc_cli_usage_error(cmd, "--tls measures TLS on the tcp transport (not %s)",
+                                  po.transport);
     if (po.json)
         dc_perf_json_reserve_stdout();
     return dc_pl_client(client, &po);

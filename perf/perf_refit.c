@@ -298,6 +298,27 @@ static json_t *rb_wan_bytes(rb_ctx_t *c, json_t *ver, double *busiest)
     return o;
 }
 
+/* Encryption per link of one version: {"parent->node": "TLS_AES_128_GCM_SHA256"
+ * or "none", ...} (the coordinator's stats: config tls, tls_cipher, which
+ * every node of this run shares; each node's log says what each of its
+ * connections negotiated). */
+static json_t *rb_link_encryption(json_t *ver)
+{
+    json_t *o = json_object();
+    size_t i;
+    json_t *lk;
+    json_array_foreach(json_object_get(ver, "links"), i, lk)
+    {
+        const char *e = json_string_value(json_object_get(lk, "encryption"));
+        char name[64];
+        snprintf(name, sizeof(name), "%lld->%lld",
+                 (long long)json_integer_value(json_object_get(lk, "parent")),
+                 (long long)json_integer_value(json_object_get(lk, "node")));
+        json_object_set_new(o, name, json_string(e ? e : "none"));
+    }
+    return o;
+}
+
 static void rb_plot(rb_ctx_t *c, json_t *versions, const char *png)
 {
     char dat[PATH_MAX], gp[PATH_MAX];
@@ -382,9 +403,12 @@ static void dc_perf_refit_help(FILE *fp)
             "  --from-memory            the trainer (each shard) holds its weights in memory\n"
             "                           and sends through the library (node --from-memory)\n"
             "  --seed S                 model seed (default 1)\n"
-            "  --json                   JSON on stdout\n"
+            "  --json                   JSON on stdout (encryption: {wan, lan} and per edge in\n"
+            "                           versions[].encryption: the TLS cipher suite or \"none\")\n"
             "  -h, --help               show this help\n"
             "\n"
+            "The edges between regions are encrypted (TLS 1.3) as config tls says: by\n"
+            "default (tls=auto) they are, the edges inside a region are not.\n"
             "Each WAN shaper (tbf at the WAN rate) lets pure ACKs leave before queued data,\n"
             "as fq_codel would; DELTACAST_WAN_FIFO=1 keeps plain FIFO queues instead.\n");
 }
@@ -640,6 +664,7 @@ int dc_cmd_perf_refit(int argc, char **argv)
                             dvv ? json_integer((json_int_t)rb_num(dvv, "payload_bytes")) : json_null());
         json_object_set_new(o, "checkpoint_bytes", json_integer((json_int_t)rb_num(v, "dense_bytes")));
         json_object_set_new(o, "wan_bytes", wb);
+        json_object_set_new(o, "encryption", rb_link_encryption(v));
         json_object_set_new(o, "busiest_wan_bytes", json_integer((json_int_t)busiest));
         json_object_set_new(o, "first_frame_seconds", json_real(rb_num(v, "first_frame_seconds")));
         if (c->netns) {
@@ -682,6 +707,18 @@ int dc_cmd_perf_refit(int argc, char **argv)
     json_object_set_new(out, "network", json_string(c->netns ? "netns+tbf" : "loopback-unshaped"));
     json_object_set_new(out, "wan_rate_bps", c->netns ? json_real(c->o.wan_bps) : json_null());
     json_object_set_new(out, "transport", json_string(c->o.transport ? c->o.transport : "tcp"));
+    {
+        /* what the edges between regions and inside them use (per edge:
+         * versions[].encryption) */
+        const char *tls = dc_config_get("tls"), *suite = dc_config_get("tls_cipher");
+        bool off = tls && strcmp(tls, "off") == 0, on = tls && strcmp(tls, "on") == 0;
+        const char *lan_t = c->o.transport ? c->o.transport : "tcp";
+        json_t *enc = json_object();
+        json_object_set_new(enc, "wan", json_string(off ? "none" : suite));
+        json_object_set_new(enc, "lan",
+                            json_string(on && strcmp(lan_t, "tcp") == 0 ? suite : "none"));
+        json_object_set_new(out, "encryption", enc);
+    }
     json_object_set_new(out, "seconds", json_real(tot));
     json_object_set_new(out, "dense_seconds", dense ? json_real(tot_dense) : json_null());
     json_object_set_new(out, "speedup_vs_dense", dense && tot > 0 ? json_real(tot_dense / tot) : json_null());

@@ -83,6 +83,21 @@ static const dc_config_entry_t dc_config_entries[] = {
      "at timeout_ms) is dropped; with the per-address cap and eviction of the oldest "
      "unauthenticated handshake, idle or slow connections cannot lock peers out", MS, NULL,
      "verbs/ tcp, ucx and rdma listeners, per listener"},
+    {"tls", "auto",
+     "TLS 1.3 on tcp connections: auto (between regions), on (every tcp connection; "
+     "listeners refuse clear streams), off (none; listeners refuse TLS)", E, "auto|on|off",
+     "verbs/tcp_tls.c, per connection (listeners: per listener)"},
+    {"tls_cipher", "TLS_AES_128_GCM_SHA256", "TLS 1.3 cipher suite", E,
+     "TLS_AES_128_GCM_SHA256|TLS_AES_256_GCM_SHA384|TLS_CHACHA20_POLY1305_SHA256",
+     "verbs/tcp_tls.c, per connection"},
+    {"tls_ca_file", "", "TLS certificate mode: PEM file of the CA that signs every node's "
+     "certificate (\"\": PSK mode, the key derived from the job secret)", S, NULL,
+     "verbs/tcp_tls.c, per connection"},
+    {"tls_cert_file", "", "TLS certificate mode: this node's certificate (PEM chain); it "
+     "names the node's host name as in the topology (DNS subjectAltName or CN)", S, NULL,
+     "verbs/tcp_tls.c, per connection"},
+    {"tls_key_file", "", "TLS certificate mode: this node's private key (PEM)", S, NULL,
+     "verbs/tcp_tls.c, per connection"},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };
 

@@ -23,6 +23,12 @@
  * listener evicts the oldest one that has not sent its HELLO (else the
  * oldest): idle or slow-loris sockets cannot lock a real peer out.
  *
+ * With TLS (config tls; tcp_tls.c) each socket first runs a TLS 1.3
+ * handshake (PSK from the job secret, or certificates), and everything
+ * above, from HELLO on, travels inside it; the listener tells the two apart
+ * by the first byte (0x16: a TLS record).  MSG_ZEROCOPY is off on TLS
+ * streams (user-space TLS encrypts into its own buffers).
+ *
  * `rbase` is the sender's receive low-water mark (every seq below it was
  * received and verified): on a reconnect each side treats its sends below
  * the peer's rbase as acknowledged, so it re-sends only what is missing.
@@ -71,7 +77,9 @@ void dc_tcp_tune(int fd, const dc_verbs_opts_t *o)
 dc_status_t dc_tcp_hs_flush(dc_tcp_hs_t *h)
 {
     while (h->out_off < h->out_len) {
-        ssize_t n = send(h->fd, h->out + h->out_off, h->out_len - h->out_off, MSG_NOSIGNAL);
+        ssize_t n = h->ssl
+                        ? dc_tcp_tls_write(h->ssl, h->out + h->out_off, h->out_len - h->out_off)
+                        : send(h->fd, h->out + h->out_off, h->out_len - h->out_off, MSG_NOSIGNAL);
         if (n > 0) {
             h->out_off += (size_t)n;
             continue;
@@ -80,6 +88,11 @@ dc_status_t dc_tcp_hs_flush(dc_tcp_hs_t *h)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return DC_ERR_AGAIN;
+        if (n < 0 && h->ssl && errno == EPROTO) {
+            char why[300];
+            snprintf(why, sizeof(why), "%s", dc_last_error());
+            return dc_error(DC_ERR_AUTH, "tcp: handshake send to %s: %s", h->peer, why);
+        }
         return dc_error_errno(dc_status_from_errno(errno), errno, "tcp: handshake send to %s",
                               h->peer);
     }
@@ -89,7 +102,8 @@ dc_status_t dc_tcp_hs_flush(dc_tcp_hs_t *h)
 dc_status_t dc_tcp_hs_fill(dc_tcp_hs_t *h)
 {
     while (h->in_len < h->in_need) {
-        ssize_t n = recv(h->fd, h->in + h->in_len, h->in_need - h->in_len, 0);
+        ssize_t n = h->ssl ? dc_tcp_tls_read(h->ssl, h->in + h->in_len, h->in_need - h->in_len)
+                           : recv(h->fd, h->in + h->in_len, h->in_need - h->in_len, 0);
         if (n > 0) {
             h->in_len += (size_t)n;
             continue;
@@ -102,6 +116,11 @@ dc_status_t dc_tcp_hs_fill(dc_tcp_hs_t *h)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return DC_ERR_AGAIN;
+        if (h->ssl && errno == EPROTO) {
+            char why[300];
+            snprintf(why, sizeof(why), "%s", dc_last_error());
+            return dc_error(DC_ERR_AUTH, "tcp: handshake recv from %s: %s", h->peer, why);
+        }
         return dc_error_errno(dc_status_from_errno(errno), errno, "tcp: handshake recv from %s",
                               h->peer);
     }
@@ -112,6 +131,25 @@ void dc_tcp_hs_expect(dc_tcp_hs_t *h, size_t n)
 {
     h->in_len = 0;
     h->in_need = n;
+}
+
+/* A stream's read, as recv(MSG_DONTWAIT) returns (through TLS if on). */
+ssize_t dc_tcp_sock_read(dc_tcp_stream_t *s, void *buf, size_t len)
+{
+    if (s->ssl)
+        return dc_tcp_tls_read(s->ssl, buf, len);
+    return recv(s->fd, buf, len, MSG_DONTWAIT);
+}
+
+/* The break reason of a failed stream read / write (errno set by it). */
+dc_status_t dc_tcp_io_error(dc_tcp_stream_t *s, const char *what)
+{
+    if (s->ssl && errno == EPROTO) { /* dc_error() says what TLS refused */
+        char why[300];
+        snprintf(why, sizeof(why), "%s", dc_last_error()); /* not the buffer it writes */
+        return dc_error(DC_ERR_CORRUPT, "%s: %s", what, why);
+    }
+    return dc_error_errno(dc_status_from_errno(errno), errno, "%s", what);
 }
 
 /* --- connection: failure, streams, break ----------------------------------------- */
@@ -134,6 +172,10 @@ dc_status_t dc_tcp_fail(dc_tcp_conn_t *c, dc_status_t st, const char *why)
 void dc_tcp_stream_reset(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
 {
     dc_tcp_zc_forget(s);
+    if (s->ssl) {
+        SSL_free(s->ssl);
+        s->ssl = NULL;
+    }
     if (s->fd >= 0) {
         epoll_ctl(c->epfd, EPOLL_CTL_DEL, s->fd, NULL);
         close(s->fd);
@@ -178,6 +220,10 @@ static void dc_tcp_stream_events(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
 
 void dc_tcp_close_hs(dc_tcp_hs_t *h)
 {
+    if (h->ssl) {
+        SSL_free(h->ssl);
+        h->ssl = NULL;
+    }
     if (h->fd >= 0)
         close(h->fd);
     h->fd = -1;
@@ -329,19 +375,46 @@ dc_status_t dc_tcp_progress_conn(dc_tcp_conn_t *c)
 }
 
 /* Attach an authenticated socket as stream `idx`. */
-dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd)
+dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd, SSL *ssl)
 {
     dc_tcp_stream_t *s = &c->st[idx];
     dc_tcp_stream_reset(c, s);
     s->fd = fd;
+    s->ssl = ssl;
     struct epoll_event e = {.events = EPOLLIN, .data.u32 = idx};
     if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
-        s->fd = -1;
-        close(fd);
-        return dc_error_errno(DC_ERR_IO, errno, "tcp: epoll_ctl");
+        int en = errno;
+        dc_tcp_stream_reset(c, s); /* closes fd, frees ssl */
+        return dc_error_errno(DC_ERR_IO, en, "tcp: epoll_ctl");
     }
     s->events = EPOLLIN;
-    if (c->o.zerocopy > 0 && s->zc_req) {
+    if (!c->tls_logged || c->stats.encryption[0] == 0) {
+        /* the connection's encryption, once per connection (all its streams
+         * run the same; a re-attach logs again only at debug level) */
+        char how[200] = "none (clear)";
+        if (ssl) {
+            dc_tcp_tls_describe(ssl, c->stats.encryption, sizeof(c->stats.encryption), how,
+                                sizeof(how));
+            c->stats.ktls = dc_tcp_tls_ktls(ssl);
+            dc_tcp_tls_peer_name(ssl, c->stats.peer_cert, sizeof(c->stats.peer_cert));
+        } else {
+            snprintf(c->stats.encryption, sizeof(c->stats.encryption), "none");
+            c->stats.ktls = 0;
+            c->stats.peer_cert[0] = 0;
+        }
+        if (!c->tls_logged)
+            DC_LOG_INFO("tcp: connection %s %s: encryption %s%s%s", c->is_server ? "from" : "to",
+                        c->peer, how, c->stats.peer_cert[0] ? ", peer certificate " : "",
+                        c->stats.peer_cert);
+        c->tls_logged = true;
+    }
+    if (c->o.zerocopy > 0 && s->zc_req && ssl) {
+        static int warned;
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            DC_LOG_WARN("tcp: %s: MSG_ZEROCOPY is off on TLS streams (user-space TLS encrypts "
+                        "into its own buffers; kernel TLS %s here)",
+                        c->peer, c->stats.ktls & 1 ? "is on" : "is off");
+    } else if (c->o.zerocopy > 0 && s->zc_req) {
         int one = 1;
         if (setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0) {
             s->zc = true;
@@ -414,6 +487,7 @@ void dc_tcp_conn_free(dc_tcp_conn_t *c)
     }
     for (uint32_t i = 0; i < W; i++)
         free(c->stash[i]);
+    SSL_CTX_free(c->tls_ctx);
     close(c->epfd);
     if (c->l) {
         dc_session_remove(&c->l->conns, &c->sess);
@@ -478,6 +552,16 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
             return dc_error_errno(dc_status_from_errno(err), err, "tcp: connect to %s", c->peer);
         h->state = HS_C_CHAL;
         dc_tcp_hs_expect(h, DC_TCP_CHAL);
+        if (c->tls) {
+            if ((st = dc_tcp_tls_new(c->tls_ctx, h->fd, false, c->tls_name, &h->ssl)) != DC_OK)
+                return st;
+            h->state = HS_C_TLS;
+        }
+    }
+    if (h->state == HS_C_TLS) {
+        if ((st = dc_tcp_tls_handshake(h->ssl, c->peer, &h->tls_wantw)) != DC_OK)
+            return st;
+        h->state = HS_C_CHAL;
     }
     if (h->state == HS_C_CHAL) {
         if ((st = dc_tcp_hs_flush(h)) != DC_OK)
@@ -531,9 +615,11 @@ static dc_status_t dc_tcp_hs_client_step(dc_tcp_conn_t *c, dc_tcp_hs_t *h, uint3
             return dc_error(DC_ERR_FORMAT, "tcp: %s answered for another session", c->peer);
         dc_tcp_ack_upto(c, ok.rbase);
         int fd = h->fd;
+        SSL *ssl = h->ssl;
         h->fd = -1;
+        h->ssl = NULL;
         h->state = HS_DONE;
-        if ((st = dc_tcp_attach(c, idx, fd)) != DC_OK)
+        if ((st = dc_tcp_attach(c, idx, fd, ssl)) != DC_OK)
             return st;
         return DC_OK;
     }
@@ -617,6 +703,16 @@ static dc_status_t dc_tcp_connect(const dc_verbs_opts_t *opts, const char *addr,
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
     if ((st = dc_net_resolve("tcp", addr, false, &c->addr, &c->alen)) != DC_OK)
         goto out_conn;
+    c->tls = o.tls == DC_VERBS_TLS_ON || (o.tls == DC_VERBS_TLS_AUTO && o.wan);
+    if (c->tls) {
+        if (o.tls_peer_name)
+            snprintf(c->tls_name, sizeof(c->tls_name), "%s", o.tls_peer_name);
+        if ((st = dc_tcp_tls_ctx_new(&o, false, &c->tls_ctx)) != DC_OK) {
+            dc_error_prefix("tcp: connect to %s", addr);
+            goto out_conn;
+        }
+    }
+    c->o.tls_peer_name = NULL; /* borrowed for the call only */
     if ((st = dc_session_start(&c->sess, 0)) != DC_OK)
         goto out_conn;
     c->state = C_CONNECTING;
@@ -693,8 +789,12 @@ static dc_status_t dc_tcp_wait(dc_verbs_conn_t *cb, int timeout_ms)
         for (uint32_t i = 0; i < c->k && !ready; i++) {
             dc_tcp_stream_t *s = &c->st[i];
             if ((!s->wblocked && (s->cur || s->ooff < s->olen)) ||
-                (s->rblocked && s->h.seq < c->rposted))
-                ready = true;
+                (s->rblocked && s->h.seq < c->rposted) ||
+                (s->ssl && !s->rblocked && SSL_pending(s->ssl) > 0))
+                ready = true; /* TLS: decrypted bytes epoll cannot see (not
+                                 SSL_has_pending: a partial record waits for
+                                 the socket, which epoll does see; counting it
+                                 made a receiver spin between segments) */
         }
         if ((c->txq_n || c->ctrl_n)) {
             for (uint32_t i = 0; i < c->k && !ready; i++)
@@ -718,7 +818,8 @@ static dc_status_t dc_tcp_wait(dc_verbs_conn_t *cb, int timeout_ms)
                 dc_tcp_hs_t *h = &c->hs[i];
                 if (h->fd < 0 || h->state == HS_DONE)
                     continue;
-                short ev = (h->state == HS_C_CONNECT || h->out_off < h->out_len) ? POLLOUT
+                short ev = h->state == HS_C_TLS ? (h->tls_wantw ? POLLOUT : POLLIN)
+                           : (h->state == HS_C_CONNECT || h->out_off < h->out_len) ? POLLOUT
                                                                                    : POLLIN;
                 p[n++] = (struct pollfd){.fd = h->fd, .events = ev};
             }
@@ -773,7 +874,12 @@ static void dc_tcp_close(dc_verbs_conn_t *cb)
                 continue;
             h.stream = (uint16_t)i;
             dc_verbs_hdr_pack(&h, b);
-            (void)send(s->fd, b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (s->ssl) {
+                (void)dc_tcp_tls_write(s->ssl, b, sizeof(b));
+                dc_tcp_tls_shutdown(s->ssl); /* close_notify */
+            } else {
+                (void)send(s->fd, b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT);
+            }
         }
         /* Linger briefly: send FIN, then read until the peer closes too, so
          * that unread bytes do not turn our close into a RST that could

@@ -13,6 +13,8 @@
  *   tcp_recv.c     reading and parsing the streams, CRC32C check, the
  *                  early-message stash, irecv
  *   tcp_hs.c       pack / parse of the handshake messages (tcp_hs.h)
+ *   tcp_tls.c      TLS 1.3 on the streams (tcp_tls.h): contexts, PSK and
+ *                  certificates, handshake, read / write
  */
 #ifndef DC_VERBS_TCP_INTERNAL_H
 #define DC_VERBS_TCP_INTERNAL_H
@@ -24,6 +26,7 @@
 #include "verbs/net.h"
 #include "verbs/session.h"
 #include "verbs/tcp_hs.h"
+#include "verbs/tcp_tls.h"
 
 #include <errno.h>
 #include <linux/errqueue.h>
@@ -48,6 +51,8 @@
 #define DC_TCP_HS_LINES 20            /* refused-handshake log lines per second */
 #define DC_TCP_MAX_HS_SRC 64          /* ... of them from one source address */
 #define DC_TCP_ZC_MIN (64u << 10)     /* MSG_ZEROCOPY only for messages this large */
+#define DC_TCP_TLS_SLACK (32u << 10)  /* > one TLS record: SO_RCVLOWAT margin on TLS streams */
+#define DC_TCP_TLS_RECORD 16384u      /* plaintext bytes of a full TLS record */
 #define DC_TCP_ZC_RING 1024           /* un-released zero-copy sends per stream */
 #define DC_TCP_STASH_MAX (64u << 20)  /* early messages held per connection (see stash) */
 #define W DC_VERBS_MAX_INFLIGHT
@@ -88,9 +93,11 @@ typedef struct dc_tcp_mr {
 
 typedef enum {
     HS_C_CONNECT,   /* TCP connect in progress */
+    HS_C_TLS,       /* TLS handshake in progress (opts.tls) */
     HS_C_CHAL,      /* HELLO sent (or sending), waiting for CHAL */
     HS_C_OK,        /* PROOF sent, waiting for OK */
-    HS_S_HELLO,     /* waiting for HELLO */
+    HS_S_HELLO,     /* waiting for HELLO (or a TLS ClientHello, see tcp_tls.c) */
+    HS_S_TLS,       /* TLS handshake in progress */
     HS_S_PROOF,     /* CHAL sent (or sending), waiting for PROOF */
     HS_DONE,
 } dc_tcp_hs_state_t;
@@ -109,6 +116,9 @@ typedef struct dc_tcp_hs {
      * peer's address without its port (the per-source cap) */
     double started;
     char src[128];
+    SSL *ssl;        /* TLS on this socket (NULL: clear); moves to the stream */
+    bool tls_wantw;  /* the TLS handshake waits for the socket to be writable */
+    bool tls_seen;   /* server: the first byte told TLS from clear */
     /* learned from PROOF (server side) */
     uint64_t session;
     uint32_t epoch, idx, nstreams, max_msg;
@@ -117,6 +127,7 @@ typedef struct dc_tcp_hs {
 
 typedef struct dc_tcp_stream {
     int fd;
+    SSL *ssl; /* TLS on the socket, NULL: clear (reads and writes go through it) */
     uint32_t events;
     /* send side */
     uint8_t obuf[DC_TCP_OBUF];
@@ -211,6 +222,12 @@ struct dc_tcp_conn {
     uint32_t ctrl_head, ctrl_n;
     bool peer_bye;
     bool zc_warned;
+    /* TLS (tcp_tls.c) */
+    bool tls;            /* client: dial with TLS */
+    SSL_CTX *tls_ctx;    /* client: its context (server streams: the listener's) */
+    char tls_name[256];  /* client, certificate mode: the name the server's
+                            certificate must carry */
+    bool tls_logged;     /* the connection's encryption was logged */
     dc_verbs_stats_t stats;
     dc_status_t err;
     char errmsg[512];
@@ -227,6 +244,8 @@ struct dc_tcp_listener {
     dc_verbs_opts_t o;
     uint8_t secret[DC_AUTH_MAX_SECRET];
     char addr[128];
+    SSL_CTX *tls_ctx;    /* NULL when config tls=off */
+    int tls;             /* DC_VERBS_TLS_ON: clear streams refused; OFF: TLS refused */
     dc_tcp_hs_t *hs[DC_TCP_MAX_HS];
     uint32_t nhs;
     /* unauthenticated handshakes dropped: evicted for a newer one (the
@@ -253,7 +272,9 @@ void dc_tcp_stream_reset(dc_tcp_conn_t *c, dc_tcp_stream_t *s);
 void dc_tcp_close_hs(dc_tcp_hs_t *h);
 void dc_tcp_break(dc_tcp_conn_t *c, const char *why);
 dc_status_t dc_tcp_progress_conn(dc_tcp_conn_t *c);
-dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd);
+dc_status_t dc_tcp_attach(dc_tcp_conn_t *c, uint32_t idx, int fd, SSL *ssl);
+ssize_t dc_tcp_sock_read(dc_tcp_stream_t *s, void *buf, size_t len);
+dc_status_t dc_tcp_io_error(dc_tcp_stream_t *s, const char *what);
 dc_tcp_conn_t *dc_tcp_conn_new(const dc_verbs_opts_t *o, uint32_t k);
 void dc_tcp_conn_free(dc_tcp_conn_t *c);
 

@@ -4,6 +4,8 @@
  * attaching each authenticated stream to the connection of its session
  * (session.h: a new session, another stream of it, or the re-dial of a
  * broken one), then handing established connections to accept().
+ * A socket whose first byte is 0x16 runs a TLS handshake first (tcp_tls.c;
+ * config tls=on refuses the others, tls=off refuses TLS).
  */
 #include "verbs/tcp_internal.h"
 
@@ -20,6 +22,7 @@ void dc_tcp_listener_unref(dc_tcp_listener_t *l)
     }
     if (l->fd >= 0)
         close(l->fd);
+    SSL_CTX_free(l->tls_ctx);
     memset(l->secret, 0, sizeof(l->secret));
     free(l);
 }
@@ -28,7 +31,8 @@ static void dc_tcp_hs_reply(dc_tcp_hs_t *h, uint32_t code, uint64_t session, uin
     uint8_t b[DC_TCP_OK];
     dc_tcp_okmsg_t m = {.code = code, .session = session, .rbase = rbase};
     dc_tcp_ok_pack(&m, b);
-    ssize_t n = send(h->fd, b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = h->ssl ? dc_tcp_tls_write(h->ssl, b, sizeof(b))
+                       : send(h->fd, b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;
 }
 static bool dc_tcp_session_live(const dc_session_t *s)
@@ -98,8 +102,10 @@ static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
     dc_tcp_hs_reply(h, DC_TCP_OK_ACCEPT, h->session, c->rbase);
     dc_tcp_ack_upto(c, h->rbase);
     int fd = h->fd;
+    SSL *ssl = h->ssl;
     h->fd = -1;
-    dc_status_t st = dc_tcp_attach(c, h->idx, fd);
+    h->ssl = NULL;
+    dc_status_t st = dc_tcp_attach(c, h->idx, fd, ssl);
     if (st != DC_OK)
         return st;
     if (++c->attached == c->k) {
@@ -113,10 +119,52 @@ static dc_status_t dc_tcp_hs_server_attach(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
     }
     return DC_OK;
 }
+/* The first byte of a new socket: a TLS record (0x16, handshake) or the
+ * clear HELLO ("DCTH"); the listener's tls mode decides what it takes. */
+static dc_status_t dc_tcp_hs_server_tls(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
+{
+    uint8_t b;
+    ssize_t n = recv(h->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return dc_error(DC_ERR_RESET, "tcp: %s closed the connection before the handshake",
+                        h->peer);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return DC_ERR_AGAIN;
+        return dc_error_errno(dc_status_from_errno(errno), errno, "tcp: handshake recv from %s",
+                              h->peer);
+    }
+    h->tls_seen = true;
+    if (b != 0x16) {
+        if (l->tls == DC_VERBS_TLS_ON)
+            return dc_error(DC_ERR_AUTH,
+                            "tcp: refused %s: it did not start TLS, and this "
+                            "listener (%s) requires it (config tls=on)",
+                            h->peer, l->addr);
+        return DC_OK;
+    }
+    if (!l->tls_ctx)
+        return dc_error(DC_ERR_AUTH,
+                        "tcp: refused %s: it started TLS, and this listener (%s) "
+                        "has config tls=off",
+                        h->peer, l->addr);
+    dc_status_t st = dc_tcp_tls_new(l->tls_ctx, h->fd, true, NULL, &h->ssl);
+    if (st != DC_OK)
+        return st;
+    h->state = HS_S_TLS;
+    return DC_OK;
+}
 /* Advance one server handshake.  DC_OK: finished (attached). */
 static dc_status_t dc_tcp_hs_server_step(dc_tcp_listener_t *l, dc_tcp_hs_t *h)
 {
     dc_status_t st;
+    if (h->state == HS_S_HELLO && !h->tls_seen && (st = dc_tcp_hs_server_tls(l, h)) != DC_OK)
+        return st;
+    if (h->state == HS_S_TLS) {
+        if ((st = dc_tcp_tls_handshake(h->ssl, h->peer, &h->tls_wantw)) != DC_OK)
+            return st;
+        h->state = HS_S_HELLO;
+    }
     if (h->state == HS_S_HELLO) {
         if ((st = dc_tcp_hs_fill(h)) != DC_OK)
             return st;
@@ -312,6 +360,12 @@ dc_status_t dc_tcp_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
     dc_status_t st = dc_verbs_opts_resolve(opts, &l->o, l->secret, sizeof(l->secret));
     if (st != DC_OK)
         goto out_free;
+    l->tls = l->o.tls;
+    if (l->tls != DC_VERBS_TLS_OFF &&
+        (st = dc_tcp_tls_ctx_new(&l->o, true, &l->tls_ctx)) != DC_OK) {
+        dc_error_prefix("tcp: listen on %s", bind_addr);
+        goto out_free;
+    }
     struct sockaddr_storage sa;
     socklen_t sl;
     if ((st = dc_net_resolve("tcp", bind_addr, true, &sa, &sl)) != DC_OK)
@@ -340,6 +394,7 @@ dc_status_t dc_tcp_listen(const dc_verbs_opts_t *opts, const char *bind_addr,
 out_fd:
     close(l->fd);
 out_free:
+    SSL_CTX_free(l->tls_ctx);
     memset(l->secret, 0, sizeof(l->secret));
     free(l);
     return st;

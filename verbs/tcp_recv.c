@@ -245,6 +245,11 @@ static void dc_tcp_payload_take(dc_tcp_stream_t *s, const uint8_t *src, size_t n
  * iperf3's rate: on loopback the sender's CPU pays for every wakeup. */
 static void dc_tcp_lowat(dc_tcp_stream_t *s, size_t n)
 {
+    if (s->ssl) /* TLS: the socket holds records, and up to one record of
+                   this payload may already sit in the SSL's buffer (no read
+                   ahead): at least n - DC_TCP_TLS_SLACK more bytes are sure
+                   to come (ciphertext is longer than its plaintext) */
+        n = n > 2 * DC_TCP_TLS_SLACK ? n - DC_TCP_TLS_SLACK : 1;
     if (s->lowat == n)
         return;
     int v = (int)n;
@@ -253,7 +258,7 @@ static void dc_tcp_lowat(dc_tcp_stream_t *s, size_t n)
 }
 /* Read and parse what the stream has.  DC_OK (would block / paused) or a
  * break reason. */
-dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
+static dc_status_t dc_tcp_stream_recv_body(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
 {
     size_t budget = DC_TCP_BUDGET;
     dc_status_t st;
@@ -323,7 +328,7 @@ dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
             /* bounded chunks: the CRC then reads bytes still in cache (L2) */
             size_t want = DC_MIN((size_t)s->h.len - s->doff, (size_t)DC_TCP_RCHUNK);
             dc_tcp_lowat(s, want);
-            n = recv(s->fd, dst, want, MSG_DONTWAIT);
+            n = dc_tcp_sock_read(s, dst, want);
             if (n > 0) {
                 if (!dc_fault_active())
                     s->crc = dc_crc32c(s->crc, dst, (size_t)n);
@@ -342,7 +347,7 @@ dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
                 want = s->in_trailer ? 4 - s->toff + DC_VERBS_HDR_SIZE
                                      : DC_VERBS_HDR_SIZE - s->rhoff;
             dc_tcp_lowat(s, 1);
-            n = recv(s->fd, s->rbuf, want, MSG_DONTWAIT);
+            n = dc_tcp_sock_read(s, s->rbuf, want);
             if (n > 0) {
                 s->rpos = 0;
                 s->rlen = (size_t)n;
@@ -358,8 +363,18 @@ dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
             s->rready = false;
             return DC_OK;
         }
-        return dc_error_errno(dc_status_from_errno(errno), errno, "recv");
+        return dc_tcp_io_error(s, "recv");
     }
+}
+dc_status_t dc_tcp_stream_recv(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
+{
+    if (!s->ssl)
+        return dc_tcp_stream_recv_body(c, s);
+    dc_tcp_tls_guard_t g; /* SIGPIPE blocked once for the batch of SSL calls */
+    dc_tcp_tls_guard_begin(&g);
+    dc_status_t st = dc_tcp_stream_recv_body(c, s);
+    dc_tcp_tls_guard_end(&g);
+    return st;
 }
 dc_status_t dc_tcp_irecv(dc_verbs_conn_t *cb, void *buf, size_t cap, dc_verbs_mr_t *mr,
                                 dc_verbs_req_t **out)

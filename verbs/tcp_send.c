@@ -3,7 +3,8 @@
  * un-ACKed messages, ACK/NACK control frames waiting for a stream, writing
  * header + payload + CRC32C trailer to a stream (each piece checksummed
  * just before it is written; MSG_ZEROCOPY for large payloads, with the
- * kernel's completions reaped from the error queue), and isend().
+ * kernel's completions reaped from the error queue; through TLS, one piece
+ * per SSL_write, retried with the same bytes), and isend().
  * The protocol is described in tcp.c.
  */
 #include "verbs/tcp_internal.h"
@@ -150,7 +151,7 @@ dc_status_t dc_tcp_zc_reap(dc_tcp_conn_t *c, dc_tcp_stream_t *s)
 }
 /* Write what the stream has.  Returns DC_OK (idle or would block) or a
  * break reason (DC_ERR_RESET...). */
-dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
+static dc_status_t dc_tcp_stream_send_body(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
 {
     size_t budget = DC_TCP_BUDGET;
     for (;;) {
@@ -188,7 +189,36 @@ dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t id
             n_iov++;
         }
         ssize_t n = 0;
-        if (n_iov) {
+        if (s->ssl) {
+            /* TLS: one piece per SSL_write (header bytes, then payload),
+             * except that header and payload that fit one record go as one
+             * (a record each cost a small message two sends, two wakeups
+             * and two decryptions); after it would block, the same bytes
+             * come first again (nothing above moves ooff / poff meanwhile;
+             * the copy is rebuilt alike).  Partial-write mode returns after
+             * each record: not a sign of a full socket */
+            uint8_t one[DC_TCP_TLS_RECORD];
+            const uint8_t *p = a ? s->obuf + s->ooff : s->cur->sbuf + s->poff;
+            size_t l = a ? DC_MIN(a, want) : want;
+            if (a && b && want >= a + b && a + b <= sizeof(one)) {
+                memcpy(one, s->obuf + s->ooff, a);
+                memcpy(one + a, s->cur->sbuf + s->poff, b);
+                p = one;
+                l = a + b;
+            }
+            n = dc_tcp_tls_write(s->ssl, p, l);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    s->wblocked = true;
+                    return DC_OK;
+                }
+                return dc_tcp_io_error(s, "send");
+            }
+            want = (size_t)n; /* not blocked: go on below */
+            zc = false;
+        } else if (n_iov) {
             struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
             int fl = MSG_NOSIGNAL | MSG_DONTWAIT;
             /* more of this payload follows at once: no partial segment */
@@ -255,6 +285,16 @@ dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t id
             return DC_OK;
         budget -= (size_t)n;
     }
+}
+dc_status_t dc_tcp_stream_send(dc_tcp_conn_t *c, dc_tcp_stream_t *s, uint32_t idx)
+{
+    if (!s->ssl)
+        return dc_tcp_stream_send_body(c, s, idx);
+    dc_tcp_tls_guard_t g; /* SIGPIPE blocked once for the batch of SSL calls */
+    dc_tcp_tls_guard_begin(&g);
+    dc_status_t st = dc_tcp_stream_send_body(c, s, idx);
+    dc_tcp_tls_guard_end(&g);
+    return st;
 }
 static dc_status_t dc_tcp_isend_any(dc_verbs_conn_t *cb, const void *buf, size_t len,
                                     dc_verbs_mr_t *mr, const uint32_t *crc,

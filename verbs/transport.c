@@ -192,6 +192,17 @@ dc_status_t dc_verbs_opts_resolve(const dc_verbs_opts_t *in, dc_verbs_opts_t *ou
         o.hs_timeout_ms = o.timeout_ms;
     if (o.zerocopy < 0)
         o.zerocopy = 0;
+    if (o.tls == DC_VERBS_TLS_CONFIG) {
+        const char *t = dc_config_get("tls");
+        o.tls = !t || strcmp(t, "auto") == 0 ? DC_VERBS_TLS_AUTO
+                : strcmp(t, "on") == 0       ? DC_VERBS_TLS_ON
+                : strcmp(t, "off") == 0      ? DC_VERBS_TLS_OFF
+                                             : -1;
+        if (o.tls < 0)
+            return dc_error(DC_ERR_INVALID, "config tls=%s: want auto, on or off", t);
+    } else if (o.tls < DC_VERBS_TLS_OFF || o.tls > DC_VERBS_TLS_AUTO) {
+        return dc_error(DC_ERR_INVALID, "dc_verbs_opts_t.tls=%d: want DC_VERBS_TLS_*", o.tls);
+    }
     if (o.max_msg_size == 0)
         o.max_msg_size = DC_VERBS_DEFAULT_MAX_MSG;
     if (o.max_msg_size > UINT32_MAX)

@@ -147,7 +147,24 @@ typedef struct dc_verbs_opts {
     uint32_t hs_timeout_ms; /**< listeners: deadline of a peer's handshake before it is
                                  authenticated (at most timeout_ms); 0: config
                                  handshake_timeout_ms */
+    int tls;                /**< tcp: DC_VERBS_TLS_*; 0 (DC_VERBS_TLS_CONFIG):
+                                 the config key tls */
+    int wan;                /**< 1: the connection crosses regions (tls=auto
+                                 encrypts exactly these) */
+    const char *tls_peer_name; /**< tcp connect() in certificate mode: the
+                                 name the server's certificate must carry
+                                 (the node's host name); NULL: any
+                                 certificate of the CA.  Borrowed for the call */
 } dc_verbs_opts_t;
+
+/* dc_verbs_opts_t.tls (config key tls: auto|on|off); see verbs/tcp_tls.c */
+enum {
+    DC_VERBS_TLS_CONFIG = 0, /**< take the config key tls */
+    DC_VERBS_TLS_OFF = 1,    /**< clear; a listener refuses TLS streams */
+    DC_VERBS_TLS_ON = 2,     /**< TLS 1.3; a listener refuses clear streams */
+    DC_VERBS_TLS_AUTO = 3,   /**< TLS on connections with opts.wan; a listener
+                                  takes both (the dialing side chooses) */
+};
 
 #define DC_VERBS_DEFAULT_MAX_MSG (64u << 20) /* 64 MiB */
 #define DC_VERBS_MAX_INFLIGHT 256           /* per connection and direction */
@@ -173,6 +190,11 @@ typedef struct dc_verbs_stats {
     char path_note[512];    /**< why a faster path this node has is left
                                  unused, "" when none: e.g. UCX over TCP
                                  although the node has RDMA (ucx.h) */
+    char encryption[64];    /**< cipher suite of the streams (tcp TLS: e.g.
+                                 "TLS_AES_128_GCM_SHA256"), "none" in clear */
+    uint32_t ktls;          /**< kernel TLS: bit 0 send, bit 1 receive */
+    char peer_cert[256];    /**< TLS certificate mode: the name in the peer's
+                                 verified certificate; "" otherwise */
 } dc_verbs_stats_t;
 
 /* ------------------------------------------------------------------------

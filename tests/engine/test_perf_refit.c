@@ -24,6 +24,13 @@ static void check_json(const char *path, int netns)
                         "    assert v['payload_bytes'] * 4 < v['dense_payload_bytes']\n"
                         "    assert set(v['phases']) == {'encode','transfer','apply','commit'}\n"
                         "    assert len(v['wan_bytes']) >= 2\n"
+                        "    # issue 19: every edge says its encryption; by default (tls=auto)\n"
+                        "    # the edges between regions are TLS, the others clear\n"
+                        "    enc = v['encryption']\n"
+                        "    assert all(enc[k] == 'TLS_AES_128_GCM_SHA256' for k in v['wan_bytes']), enc\n"
+                        "    assert all(e in ('TLS_AES_128_GCM_SHA256', 'none') for e in enc.values()), enc\n"
+                        "assert d['encryption']['wan'] == 'TLS_AES_128_GCM_SHA256', d['encryption']\n"
+                        "assert d['encryption']['lan'] == 'none', d['encryption']\n"
                         "PY",
                         path, netns),
                  0, "bad JSON in %s", path);

@@ -153,3 +153,100 @@ Test(refit, changed_tensor_set_refused_cleanly)
         cr_assert(job_exact(&J, i, 1), "receiver %d is not at v1", i);
     }
 }
+
+/* Issue 19: the edges between regions are encrypted by default (config
+ * tls=auto), those inside a region are not, and the job stays exact. */
+Test(refit, edges_between_regions_are_encrypted_by_default)
+{
+    job_init(&J, 2, 2, "2e5", 2, "optimizer");
+    unsetenv("DELTACAST_TLS");
+    job_start_all(&J, NULL);
+    job_expect_all_exit_ok(&J, 60, 10);
+    job_expect_all_exact(&J, 2);
+    /* every node logs each connection's encryption; some cross regions
+     * (TLS) and some do not (clear) */
+    cr_assert_eq(job_sh("grep -hq 'encryption TLSv1.3 TLS_AES_128_GCM_SHA256, PSK from the job "
+                        "secret' %s/log*",
+                        J.dir),
+                 0, "no connection was encrypted");
+    cr_assert_eq(job_sh("grep -hq 'encryption none (clear)' %s/log*", J.dir), 0,
+                 "every connection was encrypted (tls=auto: between regions only)");
+    /* stats: every wan link says the suite, every lan link none */
+    cr_assert_eq(job_sh("python3 -c \"import json; d=json.load(open('%s/stats.json')); "
+                        "l=[k for v in d['versions'] for k in v['links']]; "
+                        "assert any(k['kind']=='wan' for k in l), l; "
+                        "assert all(k['encryption']==('TLS_AES_128_GCM_SHA256' if "
+                        "k['kind']=='wan' else 'none') for k in l), l\"",
+                        J.dir),
+                 0);
+}
+
+/* Certificates for "trainer", "r0-n0", "r1-n0" (the --local names) signed by
+ * one CA, in dir/tls. */
+static void tls_certs(const char *dir)
+{
+    cr_assert_eq(job_sh("mkdir -p %s/tls && cd %s/tls && set -e; "
+                        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+                        "-keyout ca.key -out ca.pem -days 2 -subj /CN=job-ca 2>/dev/null; "
+                        "for n in trainer r0-n0 r1-n0; do "
+                        "printf 'subjectAltName=DNS:%%s\\n' $n > $n.ext; "
+                        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+                        "-keyout $n.key -out $n.csr -subj /CN=$n 2>/dev/null; "
+                        "openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+                        "-out $n.pem -days 2 -extfile $n.ext 2>/dev/null; done",
+                        dir, dir),
+                 0, "openssl CLI failed");
+}
+
+/* Start node `rank` with the certificate of `name`. */
+static void tls_start(job_t *j, int rank, const char *name)
+{
+    char env[1024];
+    snprintf(env, sizeof(env),
+             "DELTACAST_TLS_CA_FILE=%s/tls/ca.pem;DELTACAST_TLS_CERT_FILE=%s/tls/%s.pem;"
+             "DELTACAST_TLS_KEY_FILE=%s/tls/%s.key",
+             j->dir, j->dir, name, j->dir, name);
+    job_start(j, rank, env, NULL);
+}
+
+/* Issue 19, certificate mode: each node's certificate names it; the job is
+ * exact and every node logs its peers' certificate names. */
+Test(refit, certificates_name_every_node)
+{
+    job_init(&J, 2, 1, "1e5", 1, "optimizer");
+    tls_certs(J.dir);
+    tls_start(&J, 0, "trainer");
+    usleep(100000);
+    tls_start(&J, 1, "r0-n0");
+    tls_start(&J, 2, "r1-n0");
+    job_expect_all_exit_ok(&J, 60, 10);
+    job_expect_all_exact(&J, 1);
+    cr_assert_eq(job_sh("grep -q 'certificates, kernel TLS off.*peer certificate r0-n0' %s/log0",
+                        J.dir),
+                 0, "the trainer did not see r0-n0's certificate");
+    /* r0-n0 dials the trainer and checks the trainer's certificate */
+    cr_assert_eq(job_sh("grep -q 'connection to .*peer certificate trainer' %s/log1", J.dir), 0,
+                 "r0-n0 did not see the trainer's certificate");
+}
+
+/* Issue 19, certificate mode: a node that presents another node's
+ * certificate cannot claim its own id (nor the other's: its parent checks
+ * the id in its SUB / HELLO against the certificate's name). */
+Test(refit, a_certificate_of_another_node_cannot_claim_this_one)
+{
+    job_init(&J, 2, 1, "1e5", 1, "optimizer");
+    tls_certs(J.dir);
+    tls_start(&J, 0, "trainer");
+    usleep(100000);
+    tls_start(&J, 1, "r0-n0");
+    tls_start(&J, 2, "r0-n0"); /* node 2 is r1-n0, with r0-n0's certificate */
+    int seen = job_until_sh(30000,
+                            "grep -q \"claims node 2 (r1-n0), but its TLS certificate names "
+                            "'r0-n0': refused\" %s/log0",
+                            J.dir);
+    if (!seen)
+        job_dump_logs(&J);
+    cr_assert(seen, "the trainer did not refuse the impostor");
+    cr_assert_eq(job_wait(&J, 2, 1), -1, "the impostor finished a refit");
+    cr_assert(!job_exact(&J, 2, 1), "the impostor got the weights");
+}

@@ -34,6 +34,9 @@ typedef struct pair_cfg {
     int timeout_ms;
     int caller_crc; /* sender: 0 isend; 1 isend_crc with the right CRC32C;
                        2 isend_crc, WRONG for messages i % 5 == 3 */
+    /* optional: called with the listener's address before the sender forks;
+     * writes the address the sender dials instead (a proxy in between) */
+    void (*via)(const char *listen_addr, char *dial_addr, size_t len);
 } pair_cfg_t;
 
 typedef struct pair_result {
@@ -177,6 +180,11 @@ static inline pair_result_t run_pair(const pair_cfg_t *cfg)
     cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
     char addr[128];
     cr_assert_eq(t->listen_addr(l, addr, sizeof(addr)), DC_OK);
+    if (cfg->via) {
+        char lis[128];
+        snprintf(lis, sizeof(lis), "%s", addr);
+        cfg->via(lis, addr, sizeof(addr));
+    }
 
     fflush(NULL);
     pid_t pid = fork();

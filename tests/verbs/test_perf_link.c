@@ -42,3 +42,32 @@ Test(perf_link, bytes_not_a_multiple_of_size_verifies)
     run_client("4KiB", "1000000", "c2.log"); /* the last 576 bytes */
     run_client("64KiB", "1MiB", "c3.log");  /* an exact multiple */
 }
+
+/* Issue 19: `perf link --tls` measures the same link in clear and with TLS
+ * side by side; every report says its encryption. */
+Test(perf_link, tls_side_by_side_reports_both_and_the_suite)
+{
+    const char *env[] = {"DELTACAST_SECRET=perf-link-test", NULL};
+    proc_pl_server_start(&S, "plink-tls", env, false);
+    char log[256];
+    proc_pl_path(&S, "tls.log", log, sizeof(log));
+    char *argv[] = {
+        (char *)proc_bin(), "perf", "link",     "--client",    S.addr, "--tls",  "--size", "256KiB",
+        "--bytes",          "8MiB", "--verify", "--lat-iters", "5",    "--json", NULL};
+    int rc = proc_wait(proc_spawn(argv, env, log), 60);
+    cr_assert_eq(rc, 0, "perf link --tls exit %d (see %s)", rc, log);
+    json_t *j = proc_json(log);
+    cr_assert_not_null(j, "no JSON in %s", log);
+    json_t *clear = json_object_get(j, "clear"), *tls = json_object_get(j, "tls");
+    cr_assert(clear && tls, "no clear / tls runs (see %s)", log);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "encryption")), "TLS_AES_128_GCM_SHA256");
+    cr_assert_str_eq(json_string_value(json_object_get(clear, "encryption")), "none");
+    cr_assert_str_eq(json_string_value(json_object_get(tls, "encryption")),
+                     "TLS_AES_128_GCM_SHA256");
+    cr_assert(json_is_true(json_object_get(clear, "verified")) &&
+              json_is_true(json_object_get(tls, "verified")));
+    cr_assert_gt(json_real_value(json_object_get(j, "goodput_ratio")), 0);
+    cr_assert_gt(json_real_value(json_object_get(tls, "cpu_s_per_gb")), 0);
+    cr_assert_gt(json_real_value(json_object_get(tls, "server_cpu_s_per_gb")), 0);
+    json_decref(j);
+}
