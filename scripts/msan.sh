@@ -85,7 +85,7 @@ fi
 ninja -C "$dir" libdeltacast.a testkit/libdctestkit.a cli/deltacast >/dev/null
 
 # --- the tests against tests/msan's runner -----------------------------------
-link="$dir/testkit/libdctestkit.a $dir/libdeltacast.a $prefix/lib/libzstd.a $prefix/lib/libjansson.a -lyaml -lcrypto -lm
+link="$dir/testkit/libdctestkit.a $dir/libdeltacast.a $prefix/lib/libzstd.a $prefix/lib/libjansson.a -lyaml -lssl -lcrypto -lm
   -lpthread -ldl"
 cflags="$msan -O1 -g -std=gnu11 -DXXH_INLINE_ALL= -I$src/tests/msan -I$src/tests/kernels
   -I$src -I$src/include -I$dir"
