@@ -88,7 +88,8 @@ ninja -C "$dir" libdeltacast.a testkit/libdctestkit.a cli/deltacast >/dev/null
 link="$dir/testkit/libdctestkit.a $dir/libdeltacast.a $prefix/lib/libzstd.a $prefix/lib/libjansson.a -lyaml -lssl -lcrypto -lm
   -lpthread -ldl"
 cflags="$msan -O1 -g -std=gnu11 -DXXH_INLINE_ALL= -I$src/tests/msan -I$src/tests/kernels
-  -I$src -I$src/include -I$dir"
+  -I$src/tests -I$src -I$src/include -I$dir -DDC_TEST_SRC_DIR=\"$src\"
+  -DDC_TEST_BIN_PATH=\"$dir/cli/deltacast\""
 mkdir -p "$dir/t"
 tests="kern crc32c digest rans gaps codec frame delta safetensors gen poison"
 for t in $tests; do

@@ -1,5 +1,6 @@
 /* test_cli.c - the deltacast command's contract: help, version, usage
  * errors.  Runs the real binary (path in $DELTACAST_BIN). */
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@ struct run_result {
 
 static void run(struct run_result *r, const char *args)
 {
-    const char *bin = getenv("DELTACAST_BIN");
+    const char *bin = dc_test_bin();
     cr_assert_not_null(bin, "DELTACAST_BIN not set");
     char cmd[1024];
     char eo[] = "/tmp/dc_cli_errXXXXXX";

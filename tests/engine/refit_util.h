@@ -5,6 +5,7 @@
 #ifndef DC_TEST_REFIT_UTIL_H
 #define DC_TEST_REFIT_UTIL_H
 
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +40,7 @@ typedef struct job {
 
 static inline const char *job_bin(void)
 {
-    const char *b = getenv("DELTACAST_BIN");
+    const char *b = dc_test_bin();
     cr_assert_not_null(b, "DELTACAST_BIN not set");
     return b;
 }

@@ -1,6 +1,7 @@
 /* test_launch.c - a refit job launched by a real `mpirun` (OpenMPI) and by
  * a real Slurm `srun`: one command line for every rank, the rank read from
  * the launcher's environment by `deltacast node`. */
+#include "testenv.h"
 #include "refit_util.h"
 
 static job_t J;
@@ -42,7 +43,7 @@ Test(launch, slurm_srun)
 {
     char setup[512];
     snprintf(setup, sizeof(setup), "sh '%s/scripts/slurm-setup.sh'",
-             getenv("DELTACAST_SRC") ? getenv("DELTACAST_SRC") : ".");
+             dc_test_src());
     if (system("command -v srun >/dev/null 2>&1") != 0)
         cr_skip_test("srun (slurm-wlm) is not installed");
     if (job_sh("%s", setup) != 0)

@@ -7,6 +7,7 @@
  * error and no output file; deterministic output across thread counts;
  * in-place apply; buffer API; and the CLI (gen -> diff -> apply -> cmp).
  */
+#include "testenv.h"
 #include <criterion/criterion.h>
 
 #include "kernels/codec.h"
@@ -100,7 +101,7 @@ static uint64_t uvarint(const uint8_t *b, size_t *p)
 
 static uint8_t *read_fixture(const char *name, size_t *len)
 {
-    const char *src = getenv("DELTACAST_SRC");
+    const char *src = dc_test_src();
     cr_assert_not_null(src, "DELTACAST_SRC not set");
     char p[1024];
     snprintf(p, sizeof(p), "%s/tests/kernels/data/%s", src, name);
@@ -577,7 +578,7 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
     dc_store_le32(bad + 124, dc_crc32c(0, bad, 124));
     spit(path("bad.delta"), bad, dl);
     char fb[1024];
-    snprintf(fb, sizeof(fb), "%s/tests/kernels/data/v1_base.safetensors", getenv("DELTACAST_SRC"));
+    snprintf(fb, sizeof(fb), "%s/tests/kernels/data/v1_base.safetensors", dc_test_src());
     uint64_t ts;
     cr_assert_eq(dc_delta_target_size(bad, dl, &ts), DC_ERR_FORMAT);
     cr_assert(strstr(dc_last_error(), "its length field says") != NULL, "%s", dc_last_error());
@@ -647,7 +648,7 @@ static int run(const char *cmd)
 
 Test(delta, cli_gen_diff_apply_inspect)
 {
-    const char *bin = getenv("DELTACAST_BIN");
+    const char *bin = dc_test_bin();
     if (!bin)
         cr_skip_test("DELTACAST_BIN not set");
     char cmd[8192];

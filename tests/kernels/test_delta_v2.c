@@ -6,6 +6,7 @@
  * a base tensor the base lacks, bad encodings, counts that disagree, an
  * unknown version) are refused with a clear error, never accepted.
  */
+#include "testenv.h"
 #include <criterion/criterion.h>
 
 #include "kernels/codec.h"
@@ -36,7 +37,7 @@ static uint8_t *slurp(const char *p, size_t *len)
 
 static uint8_t *fixture(const char *name, size_t *len)
 {
-    const char *src = getenv("DELTACAST_SRC");
+    const char *src = dc_test_src();
     cr_assert_not_null(src, "DELTACAST_SRC not set");
     char p[1024];
     snprintf(p, sizeof(p), "%s/tests/kernels/data/%s", src, name);

@@ -2,6 +2,7 @@
  * rates, determinism, file structure, and bad command lines.  The changed
  * count the CLI reports is checked against an independent count over the
  * two files. */
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -44,7 +45,7 @@ static run_t R;
 
 static void run(run_t *r, const char *fmt, ...)
 {
-    const char *bin = getenv("DELTACAST_BIN");
+    const char *bin = dc_test_bin();
     cr_assert_not_null(bin, "DELTACAST_BIN not set");
     char args[1024], cmd[2048], ef[512];
     va_list ap;

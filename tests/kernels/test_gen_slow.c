@@ -2,6 +2,7 @@
  * 1e9 BF16 parameters (two 2 GB files), streamed.  Checks the summary, the
  * file sizes, that both files open and validate, and the change rate.
  * Skips when the temp file system lacks 5 GB. */
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 
 Test(gen_slow, one_billion_params, .timeout = 1200)
 {
-    const char *bin = getenv("DELTACAST_BIN");
+    const char *bin = dc_test_bin();
     cr_assert_not_null(bin);
     char dir[] = "/tmp/dc_gen_slowXXXXXX";
     cr_assert_not_null(mkdtemp(dir));

@@ -1,6 +1,7 @@
 /* test_perf_codec.c - `deltacast perf codec` runs its cases for real and
  * reports exact round trips (to a new buffer and in place) and every
  * figure in --json.  Speed is not asserted. */
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@
 
 Test(perf_codec, json_reports_exact_round_trips, .timeout = 120)
 {
-    const char *bin = getenv("DELTACAST_BIN");
+    const char *bin = dc_test_bin();
     cr_assert_not_null(bin);
     char dir[] = "/tmp/dc_perf_codec_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -73,7 +74,7 @@ static long long checkpoint_bytes_of_run(const char *bin, const char *dir, const
  * again, not measured under the new label. */
 Test(perf_codec, pairs_of_other_params_are_regenerated, .timeout = 120)
 {
-    const char *bin = getenv("DELTACAST_BIN");
+    const char *bin = dc_test_bin();
     cr_assert_not_null(bin);
     char dir[] = "/tmp/dc_perf_codec_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -102,7 +103,7 @@ static json_t *run_json(const char *cmd, int *status)
  * zstd -1 baseline in the JSON; a malformed --pair is a usage error. */
 Test(perf_codec, pair_is_measured_with_bounds_and_xor_zstd, .timeout = 120)
 {
-    const char *bin = getenv("DELTACAST_BIN");
+    const char *bin = dc_test_bin();
     cr_assert_not_null(bin);
     char dir[] = "/tmp/dc_perf_codec_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));

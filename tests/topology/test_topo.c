@@ -1,5 +1,6 @@
 /* test_topo.c - topology files (YAML), validation errors, synthetic
  * topologies, measured link rates. */
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@ static char path_buf[4096];
 
 static const char *example(const char *name)
 {
-    const char *src = getenv("DELTACAST_SRC");
+    const char *src = dc_test_src();
     snprintf(path_buf, sizeof(path_buf), "%s/topology/examples/%s", src ? src : "../..", name);
     return path_buf;
 }

@@ -1,5 +1,6 @@
 /* test_plan_cli.c - `deltacast plan` through the real binary
  * ($DELTACAST_BIN). */
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@ static struct run_result R;
 static void run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void run(const char *fmt, ...)
 {
-    const char *bin = getenv("DELTACAST_BIN");
+    const char *bin = dc_test_bin();
     cr_assert_not_null(bin, "DELTACAST_BIN not set");
     char args[2048], cmd[4096];
     va_list ap;
@@ -45,7 +46,7 @@ static void run(const char *fmt, ...)
 
 static const char *src(void)
 {
-    const char *s = getenv("DELTACAST_SRC");
+    const char *s = dc_test_src();
     return s ? s : "../..";
 }
 

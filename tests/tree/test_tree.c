@@ -1,5 +1,6 @@
 /* test_tree.c - relay-tree properties, exhaustively over small topologies,
  * determinism, node views, and re-planning after a death. */
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,7 +292,7 @@ Test(tree, wide_sender_is_striped_over_gateways)
 Test(tree, shard_aware_node_views)
 {
     dc_topo_t *topo = NULL;
-    const char *src = getenv("DELTACAST_SRC");
+    const char *src = dc_test_src();
     char p[4096];
     snprintf(p, sizeof(p), "%s/topology/examples/small.yaml", src ? src : "../..");
     cr_assert_eq(dc_topo_load(p, &topo), DC_OK, "%s", dc_last_error());

@@ -2,6 +2,7 @@
 #ifndef DC_TEST_VERBS_PROC_H
 #define DC_TEST_VERBS_PROC_H
 
+#include "testenv.h"
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -15,7 +16,7 @@
 
 static inline const char *proc_bin(void)
 {
-    const char *b = getenv("DELTACAST_BIN");
+    const char *b = dc_test_bin();
     return b && *b ? b : "deltacast";
 }
 
