@@ -468,7 +468,8 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
              weights_path: str | None = None, tensors=None, segments=None,
              initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
              durable: bool = False, wait_ms: int = 0, abort_ms: int = 0,
-             memory: str = "host", transport: str | None = None) -> None:
+             memory: str = "host", transport: str | None = None,
+             secret: str | bytes | None = None, secret_file: str | None = None) -> None:
     """Run one node of a refit job until the job ends (blocks).
 
     Root (rank 0): versions_dir holds v0.safetensors .. vK.safetensors.
@@ -505,6 +506,24 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
     if segments:
         cfg.segments, cfg.n_segments = _segments(segments, keep), len(segments)
     _check(_lib().dc_refit_node_run(ctypes.byref(cfg)))
+
+
+def _set_secret(secret, secret_file) -> None:
+    """The job secret for every connection of this process: secret_file
+    (a file only you can read) sets config secret_file, secret (str or
+    bytes, no NUL) config secret; None leaves the environment's
+    (DELTACAST_SECRET_FILE, DELTACAST_SECRET).  Process-wide, as config
+    keys are."""
+    if secret is not None and secret_file is not None:
+        raise ValueError("give secret or secret_file, not both")
+    if secret_file is not None:
+        config_set("secret_file", os.fsdecode(secret_file))
+    elif secret is not None:
+        text = secret.decode() if isinstance(secret, bytes) else secret
+        if not text or "\0" in text:
+            raise ValueError("the job secret must be non-empty text without NUL")
+        config_set("secret_file", "")  # the environment's file would win
+        config_set("secret", text)
 
 
 def _segments(segments, keep: list):
@@ -560,14 +579,16 @@ class Sender:
     receiver applied and verified it and the commit record was written,
     with the version's figures; the buffers must not change meanwhile.
     close() ends the job (BYE).  Also a context manager.  memory="cuda":
-    the segments are (device address, nbytes) of GPU memory.  transport as
-    for run_node().
+    the segments are (device address, nbytes) of GPU memory.  transport,
+    secret and secret_file as for run_node().
     """
 
     def __init__(self, topo: Topology, state_dir: str, tensors, segments, *, rank: int = 0,
                  initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
                  wait_ms: int = 0, abort_ms: int = 0, stats_path: str | None = None,
-                 memory: str = "host", transport: str | None = None):
+                 memory: str = "host", transport: str | None = None,
+                 secret: str | bytes | None = None, secret_file: str | None = None):
+        _set_secret(secret, secret_file)
         self._keep = []
         self._topo = topo  # borrowed by the sender until close
         cfg = _RefitNodeOpts()
