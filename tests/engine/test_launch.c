@@ -244,5 +244,5 @@ Test(launch, secret_and_state_errors)
     /* a state directory that cannot be made is named */
     job_sh("touch %s/plain", J.dir);
     expect_fail("DELTACAST_TIMEOUT_MS=500", "--local 1:2:20999 --rank 1 --weights w1.st --state plain/x/%r",
-                "plain/x: mkdir");
+                "node 1: state directory: cannot create directory plain/x/1 (at plain/x)");
 }
