@@ -41,8 +41,11 @@
 #include "verbs/fault.h"
 #include "verbs/transport.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,13 +67,14 @@ static void dc_perf_link_help(FILE *fp)
             "       deltacast perf link --client ADDR:PORT [--transport tcp|ucx|rdma|auto]\n"
             "                           [--streams K] [--size BYTES] [--duration S]\n"
             "                           [--bytes N] [--warmup N] [--lat-iters N] [--verify]\n"
-            "                           [--tls] [--json]\n"
+            "                           [--tls] [--json] [--insecure]\n"
             "\n"
             "Measure a link through a deltacast transport: goodput (Gb/s, 1e9 bit/s, payload\n"
             "bytes acknowledged by the receiver), message rate, and round-trip latency\n"
             "percentiles of an 8-byte ping-pong.  Reports which transport and device were\n"
             "used and why.  Both sides need the job secret (DELTACAST_SECRET_FILE or\n"
-            "DELTACAST_SECRET).  The server keeps serving clients one after another.\n"
+            "DELTACAST_SECRET), or both --insecure on loopback.  The server keeps serving\n"
+            "clients one after another.\n"
             "\n"
             "Options:\n"
             "  --server                 serve (default bind 0.0.0.0:7471)\n"
@@ -105,6 +109,10 @@ static void dc_perf_link_help(FILE *fp)
             "                           the link is encrypted as config tls says (tls=on:\n"
             "                           encrypted; auto: clear, perf link is no region edge)\n"
             "  --timeout-ms MS          connect/reconnect timeout (default config)\n"
+            "  --insecure               no job secret (a public one): refused unless the\n"
+            "                           server's --bind and the client's ADDR are loopback\n"
+            "                           addresses (127.0.0.0/8, ::1); both ends need it; said\n"
+            "                           in the report (JSON \"insecure\": true)\n"
             "  --json                   one JSON object (keys: transport, device, why,\n"
             "                           path_note (why a faster path of this node, e.g.\n"
             "                           RDMA under UCX, went unused; null: none), streams,\n"
@@ -149,8 +157,53 @@ typedef struct dc_pl_opts {
     bool transport_crc;
     bool json;
     bool tls_compare;
+    bool insecure; /* --insecure: the public secret below, loopback only */
     uint32_t timeout_ms;
 } dc_pl_opts_t;
+
+/* --- --insecure: a well-known secret instead of the job's, both ends on
+ * loopback addresses (anyone on this machine could connect) ------------ */
+
+#define DC_PL_INSECURE_SECRET "deltacast-perf-link-insecure-loopback-only"
+
+static void dc_pl_auth(dc_verbs_opts_t *o, const dc_pl_opts_t *po)
+{
+    if (po->insecure) {
+        o->secret = DC_PL_INSECURE_SECRET;
+        o->secret_len = sizeof(DC_PL_INSECURE_SECRET) - 1;
+    }
+}
+
+/* Whether HOST of "HOST:PORT" / "[V6]:PORT" resolves to loopback
+ * addresses only (127.0.0.0/8, ::1). */
+static bool dc_pl_loopback(const char *addr)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+    if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']')
+        addr++, n -= 2;
+    if (n == 0 || n >= sizeof(host))
+        return false;
+    memcpy(host, addr, n);
+    host[n] = 0;
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0)
+        return false;
+    bool ok = ai != NULL;
+    for (struct addrinfo *p = ai; p; p = p->ai_next) {
+        if (p->ai_family == AF_INET)
+            ok &= (ntohl(((struct sockaddr_in *)p->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+        else if (p->ai_family == AF_INET6)
+            ok &= IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)p->ai_addr)->sin6_addr) != 0;
+        else
+            ok = false;
+    }
+    freeaddrinfo(ai);
+    return ok;
+}
 
 /* CPU seconds (user + system) of this process so far. */
 static double dc_pl_cpu_s(void)
@@ -349,13 +402,14 @@ static int dc_pl_server(const char *bind, const char *transport, bool once, cons
     dc_verbs_opts_t o;
     dc_verbs_opts_init(&o);
     o.timeout_ms = po->timeout_ms;
+    dc_pl_auth(&o, po);
     dc_verbs_listener_t *l;
     if ((st = t->listen(&o, bind, &l)) != DC_OK)
         return dc_cli_fail("perf link", st, "listen");
     char addr[128];
     t->listen_addr(l, addr, sizeof(addr));
-    fprintf(stdout, "perf link server: listening on %s (transport %s: %s)\n", addr, t->name,
-            why);
+    fprintf(stdout, "perf link server: listening on %s (transport %s: %s)%s\n", addr, t->name,
+            why, po->insecure ? " INSECURE: no job secret, loopback only" : "");
     fflush(stdout);
     if (addr_file) {
         FILE *f = fopen(addr_file, "w");
@@ -407,6 +461,7 @@ static int dc_pl_client_run(const char *addr, const dc_pl_opts_t *po, int tls, j
     o.streams = po->streams;
     o.timeout_ms = po->timeout_ms;
     o.tls = tls;
+    dc_pl_auth(&o, po);
     if (po->zerocopy)
         o.zerocopy = 1;
     dc_verbs_conn_t *c = NULL;
@@ -658,6 +713,7 @@ static int dc_pl_client_run(const char *addr, const dc_pl_opts_t *po, int tls, j
         json_object_set_new(j, "zc_sends", json_integer((json_int_t)s.zc_sends));
         json_object_set_new(j, "zc_copied", json_integer((json_int_t)s.zc_copied));
         json_object_set_new(j, "encryption", json_string(s.encryption[0] ? s.encryption : "none"));
+        json_object_set_new(j, "insecure", json_boolean(po->insecure));
         json_object_set_new(j, "ktls", json_integer(s.ktls));
         json_object_set_new(j, "cpu_seconds", json_real(cpu_s));
         json_object_set_new(j, "cpu_s_per_gb",
@@ -675,6 +731,8 @@ static int dc_pl_client_run(const char *addr, const dc_pl_opts_t *po, int tls, j
         printf("perf link: transport %s, device %s, %u stream(s), crc32c %s\n", t->name, device,
                streams, dc_crc32c_impl());
         printf("  chosen: %s\n", why);
+        if (po->insecure)
+            printf("  INSECURE: no job secret (--insecure), loopback only\n");
         if (s.path_note[0])
             printf("  WARNING: %s\n", s.path_note);
         printf("  goodput   %8.3f Gb/s  (%s in %.3f s, %llu x %llu B messages, depth %u)\n", gbps,
@@ -763,7 +821,7 @@ int dc_cmd_perf_link(int argc, char **argv)
     }
     enum { O_SERVER = 256, O_BIND, O_ONCE, O_ADDRFILE, O_CLIENT, O_TRANSPORT, O_STREAMS,
            O_SIZE, O_DURATION, O_BYTES, O_DEPTH, O_LAT, O_VERIFY, O_TIMEOUT, O_JSON, O_ZC,
-           O_WARMUP, O_TCRC, O_TLS };
+           O_WARMUP, O_TCRC, O_TLS, O_INSECURE };
     static const struct option opts[] = {
         {"server", no_argument, NULL, O_SERVER},
         {"bind", required_argument, NULL, O_BIND},
@@ -784,6 +842,7 @@ int dc_cmd_perf_link(int argc, char **argv)
         {"transport-crc", no_argument, NULL, O_TCRC},
         {"timeout-ms", required_argument, NULL, O_TIMEOUT},
         {"json", no_argument, NULL, O_JSON},
+        {"insecure", no_argument, NULL, O_INSECURE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -858,6 +917,7 @@ int dc_cmd_perf_link(int argc, char **argv)
             po.timeout_ms = (uint32_t)v;
             break;
         case O_JSON: po.json = true; break;
+        case O_INSECURE: po.insecure = true; break;
         default: return DC_EXIT_USAGE;
         }
     }
@@ -865,6 +925,10 @@ int dc_cmd_perf_link(int argc, char **argv)
         return dc_cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (server == (client != NULL))
         return dc_cli_usage_error(cmd, "give exactly one of --server or --client ADDR:PORT");
+    if (po.insecure && !dc_pl_loopback(server ? bind : client))
+        return dc_cli_usage_error(cmd, "--insecure runs without the job secret, so only on "
+                                       "loopback: %s is not a loopback address (%s 127.0.0.1:PORT)",
+                                  server ? bind : client, server ? "--bind" : "--client");
     if (server)
         return dc_pl_server(bind, po.transport, once, addr_file, &po);
     if (po.tls_compare && !po.transport)

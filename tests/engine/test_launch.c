@@ -246,3 +246,36 @@ Test(launch, secret_and_state_errors)
     expect_fail("DELTACAST_TIMEOUT_MS=500", "--local 1:2:20999 --rank 1 --weights w1.st --state plain/x/%r",
                 "node 1: state directory: cannot create directory plain/x/1 (at plain/x)");
 }
+
+/* --- perf link --insecure: no job secret, loopback only ------------------ */
+
+Test(launch, perf_link_insecure_loopback_only)
+{
+    job_init(&J, 1, 1, "2e4", 1, "optimizer");
+    const char *d = J.dir, *b = job_bin();
+    /* refused off loopback, on either end, naming the address */
+    cr_assert_eq(job_sh("cd %s && env -u DELTACAST_SECRET '%s' perf link --server --insecure "
+                        "2>err1; test $? = 2 && grep -q '0.0.0.0:7471 is not a loopback address' "
+                        "err1", d, b), 0, "an insecure server on 0.0.0.0 was not refused");
+    cr_assert_eq(job_sh("cd %s && env -u DELTACAST_SECRET '%s' perf link --client 192.0.2.1:7471 "
+                        "--insecure 2>err2; test $? = 2 && grep -q '192.0.2.1:7471 is not a "
+                        "loopback address' err2", d, b), 0, "an insecure client off loopback ran");
+    /* on loopback both ends run without any secret, and say so */
+    cr_assert_eq(job_sh("cd %s && (env -u DELTACAST_SECRET timeout 60 '%s' perf link --server "
+                        "--bind 127.0.0.1:0 --addr-file af --once --insecure --transport tcp "
+                        ">srv.log 2>&1 &) && for i in $(seq 100); do test -s af && break; "
+                        "sleep 0.1; done && env -u DELTACAST_SECRET timeout 60 '%s' perf link "
+                        "--client $(cat af) --insecure --transport tcp --bytes 8MiB --lat-iters 10 "
+                        "--json > out.json", d, b, b), 0, "insecure perf link on loopback failed");
+    cr_assert_eq(job_sh("grep -q '\"insecure\": true' %s/out.json && grep -q 'INSECURE' "
+                        "%s/srv.log", d, d), 0, "the report does not say insecure");
+    /* a client with a secret against an insecure server: refused by auth */
+    cr_assert_eq(job_sh("cd %s && rm -f af && (env -u DELTACAST_SECRET timeout 30 '%s' perf link "
+                        "--server --bind 127.0.0.1:0 --addr-file af --once --insecure "
+                        "--transport tcp >srv2.log 2>&1 & echo $! > srv2.pid) && for i in $(seq 100); do test -s af "
+                        "&& break; sleep 0.1; done && DELTACAST_SECRET=other timeout 30 '%s' perf "
+                        "link --client $(cat af) --transport tcp --bytes 1MiB --timeout-ms 1000 "
+                        "2>err3; rc=$?; kill $(cat srv2.pid); test $rc = 1 "
+                        "&& grep -q 'failed authentication' err3", d, b, b), 0,
+                 "a client with the job secret joined an insecure server");
+}
