@@ -10,6 +10,7 @@
 #     examples/sender.py refits to a C receiver byte-exact;
 #   - the mpirun line of examples/README.md, and the Slurm batch script's
 #     topology (and the batch script itself when Slurm is up here);
+#   - examples/loopback-job.sh: a job without a topology file or launcher;
 #   - libdeltacast.so has no libcudart among its NEEDED libraries.
 # One "PASS name" / "FAIL name: why" / "SKIP name: why" line per check, then
 # "N passed, N failed, N skipped", also written to BUILD_DIR/examples-count.txt
@@ -211,6 +212,14 @@ if bash -n "$src/examples/refit.sbatch" 2>"$log/sbatch" &&
   pass slurm_script
 else
   fail slurm_script "$(tail -n 3 "$log/sbatch" | tr '\n' ' ')"
+fi
+# a job with no topology file and no launcher (--nodelist, --port 0, a rendezvous)
+mkdir -p loop
+if (cd loop && DELTACAST=$dcbin timeout 120 "$src/examples/loopback-job.sh" 2 >"$log/loopback" 2>&1) &&
+   grep -q "refit to 2 receivers, byte-exact" "$log/loopback"; then
+  pass loopback_job
+else
+  fail loopback_job "$(tail -n 3 "$log/loopback" | tr '\n' ' ')"
 fi
 if [ ! -x "$recv" ]; then
   skip slurm_job "no C examples were built"

@@ -52,9 +52,10 @@ static const dc_config_entry_t dc_config_entries[] = {
      "verbs/transport.c, per connection"},
     {"timeout_ms", "30000", "connect/handshake/ack timeout in milliseconds", MS, NULL,
      "engine, per node; verbs per connection"},
-    {"secret_file", "", "file holding the job secret for HMAC authentication", S, NULL,
+    {"secret_file", "", "file holding the job secret for HMAC authentication (also `deltacast "
+     "node --secret-file`, Python secret_file=)", S, NULL,
      "verbs/auth.c, per connection"},
-    {"secret", "", "job secret (prefer secret_file; environment only)", S, NULL,
+    {"secret", "", "job secret (prefer secret_file; DELTACAST_SECRET, Python secret=)", S, NULL,
      "verbs/auth.c, per connection"},
     {"fault", "", "fault injection for tests: corrupt=P,corrupt_at=OFF,drop_after=N,stall_ms=T",
      S, NULL, "verbs/fault.c, process-wide (first connection)"},
