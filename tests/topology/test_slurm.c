@@ -313,3 +313,78 @@ Test(launch_place, topology_ports_and_regions)
     cr_assert(strstr(dc_last_error(), "past 65535"), "%s", dc_last_error());
     dc_launch_place_free(&p);
 }
+
+/* --- the rendezvous directory: files read as hostile --------------------- */
+#include <stdio.h>
+#include <unistd.h>
+
+static char rdv_dir[64];
+
+static void rdv_write(const char *name, const char *bytes, size_t n)
+{
+    char p[128];
+    snprintf(p, sizeof(p), "%s/%s", rdv_dir, name);
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+}
+
+/* rank-1 holds `bytes`; waiting for 2 ranks must fail with `msg` */
+static void rdv_bad(const char *bytes, size_t n, const char *msg)
+{
+    rdv_write("rank-1", bytes, n);
+    char **a = NULL;
+    dc_status_t st = dc_rendezvous_wait(rdv_dir, "job7", 2, 200, &a);
+    cr_assert_neq(st, DC_OK, "accepted '%.*s'", (int)n, bytes);
+    cr_assert(strstr(dc_last_error(), msg), "'%s' lacks '%s'", dc_last_error(), msg);
+}
+
+Test(rendezvous, publish_wait_and_hostile_files)
+{
+    strcpy(rdv_dir, "/tmp/dc_rdv_XXXXXX");
+    cr_assert_not_null(mkdtemp(rdv_dir));
+    char deep[128];
+    snprintf(deep, sizeof(deep), "%s/a/b", rdv_dir);
+    /* published (the directory made with its parents), then read back */
+    cr_assert_eq(dc_rendezvous_publish(deep, "job7", 0, "127.0.0.1:4000"), DC_OK, "%s",
+                 dc_last_error());
+    cr_assert_eq(dc_rendezvous_publish(deep, "job7", 1, "[::1]:4001"), DC_OK, "%s", dc_last_error());
+    char **a = NULL;
+    cr_assert_eq(dc_rendezvous_wait(deep, "job7", 2, 1000, &a), DC_OK, "%s", dc_last_error());
+    cr_assert_str_eq(a[0], "127.0.0.1:4000");
+    cr_assert_str_eq(a[1], "[::1]:4001");
+    dc_rendezvous_free(a, 2);
+    cr_assert_neq(dc_rendezvous_publish(deep, "job7", 2, "host:0"), DC_OK);
+    cr_assert_neq(dc_rendezvous_publish(deep, "job7", 2, "ho st:80"), DC_OK);
+    /* another job's file is not this job's: a timeout naming it */
+    cr_assert_eq(dc_rendezvous_wait(deep, "job8", 2, 200, &a), DC_ERR_TIMEOUT);
+    cr_assert(strstr(dc_last_error(), "ranks 0 (a file of another job), 1 (a file of another job)"),
+              "%s", dc_last_error());
+    /* hostile entries in the directory are named, never trusted */
+    rdv_write("rank-0", "deltacast-rendezvous 1 job7 127.0.0.1:4000\n", 43);
+    rdv_bad("garbage\n", 8, "is not a rendezvous entry");
+    rdv_bad("deltacast-rendezvous 1 job7 127.0.0.1:4000", 42, "is not a rendezvous entry");
+    rdv_bad("deltacast-rendezvous 1 job7 a:1\nb:2\n", 36, "is not a rendezvous entry");
+    rdv_bad("deltacast-rendezvous 1 job7 a:1\0\n", 34, "is not a rendezvous entry");
+    rdv_bad("deltacast-rendezvous 1 job7\n", 28, "has no address");
+    rdv_bad("deltacast-rendezvous 1 job7 127.0.0.1:65536\n", 44, "is not HOST:PORT");
+    rdv_bad("deltacast-rendezvous 1 job7 127.0.0.1:0\n", 40, "is not HOST:PORT");
+    rdv_bad("deltacast-rendezvous 1 job7 a/b:80\n", 35, "is not HOST:PORT");
+    rdv_bad("deltacast-rendezvous 1 job7 :80\n", 32, "is not HOST:PORT");
+    char big[2048];
+    memset(big, 'a', sizeof(big));
+    memcpy(big, "deltacast-rendezvous 1 job7 ", 28);
+    big[sizeof(big) - 1] = '\n';
+    rdv_bad(big, sizeof(big), "is not a rendezvous entry");
+    /* a symlink is not followed */
+    char link[128];
+    snprintf(link, sizeof(link), "%s/rank-1", rdv_dir);
+    unlink(link);
+    cr_assert_eq(symlink("/etc/passwd", link), 0);
+    cr_assert_neq(dc_rendezvous_wait(rdv_dir, "job7", 2, 200, &a), DC_OK);
+    cr_assert(strstr(dc_last_error(), "cannot open"), "%s", dc_last_error());
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", rdv_dir);
+    cr_assert_eq(system(cmd), 0);
+}
