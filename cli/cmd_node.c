@@ -56,7 +56,8 @@ static void dc_node_help(FILE *fp)
             "                           DIR/rank-r, then every node waits (--wait-ms) for\n"
             "                           all; use a fresh DIR per job without Slurm or MPI\n"
             "  --world-size N           tasks, when no launcher says (--nodelist)\n"
-            "  --rank N                 this process's node index\n"
+            "  --rank N                 this process's node index (the launcher's\n"
+            "                           variables are then ignored)\n"
             "  --secret-file FILE       the job secret (config secret_file)\n"
             "  --state DIR              state directory: commit record, journal; created\n"
             "                           with its parents (default deltacast-state/node-RANK)\n"
@@ -406,9 +407,15 @@ int dc_cmd_node(int argc, char **argv)
     dc_launch_info_t li;
     memset(&li, 0, sizeof(li));
     li.size = sizeof(li);
-    dc_status_t st = dc_launch_from_env(&li);
-    if (st != DC_OK)
+    dc_status_t st = DC_OK;
+    if (rank >= 0) {
+        /* --rank: started by hand, even inside an allocation whose
+         * SLURM_NTASKS / SLURM_PROCID describe the batch shell */
+        li = (dc_launch_info_t){.size = sizeof(li), .rank = -1, .world_size = -1,
+                                .local_rank = -1, .source = "none"};
+    } else if ((st = dc_launch_from_env(&li)) != DC_OK) {
         return dc_cli_fail("node", st, "reading the launcher's environment");
+    }
     if (rank < 0 && li.rank < 0)
         return dc_cli_usage_error("node", "no --rank and no MPI/Slurm rank in the environment");
     if (rank < 0)

@@ -226,6 +226,11 @@ Test(launch, world_size_and_rank_checked)
                 "SLURM_STEP_TASKS_PER_NODE=3,1",
                 "--slurm --weights w1.st",
                 "the host list places it as task 1 of h1, the launcher as local task 0");
+    /* --rank: a process started by hand inside an allocation; its
+     * SLURM_NTASKS is the batch shell's, not checked (it gets as far as
+     * the missing secret) */
+    expect_fail("-u DELTACAST_SECRET SLURM_PROCID=0 SLURM_NTASKS=1", "--local 1:2 --rank 1 --weights w1.st",
+                "no job secret");
     expect_fail("SLURM_PROCID=0 SLURM_NTASKS=2", "--slurm --versions ver",
                 "--slurm: no SLURM_STEP_NODELIST or SLURM_JOB_NODELIST");
 }
