@@ -435,11 +435,12 @@ int dc_cmd_node(int argc, char **argv)
     if (cfg.state_dir)
         cfg.state_dir = sbuf;
     dc_topo_t *topo = NULL;
-    int hold = -1; /* the rendezvous port, held until the node ran */
+    int hold[2] = {-1, -1}; /* the rendezvous ports, held until the node ran */
     char what[PATH_MAX + 32];
     if (launched) {
         lo.wait_ms = cfg.wait_ms;
-        st = dc_node_launch_topo(&lo, &li, &rank, &topo, &hold);
+        lo.transport = cfg.transport;
+        st = dc_node_launch_topo(&lo, &li, &rank, &topo, hold);
         snprintf(what, sizeof(what), "the topology of %s", lo.slurm ? "--slurm" : "--nodelist");
     } else if (topo_path) {
         st = dc_topo_load(topo_path, &topo);
@@ -456,8 +457,7 @@ int dc_cmd_node(int argc, char **argv)
         st = dc_node_launch_check(&li, topo, what, cfg.rank);
     if (st != DC_OK) {
         dc_topo_free(topo);
-        if (hold >= 0)
-            close(hold);
+        dc_node_launch_release(hold);
         return dc_cli_fail("node", st, "rank %u", cfg.rank);
     }
     /* the job secret, before anything waits on a peer */
@@ -467,8 +467,7 @@ int dc_cmd_node(int argc, char **argv)
     memset(secret, 0, sizeof(secret));
     if (st != DC_OK) {
         dc_topo_free(topo);
-        if (hold >= 0)
-            close(hold);
+        dc_node_launch_release(hold);
         return dc_cli_fail("node", st, "rank %u", cfg.rank);
     }
     char state[PATH_MAX];
@@ -504,8 +503,7 @@ int dc_cmd_node(int argc, char **argv)
     }
     st = from_memory ? dc_node_from_memory(&cfg) : dc_node_run(&cfg);
     dc_topo_free(topo);
-    if (hold >= 0)
-        close(hold);
+    dc_node_launch_release(hold);
     if (st != DC_OK)
         return dc_cli_fail("node", st, "rank %u", cfg.rank);
     return DC_EXIT_OK;

@@ -37,15 +37,17 @@ dc_status_t dc_node_launch_check(const dc_launch_info_t *li, const dc_topo_t *to
     return DC_OK;
 }
 
-/* Bind an ephemeral port on `host` (SO_REUSEADDR, not listening: the
- * engine's listener binds it again); its number in *port. */
-static dc_status_t reserve_port(const char *host, int *fd, unsigned *port)
+/* Bind `port` (0: an ephemeral one) on `host` with SO_REUSEADDR, not
+ * listening (the engine's listener binds it again); the port in *port. */
+static dc_status_t bind_port(const char *host, int *fd, unsigned *port)
 {
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof(hints));
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
-    int e = getaddrinfo(host, "0", &hints, &ai);
+    char serv[8];
+    snprintf(serv, sizeof(serv), "%u", *port);
+    int e = getaddrinfo(host, serv, &hints, &ai);
     if (e != 0)
         return dc_error(DC_ERR_IO, "rendezvous: cannot resolve this node's host '%s': %s", host,
                         gai_strerror(e));
@@ -60,7 +62,7 @@ static dc_status_t reserve_port(const char *host, int *fd, unsigned *port)
         if (s >= 0)
             close(s);
         freeaddrinfo(ai);
-        return dc_error_errno(DC_ERR_IO, e, "rendezvous: cannot bind a port on '%s'", host);
+        return dc_error_errno(DC_ERR_IO, e, "rendezvous: cannot bind port %s on '%s'", serv, host);
     }
     freeaddrinfo(ai);
     *port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
@@ -69,10 +71,40 @@ static dc_status_t reserve_port(const char *host, int *fd, unsigned *port)
     return DC_OK;
 }
 
-dc_status_t dc_node_launch_topo(const dc_node_launch_t *o, const dc_launch_info_t *li,
-                                int64_t *rank, dc_topo_t **out, int *hold)
+/* A free port P for the node's topology address; when its region's
+ * transport may be ucx (`transport` ucx or auto), which listens on P +
+ * config lan_port_offset, that port too (held in hold[1]). */
+static dc_status_t reserve_port(const char *host, const char *transport, int hold[2],
+                                unsigned *port)
 {
-    *hold = -1;
+    if (!transport || !*transport)
+        transport = dc_config_get("transport");
+    uint64_t off = 0;
+    bool two = transport && (!strcmp(transport, "ucx") || !strcmp(transport, "auto"));
+    dc_status_t st = two ? dc_config_get_size("lan_port_offset", &off) : DC_OK;
+    if (st != DC_OK)
+        return st;
+    for (int tries = 0; tries < 64; tries++) {
+        *port = 0;
+        if ((st = bind_port(host, &hold[0], port)) != DC_OK)
+            return st;
+        if (!two)
+            return DC_OK;
+        unsigned p2 = *port + (unsigned)off;
+        if (off > 0 && p2 <= 65535 && bind_port(host, &hold[1], &p2) == DC_OK)
+            return DC_OK;
+        close(hold[0]);
+        hold[0] = -1;
+    }
+    return dc_error(DC_ERR_IO, "rendezvous: no free port P on '%s' with P + lan_port_offset %llu "
+                    "free too (transport %s; --transport tcp needs one port)", host,
+                    (unsigned long long)off, transport);
+}
+
+dc_status_t dc_node_launch_topo(const dc_node_launch_t *o, const dc_launch_info_t *li,
+                                int64_t *rank, dc_topo_t **out, int hold[2])
+{
+    hold[0] = hold[1] = -1;
     const char *list = o->nodelist, *per_node = NULL, *list_var = "--nodelist";
     if (o->slurm) {
         static const char *const lv[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
@@ -122,7 +154,7 @@ dc_status_t dc_node_launch_topo(const dc_node_launch_t *o, const dc_launch_info_
     if (o->port == 0) {
         unsigned port = 0;
         char key[128], addr[300];
-        if ((st = reserve_port(host, hold, &port)) != DC_OK)
+        if ((st = reserve_port(host, o->transport, hold, &port)) != DC_OK)
             goto out;
         snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
         dc_rendezvous_key(key, sizeof(key));
@@ -138,9 +170,19 @@ dc_status_t dc_node_launch_topo(const dc_node_launch_t *o, const dc_launch_info_
 out:
     dc_rendezvous_free(addrs, p.n_tasks);
     dc_launch_place_free(&p);
-    if (st != DC_OK && *hold >= 0) {
-        close(*hold);
-        *hold = -1;
-    }
+    for (int i = 0; st != DC_OK && i < 2; i++)
+        if (hold[i] >= 0) {
+            close(hold[i]);
+            hold[i] = -1;
+        }
     return st;
+}
+
+void dc_node_launch_release(int hold[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (hold[i] >= 0) {
+            close(hold[i]);
+            hold[i] = -1;
+        }
 }
