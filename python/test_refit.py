@@ -224,7 +224,8 @@ class Refit(unittest.TestCase):
     def test_secret_file_keyword(self):
         """Sender(secret_file=...) authenticates with that file's secret,
         not the DELTACAST_SECRET of the environment: a receiver given the
-        file through DELTACAST_SECRET_FILE takes the version."""
+        file through DELTACAST_SECRET_FILE takes the version.  The sender's
+        state directory is created with its parents."""
         with self.assertRaises(ValueError):
             dc.Sender(None, "st", [], [], secret="a", secret_file="b")
         tmp = tempfile.mkdtemp(prefix="dc-py-secret-")
@@ -255,7 +256,8 @@ class Refit(unittest.TestCase):
                                   env=env, stderr=subprocess.PIPE)
             topo = dc.Topology.local(1, 1, port)
             try:
-                with dc.Sender(topo, os.path.join(tmp, "st0"), tensors, segments,
+                # the state directory is made with its parents
+                with dc.Sender(topo, os.path.join(tmp, "deep", "a", "st0"), tensors, segments,
                                wait_ms=30000, secret_file=secret) as snd:
                     self.assertEqual(dc.config_get("secret_file"), secret)
                     for name, _, _, data in v1:
@@ -266,6 +268,7 @@ class Refit(unittest.TestCase):
                 self.assertEqual(rx.returncode, 0, err.decode(errors="replace"))
             with open(w, "rb") as got, open(v1p, "rb") as want:
                 self.assertEqual(got.read(), want.read())
+            self.assertEqual(dc.refit_committed(os.path.join(tmp, "deep", "a", "st0"))[0], 1)
             topo.close()
         finally:
             dc.config_set("secret_file", None)
