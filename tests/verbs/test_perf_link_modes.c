@@ -231,6 +231,28 @@ Test(perf_link_modes, tcp_bidir_both_directions_move_data) { bidir("tcp"); }
 Test(perf_link_modes, tcp_sweep_lists_the_sizes) { sweep("tcp", false); }
 Test(perf_link_modes, tcp_sweep_reverse) { sweep("tcp", true); }
 
+/* --bytes in the server-sending modes: exactly that many bytes each way,
+ * the last message shorter (1000000 is no multiple of 4 KiB), verified. */
+Test(perf_link_modes, tcp_reverse_and_bidir_by_bytes_are_exact)
+{
+    server_start("tcp", "plm-bytes");
+    const char *rev[] = {"-R", "--bytes", "1000000", "--size", "4KiB", "--verify",
+                         "--lat-iters", "3", NULL};
+    json_t *j = client("tcp", "rev-bytes.log", rev);
+    cr_assert_eq((uint64_t)num(j, "received_bytes"), 1000000);
+    cr_assert_eq((uint64_t)num(j, "sent_bytes"), 0);
+    cr_assert(json_is_true(json_object_get(j, "verified")));
+    json_decref(j);
+    const char *bi[] = {"--bidir", "--bytes", "1000000", "--size", "4KiB", "--verify",
+                        "--lat-iters", "3", NULL};
+    j = client("tcp", "bidir-bytes.log", bi);
+    cr_assert_eq((uint64_t)num(j, "received_bytes"), 1000000);
+    cr_assert_eq((uint64_t)num(j, "sent_bytes"), 1000000);
+    cr_assert_eq((uint64_t)num(j, "server_bytes"), 1000000);
+    cr_assert(json_is_true(json_object_get(j, "verified")));
+    json_decref(j);
+}
+
 Test(perf_link_modes, ucx_reverse_the_client_receives)
 {
     need("ucx");
