@@ -40,8 +40,11 @@ static void dc_info_help(FILE *fp)
             "Options:\n"
             "  --json       one JSON object (keys: version, build_features, transports\n"
             "               [{name, compiled, usable, reason, device, speed_gbps,\n"
-            "               max_msg_size, max_streams}], auto, tcp {interfaces}, ucx,\n"
-            "               rdma {devices}, cuda, ktls, cpu, hw)\n"
+            "               max_msg_size, max_streams, gpu_memory}], auto, tcp\n"
+            "               {interfaces}, ucx {version, usable, reason, transports},\n"
+            "               rdma {devices, reason}, cuda, ktls {available, reason}, cpu\n"
+            "               {model, isa_supported, kernel_isa, DELTACAST_KERN_ISA, crc32c},\n"
+            "               hw {gpus, nics, numa_nodes, cores} or {reason})\n"
             "  -h, --help   show this help\n");
 }
 
