@@ -299,6 +299,68 @@ Test(perf_link_modes, rdma_reverse_bidir_sweep)
     sweep("rdma", true);
 }
 
+/* Poll the server's log for `needle` (it logs a dropped client at once). */
+static bool server_logged(const char *needle)
+{
+    for (int i = 0; i < 100; i++) {
+        if (proc_file_contains(S_log, needle))
+            return true;
+        usleep(100000);
+    }
+    return false;
+}
+
+/* A version-2 SETUP from an authenticated peer is still hostile bytes: an
+ * unknown flag, -R and --bidir at once, depth or size 0, no duration and no
+ * byte count: the server drops that client, says why, and serves the next. */
+Test(perf_link_modes, hostile_setup2_is_refused_and_the_server_goes_on)
+{
+    server_start("tcp", "plm-hostile");
+    cr_assert_eq(setenv("DELTACAST_SECRET", "perf-link-modes-test", 1), 0);
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK, "%s", dc_last_error());
+    static const struct {
+        uint32_t flags, depth;
+        uint64_t size, dur_ns, bytes;
+        const char *said;
+    } cases[] = {
+        {0x80 | 2, 4, 4096, 1000000000, 0, "unknown SETUP flags 0x82"},
+        {2 | 4, 4, 4096, 1000000000, 0, "unknown SETUP flags 0x6"},
+        {2, 0, 4096, 1000000000, 0, "asks for size 4096 depth 0"},
+        {4, 4, 0, 1000000000, 0, "asks for size 0 depth 4"},
+        {2, 65, 4096, 1000000000, 0, "asks for size 4096 depth 65"},
+        {2, 4, 4096, 0, 0, "asks for a duration of 0 ns"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dc_verbs_opts_t o;
+        dc_verbs_opts_init(&o);
+        dc_verbs_conn_t *c = NULL;
+        cr_assert_eq(t->connect(&o, S_addr, &c), DC_OK, "%s", dc_last_error());
+        dc_status_t st;
+        while ((st = t->connect_test(c)) == DC_ERR_AGAIN)
+            (void)t->wait(c, 10);
+        cr_assert_eq(st, DC_OK, "connect: %s", dc_last_error());
+        uint8_t setup[48] = {0};
+        dc_store_le32(setup, 0x4c504344u); /* "DCPL" */
+        dc_store_le32(setup + 4, 2);
+        dc_store_le64(setup + 8, cases[i].size);
+        dc_store_le32(setup + 16, cases[i].flags);
+        dc_store_le32(setup + 20, cases[i].depth);
+        dc_store_le64(setup + 24, cases[i].dur_ns);
+        dc_store_le64(setup + 32, cases[i].bytes);
+        cr_assert_eq(dc_verbs_send_blocking(c, setup, sizeof(setup), 10000), DC_OK, "%s",
+                     dc_last_error());
+        cr_assert(server_logged(cases[i].said), "case %zu: the server did not say '%s' (see %s)",
+                  i, cases[i].said, S_log);
+        t->close(c);
+    }
+    const char *args[] = {"-R", "--bytes", "1MiB", "--size", "64KiB", "--verify", "--lat-iters",
+                          "3", NULL};
+    json_t *j = client("tcp", "after.log", args);
+    cr_assert_eq((uint64_t)num(j, "received_bytes"), 1u << 20);
+    json_decref(j);
+}
+
 /* Modes that cannot combine are usage errors (exit 2), said as such. */
 Test(perf_link_modes, conflicting_modes_are_usage_errors)
 {
