@@ -697,7 +697,8 @@ def _view(name: str, t) -> _View:
         v.nbytes = t.numel() * t.element_size()
         v.addr = t.data_ptr()
         v.writable = True
-    elif hasattr(t, "__array_interface__") and hasattr(t, "dtype") and hasattr(t, "flags"):
+    elif hasattr(t, "__array_interface__") and hasattr(t, "ctypes") and hasattr(t, "flags"):
+        # a numpy array (ndarray: scalars have no .ctypes and no memory of their own)
         dt = t.dtype
         if dt.byteorder == ">" or (dt.byteorder == "=" and sys.byteorder == "big"):
             raise ValueError(f"deltacast: tensor '{name}' is big-endian ({dt.str}): safetensors "
@@ -940,16 +941,27 @@ def _st_image(views) -> bytes:
     return bytes(out)
 
 
-def _st_parse(image: bytes) -> tuple:
-    """(layout, data offset, [(begin, end)]) of an image _st_image wrote
-    (the library verified it)."""
+def _st_parse(image: bytes, views) -> tuple:
+    """(data offset, [(begin, end)]) of a delta's target image, checked
+    against the views' layout before anything is written: the delta (and so
+    the target's header) is input like any other."""
     import json
-    n = int.from_bytes(image[:8], "little")
-    header = json.loads(image[8:8 + n])
-    header.pop("__metadata__", None)
-    ents = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
-    lay = [(k, e["dtype"], tuple(e["shape"])) for k, e in ents]
-    return lay, 8 + n, [tuple(e["data_offsets"]) for _, e in ents]
+    try:
+        n = int.from_bytes(image[:8], "little")
+        header = json.loads(image[8:8 + n])
+        header.pop("__metadata__", None)
+        ents = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
+        lay = [(k, e["dtype"], tuple(e["shape"])) for k, e in ents]
+        spans = [(int(e["data_offsets"][0]), int(e["data_offsets"][1])) for _, e in ents]
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        raise ValueError(f"deltacast: the delta's target is not a safetensors image ({e}); "
+                         "nothing was written") from None
+    check_layout([(v.name, v.dtype, v.shape) for v in views], lay)
+    for v, (b, e) in zip(views, spans):
+        if e - b != v.nbytes or b < 0 or 8 + n + e > len(image):
+            raise ValueError(f"deltacast: the delta's target holds tensor '{v.name}' at bytes "
+                             f"[{b}, {e}), not its {v.nbytes} bytes; nothing was written")
+    return 8 + n, spans
 
 
 def diff_tensors(base_sd, next_sd, *, order: str = "name", chunk_size: int = 0,
@@ -974,8 +986,7 @@ def apply_tensors(sd, delta: bytes, *, order: str = "name", threads: int = 0) ->
     if ro:
         raise ValueError(f"deltacast: array '{ro[0]}' is read-only: apply writes in place")
     target = apply_bytes(_st_image(views), delta, threads)
-    lay, data, spans = _st_parse(target)
-    check_layout([(v.name, v.dtype, v.shape) for v in views], lay)
+    data, spans = _st_parse(target, views)
     for v, (b, e) in zip(views, spans):
         if v.nbytes:
             ctypes.memmove(v.addr, target[data + b:data + e], v.nbytes)
@@ -1029,7 +1040,6 @@ def apply_buffer(buf, delta: bytes, *, threads: int = 0) -> None:
     if not v.writable:
         raise ValueError("deltacast: the buffer is read-only: apply_buffer writes in place")
     target = apply_bytes(_st_image([v]), delta, threads)
-    lay, data, spans = _st_parse(target)
-    check_layout([("buffer", "U8", (v.nbytes,))], lay)
+    data, _ = _st_parse(target, [v])
     if v.nbytes:
         ctypes.memmove(v.addr, target[data:data + v.nbytes], v.nbytes)

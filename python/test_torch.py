@@ -186,6 +186,9 @@ class Dtypes(unittest.TestCase):
         with self.assertRaises(TypeError) as e:
             dc.layout({"lst": [1.0, 2.0]})
         self.assertIn("'lst'", str(e.exception))
+        with self.assertRaises(TypeError) as e:  # a numpy scalar has no memory to refit
+            dc.layout({"scalar": np.float32(1.0)})
+        self.assertIn("'scalar'", str(e.exception))
 
 
 @unittest.skipIf(MISSING, MISSING or "")
@@ -296,6 +299,22 @@ class DiffApply(unittest.TestCase):
             dc.apply_tensors(other, delta)
         self.assertEqual(e.exception.name, "DC_ERR_WRONG_BASE")
         self.assertEqual({k: raw(v) for k, v in other.items()}, before)
+        # a corrupt delta: refused, nothing written
+        bad = bytearray(delta)
+        bad[len(bad) // 2] ^= 0x40
+        with self.assertRaises(dc.DeltacastError):
+            dc.apply_tensors(other, bytes(bad))
+        self.assertEqual({k: raw(v) for k, v in other.items()}, before)
+        # a delta whose target has another layout (made from images of
+        # other names by the codec directly): refused, nothing written
+        ren = {"a": base["a"], "c": base["b"]}
+        foreign = dc.diff_bytes(dc._st_image(dc._views(base)), dc._st_image(dc._views(ren)))
+        tgt = clone(base)
+        with self.assertRaises(dc.LayoutMismatch) as e:
+            dc.apply_tensors(tgt, foreign)
+        self.assertIn("expected 'c'", str(e.exception))
+        self.assertEqual({k: raw(v) for k, v in tgt.items()},
+                         {k: raw(v) for k, v in base.items()})
         # the right base takes it; applied twice is a wrong base again
         tgt = clone(base)
         dc.apply_tensors(tgt, delta)
@@ -315,8 +334,9 @@ class DiffApply(unittest.TestCase):
         nxt = base.copy()
         nxt[::1000] ^= 0x11
         for make in (bytes, bytearray, memoryview, np.array, torch.from_numpy):
-            b, n = make(base.tobytes() if make in (bytes, bytearray, memoryview) else base.copy()), \
-                make(nxt.tobytes() if make in (bytes, bytearray, memoryview) else nxt.copy())
+            rawbuf = make in (bytes, bytearray, memoryview)
+            b = make(base.tobytes() if rawbuf else base.copy())
+            n = make(nxt.tobytes() if rawbuf else nxt.copy())
             delta = dc.diff_buffer(b, n)
             self.assertLess(len(delta), 100000 // 4, make.__name__)
             tgt = bytearray(base.tobytes())
