@@ -379,7 +379,11 @@ def apply_files(base: str, delta: str, out: str | None = None, threads: int = 0,
     return s.as_dict()
 
 
-def _ro_ptr(data: bytes):
+def _ro_ptr(data):
+    """A pointer to bytes the library only reads: a bytes object, or a
+    bytearray's memory (exported while the pointer lives)."""
+    if isinstance(data, bytearray):
+        return ctypes.cast((ctypes.c_char * len(data)).from_buffer(data), ctypes.c_void_p)
     return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p)
 
 
@@ -398,8 +402,8 @@ def diff_bytes(base: bytes, next_: bytes, chunk_size: int = 0, threads: int = 0,
         _lib().dc_free(out)
 
 
-def apply_bytes(base: bytes, delta: bytes, threads: int = 0) -> bytes:
-    """Apply a delta to a safetensors image in memory; returns the target."""
+def _apply_raw(base, delta, threads: int) -> tuple:
+    """(ctypes buffer, length) of the target of a delta applied to base."""
     size = ctypes.c_uint64()
     _check(_lib().dc_delta_target_size(_ro_ptr(delta), len(delta), ctypes.byref(size)))
     out = ctypes.create_string_buffer(max(size.value, 1))
@@ -408,7 +412,13 @@ def apply_bytes(base: bytes, delta: bytes, threads: int = 0) -> bytes:
                                          ctypes.byref(_opts(0, threads)),
                                          ctypes.cast(out, ctypes.c_void_p), size.value,
                                          ctypes.byref(out_len), ctypes.byref(s)))
-    return out.raw[:out_len.value]
+    return out, out_len.value
+
+
+def apply_bytes(base: bytes, delta: bytes, threads: int = 0) -> bytes:
+    """Apply a delta to a safetensors image in memory; returns the target."""
+    out, n = _apply_raw(base, delta, threads)
+    return out.raw[:n]
 
 
 def checkpoint_digest(image: bytes, chunk_size: int = 4 << 20, threads: int = 0) -> bytes:
@@ -916,7 +926,7 @@ if "Receiver" in globals():
     Receiver.from_state_dict = classmethod(_receiver_from_state_dict)  # noqa: F821
 
 
-def _st_image(views) -> bytes:
+def _st_image(views) -> bytearray:
     """A safetensors image of the views (CPU memory), tensors in the views'
     order, header as the reference writes it."""
     import json
@@ -938,17 +948,17 @@ def _st_image(views) -> bytes:
         if v.nbytes:
             ctypes.memmove((ctypes.c_char * v.nbytes).from_buffer(out, pos), v.addr, v.nbytes)
         pos += v.nbytes
-    return bytes(out)
+    return out
 
 
-def _st_parse(image: bytes, views) -> tuple:
+def _st_parse(image, views) -> tuple:
     """(data offset, [(begin, end)]) of a delta's target image, checked
     against the views' layout before anything is written: the delta (and so
     the target's header) is input like any other."""
     import json
     try:
-        n = int.from_bytes(image[:8], "little")
-        header = json.loads(image[8:8 + n])
+        n = int.from_bytes(bytes(image[:8]), "little")
+        header = json.loads(bytes(image[8:8 + n]))
         header.pop("__metadata__", None)
         ents = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
         lay = [(k, e["dtype"], tuple(e["shape"])) for k, e in ents]
@@ -985,11 +995,12 @@ def apply_tensors(sd, delta: bytes, *, order: str = "name", threads: int = 0) ->
     ro = [v.name for v in views if not v.writable]
     if ro:
         raise ValueError(f"deltacast: array '{ro[0]}' is read-only: apply writes in place")
-    target = apply_bytes(_st_image(views), delta, threads)
+    out, n = _apply_raw(_st_image(views), delta, threads)
+    target = memoryview(out).cast("B")[:n]
     data, spans = _st_parse(target, views)
     for v, (b, e) in zip(views, spans):
         if v.nbytes:
-            ctypes.memmove(v.addr, target[data + b:data + e], v.nbytes)
+            ctypes.memmove(v.addr, ctypes.addressof(out) + data + b, v.nbytes)
 
 
 def _raw_view(buf, what: str) -> _View:
@@ -1039,7 +1050,7 @@ def apply_buffer(buf, delta: bytes, *, threads: int = 0) -> None:
     v = _raw_view(buf, "buffer")
     if not v.writable:
         raise ValueError("deltacast: the buffer is read-only: apply_buffer writes in place")
-    target = apply_bytes(_st_image([v]), delta, threads)
-    data, _ = _st_parse(target, [v])
+    out, n = _apply_raw(_st_image([v]), delta, threads)
+    data, _ = _st_parse(memoryview(out).cast("B")[:n], [v])
     if v.nbytes:
-        ctypes.memmove(v.addr, target[data:data + v.nbytes], v.nbytes)
+        ctypes.memmove(v.addr, ctypes.addressof(out) + data, v.nbytes)
