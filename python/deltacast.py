@@ -12,6 +12,11 @@ Which libdeltacast it loads (library_path() says which it took, and how):
      LD_LIBRARY_PATH; a moved prefix or DESTDIR tree works).
   3. The system loader, by soname (libdeltacast.so.MAJOR.MINOR): a library
      on the loader's path (ldconfig, a distribution package).
+Torch and numpy: Sender.from_state_dict (and Receiver's) refit a state
+dict's tensors in place; layout() and check_layout() compare nodes;
+diff_tensors/apply_tensors and diff_buffer/apply_buffer work in memory
+(python/README.md, "Torch and numpy").
+
 A source checkout's deltacast.py never loads a build tree by itself: without
 DELTACAST_LIB and an installed library, importing works and the first call
 raises OSError saying what to do.  The library must be the version this
@@ -871,7 +876,7 @@ def _state_dict_handle(cls, sd, topo, state_dir, rank, order, expect_layout, kw)
     try:
         h = cls(topo, state_dir, tensors, segments, rank=rank, **kw)
     except DeltacastError as e:
-        if "layout" in str(e).lower():
+        if "layout mismatch" in str(e):  # the engine's words for another layout id
             e.args = (f"{e.args[0]} (this node's layout fingerprint "
                       f"{layout_fingerprint([(v.name, v.dtype, v.shape) for v in views])}: "
                       "compare deltacast.layout(state_dict) on each node)",)
