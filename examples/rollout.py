@@ -39,7 +39,7 @@ def rank_of(arg):
 
 def main(argv):
     if len(argv) not in (4, 5):
-        print(__doc__.strip().splitlines()[4].strip(), file=sys.stderr)
+        print("usage: " + __doc__.strip().splitlines()[4].strip(), file=sys.stderr)
         return 2
     topo, rank = topology(argv[1]), rank_of(argv[2])
     state_dir = argv[3].replace("%r", str(rank))

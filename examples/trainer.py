@@ -51,7 +51,7 @@ def topology(arg):
 
 def main(argv):
     if len(argv) not in (4, 5):
-        print(__doc__.strip().splitlines()[3].strip(), file=sys.stderr)
+        print("usage: " + __doc__.strip().splitlines()[4].strip(), file=sys.stderr)
         return 2
     topo, versions, state_dir = topology(argv[1]), int(argv[2]), argv[3]
     print(f"trainer.py: deltacast {dc.version()} from {dc.library_path()[0]}, "
