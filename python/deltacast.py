@@ -623,7 +623,11 @@ class Sender:
             arr, n = _segments(segments, keep), len(segments)
         st = _RefitVersionStats()
         st.size = ctypes.sizeof(_RefitVersionStats)
-        _check(_lib().dc_refit_sender_push(self._h, arr, n, ctypes.byref(st)))
+        try:
+            _check(_lib().dc_refit_sender_push(self._h, arr, n, ctypes.byref(st)))
+        except DeltacastError as e:
+            _layout_hint(e, getattr(self, "layout", None))
+            raise
         return st.as_dict()
 
     def close(self) -> None:
@@ -876,14 +880,20 @@ def _state_dict_handle(cls, sd, topo, state_dir, rank, order, expect_layout, kw)
     try:
         h = cls(topo, state_dir, tensors, segments, rank=rank, **kw)
     except DeltacastError as e:
-        if "layout mismatch" in str(e):  # the engine's words for another layout id
-            e.args = (f"{e.args[0]} (this node's layout fingerprint "
-                      f"{layout_fingerprint([(v.name, v.dtype, v.shape) for v in views])}: "
-                      "compare deltacast.layout(state_dict) on each node)",)
+        _layout_hint(e, [(v.name, v.dtype, v.shape) for v in views])
         raise
     h._sd_views = [(v.name, v.obj, v.addr, v.nbytes) for v in views]
     h.layout = [(v.name, v.dtype, v.shape) for v in views]
     return h
+
+
+def _layout_hint(e: DeltacastError, lay) -> None:
+    """Append this node's layout fingerprint to the engine's "layout
+    mismatch" (its ids say that the layouts differ, not where)."""
+    if lay is not None and "layout mismatch" in str(e):
+        e.args = (f"{e.args[0]} (this node's layout fingerprint {layout_fingerprint(lay)}: "
+                  "compare deltacast.layout(state_dict) on each node, or pass the other's "
+                  "as expect_layout= to name the first differing tensor)",)
 
 
 def _check_in_place(h) -> None:
