@@ -710,7 +710,7 @@ def _view(name: str, t) -> _View:
             raise ValueError(f"deltacast: tensor '{name}' is not contiguous (shape "
                              f"{tuple(t.shape)}, strides {t.stride()}): deltacast reads and "
                              "writes the tensor's own memory in place, so it cannot copy it; "
-                             f"make it contiguous first (t.data = t.contiguous(), or keep a "
+                             "make it contiguous first (t.data = t.contiguous(), or keep a "
                              ".contiguous() copy as the refit buffer)")
         v.shape = tuple(int(d) for d in t.shape)
         v.nbytes = t.numel() * t.element_size()
@@ -794,7 +794,8 @@ def layout(sd, order: str = "name") -> list:
 def layout_fingerprint(lay, order: str = "name") -> str:
     """A 16-hex-digit digest of a layout (names, dtypes, shapes, order):
     equal on two nodes exactly when their layouts are equal.  lay: a
-    layout() list (or its JSON round trip) or a state dict."""
+    layout() list (or its JSON round trip) or a state dict (then in
+    `order`, as for layout())."""
     import hashlib
     import json
     if hasattr(lay, "items"):
