@@ -33,9 +33,9 @@ __all__ = ["DeltacastError", "lib", "library_path", "version", "build_features",
            "status_str", "is_retryable", "config_get", "config_set", "config_table",
            "config_get_typed", "parse_size", "parse_rate", "diff_files", "apply_files", "diff_bytes",
            "apply_bytes", "checkpoint_digest", "Topology", "run_node", "refit_committed", "Sender",
-           "sender_ranges", "__version__", "LayoutMismatch", "layout", "layout_fingerprint",
-           "layout_difference", "check_layout", "placement", "diff_tensors", "apply_tensors",
-           "diff_buffer", "apply_buffer"]
+           "Receiver", "VERSION_NONE", "sender_ranges", "__version__", "LayoutMismatch",
+           "layout", "layout_fingerprint", "layout_difference", "check_layout", "placement",
+           "diff_tensors", "apply_tensors", "diff_buffer", "apply_buffer"]
 
 
 class DeltacastError(RuntimeError):
@@ -140,6 +140,46 @@ class _RefitNodeOpts(ctypes.Structure):
 
 _MEMORY = {"host": 0, "cuda": 1}
 
+# initial_version of a receiver that holds no version yet (a cold start:
+# its first version comes dense); Receiver(initial_version=None) means it.
+VERSION_NONE = (1 << 64) - 1
+
+
+class _RefitEvent(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("type", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("version", ctypes.c_uint64),
+                ("baseline", ctypes.c_uint64), ("digest", ctypes.c_uint8 * 16),
+                ("status", ctypes.c_int), ("message", ctypes.c_char * 256)]
+
+    _TYPES = {1: "begin", 2: "committed", 3: "aborted", 4: "ended"}
+    _FLAGS = {1: "dense", 2: "held", 4: "cold"}
+
+    def as_dict(self) -> dict:
+        return {"type": self._TYPES.get(self.type, str(self.type)), "version": self.version,
+                "baseline": self.baseline, "digest": bytes(self.digest),
+                "status": self.status, "flags": {n for b, n in self._FLAGS.items()
+                                                 if self.flags & b},
+                "message": self.message.decode(errors="replace")}
+
+
+# dc_status_t values the Receiver answers without raising
+_TIMEOUT, _CANCELED, _NOT_FOUND = -4, -6, -107
+
+_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(_RefitEvent), ctypes.c_void_p)
+
+
+class _RefitReceiverStats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("versions_committed", ctypes.c_uint64),
+                ("versions_aborted", ctypes.c_uint64), ("bytes_received", ctypes.c_uint64),
+                ("apply_s", ctypes.c_double), ("repairs", ctypes.c_uint64),
+                ("staged_bytes", ctypes.c_uint64), ("held", ctypes.c_int),
+                ("last_status", ctypes.c_int)]
+
+    def as_dict(self) -> dict:
+        d = {name: getattr(self, name) for name, _ in self._fields_ if name != "size"}
+        d["held"] = bool(d["held"])
+        return d
+
 
 class _RefitVersionStats(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint64),
@@ -229,6 +269,15 @@ def _lib():
         "dc_refit_sender_ranges": (c_int, [ctypes.POINTER(_RefitNodeOpts),
                                            ctypes.POINTER(_RefitSegment), sz,
                                            ctypes.POINTER(sz)]),
+        "dc_refit_receiver_open": (c_int, [ctypes.POINTER(_RefitNodeOpts), ctypes.POINTER(vp)]),
+        "dc_refit_receiver_on_event": (c_int, [vp, _EVENT_FN, vp]),
+        "dc_refit_receiver_wait": (c_int, [vp, c_int, ctypes.POINTER(_RefitEvent)]),
+        "dc_refit_receiver_version": (c_int, [vp, c_u64p, ctypes.c_uint8 * 16, c_u64p]),
+        "dc_refit_receiver_hold": (c_int, [vp]),
+        "dc_refit_receiver_release": (c_int, [vp]),
+        "dc_refit_receiver_cancel": (c_int, [vp]),
+        "dc_refit_receiver_close": (c_int, [vp]),
+        "dc_refit_receiver_stats": (c_int, [vp, ctypes.POINTER(_RefitReceiverStats)]),
     })
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)
@@ -634,6 +683,154 @@ class Sender:
         if self._h:
             h, self._h = self._h, None
             _check(_lib().dc_refit_sender_close(h))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Receiver:
+    """A rollout engine's weights, refitted in place (a receiver of the job).
+
+    tensors = [(name, dtype, nelems), ...] in canonical order and segments
+    = [(tensor, byte offset, buffer), ...] place the weights (written in
+    place; memory="cuda": buffers are (device address, nbytes)), or
+    weights_path names a safetensors file instead (tensors and segments
+    None).  rank: this node in the topology.  The node runs on a thread of
+    the library from construction on: it joins the job, relays to its
+    children and applies each version as it comes.
+
+    wait(timeout) returns the next event as a dict: type "begin",
+    "committed" (the weights are now `version`, checkpoint `digest`),
+    "aborted" (back at `baseline`) or "ended" (the job ended with
+    `status`), with flags ({"dense", "held", "cold"}) and a message; None
+    when none came in time.  on_event(fn) calls fn(event) instead, on the
+    library's thread (return soon; do not call close or wait there).
+    hold(): from now on a version that arrives is received and staged, not
+    written into the weights (the trainer's push waits, up to the root's
+    hold_timeout_ms); release() applies it.  version() says which version
+    the weights are: (version or None while it holds none yet, digest,
+    in-flight version or None).  initial_version=None: a cold start (holds
+    nothing; the first version comes dense).  close() waits for nothing:
+    it cancels a job that has not ended (wait for the "ended" event to let
+    it end).  Also a context manager.
+    """
+
+    def __init__(self, topo: Topology, state_dir: str, tensors=None, segments=None, *,
+                 rank: int, weights_path: str | None = None, initial_version: int | None = 0,
+                 chunk_size: int = 0, durable: bool = False, abort_ms: int = 0,
+                 memory: str = "host", transport: str | None = None):
+        self._h = None
+        self._keep = []
+        self._fn = None
+        self._topo = topo  # borrowed by the receiver until close
+        cfg = _RefitNodeOpts()
+        cfg.size = ctypes.sizeof(_RefitNodeOpts)
+        cfg.topo = topo._h
+        cfg.rank = rank
+        cfg.state_dir = os.fsencode(state_dir)
+        cfg.weights_path = None if weights_path is None else os.fsencode(weights_path)
+        cfg.initial_version = VERSION_NONE if initial_version is None else initial_version
+        cfg.chunk_size = chunk_size
+        cfg.durable = int(durable)
+        cfg.abort_ms = abort_ms
+        cfg.memory = _MEMORY[memory]
+        cfg.transport = None if transport is None else transport.encode()
+        if tensors:
+            tarr = (_RefitTensor * len(tensors))()
+            for i, (name, dtype, n) in enumerate(tensors):
+                tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
+            cfg.tensors, cfg.n_tensors = tarr, len(tensors)
+            self._keep.append(tarr)
+        if segments:
+            cfg.segments, cfg.n_segments = _segments(segments, self._keep), len(segments)
+        h = ctypes.c_void_p()
+        _check(_lib().dc_refit_receiver_open(ctypes.byref(cfg), ctypes.byref(h)))
+        self._h = h
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("receiver is closed")
+        return self._h
+
+    def wait(self, timeout: float | None = None) -> dict | None:
+        """The next event (a dict), or None after timeout seconds (None:
+        no limit).  Raises DeltacastError once the "ended" event was taken."""
+        ev = _RefitEvent()
+        ev.size = ctypes.sizeof(_RefitEvent)
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        st = _lib().dc_refit_receiver_wait(self._handle(), ms, ctypes.byref(ev))
+        if st == _TIMEOUT:
+            return None
+        _check(st)
+        return ev.as_dict()
+
+    def on_event(self, fn) -> None:
+        """fn(event) for every event from now on (None: back to wait())."""
+        if fn is None:
+            self._fn = None
+            _check(_lib().dc_refit_receiver_on_event(self._handle(), _EVENT_FN(), None))
+            return
+
+        def call(ev, _user):
+            try:
+                fn(ev.contents.as_dict())
+            except Exception as e:  # never unwind into the library's thread
+                print(f"deltacast: Receiver.on_event callback raised {e!r}", file=sys.stderr)
+        cb = _EVENT_FN(call)
+        _check(_lib().dc_refit_receiver_on_event(self._handle(), cb, None))
+        self._fn = cb  # kept alive while the library may call it
+
+    def version(self) -> tuple:
+        """(committed version or None, its checkpoint digest or None,
+        version in flight or None)."""
+        v, f, d = ctypes.c_uint64(), ctypes.c_uint64(), (ctypes.c_uint8 * 16)()
+        st = _lib().dc_refit_receiver_version(self._handle(), ctypes.byref(v), d,
+                                              ctypes.byref(f))
+        inflight = f.value or None
+        if st == _NOT_FOUND:
+            return None, None, inflight
+        _check(st)
+        return v.value, bytes(d), inflight
+
+    def hold(self) -> None:
+        """Stage versions that arrive; write nothing into the weights."""
+        _check(_lib().dc_refit_receiver_hold(self._handle()))
+
+    def release(self) -> None:
+        """Apply what was staged (checked, acknowledged); returns once applied."""
+        _check(_lib().dc_refit_receiver_release(self._handle()))
+
+    def cancel(self) -> None:
+        """Leave the job now (the root sees the node gone)."""
+        _check(_lib().dc_refit_receiver_cancel(self._handle()))
+
+    def stats(self) -> dict:
+        st = _RefitReceiverStats()
+        st.size = ctypes.sizeof(_RefitReceiverStats)
+        _check(_lib().dc_refit_receiver_stats(self._handle(), ctypes.byref(st)))
+        return st.as_dict()
+
+    def close(self) -> bool:
+        """Free the receiver, canceling a job that has not ended: True when
+        the job had ended (the root's BYE), False when it was canceled;
+        raises the job's failure, if any."""
+        if not self._h:
+            return True
+        h, self._h = self._h, None
+        st = _lib().dc_refit_receiver_close(h)
+        if st == _CANCELED:
+            return False
+        _check(st)
+        return True
 
     def __enter__(self):
         return self
