@@ -11,8 +11,9 @@ a topology file; this process is node 0.  Needs the job secret
 float32 and keeps a bfloat16 copy of its weights (what a rollout engine
 serves); each step updates that copy in place (copy_) and push() refits
 it, returning once every rollout node committed the version.  OUT: the
-final bf16 weights, raw, in the canonical order (rollout.py writes the
-same from its side; the two files must be equal).
+final bf16 weights, raw, in the canonical order, and OUT.vN those of
+version N (rollout.py writes the same from its side; the files must be
+equal).
 """
 import sys
 
@@ -78,6 +79,9 @@ def main(argv):
             print(f"trainer.py: step {v} loss {loss.item():.4f}: version {st['version']} "
                   f"committed: {st['payload_bytes']} payload bytes for {st['dense_bytes']}, "
                   f"{st['seconds']:.3f} s")
+            if len(argv) == 5:
+                with open(f"{argv[4]}.v{v}", "wb") as f:
+                    f.write(weights_bytes(infer))
     if len(argv) == 5:
         with open(argv[4], "wb") as f:
             f.write(weights_bytes(infer))

@@ -1135,8 +1135,7 @@ def _receiver_from_state_dict(cls, sd, topo, state_dir, *, rank: int, order: str
     return _state_dict_handle(cls, sd, topo, state_dir, rank, order, expect_layout, kw)
 
 
-if "Receiver" in globals():
-    Receiver.from_state_dict = classmethod(_receiver_from_state_dict)  # noqa: F821
+Receiver.from_state_dict = classmethod(_receiver_from_state_dict)
 
 
 def _st_image(views) -> bytearray:

@@ -270,7 +270,8 @@ class Checks(unittest.TestCase):
         self.assertIn("'h.0.w'", str(e.exception))
 
     def test_expect_layout_fails_before_opening(self):
-        """from_state_dict(expect_layout=) checks before any socket opens."""
+        """from_state_dict(expect_layout=) and a receiver's read-only array
+        are refused before anything opens."""
         mine = {"w": torch.zeros(4)}
         with tempfile.TemporaryDirectory() as tmp:
             topo = dc.Topology.local(1, 1, free_port_block(2))
@@ -278,6 +279,15 @@ class Checks(unittest.TestCase):
                 dc.Sender.from_state_dict(mine, topo, tmp,
                                           expect_layout=[("w", "BF16", (4,))])
             self.assertIn("'w' F32 [4], expected 'w' BF16 [4]", str(e.exception))
+            self.assertEqual(os.listdir(tmp), [])
+            ro = np.zeros(4, dtype=np.float32)
+            ro.setflags(write=False)
+            with self.assertRaises(ValueError) as e:  # a receiver writes its tensors
+                dc.Receiver.from_state_dict({"a": torch.zeros(2), "ro": ro}, topo, tmp, rank=1)
+            self.assertIn("'ro' is read-only", str(e.exception))
+            with self.assertRaises(dc.LayoutMismatch):
+                dc.Receiver.from_state_dict(mine, topo, tmp, rank=1,
+                                            expect_layout=[("v", "F32", (4,))])
             self.assertEqual(os.listdir(tmp), [])
             topo.close()
 
@@ -433,12 +443,8 @@ class Refit(unittest.TestCase):
     def test_state_dict_receiver(self):
         """Receiver.from_state_dict writes into a rollout model's own tensors
         (examples/trainer.py's model, bf16) while examples/trainer.py pushes
-        3 versions from another process; after the job the rollout model's
-        bytes equal the trainer's."""
-        if not hasattr(dc, "Receiver"):
-            self.skipTest("deltacast.Receiver is not in this tree yet (branch recv): "
-                          "Receiver.from_state_dict is attached when it is")
-        self.assertTrue(hasattr(dc.Receiver, "from_state_dict"))
+        3 versions from another process: committed events 1, 2, 3, then the
+        job ends, and the rollout model's bytes equal the trainer's."""
         examples = os.path.join(os.path.dirname(HERE), "examples")
         sys.path.insert(0, examples)
         try:
@@ -455,21 +461,34 @@ class Refit(unittest.TestCase):
         sd = model.state_dict()
         v0 = weights_bytes(sd)
         topo = dc.Topology.local(1, 1, port)
+        committed, tout = [], b""
         try:
-            with dc.Receiver.from_state_dict(sd, topo, os.path.join(self.tmp, "st1"), rank=1,
-                                             wait_ms=60000) as rx:
+            with dc.Receiver.from_state_dict(sd, topo, os.path.join(self.tmp, "st1"),
+                                             rank=1) as rx:
                 self.assertEqual(rx.layout, dc.layout(sd))
-                tout, _ = tr.communicate(timeout=120)
+                while True:
+                    ev = rx.wait(60)
+                    self.assertIsNotNone(ev, "no event in 60 s")
+                    if ev["type"] == "committed":
+                        committed.append(ev["version"])
+                    if ev["type"] == "ended":
+                        self.assertEqual(ev["status"], 0, ev["message"])
+                        break
+                self.assertTrue(rx.close())  # the job ended: nothing to cancel
+            tout, _ = tr.communicate(timeout=120)
         finally:
             if tr.poll() is None:
                 tr.kill()
                 tr.wait()
             topo.close()
+        self.assertEqual(committed, [1, 2, 3])
         self.assertEqual(tr.returncode, 0, tout.decode(errors="replace"))
         with open(out0, "rb") as f:
             want = f.read()
         self.assertNotEqual(v0, want, "the trainer's steps must change the weights")
         self.assertEqual(weights_bytes(sd), want)
+        with open(out0 + ".v3", "rb") as f:
+            self.assertEqual(f.read(), want)
 
 
 if __name__ == "__main__":

@@ -181,13 +181,26 @@ else
   skip python_loopback "no C receiver was built"
 fi
 # torch: examples/trainer.py (AdamW steps, Sender.from_state_dict) to two
-# examples/rollout.py nodes (the model's state_dict refit in place); the
-# rollouts' final weights equal the trainer's byte for byte
+# examples/rollout.py nodes (Receiver.from_state_dict: the model's tensors
+# refit in place, held around each generation); the rollouts' weights equal
+# the trainer's byte for byte after every step (OUT.vN) and at the end
 if ! "$py" -c "import torch" 2>/dev/null; then
   skip torch_loopback "no torch for $py (apt-get install python3-torch)"
 else
   PYTHONPATH=$pydir pair torch_loopback 2 "$py $src/examples/rollout.py" \
     "$py" "$src/examples/trainer.py"
+  bad=""
+  for v in 1 2 3; do
+    for r in 1 2; do
+      cmp -s "$tmp/torch_loopback/out0.bin.v$v" "$tmp/torch_loopback/out$r.bin.v$v" ||
+        bad="$bad rollout $r v$v"
+    done
+  done
+  if [ -z "$bad" ]; then
+    pass torch_every_step
+  else
+    fail torch_every_step "weights differ from the trainer's (or are missing):$bad"
+  fi
 fi
 
 # --- launchers ---------------------------------------------------------------
