@@ -771,7 +771,10 @@ class Receiver:
         if st == _TIMEOUT:
             return None
         _check(st)
-        return ev.as_dict()
+        d = ev.as_dict()
+        if d["type"] == "ended" and getattr(self, "layout", None) is not None:
+            d["message"] = _layout_hint_text(d["message"], self.layout)  # from_state_dict
+        return d
 
     def on_event(self, fn) -> None:
         """fn(event) for every event from now on (None: back to wait())."""
@@ -829,7 +832,11 @@ class Receiver:
         st = _lib().dc_refit_receiver_close(h)
         if st == _CANCELED:
             return False
-        _check(st)
+        try:
+            _check(st)
+        except DeltacastError as e:
+            _layout_hint(e, getattr(self, "layout", None))  # a from_state_dict receiver's
+            raise
         return True
 
     def __enter__(self):
@@ -1085,13 +1092,20 @@ def _state_dict_handle(cls, sd, topo, state_dir, rank, order, expect_layout, kw)
     return h
 
 
+def _layout_hint_text(text: str, lay) -> str:
+    """text, with this node's layout fingerprint appended when it is the
+    engine's "layout mismatch" (its ids say that the layouts differ, not
+    where)."""
+    if lay is None or "layout mismatch" not in text:
+        return text
+    return (f"{text} (this node's layout fingerprint {layout_fingerprint(lay)}: compare "
+            "deltacast.layout(state_dict) on each node, or pass the other's as "
+            "expect_layout= to name the first differing tensor)")
+
+
 def _layout_hint(e: DeltacastError, lay) -> None:
-    """Append this node's layout fingerprint to the engine's "layout
-    mismatch" (its ids say that the layouts differ, not where)."""
-    if lay is not None and "layout mismatch" in str(e):
-        e.args = (f"{e.args[0]} (this node's layout fingerprint {layout_fingerprint(lay)}: "
-                  "compare deltacast.layout(state_dict) on each node, or pass the other's "
-                  "as expect_layout= to name the first differing tensor)",)
+    """_layout_hint_text on an error's message."""
+    e.args = (_layout_hint_text(e.args[0], lay),)
 
 
 def _check_in_place(h) -> None:

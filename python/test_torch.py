@@ -490,6 +490,44 @@ class Refit(unittest.TestCase):
         with open(out0 + ".v3", "rb") as f:
             self.assertEqual(f.read(), want)
 
+    def test_state_dict_receiver_of_another_layout(self):
+        """A rollout model that lacks one of the trainer's tensors: the
+        engine refuses the first version at once; the "ended" event and
+        close() say "layout mismatch" with this node's layout fingerprint."""
+        examples = os.path.join(os.path.dirname(HERE), "examples")
+        sys.path.insert(0, examples)
+        try:
+            from trainer import build_model
+        finally:
+            sys.path.remove(examples)
+        port = free_port_block(2)
+        tr = subprocess.Popen([sys.executable, os.path.join(examples, "trainer.py"),
+                               f"local:1:{port}", "1", os.path.join(self.tmp, "st0")],
+                              env=dict(os.environ, **self.env, PYTHONPATH=HERE),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sd = build_model().to(torch.bfloat16).state_dict()
+        sd.pop("5.bias")  # the head's bias: one tensor fewer than the trainer's
+        topo = dc.Topology.local(1, 1, port)
+        try:
+            rx = dc.Receiver.from_state_dict(sd, topo, os.path.join(self.tmp, "st1"), rank=1)
+            while True:
+                ev = rx.wait(60)
+                self.assertIsNotNone(ev, "no event in 60 s")
+                if ev["type"] == "ended":
+                    break
+            self.assertNotEqual(ev["status"], 0)
+            fp = dc.layout_fingerprint(sd)
+            self.assertIn("layout mismatch", ev["message"])
+            self.assertIn(fp, ev["message"])
+            with self.assertRaises(dc.DeltacastError) as e:
+                rx.close()
+            self.assertIn("layout mismatch", str(e.exception))
+            self.assertIn(fp, str(e.exception))
+        finally:
+            tr.kill()  # its push waits for the refused receiver (until abort_ms)
+            tr.wait()
+            topo.close()
+
 
 if __name__ == "__main__":
     unittest.main()
