@@ -217,7 +217,7 @@ DC_API dc_status_t dc_checkpoint_digest(const void *buf, size_t len, uint64_t ch
     if ((!buf && len) || !out)
         return dc_error(DC_ERR_INVALID, "dc_checkpoint_digest: bad arguments");
     dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = chunk_size};
-    uint64_t cs;
+    uint64_t cs = 0; /* set by dc_opts_chunk() when it returns DC_OK */
     dc_status_t st = dc_opts_chunk(&o, &cs);
     if (st != DC_OK)
         return st;

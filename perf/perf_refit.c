@@ -36,31 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static void rb_gen_progress(void *ctx, uint64_t done, uint64_t total)
-{
-    rb_ctx_t *c = ctx;
-    if (dc_cli_is_tty() && !(c->o.json && !c->o.demo))
-        fprintf(stderr, "\r  generating the model: %5.1f%%", total ? 100.0 * (double)done / (double)total : 100.0);
-}
-
 static dc_status_t rb_make_versions(rb_ctx_t *c, dc_gen_result_t *gr)
 {
-    char v0[PATH_MAX], v1[PATH_MAX];
-    rb_sh("mkdir -p '%s/ver'", c->dir);
-    rb_path(v0, sizeof(v0), c, "ver/v0.safetensors");
-    rb_path(v1, sizeof(v1), c, "ver/v1.safetensors");
-    dc_gen_opts_t g;
-    memset(&g, 0, sizeof(g));
-    g.params = c->o.params;
-    g.change_rate = c->o.rate;
-    g.model = c->o.inject ? DC_GEN_INJECT : DC_GEN_OPTIMIZER;
-    g.seed = c->o.seed;
-    g.dtype = DC_DTYPE_BF16;
-    g.progress = rb_gen_progress;
-    g.progress_ctx = c;
-    dc_status_t st = dc_gen_write(&g, v0, v1, gr);
-    if (dc_cli_is_tty() && !(c->o.json && !c->o.demo))
-        fprintf(stderr, "\r%40s\r", "");
+    dc_status_t st = rb_gen_first(c, !(c->o.json && !c->o.demo), gr);
     if (st != DC_OK)
         return st;
     for (uint32_t v = 2; v <= c->o.versions; v++) {
@@ -80,106 +58,60 @@ static dc_status_t rb_make_versions(rb_ctx_t *c, dc_gen_result_t *gr)
 static dc_status_t rb_reset_receivers(rb_ctx_t *c)
 {
     rb_sh("rm -rf '%s/state' && mkdir -p '%s/state'", c->dir, c->dir);
-    for (int i = (int)c->o.senders; i < c->nnodes; i++)
-        if (rb_sh("cp --reflink=auto '%s/ver/v0.safetensors' '%s/w%d.st'", c->dir, c->dir, i))
-            return dc_error(DC_ERR_IO, "cannot copy v0 for receiver %d", i);
-    return DC_OK;
+    return rb_receivers_at_v0(c);
 }
 
-/* Compare every receiver with version v: 1 when all are byte-identical. */
-static int rb_exact(rb_ctx_t *c, uint32_t v)
+/* One node of a run: rank 0 coordinates (and sends, with shard 0), ranks
+ * 1..senders-1 send their shards, the others receive. */
+typedef struct rb_run_ctx {
+    rb_ctx_t *c;
+    int dense;
+    uint32_t upto;
+    const char *stats;
+} rb_run_ctx_t;
+
+static int rb_child_env(void *arg, int rank)
 {
-    char ref[PATH_MAX];
-    rb_path(ref, sizeof(ref), c, "ver/v%u.safetensors", v);
-    int fr = open(ref, O_RDONLY);
-    if (fr < 0)
-        return 0;
-    struct stat sr;
-    dc_fstat(fr, &sr);
-    const uint8_t *mr = mmap(NULL, (size_t)sr.st_size, PROT_READ, MAP_SHARED, fr, 0);
-    close(fr);
-    if (mr == MAP_FAILED)
-        return 0;
-    int all = 1;
-    for (int i = (int)c->o.senders; i < c->nnodes && all; i++) {
-        char w[PATH_MAX];
-        rb_path(w, sizeof(w), c, "w%d.st", i);
-        int fw = open(w, O_RDONLY);
-        struct stat sw;
-        if (fw < 0 || dc_fstat(fw, &sw) != 0 || sw.st_size != sr.st_size) {
-            all = 0;
-            if (fw >= 0)
-                close(fw);
-            break;
-        }
-        const uint8_t *mw = mmap(NULL, (size_t)sw.st_size, PROT_READ, MAP_SHARED, fw, 0);
-        close(fw);
-        if (mw == MAP_FAILED) {
-            all = 0;
-            break;
-        }
-        all = memcmp(mr, mw, (size_t)sr.st_size) == 0;
-        munmap((void *)mw, (size_t)sw.st_size);
+    const rb_ctx_t *c = arg;
+    (void)rank;
+    if (c->o.transport)
+        setenv("DELTACAST_TRANSPORT", c->o.transport, 1);
+    else if (!getenv("DELTACAST_TRANSPORT"))
+        setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    if (c->o.chunk_size) {
+        char cs[32];
+        snprintf(cs, sizeof(cs), "%llu", (unsigned long long)c->o.chunk_size);
+        setenv("DELTACAST_CHUNK_SIZE", cs, 1);
     }
-    munmap((void *)mr, (size_t)sr.st_size);
-    return all;
+    if (!getenv("DELTACAST_INFLIGHT_BYTES"))
+        setenv("DELTACAST_INFLIGHT_BYTES", "256MiB", 1);
+    if (!getenv("DELTACAST_LOG"))
+        setenv("DELTACAST_LOG", "warn", 1);
+    return 0;
 }
 
-static pid_t rb_spawn(rb_ctx_t *c, int rank, int dense, uint32_t upto, const char *stats)
+static pid_t rb_spawn_node(void *arg, int rank)
 {
-    char cmd[8192], ns[64] = "";
-    int k;
-    int sender = rank < (int)c->o.senders;
-    if (c->netns && !sender)
-        snprintf(ns, sizeof(ns), "ip netns exec %sr%u ", c->ns_prefix, c->region_of[rank]);
-    else if (c->netns)
-        snprintf(ns, sizeof(ns), "ip netns exec %st ", c->ns_prefix);
-    int tty_progress = c->o.demo && rank == 0 && dc_cli_is_tty();
+    const rb_run_ctx_t *r = arg;
+    rb_ctx_t *c = r->c;
+    const char *dense = r->dense ? "--dense" : "";
+    const char *mem = c->o.from_memory ? "--from-memory" : "";
     if (rank == 0) {
         char err[PATH_MAX + 16];
-        if (tty_progress) /* progress line on the terminal */
+        if (c->o.demo && dc_cli_is_tty()) /* progress line on the terminal */
             snprintf(err, sizeof(err), "--progress");
         else
             snprintf(err, sizeof(err), "2>>'%s/log0'", c->dir);
-        k = snprintf(cmd, sizeof(cmd),
-                 "exec %s'%s' node --topology '%s/topo.yaml' --rank 0 --versions '%s/ver' "
-                 "--count %u --state '%s/state/0' --stats '%s' --wait-ms 120000 %s %s %s",
-                 ns, c->self, c->dir, c->dir, upto, c->dir, stats, dense ? "--dense" : "",
-                 c->o.from_memory ? "--from-memory" : "", err);
-    } else if (sender) { /* another trainer shard: reads only its own chunks */
-        k = snprintf(cmd, sizeof(cmd),
-                 "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --versions '%s/ver' "
-                 "--state '%s/state/%d' %s %s >>'%s/log%d' 2>&1",
-                 ns, c->self, c->dir, rank, c->dir, c->dir, rank, dense ? "--dense" : "",
-                 c->o.from_memory ? "--from-memory" : "", c->dir, rank);
-    } else {
-        k = snprintf(cmd, sizeof(cmd),
-                 "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --weights '%s/w%d.st' "
-                 "--state '%s/state/%d' >>'%s/log%d' 2>&1",
-                 ns, c->self, c->dir, rank, c->dir, rank, c->dir, rank, c->dir, rank);
+        return rb_spawn(c, 0, rb_child_env, c,
+                        "--versions '%s/ver' --count %u --state '%s/state/0' --stats '%s' "
+                        "--wait-ms 120000 %s %s %s",
+                        c->dir, r->upto, c->dir, r->stats, dense, mem, err);
     }
-    if (k < 0 || (size_t)k >= sizeof(cmd))
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("DELTACAST_SECRET", c->secret, 1);
-        if (c->o.transport)
-            setenv("DELTACAST_TRANSPORT", c->o.transport, 1);
-        else if (!getenv("DELTACAST_TRANSPORT"))
-            setenv("DELTACAST_TRANSPORT", "tcp", 1);
-        if (c->o.chunk_size) {
-            char cs[32];
-            snprintf(cs, sizeof(cs), "%llu", (unsigned long long)c->o.chunk_size);
-            setenv("DELTACAST_CHUNK_SIZE", cs, 1);
-        }
-        if (!getenv("DELTACAST_INFLIGHT_BYTES"))
-            setenv("DELTACAST_INFLIGHT_BYTES", "256MiB", 1);
-        if (!getenv("DELTACAST_LOG"))
-            setenv("DELTACAST_LOG", "warn", 1);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    if (rank < (int)c->o.senders) /* another trainer shard: reads only its own chunks */
+        return rb_spawn(c, rank, rb_child_env, c,
+                        "--versions '%s/ver' --state '%s/state/%d' %s %s >>'%s/log%d' 2>&1",
+                        c->dir, c->dir, rank, dense, mem, c->dir, rank);
+    return rb_spawn_receiver(c, rank, rb_child_env, c);
 }
 
 /* Versions 1..upto from v0, delta or dense.  Each version is one run of
@@ -198,21 +130,15 @@ static json_t *rb_run(rb_ctx_t *c, int dense, uint32_t upto, int *exact, int *ex
         rb_path(stats, sizeof(stats), c, "stats-%s-v%u.json", dense ? "dense" : "delta", v);
         unlink(stats);
         pid_t pids[RB_MAX_NODES];
-        pids[0] = rb_spawn(c, 0, dense, v, stats);
-        usleep(100000);
-        for (int i = 1; i < c->nnodes; i++)
-            pids[i] = rb_spawn(c, i, dense, v, stats);
-        for (int i = 0; i < c->nnodes; i++) {
-            if (pids[i] <= 0) {
-                for (int k = 0; k < c->nnodes; k++)
-                    if (pids[k] > 0) {
-                        kill(pids[k], SIGKILL);
-                        waitpid(pids[k], NULL, 0);
-                    }
-                json_decref(all);
-                dc_error(DC_ERR_IO, "cannot start node %d", i);
-                return NULL;
-            }
+        rb_run_ctx_t run = {.c = c, .dense = dense, .upto = v, .stats = stats};
+        if (rb_launch(c, rb_spawn_node, &run, pids) != DC_OK) {
+            for (int k = 0; k < c->nnodes; k++)
+                if (pids[k] > 0) {
+                    kill(pids[k], SIGKILL);
+                    waitpid(pids[k], NULL, 0);
+                }
+            json_decref(all);
+            return NULL;
         }
         int status, rc0;
         waitpid(pids[0], &status, 0);
@@ -237,7 +163,9 @@ static json_t *rb_run(rb_ctx_t *c, int dense, uint32_t upto, int *exact, int *ex
                      dense ? "dense" : "delta", v, rc0, c->dir);
             return NULL;
         }
-        exact_v[v - 1] = rb_exact(c, v);
+        exact_v[v - 1] = 1;
+        for (int i = (int)c->o.senders; i < c->nnodes && exact_v[v - 1]; i++)
+            exact_v[v - 1] = rb_receiver_is(c, i, v);
         *exact &= exact_v[v - 1];
         json_error_t je;
         json_t *j = json_load_file(stats, 0, &je);
@@ -554,54 +482,22 @@ int dc_cmd_perf_refit(int argc, char **argv)
     if (rc != 0)
         return rc;
     const char *cmd = c->o.demo ? "demo" : "perf refit";
-    ssize_t sl = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
-    if (sl <= 0)
-        return dc_cli_fail(cmd, DC_ERR_IO, "cannot find the deltacast binary");
-    c->self[sl] = 0;
-    if (c->o.workdir) {
-        snprintf(c->dir, sizeof(c->dir), "%s", c->o.workdir);
-        if (rb_sh("mkdir -p '%s'", c->dir))
-            return dc_cli_fail(cmd, DC_ERR_IO, "cannot create %s", c->dir);
-    } else {
-        const char *base = rb_default_base(&c->o);
-        snprintf(c->dir, sizeof(c->dir), "%s/deltacast-refit-XXXXXX", base);
-        if (!mkdtemp(c->dir))
-            return dc_cli_fail(cmd, DC_ERR_IO, "mkdtemp in %s", base);
-    }
-    {
-        FILE *r = fopen("/dev/urandom", "rb");
-        uint8_t b[32] = {0};
-        if (!r || fread(b, 1, sizeof(b), r) != sizeof(b)) {
-            if (r)
-                fclose(r);
-            return dc_cli_fail(cmd, DC_ERR_IO, "cannot read /dev/urandom for the job secret");
-        }
-        fclose(r);
-        for (int i = 0; i < 32; i++)
-            sprintf(c->secret + 2 * i, "%02x", b[i]);
-    }
-    dc_status_t st = DC_OK;
+    dc_status_t st = rb_job_open(c, "refit", 0);
+    if (st != DC_OK)
+        return dc_cli_fail(cmd, st, NULL);
     json_t *delta = NULL, *dense = NULL, *out = NULL;
     int exact_delta = 0, exact_dense = 0;
     int exact_dv[100] = {0}, exact_ddv[100] = {0};
     dc_gen_result_t gr;
     memset(&gr, 0, sizeof(gr));
 
-    c->netns = rb_net_setup(c);
-    rb_active = c;
-    signal(SIGINT, rb_on_signal);
-    signal(SIGTERM, rb_on_signal);
-    if ((st = rb_write_topo(c)) != DC_OK)
+    if ((st = rb_job_start(c)) != DC_OK)
         goto fail;
     rb_say(c, "%s: %u receivers in %u regions, %.3g params BF16, %s %.2g%%, %u versions; %s\n",
            cmd, c->o.receivers, c->o.regions, (double)c->o.params,
            c->o.inject ? "inject" : "optimizer", c->o.rate * 100, c->o.versions,
            c->netns ? "network namespaces + tc tbf" : "loopback");
-    if (c->netns)
-        rb_say(c, "  WAN: one veth per region, shaped to %s each way\n", c->o.wan_text);
-    else
-        rb_say(c, "  NOTE: %s: loopback, links NOT shaped (the WAN rate is not emulated)\n",
-               geteuid() != 0 ? "not root" : "network namespaces unavailable or disabled");
+    rb_say_network(c, " (the WAN rate is not emulated)");
     if ((st = rb_make_versions(c, &gr)) != DC_OK)
         goto fail;
     char fb[32];
@@ -791,10 +687,7 @@ int dc_cmd_perf_refit(int argc, char **argv)
     json_decref(out);
     json_decref(delta);
     json_decref(dense);
-    rb_net_teardown(c);
-    rb_active = NULL;
-    if (!c->o.keep && !c->o.workdir)
-        rb_sh("rm -rf '%s'", c->dir);
+    rb_job_close(c, c->o.keep || c->o.workdir);
     if (!exact_all) {
         fprintf(stderr, "deltacast %s: error: a receiver is not byte-exact\n", cmd);
         return DC_EXIT_FAIL;

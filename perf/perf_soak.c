@@ -108,6 +108,8 @@ typedef struct sk {
     int test_hang, test_flip, test_flip_rank; /* DELTACAST_SOAK_TEST (tests only) */
     int root_reaped; /* sk_kill found the coordinator had exited on its own */
     int root_ws;     /* and its wait status */
+    int attempt;     /* the attempt running */
+    pid_t parent;    /* the soak's pid (a node's parent) */
 } sk_t;
 
 static uint64_t sk_rand(sk_t *s)
@@ -141,56 +143,55 @@ static const char *sk_role(const sk_t *s, int rank)
 
 /* --- the job's processes ------------------------------------------------------------- */
 
+/* The environment of the job's processes (in the child, before the exec). */
+static int sk_child_env(void *arg, int rank)
+{
+    const sk_t *s = arg;
+    /* dies with the soak (exec keeps it) */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != s->parent)
+        return -1;
+    char t[32];
+    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    snprintf(t, sizeof(t), "%llu", (unsigned long long)s->o.timeout_ms);
+    setenv("DELTACAST_TIMEOUT_MS", t, 1);
+    if (!getenv("DELTACAST_CHUNK_SIZE"))
+        setenv("DELTACAST_CHUNK_SIZE", "64KiB", 1);
+    if (!getenv("DELTACAST_THREADS"))
+        setenv("DELTACAST_THREADS", "1", 1);
+    setenv("DELTACAST_LOG", "info", 1);
+    if (s->node[rank].fault[0])
+        setenv("DELTACAST_FAULT", s->node[rank].fault, 1);
+    else
+        unsetenv("DELTACAST_FAULT");
+    return 0;
+}
+
+/* Start node `rank` for version `upto` of attempt `attempt`. */
 static pid_t sk_spawn(sk_t *s, int rank, uint64_t upto, int attempt)
 {
     rb_ctx_t *c = &s->rb;
-    char cmd[8192], ns[64] = "";
-    if (c->netns && rank == 0)
-        snprintf(ns, sizeof(ns), "ip netns exec %st ", c->ns_prefix);
-    else if (c->netns)
-        snprintf(ns, sizeof(ns), "ip netns exec %sr%u ", c->ns_prefix, c->region_of[rank]);
-    int k;
+    s->parent = getpid();
+    pid_t pid;
     if (rank == 0)
-        k = snprintf(cmd, sizeof(cmd),
-                     "exec %s'%s' node --topology '%s/topo.yaml' --rank 0 --versions '%s/ver' "
-                     "--count %llu --state '%s/state/0' --stats '%s/stats-%d.json' "
-                     "--wait-ms %llu --abort-ms %llu >>'%s/log0' 2>&1",
-                     ns, c->self, c->dir, c->dir, (unsigned long long)upto, c->dir, c->dir, attempt,
-                     (unsigned long long)(2 * s->o.abort_ms), (unsigned long long)s->o.abort_ms,
-                     c->dir);
+        pid = rb_spawn(c, 0, sk_child_env, s,
+                       "--versions '%s/ver' --count %llu --state '%s/state/0' "
+                       "--stats '%s/stats-%d.json' --wait-ms %llu --abort-ms %llu "
+                       ">>'%s/log0' 2>&1",
+                       c->dir, (unsigned long long)upto, c->dir, c->dir, attempt,
+                       (unsigned long long)(2 * s->o.abort_ms), (unsigned long long)s->o.abort_ms,
+                       c->dir);
     else
-        k = snprintf(cmd, sizeof(cmd),
-                     "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --weights '%s/w%d.st' "
-                     "--state '%s/state/%d' >>'%s/log%d' 2>&1",
-                     ns, c->self, c->dir, rank, c->dir, rank, c->dir, rank, c->dir, rank);
-    if (k < 0 || (size_t)k >= sizeof(cmd))
-        return -1;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* dies with the soak (exec keeps it) */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        char t[32];
-        setenv("DELTACAST_SECRET", c->secret, 1);
-        setenv("DELTACAST_TRANSPORT", "tcp", 1);
-        snprintf(t, sizeof(t), "%llu", (unsigned long long)s->o.timeout_ms);
-        setenv("DELTACAST_TIMEOUT_MS", t, 1);
-        if (!getenv("DELTACAST_CHUNK_SIZE"))
-            setenv("DELTACAST_CHUNK_SIZE", "64KiB", 1);
-        if (!getenv("DELTACAST_THREADS"))
-            setenv("DELTACAST_THREADS", "1", 1);
-        setenv("DELTACAST_LOG", "info", 1);
-        if (s->node[rank].fault[0])
-            setenv("DELTACAST_FAULT", s->node[rank].fault, 1);
-        else
-            unsetenv("DELTACAST_FAULT");
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+        pid = rb_spawn_receiver(c, rank, sk_child_env, s);
     s->node[rank].pid = pid > 0 ? pid : 0;
     return pid;
+}
+
+/* rb_launch's spawn: the attempt's nodes. */
+static pid_t sk_launch_node(void *arg, int rank)
+{
+    sk_t *s = arg;
+    return sk_spawn(s, rank, s->committed + 1, s->attempt);
 }
 
 /* SIGKILL node `rank` and reap it: 1 when it died of that signal (it had
@@ -276,42 +277,6 @@ static void sk_log_last(const sk_t *s, int rank, const char *needle, char *out, 
 }
 
 /* --- byte checks ------------------------------------------------------------------------ */
-
-/* 1 when file a and b have the same bytes. */
-static int sk_same(const char *a, const char *b)
-{
-    int fa = open(a, O_RDONLY), fb = open(b, O_RDONLY);
-    struct stat sa, sb;
-    int same = 0;
-    if (fa >= 0 && fb >= 0 && fstat(fa, &sa) == 0 && fstat(fb, &sb) == 0 &&
-        sa.st_size == sb.st_size) {
-        if (sa.st_size == 0) {
-            same = 1;
-        } else {
-            void *ma = mmap(NULL, (size_t)sa.st_size, PROT_READ, MAP_SHARED, fa, 0);
-            void *mb = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fb, 0);
-            if (ma != MAP_FAILED && mb != MAP_FAILED)
-                same = memcmp(ma, mb, (size_t)sa.st_size) == 0;
-            if (ma != MAP_FAILED)
-                munmap(ma, (size_t)sa.st_size);
-            if (mb != MAP_FAILED)
-                munmap(mb, (size_t)sb.st_size);
-        }
-    }
-    if (fa >= 0)
-        close(fa);
-    if (fb >= 0)
-        close(fb);
-    return same;
-}
-
-static int sk_receiver_at(const sk_t *s, int rank, uint64_t v)
-{
-    char w[PATH_MAX], ref[PATH_MAX];
-    rb_path(w, sizeof(w), &s->rb, "w%d.st", rank);
-    rb_path(ref, sizeof(ref), &s->rb, "ver/v%llu.safetensors", (unsigned long long)v);
-    return sk_same(w, ref);
-}
 
 /* Version v's file (v >= 2: the optimizer step of v-1); the file two
  * versions back is no longer needed (the coordinator diffs v-1 -> v). */
@@ -579,12 +544,9 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
     s->root_reaped = 0;
     *nev = attempt == 1 && s->o.versions > 1 ? 0 : sk_plan(s, attempt, ev);
     s->t0 = dc_now_s();
-    if (sk_spawn(s, 0, v, attempt) <= 0)
-        return dc_error(DC_ERR_IO, "cannot start the coordinator");
-    usleep(100000);
-    for (int i = 1; i < s->rb.nnodes; i++)
-        if (sk_spawn(s, i, v, attempt) <= 0)
-            return dc_error(DC_ERR_IO, "cannot start node %d", i);
+    s->attempt = attempt;
+    if ((st = rb_launch(&s->rb, sk_launch_node, s, NULL)) != DC_OK)
+        return st;
     if (s->test_hang == attempt)
         kill(s->node[0].pid, SIGSTOP); /* never continued: a hang */
     int root_done = 0;
@@ -721,7 +683,7 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
         r->exact = 1;
         for (int i = 1; i < s->rb.nnodes; i++) {
             r->checked++;
-            if (!sk_receiver_at(s, i, v)) {
+            if (!rb_receiver_is(&s->rb, i, v)) {
                 r->exact = 0;
                 size_t l = strlen(r->reason);
                 snprintf(r->reason + l, sizeof(r->reason) - l, "%sreceiver %d (%s) is not v%llu",
@@ -740,7 +702,7 @@ static dc_status_t sk_attempt(sk_t *s, int attempt, sk_event_t *ev, int *nev, sk
                 continue;
             }
             r->checked++;
-            if (!sk_receiver_at(s, i, v - 1)) {
+            if (!rb_receiver_is(&s->rb, i, v - 1)) {
                 r->exact = 0;
                 size_t l = strlen(r->reason);
                 snprintf(r->reason + l, sizeof(r->reason) - l,
@@ -1029,38 +991,11 @@ int dc_cmd_perf_soak(int argc, char **argv)
     c->o.wan_text = s->o.wan_text;
     c->o.netns_off = s->o.netns_off;
     c->o.seed = s->o.seed;
-    ssize_t sl = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
-    if (sl <= 0)
-        return dc_cli_fail(cmd, DC_ERR_IO, "cannot find the deltacast binary");
-    c->self[sl] = 0;
-    if (s->o.workdir) {
-        snprintf(c->dir, sizeof(c->dir), "%s", s->o.workdir);
-        if (rb_sh("rm -rf '%s' && mkdir -p '%s'", c->dir, c->dir))
-            return dc_cli_fail(cmd, DC_ERR_IO, "cannot create %s", c->dir);
-    } else {
-        const char *base = rb_default_base(&c->o);
-        snprintf(c->dir, sizeof(c->dir), "%s/deltacast-soak-XXXXXX", base);
-        if (!mkdtemp(c->dir))
-            return dc_cli_fail(cmd, DC_ERR_IO, "mkdtemp in %s", base);
-    }
-    {
-        FILE *r = fopen("/dev/urandom", "rb");
-        uint8_t b[32] = {0};
-        if (!r || fread(b, 1, sizeof(b), r) != sizeof(b)) {
-            if (r)
-                fclose(r);
-            return dc_cli_fail(cmd, DC_ERR_IO, "cannot read /dev/urandom for the job secret");
-        }
-        fclose(r);
-        for (int i = 0; i < 32; i++)
-            sprintf(c->secret + 2 * i, "%02x", b[i]);
-    }
-    dc_status_t st = DC_OK;
-    c->netns = rb_net_setup(c);
-    rb_active = c;
-    signal(SIGINT, rb_on_signal);
-    signal(SIGTERM, rb_on_signal);
-    if ((st = rb_write_topo(c)) != DC_OK)
+    c->o.workdir = s->o.workdir;
+    dc_status_t st = rb_job_open(c, "soak", 1);
+    if (st != DC_OK)
+        return dc_cli_fail(cmd, st, NULL);
+    if ((st = rb_job_start(c)) != DC_OK)
         goto fail;
     sk_mark_relays(s);
     sk_say(s,
@@ -1068,11 +1003,7 @@ int dc_cmd_perf_soak(int argc, char **argv)
            "steps of %.2g%%; %s\n",
            s->o.versions, s->o.receivers, s->o.regions, (double)s->o.params, s->o.rate * 100,
            c->netns ? "network namespaces + tc tbf" : "loopback");
-    if (c->netns)
-        sk_say(s, "  WAN: one veth per region, shaped to %s each way\n", s->o.wan_text);
-    else
-        sk_say(s, "  NOTE: %s: loopback, links NOT shaped; WAN cuts are connection cuts only\n",
-               geteuid() != 0 ? "not root" : "network namespaces unavailable or disabled");
+    rb_say_network(c, "; WAN cuts are connection cuts only");
     {
         char fl[128] = "";
         for (int k = 0; k < SK_NKINDS; k++)
@@ -1083,28 +1014,13 @@ int dc_cmd_perf_soak(int argc, char **argv)
         sk_say(s, "  faults: %s, %u per version; timeout per version %.0f s; files %s\n",
                fl[0] ? fl : "none", s->o.per_version, s->o.timeout_s, c->dir);
     }
-    char v0[PATH_MAX], v1[PATH_MAX];
-    rb_sh("mkdir -p '%s/ver' '%s/state'", c->dir, c->dir);
-    rb_path(v0, sizeof(v0), c, "ver/v0.safetensors");
-    rb_path(v1, sizeof(v1), c, "ver/v1.safetensors");
+    rb_sh("mkdir -p '%s/state'", c->dir);
     {
-        dc_gen_opts_t g;
-        memset(&g, 0, sizeof(g));
-        g.params = s->o.params;
-        g.change_rate = s->o.rate;
-        g.model = DC_GEN_OPTIMIZER;
-        g.seed = s->o.seed;
-        g.dtype = DC_DTYPE_BF16;
         dc_gen_result_t gr;
         memset(&gr, 0, sizeof(gr));
-        if ((st = dc_gen_write(&g, v0, v1, &gr)) != DC_OK)
+        if ((st = rb_gen_first(c, 0, &gr)) != DC_OK || (st = rb_receivers_at_v0(c)) != DC_OK)
             goto fail;
     }
-    for (int i = 1; i < c->nnodes; i++)
-        if (rb_sh("cp '%s' '%s/w%d.st'", v0, c->dir, i)) {
-            st = dc_error(DC_ERR_IO, "cannot copy v0 for receiver %d", i);
-            goto fail;
-        }
 
     json_t *recs = json_array();
     uint32_t exact_versions = 0, aborted = 0, failed = 0;
@@ -1243,10 +1159,7 @@ int dc_cmd_perf_soak(int argc, char **argv)
                s->o.timeout_s, c->netns ? "netns + tbf" : "loopback, unshaped");
     }
     json_decref(out);
-    rb_net_teardown(c);
-    rb_active = NULL;
-    if (!s->o.keep && !s->o.workdir)
-        rb_sh("rm -rf '%s'", c->dir);
+    rb_job_close(c, s->o.keep || s->o.workdir);
     if (failed) {
         fprintf(stderr, "deltacast %s: error: %u of %u versions not exact or hung (logs in %s)\n",
                 cmd, failed, ran, c->dir);

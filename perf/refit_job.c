@@ -1,16 +1,19 @@
-/* refit_job.c - a refit job on this machine (see refit_job.h): its shaped
- * network of namespaces, its topology file and paths.  Used by perf refit
- * (and the demo) and perf soak. */
+/* refit_job.c - a refit job on this machine (see refit_job.h): its work
+ * directory, shaped network of namespaces, topology file and paths, its
+ * first versions, the launch of its nodes and the byte comparison of a
+ * receiver.  Used by perf refit (and the demo) and perf soak. */
 #include "perf/refit_job.h"
 #include "util/dc_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/magic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -217,3 +220,193 @@ dc_status_t rb_write_topo(rb_ctx_t *c)
     return DC_OK;
 }
 
+
+/* --- the job: open, start, close ---------------------------------------------------------- */
+
+dc_status_t rb_job_open(rb_ctx_t *c, const char *name, int clear)
+{
+    ssize_t sl = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
+    if (sl <= 0)
+        return dc_error(DC_ERR_IO, "cannot find the deltacast binary");
+    c->self[sl] = 0;
+    if (c->o.workdir) {
+        snprintf(c->dir, sizeof(c->dir), "%s", c->o.workdir);
+        if ((clear && rb_sh("rm -rf '%s'", c->dir)) || rb_sh("mkdir -p '%s'", c->dir))
+            return dc_error(DC_ERR_IO, "cannot create %s", c->dir);
+    } else {
+        const char *base = rb_default_base(&c->o);
+        snprintf(c->dir, sizeof(c->dir), "%s/deltacast-%s-XXXXXX", base, name);
+        if (!mkdtemp(c->dir))
+            return dc_error_errno(DC_ERR_IO, errno, "mkdtemp in %s", base);
+    }
+    FILE *r = fopen("/dev/urandom", "rb");
+    uint8_t b[32] = {0};
+    if (!r || fread(b, 1, sizeof(b), r) != sizeof(b)) {
+        if (r)
+            fclose(r);
+        return dc_error(DC_ERR_IO, "cannot read /dev/urandom for the job secret");
+    }
+    fclose(r);
+    for (int i = 0; i < 32; i++)
+        sprintf(c->secret + 2 * i, "%02x", b[i]);
+    return DC_OK;
+}
+
+dc_status_t rb_job_start(rb_ctx_t *c)
+{
+    c->netns = rb_net_setup(c);
+    rb_active = c;
+    signal(SIGINT, rb_on_signal);
+    signal(SIGTERM, rb_on_signal);
+    return rb_write_topo(c);
+}
+
+void rb_say_network(const rb_ctx_t *c, const char *unshaped)
+{
+    if (c->netns)
+        rb_say(c, "  WAN: one veth per region, shaped to %s each way\n", c->o.wan_text);
+    else
+        rb_say(c, "  NOTE: %s: loopback, links NOT shaped%s\n",
+               geteuid() != 0 ? "not root" : "network namespaces unavailable or disabled",
+               unshaped);
+}
+
+void rb_job_close(rb_ctx_t *c, int keep)
+{
+    rb_net_teardown(c);
+    rb_active = NULL;
+    if (!keep)
+        rb_sh("rm -rf '%s'", c->dir);
+}
+
+/* --- versions and receivers ---------------------------------------------------------------- */
+
+static void rb_gen_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    fprintf(stderr, "\r  generating the model: %5.1f%%",
+            total ? 100.0 * (double)done / (double)total : 100.0);
+}
+
+dc_status_t rb_gen_first(rb_ctx_t *c, int progress, dc_gen_result_t *gr)
+{
+    char v0[PATH_MAX], v1[PATH_MAX];
+    rb_sh("mkdir -p '%s/ver'", c->dir);
+    rb_path(v0, sizeof(v0), c, "ver/v0.safetensors");
+    rb_path(v1, sizeof(v1), c, "ver/v1.safetensors");
+    dc_gen_opts_t g;
+    memset(&g, 0, sizeof(g));
+    g.params = c->o.params;
+    g.change_rate = c->o.rate;
+    g.model = c->o.inject ? DC_GEN_INJECT : DC_GEN_OPTIMIZER;
+    g.seed = c->o.seed;
+    g.dtype = DC_DTYPE_BF16;
+    progress = progress && dc_cli_is_tty();
+    if (progress)
+        g.progress = rb_gen_progress;
+    dc_status_t st = dc_gen_write(&g, v0, v1, gr);
+    if (progress)
+        fprintf(stderr, "\r%40s\r", "");
+    return st;
+}
+
+dc_status_t rb_receivers_at_v0(const rb_ctx_t *c)
+{
+    for (int i = (int)c->o.senders; i < c->nnodes; i++)
+        if (rb_sh("cp --reflink=auto '%s/ver/v0.safetensors' '%s/w%d.st'", c->dir, c->dir, i))
+            return dc_error(DC_ERR_IO, "cannot copy v0 for receiver %d", i);
+    return DC_OK;
+}
+
+/* 1 when files a and b have the same bytes. */
+static int rb_same(const char *a, const char *b)
+{
+    int fa = open(a, O_RDONLY), fb = open(b, O_RDONLY);
+    struct stat sa, sb;
+    int same = 0;
+    if (fa >= 0 && fb >= 0 && fstat(fa, &sa) == 0 && fstat(fb, &sb) == 0 &&
+        sa.st_size == sb.st_size) {
+        if (sa.st_size == 0) {
+            same = 1;
+        } else {
+            void *ma = mmap(NULL, (size_t)sa.st_size, PROT_READ, MAP_SHARED, fa, 0);
+            void *mb = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fb, 0);
+            if (ma != MAP_FAILED && mb != MAP_FAILED)
+                same = memcmp(ma, mb, (size_t)sa.st_size) == 0;
+            if (ma != MAP_FAILED)
+                munmap(ma, (size_t)sa.st_size);
+            if (mb != MAP_FAILED)
+                munmap(mb, (size_t)sb.st_size);
+        }
+    }
+    if (fa >= 0)
+        close(fa);
+    if (fb >= 0)
+        close(fb);
+    return same;
+}
+
+int rb_receiver_is(const rb_ctx_t *c, int rank, uint64_t v)
+{
+    char w[PATH_MAX], ref[PATH_MAX];
+    if (rb_path(w, sizeof(w), c, "w%d.st", rank) != 0 ||
+        rb_path(ref, sizeof(ref), c, "ver/v%llu.safetensors", (unsigned long long)v) != 0)
+        return 0;
+    return rb_same(w, ref);
+}
+
+/* --- the nodes ------------------------------------------------------------------------------ */
+
+pid_t rb_spawn(const rb_ctx_t *c, int rank, rb_child_fn child, void *arg, const char *fmt, ...)
+{
+    char args[6144], cmd[8192], ns[64] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(args, sizeof(args), fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof(args))
+        return -1;
+    if (c->netns && rank < (int)c->o.senders)
+        snprintf(ns, sizeof(ns), "ip netns exec %st ", c->ns_prefix);
+    else if (c->netns)
+        snprintf(ns, sizeof(ns), "ip netns exec %sr%u ", c->ns_prefix, c->region_of[rank]);
+    k = snprintf(cmd, sizeof(cmd), "exec %s'%s' node --topology '%s/topo.yaml' --rank %d %s", ns,
+                 c->self, c->dir, rank, args);
+    if (k < 0 || (size_t)k >= sizeof(cmd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (child && child(arg, rank) != 0)
+            _exit(127);
+        setenv("DELTACAST_SECRET", c->secret, 1);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+pid_t rb_spawn_receiver(const rb_ctx_t *c, int rank, rb_child_fn child, void *arg)
+{
+    return rb_spawn(c, rank, child, arg,
+                    "--weights '%s/w%d.st' --state '%s/state/%d' >>'%s/log%d' 2>&1", c->dir, rank,
+                    c->dir, rank, c->dir, rank);
+}
+
+dc_status_t rb_launch(const rb_ctx_t *c, pid_t (*spawn)(void *arg, int rank), void *arg,
+                      pid_t *pids)
+{
+    for (int i = 0; pids && i < c->nnodes; i++)
+        pids[i] = 0;
+    for (int i = 0; i < c->nnodes; i++) {
+        pid_t pid = spawn(arg, i);
+        if (pid <= 0)
+            return dc_error(DC_ERR_IO, "cannot start node %d (%s)", i,
+                            i == 0 ? "the coordinator" : i < (int)c->o.senders ? "a sender"
+                                                                               : "a receiver");
+        if (pids)
+            pids[i] = pid;
+        if (i == 0)
+            usleep(100000);
+    }
+    return DC_OK;
+}

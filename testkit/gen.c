@@ -147,6 +147,11 @@ typedef struct dc_gen_plan {
 static dc_status_t dc_gen_add(dc_gen_plan_t *p, const char *name, dc_dtype_t dt, int kind,
                               uint64_t r, uint64_t c)
 {
+    /* a name cut short could collide with another tensor's */
+    size_t nl = strlen(name);
+    if (nl >= sizeof(p->t[0].name))
+        return dc_error(DC_ERR_INTERNAL, "gen: tensor name '%s' is longer than %zu bytes", name,
+                        sizeof(p->t[0].name) - 1);
     if (p->n == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 64;
         dc_gen_tensor_t *t = realloc(p->t, cap * sizeof(*t));
@@ -157,7 +162,7 @@ static dc_status_t dc_gen_add(dc_gen_plan_t *p, const char *name, dc_dtype_t dt,
     }
     dc_gen_tensor_t *t = &p->t[p->n++];
     memset(t, 0, sizeof(*t));
-    snprintf(t->name, sizeof(t->name), "%s", name);
+    memcpy(t->name, name, nl + 1);
     t->dtype = dt;
     t->kind = kind;
     t->ndim = c ? 2 : 1;

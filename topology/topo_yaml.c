@@ -81,7 +81,7 @@ static dc_status_t get_str(yctx_t *c, yaml_node_t *n, const char *what, const ch
 
 static dc_status_t get_rate(yctx_t *c, yaml_node_t *n, const char *what, double *out)
 {
-    const char *s;
+    const char *s = NULL; /* set by get_str() when it returns DC_OK */
     dc_status_t st = get_str(c, n, what, &s);
     if (st != DC_OK)
         return st;
@@ -92,7 +92,7 @@ static dc_status_t get_rate(yctx_t *c, yaml_node_t *n, const char *what, double 
 
 static dc_status_t get_dur(yctx_t *c, yaml_node_t *n, const char *what, double *out)
 {
-    const char *s;
+    const char *s = NULL; /* set by get_str() when it returns DC_OK */
     dc_status_t st = get_str(c, n, what, &s);
     if (st != DC_OK)
         return st;
@@ -103,7 +103,7 @@ static dc_status_t get_dur(yctx_t *c, yaml_node_t *n, const char *what, double *
 
 static dc_status_t get_uint(yctx_t *c, yaml_node_t *n, const char *what, uint32_t max, uint32_t *out)
 {
-    const char *s;
+    const char *s = NULL; /* set by get_str() when it returns DC_OK */
     dc_status_t st = get_str(c, n, what, &s);
     if (st != DC_OK)
         return st;
@@ -154,7 +154,7 @@ static dc_status_t str_list(yctx_t *c, yaml_node_t *v, const char *what, char **
     uint32_t k = 0;
     FOR_ITEMS(c, v, it)
     {
-        const char *s;
+        const char *s = NULL; /* set by get_str() when it returns DC_OK */
         if ((st = get_str(c, it, what, &s)) != DC_OK || !(arr[k] = strdup(s))) {
             for (uint32_t j = 0; j < k; j++)
                 free(arr[j]);

@@ -227,8 +227,9 @@ static inline pid_t job_start(job_t *j, int rank, const char *env, const char *a
         setenv("DELTACAST_LOG", "info", 1);
         unsetenv("DELTACAST_FAULT");
         if (env && *env) {
-            char e[512];
-            snprintf(e, sizeof(e), "%s", env);
+            char *e = strdup(env); /* whole: a cut setting would be a wrong one */
+            if (!e)
+                _exit(127);
             for (char *tok = strtok(e, ";"); tok; tok = strtok(NULL, ";")) {
                 char *eq = strchr(tok, '=');
                 if (eq) {

@@ -6,9 +6,8 @@
  * "write: No space left on device".  Each case skips, saying why, where it
  * cannot mount a tmpfs (not root, no mount permission). */
 #include "refit_util.h"
+#include "testkit_fs.h"
 
-#include <sys/mount.h>
-#include <sys/statvfs.h>
 
 #include "engine/commit.h"
 #include "engine/journal.h"
@@ -20,45 +19,10 @@ static char mnt[64];
 static void fini(void)
 {
     job_fini(&J);
-    if (mnt[0]) {
-        umount2(mnt, MNT_DETACH);
-        rmdir(mnt);
-        mnt[0] = 0;
-    }
+    dc_test_tmpfs_umount(mnt);
 }
 
 TestSuite(disk, .fini = fini, .timeout = 120);
-
-/* Mount a tmpfs of `size` at a fresh directory `mnt`, or skip the test. */
-static int disk_mount(const char *size)
-{
-    if (geteuid() != 0) {
-        cr_skip_test("not root: cannot mount a small tmpfs to fill");
-        return 0;
-    }
-    strcpy(mnt, "/tmp/dc_disk_XXXXXX");
-    cr_assert_not_null(mkdtemp(mnt));
-    char opts[64];
-    snprintf(opts, sizeof(opts), "size=%s,mode=0755", size);
-    if (mount("tmpfs", mnt, "tmpfs", 0, opts) != 0) {
-        int e = errno;
-        rmdir(mnt);
-        mnt[0] = 0;
-        cr_skip_test("cannot mount a tmpfs: %s", strerror(e));
-        return 0;
-    }
-    return 1;
-}
-
-/* Fill the mounted tmpfs to its last block; the fault must have fired. */
-static void disk_fill(void)
-{
-    job_sh("dd if=/dev/zero of=%s/fill bs=4096 >/dev/null 2>&1", mnt);
-    struct statvfs vs;
-    cr_assert_eq(statvfs(mnt, &vs), 0);
-    cr_assert_eq(vs.f_bavail, 0, "%s is not full: %llu blocks free", mnt,
-                 (unsigned long long)vs.f_bavail);
-}
 
 static int file_is_sparse(const char *path)
 {
@@ -135,7 +99,7 @@ static void disk_job(void)
  * of SIGBUS (exit 135) in the middle of applying v1. */
 Test(disk, sparse_receiver_on_full_fs_fails_clearly)
 {
-    if (!disk_mount("2m"))
+    if (!dc_test_tmpfs_mount(mnt, sizeof(mnt), "disk", "2m"))
         return;
     disk_job();
     cr_assert_eq(job_sh("cp --sparse=always %s/ver/v0.safetensors %s/w1.st && "
@@ -145,7 +109,7 @@ Test(disk, sparse_receiver_on_full_fs_fails_clearly)
     char w1[128];
     snprintf(w1, sizeof(w1), "%s/w1.st", mnt);
     cr_assert(file_is_sparse(w1), "cp --sparse=always made no hole in %s", w1);
-    disk_fill();
+    dc_test_tmpfs_fill(mnt);
 
     job_start(&J, 0, NULL, "--wait-ms 4000");
     usleep(100000);
@@ -179,7 +143,7 @@ Test(disk, sparse_receiver_on_full_fs_fails_clearly)
  * exactly (the reservation changes no byte). */
 Test(disk, sparse_receiver_with_space_refits_exactly)
 {
-    if (!disk_mount("4m"))
+    if (!dc_test_tmpfs_mount(mnt, sizeof(mnt), "disk", "4m"))
         return;
     disk_job();
     cr_assert_eq(job_sh("cp --sparse=always %s/ver/v0.safetensors %s/w1.st && "
@@ -202,14 +166,14 @@ Test(disk, sparse_receiver_with_space_refits_exactly)
  * "write: No space left on device". */
 Test(disk, journal_on_full_fs_aborts_the_version)
 {
-    if (!disk_mount("1m"))
+    if (!dc_test_tmpfs_mount(mnt, sizeof(mnt), "disk", "1m"))
         return;
     disk_job();
     cr_assert_eq(job_sh("cp %s/ver/v0.safetensors %s/w1.st && cp %s/ver/v0.safetensors %s/w2.st "
                         "&& mkdir %s/state1 && ln -s %s/state1 %s/state/1",
                         J.dir, J.dir, J.dir, J.dir, mnt, mnt, J.dir),
                  0);
-    disk_fill();
+    dc_test_tmpfs_fill(mnt);
     job_start_all(&J, NULL);
     int rc0 = job_wait(&J, 0, 60);
     if (rc0 != 1)
@@ -269,12 +233,12 @@ Test(disk, sigbus_in_mapped_weights_names_the_file)
 /* A journal created on a full file system: the error names the file. */
 Test(disk, journal_and_commit_on_full_fs_name_the_path)
 {
-    if (!disk_mount("1m"))
+    if (!dc_test_tmpfs_mount(mnt, sizeof(mnt), "disk", "1m"))
         return;
     char dir[128];
     snprintf(dir, sizeof(dir), "%s/state", mnt);
     cr_assert_eq(mkdir(dir, 0755), 0);
-    disk_fill();
+    dc_test_tmpfs_fill(mnt);
     dc_journal_info_t in = {.target = 2, .baseline = 1, .nchunks = 1000, .layout_id = 7};
     dc_journal_t *j = NULL;
     int resumed = 0;
@@ -299,7 +263,7 @@ Test(disk, journal_and_commit_on_full_fs_name_the_path)
  * is read (mapping its holes died of SIGBUS) and gives the exact target. */
 Test(disk, apply_on_full_fs)
 {
-    if (!disk_mount("2m"))
+    if (!dc_test_tmpfs_mount(mnt, sizeof(mnt), "disk", "2m"))
         return;
     disk_job();
     cr_assert_eq(job_sh("'%s' diff %s/ver/v0.safetensors %s/ver/v1.safetensors -o %s/d >/dev/null",
@@ -309,7 +273,7 @@ Test(disk, apply_on_full_fs)
     char base[128];
     snprintf(base, sizeof(base), "%s/base", mnt);
     cr_assert(file_is_sparse(base));
-    disk_fill();
+    dc_test_tmpfs_fill(mnt);
 
     /* a sparse base on the full fs, the target elsewhere: exact */
     int rc = job_sh("'%s' apply %s %s/d -o %s/out >%s/apply0 2>&1", job_bin(), base, J.dir, J.dir,

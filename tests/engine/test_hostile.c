@@ -581,30 +581,49 @@ static void gen_down(hmsg_t *m, const ckpt_t *k, uint64_t *hv)
     mut_some(m, 35, nch, nn);
 }
 
-Test(hostile, hostile_parent_vs_receiver)
+/* The test's listener at node 0's address: it plays the coordinator. */
+static dc_verbs_listener_t *root_listen(const dc_verbs_ops_t **t)
 {
-    hc_seed(0xfeedf00dull); /* fixed: a failure replays */
-    job_init(&J, 1, 1, "3e5", 2, "inject"); /* root 0 (played by the test first), receiver 1 */
-    ckpt_t k;
-    ckpt_load(&k, &J);
-    const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
+    cr_assert_eq(dc_verbs_find("tcp", t), DC_OK);
     dc_verbs_opts_t o;
     hc_opts(&o);
     char addr[64];
     job_addr(&J, 0, addr, sizeof(addr));
     dc_verbs_listener_t *l;
-    cr_assert_eq(t->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
+    cr_assert_eq((*t)->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
+    return l;
+}
+
+/* A job of one receiver (node 1) and `versions` versions of an inject
+ * model whose coordinator (node 0) the test plays: the checkpoint in *k,
+ * the receiver started, its link accepted into *h and taken through its
+ * SUB (answered with SUBOK, m the message buffer) and HELLO.  Returns the
+ * listener. */
+static dc_verbs_listener_t *fake_parent(int versions, hc_t *h, const dc_verbs_ops_t **t, ckpt_t *k,
+                                        hmsg_t *m)
+{
+    job_init(&J, 1, 1, "3e5", versions, "inject");
+    ckpt_load(k, &J);
+    dc_verbs_listener_t *l = root_listen(t);
     job_start(&J, 1, NULL, "--abort-ms 20000");
+    hc_accept(h, *t, l, 1, 10000);
+    cr_assert(hc_until(h, 5000, hc_pred_type, DC_MSG_SUB | (1u << 8)), "no SUB");
+    hmsg_hdr(m, DC_MSG_SUBOK, 0, 0, 0, 1, h->sub_chunk, 0, 0);
+    cr_assert(hc_send(h, m->b, m->len));
+    cr_assert(hc_until(h, 5000, hc_pred_type, DC_MSG_HELLO | (1u << 8)), "no HELLO");
+    return l;
+}
+
+Test(hostile, hostile_parent_vs_receiver)
+{
+    hc_seed(0xfeedf00dull); /* fixed: a failure replays */
     uint64_t t0 = dc_now_ns();
     static hmsg_t m;
     hc_t h;
-    hc_accept(&h, t, l, 1, 10000);
-    /* the child's SUB, our SUBOK, its HELLO */
-    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUB | (1u << 8)), "no SUB");
-    hmsg_hdr(&m, DC_MSG_SUBOK, 0, 0, 0, 1, h.sub_chunk, 0, 0);
-    cr_assert(hc_send(&h, m.b, m.len));
-    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_HELLO | (1u << 8)), "no HELLO");
+    ckpt_t k;
+    const dc_verbs_ops_t *t;
+    /* root 0 (played by the test first), receiver 1: its SUB, our SUBOK, its HELLO */
+    dc_verbs_listener_t *l = fake_parent(2, &h, &t, &k, &m);
     /* a malformed BEGIN (unknown mode) must not shadow the valid BEGIN of
      * the same version that follows: the receiver, off that baseline, asks
      * for overwrites of version 5 */
@@ -666,25 +685,11 @@ Test(hostile, hostile_parent_vs_receiver)
  * abort, then the node re-attached to another relay and got the BYE). */
 Test(hostile, bye_without_abort_undoes_the_version_in_flight)
 {
-    job_init(&J, 1, 1, "3e5", 1, "inject"); /* root 0 (played by the test), receiver 1 */
-    ckpt_t k;
-    ckpt_load(&k, &J);
-    const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
-    dc_verbs_opts_t o;
-    hc_opts(&o);
-    char addr[64];
-    job_addr(&J, 0, addr, sizeof(addr));
-    dc_verbs_listener_t *l;
-    cr_assert_eq(t->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
-    job_start(&J, 1, NULL, "--abort-ms 20000");
     static hmsg_t m;
     hc_t h;
-    hc_accept(&h, t, l, 1, 10000);
-    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_SUB | (1u << 8)), "no SUB");
-    hmsg_hdr(&m, DC_MSG_SUBOK, 0, 0, 0, 1, h.sub_chunk, 0, 0);
-    cr_assert(hc_send(&h, m.b, m.len));
-    cr_assert(hc_until(&h, 5000, hc_pred_type, DC_MSG_HELLO | (1u << 8)), "no HELLO");
+    ckpt_t k;
+    const dc_verbs_ops_t *t;
+    dc_verbs_listener_t *l = fake_parent(1, &h, &t, &k, &m); /* root 0 (the test), receiver 1 */
     /* version 1 from 0: half of its chunks */
     gen_begin(&m, &k, 1, 0, DC_MODE_DELTA);
     cr_assert(hc_send(&h, m.b, m.len));
@@ -802,6 +807,20 @@ static int pred_hello(hc_t *h, uint64_t arg)
     return h->got[DC_MSG_HELLO] >= 1;
 }
 
+/* The chunks sender `me` owns of a job of two shards (caller frees); *n
+ * their count, at least one. */
+static uint32_t *shard_chunks(const ckpt_t *k, uint32_t me, uint32_t *n)
+{
+    uint32_t *own = calloc(k->l->nchunks, sizeof(*own));
+    cr_assert_not_null(own);
+    *n = 0;
+    for (uint32_t c = 0; c < k->l->nchunks; c++)
+        if (job_shard_of(k->l, c, 2) == me)
+            own[(*n)++] = c;
+    cr_assert_gt(*n, 0, "sender %u owns no chunk", me);
+    return own;
+}
+
 /* The test listens at the coordinator's address of a job with two senders
  * (node 0, played by the test; node 1 real) and accepts sender 1's
  * control link.  Returns the listener. */
@@ -811,19 +830,8 @@ static dc_verbs_listener_t *fake_coordinator(hc_t *h, const dc_verbs_ops_t **t, 
     job_init(&J, 1, 2, "3e5", 2, "optimizer");
     job_use_shards(&J, 2, NULL); /* senders 0 and 1, receivers 2 and 3 */
     ckpt_load(k, &J);
-    *own = calloc(k->l->nchunks, sizeof(**own));
-    *nown = 0;
-    for (uint32_t c = 0; c < k->l->nchunks; c++)
-        if (job_shard_of(k->l, c, 2) == 1)
-            (*own)[(*nown)++] = c;
-    cr_assert_gt(*nown, 0, "sender 1 owns no chunk");
-    cr_assert_eq(dc_verbs_find("tcp", t), DC_OK);
-    dc_verbs_opts_t o;
-    hc_opts(&o);
-    char addr[64];
-    job_addr(&J, 0, addr, sizeof(addr));
-    dc_verbs_listener_t *l;
-    cr_assert_eq((*t)->listen(&o, addr, &l), DC_OK, "%s", dc_last_error());
+    *own = shard_chunks(k, 1, nown);
+    dc_verbs_listener_t *l = root_listen(t);
     job_start(&J, 1, NULL, "--abort-ms 30000");
     /* the repairs it makes come back up this link addressed to node 2 */
     hc_accept(h, *t, l, 2, 10000);
@@ -1010,11 +1018,8 @@ Test(hostile, hostile_sender_vs_coordinator)
     ckpt_t k;
     ckpt_load(&k, &J);
     uint32_t nch = k.l->nchunks;
-    uint32_t *own = calloc(nch, sizeof(*own)), nown = 0;
-    for (uint32_t c = 0; c < nch; c++)
-        if (job_shard_of(k.l, c, 2) == me)
-            own[nown++] = c;
-    cr_assert_gt(nown, 0);
+    uint32_t nown;
+    uint32_t *own = shard_chunks(&k, me, &nown);
     job_start(&J, 0, NULL, "--abort-ms 20000");
     char addr[64];
     job_addr(&J, 0, addr, sizeof(addr));

@@ -29,6 +29,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* inputs the target accepted (parsed, decoded, ...): the replay summary */
 static unsigned long fuzz_accepted __attribute__((unused));
 
+/* The library's log down to errors, once: the first thing a target's
+ * LLVMFuzzerTestOneInput does (libFuzzer runs it without our main()). */
+static inline void dc_fuzz_quiet(void)
+{
+    static int quiet;
+    if (!quiet) {
+        dc_log_set_level(DC_LOG_LEVEL_ERROR);
+        quiet = 1;
+    }
+}
+
 /* A call that failed left a status and a detail message. */
 static inline void failed_cleanly(dc_status_t st)
 {

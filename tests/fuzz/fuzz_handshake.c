@@ -106,11 +106,7 @@ static void fuzz_ok(const uint8_t *b, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int quiet;
-    if (!quiet) {
-        dc_log_set_level(DC_LOG_LEVEL_ERROR);
-        quiet = 1;
-    }
+    dc_fuzz_quiet();
     if (size < 1)
         return 0;
     const uint8_t *b = data + 1;
@@ -140,35 +136,15 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
     static const uint32_t edge[] = {0, 1, 2, 63, 64, 65, 0xffffu, 0x10000u, 0x7fffffffu,
                                     0xffffffffu, DC_TCP_MAGIC, DC_TCP_VERSION};
     static const size_t field[] = {1, 5, 45, 47, 49, 53};
-    switch (rng() % 8) {
-    case 0: b[at] ^= (uint8_t)(1u << (rng() % 8)); break;
-    case 1: b[at] = (uint8_t)(rng() % 2 ? 0 : 0xff); break;
-    case 2: b[at] = (uint8_t)(rng() % 70); break;
-    case 3:
-        if (len < cap) {
-            memmove(b + at + 1, b + at, len - at);
-            b[at] = (uint8_t)rng();
-            len++;
-        }
-        break;
-    case 4:
-        memmove(b + at, b + at + 1, len - at - 1);
-        len--;
-        break;
-    case 5: len = at; break;
-    case 6: {
-        size_t f = field[rng() % (sizeof(field) / sizeof(field[0]))];
-        uint32_t v = edge[rng() % (sizeof(edge) / sizeof(edge[0]))];
+    unsigned op = (unsigned)(rng() % 8);
+    if (op == 6) { /* a 2-byte boundary value in a field of a PROOF / HELLO */
+        size_t f = field[rng() % DC_ARRAY_SIZE(field)];
+        uint32_t v = edge[rng() % DC_ARRAY_SIZE(edge)];
         if (f + 2 <= len)
             dc_store_le16(b + f, (uint16_t)v);
-        break;
+        return len;
     }
-    default:
-        if (at + 4 <= len)
-            dc_store_le32(b + at, edge[rng() % (sizeof(edge) / sizeof(edge[0]))]);
-        break;
-    }
-    return len;
+    return dc_fuzz_mutate_at(b, len, cap, at, op, 70, edge, DC_ARRAY_SIZE(edge));
 }
 
 int main(int argc, char **argv)

@@ -76,11 +76,7 @@ static void fuzz_ctrl(const uint8_t *b, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int quiet;
-    if (!quiet) {
-        dc_log_set_level(DC_LOG_LEVEL_ERROR);
-        quiet = 1;
-    }
+    dc_fuzz_quiet();
     if (size < 1)
         return 0;
     const uint8_t *b = data + 1;
@@ -113,40 +109,8 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
     size_t at = 1 + (size_t)(rng() % (len - 1));
     static const uint32_t edge[] = {
         0, 1, 2, 9, 10, 64, 65536, 65537, 1u << 30, (1u << 30) + 1, 0x7fffffffu, 0xffffffffu};
-    switch (rng() % 8) {
-    case 0:
-        b[at] ^= (uint8_t)(1u << (rng() % 8));
-        break;
-    case 1:
-        b[at] = (uint8_t)(rng() % 2 ? 0 : 0xff);
-        break;
-    case 2:
-        b[at] = (uint8_t)(rng() % 8);
-        break;
-    case 3:
-        if (len < cap) {
-            memmove(b + at + 1, b + at, len - at);
-            b[at] = (uint8_t)rng();
-            len++;
-        }
-        break;
-    case 4:
-        memmove(b + at, b + at + 1, len - at - 1);
-        len--;
-        break;
-    case 5:
-        len = at;
-        break;
-    case 6:
-        if (at + 2 <= len)
-            dc_store_le16(b + at, (uint16_t)edge[rng() % (sizeof(edge) / sizeof(edge[0]))]);
-        break;
-    default:
-        if (at + 4 <= len)
-            dc_store_le32(b + at, edge[rng() % (sizeof(edge) / sizeof(edge[0]))]);
-        break;
-    }
-    return len;
+    return dc_fuzz_mutate_at(b, len, cap, at, (unsigned)(rng() % 8), 8, edge,
+                             DC_ARRAY_SIZE(edge));
 }
 
 int main(int argc, char **argv)

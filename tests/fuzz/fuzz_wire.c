@@ -275,11 +275,7 @@ static void fuzz_journal(const uint8_t *b, size_t n, int fix)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int quiet;
-    if (!quiet) {
-        dc_log_set_level(DC_LOG_LEVEL_ERROR);
-        quiet = 1;
-    }
+    dc_fuzz_quiet();
     if (size < 2)
         return 0;
     int fix = data[1] & 1;
@@ -308,28 +304,9 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
     size_t at = 2 + (size_t)(rng() % (len - 2));
     static const uint32_t edge[] = {0, 1, 2, 3, 0x7fffffffu, 0x80000000u, 0xffffffffu,
                                     DC_MAX_CHUNKS, DC_MAX_CHUNKS + 1, DC_SUB_MAX + 1};
-    switch (rng() % 7) {
-    case 0: b[at] ^= (uint8_t)(1u << (rng() % 8)); break;
-    case 1: b[at] = (uint8_t)(rng() % 2 ? 0 : 0xff); break;
-    case 2: b[at] = (uint8_t)(rng() % 24); break;
-    case 3:
-        if (len < cap) {
-            memmove(b + at + 1, b + at, len - at);
-            b[at] = (uint8_t)rng();
-            len++;
-        }
-        break;
-    case 4:
-        memmove(b + at, b + at + 1, len - at - 1);
-        len--;
-        break;
-    case 5: len = at; break;
-    default:
-        if (at + 4 <= len)
-            dc_store_le32(b + at, edge[rng() % (sizeof(edge) / sizeof(edge[0]))]);
-        break;
-    }
-    return len;
+    unsigned op = (unsigned)(rng() % 7);
+    /* no 2-byte values: op 6 is the 4-byte one */
+    return dc_fuzz_mutate_at(b, len, cap, at, op == 6 ? 7 : op, 24, edge, DC_ARRAY_SIZE(edge));
 }
 
 int main(int argc, char **argv)

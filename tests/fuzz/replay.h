@@ -6,8 +6,9 @@
  * in exact-size heap copies (so that ASan catches any overread).
  *
  * A target defines DC_FUZZ_SEED (its deterministic stream) before
- * including this (after fuzz.h), and its mutate(b, len, cap) after; its
- * main() may be dc_fuzz_main().
+ * including this (after fuzz.h), and its mutate(b, len, cap) after (the
+ * message targets' byte mutations: dc_fuzz_mutate_at()); its main() may be
+ * dc_fuzz_main().
  */
 #ifndef DC_TESTS_FUZZ_REPLAY_H
 #define DC_TESTS_FUZZ_REPLAY_H
@@ -31,6 +32,47 @@ static uint64_t rng(void)
 }
 
 typedef size_t (*dc_fuzz_mutate_fn)(uint8_t *b, size_t len, size_t cap);
+
+/* The byte mutations of the message targets (wire, rdma, handshake): on
+ * b[0..len) of room cap, at `at` (past the bytes the target keeps),
+ * operation `op`:
+ *   0 flip a bit           1 the byte 0 or 0xff   2 a byte below `small`
+ *   3 insert a byte (when there is room)           4 delete the byte
+ *   5 truncate at `at`     6 a 2-byte boundary value  7 a 4-byte one
+ * (boundary values from edge[0..nedge), little-endian, where they fit).
+ * The new length.  A target draws `at` and then `op` from rng(), in that
+ * order, and may keep an operation of its own for one `op`. */
+static inline size_t dc_fuzz_mutate_at(uint8_t *b, size_t len, size_t cap, size_t at,
+                                       unsigned op, unsigned small, const uint32_t *edge,
+                                       size_t nedge)
+{
+    switch (op) {
+    case 0: b[at] ^= (uint8_t)(1u << (rng() % 8)); break;
+    case 1: b[at] = (uint8_t)(rng() % 2 ? 0 : 0xff); break;
+    case 2: b[at] = (uint8_t)(rng() % small); break;
+    case 3:
+        if (len < cap) {
+            memmove(b + at + 1, b + at, len - at);
+            b[at] = (uint8_t)rng();
+            len++;
+        }
+        break;
+    case 4:
+        memmove(b + at, b + at + 1, len - at - 1);
+        len--;
+        break;
+    case 5: len = at; break;
+    case 6:
+        if (at + 2 <= len)
+            dc_store_le16(b + at, (uint16_t)edge[rng() % nedge]);
+        break;
+    default:
+        if (at + 4 <= len)
+            dc_store_le32(b + at, edge[rng() % nedge]);
+        break;
+    }
+    return len;
+}
 
 static void dc_fuzz_test_copy(const uint8_t *b, size_t len)
 {

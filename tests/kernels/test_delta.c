@@ -8,6 +8,7 @@
  * in-place apply; buffer API; and the CLI (gen -> diff -> apply -> cmp).
  */
 #include "testenv.h"
+#include "testkit_fs.h"
 #include <criterion/criterion.h>
 
 #include "kernels/codec.h"
@@ -74,20 +75,6 @@ static int exists(const char *p)
     return stat(p, &sb) == 0;
 }
 
-static uint8_t *slurp(const char *p, size_t *len)
-{
-    FILE *f = fopen(p, "rb");
-    cr_assert_not_null(f, "%s", p);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static uint64_t uvarint(const uint8_t *b, size_t *p)
 {
     uint64_t v = 0;
@@ -99,27 +86,10 @@ static uint64_t uvarint(const uint8_t *b, size_t *p)
     }
 }
 
-static uint8_t *read_fixture(const char *name, size_t *len)
-{
-    const char *src = dc_test_src();
-    cr_assert_not_null(src, "DELTACAST_SRC not set");
-    char p[1024];
-    snprintf(p, sizeof(p), "%s/tests/kernels/data/%s", src, name);
-    return slurp(p, len);
-}
-
-static void spit(const char *p, const uint8_t *b, size_t len)
-{
-    FILE *f = fopen(p, "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(b, 1, len, f), len);
-    fclose(f);
-}
-
 static void same_files(const char *a, const char *b)
 {
     size_t la, lb;
-    uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
+    uint8_t *x = dc_test_slurp(a, &la), *y = dc_test_slurp(b, &lb);
     cr_assert_eq(la, lb, "%s %zu vs %s %zu bytes", a, la, b, lb);
     cr_assert_eq(memcmp(x, y, la), 0, "%s and %s differ", a, b);
     free(x);
@@ -308,8 +278,8 @@ Test(delta, deterministic_across_threads_and_buffer_api_matches)
     same_files(path("d1"), path("d2"));
     same_files(path("d1"), path("d.delta"));
     size_t bl, nl, dl;
-    uint8_t *b = slurp(path("base.st"), &bl), *n = slurp(path("next.st"), &nl),
-            *d = slurp(path("d1"), &dl);
+    uint8_t *b = dc_test_slurp(path("base.st"), &bl), *n = dc_test_slurp(path("next.st"), &nl),
+            *d = dc_test_slurp(path("d1"), &dl);
     void *md;
     size_t mdl;
     cr_assert_eq(dc_delta_diff_buffers(b, bl, n, nl, &o2, &md, &mdl, NULL), DC_OK);
@@ -359,9 +329,9 @@ Test(delta, wrong_base_is_refused_without_output)
     cr_assert(!exists(path("out")));
     /* same size, one byte different */
     size_t bl;
-    uint8_t *b = slurp(path("base.st"), &bl);
+    uint8_t *b = dc_test_slurp(path("base.st"), &bl);
     b[bl - 1] ^= 1;
-    spit(path("base2.st"), b, bl);
+    dc_test_spit(path("base2.st"), b, bl);
     free(b);
     cr_assert_eq(dc_delta_apply_files(path("base2.st"), path("d.delta"), path("out"), NULL, NULL),
                  DC_ERR_WRONG_BASE);
@@ -385,10 +355,10 @@ Test(delta, truncated_and_corrupted_deltas_rejected)
 {
     make_pair_and_delta(256);
     size_t dl;
-    uint8_t *d = slurp(path("d.delta"), &dl);
+    uint8_t *d = dc_test_slurp(path("d.delta"), &dl);
     /* truncations */
     for (size_t cut = 0; cut < dl; cut += 1 + dl / 61) {
-        spit(path("bad.delta"), d, cut);
+        dc_test_spit(path("bad.delta"), d, cut);
         dc_status_t st =
             dc_delta_apply_files(path("base.st"), path("bad.delta"), path("out"), NULL, NULL);
         cr_assert_eq(st, DC_ERR_FORMAT, "cut %zu: %d %s", cut, st, dc_last_error());
@@ -399,7 +369,7 @@ Test(delta, truncated_and_corrupted_deltas_rejected)
     for (size_t i = 0; i < dl; i += (i < 2048 ? 1 : 1 + dl / 300)) {
         memcpy(bad, d, dl);
         bad[i] ^= (uint8_t)(1u << (i % 8));
-        spit(path("bad.delta"), bad, dl);
+        dc_test_spit(path("bad.delta"), bad, dl);
         dc_status_t st =
             dc_delta_apply_files(path("base.st"), path("bad.delta"), path("out"), NULL, NULL);
         cr_assert(st == DC_ERR_FORMAT || st == DC_ERR_CORRUPT || st == DC_ERR_VERIFY ||
@@ -422,10 +392,10 @@ Test(delta, in_place_apply)
     make_pair_and_delta(4096);
     /* a failing in-place apply leaves the base untouched */
     size_t nl, nl2;
-    uint8_t *n0 = slurp(path("next.st"), &nl);
+    uint8_t *n0 = dc_test_slurp(path("next.st"), &nl);
     cr_assert_eq(dc_delta_apply_files(path("next.st"), path("d.delta"), NULL, NULL, NULL),
                  DC_ERR_WRONG_BASE);
-    uint8_t *n1 = slurp(path("next.st"), &nl2);
+    uint8_t *n1 = dc_test_slurp(path("next.st"), &nl2);
     cr_assert(nl2 == nl && memcmp(n0, n1, nl) == 0, "a failing in-place apply changed its base");
     free(n1);
     cr_assert_eq(dc_delta_apply_files(path("base.st"), path("d.delta"), NULL, NULL, NULL), DC_OK,
@@ -446,7 +416,7 @@ static void apply_fails_everywhere(const char *base, const char *delta, dc_statu
                                    const char *msg)
 {
     size_t bl, dl;
-    uint8_t *b = slurp(base, &bl), *d = slurp(delta, &dl);
+    uint8_t *b = dc_test_slurp(base, &bl), *d = dc_test_slurp(delta, &dl);
     uint64_t ts;
     cr_assert_eq(dc_delta_target_size(d, dl, &ts), DC_OK);
     uint8_t *out = malloc((size_t)ts);
@@ -463,7 +433,7 @@ static void apply_fails_everywhere(const char *base, const char *delta, dc_statu
     cr_assert_eq(st, want, "in place: %d %s", st, dc_last_error());
     cr_assert(strstr(dc_last_error(), msg) != NULL, "in place: %s", dc_last_error());
     size_t bl2;
-    uint8_t *b2 = slurp(base, &bl2);
+    uint8_t *b2 = dc_test_slurp(base, &bl2);
     cr_assert(bl2 == bl && memcmp(b, b2, bl) == 0, "in-place failure changed the base");
     cr_assert(only_expected_files());
     free(b2);
@@ -485,7 +455,7 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
     };
     write_ckpt(path("base.st"), sp, 2, NULL, 1, 0.0);
     size_t bl;
-    uint8_t *b = slurp(path("base.st"), &bl);
+    uint8_t *b = dc_test_slurp(path("base.st"), &bl);
     dc_st_file_t *f;
     cr_assert_eq(dc_st_open_mem(b, bl, "base", &f), DC_OK);
     size_t same_off = 0, edit_off = 0;
@@ -503,7 +473,7 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
     memcpy(n, b, bl);
     for (size_t e = 3; e < 500; e += 37)
         n[edit_off + 2 * e] ^= 0x21;
-    spit(path("next.st"), n, bl);
+    dc_test_spit(path("next.st"), n, bl);
     dc_delta_opts_t o = {.size = sizeof(o), .chunk_size = 1024, .threads = 2};
     dc_delta_stats_t s = {.size = sizeof(s)};
     cr_assert_eq(dc_delta_diff_files(path("base.st"), path("next.st"), path("d.delta"), &o, &s),
@@ -521,7 +491,7 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
     for (size_t k = 0; k < 2; k++) {
         memcpy(n, b, bl);
         n[offs[k]] ^= 0x80;
-        spit(path("wrong.st"), n, bl);
+        dc_test_spit(path("wrong.st"), n, bl);
         apply_fails_everywhere(path("wrong.st"), path("d.delta"), DC_ERR_WRONG_BASE,
                                "different base");
     }
@@ -535,7 +505,7 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
                  DC_OK, "%s", dc_last_error());
     dc_delta_digest_min = dmin;
     size_t dl;
-    uint8_t *d = slurp(path("dg.delta"), &dl);
+    uint8_t *d = dc_test_slurp(path("dg.delta"), &dl);
     cr_assert_eq(dc_load_le32(d + 8), 2);
     size_t fo = DC_DELTA_HEADER_SIZE + (size_t)dc_load_le64(d + 100), p = fo + 1;
     cr_assert_eq(d[fo], 1); /* one record in the group */
@@ -548,20 +518,20 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
     memcpy(bad, d, dl);
     bad[p + 3] ^= 1; /* a digest byte */
     dc_store_le32(bad + p + 16, dc_crc32c(0, bad + fo, p + 16 - fo));
-    spit(path("bad.delta"), bad, dl);
+    dc_test_spit(path("bad.delta"), bad, dl);
     apply_fails_everywhere(path("base.st"), path("bad.delta"), DC_ERR_VERIFY, "corrupt");
     /* ... on a wrong base it is the base that is named */
     apply_fails_everywhere(path("wrong.st"), path("bad.delta"), DC_ERR_WRONG_BASE,
                            "different base");
     free(d);
     free(bad);
-    d = slurp(path("d.delta"), &dl);
+    d = dc_test_slurp(path("d.delta"), &dl);
     bad = malloc(dl);
     /* corrupt delta: the header's target checkpoint digest (CRC recomputed) */
     memcpy(bad, d, dl);
     bad[56] ^= 4;
     dc_store_le32(bad + 124, dc_crc32c(0, bad, 124));
-    spit(path("bad.delta"), bad, dl);
+    dc_test_spit(path("bad.delta"), bad, dl);
     apply_fails_everywhere(path("base.st"), path("bad.delta"), DC_ERR_VERIFY, "corrupt");
     /* a target header whose own length field is shorter than the bytes the
      * delta carries (its CRCs recomputed): refused before it is parsed, not
@@ -569,14 +539,14 @@ Test(delta, target_mismatch_says_wrong_base_or_corrupt)
      * (a v1 file: v2 deltas between same-layout checkpoints store none) */
     free(bad);
     free(d);
-    d = read_fixture("v1.delta", &dl);
+    d = dc_test_slurp_src("tests/kernels/data/v1.delta", &dl);
     bad = malloc(dl);
     memcpy(bad, d, dl);
     uint64_t thl = dc_load_le64(d + 72);
     dc_store_le64(bad + DC_DELTA_HEADER_SIZE, thl - 8 - 16);
     dc_store_le32(bad + 96, dc_crc32c(0, bad + DC_DELTA_HEADER_SIZE, thl));
     dc_store_le32(bad + 124, dc_crc32c(0, bad, 124));
-    spit(path("bad.delta"), bad, dl);
+    dc_test_spit(path("bad.delta"), bad, dl);
     char fb[1024];
     snprintf(fb, sizeof(fb), "%s/tests/kernels/data/v1_base.safetensors", dc_test_src());
     uint64_t ts;
@@ -670,7 +640,7 @@ Test(delta, cli_gen_diff_apply_inspect)
         cr_assert_fail("CLI pipeline failed (%d)", rc);
     }
     size_t il;
-    uint8_t *js = slurp(path("i.json"), &il);
+    uint8_t *js = dc_test_slurp(path("i.json"), &il);
     js[il - 1] = 0;
     cr_assert(strstr((char *)js, "\"ratio_to_bound\"") != NULL);
     cr_assert(strstr((char *)js, "\"xor_sparse\"") != NULL);
@@ -681,7 +651,7 @@ Test(delta, cli_gen_diff_apply_inspect)
      * without --base */
     snprintf(cmd, sizeof(cmd), "%s inspect %s/x.delta 2>%s/err", bin, tmpdir, tmpdir);
     cr_assert_eq(run(cmd), 1);
-    js = slurp(path("err"), &il);
+    js = dc_test_slurp(path("err"), &il);
     js[il - 1] = 0;
     cr_assert(strstr((char *)js, "--base") != NULL, "%s", js);
     free(js);
@@ -710,14 +680,14 @@ Test(delta, cli_gen_diff_apply_inspect)
     snprintf(cmd, sizeof(cmd), "rm -rf %s/g5 %s/o5.st %s/o6.st", tmpdir, tmpdir, tmpdir);
     run(cmd);
     cr_assert_eq(rc, 0, "CLI pipeline at 5%% failed (%d)", rc);
-    js = slurp(path("i5.json"), &il);
+    js = dc_test_slurp(path("i5.json"), &il);
     js[il - 1] = 0;
     const char *g = strstr((char *)js, "\"gaps\":");
     cr_assert(g, "%s", js);
     cr_assert(atoi(g + 7) >= 4, "frames with gaps positions: %s", js);
     free(js);
     /* --layout compact: Golomb positions only */
-    js = slurp(path("i6.json"), &il);
+    js = dc_test_slurp(path("i6.json"), &il);
     js[il - 1] = 0;
     g = strstr((char *)js, "\"gaps\":");
     cr_assert(g && atoi(g + 7) == 0, "compact layout: %s", js);
@@ -728,7 +698,7 @@ Test(delta, cli_gen_diff_apply_inspect)
     cr_assert_eq(run(cmd), 1);
     cr_assert(!exists(path("out")));
     size_t el;
-    uint8_t *err = slurp(path("err"), &el);
+    uint8_t *err = dc_test_slurp(path("err"), &el);
     int lines = 0;
     for (size_t i = 0; i < el; i++)
         lines += err[i] == '\n';
@@ -770,7 +740,7 @@ Test(delta, strict_base_refuses_unread_differences)
                  DC_OK, "%s", dc_last_error());
     /* other base: one byte of "gone" off */
     size_t bl;
-    uint8_t *b = slurp(path("base.st"), &bl);
+    uint8_t *b = dc_test_slurp(path("base.st"), &bl);
     dc_st_file_t *f;
     cr_assert_eq(dc_st_open_mem(b, bl, "base", &f), DC_OK);
     size_t goff = 0;
@@ -780,7 +750,7 @@ Test(delta, strict_base_refuses_unread_differences)
     dc_st_close(f);
     cr_assert(goff > 0);
     b[goff + 5] ^= 0x10;
-    spit(path("other.st"), b, bl);
+    dc_test_spit(path("other.st"), b, bl);
     free(b);
     cr_assert_eq(dc_delta_apply_files(path("other.st"), path("d.delta"), path("out"), &o, NULL),
                  DC_OK, "%s", dc_last_error());
@@ -806,8 +776,8 @@ Test(delta, options_and_stats_follow_the_size_rule)
 {
     make_pair_and_delta(512);
     size_t bl, nl, dl;
-    uint8_t *b = slurp(path("base.st"), &bl), *n = slurp(path("next.st"), &nl),
-            *d = slurp(path("d.delta"), &dl);
+    uint8_t *b = dc_test_slurp(path("base.st"), &bl), *n = dc_test_slurp(path("next.st"), &nl),
+            *d = dc_test_slurp(path("d.delta"), &dl);
     /* 0.1's struct ended before strict_base: layout reads as 0 (config) */
     struct {
         dc_delta_opts_t o;

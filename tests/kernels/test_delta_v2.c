@@ -7,6 +7,7 @@
  * unknown version) are refused with a clear error, never accepted.
  */
 #include "testenv.h"
+#include "testkit_fs.h"
 #include <criterion/criterion.h>
 
 #include "kernels/codec.h"
@@ -21,27 +22,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static uint8_t *slurp(const char *p, size_t *len)
-{
-    FILE *f = fopen(p, "rb");
-    cr_assert_not_null(f, "%s", p);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
+/* A file of tests/kernels/data/. */
 static uint8_t *fixture(const char *name, size_t *len)
 {
-    const char *src = dc_test_src();
-    cr_assert_not_null(src, "DELTACAST_SRC not set");
-    char p[1024];
-    snprintf(p, sizeof(p), "%s/tests/kernels/data/%s", src, name);
-    return slurp(p, len);
+    char rel[256];
+    snprintf(rel, sizeof(rel), "tests/kernels/data/%s", name);
+    return dc_test_slurp_src(rel, len);
 }
 
 static dc_status_t apply(const uint8_t *b, size_t bl, const uint8_t *d, size_t dl, uint8_t **out,
@@ -131,7 +117,7 @@ static void moe_roundtrip(unsigned experts, uint64_t params, double max_share)
     if (experts)
         cr_assert_gt(gr.tensors, 48u * 3 * experts);
     size_t bl, nl, ol;
-    uint8_t *b = slurp(bp, &bl), *n = slurp(np, &nl), *out = NULL;
+    uint8_t *b = dc_test_slurp(bp, &bl), *n = dc_test_slurp(np, &nl), *out = NULL;
     unlink(bp);
     unlink(np);
     rmdir(dir);

@@ -3,6 +3,7 @@
  * count the CLI reports is checked against an independent count over the
  * two files. */
 #include "testenv.h"
+#include "testkit_fs.h"
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -86,24 +87,10 @@ static double jnum(json_t *j, const char *k)
     return json_number_value(v);
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static bool same_file(const char *a, const char *b)
 {
     size_t la, lb;
-    uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
+    uint8_t *x = dc_test_slurp(a, &la), *y = dc_test_slurp(b, &lb);
     bool eq = la == lb && memcmp(x, y, la) == 0;
     free(x);
     free(y);

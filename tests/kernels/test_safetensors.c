@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kernels/safetensors.h"
+#include "testkit_fs.h"
 
 static char tmpdir[256];
 
@@ -45,28 +46,6 @@ TestSuite(safetensors, .init = setup, .fini = teardown);
 static void path_of(char *out, size_t len, const char *name)
 {
     snprintf(out, len, "%s/%s", tmpdir, name);
-}
-
-static void write_bytes(const char *path, const void *buf, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(buf, 1, len, f), len);
-    fclose(f);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
 }
 
 static int count_dir_entries(void)
@@ -133,7 +112,7 @@ static void write_with_writer(const char *path, const dc_st_desc_t *d, size_t n,
 static void assert_file_is(const char *path, const uint8_t *gold, size_t glen)
 {
     size_t len;
-    uint8_t *b = read_bytes(path, &len);
+    uint8_t *b = dc_test_slurp(path, &len);
     cr_assert_eq(len, glen, "size %zu, golden %zu", len, glen);
     cr_assert(memcmp(b, gold, glen) == 0, "bytes differ from the golden file");
     free(b);
@@ -196,7 +175,7 @@ Test(safetensors, golden_reader)
     /* the mixed file from disk: scalar, empty tensor, metadata */
     char p[512];
     path_of(p, sizeof(p), "mixed.safetensors");
-    write_bytes(p, golden_mixed, sizeof(golden_mixed) - 1);
+    dc_test_spit(p, golden_mixed, sizeof(golden_mixed) - 1);
     cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK, "%s", dc_last_error());
     cr_assert_str_eq(dc_st_path(f), p);
     cr_assert_eq(dc_st_count(f), 3);
@@ -291,7 +270,7 @@ Test(safetensors, every_dtype_round_trip)
     cr_assert_eq(dc_st_writer_write(w, dc_st_map(f) + rl, total), DC_OK);
     cr_assert_eq(dc_st_writer_finish(w), DC_OK);
     size_t l1, l2;
-    uint8_t *b1 = read_bytes(p, &l1), *b2 = read_bytes(q, &l2);
+    uint8_t *b1 = dc_test_slurp(p, &l1), *b2 = dc_test_slurp(q, &l2);
     cr_assert_eq(l1, l2);
     cr_assert(memcmp(b1, b2, l1) == 0);
     free(b1);
@@ -361,7 +340,7 @@ static void expect_bad(const char *label, const char *json, uint64_t n_override,
     memcpy(img + 8, json, jl);
     char p[512];
     path_of(p, sizeof(p), "bad.safetensors");
-    write_bytes(p, img, len);
+    dc_test_spit(p, img, len);
     dc_st_file_t *f = (dc_st_file_t *)(uintptr_t)0x1;
     dc_status_t st = dc_st_open(p, DC_ST_READ, &f);
     cr_assert_eq(st, DC_ERR_FORMAT, "%s: status %d (%s)", label, st, dc_last_error());
@@ -431,11 +410,11 @@ Test(safetensors, rejects_short_and_missing_files)
 {
     char p[512];
     path_of(p, sizeof(p), "short.safetensors");
-    write_bytes(p, "\x02\0\0", 3);
+    dc_test_spit(p, "\x02\0\0", 3);
     dc_st_file_t *f;
     cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_ERR_FORMAT);
     cr_assert(strstr(dc_last_error(), "too short") != NULL, "%s", dc_last_error());
-    write_bytes(p, "", 0);
+    dc_test_spit(p, "", 0);
     cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_ERR_FORMAT);
     path_of(p, sizeof(p), "missing.safetensors");
     cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_ERR_NOT_FOUND);
@@ -469,17 +448,17 @@ Test(safetensors, writer_checks_sizes_and_leaves_nothing_on_failure)
     cr_assert_eq(count_dir_entries(), 0);
 
     /* an existing file is replaced only on success */
-    write_bytes(p, "old", 3);
+    dc_test_spit(p, "old", 3);
     cr_assert_eq(dc_st_writer_create(p, &d, 1, NULL, &w), DC_OK);
     dc_st_writer_abort(w);
     size_t len;
-    uint8_t *b = read_bytes(p, &len);
+    uint8_t *b = dc_test_slurp(p, &len);
     cr_assert_eq(len, 3);
     free(b);
     cr_assert_eq(dc_st_writer_create(p, &d, 1, NULL, &w), DC_OK);
     cr_assert_eq(dc_st_writer_write(w, "abcdef", 6), DC_OK);
     cr_assert_eq(dc_st_writer_finish(w), DC_OK);
-    b = read_bytes(p, &len);
+    b = dc_test_slurp(p, &len);
     cr_assert_eq(len, 8 + 56 + 6); /* 55-byte JSON + 1 space */
     cr_assert(memcmp(b + len - 6, "abcdef", 6) == 0);
     free(b);
@@ -528,7 +507,7 @@ Test(safetensors, writable_mapping_and_sync)
 {
     char p[512];
     path_of(p, sizeof(p), "rw.safetensors");
-    write_bytes(p, golden_attn, sizeof(golden_attn) - 1);
+    dc_test_spit(p, golden_attn, sizeof(golden_attn) - 1);
     dc_st_file_t *f;
     cr_assert_eq(dc_st_open(p, DC_ST_WRITABLE, &f), DC_OK, "%s", dc_last_error());
     uint8_t *d = dc_st_data(f, dc_st_tensor(f, 0));

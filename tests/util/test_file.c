@@ -9,62 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "util/dc_util.h"
 
+#include "testkit_fs.h"
+
 static char mnt[64];
 
 static void fini(void)
 {
-    if (mnt[0]) {
-        umount2(mnt, MNT_DETACH);
-        rmdir(mnt);
-        mnt[0] = 0;
-    }
+    dc_test_tmpfs_umount(mnt);
 }
 
 TestSuite(file, .fini = fini);
-
-static int tmpfs_mount(const char *size)
-{
-    if (geteuid() != 0) {
-        cr_skip_test("not root: cannot mount a small tmpfs");
-        return 0;
-    }
-    strcpy(mnt, "/tmp/dc_file_XXXXXX");
-    cr_assert_not_null(mkdtemp(mnt));
-    char opts[64];
-    snprintf(opts, sizeof(opts), "size=%s", size);
-    if (mount("tmpfs", mnt, "tmpfs", 0, opts) != 0) {
-        int e = errno;
-        rmdir(mnt);
-        mnt[0] = 0;
-        cr_skip_test("cannot mount a tmpfs: %s", strerror(e));
-        return 0;
-    }
-    return 1;
-}
-
-static void fill(void)
-{
-    char p[128];
-    snprintf(p, sizeof(p), "%s/fill", mnt);
-    int fd = open(p, O_WRONLY | O_CREAT, 0644);
-    cr_assert(fd >= 0);
-    static const char z[4096];
-    while (write(fd, z, sizeof(z)) > 0)
-        ;
-    close(fd);
-    struct statvfs vs;
-    cr_assert_eq(statvfs(mnt, &vs), 0);
-    cr_assert_eq(vs.f_bavail, 0, "%s is not full", mnt);
-}
 
 #define SZ (1u << 20)
 
@@ -131,7 +92,7 @@ static int store_every_page(int fd)
  * full a store into any page of a shared map still succeeds. */
 Test(file, reserve_allocates_holes_keeping_bytes)
 {
-    if (!tmpfs_mount("4m"))
+    if (!dc_test_tmpfs_mount(mnt, sizeof(mnt), "file", "4m"))
         return;
     char path[128], fp[128];
     snprintf(fp, sizeof(fp), "%s/fill", mnt);
@@ -147,7 +108,7 @@ Test(file, reserve_allocates_holes_keeping_bytes)
         expect_bytes(fd, want);
         /* a second reservation of an allocated file: nothing to do */
         cr_assert_eq(dc_file_reserve(fd, path, SZ), DC_OK);
-        fill();
+        dc_test_tmpfs_fill(mnt);
         int status = store_every_page(fd);
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "way %d: a store into the reserved file on a full fs failed (status %d)", way,
@@ -163,12 +124,12 @@ Test(file, reserve_allocates_holes_keeping_bytes)
 /* On a full file system: an error naming the file, no byte changed. */
 Test(file, reserve_on_full_fs_names_the_file)
 {
-    if (!tmpfs_mount("2m"))
+    if (!dc_test_tmpfs_mount(mnt, sizeof(mnt), "file", "2m"))
         return;
     char path[128];
     uint8_t *want = malloc(SZ);
     int fd = sparse_file(path, sizeof(path), want);
-    fill();
+    dc_test_tmpfs_fill(mnt);
     for (int way = 0; way < 2; way++) {
         dc_status_t st = way ? dc_file_fill_holes(fd, path, SZ) : dc_file_reserve(fd, path, SZ);
         cr_assert_eq(st, DC_ERR_IO, "way %d reserved blocks on a full fs", way);
@@ -188,12 +149,12 @@ Test(file, reserve_on_full_fs_names_the_file)
  * a mapped file allocates there (SIGBUS); the file is read instead. */
 Test(file, map_read_sparse_on_full_tmpfs)
 {
-    if (!tmpfs_mount("2m"))
+    if (!dc_test_tmpfs_mount(mnt, sizeof(mnt), "file", "2m"))
         return;
     char path[128];
     uint8_t *want = malloc(SZ);
     int fd = sparse_file(path, sizeof(path), want);
-    fill();
+    dc_test_tmpfs_fill(mnt);
     void *m = NULL;
     cr_assert_eq(dc_file_map_read(fd, path, SZ, 1, &m), DC_OK, "%s", dc_last_error());
     cr_assert(memcmp(m, want, SZ) == 0);

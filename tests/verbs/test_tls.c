@@ -38,6 +38,19 @@ static void opts_of(dc_verbs_opts_t *o, const char *secret, int tls, int wan, ui
     o->wan = wan;
 }
 
+/* A tcp listener on 127.0.0.1 (an ephemeral port) with the options of
+ * opts_of(o, ...), which stay in *o for the client to adjust. */
+static dc_verbs_listener_t *tls_listen(dc_verbs_opts_t *o, const char *secret, int tls, int wan,
+                                       uint32_t tmo)
+{
+    const dc_verbs_ops_t *t;
+    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
+    opts_of(o, secret, tls, wan, tmo);
+    dc_verbs_listener_t *l;
+    cr_assert_eq(t->listen(o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
+    return l;
+}
+
 /* Connect in this process, progressing both ends.  DC_OK: *cc and *sc are
  * the two ends; else the client's error (dc_last_error), *sc NULL. */
 static dc_status_t dial(dc_verbs_listener_t *l, const dc_verbs_opts_t *o, dc_verbs_conn_t **cc,
@@ -109,6 +122,7 @@ static void stats_of(dc_verbs_conn_t *c, dc_verbs_stats_t *s)
     cr_assert_eq(c->ops->stats(c, s), DC_OK);
 }
 
+/* The pair of the round trips: tcp, 4 streams of 16 messages of up to 1 MiB. */
 static pair_cfg_t tls_pair(uint64_t total)
 {
     pair_cfg_t p = {.transport = "tcp",
@@ -123,12 +137,8 @@ static pair_cfg_t tls_pair(uint64_t total)
 Test(tls, psk_round_trip_is_exact_and_reports_the_suite, .timeout = 120)
 {
     tls_config("on");
-    pair_result_t r = run_pair(&(pair_cfg_t){.transport = "tcp",
-                                             .total = 24u << 20,
-                                             .max_msg = 1u << 20,
-                                             .streams = 4,
-                                             .depth = 16,
-                                             .timeout_ms = 30000});
+    pair_cfg_t p = tls_pair(24u << 20);
+    pair_result_t r = run_pair(&p);
     cr_assert_str_eq(r.rstats.encryption, "TLS_AES_128_GCM_SHA256");
     cr_assert_eq(r.rstats.ktls & 2, 0, "kernel TLS cannot be on: this kernel has no CONFIG_TLS");
     cr_assert_eq(r.rstats.peer_cert[0], 0, "PSK mode proves no node name");
@@ -141,12 +151,11 @@ Test(tls, every_cipher_suite_round_trips, .timeout = 120)
     for (size_t i = 0; i < DC_ARRAY_SIZE(suites); i++) {
         tls_config("on");
         cr_assert_eq(dc_config_set("tls_cipher", suites[i]), DC_OK);
-        pair_result_t r = run_pair(&(pair_cfg_t){.transport = "tcp",
-                                                 .total = 4u << 20,
-                                                 .max_msg = 256u << 10,
-                                                 .streams = 2,
-                                                 .depth = 8,
-                                                 .timeout_ms = 30000});
+        pair_cfg_t p = tls_pair(4u << 20);
+        p.max_msg = 256u << 10;
+        p.streams = 2;
+        p.depth = 8;
+        pair_result_t r = run_pair(&p);
         cr_assert_str_eq(r.rstats.encryption, suites[i]);
     }
     tls_config("auto");
@@ -155,12 +164,9 @@ Test(tls, every_cipher_suite_round_trips, .timeout = 120)
 Test(tls, auto_encrypts_the_edges_between_regions_only)
 {
     tls_config("auto");
-    const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
     dc_verbs_opts_t o;
-    opts_of(&o, PAIR_SECRET, DC_VERBS_TLS_CONFIG, 0, 10000);
-    dc_verbs_listener_t *l;
-    cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
+    dc_verbs_listener_t *l = tls_listen(&o, PAIR_SECRET, DC_VERBS_TLS_CONFIG, 0, 10000);
+    const dc_verbs_ops_t *t = l->ops;
     for (int wan = 0; wan <= 1; wan++) {
         opts_of(&o, PAIR_SECRET, DC_VERBS_TLS_CONFIG, wan, 10000);
         dc_verbs_conn_t *cc, *sc;
@@ -182,12 +188,9 @@ Test(tls, auto_encrypts_the_edges_between_regions_only)
 Test(tls, a_wrong_secret_fails_the_tls_handshake_clearly)
 {
     tls_config("on");
-    const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
     dc_verbs_opts_t o;
-    opts_of(&o, PAIR_SECRET, DC_VERBS_TLS_CONFIG, 1, 10000);
-    dc_verbs_listener_t *l;
-    cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
+    dc_verbs_listener_t *l = tls_listen(&o, PAIR_SECRET, DC_VERBS_TLS_CONFIG, 1, 10000);
+    const dc_verbs_ops_t *t = l->ops;
     opts_of(&o, SECRET_B, DC_VERBS_TLS_CONFIG, 1, 10000);
     dc_verbs_conn_t *cc, *sc;
     dc_status_t st = dial(l, &o, &cc, &sc);
@@ -202,21 +205,17 @@ Test(tls, a_wrong_secret_fails_the_tls_handshake_clearly)
 Test(tls, listeners_refuse_the_other_kind_of_stream)
 {
     tls_config("auto");
-    const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
     /* tls=on: a clear client is refused; tls=off: a TLS client is refused */
     static const int lis[2] = {DC_VERBS_TLS_ON, DC_VERBS_TLS_OFF};
     static const int cli[2] = {DC_VERBS_TLS_OFF, DC_VERBS_TLS_ON};
     for (int i = 0; i < 2; i++) {
         dc_verbs_opts_t o;
-        opts_of(&o, PAIR_SECRET, lis[i], 0, 1500);
-        dc_verbs_listener_t *l;
-        cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
+        dc_verbs_listener_t *l = tls_listen(&o, PAIR_SECRET, lis[i], 0, 1500);
         opts_of(&o, PAIR_SECRET, cli[i], 0, 1500);
         dc_verbs_conn_t *cc, *sc;
         dc_status_t st = dial(l, &o, &cc, &sc);
         cr_assert_neq(st, DC_OK, "case %d: connected", i);
-        t->listen_close(l);
+        l->ops->listen_close(l);
     }
 }
 
@@ -270,13 +269,10 @@ static void cert_config(const char *ca, const char *node)
 static dc_status_t cert_dial(const char *server, const char *client, const char *client_ca,
                              const char *expect, dc_verbs_stats_t *cs, dc_verbs_stats_t *ss)
 {
-    const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
-    dc_verbs_opts_t o;
     cert_config("ca", server);
-    opts_of(&o, PAIR_SECRET, DC_VERBS_TLS_CONFIG, 1, 5000);
-    dc_verbs_listener_t *l;
-    cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
+    dc_verbs_opts_t o;
+    dc_verbs_listener_t *l = tls_listen(&o, PAIR_SECRET, DC_VERBS_TLS_CONFIG, 1, 5000);
+    const dc_verbs_ops_t *t = l->ops;
     cert_config(client_ca, client);
     o.tls_peer_name = expect;
     dc_verbs_conn_t *cc, *sc;
@@ -489,12 +485,9 @@ Test(tls, corrupted_bytes_are_nacked_and_resent_exact, .timeout = 120)
 Test(tls, a_stalled_tls_handshake_is_dropped_at_the_deadline)
 {
     tls_config("auto");
-    const dc_verbs_ops_t *t;
-    cr_assert_eq(dc_verbs_find("tcp", &t), DC_OK);
     dc_verbs_opts_t o;
-    opts_of(&o, PAIR_SECRET, DC_VERBS_TLS_ON, 0, 1000);
-    dc_verbs_listener_t *l;
-    cr_assert_eq(t->listen(&o, "127.0.0.1:0", &l), DC_OK, "%s", dc_last_error());
+    dc_verbs_listener_t *l = tls_listen(&o, PAIR_SECRET, DC_VERBS_TLS_ON, 0, 1000);
+    const dc_verbs_ops_t *t = l->ops;
     char addr[128];
     cr_assert_eq(t->listen_addr(l, addr, sizeof(addr)), DC_OK);
     struct sockaddr_in sa = {.sin_family = AF_INET,
