@@ -364,10 +364,11 @@ Test(receiver, hold_timeout_aborts_naming_the_node)
 /* Cancel mid-version (from the BEGIN callback, on the node's thread, while
  * frames arrive): the node leaves, the root aborts the version; every
  * chunk of the weights is exactly v1 or v2, and the journal says which. */
-static void cancel_on_begin(const dc_refit_event_t *ev, void *user)
+static int cancel_on_begin(const dc_refit_event_t *ev, void *user)
 {
     if (ev->type == DC_REFIT_EVENT_BEGIN && ev->version == 2)
         dc_refit_receiver_cancel(user);
+    return 0;
 }
 
 Test(receiver, cancel_mid_version_leaves_the_journal_right)
