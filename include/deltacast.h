@@ -931,7 +931,9 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *opts,
  * segments (host memory; NULL: the segments given to open, updated in
  * place by the trainer).  The segments must cover what the sender sends exactly
  * once and stay unchanged until the call returns.  Blocks until every
- * receiver applied and verified the version and the commit record was
+ * receiver applied and verified the version (a receiver holding it,
+ * dc_refit_receiver_hold, delays that up to the root's config
+ * hold_timeout_ms) and the commit record was
  * written (DC_OK; it is then the baseline of the next push), or the
  * version was aborted (DC_ERR_CANCELED: receivers are back at the
  * baseline or marked for a dense refit) or the job failed; after a
