@@ -80,7 +80,9 @@ static void dc_node_help(FILE *fp)
             "                           blocks are reserved at start (a sparse FILE on a\n"
             "                           full disk fails there, naming it, before any byte\n"
             "                           changes)\n"
-            "  --initial-version V      version of FILE when there is no commit record (0)\n"
+            "  --initial-version V      version of FILE when there is no commit record (0);\n"
+            "                           none: it holds no version yet (cold start: the first\n"
+            "                           version comes dense, every chunk whole)\n"
             "  --durable                fsync journal transitions (power-loss safe)\n"
             " both:\n"
             "  --abort-ms T             a receiver silent this long aborts a version\n"
@@ -336,7 +338,10 @@ int dc_cmd_node(int argc, char **argv)
         case O_PROGRESS: cfg.progress = 1; break;
         case O_WEIGHTS: cfg.weights = optarg; break;
         case O_INITIAL:
-            if (!dc_cli_parse_u64("node", "--initial-version", optarg, &cfg.initial_version))
+            if (strcmp(optarg, "none") == 0)
+                cfg.cold = 1;
+            else if (!dc_cli_parse_u64("node", "--initial-version", optarg,
+                                       &cfg.initial_version))
                 return DC_EXIT_USAGE;
             break;
         case O_DURABLE: cfg.durable = 1; break;

@@ -692,6 +692,11 @@ static dc_status_t dc_coord_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     n->enc.total = 0;
     n->enc.cursor = 0;
     dc_enc_wq_clear(n);
+    /* a repair an encoder thread took before the clear writes its chunk's
+     * digest when it finishes: wait for it before the digests are read
+     * (the commit record, below) */
+    while (n->enc.busy > 0)
+        pthread_cond_wait(&n->cv, &n->mu);
     pthread_mutex_unlock(&n->mu);
     if (n->finished)
         return n->result ? n->result : dc_error(DC_ERR_INTERNAL, "root stopped");

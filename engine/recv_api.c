@@ -75,20 +75,22 @@ static void dc_recv_push(dc_refit_receiver_t *r, const dc_refit_event_t *ev)
     r->qn++;
 }
 
-/* Hand ev to the callback (outside the lock), else queue it. */
+/* Hand ev to the callback (outside the lock), and queue it unless the
+ * callback took it. */
 static void dc_recv_deliver(dc_refit_receiver_t *r, const dc_refit_event_t *ev)
 {
     pthread_mutex_lock(&r->mu);
     dc_refit_event_fn fn = r->fn;
     void *user = r->fn_user;
-    if (!fn)
+    pthread_mutex_unlock(&r->mu);
+    int queue = fn ? fn(ev, user) : 1;
+    pthread_mutex_lock(&r->mu);
+    if (queue)
         dc_recv_push(r, ev);
     else if (ev->type == DC_REFIT_EVENT_ENDED)
         r->ended_out = 1;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
-    if (fn)
-        fn(ev, user);
 }
 
 static void dc_recv_event(void *user, const dc_node_event_t *ne)

@@ -8,11 +8,16 @@
  * TOPOLOGY as given to `sender`; RANK is this node's index (1.. ; "auto":
  * the launcher's, from mpirun or srun).  %r in STATE_DIR and OUT is
  * replaced by the rank.  The node starts on version 0 (the checkpoint
- * every node loaded) and dc_refit_node_run() applies each version to the
- * buffer until the sender ends the job.  The receiver then checks its
- * weights against the toy model at the committed version
- * (dc_refit_committed) byte for byte and writes them to OUT (optional).
- * Exit status 0 when they match.
+ * every node loaded).  A receiver handle (dc_refit_receiver_open) runs the
+ * node on a thread of the library; this program plays a rollout engine
+ * that swaps weights only between generation batches: its weights are
+ * held (dc_refit_receiver_hold: a version that arrives is staged, not
+ * written under the generation), the callback holds them again the moment
+ * a version is committed (so they stay exactly that version), and the
+ * main loop, at each BEGIN (a batch boundary here), releases the staged
+ * version.  Every committed version is checked against the toy model byte
+ * for byte.  At the sender's BYE (ENDED) the weights go to OUT (optional).
+ * Exit status 0 when every version matched.
  */
 #include "example.h"
 
@@ -21,6 +26,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* On the node's thread: hold at each commit (before the node takes any
+ * frame of the next version), and queue every event for the main loop. */
+static int hold_at_commit(const dc_refit_event_t *ev, void *user)
+{
+    if (ev->type == DC_REFIT_EVENT_COMMITTED)
+        dc_refit_receiver_hold(user);
+    return 1;
+}
 
 int main(int argc, char **argv)
 {
@@ -56,29 +70,72 @@ int main(int argc, char **argv)
     opts.n_tensors = TOY_TENSORS;
     opts.segments = m.segments; /* written in place, version after version */
     opts.n_segments = TOY_TENSORS;
-    opts.initial_version = 0;                  /* what the buffer holds when state_dir is new */
-    dc_status_t st = dc_refit_node_run(&opts); /* blocks until the sender's BYE */
+    opts.initial_version = 0; /* what the buffer holds when state_dir is new */
+    dc_refit_receiver_t *r = NULL;
+    dc_status_t st = dc_refit_receiver_open(&opts, &r); /* the node runs on its own thread */
     if (st != DC_OK) {
         fprintf(stderr, "receiver %u: %s: %s\n", rank, dc_status_name(st), dc_last_error());
         goto free_topo;
     }
+    dc_refit_receiver_hold(r); /* generating on version 0 */
+    dc_refit_receiver_on_event(r, hold_at_commit, r);
+    int bad = 0, ended = 0;
     uint64_t version = 0;
-    st = dc_refit_committed(state_dir, &version, NULL, NULL);
-    if (st != DC_OK) {
-        fprintf(stderr, "receiver %u: commit record in %s: %s\n", rank, state_dir, dc_last_error());
+    while (!ended) {
+        dc_refit_event_t ev = {.size = sizeof(ev)};
+        st = dc_refit_receiver_wait(r, 120000, &ev);
+        if (st != DC_OK) {
+            fprintf(stderr, "receiver %u: %s\n", rank, dc_last_error());
+            bad = 1;
+            break;
+        }
+        switch (ev.type) {
+        case DC_REFIT_EVENT_BEGIN:
+            /* a batch boundary: swap in the staged version */
+            printf("receiver %u: %s\n", rank, ev.message);
+            dc_refit_receiver_release(r);
+            break;
+        case DC_REFIT_EVENT_COMMITTED:
+            version = ev.version;
+            toy_model_at(&want, version);
+            if (memcmp(m.buf, want.buf, m.bytes) != 0) {
+                size_t i = 0;
+                while (m.buf[i] == want.buf[i])
+                    i++;
+                fprintf(stderr, "receiver %u: version %llu differs from the model at byte %zu\n",
+                        rank, (unsigned long long)version, i);
+                bad = 1;
+            }
+            break;
+        case DC_REFIT_EVENT_ABORTED:
+            fprintf(stderr, "receiver %u: %s\n", rank, ev.message);
+            break;
+        case DC_REFIT_EVENT_ENDED:
+            ended = 1;
+            if (ev.status != DC_OK) {
+                fprintf(stderr, "receiver %u: %s: %s\n", rank, dc_status_name(ev.status),
+                        ev.message);
+                bad = 1;
+            }
+            break;
+        }
+    }
+    dc_refit_receiver_stats_t rs = {.size = sizeof(rs)};
+    dc_refit_receiver_stats(r, &rs);
+    st = dc_refit_receiver_close(r);
+    if (bad || st != DC_OK)
+        goto free_topo;
+    /* the state directory's record says the same */
+    uint64_t recorded = 0;
+    st = dc_refit_committed(state_dir, &recorded, NULL, NULL);
+    if (st != DC_OK || recorded != version) {
+        fprintf(stderr, "receiver %u: commit record in %s: %s\n", rank, state_dir,
+                st != DC_OK ? dc_last_error() : "names another version");
         goto free_topo;
     }
-    toy_model_at(&want, version);
-    if (memcmp(m.buf, want.buf, m.bytes) != 0) {
-        size_t i = 0;
-        while (m.buf[i] == want.buf[i])
-            i++;
-        fprintf(stderr, "receiver %u: version %llu differs from the model at byte %zu\n", rank,
-                (unsigned long long)version, i);
-        goto free_topo;
-    }
-    printf("receiver %u: holds version %llu, byte-exact (%zu bytes)\n", rank,
-           (unsigned long long)version, m.bytes);
+    printf("receiver %u: holds version %llu, byte-exact (%zu bytes; %llu versions, %.3f s "
+           "applying)\n", rank, (unsigned long long)version, m.bytes,
+           (unsigned long long)rs.versions_committed, rs.apply_s);
     rc = out[0] && toy_model_save(&m, out) != 0 ? 1 : 0;
 free_topo:
     dc_topo_free(topo);

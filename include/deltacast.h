@@ -931,7 +931,9 @@ DC_API dc_status_t dc_refit_sender_open(const dc_refit_node_opts_t *opts,
  * segments (host memory; NULL: the segments given to open, updated in
  * place by the trainer).  The segments must cover what the sender sends exactly
  * once and stay unchanged until the call returns.  Blocks until every
- * receiver applied and verified the version and the commit record was
+ * receiver applied and verified the version (a receiver holding it,
+ * dc_refit_receiver_hold, delays that up to the root's config
+ * hold_timeout_ms) and the commit record was
  * written (DC_OK; it is then the baseline of the next push), or the
  * version was aborted (DC_ERR_CANCELED: receivers are back at the
  * baseline or marked for a dense refit) or the job failed; after a
@@ -974,8 +976,8 @@ DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s);
  * a version begins, is committed (the weights are now that version,
  * byte-exact, its checkpoint digest given), is aborted (the weights are
  * back at the baseline, or marked for a dense refit), and the job ended.
- * They are queued (dc_refit_receiver_wait) or, once a callback is set
- * (dc_refit_receiver_on_event), handed to it instead.
+ * They are queued (dc_refit_receiver_wait), and handed to a callback
+ * first once one is set (dc_refit_receiver_on_event).
  *
  * Hold (staged apply, for asynchronous RL): a rollout engine that is
  * generating must not have its weights written under it.  After
@@ -1033,8 +1035,13 @@ typedef struct dc_refit_event {
 
 /** Called on the node's thread, one event at a time: it must return soon
  *  (the node relays and applies nothing meanwhile) and must not call
- *  close or wait; hold, release, version and stats are fine. */
-typedef void (*dc_refit_event_fn)(const dc_refit_event_t *ev, void *user);
+ *  close or wait; hold, release, cancel, version and stats are fine, and
+ *  a hold or cancel it asks for takes effect before the node takes
+ *  anything more (hold on COMMITTED: the weights stay exactly that
+ *  version, with no race against the next one).  Returns nonzero to have
+ *  the event queued for dc_refit_receiver_wait as well, 0 when it took
+ *  it. */
+typedef int (*dc_refit_event_fn)(const dc_refit_event_t *ev, void *user);
 
 /** Start a receiver (above).  Returns DC_OK and *out; DC_ERR_INVALID for
  *  bad options (as dc_refit_node_run, or a sender's rank); the failure
@@ -1042,9 +1049,9 @@ typedef void (*dc_refit_event_fn)(const dc_refit_event_t *ev, void *user);
 DC_API dc_status_t dc_refit_receiver_open(const dc_refit_node_opts_t *opts,
                                           dc_refit_receiver_t **out);
 
-/** Events from now on go to fn (on the node's thread), not to the queue;
- *  the events queued before are handed to fn first.  fn NULL: back to the
- *  queue. */
+/** Events from now on go to fn (on the node's thread), and to the queue
+ *  only when fn returns nonzero; the events queued before stay queued.
+ *  fn NULL: back to the queue alone. */
 DC_API dc_status_t dc_refit_receiver_on_event(dc_refit_receiver_t *r, dc_refit_event_fn fn,
                                               void *user);
 

@@ -165,7 +165,7 @@ class _RefitEvent(ctypes.Structure):
 # dc_status_t values the Receiver answers without raising
 _TIMEOUT, _CANCELED, _NOT_FOUND = -4, -6, -107
 
-_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(_RefitEvent), ctypes.c_void_p)
+_EVENT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_RefitEvent), ctypes.c_void_p)
 
 
 class _RefitReceiverStats(ctypes.Structure):
@@ -733,8 +733,9 @@ class Receiver:
     "committed" (the weights are now `version`, checkpoint `digest`),
     "aborted" (back at `baseline`) or "ended" (the job ended with
     `status`), with flags ({"dense", "held", "cold"}) and a message; None
-    when none came in time.  on_event(fn) calls fn(event) instead, on the
-    library's thread (return soon; do not call close or wait there).
+    when none came in time.  on_event(fn) calls fn(event) first, on the
+    library's thread (return soon; do not call close or wait there; a
+    truthy return queues the event for wait() too).
     hold(): from now on a version that arrives is received and staged, not
     written into the weights (the trainer's push waits, up to the root's
     hold_timeout_ms); release() applies it.  version() says which version
@@ -798,7 +799,10 @@ class Receiver:
         return d
 
     def on_event(self, fn) -> None:
-        """fn(event) for every event from now on (None: back to wait())."""
+        """fn(event) for every event from now on, on the library's thread;
+        a truthy return queues the event for wait() as well.  hold() called
+        in fn takes effect before the node takes anything more (hold on
+        "committed": the weights stay that version).  None: wait() alone."""
         if fn is None:
             self._fn = None
             _check(_lib().dc_refit_receiver_on_event(self._handle(), _EVENT_FN(), None))
@@ -806,9 +810,10 @@ class Receiver:
 
         def call(ev, _user):
             try:
-                fn(ev.contents.as_dict())
+                return 1 if fn(ev.contents.as_dict()) else 0
             except Exception as e:  # never unwind into the library's thread
                 print(f"deltacast: Receiver.on_event callback raised {e!r}", file=sys.stderr)
+                return 1
         cb = _EVENT_FN(call)
         _check(_lib().dc_refit_receiver_on_event(self._handle(), cb, None))
         self._fn = cb  # kept alive while the library may call it

@@ -1,14 +1,15 @@
 #!/bin/bash
 # ThreadSanitizer run of the threaded parts: the encoder pool
-# (engine/encoder.c), the sender handle (engine/sender.c, engine/api.c) and
-# UCX progress (verbs/ucx*.c), through the tests that drive them:
+# (engine/encoder.c), the sender handle (engine/sender.c, engine/api.c), the
+# receiver handle (engine/recv_api.c) and UCX progress (verbs/ucx*.c),
+# through the tests that drive them:
 #
 #   scripts/tsan.sh [BUILD_DIR] [TEST...]
 #
 #   BUILD_DIR   default build-tsan, configured here on first use
 #               (gcc, -Db_sanitize=thread -Dcuda=disabled)
 #   TEST        meson test names (default: engine_api engine_refit
-#               engine_shards verbs_ucx)
+#               engine_shards engine_receiver verbs_ucx)
 #
 # The library, the deltacast command the proc tests start, and the test
 # files are all instrumented; the test files run under tests/msan's
@@ -25,7 +26,7 @@ src=$(pwd)
 dir=${1:-build-tsan}
 [ $# -gt 0 ] && shift
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(engine_api engine_refit engine_shards verbs_ucx)
+[ ${#tests[@]} -gt 0 ] || tests=(engine_api engine_refit engine_shards engine_receiver verbs_ucx)
 if [ ! -f "$dir/build.ninja" ]; then
   CC=${CC:-gcc} meson setup "$dir" -Db_sanitize=thread -Db_lundef=false -Dwerror=true \
     -Dcuda=disabled >"$dir.setup.log" 2>&1 ||

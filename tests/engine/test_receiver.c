@@ -364,10 +364,11 @@ Test(receiver, hold_timeout_aborts_naming_the_node)
 /* Cancel mid-version (from the BEGIN callback, on the node's thread, while
  * frames arrive): the node leaves, the root aborts the version; every
  * chunk of the weights is exactly v1 or v2, and the journal says which. */
-static void cancel_on_begin(const dc_refit_event_t *ev, void *user)
+static int cancel_on_begin(const dc_refit_event_t *ev, void *user)
 {
     if (ev->type == DC_REFIT_EVENT_BEGIN && ev->version == 2)
         dc_refit_receiver_cancel(user);
+    return 0;
 }
 
 Test(receiver, cancel_mid_version_leaves_the_journal_right)
@@ -501,4 +502,30 @@ Test(receiver, bad_options_are_refused)
     dc_refit_event_t ev = {.size = 4};
     cr_assert_eq(dc_refit_receiver_wait(NULL, 0, &ev), DC_ERR_INVALID);
     dc_topo_free(topo);
+}
+
+/* The command's cold start: `deltacast node --initial-version none` on a
+ * weights file of zeros says "cold start: dense" and ends byte-exact. */
+Test(receiver, cli_cold_start_is_dense_and_said)
+{
+    job_init(&J, 1, 1, "2e5", 2, "optimizer");
+    /* the receiver's copy: v0's header, zero bytes (it holds nothing) */
+    cr_assert_eq(job_sh("python3 -c 'import struct,sys; b=bytearray(open(sys.argv[1],\"rb\").read()); "
+                        "h=8+struct.unpack(\"<Q\",b[:8])[0]; b[h:]=bytes(len(b)-h); "
+                        "open(sys.argv[1],\"wb\").write(b)' %s/w1.st", J.dir), 0);
+    cr_assert(!job_exact(&J, 1, 0));
+    job_start(&J, 0, NULL, NULL);
+    usleep(100000);
+    job_start(&J, 1, NULL, "--initial-version none");
+    job_expect_all_exit_ok(&J, 60, 20);
+    job_expect_all_exact(&J, 2);
+    cr_assert_eq(job_sh("grep -q 'cold start: dense' %s/log1", J.dir), 0,
+                 "the receiver's log does not say cold start: dense");
+    cr_assert_eq(job_sh("grep -q 'node 1: version 2 begins.*cold' %s/log1", J.dir), 1,
+                 "version 2 is no cold start");
+    uint64_t v = 0;
+    char sd[256];
+    snprintf(sd, sizeof(sd), "%s/state/1", J.dir);
+    cr_assert_eq(dc_refit_committed(sd, &v, NULL, NULL), DC_OK);
+    cr_assert_eq(v, 2);
 }
