@@ -119,6 +119,13 @@ void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
                     dc_last_error());
         return;
     }
+    if (n->rx.fail_sent) {
+        /* this node stopped (dc_rx_fail): it only waits for the root to
+         * show its FAIL arrived */
+        if (from->is_parent && (m.type == DC_MSG_ABORT || m.type == DC_MSG_BYE))
+            n->rx.fail_heard = 1;
+        return;
+    }
     if (from->is_parent) {
         n->rx.version_bytes += b->len;
         from->vbytes += b->len;
@@ -299,7 +306,7 @@ void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
         if (m.type == DC_MSG_STATE && m.node < n->nnodes)
             dc_attach_remember(n, m.node, b);
         if (m.type == DC_MSG_ACK || m.type == DC_MSG_NEED || m.type == DC_MSG_STATE ||
-            m.type == DC_MSG_DONE || m.type == DC_MSG_SENT)
+            m.type == DC_MSG_DONE || m.type == DC_MSG_SENT || m.type == DC_MSG_FAIL)
             dc_send_up(n, b);
         return;
     }
@@ -440,6 +447,14 @@ void dc_node_serve(dc_node_t *n, int step_ms, int (*each)(dc_node_t *n))
     if (n->bye) {
         uint64_t dl = dc_now_ns() + 3000000000ull;
         while (dc_node_tx_pending(n) && dc_now_ns() < dl)
+            dc_node_step(n, 5);
+    }
+    if (n->rx.fail_sent) {
+        /* a FAIL must reach the root: read on (closing with unread bytes
+         * resets the link, and the parent may lose the FAIL with them)
+         * until the root's ABORT or BYE says it arrived, 5 s at most */
+        uint64_t dl = dc_now_ns() + 5000000000ull;
+        while (!n->rx.fail_heard && dc_now_ns() < dl)
             dc_node_step(n, 5);
     }
 }
