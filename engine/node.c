@@ -491,6 +491,7 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
 {
     if (!cfg || !cfg->topo || !cfg->state_dir)
         return dc_error(DC_ERR_INVALID, "node: topology and state directory are required");
+    dc_env_check(); /* library users too: a DELTACAST_* typo is said once */
     dc_node_t *n = calloc(1, sizeof(*n));
     if (!n)
         return dc_error(DC_ERR_NOMEM, "node: out of memory");
