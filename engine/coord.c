@@ -1053,6 +1053,13 @@ dc_status_t dc_coord_run(dc_node_t *n)
         }
         json_array_append_new(versions, dc_coord_version_json(n, &vs));
         dc_coord_write_stats(n, versions);
+        if (n->cfg->on_version) {
+            dc_node_vsum_t sum = {.version = vs.version, .payload_bytes = vs.payload_bytes,
+                                  .repair_bytes = vs.repair_bytes,
+                                  .dense_bytes = vs.dense_bytes, .repairs = vs.repairs,
+                                  .seconds = vs.seconds, .receivers = dc_coord_nrecv(n)};
+            n->cfg->on_version(n->cfg->on_version_user, &sum);
+        }
     }
     if (st == DC_OK)
         st = dc_coord_confirm(n, 1);

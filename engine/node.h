@@ -49,6 +49,16 @@ typedef struct dc_node_source {
     void *user;
 } dc_node_source_t;
 
+/* One committed version, for the root's caller (deltacast node's summary
+ * line). */
+typedef struct dc_node_vsum {
+    uint64_t version;
+    uint64_t payload_bytes, repair_bytes, dense_bytes;
+    uint64_t repairs;   /* repair frames (NEED, stalls, re-joins) */
+    double seconds;     /* BEGIN to the commit record */
+    uint32_t receivers; /* receivers that took it */
+} dc_node_vsum_t;
+
 typedef struct dc_node_cfg {
     uint32_t rank;               /* this node's index in the topology */
     const dc_topo_t *topo;       /* borrowed */
@@ -82,6 +92,9 @@ typedef struct dc_node_cfg {
     /* segs (receiver's and memory sender's) point to CUDA device memory:
      * chunks are copied across PCIe around the CPU codec */
     int cuda_mem;
+    /* root: called after each committed version (NULL: none) */
+    void (*on_version)(void *user, const dc_node_vsum_t *vs);
+    void *on_version_user;
 } dc_node_cfg_t;
 
 /** Run the node until the job ends (root: all versions committed and BYE
