@@ -26,6 +26,7 @@
  * DELTACAST_ENGINE_* test and trace hooks, read in dc_node_run.
  */
 #include "engine/node_internal.h"
+#include "tree/tree_int.h"
 #include "kernels/kern_cuda.h"
 #include "verbs/gpumem.h"
 
@@ -694,10 +695,8 @@ dc_status_t dc_node_sender_chunks(const dc_topo_t *topo, uint32_t rank, const dc
                                   uint8_t *want)
 {
     dc_tree_opts_t o;
-    memset(&o, 0, sizeof(o));
-    o.size = sizeof(o);
+    dc_tree_opts_engine(&o);
     o.chunk_bytes = l->chunk_size;
-    o.max_stripes = 1;
     dc_tree_t *tree = NULL;
     dc_status_t st = dc_tree_plan(topo, &o, &tree);
     if (st != DC_OK)
