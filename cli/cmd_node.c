@@ -250,7 +250,7 @@ static void dc_node_report_total(const dc_node_report_t *r, dc_status_t st)
                st == DC_OK ? "true" : "false", (unsigned long long)r->versions,
                (unsigned long long)r->payload, (unsigned long long)r->dense, ratio, r->seconds,
                r->receivers, rep);
-    } else {
+    } else if (r->versions) { /* a job that failed before any version: its error says it */
         char pb[32], db[32];
         dc_fmt_bytes(r->payload, pb, sizeof(pb));
         dc_fmt_bytes(r->dense, db, sizeof(db));
