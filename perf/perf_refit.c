@@ -143,9 +143,10 @@ static pid_t rb_spawn(rb_ctx_t *c, int rank, int dense, uint32_t upto, const cha
             snprintf(err, sizeof(err), "2>>'%s/log0'", c->dir);
         k = snprintf(cmd, sizeof(cmd),
                  "exec %s'%s' node --topology '%s/topo.yaml' --rank 0 --versions '%s/ver' "
-                 "--count %u --state '%s/state/0' --stats '%s' --wait-ms 120000 %s %s %s",
+                 "--count %u --state '%s/state/0' --stats '%s' --wait-ms 120000 %s %s "
+                 ">>'%s/log0' %s", /* its per-version lines: not on perf refit's stdout */
                  ns, c->self, c->dir, c->dir, upto, c->dir, stats, dense ? "--dense" : "",
-                 c->o.from_memory ? "--from-memory" : "", err);
+                 c->o.from_memory ? "--from-memory" : "", c->dir, err);
     } else if (sender) { /* another trainer shard: reads only its own chunks */
         k = snprintf(cmd, sizeof(cmd),
                  "exec %s'%s' node --topology '%s/topo.yaml' --rank %d --versions '%s/ver' "
