@@ -79,3 +79,20 @@ Test(failfast, other_model_names_first_differing_tensor)
     job_wait(&J, 2, 10);
     cr_assert(job_exact(&J, 2, 0), "receiver 2 is not at v0");
 }
+
+/* A receiver that never starts: the root's wait for receivers ends with
+ * the nodes that did not join, each with its name and address. */
+Test(failfast, missing_node_named_with_its_address)
+{
+    job_init(&J, 1, 2, "1e5", 1, "optimizer");
+    job_start(&J, 0, NULL, "--wait-ms 1500");
+    job_start(&J, 1, NULL, NULL);
+    int rc0 = job_wait(&J, 0, 30);
+    if (rc0 != 1)
+        job_dump_logs(&J);
+    cr_assert_eq(rc0, 1, "coordinator exit %d", rc0);
+    cr_assert_eq(job_sh("grep -q 'did not join within 1500 ms: node 2 (r0-n1, 127.0.0.1:%d)' "
+                        "%s/log0",
+                        J.port + 2, J.dir),
+                 0, "the coordinator does not name node 2 with its address");
+}
