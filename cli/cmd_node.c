@@ -2,7 +2,6 @@
 #include "cli.h"
 #include "engine/node.h"
 #include "kernels/safetensors.h"
-#include "topology/topo.h"
 #include "util/dc_util.h"
 
 #include <getopt.h>
@@ -428,12 +427,10 @@ int dc_cmd_node(int argc, char **argv)
         return dc_cli_usage_error("node", "unexpected argument '%s'", argv[optind]);
     if (!!topo_path == !!local)
         return dc_cli_usage_error("node", "give exactly one of --topology and --local");
-    dc_launch_info_t li; /* source "none": the rank was given */
-    memset(&li, 0, sizeof(li));
-    li.size = sizeof(li);
-    li.source = "none";
-    li.world_size = -1;
     if (rank < 0) {
+        dc_launch_info_t li;
+        memset(&li, 0, sizeof(li));
+        li.size = sizeof(li);
         dc_status_t st = dc_launch_from_env(&li);
         if (st != DC_OK)
             return dc_cli_fail("node", st, "reading the launcher's environment");
@@ -466,12 +463,6 @@ int dc_cmd_node(int argc, char **argv)
     }
     if (st != DC_OK)
         return dc_cli_fail("node", st, NULL);
-    /* the rank and the launcher's world against the topology, before any
-     * wait: a wrong -n would otherwise hang until the root's wait times out */
-    if ((st = dc_launch_check(&li, cfg.rank, dc_topo_node_count(topo))) != DC_OK) {
-        dc_topo_free(topo);
-        return dc_cli_fail("node", st, NULL);
-    }
     char state[PATH_MAX];
     if (!cfg.state_dir) {
         snprintf(state, sizeof(state), "deltacast-state/node-%u", cfg.rank);

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 static dc_status_t env_int(const char *name, int32_t *out, bool *found)
 {
@@ -63,36 +62,5 @@ dc_status_t dc_launch_from_env(dc_launch_info_t *out)
         break;
     }
     *out = r;
-    return DC_OK;
-}
-
-dc_status_t dc_launch_check(const dc_launch_info_t *li, uint32_t rank, uint32_t nnodes)
-{
-    static const struct {
-        const char *src, *rank, *size;
-    } vars[] = {
-        {"ompi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-        {"pmi", "PMI_RANK", "PMI_SIZE"},
-        {"pmix", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE"},
-        {"slurm", "SLURM_PROCID", "SLURM_NTASKS"},
-    };
-    const char *rv = NULL, *sv = NULL;
-    for (size_t i = 0; li && li->source && i < DC_ARRAY_SIZE(vars); i++)
-        if (strcmp(li->source, vars[i].src) == 0)
-            rv = vars[i].rank, sv = vars[i].size;
-    if (rank >= nnodes) {
-        if (rv)
-            return dc_error(DC_ERR_INVALID,
-                            "rank %u (%s) is outside the topology: it has %u nodes (ranks 0..%u)",
-                            rank, rv, nnodes, nnodes ? nnodes - 1 : 0);
-        return dc_error(DC_ERR_INVALID,
-                        "rank %u is outside the topology: it has %u nodes (ranks 0..%u)", rank,
-                        nnodes, nnodes ? nnodes - 1 : 0);
-    }
-    if (rv && li->world_size >= 0 && (uint32_t)li->world_size != nnodes)
-        return dc_error(DC_ERR_INVALID,
-                        "the launcher (%s) started %d processes (%s=%d), the topology has %u "
-                        "nodes: start one process per node (e.g. srun -n %u, mpirun -np %u)",
-                        li->source, li->world_size, sv, li->world_size, nnodes, nnodes, nnodes);
     return DC_OK;
 }

@@ -80,10 +80,4 @@ char *dc_topo_strdup(const char *s);
 /* Parse "30ms", "5us", "0.1s", "2e-3" (seconds). */
 dc_status_t dc_parse_duration(const char *s, double *out);
 
-/** `rank` is a node of a topology of `nnodes`, and the launcher (li: what
- *  dc_launch_from_env found; NULL or source "none" when the rank was
- *  given) started one process per node: DC_ERR_INVALID naming the numbers
- *  (and the launcher's variables) otherwise. */
-dc_status_t dc_launch_check(const dc_launch_info_t *li, uint32_t rank, uint32_t nnodes);
-
 #endif /* DC_TOPO_H */

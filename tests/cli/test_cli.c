@@ -111,33 +111,3 @@ Test(cli, help_subcommand)
     cr_assert_eq(R.code, 0);
     cr_assert(strstr(R.out, "deltacast apply") != NULL);
 }
-
-/* A rank outside the topology, and a launcher world that is not one
- * process per node: one line naming the numbers, at once (before, a wrong
- * world size hung until the root's wait for receivers timed out). */
-Test(cli, node_rank_and_world_checked_against_topology)
-{
-    unsetenv("SLURM_PROCID");
-    unsetenv("SLURM_NTASKS");
-    run(&R, "node --local 1:2 --rank 7 --weights /nonexistent");
-    cr_assert_eq(R.code, 1, "exit %d: %s", R.code, R.err);
-    cr_assert(strstr(R.err, "rank 7 is outside the topology: it has 3 nodes (ranks 0..2)"), "%s",
-              R.err);
-    setenv("SLURM_PROCID", "0", 1);
-    setenv("SLURM_NTASKS", "5", 1);
-    run(&R, "node --local 1:2 --versions /nonexistent");
-    unsetenv("SLURM_PROCID");
-    unsetenv("SLURM_NTASKS");
-    cr_assert_eq(R.code, 1, "exit %d: %s", R.code, R.err);
-    cr_assert(strstr(R.err, "started 5 processes (SLURM_NTASKS=5), the topology has 3 nodes"),
-              "%s", R.err);
-    setenv("OMPI_COMM_WORLD_RANK", "3", 1);
-    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
-    run(&R, "node --local 1:2 --weights /nonexistent");
-    unsetenv("OMPI_COMM_WORLD_RANK");
-    unsetenv("OMPI_COMM_WORLD_SIZE");
-    cr_assert_eq(R.code, 1, "exit %d: %s", R.code, R.err);
-    cr_assert(strstr(R.err, "rank 3 (OMPI_COMM_WORLD_RANK) is outside the topology: it has 3 "
-                            "nodes"),
-              "%s", R.err);
-}
