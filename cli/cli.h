@@ -26,5 +26,6 @@ int dc_cmd_plan(int argc, char **argv);
 int dc_cmd_node(int argc, char **argv);
 int dc_cmd_perf(int argc, char **argv);
 int dc_cmd_demo(int argc, char **argv);
+int dc_cmd_info(int argc, char **argv);
 
 #endif /* DC_CLI_H */

@@ -1,8 +1,10 @@
 /* cmd_node.c - `deltacast node`: one process of a refit job. */
 #include "cli.h"
+#include "cli/node_launch.h"
 #include "engine/node.h"
 #include "kernels/safetensors.h"
 #include "util/dc_util.h"
+#include "verbs/auth.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -14,7 +16,8 @@
 static void dc_node_help(FILE *fp)
 {
     fprintf(fp,
-            "Usage: deltacast node (--topology FILE | --local R:N[:PORT]) [--rank N] [options]\n"
+            "Usage: deltacast node (--topology FILE | --local R:N[:PORT] | --slurm |\n"
+            "                       --nodelist LIST) [--rank N] [options]\n"
             "\n"
             "Run one process of a refit job.  Node 0 of the topology is the root (a\n"
             "sender and the coordinator: runs the joint commit); every sender encodes\n"
@@ -22,16 +25,42 @@ static void dc_node_help(FILE *fp)
             "--versions DIR: it reads only its own chunks); every other node is a\n"
             "receiver that relays to its children in the tree.  The\n"
             "rank comes from --rank, else from MPI (OMPI_COMM_WORLD_RANK, PMI_RANK,\n"
-            "PMIX_RANK) or Slurm (SLURM_PROCID).  Connections authenticate with the job\n"
-            "secret (DELTACAST_SECRET_FILE or DELTACAST_SECRET).\n"
+            "PMIX_RANK) or Slurm (SLURM_PROCID); the launcher's world size must be the\n"
+            "topology's node count.  Connections authenticate with the job secret:\n"
+            "--secret-file FILE, DELTACAST_SECRET_FILE=FILE or DELTACAST_SECRET=TEXT\n"
+            "(srun passes the environment to every task; mpirun needs\n"
+            "-x DELTACAST_SECRET_FILE).\n"
             "\n"
             "Options:\n"
             "  --topology FILE          topology file (YAML)\n"
             "  --local R:N[:PORT]       synthetic local topology: R regions of N receivers\n"
             "                           on 127.0.0.1, ports PORT.. (default 7300)\n"
-            "  --rank N                 this process's node index\n"
-            "  --state DIR              state directory: commit record, journal\n"
-            "                           (default deltacast-state/node-RANK)\n"
+            "  --slurm                  the topology from Slurm: one node per task, on the\n"
+            "                           hosts of SLURM_STEP_NODELIST (SLURM_JOB_NODELIST)\n"
+            "                           as SLURM_STEP_TASKS_PER_NODE places them\n"
+            "  --nodelist LIST          the same from a host list (Slurm syntax:\n"
+            "                           'gpu-[01-04],cpu7'); the tasks (the launcher's\n"
+            "                           world size, else --world-size, else one per entry)\n"
+            "                           in blocks over the hosts (a host named twice\n"
+            "                           counts once: 'a,a,b' puts tasks 0, 1 on a)\n"
+            "    With --slurm/--nodelist: node r is task r, node 0..S-1 the senders; a\n"
+            "    task with local rank L on HOST listens on HOST:PORT+L.\n"
+            "  --region-map MAP         PATTERN=REGION,... (fnmatch globs on host names,\n"
+            "                           first match wins, others in region 'default';\n"
+            "                           default: one region), e.g. 'gpu-*=train,*=rollout'\n"
+            "  --senders S              the first S tasks are senders, one shard each (1)\n"
+            "  --port PORT              first port (7300); 0: each node binds a free port\n"
+            "                           and publishes it with --rendezvous\n"
+            "  --rendezvous DIR         with --port 0: a directory every rank reads (a\n"
+            "                           shared filesystem across hosts); node r writes\n"
+            "                           DIR/rank-r, then every node waits (--wait-ms) for\n"
+            "                           all; use a fresh DIR per job without Slurm or MPI\n"
+            "  --world-size N           tasks, when no launcher says (--nodelist)\n"
+            "  --rank N                 this process's node index (the launcher's\n"
+            "                           variables are then ignored)\n"
+            "  --secret-file FILE       the job secret (config secret_file)\n"
+            "  --state DIR              state directory: commit record, journal; created\n"
+            "                           with its parents (default deltacast-state/node-RANK)\n"
             "  In --weights and --state, %%r is replaced by the rank, so one command line\n"
             "  serves every rank: mpirun -np 5 deltacast node --topology t.yaml \\\n"
             "    --versions ckpt/ --weights w%%r.st --state st/%%r\n"
@@ -336,7 +365,8 @@ int dc_cmd_node(int argc, char **argv)
 {
     enum { O_TOPO = 1, O_LOCAL, O_RANK, O_STATE, O_VERSIONS, O_COUNT, O_DENSE, O_STATS,
            O_WAIT, O_PROGRESS, O_WEIGHTS, O_INITIAL, O_DURABLE, O_ABORT, O_CHUNK,
-           O_TRANSPORT, O_ROLE, O_LISTEN, O_FROM_MEMORY, O_JSON };
+           O_TRANSPORT, O_ROLE, O_LISTEN, O_FROM_MEMORY, O_SLURM, O_NODELIST, O_REGION_MAP,
+           O_SENDERS, O_PORT, O_RENDEZVOUS, O_WORLD, O_SECRET_FILE, O_JSON };
     static const struct option opts[] = {
         {"topology", required_argument, NULL, O_TOPO},
         {"local", required_argument, NULL, O_LOCAL},
@@ -358,6 +388,14 @@ int dc_cmd_node(int argc, char **argv)
         {"listen", required_argument, NULL, O_LISTEN},
         {"from-memory", no_argument, NULL, O_FROM_MEMORY},
         {"json", no_argument, NULL, O_JSON},
+        {"slurm", no_argument, NULL, O_SLURM},
+        {"nodelist", required_argument, NULL, O_NODELIST},
+        {"region-map", required_argument, NULL, O_REGION_MAP},
+        {"senders", required_argument, NULL, O_SENDERS},
+        {"port", required_argument, NULL, O_PORT},
+        {"rendezvous", required_argument, NULL, O_RENDEZVOUS},
+        {"world-size", required_argument, NULL, O_WORLD},
+        {"secret-file", required_argument, NULL, O_SECRET_FILE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -368,6 +406,8 @@ int dc_cmd_node(int argc, char **argv)
     uint64_t u;
     int from_memory = 0;
     dc_node_report_t report = {0};
+    dc_node_launch_t lo = {.port = -1};
+    const char *secret_file = NULL;
     optind = 1;
     int c;
     while ((c = dc_cli_getopt("node", argc, argv, "h", opts)) != -1) {
@@ -415,6 +455,32 @@ int dc_cmd_node(int argc, char **argv)
         case O_TRANSPORT: cfg.transport = optarg; break;
         case O_FROM_MEMORY: from_memory = 1; break;
         case O_JSON: report.json = 1; break;
+        case O_SLURM: lo.slurm = 1; break;
+        case O_NODELIST: lo.nodelist = optarg; break;
+        case O_REGION_MAP: lo.region_map = optarg; break;
+        case O_RENDEZVOUS: lo.rendezvous = optarg; break;
+        case O_SECRET_FILE: secret_file = optarg; break;
+        case O_SENDERS:
+            if (!dc_cli_parse_u64("node", "--senders", optarg, &u))
+                return DC_EXIT_USAGE;
+            if (u == 0 || u > 64)
+                return dc_cli_usage_error("node", "--senders wants 1..64, got %s", optarg);
+            lo.senders = (uint32_t)u;
+            break;
+        case O_PORT:
+            if (!dc_cli_parse_u64("node", "--port", optarg, &u))
+                return DC_EXIT_USAGE;
+            if (u > 65535)
+                return dc_cli_usage_error("node", "--port wants 0..65535, got %s", optarg);
+            lo.port = (int64_t)u;
+            break;
+        case O_WORLD:
+            if (!dc_cli_parse_u64("node", "--world-size", optarg, &u))
+                return DC_EXIT_USAGE;
+            if (u == 0 || u > 1000000)
+                return dc_cli_usage_error("node", "--world-size wants 1..1000000, got %s", optarg);
+            lo.world = (uint32_t)u;
+            break;
         case O_ROLE:
         case O_LISTEN:
             return dc_cli_usage_error("node", "--role/--listen are taken from the topology "
@@ -425,19 +491,41 @@ int dc_cmd_node(int argc, char **argv)
     }
     if (optind < argc)
         return dc_cli_usage_error("node", "unexpected argument '%s'", argv[optind]);
-    if (!!topo_path == !!local)
-        return dc_cli_usage_error("node", "give exactly one of --topology and --local");
-    if (rank < 0) {
-        dc_launch_info_t li;
-        memset(&li, 0, sizeof(li));
-        li.size = sizeof(li);
-        dc_status_t st = dc_launch_from_env(&li);
-        if (st != DC_OK)
-            return dc_cli_fail("node", st, "reading the launcher's environment");
-        if (li.rank < 0)
-            return dc_cli_usage_error("node", "no --rank and no MPI/Slurm rank in the environment");
-        rank = li.rank;
+    int launched = lo.slurm || lo.nodelist;
+    if (!!topo_path + !!local + lo.slurm + !!lo.nodelist != 1)
+        return dc_cli_usage_error("node", "give exactly one of --topology, --local, --slurm and "
+                                          "--nodelist");
+    if (!launched && (lo.region_map || lo.senders || lo.port >= 0 || lo.rendezvous || lo.world))
+        return dc_cli_usage_error("node", "--region-map, --senders, --port, --rendezvous and "
+                                          "--world-size go with --slurm or --nodelist");
+    if (lo.port == 0 && !lo.rendezvous)
+        return dc_cli_usage_error("node", "--port 0 needs --rendezvous DIR: the nodes publish "
+                                          "the ports they bound there");
+    if (lo.rendezvous && lo.port != 0)
+        return dc_cli_usage_error("node", "--rendezvous goes with --port 0");
+    if (secret_file) {
+        dc_status_t sst = dc_config_set("secret_file", secret_file);
+        if (sst != DC_OK)
+            return dc_cli_fail("node", sst, "--secret-file");
     }
+    dc_launch_info_t li;
+    memset(&li, 0, sizeof(li));
+    li.size = sizeof(li);
+    dc_status_t st = DC_OK;
+    if (rank >= 0) {
+        /* --rank: started by hand, even inside an allocation whose
+         * SLURM_NTASKS / SLURM_PROCID describe the batch shell */
+        li = (dc_launch_info_t){.size = sizeof(li), .rank = -1, .world_size = -1,
+                                .local_rank = -1, .source = "none"};
+    } else if ((st = dc_launch_from_env(&li)) != DC_OK) {
+        return dc_cli_fail("node", st, "reading the launcher's environment");
+    }
+    if (rank < 0 && li.rank < 0)
+        return dc_cli_usage_error("node", "no --rank and no MPI/Slurm rank in the environment");
+    if (rank < 0)
+        rank = li.rank;
+    if (rank > UINT32_MAX)
+        return dc_cli_usage_error("node", "--rank %lld is too large", (long long)rank);
     cfg.rank = (uint32_t)rank;
     /* one command line for every rank (mpirun, srun): "%r" in a path is the
      * rank; root-only and receiver-only options are ignored by the others */
@@ -451,18 +539,41 @@ int dc_cmd_node(int argc, char **argv)
     if (cfg.state_dir)
         cfg.state_dir = sbuf;
     dc_topo_t *topo = NULL;
-    dc_status_t st;
-    if (topo_path) {
+    int hold[2] = {-1, -1}; /* the rendezvous ports, held until the node ran */
+    char what[PATH_MAX + 32];
+    if (launched) {
+        lo.wait_ms = cfg.wait_ms;
+        lo.transport = cfg.transport;
+        st = dc_node_launch_topo(&lo, &li, &rank, &topo, hold);
+        snprintf(what, sizeof(what), "the topology of %s", lo.slurm ? "--slurm" : "--nodelist");
+    } else if (topo_path) {
         st = dc_topo_load(topo_path, &topo);
+        snprintf(what, sizeof(what), "the topology %s", topo_path);
     } else {
         unsigned r = 0, n = 0, port = 7300;
         int k = sscanf(local, "%u:%u:%u", &r, &n, &port);
         if (k < 2 || r == 0 || n == 0 || port == 0 || port > 65000)
             return dc_cli_usage_error("node", "--local wants R:N[:PORT], got '%s'", local);
         st = dc_topo_synthetic_local(r, n, (uint16_t)port, &topo);
+        snprintf(what, sizeof(what), "--local %s", local);
     }
-    if (st != DC_OK)
-        return dc_cli_fail("node", st, NULL);
+    if (st == DC_OK)
+        st = dc_node_launch_check(&li, topo, what, cfg.rank);
+    if (st != DC_OK) {
+        dc_topo_free(topo);
+        dc_node_launch_release(hold);
+        return dc_cli_fail("node", st, "rank %u", cfg.rank);
+    }
+    /* the job secret, before anything waits on a peer */
+    uint8_t secret[DC_AUTH_MAX_SECRET];
+    size_t secret_len = 0;
+    st = dc_auth_load_secret(NULL, 0, secret, sizeof(secret), &secret_len);
+    memset(secret, 0, sizeof(secret));
+    if (st != DC_OK) {
+        dc_topo_free(topo);
+        dc_node_launch_release(hold);
+        return dc_cli_fail("node", st, "rank %u", cfg.rank);
+    }
     char state[PATH_MAX];
     if (!cfg.state_dir) {
         snprintf(state, sizeof(state), "deltacast-state/node-%u", cfg.rank);
@@ -508,6 +619,7 @@ int dc_cmd_node(int argc, char **argv)
             dc_error(st, "%s", why);
     }
     dc_topo_free(topo);
+    dc_node_launch_release(hold);
     if (st != DC_OK)
         return dc_cli_fail("node", st, "rank %u", cfg.rank);
     return DC_EXIT_OK;

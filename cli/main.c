@@ -15,6 +15,7 @@ static const dc_cli_cmd_t dc_cli_cmds[] = {
     {"node", dc_cmd_node, "run one process (root, relay, receiver) of a refit job"},
     {"perf", dc_cmd_perf, "measure links, the codec, or an end-to-end refit"},
     {"demo", dc_cmd_demo, "run a local refit demo on this machine"},
+    {"info", dc_cmd_info, "list usable transports and devices, and why (like ucx_info -d)"},
 };
 
 static void dc_cli_main_usage(FILE *fp)

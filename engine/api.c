@@ -1,4 +1,5 @@
 /* api.c - the public refit API (include/deltacast.h, "Refit engine"). */
+#include "engine/api_internal.h"
 #include "engine/commit.h"
 #include "engine/layout.h"
 #include "engine/node.h"
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 
 /* The public tensor list as the layout's descriptors (names borrowed). */
-static dc_status_t dc_api_tensors(const dc_refit_tensor_t *t, size_t n, dc_layout_desc_t **out)
+dc_status_t dc_api_tensors(const dc_refit_tensor_t *t, size_t n, dc_layout_desc_t **out)
 {
     dc_layout_desc_t *d = calloc(n ? n : 1, sizeof(*d));
     if (!d)
@@ -34,7 +35,7 @@ static dc_status_t dc_api_tensors(const dc_refit_tensor_t *t, size_t n, dc_layou
 }
 
 /* Public segments as placement segments (tensor names resolved). */
-static dc_status_t dc_api_segments(const dc_layout_desc_t *d, size_t nt,
+dc_status_t dc_api_segments(const dc_layout_desc_t *d, size_t nt,
                                    const dc_refit_segment_t *g, size_t n, dc_place_seg_t **out)
 {
     dc_place_seg_t *s = calloc(n ? n : 1, sizeof(*s));
@@ -81,7 +82,7 @@ static int dc_api_transport_ok(const char *t)
 /* The caller's config as this library's (dc_struct_in: an older caller's
  * missing fields zero, a newer caller's unknown fields refused unless
  * zero), then checked. */
-static dc_status_t dc_api_check_cfg(const dc_refit_node_opts_t *in,
+dc_status_t dc_api_check_cfg(const dc_refit_node_opts_t *in,
                                     dc_refit_node_opts_t *cfg, const char *who)
 {
     char what[64];
@@ -104,7 +105,7 @@ static dc_status_t dc_api_check_cfg(const dc_refit_node_opts_t *in,
     return DC_OK;
 }
 
-static void dc_api_node_cfg(const dc_refit_node_opts_t *cfg, dc_node_cfg_t *n)
+void dc_api_node_cfg(const dc_refit_node_opts_t *cfg, dc_node_cfg_t *n)
 {
     memset(n, 0, sizeof(*n));
     n->rank = cfg->rank;
@@ -122,6 +123,10 @@ static void dc_api_node_cfg(const dc_refit_node_opts_t *cfg, dc_node_cfg_t *n)
     n->chunk_size = cfg->chunk_size;
     n->cuda_mem = cfg->memory == DC_REFIT_MEM_CUDA;
     n->transport = cfg->transport && *cfg->transport ? cfg->transport : NULL;
+    if (cfg->initial_version == DC_REFIT_VERSION_NONE) {
+        n->initial_version = 0;
+        n->cold = 1;
+    }
 }
 
 DC_API dc_status_t dc_refit_node_run(const dc_refit_node_opts_t *ucfg)

@@ -202,6 +202,7 @@ static void dc_coord_begin(dc_node_t *n, uint64_t v)
     memset(n->coord.needq, 0, (size_t)n->nnodes * nch);
     memset(n->coord.nacked, 0, n->nnodes * sizeof(*n->coord.nacked));
     memset(n->coord.vdone, 0, n->nnodes);
+    memset(n->coord.hold_since, 0, n->nnodes * sizeof(*n->coord.hold_since));
     memset(n->enc.sentc, 0, nch ? nch : 1);
     memset(n->coord.ssent, 0, n->nnodes);
     memset(n->coord.resync, 0, n->nnodes);
@@ -409,8 +410,25 @@ void dc_coord_handle_up(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
         break;
     }
     case DC_MSG_ACK:
-        if (n->enc.in_flight && m->version == n->enc.vnum)
-            dc_coord_mark_acked(n, m->node, m->chunk, m->count);
+        if (!n->enc.in_flight || m->version != n->enc.vnum)
+            break;
+        if ((m->flags & DC_ACK_F_HOLDING) && m->count == 0) {
+            /* alive, holding the version staged for its caller: not silent */
+            if (!n->coord.hold_since[m->node]) {
+                n->coord.hold_since[m->node] = dc_now_ns();
+                DC_LOG_INFO("root: receiver %u holds version %llu staged (not applied) until "
+                            "its caller releases it; waiting up to hold_timeout_ms=%llu",
+                            m->node, (unsigned long long)m->version,
+                            (unsigned long long)n->coord.hold_timeout_ms);
+            }
+            break;
+        }
+        if (m->count && n->coord.hold_since[m->node]) {
+            DC_LOG_INFO("root: receiver %u released version %llu", m->node,
+                        (unsigned long long)m->version);
+            n->coord.hold_since[m->node] = 0;
+        }
+        dc_coord_mark_acked(n, m->node, m->chunk, m->count);
         break;
     case DC_MSG_NEED:
         if (n->enc.in_flight && m->version == n->enc.vnum) {
@@ -497,6 +515,7 @@ static dc_status_t dc_coord_alloc(dc_node_t *n)
     n->coord.vdone = calloc(nn, 1);
     n->coord.last_seen = calloc(nn, sizeof(uint64_t));
     n->coord.last_progress = calloc(nn, sizeof(uint64_t));
+    n->coord.hold_since = calloc(nn, sizeof(uint64_t));
     n->coord.hello_committed = calloc(nn, sizeof(uint64_t));
     n->coord.rx_apply_ns = calloc(nn, sizeof(uint64_t));
     n->coord.rx_bytes = calloc(nn, sizeof(uint64_t));
@@ -512,8 +531,14 @@ static dc_status_t dc_coord_alloc(dc_node_t *n)
     n->coord.confirmed = calloc(nn, 1);
     n->coord.dflags = calloc(nn, 1);
     if (!n->coord.rx_nlinks || !n->coord.rx_lpar || !n->coord.rx_lbytes || !n->coord.resync ||
-        !n->coord.confirmed || !n->coord.dflags)
+        !n->coord.confirmed || !n->coord.dflags || !n->coord.hold_since)
         return dc_error(DC_ERR_NOMEM, "root: out of memory");
+    dc_status_t hst = dc_config_get_ms("hold_timeout_ms", &n->coord.hold_timeout_ms);
+    if (hst != DC_OK)
+        return hst;
+    if (n->coord.hold_timeout_ms == 0 || n->coord.hold_timeout_ms > 86400000)
+        return dc_error(DC_ERR_INVALID, "config hold_timeout_ms=%llu: 1 .. 86400000 (a day)",
+                        (unsigned long long)n->coord.hold_timeout_ms);
     if (!n->coord.acked || !n->coord.needq || !n->coord.nacked || !n->coord.joined ||
         !n->coord.vdone || !n->coord.last_seen || !n->coord.last_progress ||
         !n->coord.hello_committed || !n->coord.rx_apply_ns || !n->coord.rx_bytes ||
@@ -534,6 +559,7 @@ void dc_coord_free(dc_node_t *n)
     free(n->coord.vdone);
     free(n->coord.last_seen);
     free(n->coord.last_progress);
+    free(n->coord.hold_since);
     free(n->coord.hello_committed);
     free(n->coord.rx_apply_ns);
     free(n->coord.rx_bytes);
@@ -675,6 +701,7 @@ static dc_status_t dc_coord_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     uint64_t last_line = 0;
     int aborted = 0;
     const char *lost = "a receiver";
+    char held_by[128] = "";
     /* a receiver with no ack progress this long after everything was
      * delivered to the root's children gets its missing chunks again */
     uint64_t stall_ns = DC_MAX(DC_STALL_NS, 2ull * n->timeout_ms * 1000000ull);
@@ -721,6 +748,20 @@ static dc_status_t dc_coord_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
                              n->abort_ms, (unsigned long long)v);
                 aborted = 1;
                 break;
+            }
+            if (n->coord.hold_since[i]) {
+                /* alive and holding: no stall re-sends, but a bound */
+                uint64_t held = (now - n->coord.hold_since[i]) / 1000000ull;
+                if (held > n->coord.hold_timeout_ms) {
+                    snprintf(held_by, sizeof(held_by), "receiver %u held it staged for %llu ms "
+                             "(hold_timeout_ms=%llu)", i, (unsigned long long)held,
+                             (unsigned long long)n->coord.hold_timeout_ms);
+                    DC_LOG_ERROR("root: %s: aborting version %llu", held_by,
+                                 (unsigned long long)v);
+                    aborted = 1;
+                    break;
+                }
+                continue;
             }
             if (n->coord.t_all_sent && now - n->coord.last_progress[i] > stall_ns &&
                 now - n->coord.t_all_sent > stall_ns) {
@@ -779,6 +820,9 @@ static dc_status_t dc_coord_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
         if (n->coord.fail_node != UINT32_MAX)
             return dc_error(n->coord.fail_st, "version %llu aborted: %s",
                             (unsigned long long)v, n->coord.fail_why);
+        if (held_by[0])
+            return dc_error(DC_ERR_CANCELED, "version %llu aborted: %s",
+                            (unsigned long long)v, held_by);
         return dc_error(DC_ERR_CANCELED, "version %llu aborted: %s was lost",
                         (unsigned long long)v, lost);
     }

@@ -554,8 +554,10 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
         goto out;
     }
     /* and its parents: `--state st/%r` on a fresh machine */
-    if ((st = dc_mkdirs(cfg->state_dir)) != DC_OK)
+    if ((st = dc_mkdirs(cfg->state_dir)) != DC_OK) {
+        dc_error_prefix("node %u: state directory", n->me);
         goto out;
+    }
     if ((st = dc_node_chunk_size(cfg->chunk_size, &n->chunk_size)) != DC_OK)
         goto out;
     if ((st = dc_config_get_size("inflight_bytes", &n->inflight_max)) != DC_OK)

@@ -58,6 +58,42 @@ typedef struct dc_node_vsum {
     double seconds;     /* BEGIN to the commit record */
     uint32_t receivers; /* receivers that took it */
 } dc_node_vsum_t;
+/* What a receiver tells its embedder (the library's dc_refit_receiver_*),
+ * and what the embedder asks of it.  Every call is on the node's thread. */
+enum {
+    DC_NODE_EV_READY = 0,     /* the weights are open, the node serves */
+    DC_NODE_EV_BEGIN = 1,     /* version v (from baseline b) begins */
+    DC_NODE_EV_COMMITTED = 2, /* v committed here (digest: its checkpoint digest) */
+    DC_NODE_EV_ABORTED = 3,   /* v aborted: back at baseline b (flags DENSE: bytes unknown) */
+};
+enum {
+    DC_NODE_EVF_DENSE = 1,    /* BEGIN: taken whole (overwrites); ABORTED: marked dense */
+    DC_NODE_EVF_HELD = 2,     /* BEGIN: arrives while held (staged until release) */
+    DC_NODE_EVF_COLD = 4,     /* BEGIN: cold start, this node held no version */
+};
+typedef struct dc_node_event {
+    int type;                 /* DC_NODE_EV_* */
+    unsigned flags;           /* DC_NODE_EVF_* */
+    uint64_t v, b;
+    uint64_t digest_lo, digest_hi;
+    uint64_t bytes;           /* COMMITTED / ABORTED: bytes received for v */
+    uint64_t apply_ns;        /* COMMITTED / ABORTED: apply time of v */
+    uint64_t repairs;         /* chunks asked again (NEED) for v */
+    const char *msg;          /* one line */
+} dc_node_event_t;
+enum {
+    DC_NODE_CTL_HOLD = 1,     /* stage frames, do not apply (else: apply the staged) */
+    DC_NODE_CTL_CANCEL = 2,   /* leave the job now */
+};
+typedef struct dc_node_sink {
+    void (*event)(void *user, const dc_node_event_t *ev);
+    /* each turn of the loop: what the embedder wants (DC_NODE_CTL_*) */
+    unsigned (*control)(void *user);
+    /* held is in effect (1) or not (0), staged payload bytes; took: what the
+     * last control() asked for is done */
+    void (*state)(void *user, int held, uint64_t staged_bytes, int took);
+    void *user;
+} dc_node_sink_t;
 
 typedef struct dc_node_cfg {
     uint32_t rank;               /* this node's index in the topology */
@@ -95,6 +131,11 @@ typedef struct dc_node_cfg {
     /* root: called after each committed version (NULL: none) */
     void (*on_version)(void *user, const dc_node_vsum_t *vs);
     void *on_version_user;
+    /* receiver: holds no version yet (no initial version): when its state
+     * directory has no commit record, the first version comes dense */
+    int cold;
+    /* receiver embedded by the library: events, hold / release, cancel */
+    const dc_node_sink_t *sink;
 } dc_node_cfg_t;
 
 /** Run the node until the job ends (root: all versions committed and BYE

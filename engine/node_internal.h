@@ -200,6 +200,15 @@ typedef struct dc_node_rx {
     dc_codec_t *codec;
     uint32_t ack_lo, ack_n;
     uint64_t apply_ns, version_bytes;
+    uint64_t repairs;      /* chunks asked again (NEED) in the version in flight */
+    /* hold (dc_refit_receiver_hold): frames CRC-checked and kept, not applied */
+    int held;
+    int cold;              /* cold start: no version held until the first commit */
+    uint32_t nstaged;      /* chunks staged now */
+    uint8_t **staged;      /* per chunk: the frame body to apply at release */
+    uint32_t *staged_len;
+    uint64_t staged_bytes;
+    uint64_t hold_report_ns; /* last DC_ACK_F_HOLDING sent up */
     int64_t crash_at;      /* test hook: DELTACAST_ENGINE_CRASH_AT */
 } dc_node_rx_t;
 
@@ -261,6 +270,8 @@ typedef struct dc_node_coord {
     uint32_t *nacked;
     uint8_t *joined, *vdone, *needq;
     uint64_t *last_seen, *last_progress;
+    uint64_t *hold_since;   /* node -> when it said it holds the version staged (0: not) */
+    uint64_t hold_timeout_ms; /* config hold_timeout_ms: then the version is aborted */
     uint64_t *hello_committed;
     uint8_t *resync;        /* node re-joined mid-version: at each other sender's
                                SENT, re-send it what it lacks of that sender */

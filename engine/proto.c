@@ -59,7 +59,10 @@ dc_status_t dc_msg_parse(const uint8_t *buf, size_t len, dc_msg_t *out)
         return dc_error(DC_ERR_FORMAT, "engine %s message: body length %u but %zu bytes follow",
                         dc_msg_type_name(m.type), m.body_len, len - DC_MSG_HDR_SIZE);
     m.body = buf + DC_MSG_HDR_SIZE;
-    if ((m.type == DC_MSG_ACK || m.type == DC_MSG_NEED) &&
+    /* count 0: only a holding node's "alive" ACK (DC_ACK_F_HOLDING) */
+    int holding = m.type == DC_MSG_ACK && m.flags == DC_ACK_F_HOLDING && m.chunk == 0 &&
+                  m.count == 0;
+    if ((m.type == DC_MSG_ACK || m.type == DC_MSG_NEED) && !holding &&
         ((uint64_t)m.chunk + m.count > DC_MAX_CHUNKS || m.count == 0))
         return dc_error(DC_ERR_FORMAT, "engine %s message: chunk range %u+%u invalid",
                         dc_msg_type_name(m.type), m.chunk, m.count);

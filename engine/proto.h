@@ -49,6 +49,9 @@
  *             journal target (8), journal baseline (8), layout id (8),
  *             flags (4), nstates (4), nstates journal state bytes.
  *     ACK     node applied and verified chunks [chunk, chunk + count).
+ *             With DC_ACK_F_HOLDING and count 0: the node is alive and
+ *             holds version v staged (its caller's dc_refit_receiver_hold):
+ *             not silent, but bounded by the root's hold_timeout_ms.
  *     NEED    node needs chunks [chunk, chunk + count) again as OVERWRITES
  *             (verify failed, or they cannot take an XOR).
  *     STATE   a HELLO forwarded up by a relay (same body) so the root learns
@@ -139,6 +142,9 @@ enum {
     DC_DONE_F_FAILED = 2,   /* COMMIT: its local commit (record write) failed */
     DC_DONE_F_NOT_HELD = 4, /* COMMIT: it cannot show it holds that version */
 };
+
+/* ACK flags */
+enum { DC_ACK_F_HOLDING = 1 /* count 0: holding v staged, not applied (alive) */ };
 
 /* NEED flags (coordinator -> the sender owning the chunk: re-send it) */
 enum { DC_NEED_F_OVERWRITE = 1 };

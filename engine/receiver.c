@@ -56,8 +56,64 @@ static void dc_rx_ack(dc_node_t *n, uint32_t c)
 
 static void dc_rx_need(dc_node_t *n, uint32_t c, uint32_t count)
 {
+    n->rx.repairs += count;
     dc_rx_flush_acks(n);
     dc_send_up_simple(n, DC_MSG_NEED, 0, n->rx.cur.v, n->rx.cur.b, c, count);
+}
+
+/* The embedder canceled: leave the job (the loop ends; nothing more is
+ * applied, the journal holds what was). */
+static void dc_rx_cancel(dc_node_t *n)
+{
+    if (n->finished)
+        return;
+    n->result = n->rx.cur.active
+                    ? dc_error(DC_ERR_CANCELED, "node %u: canceled by its caller: left the job "
+                               "with version %llu in flight (its journal records what was "
+                               "applied)", n->me, (unsigned long long)n->rx.cur.v)
+                    : dc_error(DC_ERR_CANCELED, "node %u: canceled by its caller: left the job",
+                               n->me);
+    DC_LOG_INFO("%s", dc_last_error());
+    n->finished = 1;
+}
+
+/* Tell the embedder (dc_refit_receiver_*), if any: on the node's thread. */
+static void dc_rx_event(dc_node_t *n, int type, unsigned flags, uint64_t v, uint64_t b,
+                        dc_digest_t d, const char *msg)
+{
+    const dc_node_sink_t *k = n->cfg->sink;
+    if (!k || !k->event)
+        return;
+    dc_node_event_t ev = {.type = type, .flags = flags, .v = v, .b = b, .digest_lo = d.lo,
+                          .digest_hi = d.hi, .bytes = n->rx.version_bytes,
+                          .apply_ns = n->rx.apply_ns, .repairs = n->rx.repairs, .msg = msg};
+    k->event(k->user, &ev);
+    /* a hold or cancel asked for by the callback takes effect now (before
+     * the frames that follow in this turn of the loop) */
+    unsigned want = k->control ? k->control(k->user) : 0;
+    if (want & DC_NODE_CTL_CANCEL) {
+        dc_rx_cancel(n);
+        return;
+    }
+    int took = (want & DC_NODE_CTL_HOLD) != 0;
+    if (took && !n->rx.held) {
+        n->rx.held = 1;
+        n->rx.hold_report_ns = 0;
+    }
+    if (k->state)
+        k->state(k->user, n->rx.held, n->rx.staged_bytes, took);
+}
+
+/* Forget what is staged (the version it belongs to ended, or the node). */
+static void dc_rx_unstage(dc_node_t *n)
+{
+    for (uint32_t c = 0; n->rx.staged && n->layout && c < n->layout->nchunks; c++) {
+        free(n->rx.staged[c]);
+        n->rx.staged[c] = NULL;
+        n->rx.staged_len[c] = 0;
+    }
+    n->rx.nstaged = 0;
+    n->rx.staged_bytes = 0;
 }
 
 /* Keep what undoes chunk c's frame if the version aborts: an xor-sparse or
@@ -109,6 +165,7 @@ static void dc_rx_drop_version(dc_node_t *n)
             n->rx.undo[c] = NULL;
         }
     }
+    dc_rx_unstage(n);
     dc_journal_close(n->rx.j);
     n->rx.j = NULL;
     n->rx.cur.active = 0;
@@ -276,8 +333,28 @@ void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
     n->rx.cur.verify = verify;
     n->rx.apply_ns = 0;
     n->rx.version_bytes = 0;
+    n->rx.repairs = 0;
     for (size_t i = 0; i < n->net.npeers; i++)
         n->net.peers[i]->vbytes = 0;
+    {
+        unsigned ef = (n->rx.dense_needed || bg.mode == DC_MODE_DENSE ? DC_NODE_EVF_DENSE : 0) |
+                      (n->rx.held ? DC_NODE_EVF_HELD : 0) | (n->rx.cold ? DC_NODE_EVF_COLD : 0);
+        char msg[200];
+        snprintf(msg, sizeof(msg), "version %llu begins (from version %llu): %s%s",
+                 (unsigned long long)bg.version, (unsigned long long)bg.baseline,
+                 n->rx.cold ? "cold start: dense (this node holds no version yet: every chunk "
+                              "comes as an overwrite)"
+                 : n->rx.dense_needed    ? "dense (this node's bytes are unknown: marked for a "
+                                           "dense refit)"
+                 : bg.mode == DC_MODE_DENSE ? "dense (the root sends whole chunks)"
+                 : verify                   ? "each chunk checked against its digest first"
+                                            : "delta",
+                 n->rx.held ? "; held: staged until release" : "");
+        if (n->rx.cold)
+            DC_LOG_INFO("node %u: %s", n->me, msg);
+        dc_rx_event(n, DC_NODE_EV_BEGIN, ef, bg.version, bg.baseline, (dc_digest_t){0, 0},
+                    msg);
+    }
     if (resumed)
         DC_LOG_INFO("node %u: resuming version %llu: %llu applied (each checked against "
                     "its frame's digest), %llu applying, %llu pending",
@@ -347,22 +424,59 @@ static void dc_rx_mem_fail(dc_node_t *n)
     dc_rx_fail(n, DC_FAIL_MEMORY, n->rx.cur.v);
 }
 
+/* Keep chunk c's frame (body: header and CRC-checked payload) to apply at
+ * release: the compact payload, never a dense copy of the chunk. */
+static void dc_rx_stage(dc_node_t *n, uint32_t c, const uint8_t *body, size_t body_len)
+{
+    if (n->rx.staged[c]) {
+        n->rx.staged_bytes -= n->rx.staged_len[c];
+        free(n->rx.staged[c]);
+        n->rx.nstaged--;
+    }
+    n->rx.staged[c] = malloc(body_len ? body_len : 1);
+    if (!n->rx.staged[c]) {
+        /* asked for again at release */
+        DC_LOG_WARN("node %u: cannot stage chunk %u (%zu bytes, out of memory): it is asked "
+                    "for again at release", n->me, c, body_len);
+        n->rx.staged_len[c] = UINT32_MAX;
+        return;
+    }
+    memcpy(n->rx.staged[c], body, body_len);
+    n->rx.staged_len[c] = (uint32_t)body_len;
+    n->rx.staged_bytes += body_len;
+    n->rx.nstaged++;
+}
+
+static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t body_len);
+
 void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
 {
-    if (!n->rx.cur.active || m->version != n->rx.cur.v)
+    (void)b;
+    if (!n->rx.cur.active || m->version != n->rx.cur.v || n->finished)
         return;
     if (m->node != DC_NODE_ALL && m->node != n->me)
         return;
-    const dc_layout_t *l = n->layout;
-    dc_frame_hdr_t fh;
-    if (m->chunk >= l->nchunks || dc_frame_decode(m->body, m->body_len, &fh) != DC_OK ||
-        (uint64_t)m->body_len != DC_FRAME_HEADER_SIZE + (uint64_t)fh.payload_len) {
-        DC_LOG_WARN("node %u: bad frame for chunk %u: %s", n->me, m->chunk, dc_last_error());
+    if (m->chunk >= n->layout->nchunks) {
+        DC_LOG_WARN("node %u: bad frame: chunk %u of %u", n->me, m->chunk, n->layout->nchunks);
         return;
     }
-    uint32_t c = m->chunk;
-    if (!dc_rx_needs(n, c))
+    if (!dc_rx_needs(n, m->chunk))
         return; /* a shard this node does not take: relayed only */
+    dc_rx_take(n, m->chunk, m->body, m->body_len);
+}
+
+/* Chunk c's frame (from the parent, or staged): checked, then applied in
+ * place under the journal and acknowledged, or asked for again; while the
+ * node is held, kept (dc_rx_stage) instead of written. */
+static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t body_len)
+{
+    const dc_layout_t *l = n->layout;
+    dc_frame_hdr_t fh;
+    if (dc_frame_decode(body, body_len, &fh) != DC_OK ||
+        (uint64_t)body_len != DC_FRAME_HEADER_SIZE + (uint64_t)fh.payload_len) {
+        DC_LOG_WARN("node %u: bad frame for chunk %u: %s", n->me, c, dc_last_error());
+        return;
+    }
     const dc_layout_chunk_t *lc = &l->chunks[c];
     const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
     if (fh.tensor_id != lc->tensor || fh.chunk_index != lc->index ||
@@ -371,7 +485,7 @@ void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
         DC_LOG_WARN("node %u: frame for chunk %u does not match the layout", n->me, c);
         return;
     }
-    const uint8_t *payload = m->body + DC_FRAME_HEADER_SIZE;
+    const uint8_t *payload = body + DC_FRAME_HEADER_SIZE;
     if (dc_frame_check_payload(&fh, payload, fh.payload_len) != DC_OK) {
         DC_LOG_WARN("node %u: chunk %u: %s", n->me, c, dc_last_error());
         dc_rx_need(n, c, 1);
@@ -423,6 +537,11 @@ void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
                      fh.baseline_version != n->committed)) {
         /* bytes are not the frame's baseline: only an overwrite can fix */
         dc_rx_need(n, c, 1);
+        return;
+    }
+    if (n->rx.held) {
+        /* the caller's engine is generating on these weights: keep it */
+        dc_rx_stage(n, c, body, body_len);
         return;
     }
     uint64_t t0 = dc_now_ns();
@@ -487,13 +606,12 @@ void dc_rx_frame(dc_node_t *n, const dc_msg_t *m, dc_nbuf_t *b)
         }
     }
     if (xor_kind && n->rx.cur.mode == DC_MODE_DELTA)
-        dc_rx_retain_undo(n, c, &fh, m->body, m->body_len, lc->len / lt->esize, lt->esize);
+        dc_rx_retain_undo(n, c, &fh, body, body_len, lc->len / lt->esize, lt->esize);
     if (dc_journal_applied(n->rx.j, c, d) != DC_OK) {
         dc_rx_fail(n, DC_FAIL_IO, n->rx.cur.v);
         return;
     }
     dc_rx_ack(n, c);
-    (void)b;
 }
 
 /* COMMIT of v: the version in flight (every chunk this node needs applied
@@ -523,6 +641,9 @@ void dc_rx_commit(dc_node_t *n, const dc_msg_t *m)
             DC_LOG_ERROR("node %u: COMMIT %llu with %u of the %u chunks it needs applied",
                          n->me, (unsigned long long)m->version, needed - missing, needed);
             dc_rx_set_dense_needed(n, 1);
+            dc_rx_event(n, DC_NODE_EV_ABORTED, DC_NODE_EVF_DENSE, m->version, n->rx.cur.b,
+                        (dc_digest_t){0, 0}, "committed by the root with chunks missing here: "
+                        "bytes unknown, marked for a dense refit");
             dc_rx_drop_version(n);
             flags = DC_DONE_F_DENSE | DC_DONE_F_NOT_HELD;
             goto done;
@@ -534,6 +655,10 @@ void dc_rx_commit(dc_node_t *n, const dc_msg_t *m)
                          n->me, (unsigned long long)m->version, dc_last_error());
             n->rx.commit_failed = 1;
             flags = DC_DONE_F_FAILED;
+        } else {
+            n->rx.cold = 0;
+            dc_rx_event(n, DC_NODE_EV_COMMITTED, 0, m->version, n->rx.cur.b, cm.ckpt,
+                        "committed");
         }
         dc_rx_drop_version(n);
         goto done;
@@ -570,8 +695,11 @@ void dc_rx_commit(dc_node_t *n, const dc_msg_t *m)
         flags = DC_DONE_F_FAILED;
     } else {
         n->rx.commit_failed = 0;
+        n->rx.cold = 0;
         DC_LOG_INFO("node %u: version %llu committed from its journal (content checked)",
                     n->me, (unsigned long long)m->version);
+        dc_rx_event(n, DC_NODE_EV_COMMITTED, 0, m->version, ji.baseline, cm.ckpt,
+                    "committed from its journal (content checked)");
     }
 done:
     dc_rx_send_done(n, m->version, flags);
@@ -625,6 +753,15 @@ static int dc_rx_undo_version(dc_node_t *n, uint64_t v)
     DC_LOG_INFO("node %u: version %llu aborted: %u chunks returned to baseline%s", n->me,
                 (unsigned long long)v, undone,
                 dense ? "; some bytes unknown: marked for dense refit" : "");
+    dc_rx_unstage(n); /* staged frames were never applied: nothing to undo */
+    {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "aborted: %u chunks returned to version %llu%s", undone,
+                 (unsigned long long)n->rx.cur.b,
+                 dense ? "; some bytes unknown: marked for a dense refit" : "");
+        dc_rx_event(n, DC_NODE_EV_ABORTED, dense ? DC_NODE_EVF_DENSE : 0, v, n->rx.cur.b,
+                    (dc_digest_t){0, 0}, msg);
+    }
     if (dense)
         dc_rx_set_dense_needed(n, 1);
     if (n->cfg->durable && n->rx.wfile)
@@ -711,6 +848,70 @@ dc_nbuf_t *dc_rx_hello(dc_node_t *n)
     return b;
 }
 
+/* Apply what was staged while held (each frame checked again, then as if
+ * it had just arrived): the acks go up and the joint commit proceeds. */
+static void dc_rx_release(dc_node_t *n)
+{
+    n->rx.held = 0;
+    uint32_t applied = 0, asked = 0;
+    for (uint32_t c = 0; n->layout && c < n->layout->nchunks && !n->finished; c++) {
+        if (n->rx.staged_len[c] == UINT32_MAX) {
+            n->rx.staged_len[c] = 0;
+            if (n->rx.cur.active) {
+                dc_rx_need(n, c, 1);
+                asked++;
+            }
+            continue;
+        }
+        uint8_t *body = n->rx.staged[c];
+        if (!body)
+            continue;
+        size_t len = n->rx.staged_len[c];
+        n->rx.staged[c] = NULL;
+        n->rx.staged_len[c] = 0;
+        n->rx.staged_bytes -= len;
+        n->rx.nstaged--;
+        if (n->rx.cur.active)
+            dc_rx_take(n, c, body, len);
+        free(body);
+        applied++;
+    }
+    dc_rx_flush_acks(n);
+    DC_LOG_INFO("node %u: released: %u staged chunks applied%s", n->me, applied,
+                asked ? ", some asked for again" : "");
+}
+
+/* After each turn of the loop, for an embedder (cfg->sink): cancel, hold
+ * and release; while a version is held here, tell the root it is alive. */
+static int dc_rx_each(dc_node_t *n)
+{
+    const dc_node_sink_t *k = n->cfg->sink;
+    unsigned want = k->control ? k->control(k->user) : 0;
+    if (want & DC_NODE_CTL_CANCEL) {
+        dc_rx_cancel(n);
+        return 1;
+    }
+    int hold = (want & DC_NODE_CTL_HOLD) != 0;
+    if (hold && !n->rx.held) {
+        n->rx.held = 1;
+        n->rx.hold_report_ns = 0;
+        DC_LOG_INFO("node %u: held: versions that arrive are staged, not applied", n->me);
+    } else if (!hold && n->rx.held) {
+        dc_rx_release(n);
+    }
+    if (n->rx.held && n->rx.cur.active && n->rx.nstaged) {
+        /* well inside any silence bound (abort_ms: 4 x timeout_ms by default) */
+        uint64_t now = dc_now_ns(), every = DC_MIN(500ull, n->timeout_ms / 4 + 1) * 1000000ull;
+        if (now - n->rx.hold_report_ns > every) {
+            dc_send_up_simple(n, DC_MSG_ACK, DC_ACK_F_HOLDING, n->rx.cur.v, n->rx.cur.b, 0, 0);
+            n->rx.hold_report_ns = now;
+        }
+    }
+    if (k->state)
+        k->state(k->user, n->rx.held, n->rx.staged_bytes, 1);
+    return 0;
+}
+
 dc_status_t dc_rx_run(dc_node_t *n)
 {
     const dc_node_cfg_t *cfg = n->cfg;
@@ -752,8 +953,11 @@ dc_status_t dc_rx_run(dc_node_t *n)
     n->rx.retained = calloc(nch ? nch : 1, sizeof(*n->rx.retained));
     n->rx.retained_len = calloc(nch ? nch : 1, sizeof(*n->rx.retained_len));
     n->rx.undo = calloc(nch ? nch : 1, sizeof(*n->rx.undo));
+    n->rx.staged = calloc(nch ? nch : 1, sizeof(*n->rx.staged));
+    n->rx.staged_len = calloc(nch ? nch : 1, sizeof(*n->rx.staged_len));
     n->scratch = malloc(n->layout->max_chunk ? n->layout->max_chunk : 1);
-    if (!n->rx.retained || !n->rx.retained_len || !n->rx.undo || !n->scratch)
+    if (!n->rx.retained || !n->rx.retained_len || !n->rx.undo || !n->scratch ||
+        !n->rx.staged || !n->rx.staged_len)
         return dc_error(DC_ERR_NOMEM, "node %u: out of memory", n->me);
     st = dc_codec_create(n->layout->max_chunk ? n->layout->max_chunk : 64, &n->rx.codec);
     if (st != DC_OK)
@@ -763,9 +967,21 @@ dc_status_t dc_rx_run(dc_node_t *n)
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/dense_needed", cfg->state_dir);
     n->rx.dense_needed = access(path, F_OK) == 0;
-    DC_LOG_INFO("node %u: holding version %llu%s", n->me, (unsigned long long)n->committed,
-                n->rx.dense_needed ? " (marked for dense refit)" : "");
-    dc_node_serve(n, 20, NULL);
+    if (cfg->cold && !n->have_record) {
+        /* holds nothing yet: every chunk of the first version must come
+         * whole (the marker makes HELLO and BEGIN ask for overwrites) */
+        n->rx.cold = 1;
+        if (!n->rx.dense_needed && (st = dc_rx_set_dense_needed(n, 1)) != DC_OK)
+            return st;
+        DC_LOG_INFO("node %u: cold start: this node holds no version yet; the first version "
+                    "comes dense (every chunk an overwrite)", n->me);
+    } else {
+        DC_LOG_INFO("node %u: holding version %llu%s", n->me, (unsigned long long)n->committed,
+                    n->rx.dense_needed ? " (marked for dense refit)" : "");
+    }
+    dc_rx_event(n, DC_NODE_EV_READY, n->rx.cold ? DC_NODE_EVF_COLD : 0, n->committed, 0,
+                n->committed_ckpt, "serving");
+    dc_node_serve(n, 20, cfg->sink ? dc_rx_each : NULL);
     return n->finished ? n->result : DC_OK;
 }
 
@@ -779,6 +995,9 @@ void dc_rx_free(dc_node_t *n)
     free(n->rx.retained);
     free(n->rx.retained_len);
     free(n->rx.undo);
+    dc_rx_unstage(n);
+    free(n->rx.staged);
+    free(n->rx.staged_len);
     dc_codec_free(n->rx.codec);
     if (n->rx.place_ok)
         dc_place_fini(&n->rx.place);

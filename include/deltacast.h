@@ -843,7 +843,9 @@ typedef struct dc_refit_node_opts {
     size_t n_tensors;
     const dc_refit_segment_t *segments;
     size_t n_segments;
-    uint64_t initial_version;   /**< version held when state_dir has no record */
+    uint64_t initial_version;   /**< version held when state_dir has no record;
+                                     DC_REFIT_VERSION_NONE: none (a cold
+                                     start: the first version comes dense) */
     int durable;                /**< fsync journal transitions (files only) */
     /* both */
     uint32_t abort_ms;          /**< silent receiver aborts a version (0: 4 x timeout_ms) */
@@ -858,6 +860,14 @@ typedef struct dc_refit_node_opts {
                                      key transport.  Anything else:
                                      DC_ERR_INVALID.  Copied by sender_open */
 } dc_refit_node_opts_t;
+
+/** dc_refit_node_opts_t.initial_version of a receiver that holds no
+ *  version yet (a rollout node started empty, or on random weights): when
+ *  its state directory has no commit record, it marks itself for a dense
+ *  refit, so every chunk of the first version it takes comes whole (an
+ *  overwrite, never an XOR onto bytes it does not have); its log and its
+ *  BEGIN event say "cold start: dense".  (added in 0.2.1) */
+#define DC_REFIT_VERSION_NONE UINT64_MAX
 
 /** dc_refit_node_opts_t.memory */
 typedef enum dc_refit_mem { DC_REFIT_MEM_HOST = 0, DC_REFIT_MEM_CUDA = 1 } dc_refit_mem_t;
@@ -947,6 +957,147 @@ DC_API dc_status_t dc_refit_sender_ranges(const dc_refit_node_opts_t *opts,
 /** End the job (BYE to every receiver), wait for the node's thread, free.
  *  Returns the job's failure, if any. */
 DC_API dc_status_t dc_refit_sender_close(dc_refit_sender_t *s);
+
+/**
+ * A receiver whose weights live in the caller's memory (a rollout engine
+ * embedding deltacast), or in a checkpoint file: dc_refit_receiver_open()
+ * takes opts with topo, rank (a receiver of the topology), state_dir, and
+ * either tensors + segments (host memory, or memory = DC_REFIT_MEM_CUDA
+ * for device memory) or weights_path, as dc_refit_node_run() does.  The
+ * node runs on a thread of its own from then on (open returns once the
+ * weights are open and it serves: joining the job, relaying to its
+ * children, applying versions in place as they come); opts->topo and the
+ * segments' memory are borrowed until close (the rest is copied).
+ * versions_dir, last_version, dense and stats_path must be unset.
+ *
+ * Events (dc_refit_event_t) tell the caller what happens to its weights:
+ * a version begins, is committed (the weights are now that version,
+ * byte-exact, its checkpoint digest given), is aborted (the weights are
+ * back at the baseline, or marked for a dense refit), and the job ended.
+ * They are queued (dc_refit_receiver_wait) or, once a callback is set
+ * (dc_refit_receiver_on_event), handed to it instead.
+ *
+ * Hold (staged apply, for asynchronous RL): a rollout engine that is
+ * generating must not have its weights written under it.  After
+ * dc_refit_receiver_hold() returns, a version that arrives is received,
+ * relayed to the children, CRC-checked and staged (its frames' compact
+ * payloads kept in memory: sparse, never a dense copy) but not applied:
+ * the weights stay byte-for-byte as they are, the root's joint commit (and
+ * so the trainer's dc_refit_sender_push) waits.  The node tells the root
+ * it is alive and holding (the root logs "receiver N holds version V
+ * staged"), so it is not aborted as silent; after the root's config
+ * hold_timeout_ms (default 10 min) the version is aborted, and the root's
+ * push fails with a reason naming the holding receiver.  An abort while
+ * staged has nothing to undo (staged frames are dropped); a process that
+ * dies while holding restarts without a hold and takes the version as a
+ * restarted receiver does (its journal: nothing of the staged chunks was
+ * applied).  dc_refit_receiver_release() applies what is staged, checks
+ * every chunk's digest, acknowledges, and the commit proceeds.
+ *
+ * Thread-safety: every call but close may come from any thread, also
+ * while another thread waits in dc_refit_receiver_wait.
+ */
+typedef struct dc_refit_receiver dc_refit_receiver_t;
+
+/** dc_refit_event_t.type */
+typedef enum dc_refit_event_type {
+    DC_REFIT_EVENT_BEGIN = 1,     /**< version `version` begins from `baseline` */
+    DC_REFIT_EVENT_COMMITTED = 2, /**< the weights are `version` (checkpoint `digest`) */
+    DC_REFIT_EVENT_ABORTED = 3,   /**< `version` aborted: back at `baseline` (or, with
+                                       DC_REFIT_EVENT_F_DENSE, marked for a dense refit) */
+    DC_REFIT_EVENT_ENDED = 4      /**< the job ended with `status` (the last event) */
+} dc_refit_event_type_t;
+
+/** dc_refit_event_t.flags */
+enum {
+    DC_REFIT_EVENT_F_DENSE = 1, /**< BEGIN: every chunk comes whole (a cold start, a node
+                                     marked for a dense refit, a dense job); ABORTED:
+                                     bytes unknown, marked for a dense refit */
+    DC_REFIT_EVENT_F_HELD = 2,  /**< BEGIN: arrives while held: staged until release */
+    DC_REFIT_EVENT_F_COLD = 4   /**< BEGIN: cold start (DC_REFIT_VERSION_NONE) */
+};
+
+/** One thing that happened to a receiver's weights. */
+typedef struct dc_refit_event {
+    size_t size;          /**< sizeof(dc_refit_event_t), set by the caller of wait */
+    uint32_t type;        /**< dc_refit_event_type_t */
+    uint32_t flags;       /**< DC_REFIT_EVENT_F_* */
+    uint64_t version;     /**< the version begun, committed or aborted; ENDED: the
+                               committed version */
+    uint64_t baseline;    /**< BEGIN: its baseline; ABORTED: the version held again */
+    uint8_t digest[16];   /**< COMMITTED: checkpoint digest (as dc_refit_committed) */
+    dc_status_t status;   /**< ENDED: the job's result (DC_OK after the root's BYE,
+                               DC_ERR_CANCELED after cancel, else the failure) */
+    char message[256];    /**< one line, e.g. "cold start: dense", the failure */
+} dc_refit_event_t;
+
+/** Called on the node's thread, one event at a time: it must return soon
+ *  (the node relays and applies nothing meanwhile) and must not call
+ *  close or wait; hold, release, version and stats are fine. */
+typedef void (*dc_refit_event_fn)(const dc_refit_event_t *ev, void *user);
+
+/** Start a receiver (above).  Returns DC_OK and *out; DC_ERR_INVALID for
+ *  bad options (as dc_refit_node_run, or a sender's rank); the failure
+ *  when the node could not start (weights, listening address). */
+DC_API dc_status_t dc_refit_receiver_open(const dc_refit_node_opts_t *opts,
+                                          dc_refit_receiver_t **out);
+
+/** Events from now on go to fn (on the node's thread), not to the queue;
+ *  the events queued before are handed to fn first.  fn NULL: back to the
+ *  queue. */
+DC_API dc_status_t dc_refit_receiver_on_event(dc_refit_receiver_t *r, dc_refit_event_fn fn,
+                                              void *user);
+
+/** The next event (set ev->size), waiting up to timeout_ms (< 0: no
+ *  limit).  DC_OK; DC_ERR_TIMEOUT when none came; DC_ERR_NOT_FOUND once
+ *  ENDED was taken and nothing more will come. */
+DC_API dc_status_t dc_refit_receiver_wait(dc_refit_receiver_t *r, int timeout_ms,
+                                          dc_refit_event_t *ev);
+
+/** Which version the weights are: *version and digest (may be NULL) the
+ *  committed one and its checkpoint digest (zero when the state directory
+ *  has no record: initial_version), *in_flight (may be NULL) the version
+ *  being received (0: none).  DC_ERR_NOT_FOUND (in_flight still set) while
+ *  it holds none yet (a cold start before its first commit). */
+DC_API dc_status_t dc_refit_receiver_version(dc_refit_receiver_t *r, uint64_t *version,
+                                             uint8_t digest[16], uint64_t *in_flight);
+
+/** Hold (above): returns once the node writes nothing more into the
+ *  weights (a chunk being applied is finished first), or the node ended.
+ *  Holding twice is holding. */
+DC_API dc_status_t dc_refit_receiver_hold(dc_refit_receiver_t *r);
+
+/** Release a hold: returns once what was staged is applied and checked
+ *  (the acks are on their way; COMMITTED follows from the root). */
+DC_API dc_status_t dc_refit_receiver_release(dc_refit_receiver_t *r);
+
+/** Leave the job now (the root sees the node gone, as a kill: the version
+ *  in flight, if any, is aborted for everyone or re-joined later).  A
+ *  chunk being applied is finished first, and the journal in state_dir
+ *  records what was applied: a receiver opened later on it resumes.
+ *  Returns once the node stopped; its ENDED says DC_ERR_CANCELED. */
+DC_API dc_status_t dc_refit_receiver_cancel(dc_refit_receiver_t *r);
+
+/** Free the receiver: after the job ended (ENDED: the root's BYE), or
+ *  canceling it first.  Returns the job's result (DC_ERR_CANCELED when it
+ *  was canceled).  Wait for ENDED first to let the job end by itself. */
+DC_API dc_status_t dc_refit_receiver_close(dc_refit_receiver_t *r);
+
+/** What a receiver did so far (dc_refit_receiver_stats). */
+typedef struct dc_refit_receiver_stats {
+    size_t size;                /**< sizeof(dc_refit_receiver_stats_t), set by the caller */
+    uint64_t versions_committed;/**< versions committed here */
+    uint64_t versions_aborted;
+    uint64_t bytes_received;    /**< from the parents (frames and control), all versions */
+    double apply_s;             /**< applying frames in place (and their digests) */
+    uint64_t repairs;           /**< chunks asked for again (overwrites) */
+    uint64_t staged_bytes;      /**< frame bytes staged now (held) */
+    int held;                   /**< a hold is in effect */
+    dc_status_t last_status;    /**< the job's result once ENDED, else DC_OK */
+} dc_refit_receiver_stats_t;
+
+DC_API dc_status_t dc_refit_receiver_stats(dc_refit_receiver_t *r,
+                                           dc_refit_receiver_stats_t *stats);
 
 /**
  * The commit record of a state directory: the committed version, its

@@ -12,6 +12,11 @@ Which libdeltacast it loads (library_path() says which it took, and how):
      LD_LIBRARY_PATH; a moved prefix or DESTDIR tree works).
   3. The system loader, by soname (libdeltacast.so.MAJOR.MINOR): a library
      on the loader's path (ldconfig, a distribution package).
+Torch and numpy: Sender.from_state_dict (and Receiver's) refit a state
+dict's tensors in place; layout() and check_layout() compare nodes;
+diff_tensors/apply_tensors and diff_buffer/apply_buffer work in memory
+(python/README.md, "Torch and numpy").
+
 A source checkout's deltacast.py never loads a build tree by itself: without
 DELTACAST_LIB and an installed library, importing works and the first call
 raises OSError saying what to do.  The library must be the version this
@@ -28,7 +33,9 @@ __all__ = ["DeltacastError", "lib", "library_path", "version", "build_features",
            "status_str", "is_retryable", "config_get", "config_set", "config_table",
            "config_get_typed", "parse_size", "parse_rate", "diff_files", "apply_files", "diff_bytes",
            "apply_bytes", "checkpoint_digest", "Topology", "run_node", "refit_committed", "Sender",
-           "sender_ranges", "__version__"]
+           "Receiver", "VERSION_NONE", "sender_ranges", "__version__", "LayoutMismatch",
+           "layout", "layout_fingerprint", "layout_difference", "check_layout", "placement",
+           "diff_tensors", "apply_tensors", "diff_buffer", "apply_buffer"]
 
 
 class DeltacastError(RuntimeError):
@@ -133,6 +140,46 @@ class _RefitNodeOpts(ctypes.Structure):
 
 _MEMORY = {"host": 0, "cuda": 1}
 
+# initial_version of a receiver that holds no version yet (a cold start:
+# its first version comes dense); Receiver(initial_version=None) means it.
+VERSION_NONE = (1 << 64) - 1
+
+
+class _RefitEvent(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("type", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("version", ctypes.c_uint64),
+                ("baseline", ctypes.c_uint64), ("digest", ctypes.c_uint8 * 16),
+                ("status", ctypes.c_int), ("message", ctypes.c_char * 256)]
+
+    _TYPES = {1: "begin", 2: "committed", 3: "aborted", 4: "ended"}
+    _FLAGS = {1: "dense", 2: "held", 4: "cold"}
+
+    def as_dict(self) -> dict:
+        return {"type": self._TYPES.get(self.type, str(self.type)), "version": self.version,
+                "baseline": self.baseline, "digest": bytes(self.digest),
+                "status": self.status, "flags": {n for b, n in self._FLAGS.items()
+                                                 if self.flags & b},
+                "message": self.message.decode(errors="replace")}
+
+
+# dc_status_t values the Receiver answers without raising
+_TIMEOUT, _CANCELED, _NOT_FOUND = -4, -6, -107
+
+_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(_RefitEvent), ctypes.c_void_p)
+
+
+class _RefitReceiverStats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("versions_committed", ctypes.c_uint64),
+                ("versions_aborted", ctypes.c_uint64), ("bytes_received", ctypes.c_uint64),
+                ("apply_s", ctypes.c_double), ("repairs", ctypes.c_uint64),
+                ("staged_bytes", ctypes.c_uint64), ("held", ctypes.c_int),
+                ("last_status", ctypes.c_int)]
+
+    def as_dict(self) -> dict:
+        d = {name: getattr(self, name) for name, _ in self._fields_ if name != "size"}
+        d["held"] = bool(d["held"])
+        return d
+
 
 class _RefitVersionStats(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint64),
@@ -222,6 +269,15 @@ def _lib():
         "dc_refit_sender_ranges": (c_int, [ctypes.POINTER(_RefitNodeOpts),
                                            ctypes.POINTER(_RefitSegment), sz,
                                            ctypes.POINTER(sz)]),
+        "dc_refit_receiver_open": (c_int, [ctypes.POINTER(_RefitNodeOpts), ctypes.POINTER(vp)]),
+        "dc_refit_receiver_on_event": (c_int, [vp, _EVENT_FN, vp]),
+        "dc_refit_receiver_wait": (c_int, [vp, c_int, ctypes.POINTER(_RefitEvent)]),
+        "dc_refit_receiver_version": (c_int, [vp, c_u64p, ctypes.c_uint8 * 16, c_u64p]),
+        "dc_refit_receiver_hold": (c_int, [vp]),
+        "dc_refit_receiver_release": (c_int, [vp]),
+        "dc_refit_receiver_cancel": (c_int, [vp]),
+        "dc_refit_receiver_close": (c_int, [vp]),
+        "dc_refit_receiver_stats": (c_int, [vp, ctypes.POINTER(_RefitReceiverStats)]),
     })
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)
@@ -377,7 +433,11 @@ def apply_files(base: str, delta: str, out: str | None = None, threads: int = 0,
     return s.as_dict()
 
 
-def _ro_ptr(data: bytes):
+def _ro_ptr(data):
+    """A pointer to bytes the library only reads: a bytes object, or a
+    bytearray's memory (exported while the pointer lives)."""
+    if isinstance(data, bytearray):
+        return ctypes.cast((ctypes.c_char * len(data)).from_buffer(data), ctypes.c_void_p)
     return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p)
 
 
@@ -396,8 +456,8 @@ def diff_bytes(base: bytes, next_: bytes, chunk_size: int = 0, threads: int = 0,
         _lib().dc_free(out)
 
 
-def apply_bytes(base: bytes, delta: bytes, threads: int = 0) -> bytes:
-    """Apply a delta to a safetensors image in memory; returns the target."""
+def _apply_raw(base, delta, threads: int) -> tuple:
+    """(ctypes buffer, length) of the target of a delta applied to base."""
     size = ctypes.c_uint64()
     _check(_lib().dc_delta_target_size(_ro_ptr(delta), len(delta), ctypes.byref(size)))
     out = ctypes.create_string_buffer(max(size.value, 1))
@@ -406,7 +466,13 @@ def apply_bytes(base: bytes, delta: bytes, threads: int = 0) -> bytes:
                                          ctypes.byref(_opts(0, threads)),
                                          ctypes.cast(out, ctypes.c_void_p), size.value,
                                          ctypes.byref(out_len), ctypes.byref(s)))
-    return out.raw[:out_len.value]
+    return out, out_len.value
+
+
+def apply_bytes(base: bytes, delta: bytes, threads: int = 0) -> bytes:
+    """Apply a delta to a safetensors image in memory; returns the target."""
+    out, n = _apply_raw(base, delta, threads)
+    return out.raw[:n]
 
 
 def checkpoint_digest(image: bytes, chunk_size: int = 4 << 20, threads: int = 0) -> bytes:
@@ -468,7 +534,8 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
              weights_path: str | None = None, tensors=None, segments=None,
              initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
              durable: bool = False, wait_ms: int = 0, abort_ms: int = 0,
-             memory: str = "host", transport: str | None = None) -> None:
+             memory: str = "host", transport: str | None = None,
+             secret: str | bytes | None = None, secret_file: str | None = None) -> None:
     """Run one node of a refit job until the job ends (blocks).
 
     Root (rank 0): versions_dir holds v0.safetensors .. vK.safetensors.
@@ -505,6 +572,24 @@ def run_node(topo: Topology, rank: int, state_dir: str, *, versions_dir: str | N
     if segments:
         cfg.segments, cfg.n_segments = _segments(segments, keep), len(segments)
     _check(_lib().dc_refit_node_run(ctypes.byref(cfg)))
+
+
+def _set_secret(secret, secret_file) -> None:
+    """The job secret for every connection of this process: secret_file
+    (a file only you can read) sets config secret_file, secret (str or
+    bytes, no NUL) config secret; None leaves the environment's
+    (DELTACAST_SECRET_FILE, DELTACAST_SECRET).  Process-wide, as config
+    keys are."""
+    if secret is not None and secret_file is not None:
+        raise ValueError("give secret or secret_file, not both")
+    if secret_file is not None:
+        config_set("secret_file", os.fsdecode(secret_file))
+    elif secret is not None:
+        text = secret.decode() if isinstance(secret, bytes) else secret
+        if not text or "\0" in text:
+            raise ValueError("the job secret must be non-empty text without NUL")
+        config_set("secret_file", "")  # the environment's file would win
+        config_set("secret", text)
 
 
 def _segments(segments, keep: list):
@@ -560,14 +645,16 @@ class Sender:
     receiver applied and verified it and the commit record was written,
     with the version's figures; the buffers must not change meanwhile.
     close() ends the job (BYE).  Also a context manager.  memory="cuda":
-    the segments are (device address, nbytes) of GPU memory.  transport as
-    for run_node().
+    the segments are (device address, nbytes) of GPU memory.  transport,
+    secret and secret_file as for run_node().
     """
 
     def __init__(self, topo: Topology, state_dir: str, tensors, segments, *, rank: int = 0,
                  initial_version: int = 0, chunk_size: int = 0, dense: bool = False,
                  wait_ms: int = 0, abort_ms: int = 0, stats_path: str | None = None,
-                 memory: str = "host", transport: str | None = None):
+                 memory: str = "host", transport: str | None = None,
+                 secret: str | bytes | None = None, secret_file: str | None = None):
+        _set_secret(secret, secret_file)
         self._keep = []
         self._topo = topo  # borrowed by the sender until close
         cfg = _RefitNodeOpts()
@@ -598,13 +685,19 @@ class Sender:
         the job failed."""
         if not self._h:
             raise ValueError("sender is closed")
+        if segments is None:
+            _check_in_place(self)  # a from_state_dict() sender's tensors
         keep = []
         arr, n = None, 0
         if segments is not None:
             arr, n = _segments(segments, keep), len(segments)
         st = _RefitVersionStats()
         st.size = ctypes.sizeof(_RefitVersionStats)
-        _check(_lib().dc_refit_sender_push(self._h, arr, n, ctypes.byref(st)))
+        try:
+            _check(_lib().dc_refit_sender_push(self._h, arr, n, ctypes.byref(st)))
+        except DeltacastError as e:
+            _layout_hint(e, getattr(self, "layout", None))
+            raise
         return st.as_dict()
 
     def close(self) -> None:
@@ -625,8 +718,586 @@ class Sender:
             pass
 
 
+class Receiver:
+    """A rollout engine's weights, refitted in place (a receiver of the job).
+
+    tensors = [(name, dtype, nelems), ...] in canonical order and segments
+    = [(tensor, byte offset, buffer), ...] place the weights (written in
+    place; memory="cuda": buffers are (device address, nbytes)), or
+    weights_path names a safetensors file instead (tensors and segments
+    None).  rank: this node in the topology.  The node runs on a thread of
+    the library from construction on: it joins the job, relays to its
+    children and applies each version as it comes.
+
+    wait(timeout) returns the next event as a dict: type "begin",
+    "committed" (the weights are now `version`, checkpoint `digest`),
+    "aborted" (back at `baseline`) or "ended" (the job ended with
+    `status`), with flags ({"dense", "held", "cold"}) and a message; None
+    when none came in time.  on_event(fn) calls fn(event) instead, on the
+    library's thread (return soon; do not call close or wait there).
+    hold(): from now on a version that arrives is received and staged, not
+    written into the weights (the trainer's push waits, up to the root's
+    hold_timeout_ms); release() applies it.  version() says which version
+    the weights are: (version or None while it holds none yet, digest,
+    in-flight version or None).  initial_version=None: a cold start (holds
+    nothing; the first version comes dense).  close() waits for nothing:
+    it cancels a job that has not ended (wait for the "ended" event to let
+    it end).  Also a context manager.
+    """
+
+    def __init__(self, topo: Topology, state_dir: str, tensors=None, segments=None, *,
+                 rank: int, weights_path: str | None = None, initial_version: int | None = 0,
+                 chunk_size: int = 0, durable: bool = False, abort_ms: int = 0,
+                 memory: str = "host", transport: str | None = None):
+        self._h = None
+        self._keep = []
+        self._fn = None
+        self._topo = topo  # borrowed by the receiver until close
+        cfg = _RefitNodeOpts()
+        cfg.size = ctypes.sizeof(_RefitNodeOpts)
+        cfg.topo = topo._h
+        cfg.rank = rank
+        cfg.state_dir = os.fsencode(state_dir)
+        cfg.weights_path = None if weights_path is None else os.fsencode(weights_path)
+        cfg.initial_version = VERSION_NONE if initial_version is None else initial_version
+        cfg.chunk_size = chunk_size
+        cfg.durable = int(durable)
+        cfg.abort_ms = abort_ms
+        cfg.memory = _MEMORY[memory]
+        cfg.transport = None if transport is None else transport.encode()
+        if tensors:
+            tarr = (_RefitTensor * len(tensors))()
+            for i, (name, dtype, n) in enumerate(tensors):
+                tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
+            cfg.tensors, cfg.n_tensors = tarr, len(tensors)
+            self._keep.append(tarr)
+        if segments:
+            cfg.segments, cfg.n_segments = _segments(segments, self._keep), len(segments)
+        h = ctypes.c_void_p()
+        _check(_lib().dc_refit_receiver_open(ctypes.byref(cfg), ctypes.byref(h)))
+        self._h = h
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("receiver is closed")
+        return self._h
+
+    def wait(self, timeout: float | None = None) -> dict | None:
+        """The next event (a dict), or None after timeout seconds (None:
+        no limit).  Raises DeltacastError once the "ended" event was taken."""
+        ev = _RefitEvent()
+        ev.size = ctypes.sizeof(_RefitEvent)
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        st = _lib().dc_refit_receiver_wait(self._handle(), ms, ctypes.byref(ev))
+        if st == _TIMEOUT:
+            return None
+        _check(st)
+        d = ev.as_dict()
+        if d["type"] == "ended" and getattr(self, "layout", None) is not None:
+            d["message"] = _layout_hint_text(d["message"], self.layout)  # from_state_dict
+        return d
+
+    def on_event(self, fn) -> None:
+        """fn(event) for every event from now on (None: back to wait())."""
+        if fn is None:
+            self._fn = None
+            _check(_lib().dc_refit_receiver_on_event(self._handle(), _EVENT_FN(), None))
+            return
+
+        def call(ev, _user):
+            try:
+                fn(ev.contents.as_dict())
+            except Exception as e:  # never unwind into the library's thread
+                print(f"deltacast: Receiver.on_event callback raised {e!r}", file=sys.stderr)
+        cb = _EVENT_FN(call)
+        _check(_lib().dc_refit_receiver_on_event(self._handle(), cb, None))
+        self._fn = cb  # kept alive while the library may call it
+
+    def version(self) -> tuple:
+        """(committed version or None, its checkpoint digest or None,
+        version in flight or None)."""
+        v, f, d = ctypes.c_uint64(), ctypes.c_uint64(), (ctypes.c_uint8 * 16)()
+        st = _lib().dc_refit_receiver_version(self._handle(), ctypes.byref(v), d,
+                                              ctypes.byref(f))
+        inflight = f.value or None
+        if st == _NOT_FOUND:
+            return None, None, inflight
+        _check(st)
+        return v.value, bytes(d), inflight
+
+    def hold(self) -> None:
+        """Stage versions that arrive; write nothing into the weights."""
+        _check(_lib().dc_refit_receiver_hold(self._handle()))
+
+    def release(self) -> None:
+        """Apply what was staged (checked, acknowledged); returns once applied."""
+        _check(_lib().dc_refit_receiver_release(self._handle()))
+
+    def cancel(self) -> None:
+        """Leave the job now (the root sees the node gone)."""
+        _check(_lib().dc_refit_receiver_cancel(self._handle()))
+
+    def stats(self) -> dict:
+        st = _RefitReceiverStats()
+        st.size = ctypes.sizeof(_RefitReceiverStats)
+        _check(_lib().dc_refit_receiver_stats(self._handle(), ctypes.byref(st)))
+        return st.as_dict()
+
+    def close(self) -> bool:
+        """Free the receiver, canceling a job that has not ended: True when
+        the job had ended (the root's BYE), False when it was canceled;
+        raises the job's failure, if any."""
+        if not self._h:
+            return True
+        h, self._h = self._h, None
+        st = _lib().dc_refit_receiver_close(h)
+        if st == _CANCELED:
+            return False
+        try:
+            _check(st)
+        except DeltacastError as e:
+            _layout_hint(e, getattr(self, "layout", None))  # a from_state_dict receiver's
+            raise
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 def refit_committed(state_dir: str) -> tuple:
     """(version, baseline, digest bytes) of a node's commit record."""
     v, b, d = ctypes.c_uint64(), ctypes.c_uint64(), (ctypes.c_uint8 * 16)()
     _check(_lib().dc_refit_committed(os.fsencode(state_dir), ctypes.byref(v), ctypes.byref(b), d))
     return v.value, b.value, bytes(d)
+
+
+# --------------------------------------------------------------------------
+# Torch and numpy tensors: state dicts, layouts, diff/apply of named tensors
+# --------------------------------------------------------------------------
+
+# torch / numpy dtype name -> safetensors spelling.  numpy has no bfloat16 or
+# float8; the ml_dtypes package's arrays carry those names and map too.
+_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32", "float64": "F64",
+           "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "int8": "I8", "int16": "I16",
+           "int32": "I32", "int64": "I64", "uint8": "U8", "uint16": "U16", "uint32": "U32",
+           "uint64": "U64", "bool": "BOOL"}
+_DTYPE_SIZE = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1,
+               "I16": 2, "I32": 4, "I64": 8, "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1}
+_ORDERS = ("name", "given")
+
+
+class LayoutMismatch(ValueError):
+    """Two layouts (names, dtypes, shapes, order) differ; the message names
+    the first differing tensor.  .index is its position (or None)."""
+
+    def __init__(self, message: str, index=None):
+        super().__init__(message)
+        self.index = index
+
+
+class _View:
+    """One tensor's memory: name, safetensors dtype, shape, bytes, address,
+    device ("cpu" or "cuda:N"), writable; obj keeps the tensor alive."""
+    __slots__ = ("name", "dtype", "shape", "nbytes", "addr", "device", "writable", "obj")
+
+
+def _view(name: str, t) -> _View:
+    """Checks one tensor of a state dict and describes its memory; errors
+    name the tensor."""
+    v = _View()
+    v.name, v.obj = name, t
+    if not isinstance(name, str):
+        raise TypeError(f"deltacast: state dict key {name!r} is not a str")
+    if type(t).__module__.split(".")[0] == "torch" and hasattr(t, "data_ptr"):
+        import torch
+        if t.layout is not torch.strided:
+            raise ValueError(f"deltacast: tensor '{name}' has layout {t.layout}: only dense "
+                             "(strided) tensors can be refit; call .to_dense()")
+        dname = str(t.dtype).replace("torch.", "")
+        dev = t.device
+        if dev.type == "cpu":
+            v.device = "cpu"
+        elif dev.type == "cuda":
+            v.device = f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}"
+        else:
+            raise ValueError(f"deltacast: tensor '{name}' is on device '{dev}': only CPU and "
+                             "CUDA tensors can be refit")
+        if not t.is_contiguous():
+            raise ValueError(f"deltacast: tensor '{name}' is not contiguous (shape "
+                             f"{tuple(t.shape)}, strides {t.stride()}): deltacast reads and "
+                             "writes the tensor's own memory in place, so it cannot copy it; "
+                             "make it contiguous first (t.data = t.contiguous(), or keep a "
+                             ".contiguous() copy as the refit buffer)")
+        v.shape = tuple(int(d) for d in t.shape)
+        v.nbytes = t.numel() * t.element_size()
+        v.addr = t.data_ptr()
+        v.writable = True
+    elif hasattr(t, "__array_interface__") and hasattr(t, "ctypes") and hasattr(t, "flags"):
+        # a numpy array (ndarray: scalars have no .ctypes and no memory of their own)
+        dt = t.dtype
+        if dt.byteorder == ">" or (dt.byteorder == "=" and sys.byteorder == "big"):
+            raise ValueError(f"deltacast: tensor '{name}' is big-endian ({dt.str}): safetensors "
+                             "bytes are little-endian; convert with "
+                             ".astype(dtype.newbyteorder('<'))")
+        dname = dt.name
+        if not t.flags.c_contiguous:
+            raise ValueError(f"deltacast: array '{name}' is not C-contiguous (shape {t.shape}, "
+                             f"strides {t.strides}): deltacast reads and writes the array's own "
+                             "memory in place, so it cannot copy it; make it contiguous first "
+                             "(numpy.ascontiguousarray, the torch analogue of .contiguous())")
+        v.device = "cpu"
+        v.shape = tuple(int(d) for d in t.shape)
+        v.nbytes = int(t.nbytes)
+        v.addr = int(t.__array_interface__["data"][0])
+        v.writable = bool(t.flags.writeable)
+    else:
+        raise TypeError(f"deltacast: tensor '{name}' is a {type(t).__module__}."
+                        f"{type(t).__qualname__}, not a torch tensor or numpy array")
+    if dname not in _DTYPES:
+        raise ValueError(f"deltacast: tensor '{name}' has dtype {dname}, which safetensors "
+                         f"(and deltacast) cannot carry; supported: {', '.join(_DTYPES)}")
+    v.dtype = _DTYPES[dname]
+    return v
+
+
+def _views(sd, order: str = "name") -> list:
+    """The state dict's tensors in canonical order, checked: a mapping of
+    name -> torch tensor or numpy array; one device for all."""
+    if order not in _ORDERS:
+        raise ValueError(f"deltacast: order {order!r} is not 'name' or 'given'")
+    if not hasattr(sd, "items"):
+        raise TypeError("deltacast: a state dict is a mapping of name -> tensor "
+                        f"(dict, OrderedDict), not a {type(sd).__name__}")
+    items = list(sd.items())
+    if order == "name":
+        items.sort(key=lambda kv: kv[0] if isinstance(kv[0], str) else "")
+    views = [_view(name, t) for name, t in items]
+    devs = {}
+    for v in views:
+        devs.setdefault(v.device, v.name)
+    if len(devs) > 1:
+        desc = ", ".join(f"'{n}' on {d}" for d, n in devs.items())
+        raise ValueError(f"deltacast: the tensors are on {len(devs)} devices ({desc}): one "
+                         "refit handle takes the tensors of one device; move them, or open "
+                         "one handle per device")
+    return views
+
+
+def _normalize_layout(lay) -> list:
+    if hasattr(lay, "items"):
+        lay = layout(lay)
+    out = []
+    for e in lay:
+        name, dtype, shape = e
+        out.append((str(name), str(dtype), tuple(int(d) for d in shape)))
+    return out
+
+
+def layout(sd, order: str = "name") -> list:
+    """[(name, dtype, shape), ...]: a state dict's layout as refit sees it
+    (safetensors dtype spelling, shape a tuple), in canonical order.
+
+    order="name" (the default): sorted by name, so every node that holds the
+    same tensors agrees whatever order its model code registered them in
+    (a trainer's and a rollout engine's model classes often differ);
+    order="given": the mapping's own order (model.state_dict()'s
+    registration order), e.g. to match a safetensors file's data order.
+    Print it, or json.dump it, to compare nodes; layout_fingerprint() is
+    its short digest and check_layout() names the first difference."""
+    return [(v.name, v.dtype, v.shape) for v in _views(sd, order)]
+
+
+def layout_fingerprint(lay, order: str = "name") -> str:
+    """A 16-hex-digit digest of a layout (names, dtypes, shapes, order):
+    equal on two nodes exactly when their layouts are equal.  lay: a
+    layout() list (or its JSON round trip) or a state dict (then in
+    `order`, as for layout())."""
+    import hashlib
+    import json
+    if hasattr(lay, "items"):
+        lay = layout(lay, order)
+    lay = _normalize_layout(lay)
+    text = json.dumps([[n, d, list(s)] for n, d, s in lay], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _fmt(e) -> str:
+    return f"'{e[0]}' {e[1]} {list(e[2])}"
+
+
+def _first_difference(mine, theirs):
+    """(index, sentence) of the first differing tensor, or None."""
+    a, b = _normalize_layout(mine), _normalize_layout(theirs)
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            what = "name" if x[0] != y[0] else "dtype" if x[1] != y[1] else "shape"
+            return i, f"tensor {i}: here {_fmt(x)}, expected {_fmt(y)} (the {what} differs)"
+    if len(a) != len(b):
+        i = min(len(a), len(b))
+        here = _fmt(a[i]) if len(a) > len(b) else "nothing"
+        there = _fmt(b[i]) if len(b) > len(a) else "nothing"
+        return i, (f"tensor {i}: here {here}, expected {there} ({len(a)} tensors here, "
+                   f"{len(b)} expected)")
+    return None
+
+
+def layout_difference(mine, theirs) -> str | None:
+    """None when the two layouts (or state dicts) are equal, else a
+    sentence naming the first differing tensor: its position, and name,
+    dtype and shape on each side."""
+    d = _first_difference(mine, theirs)
+    return None if d is None else d[1]
+
+
+def check_layout(mine, expected) -> None:
+    """Raise LayoutMismatch naming the first differing tensor unless the
+    layouts (or state dicts) `mine` and `expected` are equal."""
+    d = _first_difference(mine, expected)
+    if d is not None:
+        raise LayoutMismatch(f"deltacast: layout mismatch at {d[1]}; this node's layout "
+                             f"fingerprint {layout_fingerprint(mine)}, expected "
+                             f"{layout_fingerprint(expected)}", d[0])
+
+
+def placement(sd, order: str = "name") -> tuple:
+    """(tensors, segments, memory) of a state dict for Sender, Receiver or
+    run_node: tensors [(name, dtype, nelems), ...] in canonical order (see
+    layout()), segments [(name, 0, (address, nbytes)), ...] pointing at
+    each tensor's own memory (empty tensors have none), memory "host" or
+    "cuda".  The tensors must stay alive, contiguous and in place while it
+    is used."""
+    return _placement(sd, order)[:3]
+
+
+def _placement(sd, order: str = "name") -> tuple:
+    """placement() and the checked views."""
+    views = _views(sd, order)
+    tensors, segments = [], []
+    for v in views:
+        tensors.append((v.name, v.dtype, v.nbytes // _DTYPE_SIZE[v.dtype]))
+        if v.nbytes:
+            segments.append((v.name, 0, (v.addr, v.nbytes)))
+    memory = "cuda" if views and views[0].device.startswith("cuda") else "host"
+    return tensors, segments, memory, views
+
+
+def _state_dict_handle(cls, sd, topo, state_dir, rank, order, expect_layout, kw):
+    if expect_layout is not None:
+        check_layout(layout(sd, order), expect_layout)
+    tensors, segments, memory, views = _placement(sd, order)
+    if "memory" in kw and kw["memory"] != memory:
+        raise ValueError(f"deltacast: memory={kw['memory']!r} given, but the tensors are "
+                         f"{views[0].device} memory")
+    kw["memory"] = memory
+    if memory == "host":
+        ro = [v.name for v in views if not v.writable]
+        if ro and cls is not Sender:
+            raise ValueError(f"deltacast: array '{ro[0]}' is read-only: a receiver writes the "
+                             "weights in place")
+    try:
+        h = cls(topo, state_dir, tensors, segments, rank=rank, **kw)
+    except DeltacastError as e:
+        _layout_hint(e, [(v.name, v.dtype, v.shape) for v in views])
+        raise
+    h._sd_views = [(v.name, v.obj, v.addr, v.nbytes) for v in views]
+    h.layout = [(v.name, v.dtype, v.shape) for v in views]
+    return h
+
+
+def _layout_hint_text(text: str, lay) -> str:
+    """text, with this node's layout fingerprint appended when it is the
+    engine's "layout mismatch" (its ids say that the layouts differ, not
+    where)."""
+    if lay is None or "layout mismatch" not in text:
+        return text
+    return (f"{text} (this node's layout fingerprint {layout_fingerprint(lay)}: compare "
+            "deltacast.layout(state_dict) on each node, or pass the other's as "
+            "expect_layout= to name the first differing tensor)")
+
+
+def _layout_hint(e: DeltacastError, lay) -> None:
+    """_layout_hint_text on an error's message."""
+    e.args = (_layout_hint_text(e.args[0], lay),)
+
+
+def _check_in_place(h) -> None:
+    """A state-dict handle's tensors must not have moved since it opened."""
+    for name, t, addr, nbytes in getattr(h, "_sd_views", ()):
+        now = t.data_ptr() if hasattr(t, "data_ptr") else int(t.__array_interface__["data"][0])
+        if now != addr:
+            raise ValueError(f"deltacast: tensor '{name}' moved since the handle opened (its "
+                             "memory was replaced, e.g. by param.data = ...): update tensors in "
+                             "place (copy_(), an optimizer step), or open a new handle")
+
+
+def _sender_from_state_dict(cls, sd, topo, state_dir, *, rank: int = 0, order: str = "name",
+                            expect_layout=None, **kw):
+    """A Sender over a state dict's own memory (torch tensors or numpy
+    arrays, e.g. model.state_dict()).  The tensors are the committed
+    weights now; update them in place (optimizer.step()) and push().
+
+    Canonical order: see layout() (order="name" by default); every node of
+    the job must use the same.  expect_layout: a layout() list (e.g. the
+    rollout engine's, loaded from JSON) checked first, LayoutMismatch
+    naming the first differing tensor.  CPU tensors: memory "host"; CUDA
+    tensors: memory "cuda" with their data_ptr(); mixed devices,
+    non-contiguous tensors and dtypes safetensors lacks are refused naming
+    the tensor.  Other keywords as for Sender().  The handle's .layout is
+    the layout it sends."""
+    return _state_dict_handle(cls, sd, topo, state_dir, rank, order, expect_layout, kw)
+
+
+Sender.from_state_dict = classmethod(_sender_from_state_dict)
+
+
+def _receiver_from_state_dict(cls, sd, topo, state_dir, *, rank: int, order: str = "name",
+                              expect_layout=None, **kw):
+    """A Receiver that writes each version into a state dict's own memory
+    (torch tensors or numpy arrays, writable, e.g. the rollout model's
+    state_dict()); checks as for Sender.from_state_dict.  A receiver whose
+    layout differs from the trainer's is refused by the engine; the error
+    then carries this node's layout fingerprint (compare
+    deltacast.layout(sd) on both)."""
+    return _state_dict_handle(cls, sd, topo, state_dir, rank, order, expect_layout, kw)
+
+
+Receiver.from_state_dict = classmethod(_receiver_from_state_dict)
+
+
+def _st_image(views) -> bytearray:
+    """A safetensors image of the views (CPU memory), tensors in the views'
+    order, header as the reference writes it."""
+    import json
+    header, off = {}, 0
+    for v in views:
+        if v.device != "cpu":
+            raise ValueError(f"deltacast: tensor '{v.name}' is on {v.device}: diff and apply "
+                             "take CPU tensors (.cpu())")
+        header[v.name] = {"dtype": v.dtype, "shape": list(v.shape),
+                          "data_offsets": [off, off + v.nbytes]}
+        off += v.nbytes
+    h = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    h += b" " * (-len(h) % 8)
+    out = bytearray(8 + len(h) + off)
+    out[:8] = len(h).to_bytes(8, "little")
+    out[8:8 + len(h)] = h
+    pos = 8 + len(h)
+    for v in views:
+        if v.nbytes:
+            ctypes.memmove((ctypes.c_char * v.nbytes).from_buffer(out, pos), v.addr, v.nbytes)
+        pos += v.nbytes
+    return out
+
+
+def _st_parse(image, views) -> tuple:
+    """(data offset, [(begin, end)]) of a delta's target image, checked
+    against the views' layout before anything is written: the delta (and so
+    the target's header) is input like any other."""
+    import json
+    try:
+        n = int.from_bytes(bytes(image[:8]), "little")
+        header = json.loads(bytes(image[8:8 + n]))
+        header.pop("__metadata__", None)
+        ents = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
+        lay = [(k, e["dtype"], tuple(e["shape"])) for k, e in ents]
+        spans = [(int(e["data_offsets"][0]), int(e["data_offsets"][1])) for _, e in ents]
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        raise ValueError(f"deltacast: the delta's target is not a safetensors image ({e}); "
+                         "nothing was written") from None
+    check_layout([(v.name, v.dtype, v.shape) for v in views], lay)
+    for v, (b, e) in zip(views, spans):
+        if e - b != v.nbytes or b < 0 or 8 + n + e > len(image):
+            raise ValueError(f"deltacast: the delta's target holds tensor '{v.name}' at bytes "
+                             f"[{b}, {e}), not its {v.nbytes} bytes; nothing was written")
+    return 8 + n, spans
+
+
+def diff_tensors(base_sd, next_sd, *, order: str = "name", chunk_size: int = 0,
+                 threads: int = 0, layout: str = "") -> bytes:
+    """The delta between two state dicts of one layout (torch CPU tensors
+    or numpy arrays): bytes that apply_tensors() turns base_sd into next_sd
+    with.  The tensors are read once, into a safetensors image each (two
+    copies of the weights in memory).  layout: the codec layout, as for
+    diff_bytes()."""
+    bv, nv = _views(base_sd, order), _views(next_sd, order)
+    check_layout([(v.name, v.dtype, v.shape) for v in nv], [(v.name, v.dtype, v.shape) for v in bv])
+    return diff_bytes(_st_image(bv), _st_image(nv), chunk_size, threads, layout)
+
+
+def apply_tensors(sd, delta: bytes, *, order: str = "name", threads: int = 0) -> None:
+    """Apply a diff_tensors() delta to the state dict in place.  Verified
+    before anything is written: a delta made from another base raises
+    DeltacastError (DC_ERR_WRONG_BASE), one whose target has another
+    layout LayoutMismatch; the tensors are then untouched."""
+    views = _views(sd, order)
+    ro = [v.name for v in views if not v.writable]
+    if ro:
+        raise ValueError(f"deltacast: array '{ro[0]}' is read-only: apply writes in place")
+    out, n = _apply_raw(_st_image(views), delta, threads)
+    target = memoryview(out).cast("B")[:n]
+    data, spans = _st_parse(target, views)
+    for v, (b, e) in zip(views, spans):
+        if v.nbytes:
+            ctypes.memmove(v.addr, ctypes.addressof(out) + data + b, v.nbytes)
+
+
+def _raw_view(buf, what: str) -> _View:
+    """A buffer-protocol object, numpy array or torch CPU tensor as raw
+    bytes (one "U8" tensor named 'buffer')."""
+    if type(buf).__module__.split(".")[0] == "torch" or hasattr(buf, "__array_interface__"):
+        v = _view(what, buf)
+        if v.device != "cpu":
+            raise ValueError(f"deltacast: the {what} is on {v.device}: diff_buffer and "
+                             "apply_buffer take CPU memory (.cpu())")
+    else:
+        mv = memoryview(buf)
+        if not mv.c_contiguous:
+            raise ValueError(f"deltacast: the {what} is not C-contiguous: deltacast works on "
+                             "its memory in place")
+        mv = mv.cast("B")
+        v = _View()
+        v.name, v.obj, v.device, v.nbytes = what, mv, "cpu", len(mv)
+        v.writable = not mv.readonly
+        if v.writable:
+            arr = (ctypes.c_char * len(mv)).from_buffer(mv) if len(mv) else None
+            v.obj = (mv, arr)
+            v.addr = ctypes.addressof(arr) if arr is not None else 0
+        else:
+            data = bytes(mv)
+            v.obj = data
+            v.addr = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+    v.name, v.dtype, v.shape = "buffer", "U8", (v.nbytes,)
+    return v
+
+
+def diff_buffer(base, next_, *, chunk_size: int = 0, threads: int = 0, layout: str = "") -> bytes:
+    """The delta between two equally long buffers (bytes, bytearray,
+    memoryview, numpy array, torch CPU tensor: any C-contiguous memory, as
+    raw bytes).  apply_buffer() applies it."""
+    b, n = _raw_view(base, "base buffer"), _raw_view(next_, "next buffer")
+    if b.nbytes != n.nbytes:
+        raise ValueError(f"deltacast: the buffers differ in length ({b.nbytes} and {n.nbytes} "
+                         "bytes)")
+    return diff_bytes(_st_image([b]), _st_image([n]), chunk_size, threads, layout)
+
+
+def apply_buffer(buf, delta: bytes, *, threads: int = 0) -> None:
+    """Apply a diff_buffer() delta to a writable buffer in place, verified
+    first: a delta of another base raises DeltacastError
+    (DC_ERR_WRONG_BASE) and the buffer is untouched."""
+    v = _raw_view(buf, "buffer")
+    if not v.writable:
+        raise ValueError("deltacast: the buffer is read-only: apply_buffer writes in place")
+    out, n = _apply_raw(_st_image([v]), delta, threads)
+    data, _ = _st_parse(memoryview(out).cast("B")[:n], [v])
+    if v.nbytes:
+        ctypes.memmove(v.addr, ctypes.addressof(out) + data, v.nbytes)

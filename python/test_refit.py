@@ -221,5 +221,64 @@ class Refit(unittest.TestCase):
             topo.close()
 
 
+    def test_secret_file_keyword(self):
+        """Sender(secret_file=...) authenticates with that file's secret,
+        not the DELTACAST_SECRET of the environment: a receiver given the
+        file through DELTACAST_SECRET_FILE takes the version.  The sender's
+        state directory is created with its parents."""
+        with self.assertRaises(ValueError):
+            dc.Sender(None, "st", [], [], secret="a", secret_file="b")
+        tmp = tempfile.mkdtemp(prefix="dc-py-secret-")
+        saved = {k: os.environ.get(k) for k in ("DELTACAST_SECRET", "DELTACAST_SECRET_FILE")}
+        try:
+            ver = os.path.join(tmp, "ver")
+            subprocess.run([BIN, "gen", "--params", "20000", "--change-rate", "0.01",
+                            "-o", ver], check=True, capture_output=True)
+            v0p, v1p = os.path.join(ver, "base.safetensors"), os.path.join(ver, "next.safetensors")
+            v0, v1 = read_safetensors(v0p), read_safetensors(v1p)
+            tensors = [(name, dtype, n) for name, dtype, n, _ in v0]
+            bufs = {name: bytearray(data) for name, _, _, data in v0}
+            segments = [(name, 0, bufs[name]) for name, _, _, _ in v0 if bufs[name]]
+            secret = os.path.join(tmp, "job.secret")
+            with open(os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write("the-file-secret\n")
+            port = free_port_block(2)
+            w = os.path.join(tmp, "w1.st")
+            shutil.copy(v0p, w)
+            env = dict(os.environ, DELTACAST_SECRET_FILE=secret, DELTACAST_TRANSPORT="tcp",
+                       DELTACAST_TIMEOUT_MS="2000")
+            env.pop("DELTACAST_SECRET", None)
+            os.environ.pop("DELTACAST_SECRET_FILE", None)
+            os.environ.update(DELTACAST_SECRET="not-the-job-secret", DELTACAST_TRANSPORT="tcp",
+                              DELTACAST_TIMEOUT_MS="2000")
+            rx = subprocess.Popen([BIN, "node", "--local", f"1:1:{port}", "--rank", "1",
+                                   "--weights", w, "--state", os.path.join(tmp, "st1")],
+                                  env=env, stderr=subprocess.PIPE)
+            topo = dc.Topology.local(1, 1, port)
+            try:
+                # the state directory is made with its parents
+                with dc.Sender(topo, os.path.join(tmp, "deep", "a", "st0"), tensors, segments,
+                               wait_ms=30000, secret_file=secret) as snd:
+                    self.assertEqual(dc.config_get("secret_file"), secret)
+                    for name, _, _, data in v1:
+                        bufs[name][:] = data
+                    self.assertEqual(snd.push()["version"], 1)
+            finally:
+                _, err = rx.communicate(timeout=60)
+                self.assertEqual(rx.returncode, 0, err.decode(errors="replace"))
+            with open(w, "rb") as got, open(v1p, "rb") as want:
+                self.assertEqual(got.read(), want.read())
+            self.assertEqual(dc.refit_committed(os.path.join(tmp, "deep", "a", "st0"))[0], 1)
+            topo.close()
+        finally:
+            dc.config_set("secret_file", None)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()

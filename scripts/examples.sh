@@ -7,9 +7,11 @@
 #   - a sender and two receivers on loopback, checked byte-exact, for each;
 #   - the installed Python module with /usr/bin/python3: it must load the
 #     installed library (no LD_LIBRARY_PATH, no build tree), and
-#     examples/sender.py refits to a C receiver byte-exact;
+#     examples/sender.py refits to a C receiver byte-exact; the torch
+#     examples/trainer.py refits two examples/rollout.py nodes byte-exact;
 #   - the mpirun line of examples/README.md, and the Slurm batch script's
 #     topology (and the batch script itself when Slurm is up here);
+#   - examples/loopback-job.sh: a job without a topology file or launcher;
 #   - libdeltacast.so has no libcudart among its NEEDED libraries.
 # One "PASS name" / "FAIL name: why" / "SKIP name: why" line per check, then
 # "N passed, N failed, N skipped", also written to BUILD_DIR/examples-count.txt
@@ -81,7 +83,8 @@ fi
 
 # a pair: sender + receivers on loopback, each receiver's weights == the sender's
 PORT=$((20000 + RANDOM % 20000))
-pair() { # NAME SENDER_CMD... -- RECEIVER (N receivers, ports from $PORT)
+pair() { # NAME N RECEIVER SENDER_CMD... (N receivers, ports from $PORT; RECEIVER
+         # is split into words: "python3 rollout.py")
   local name=$1 n=$2 recv=$3
   shift 3
   local dir=$tmp/$name
@@ -89,7 +92,8 @@ pair() { # NAME SENDER_CMD... -- RECEIVER (N receivers, ports from $PORT)
   PORT=$((PORT + 10))
   local topo=local:$n:$PORT pids=() r ok=1
   for r in $(seq 1 "$n"); do
-    timeout 120 "$recv" "$topo" "$r" "$dir/state/%r" "$dir/out%r.bin" >"$log/$name-r$r" 2>&1 &
+    # shellcheck disable=SC2086
+    timeout 120 $recv "$topo" "$r" "$dir/state/%r" "$dir/out%r.bin" >"$log/$name-r$r" 2>&1 &
     pids+=($!)
   done
   if ! timeout 120 "$@" "$topo" 3 "$dir/state/0" "$dir/out0.bin" >"$log/$name-s" 2>&1; then
@@ -177,6 +181,28 @@ elif [ -x cm/receiver ] || [ -x pc/receiver ]; then
 else
   skip python_loopback "no C receiver was built"
 fi
+# torch: examples/trainer.py (AdamW steps, Sender.from_state_dict) to two
+# examples/rollout.py nodes (Receiver.from_state_dict: the model's tensors
+# refit in place, held around each generation); the rollouts' weights equal
+# the trainer's byte for byte after every step (OUT.vN) and at the end
+if ! "$py" -c "import torch" 2>/dev/null; then
+  skip torch_loopback "no torch for $py (apt-get install python3-torch)"
+else
+  PYTHONPATH=$pydir pair torch_loopback 2 "$py $src/examples/rollout.py" \
+    "$py" "$src/examples/trainer.py"
+  bad=""
+  for v in 1 2 3; do
+    for r in 1 2; do
+      cmp -s "$tmp/torch_loopback/out0.bin.v$v" "$tmp/torch_loopback/out$r.bin.v$v" ||
+        bad="$bad rollout $r v$v"
+    done
+  done
+  if [ -z "$bad" ]; then
+    pass torch_every_step
+  else
+    fail torch_every_step "weights differ from the trainer's (or are missing):$bad"
+  fi
+fi
 
 # --- launchers ---------------------------------------------------------------
 recv=pc/receiver
@@ -211,6 +237,14 @@ if bash -n "$src/examples/refit.sbatch" 2>"$log/sbatch" &&
   pass slurm_script
 else
   fail slurm_script "$(tail -n 3 "$log/sbatch" | tr '\n' ' ')"
+fi
+# a job with no topology file and no launcher (--nodelist, --port 0, a rendezvous)
+mkdir -p loop
+if (cd loop && DELTACAST=$dcbin timeout 120 "$src/examples/loopback-job.sh" 2 >"$log/loopback" 2>&1) &&
+   grep -q "refit to 2 receivers, byte-exact" "$log/loopback"; then
+  pass loopback_job
+else
+  fail loopback_job "$(tail -n 3 "$log/loopback" | tr '\n' ' ')"
 fi
 if [ ! -x "$recv" ]; then
   skip slurm_job "no C examples were built"

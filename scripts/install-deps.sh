@@ -7,7 +7,7 @@ PKGS="build-essential meson ninja-build pkg-config python3
   libcriterion-dev libhwloc-dev libisal-dev libsimde-dev cmake
   libucx-dev ucx-utils libibverbs-dev librdmacm-dev ibverbs-utils
   iproute2 iperf3 xdelta3 zstd gnuplot-nox graphviz
-  slurm-wlm munge openmpi-bin libopenmpi-dev"
+  slurm-wlm munge openmpi-bin libopenmpi-dev python3-numpy python3-torch"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

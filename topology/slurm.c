@@ -338,3 +338,214 @@ done:
     dc_slurm_hosts_free(hosts, n);
     return st;
 }
+
+/* "2(x3),1" -> counts 2 2 2 1 (Slurm's SLURM_TASKS_PER_NODE). */
+static dc_status_t tasks_per_node_parse(const char *s, uint32_t *counts, size_t nhosts)
+{
+    size_t k = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        unsigned long c = strtoul(p, &end, 10);
+        unsigned long rep = 1;
+        if (end == p || c == 0 || c > 65535)
+            return dc_error(DC_ERR_INVALID, "tasks per node '%s': expected a count at column %zu",
+                            s, (size_t)(p - s) + 1);
+        p = end;
+        if (p[0] == '(') {
+            if (p[1] != 'x')
+                return dc_error(DC_ERR_INVALID, "tasks per node '%s': expected '(xN)' at column %zu",
+                                s, (size_t)(p - s) + 1);
+            rep = strtoul(p + 2, &end, 10);
+            if (end == p + 2 || *end != ')' || rep == 0 || rep > DC_SLURM_MAX_HOSTS)
+                return dc_error(DC_ERR_INVALID, "tasks per node '%s': bad repeat at column %zu",
+                                s, (size_t)(p - s) + 1);
+            p = end + 1;
+        }
+        for (unsigned long r = 0; r < rep; r++) {
+            if (k == nhosts)
+                return dc_error(DC_ERR_INVALID, "tasks per node '%s' names more hosts than the "
+                                "host list's %zu", s, nhosts);
+            counts[k++] = (uint32_t)c;
+        }
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return dc_error(DC_ERR_INVALID, "tasks per node '%s': unexpected '%c' at column %zu",
+                            s, *p, (size_t)(p - s) + 1);
+    }
+    if (k != nhosts)
+        return dc_error(DC_ERR_INVALID, "tasks per node '%s' names %zu hosts, the host list %zu",
+                        s, k, nhosts);
+    return DC_OK;
+}
+
+void dc_launch_place_free(dc_launch_place_t *p)
+{
+    if (!p)
+        return;
+    dc_slurm_hosts_free(p->hosts, p->n_hosts);
+    free(p->host_of);
+    free(p->local_of);
+    free(p->on_host);
+    memset(p, 0, sizeof(*p));
+}
+
+typedef struct host_ix {
+    const char *name;
+    size_t k;
+} host_ix_t;
+
+static int cmp_host_ix(const void *a, const void *b)
+{
+    const host_ix_t *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->k > y->k) - (x->k < y->k);
+}
+
+/* local_of / on_host of every task, hosts with the same name merged. */
+static dc_status_t canon_hosts(dc_launch_place_t *p, const uint32_t *counts)
+{
+    size_t h = p->n_hosts;
+    host_ix_t *ix = malloc(h * sizeof(*ix));
+    size_t *canon = malloc(h * sizeof(*canon));
+    uint32_t *next = calloc(h, sizeof(*next)), *total = calloc(h, sizeof(*total));
+    if (!ix || !canon || !next || !total) {
+        free(ix), free(canon), free(next), free(total);
+        return dc_error(DC_ERR_NOMEM, "launch: out of memory");
+    }
+    for (size_t k = 0; k < h; k++)
+        ix[k] = (host_ix_t){p->hosts[k], k};
+    qsort(ix, h, sizeof(*ix), cmp_host_ix);
+    for (size_t k = 0; k < h; k++)
+        canon[ix[k].k] = k > 0 && strcmp(ix[k].name, ix[k - 1].name) == 0 ? canon[ix[k - 1].k]
+                                                                          : ix[k].k;
+    for (size_t k = 0; k < h; k++)
+        total[canon[k]] += counts[k];
+    for (uint32_t r = 0; r < p->n_tasks; r++) {
+        size_t c = canon[p->host_of[r]];
+        p->local_of[r] = next[c]++;
+        p->on_host[r] = total[c];
+    }
+    free(ix), free(canon), free(next), free(total);
+    return DC_OK;
+}
+
+dc_status_t dc_launch_place(const char *nodelist, const char *tasks_per_node, uint32_t tasks,
+                            dc_launch_place_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!nodelist)
+        return dc_error(DC_ERR_INVALID, "launch: no host list");
+    dc_status_t st = dc_slurm_expand(nodelist, &out->hosts, &out->n_hosts);
+    if (st != DC_OK)
+        return st;
+    size_t h = out->n_hosts;
+    uint32_t *counts = calloc(h, sizeof(*counts));
+    if (!counts) {
+        dc_launch_place_free(out);
+        return dc_error(DC_ERR_NOMEM, "launch: out of memory");
+    }
+    if (tasks == 0)
+        tasks = (uint32_t)h;
+    if (tasks > DC_SLURM_MAX_HOSTS) {
+        free(counts);
+        dc_launch_place_free(out);
+        return dc_error(DC_ERR_INVALID, "launch: %u tasks, at most %d", tasks, DC_SLURM_MAX_HOSTS);
+    }
+    if (tasks_per_node && *tasks_per_node) {
+        if ((st = tasks_per_node_parse(tasks_per_node, counts, h)) != DC_OK)
+            goto out;
+        uint64_t sum = 0;
+        for (size_t k = 0; k < h; k++)
+            sum += counts[k];
+        if (sum != tasks) {
+            st = dc_error(DC_ERR_INVALID, "tasks per node '%s' adds up to %llu tasks, the job "
+                          "has %u", tasks_per_node, (unsigned long long)sum, tasks);
+            goto out;
+        }
+    } else if (tasks < h) {
+        st = dc_error(DC_ERR_INVALID, "host list '%s' has %zu hosts for %u tasks: give one "
+                      "host per task or fewer hosts", nodelist, h, tasks);
+        goto out;
+    } else {
+        /* Slurm's block distribution: the first tasks % h hosts one more */
+        for (size_t k = 0; k < h; k++)
+            counts[k] = tasks / (uint32_t)h + (k < tasks % h);
+    }
+    out->n_tasks = tasks;
+    out->host_of = calloc(tasks, sizeof(*out->host_of));
+    out->local_of = calloc(tasks, sizeof(*out->local_of));
+    out->on_host = calloc(tasks, sizeof(*out->on_host));
+    if (!out->host_of || !out->local_of || !out->on_host) {
+        st = dc_error(DC_ERR_NOMEM, "launch: out of memory");
+        goto out;
+    }
+    for (size_t k = 0, r = 0; k < h; k++)
+        for (uint32_t c = 0; c < counts[k]; c++)
+            out->host_of[r++] = (uint32_t)k;
+    /* a host named twice ("a,a,b": one entry per task) shares its local
+     * ranks: entries sorted by name, each points at its name's first */
+    if ((st = canon_hosts(out, counts)) != DC_OK)
+        goto out;
+out:
+    free(counts);
+    if (st != DC_OK)
+        dc_launch_place_free(out);
+    return st;
+}
+
+dc_status_t dc_topo_from_place(const dc_launch_place_t *p, const char *region_map,
+                               uint32_t n_senders, uint16_t base_port, char *const *addrs,
+                               dc_topo_t **out)
+{
+    if (n_senders == 0 || n_senders >= p->n_tasks)
+        return dc_error(DC_ERR_INVALID, "launch: %u senders among %u tasks leaves no receiver",
+                        n_senders, p->n_tasks);
+    dc_topo_t *t = dc_topo_new("launch");
+    if (!t)
+        return dc_error(DC_ERR_NOMEM, "launch: out of memory");
+    dc_status_t st = DC_OK;
+    for (uint32_t r = 0; r < p->n_tasks; r++) {
+        const char *host = p->hosts[p->host_of[r]];
+        char reg[128], name[300], addr[300];
+        if ((st = dc_topo_region_for_host(region_map, host, reg, sizeof(reg))) != DC_OK)
+            break;
+        int ri = dc_topo_region_find(t, reg);
+        uint32_t region, idx;
+        if (ri < 0) {
+            if ((st = dc_topo_add_region(t, reg, DC_TOPO_DEFAULT_LAN_BPS, DC_TOPO_DEFAULT_WAN_BPS,
+                                          &region)) != DC_OK)
+                break;
+        } else {
+            region = (uint32_t)ri;
+        }
+        if ((uint32_t)base_port + p->local_of[r] > 65535) {
+            st = dc_error(DC_ERR_INVALID, "launch: task %u on %s wants port %u + %u, past 65535", r,
+                          host, base_port, p->local_of[r]);
+            break;
+        }
+        if (p->on_host[r] > 1)
+            snprintf(name, sizeof(name), "%s#%u", host, p->local_of[r]);
+        else
+            snprintf(name, sizeof(name), "%s", host);
+        if (addrs)
+            snprintf(addr, sizeof(addr), "%s", addrs[r]);
+        else if (strchr(host, ':'))
+            snprintf(addr, sizeof(addr), "[%s]:%u", host, base_port + p->local_of[r]);
+        else
+            snprintf(addr, sizeof(addr), "%s:%u", host, base_port + p->local_of[r]);
+        if ((st = dc_topo_add_node(t, name, addr, region,
+                                   r < n_senders ? DC_TOPO_ROLE_SENDER : DC_TOPO_ROLE_RECEIVER,
+                                   &idx)) != DC_OK)
+            break;
+    }
+    if (st == DC_OK)
+        st = dc_topo_finish(t);
+    if (st != DC_OK) {
+        dc_topo_free(t);
+        return st;
+    }
+    *out = t;
+    return DC_OK;
+}

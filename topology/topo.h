@@ -77,6 +77,47 @@ dc_status_t dc_topo_finish(dc_topo_t *t);
 
 char *dc_topo_strdup(const char *s);
 
+/* Where each task of a launched job runs (slurm.c): the expanded host list,
+ * and per task (rank) its host's index, its rank among the tasks on that
+ * host (local rank: the port offset) and how many tasks share that host. */
+typedef struct dc_launch_place {
+    char **hosts;
+    size_t n_hosts;
+    uint32_t n_tasks;
+    uint32_t *host_of, *local_of, *on_host;
+} dc_launch_place_t;
+
+/* Place `tasks` tasks (0: one per host list entry) on a Slurm host list:
+ * by `tasks_per_node` ("2(x3),1", SLURM_TASKS_PER_NODE) when given, else
+ * in blocks (Slurm's default: the first tasks % hosts hosts get one more).
+ * A host named twice ("a,a,b") counts as one host.  Errors name the
+ * numbers that disagree. */
+dc_status_t dc_launch_place(const char *nodelist, const char *tasks_per_node, uint32_t tasks,
+                            dc_launch_place_t *out);
+void dc_launch_place_free(dc_launch_place_t *p);
+
+/* The topology of a placed job: node r is task r, named HOST (HOST#L when
+ * tasks share the host), address HOST:base_port+L, or addrs[r] when addrs
+ * is given (a rendezvous' map); region from `region_map` (see
+ * dc_topo_region_for_host); the first n_senders tasks are senders. */
+dc_status_t dc_topo_from_place(const dc_launch_place_t *p, const char *region_map,
+                               uint32_t n_senders, uint16_t base_port, char *const *addrs,
+                               dc_topo_t **out);
+
+/* Rendezvous in a shared directory (rendezvous.c): each rank publishes
+ * the HOST:PORT it listens on as DIR/rank-R; every rank then waits (up to
+ * timeout_ms) for all n, and gets them in rank order (freed with
+ * dc_rendezvous_free).  A timeout names the ranks that never published.
+ * The key (the launcher's job id: SLURM_JOB_ID.SLURM_STEP_ID,
+ * OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, else
+ * "-") tells this job's files from an earlier job's. */
+const char *dc_rendezvous_key(char *buf, size_t cap);
+dc_status_t dc_rendezvous_publish(const char *dir, const char *key, uint32_t rank,
+                                  const char *addr);
+dc_status_t dc_rendezvous_wait(const char *dir, const char *key, uint32_t n, uint32_t timeout_ms,
+                               char ***addrs);
+void dc_rendezvous_free(char **addrs, uint32_t n);
+
 /* Parse "30ms", "5us", "0.1s", "2e-3" (seconds). */
 dc_status_t dc_parse_duration(const char *s, double *out);
 

@@ -52,9 +52,15 @@ static const dc_config_entry_t dc_config_entries[] = {
      "verbs/transport.c, per connection"},
     {"timeout_ms", "30000", "connect/handshake/ack timeout in milliseconds", MS, NULL,
      "engine, per node; verbs per connection"},
-    {"secret_file", "", "file holding the job secret for HMAC authentication", S, NULL,
+    {"hold_timeout_ms", "600000",
+     "root: how long a receiver may hold a version staged (dc_refit_receiver_hold: received, "
+     "not applied, while its rollout engine generates) before the version is aborted, naming "
+     "that receiver; a holding receiver is alive, never aborted as silent", MS, NULL,
+     "engine, root"},
+    {"secret_file", "", "file holding the job secret for HMAC authentication (also `deltacast "
+     "node --secret-file`, Python secret_file=)", S, NULL,
      "verbs/auth.c, per connection"},
-    {"secret", "", "job secret (prefer secret_file; environment only)", S, NULL,
+    {"secret", "", "job secret (prefer secret_file; DELTACAST_SECRET, Python secret=)", S, NULL,
      "verbs/auth.c, per connection"},
     {"fault", "", "fault injection for tests: corrupt=P,corrupt_at=OFF,drop_after=N,stall_ms=T",
      S, NULL, "verbs/fault.c, process-wide (first connection)"},

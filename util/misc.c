@@ -153,11 +153,12 @@ dc_status_t dc_mkdirs(const char *path)
         char c = buf[i];
         buf[i] = 0;
         if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return dc_error_errno(DC_ERR_IO, errno, "%s: mkdir", buf);
+            return dc_error_errno(DC_ERR_IO, errno, "cannot create directory %s (at %s)", path,
+                                  buf);
         buf[i] = c;
     }
     struct stat sb;
     if (dc_stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return dc_error(DC_ERR_IO, "%s: not a directory", path);
+        return dc_error(DC_ERR_IO, "cannot create directory %s: it is not a directory", path);
     return DC_OK;
 }

@@ -87,8 +87,10 @@ dc_status_t dc_auth_load_secret(const void *explicit_secret, size_t explicit_len
         *len = n;
         return DC_OK;
     }
-    return dc_error(DC_ERR_AUTH, "auth: no job secret configured (set DELTACAST_SECRET_FILE or "
-                                 "DELTACAST_SECRET, or pass one explicitly)");
+    return dc_error(DC_ERR_AUTH, "auth: no job secret: give one of DELTACAST_SECRET_FILE=FILE "
+                                 "(a file only you can read, on every rank), "
+                                 "DELTACAST_SECRET=TEXT, or config secret_file (`deltacast node "
+                                 "--secret-file FILE`, Python secret_file=/secret=)");
 }
 
 dc_status_t dc_auth_nonce(uint8_t out[DC_AUTH_NONCE_SIZE])

@@ -194,6 +194,73 @@ dc_status_t dc_rdma_init(void)
     return DC_OK;
 }
 
+dc_status_t dc_rdma_describe(char *out, size_t len)
+{
+    if (!out || !len)
+        return dc_error(DC_ERR_INVALID, "dc_rdma_describe: no output buffer");
+    out[0] = 0;
+    int n = 0;
+    errno = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    if (!list || n == 0) {
+        int e = errno;
+        if (list)
+            ibv_free_device_list(list);
+        return dc_error(DC_ERR_UNSUPPORTED, "no RDMA device: ibv_get_device_list: %s",
+                        !list ? strerror(e ? e : ENODEV) : "0 devices (no RDMA NIC, driver, "
+                                                           "or soft-RoCE link)");
+    }
+    size_t o = 0;
+#define DC_RDMA_PUT(...)                                                                   \
+    do {                                                                                   \
+        if (o < len)                                                                       \
+            o += (size_t)snprintf(out + o, len - o, __VA_ARGS__);                          \
+    } while (0)
+    for (int i = 0; i < n; i++) {
+        const char *name = ibv_get_device_name(list[i]);
+        struct ibv_context *ctx = ibv_open_device(list[i]);
+        if (!ctx) {
+            DC_RDMA_PUT("%s: cannot open (%s)\n", name, strerror(errno));
+            continue;
+        }
+        struct ibv_device_attr da;
+        if (ibv_query_device(ctx, &da) != 0) {
+            DC_RDMA_PUT("%s: ibv_query_device failed (%s)\n", name, strerror(errno));
+            ibv_close_device(ctx);
+            continue;
+        }
+        for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
+            struct ibv_port_attr pa;
+            if (ibv_query_port(ctx, p, &pa) != 0) {
+                DC_RDMA_PUT("%s:%u: ibv_query_port failed (%s)\n", name, p, strerror(errno));
+                continue;
+            }
+            DC_RDMA_PUT("%s:%u: %s, %s, %.0f Gb/s, mtu %d", name, p,
+                        ibv_port_state_str(pa.state),
+                        pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet (RoCE)"
+                                                                  : "InfiniBand",
+                        dc_rdma_port_gbps(&pa), 128 << pa.active_mtu);
+            /* the GIDs in use (RoCE: one per address and RoCE version) */
+            int shown = 0;
+            for (int g = 0; g < pa.gid_tbl_len && g < 32; g++) {
+                union ibv_gid gid;
+                static const uint8_t zero[16];
+                if (ibv_query_gid(ctx, p, g, &gid) != 0 || !memcmp(gid.raw, zero, 16))
+                    continue;
+                char a[INET6_ADDRSTRLEN];
+                if (!inet_ntop(AF_INET6, gid.raw, a, sizeof(a)))
+                    continue;
+                DC_RDMA_PUT("%s GID[%d] %s", shown++ ? "," : ";", g, a);
+            }
+            DC_RDMA_PUT("\n");
+        }
+        ibv_close_device(ctx);
+    }
+#undef DC_RDMA_PUT
+    ibv_free_device_list(list);
+    return DC_OK;
+}
+
 const dc_verbs_ops_t *dc_rdma_ops_get(void)
 {
     return &dc_rdma_ops;

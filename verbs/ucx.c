@@ -172,6 +172,9 @@ static char dc_ucx_rdma_res[256];
 /* Their devices, each once ("mlx5_0:1,mlx5_1:1"): what dc_ucx_ctx_for adds
  * to an interface (room for it beside any interface name, IFNAMSIZ). */
 static char dc_ucx_rdma_devs[200];
+/* Every resource of the context ("tcp/lo,posix/memory,..."): `deltacast
+ * info` (dc_ucx_describe). */
+static char dc_ucx_all_res[1024];
 
 /* An RDMA transport of UCX: rc_verbs, rc_mlx5, ud_*, dc_mlx5, srd (EFA). */
 static int dc_ucx_tl_is_rdma(const char *tl, size_t n)
@@ -193,7 +196,9 @@ static int dc_ucx_tl_is_local(const char *tl, size_t n)
     return 0;
 }
 
-dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len)
+/* The "tl/dev" resources of ucp_context_print_info's text, comma
+ * separated; only the RDMA ones when `rdma_only`. */
+static dc_status_t dc_ucx_parse_resources(const char *info, int rdma_only, char *out, size_t len)
 {
     if (!out || !len)
         return dc_error(DC_ERR_INVALID, "dc_ucx_rdma_resources: no output buffer");
@@ -211,7 +216,7 @@ dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len)
             if (w < n)
                 n = w;
             const char *slash = memchr(tok, '/', n);
-            if (slash && dc_ucx_tl_is_rdma(tok, (size_t)(slash - tok)) &&
+            if (slash && (!rdma_only || dc_ucx_tl_is_rdma(tok, (size_t)(slash - tok))) &&
                 o + n + 2 < len) {
                 o += (size_t)snprintf(out + o, len - o, "%s%.*s", o ? "," : "", (int)n, tok);
             }
@@ -219,6 +224,11 @@ dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len)
         line = nl ? nl + 1 : NULL;
     }
     return DC_OK;
+}
+
+dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len)
+{
+    return dc_ucx_parse_resources(info, 1, out, len);
 }
 
 void dc_ucx_rdma_devices(const char *res, char *out, size_t len)
@@ -332,6 +342,7 @@ static void dc_ucx_init_once(void)
         ucp_context_print_info(dc_ucx_ctx, f);
         fclose(f);
         dc_ucx_rdma_resources(info, dc_ucx_rdma_res, sizeof(dc_ucx_rdma_res));
+        (void)dc_ucx_parse_resources(info, 0, dc_ucx_all_res, sizeof(dc_ucx_all_res));
         dc_ucx_rdma_devices(dc_ucx_rdma_res, dc_ucx_rdma_devs, sizeof(dc_ucx_rdma_devs));
         free(info);
     }
@@ -343,6 +354,20 @@ dc_status_t dc_ucx_init(void)
     pthread_once(&dc_ucx_once, dc_ucx_init_once);
     if (dc_ucx_init_st != DC_OK)
         return dc_error(DC_ERR_UNSUPPORTED, "%s", dc_ucx_init_msg);
+    return DC_OK;
+}
+
+dc_status_t dc_ucx_describe(char *version, size_t vlen, char *res, size_t rlen)
+{
+    if (version && vlen)
+        snprintf(version, vlen, "%s", ucp_get_version_string());
+    if (res && rlen)
+        res[0] = 0;
+    dc_status_t st = dc_ucx_init();
+    if (st != DC_OK)
+        return st;
+    if (res && rlen)
+        snprintf(res, rlen, "%s", dc_ucx_all_res);
     return DC_OK;
 }
 

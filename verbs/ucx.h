@@ -65,6 +65,11 @@ dc_status_t dc_ucx_conn_transports(dc_verbs_conn_t *c, char *buf, size_t len);
 dc_status_t dc_ucx_rdma_resources(const char *info, char *out, size_t len);
 void dc_ucx_rdma_devices(const char *res, char *out, size_t len);
 const char *dc_ucx_rdma_unused(const char *lanes, const char *local_rdma, char *buf, size_t len);
+
+/** For `deltacast info`: this UCX's version (always) and the transports
+ *  its context found ("tl/dev" comma separated, as `ucx_info -d` lists
+ *  them); an error saying why when UCX cannot run here. */
+dc_status_t dc_ucx_describe(char *version, size_t vlen, char *res, size_t rlen);
 #endif
 
 #endif /* DC_VERBS_UCX_H */

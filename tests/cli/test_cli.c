@@ -76,7 +76,8 @@ Test(cli, unknown_command_exits_2_with_one_clear_line)
 
 Test(cli, every_subcommand_has_help)
 {
-    const char *cmds[] = {"gen", "diff", "apply", "inspect", "plan", "node", "perf", "demo"};
+    const char *cmds[] = {"gen", "diff", "apply", "inspect", "plan", "node", "perf", "demo",
+                          "info"};
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         char a[64];
         snprintf(a, sizeof(a), "%s --help", cmds[i]);

@@ -223,3 +223,168 @@ Test(hw, hwloc_discovery_runs)
     }
     dc_hw_free(hw);
 }
+
+/* --- placement of a launched job's tasks (dc_launch_place) -------------- */
+#include "topology/topo.h"
+
+/* want: "host/local" per task */
+static void place(const char *list, const char *per, uint32_t tasks, const char *want)
+{
+    dc_launch_place_t p;
+    dc_status_t st = dc_launch_place(list, per, tasks, &p);
+    cr_assert_eq(st, DC_OK, "%s %s %u: %s", list, per ? per : "-", tasks, dc_last_error());
+    char got[512] = "";
+    size_t len = 0;
+    for (uint32_t r = 0; r < p.n_tasks; r++)
+        len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s/%u", r ? " " : "",
+                                p.hosts[p.host_of[r]], p.local_of[r]);
+    cr_assert_str_eq(got, want, "%s %s %u", list, per ? per : "-", tasks);
+    dc_launch_place_free(&p);
+}
+
+static void place_bad(const char *list, const char *per, uint32_t tasks, const char *msg)
+{
+    dc_launch_place_t p;
+    cr_assert_neq(dc_launch_place(list, per, tasks, &p), DC_OK, "%s accepted", list);
+    cr_assert(strstr(dc_last_error(), msg), "%s: '%s' lacks '%s'", list, dc_last_error(), msg);
+}
+
+Test(launch_place, blocks_and_tasks_per_node)
+{
+    place("a,b", NULL, 0, "a/0 b/0");
+    place("a,b", NULL, 5, "a/0 a/1 a/2 b/0 b/1");      /* Slurm's block: 3, 2 */
+    place("n[1-2]", "3,1", 4, "n1/0 n1/1 n1/2 n2/0");
+    place("n[1-3]", "2(x2),1", 5, "n1/0 n1/1 n2/0 n2/1 n3/0");
+    place("127.0.0.1", NULL, 3, "127.0.0.1/0 127.0.0.1/1 127.0.0.1/2");
+    place("a,a,b", NULL, 0, "a/0 a/1 b/0");            /* one entry per task */
+    place("a,b,a", NULL, 0, "a/0 b/0 a/1");
+}
+
+Test(launch_place, disagreements_named)
+{
+    place_bad("a,b,c", NULL, 2, "3 hosts for 2 tasks");
+    place_bad("a,b", "3,1", 5, "adds up to 4 tasks, the job has 5");
+    place_bad("a,b", "2(x3)", 6, "names more hosts than the host list's 2");
+    place_bad("a,b", "2", 2, "names 1 hosts, the host list 2");
+    place_bad("a,b", "2(y3)", 6, "expected '(xN)'");
+    place_bad("a,b", "0,1", 1, "expected a count");
+    place_bad("a,b", "1,1x", 2, "unexpected 'x'");
+    place_bad("a,b", "1(x99999999999999999999)", 2, "bad repeat");
+    place_bad("a[1", NULL, 1, "never closed");
+    place_bad("a", NULL, 2000000, "at most");
+}
+
+Test(launch_place, topology_ports_and_regions)
+{
+    dc_launch_place_t p;
+    cr_assert_eq(dc_launch_place("gpu-1,cpu-[1-2]", "2,1,1", 4, &p), DC_OK, "%s", dc_last_error());
+    dc_topo_t *t = NULL;
+    cr_assert_eq(dc_topo_from_place(&p, "gpu-*=train,*=rollout", 1, 7400, NULL, &t), DC_OK, "%s",
+                 dc_last_error());
+    cr_assert_eq(dc_topo_node_count(t), 4);
+    const char *want[][4] = {{"gpu-1#0", "gpu-1:7400", "train", "s"},
+                             {"gpu-1#1", "gpu-1:7401", "train", "r"},
+                             {"cpu-1", "cpu-1:7400", "rollout", "r"},
+                             {"cpu-2", "cpu-2:7400", "rollout", "r"}};
+    for (uint32_t i = 0; i < 4; i++) {
+        dc_topo_node_info_t ni = {.size = sizeof(ni)};
+        cr_assert_eq(dc_topo_node(t, i, &ni), DC_OK);
+        cr_assert_str_eq(ni.name, want[i][0]);
+        cr_assert_str_eq(ni.addr, want[i][1]);
+        cr_assert_str_eq(ni.region, want[i][2]);
+        cr_assert_eq(ni.role, want[i][3][0] == 's' ? DC_TOPO_ROLE_SENDER : DC_TOPO_ROLE_RECEIVER);
+    }
+    dc_topo_free(t);
+    /* the addresses of a rendezvous replace the computed ones */
+    char *addrs[] = {"gpu-1:4000", "gpu-1:4001", "cpu-1:5000", "cpu-2:6000"};
+    cr_assert_eq(dc_topo_from_place(&p, NULL, 2, 0, addrs, &t), DC_OK, "%s", dc_last_error());
+    dc_topo_node_info_t ni = {.size = sizeof(ni)};
+    cr_assert_eq(dc_topo_node(t, 3, &ni), DC_OK);
+    cr_assert_str_eq(ni.addr, "cpu-2:6000");
+    cr_assert_eq(dc_topo_node(t, 1, &ni), DC_OK);
+    cr_assert_eq(ni.role, DC_TOPO_ROLE_SENDER);
+    dc_topo_free(t);
+    /* port 0 without a rendezvous is refused by the topology's check */
+    cr_assert_neq(dc_topo_from_place(&p, NULL, 1, 0, NULL, &t), DC_OK);
+    cr_assert(strstr(dc_last_error(), "port 0"), "%s", dc_last_error());
+    cr_assert_neq(dc_topo_from_place(&p, NULL, 4, 7400, NULL, &t), DC_OK);
+    cr_assert(strstr(dc_last_error(), "4 senders among 4 tasks"), "%s", dc_last_error());
+    cr_assert_neq(dc_topo_from_place(&p, NULL, 1, 65535, NULL, &t), DC_OK);
+    cr_assert(strstr(dc_last_error(), "past 65535"), "%s", dc_last_error());
+    dc_launch_place_free(&p);
+}
+
+/* --- the rendezvous directory: files read as hostile --------------------- */
+#include <stdio.h>
+#include <unistd.h>
+
+static char rdv_dir[64];
+
+static void rdv_write(const char *name, const char *bytes, size_t n)
+{
+    char p[128];
+    snprintf(p, sizeof(p), "%s/%s", rdv_dir, name);
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+}
+
+/* rank-1 holds `bytes`; waiting for 2 ranks must fail with `msg` */
+static void rdv_bad(const char *bytes, size_t n, const char *msg)
+{
+    rdv_write("rank-1", bytes, n);
+    char **a = NULL;
+    dc_status_t st = dc_rendezvous_wait(rdv_dir, "job7", 2, 200, &a);
+    cr_assert_neq(st, DC_OK, "accepted '%.*s'", (int)n, bytes);
+    cr_assert(strstr(dc_last_error(), msg), "'%s' lacks '%s'", dc_last_error(), msg);
+}
+
+Test(rendezvous, publish_wait_and_hostile_files)
+{
+    strcpy(rdv_dir, "/tmp/dc_rdv_XXXXXX");
+    cr_assert_not_null(mkdtemp(rdv_dir));
+    char deep[128];
+    snprintf(deep, sizeof(deep), "%s/a/b", rdv_dir);
+    /* published (the directory made with its parents), then read back */
+    cr_assert_eq(dc_rendezvous_publish(deep, "job7", 0, "127.0.0.1:4000"), DC_OK, "%s",
+                 dc_last_error());
+    cr_assert_eq(dc_rendezvous_publish(deep, "job7", 1, "[::1]:4001"), DC_OK, "%s", dc_last_error());
+    char **a = NULL;
+    cr_assert_eq(dc_rendezvous_wait(deep, "job7", 2, 1000, &a), DC_OK, "%s", dc_last_error());
+    cr_assert_str_eq(a[0], "127.0.0.1:4000");
+    cr_assert_str_eq(a[1], "[::1]:4001");
+    dc_rendezvous_free(a, 2);
+    cr_assert_neq(dc_rendezvous_publish(deep, "job7", 2, "host:0"), DC_OK);
+    cr_assert_neq(dc_rendezvous_publish(deep, "job7", 2, "ho st:80"), DC_OK);
+    /* another job's file is not this job's: a timeout naming it */
+    cr_assert_eq(dc_rendezvous_wait(deep, "job8", 2, 200, &a), DC_ERR_TIMEOUT);
+    cr_assert(strstr(dc_last_error(), "ranks 0 (a file of another job), 1 (a file of another job)"),
+              "%s", dc_last_error());
+    /* hostile entries in the directory are named, never trusted */
+    rdv_write("rank-0", "deltacast-rendezvous 1 job7 127.0.0.1:4000\n", 43);
+    rdv_bad("garbage\n", 8, "is not a rendezvous entry");
+    rdv_bad("deltacast-rendezvous 1 job7 127.0.0.1:4000", 42, "is not a rendezvous entry");
+    rdv_bad("deltacast-rendezvous 1 job7 a:1\nb:2\n", 36, "is not a rendezvous entry");
+    rdv_bad("deltacast-rendezvous 1 job7 a:1\0\n", 34, "is not a rendezvous entry");
+    rdv_bad("deltacast-rendezvous 1 job7\n", 28, "has no address");
+    rdv_bad("deltacast-rendezvous 1 job7 127.0.0.1:65536\n", 44, "is not HOST:PORT");
+    rdv_bad("deltacast-rendezvous 1 job7 127.0.0.1:0\n", 40, "is not HOST:PORT");
+    rdv_bad("deltacast-rendezvous 1 job7 a/b:80\n", 35, "is not HOST:PORT");
+    rdv_bad("deltacast-rendezvous 1 job7 :80\n", 32, "is not HOST:PORT");
+    char big[2048];
+    memset(big, 'a', sizeof(big));
+    memcpy(big, "deltacast-rendezvous 1 job7 ", 28);
+    big[sizeof(big) - 1] = '\n';
+    rdv_bad(big, sizeof(big), "is not a rendezvous entry");
+    /* a symlink is not followed */
+    char link[128];
+    snprintf(link, sizeof(link), "%s/rank-1", rdv_dir);
+    unlink(link);
+    cr_assert_eq(symlink("/etc/passwd", link), 0);
+    cr_assert_neq(dc_rendezvous_wait(rdv_dir, "job7", 2, 200, &a), DC_OK);
+    cr_assert(strstr(dc_last_error(), "cannot open"), "%s", dc_last_error());
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", rdv_dir);
+    cr_assert_eq(system(cmd), 0);
+}

@@ -7,7 +7,9 @@
 #     tests/verbs/conformance.c (transfers, message sizes, registered
 #     memory, corruption, caller CRC32Cs, cut-and-resume, authentication,
 #     lost peer, orderly close, ...), then tests/verbs/test_rdma.c, what only
-#     rdma has (1 GiB, GPU memory);
+#     rdma has (1 GiB, GPU memory), the rdma case of
+#     tests/verbs/test_perf_link_modes.c (perf link -R, --bidir, -a), and
+#     `deltacast info` listing the device's port and GIDs;
 #  2. `deltacast perf link --transport rdma --verify`, byte-exact, its
 #     goodput beside `ib_write_bw` (perftest) on the same device, as a ratio
 #     (under emulation: a functional check, not a speed benchmark);
@@ -50,6 +52,14 @@ run_tests() {
 }
 run_tests verbs_conformance --filter 'rdma/*'
 run_tests verbs_test_rdma
+run_tests verbs_test_perf_link_modes --filter 'perf_link_modes/rdma*'
+# deltacast info lists the device's port, active, with its GIDs
+if "$bin" info --json >"$work/info.json" 2>"$work/info.err" &&
+   grep -q "\"$dev:1: PORT_ACTIVE, Ethernet (RoCE), [0-9]* Gb/s, mtu [0-9]*; GID\[0\]" "$work/info.json"; then
+  ok "deltacast info lists $dev:1 active with its GIDs"
+else
+  bad "deltacast info does not list $dev:1 active with GIDs"; head -c 2000 "$work/info.json"; tail -5 "$work/info.err"
+fi
 
 # --- 2. perf link, beside ib_write_bw ----------------------------------------
 # perf_link TRANSPORT PORT BYTES SIZE LAT_ITERS: a server and a --verify
