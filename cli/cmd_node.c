@@ -71,6 +71,11 @@ static void dc_node_help(FILE *fp)
             "  --stats FILE             write per-version figures as JSON\n"
             "  --wait-ms T              wait T ms for every receiver to join (60000)\n"
             "  --progress               progress line on stderr\n"
+            "  --json                   the per-version lines (stdout) as JSON, one object\n"
+            "                           a line, and a final {\"summary\": ...}; by default\n"
+            "                           one line per committed version: version, bytes\n"
+            "                           sent of the dense size (ratio), seconds, receivers,\n"
+            "                           repairs, and a final total line\n"
             "  --from-memory            a sender as a trainer embedding the library: holds\n"
             "                           the bytes it sends in its own memory (each vN read\n"
             "                           into the same buffers, as an optimizer step would)\n"
@@ -206,6 +211,99 @@ static dc_status_t dc_mem_trainer_load(dc_mem_trainer_t *t, dc_refit_node_opts_t
     return st;
 }
 
+/* The root's per-version lines on stdout (like iperf's): one per committed
+ * version and a total, as text or as newline-delimited JSON. */
+typedef struct dc_node_report {
+    int json;
+    uint64_t versions, payload, dense, repairs;
+    int repairs_unknown; /* a sender from memory does not count them */
+    double seconds;
+    uint32_t receivers;
+} dc_node_report_t;
+
+static double dc_node_ratio(uint64_t dense, uint64_t payload)
+{
+    return payload ? (double)dense / (double)payload : 0;
+}
+
+/* repairs: UINT64_MAX when unknown (a sender from memory) */
+static void dc_node_report_version(void *user, const dc_node_vsum_t *vs)
+{
+    dc_node_report_t *r = user;
+    r->versions++;
+    r->payload += vs->payload_bytes;
+    r->dense += vs->dense_bytes;
+    r->seconds += vs->seconds;
+    r->receivers = vs->receivers;
+    if (vs->repairs != UINT64_MAX)
+        r->repairs += vs->repairs;
+    else
+        r->repairs_unknown = 1;
+    double ratio = dc_node_ratio(vs->dense_bytes, vs->payload_bytes);
+    if (r->json) {
+        printf("{\"version\": %llu, \"payload_bytes\": %llu, \"dense_bytes\": %llu, "
+               "\"ratio\": %.2f, \"seconds\": %.6f, \"receivers\": %u, ",
+               (unsigned long long)vs->version, (unsigned long long)vs->payload_bytes,
+               (unsigned long long)vs->dense_bytes, ratio, vs->seconds, vs->receivers);
+        if (vs->repairs == UINT64_MAX)
+            printf("\"repairs\": null, ");
+        else
+            printf("\"repairs\": %llu, ", (unsigned long long)vs->repairs);
+        printf("\"repair_bytes\": %llu}\n", (unsigned long long)vs->repair_bytes);
+    } else {
+        char pb[32], db[32], rb[32];
+        dc_fmt_bytes(vs->payload_bytes, pb, sizeof(pb));
+        dc_fmt_bytes(vs->dense_bytes, db, sizeof(db));
+        dc_fmt_bytes(vs->repair_bytes, rb, sizeof(rb));
+        if (vs->repairs == UINT64_MAX)
+            snprintf(rb + strlen(rb), sizeof(rb) - strlen(rb), " repaired");
+        printf("version %llu: %s of %s (%.1fx) in %.3f s, %u receivers, ",
+               (unsigned long long)vs->version, pb, db, ratio, vs->seconds, vs->receivers);
+        if (vs->repairs == UINT64_MAX)
+            printf("%s\n", rb);
+        else
+            printf("%llu repairs (%s)\n", (unsigned long long)vs->repairs, rb);
+    }
+    fflush(stdout);
+}
+
+static void dc_node_report_total(const dc_node_report_t *r, dc_status_t st)
+{
+    double ratio = dc_node_ratio(r->dense, r->payload);
+    if (r->json) {
+        char rep[32] = "null";
+        if (!r->repairs_unknown)
+            snprintf(rep, sizeof(rep), "%llu", (unsigned long long)r->repairs);
+        printf("{\"summary\": {\"ok\": %s, \"versions\": %llu, \"payload_bytes\": %llu, "
+               "\"dense_bytes\": %llu, \"ratio\": %.2f, \"seconds\": %.6f, \"receivers\": "
+               "%u, \"repairs\": %s}}\n",
+               st == DC_OK ? "true" : "false", (unsigned long long)r->versions,
+               (unsigned long long)r->payload, (unsigned long long)r->dense, ratio, r->seconds,
+               r->receivers, rep);
+    } else if (r->versions) { /* a job that failed before any version: its error says it */
+        char pb[32], db[32];
+        dc_fmt_bytes(r->payload, pb, sizeof(pb));
+        dc_fmt_bytes(r->dense, db, sizeof(db));
+        printf("total: %llu versions%s, %s of %s (%.1fx) in %.3f s\n",
+               (unsigned long long)r->versions, st == DC_OK ? "" : " (then failed)", pb, db,
+               ratio, r->seconds);
+    }
+    fflush(stdout);
+}
+
+/* Receivers of the topology (every node that is not a sender). */
+static uint32_t dc_node_receivers(const dc_topo_t *topo)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < dc_topo_node_count(topo); i++) {
+        dc_topo_node_info_t ni;
+        memset(&ni, 0, sizeof(ni));
+        ni.size = sizeof(ni);
+        k += dc_topo_node(topo, i, &ni) == DC_OK && ni.role != DC_TOPO_ROLE_SENDER;
+    }
+    return k;
+}
+
 /* A sender as a trainer that embeds the library: versions_dir/vN.safetensors
  * stand for its optimizer steps; it holds only the bytes it sends. */
 static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
@@ -247,10 +345,13 @@ static dc_status_t dc_node_from_memory(const dc_node_cfg_t *nc)
         dc_refit_version_stats_t vs = {.size = sizeof(vs)};
         if (st == DC_OK)
             st = dc_refit_sender_push(s, NULL, 0, &vs);
-        if (st == DC_OK)
-            DC_LOG_INFO("sender %u: version %llu committed in %.3f s (%llu payload bytes)",
-                        nc->rank, (unsigned long long)vs.version, vs.seconds,
-                        (unsigned long long)vs.payload_bytes);
+        if (st == DC_OK && nc->on_version) {
+            dc_node_vsum_t sum = {.version = vs.version, .payload_bytes = vs.payload_bytes,
+                                  .repair_bytes = vs.repair_bytes, .dense_bytes = vs.dense_bytes,
+                                  .repairs = UINT64_MAX, .seconds = vs.seconds,
+                                  .receivers = dc_node_receivers(nc->topo)};
+            nc->on_version(nc->on_version_user, &sum);
+        }
     }
     char why[1024] = "";
     if (st != DC_OK)
@@ -267,7 +368,7 @@ int dc_cmd_node(int argc, char **argv)
     enum { O_TOPO = 1, O_LOCAL, O_RANK, O_STATE, O_VERSIONS, O_COUNT, O_DENSE, O_STATS,
            O_WAIT, O_PROGRESS, O_WEIGHTS, O_INITIAL, O_DURABLE, O_ABORT, O_CHUNK,
            O_TRANSPORT, O_ROLE, O_LISTEN, O_FROM_MEMORY, O_SLURM, O_NODELIST, O_REGION_MAP,
-           O_SENDERS, O_PORT, O_RENDEZVOUS, O_WORLD, O_SECRET_FILE };
+           O_SENDERS, O_PORT, O_RENDEZVOUS, O_WORLD, O_SECRET_FILE, O_JSON };
     static const struct option opts[] = {
         {"topology", required_argument, NULL, O_TOPO},
         {"local", required_argument, NULL, O_LOCAL},
@@ -288,6 +389,7 @@ int dc_cmd_node(int argc, char **argv)
         {"role", required_argument, NULL, O_ROLE},
         {"listen", required_argument, NULL, O_LISTEN},
         {"from-memory", no_argument, NULL, O_FROM_MEMORY},
+        {"json", no_argument, NULL, O_JSON},
         {"slurm", no_argument, NULL, O_SLURM},
         {"nodelist", required_argument, NULL, O_NODELIST},
         {"region-map", required_argument, NULL, O_REGION_MAP},
@@ -305,6 +407,7 @@ int dc_cmd_node(int argc, char **argv)
     int64_t rank = -1;
     uint64_t u;
     int from_memory = 0;
+    dc_node_report_t report = {0};
     dc_node_launch_t lo = {.port = -1};
     const char *secret_file = NULL;
     optind = 1;
@@ -356,6 +459,7 @@ int dc_cmd_node(int argc, char **argv)
             break;
         case O_TRANSPORT: cfg.transport = optarg; break;
         case O_FROM_MEMORY: from_memory = 1; break;
+        case O_JSON: report.json = 1; break;
         case O_SLURM: lo.slurm = 1; break;
         case O_NODELIST: lo.nodelist = optarg; break;
         case O_REGION_MAP: lo.region_map = optarg; break;
@@ -506,7 +610,19 @@ int dc_cmd_node(int argc, char **argv)
         dc_topo_free(topo);
         return dc_cli_usage_error("node", "--from-memory is for senders");
     }
+    if (cfg.rank == 0) {
+        cfg.on_version = dc_node_report_version;
+        cfg.on_version_user = &report;
+    }
     st = from_memory ? dc_node_from_memory(&cfg) : dc_node_run(&cfg);
+    if (cfg.rank == 0) {
+        char why[1024] = "";
+        if (st != DC_OK)
+            snprintf(why, sizeof(why), "%s", dc_last_error());
+        dc_node_report_total(&report, st);
+        if (st != DC_OK)
+            dc_error(st, "%s", why);
+    }
     dc_topo_free(topo);
     dc_node_launch_release(hold);
     if (st != DC_OK)

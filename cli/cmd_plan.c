@@ -1,6 +1,7 @@
 /* cmd_plan.c - `deltacast plan`: the relay tree of a topology, and a
  * flow-level simulation of a refit over it. */
 #include "cli.h"
+#include "tree/tree_int.h"
 #include "util/dc_util.h"
 
 #include <getopt.h>
@@ -48,14 +49,15 @@ static void dc_plan_help(FILE *fp)
             "                           encodes (default: unlimited)\n"
             "  --apply-gbps Y           GB/s of dense checkpoint one receiver applies (default:\n"
             "                           unlimited)\n"
-            "  --chunk SIZE             frame size for pipelining (default 4MiB)\n"
+            "  --chunk SIZE             frame size for pipelining (default: config\n"
+            "                           chunk_size, as the engine)\n"
             "  --cpu-cores C            all nodes share one pool of C cores (e.g. a test\n"
             "                           machine running every node): --encode-gbps and\n"
             "                           --apply-gbps are then per core; a sender encodes on\n"
             "                           up to C cores, a receiver applies on one, and encode\n"
             "                           plus every apply together fit in C cores\n"
             "  --stripes K              split a shard over at most K gateways per region\n"
-            "                           (default 8; the engine plans with 1)\n"
+            "                           (default: as the engine plans, 1)\n"
             "  --hw                     show this machine's GPUs, NICs and the NIC closest to\n"
             "                           each GPU (hwloc), then exit\n"
             "  -h, --help               show this help\n");
@@ -272,8 +274,17 @@ int dc_cmd_plan(int argc, char **argv)
     /* the size of one version: from --params, else a nominal 1 GB so that
      * loads and the bottleneck can still be compared */
     uint64_t payload = params > 0 ? (uint64_t)llround(params * 2 * ratio) : 1000000000ULL;
-    dc_tree_opts_t to = {.size = sizeof(to), .payload_bytes = payload, .chunk_bytes = chunk,
-                            .max_stripes = (uint32_t)stripes};
+    /* the engine's tree (chunk size from config chunk_size, its stripes),
+     * unless --chunk / --stripes ask for another; the payload guides the
+     * plan only for --simulate (the engine plans for the default) */
+    dc_tree_opts_t to;
+    dc_tree_opts_engine(&to);
+    if (chunk)
+        to.chunk_bytes = chunk;
+    if (stripes)
+        to.max_stripes = (uint32_t)stripes;
+    if (sim)
+        to.payload_bytes = payload;
     double t0 = plan_now(), c0 = plan_cpu();
     if ((st = dc_tree_plan(topo, &to, &tree)) != DC_OK) {
         rc = dc_cli_fail("plan", st, "planning");

@@ -48,6 +48,7 @@ int main(int argc, char **argv)
         if (dc_log_level_parse(lvl, &l) == DC_OK)
             dc_log_set_level(l);
     }
+    dc_env_check(); /* a DELTACAST_* typo: one warning naming the closest */
     if (argc < 2) {
         dc_cli_main_usage(stderr);
         return DC_EXIT_USAGE;

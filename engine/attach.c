@@ -12,6 +12,7 @@
  * from receiver.c (dc_rx_hello).
  */
 #include "engine/node_internal.h"
+#include "tree/tree_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -101,11 +102,29 @@ static dc_status_t dc_attach_refresh_view(dc_node_t *n)
 dc_status_t dc_attach_plan(dc_node_t *n)
 {
     dc_tree_opts_t o;
-    memset(&o, 0, sizeof(o));
-    o.size = sizeof(o);
+    dc_tree_opts_engine(&o); /* what `deltacast plan` shows */
     o.chunk_bytes = n->chunk_size;
-    o.max_stripes = 1;
     dc_status_t st = dc_tree_plan(n->cfg->topo, &o, &n->plan.tree);
+    if (st == DC_OK && n->is_root && dc_log_get_level() >= DC_LOG_LEVEL_DEBUG) {
+        /* the plan's edges as `deltacast plan --json` lists them (parent >
+         * child / stream, node indices), a few per line */
+        const dc_tree_t *t = n->plan.tree;
+        uint32_t ns = dc_tree_stream_count(t), ne = dc_tree_edge_count(t);
+        const dc_tree_edge_t *e = dc_tree_edges(t);
+        DC_LOG_DEBUG("root: plan: %u streams, %u edges (chunk %llu bytes, at most %u stripes)",
+                     ns, ne, (unsigned long long)o.chunk_bytes, o.max_stripes);
+        char line[768];
+        size_t k = 0;
+        for (uint32_t i = 0; i < ne; i++) {
+            int w = snprintf(line + k, sizeof(line) - k, "%u>%u/%u ", e[i].parent, e[i].child,
+                             e[i].stream);
+            k += w > 0 ? (size_t)w : 0;
+            if (k > sizeof(line) - 40 || i + 1 == ne) {
+                DC_LOG_DEBUG("root: plan edges: %s", line);
+                k = 0;
+            }
+        }
+    }
     return st == DC_OK ? dc_attach_refresh_view(n) : st;
 }
 

@@ -154,6 +154,11 @@ void dc_coord_state(dc_node_t *n, const dc_hello_t *h)
         if (h->committed < n->coord.committed && (h->flags & DC_HELLO_F_JOURNAL) &&
             h->j_target == n->coord.committed && n->coord.committed)
             dc_coord_send_confirm(n, x, h->j_baseline);
+        else if ((h->flags & DC_HELLO_F_JOURNAL) && n->coord.aborted_v &&
+                 h->j_target == n->coord.aborted_v)
+            /* it (re)joined after this run aborted that version (its parent
+             * was the node that failed): the ABORT it missed, now */
+            dc_send_down_simple(n, DC_MSG_ABORT, h->j_target, h->j_baseline, x);
         return;
     }
     uint32_t nch = n->layout->nchunks;
@@ -287,6 +292,94 @@ static void dc_coord_sent(dc_node_t *n, const dc_msg_t *m)
     }
 }
 
+/* "node 2 (host, 10.0.0.2:7000)" into out: the topology's name and address
+ * of node i. */
+static const char *dc_coord_node_desc(const dc_node_t *n, uint32_t i, char *out, size_t len)
+{
+    dc_topo_node_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    if (dc_topo_node(n->cfg->topo, i, &info) == DC_OK && info.name)
+        snprintf(out, len, "node %u (%s%s%s)", i, info.name,
+                 info.addr && info.addr[0] ? ", " : "", info.addr ? info.addr : "");
+    else
+        snprintf(out, len, "node %u", i);
+    return out;
+}
+
+/* The first tensor where the root's layout and a FAIL's entries differ,
+ * in words, into out. */
+static void dc_coord_layout_diff(const dc_node_t *n, const dc_fail_t *f, char *out, size_t len)
+{
+    const dc_layout_t *l = n->layout;
+    if (f->chunk_size != l->chunk_size) {
+        snprintf(out, len, "chunk size %llu bytes, the root's is %llu",
+                 (unsigned long long)f->chunk_size, (unsigned long long)l->chunk_size);
+        return;
+    }
+    uint32_t k = DC_MIN(f->n, l->ntensors);
+    for (uint32_t i = 0; i <= k; i++) {
+        if (i == k) {
+            if (f->ntensors == l->ntensors) {
+                snprintf(out, len, "%u tensors as the root, the same first %u (the rest "
+                         "differ)", f->ntensors, f->n);
+            } else if (i < l->ntensors) {
+                const dc_layout_tensor_t *t = &l->tensors[i];
+                snprintf(out, len, "%u tensors, the root %u: the first the node lacks is "
+                         "tensor %u '%s' %s [%llu elements, %llu bytes]", f->ntensors,
+                         l->ntensors, i, t->name, dc_dtype_name(t->dtype),
+                         (unsigned long long)t->nelems, (unsigned long long)t->nbytes);
+            } else {
+                snprintf(out, len, "%u tensors, the root %u: the node has more", f->ntensors,
+                         l->ntensors);
+            }
+            return;
+        }
+        uint64_t h, ne;
+        uint32_t dt;
+        dc_fail_entry(f, i, &h, &ne, &dt);
+        const dc_layout_tensor_t *t = &l->tensors[i];
+        int same_name = h == XXH3_64bits(t->name, strlen(t->name));
+        if (same_name && ne == t->nelems && dt == (uint32_t)t->dtype)
+            continue;
+        const char *dn = dt <= 255 ? dc_dtype_name((dc_dtype_t)dt) : NULL;
+        snprintf(out, len, "first differing tensor %u: the root has '%s' %s [%llu elements, "
+                 "%llu bytes], the node %s, %s [%llu elements]",
+                 i, t->name, dc_dtype_name(t->dtype), (unsigned long long)t->nelems,
+                 (unsigned long long)t->nbytes,
+                 same_name ? "has the same name" : "another name",
+                 dn && dn[0] ? dn : "an unknown dtype", (unsigned long long)ne);
+        return;
+    }
+}
+
+/* A receiver's FAIL: it stopped and cannot take version f.version.  The
+ * first one fails the version in flight (dc_coord_version) and the job
+ * with its words. */
+static void dc_coord_fail(dc_node_t *n, const dc_msg_t *m)
+{
+    dc_fail_t f;
+    if (dc_fail_parse(m, &f) != DC_OK) {
+        DC_LOG_WARN("coordinator: dropping a bad FAIL: %s", dc_last_error());
+        return;
+    }
+    char who[320], text[DC_FAIL_TEXT_MAX + 1], detail[768] = "";
+    dc_coord_node_desc(n, f.node, who, sizeof(who));
+    dc_fail_text(&f, text, sizeof(text));
+    if (f.code == DC_FAIL_LAYOUT && n->layout)
+        dc_coord_layout_diff(n, &f, detail, sizeof(detail));
+    DC_LOG_ERROR("coordinator: %s cannot take version %llu (%s)%s%s: %s", who,
+                 (unsigned long long)f.version, dc_fail_code_name(f.code),
+                 detail[0] ? ": " : "", detail, text);
+    if (n->coord.fail_node != UINT32_MAX)
+        return;
+    n->coord.fail_node = f.node;
+    n->coord.fail_st = f.code == DC_FAIL_LAYOUT || f.code == DC_FAIL_VERSION ? DC_ERR_INVALID
+                                                                            : DC_ERR_IO;
+    snprintf(n->coord.fail_why, sizeof(n->coord.fail_why), "%s: %s%s%s (it says: %s)", who,
+             dc_fail_code_name(f.code), detail[0] ? ": " : "", detail, text);
+}
+
 /* An upward message from a child, after the dispatcher (node.c
  * dc_node_handle) learnt its route: another sender's SENT, or a
  * receiver's STATE, ACK, NEED, DONE. */
@@ -350,6 +443,9 @@ void dc_coord_handle_up(dc_node_t *n, dc_peer_t *from, const dc_msg_t *m)
             }
         }
         break;
+    case DC_MSG_FAIL:
+        dc_coord_fail(n, m);
+        break;
     case DC_MSG_DONE: {
         dc_done_t d;
         if (dc_done_parse(m, &d) != DC_OK) {
@@ -406,6 +502,7 @@ static void dc_coord_progress_line(dc_node_t *n, int final)
  * dc_enc_alloc(). */
 static dc_status_t dc_coord_alloc(dc_node_t *n)
 {
+    n->coord.fail_node = UINT32_MAX;
     uint32_t nch = n->layout->nchunks;
     size_t nn = n->nnodes;
     dc_status_t st = dc_enc_alloc(n);
@@ -635,6 +732,13 @@ static dc_status_t dc_coord_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
             dc_trace(n, "acked", NULL, 0);
             break;
         }
+        /* a receiver that said why it stopped: no waiting for its silence */
+        if (n->coord.fail_node != UINT32_MAX) {
+            DC_LOG_ERROR("root: aborting version %llu: %s", (unsigned long long)v,
+                         n->coord.fail_why);
+            aborted = 1;
+            break;
+        }
         /* stalls and lost receivers */
         for (uint32_t i = 1; i < n->nnodes; i++) {
             if (!n->coord.rneed[i] || n->coord.nacked[i] >= n->coord.nneed[i])
@@ -705,9 +809,22 @@ static dc_status_t dc_coord_version(dc_node_t *n, uint64_t v, dc_vstats_t *vs)
     n->begin_msg = NULL;
     if (aborted) {
         n->enc.in_flight = 0;
+        n->coord.aborted_v = v;
         dc_send_down_simple(n, DC_MSG_ABORT, v, v - 1, DC_NODE_ALL);
         memset(n->coord.vdone, 0, n->nnodes);
-        dc_node_run_until(n, dc_coord_pred_done, dc_now_ns() + (uint64_t)n->abort_ms * 1000000ull);
+        /* the DONEs of the ABORT (stats; a node that misses the ABORT, e.g.
+         * one re-attaching after the failed node was its parent, undoes v
+         * at BYE): after a FAIL no longer than 5 s, and none from the node
+         * that stopped */
+        uint64_t wait_ms = n->abort_ms;
+        if (n->coord.fail_node != UINT32_MAX) {
+            n->coord.vdone[n->coord.fail_node] = 1;
+            wait_ms = DC_MIN(wait_ms, 5000);
+        }
+        dc_node_run_until(n, dc_coord_pred_done, dc_now_ns() + wait_ms * 1000000ull);
+        if (n->coord.fail_node != UINT32_MAX)
+            return dc_error(n->coord.fail_st, "version %llu aborted: %s",
+                            (unsigned long long)v, n->coord.fail_why);
         if (held_by[0])
             return dc_error(DC_ERR_CANCELED, "version %llu aborted: %s",
                             (unsigned long long)v, held_by);
@@ -942,21 +1059,18 @@ dc_status_t dc_coord_run(dc_node_t *n)
     /* wait for every receiver */
     uint64_t wait_ms = n->cfg->wait_ms ? n->cfg->wait_ms : 60000;
     if (!dc_node_run_until(n, dc_coord_pred_joined, dc_now_ns() + wait_ms * 1000000ull)) {
-        /* name them (the first few): their own logs say why */
+        /* name them (the first few, with their addresses): their own logs
+         * say why */
         uint32_t missing = 0;
-        char names[512] = "";
+        char names[1024] = "";
         size_t nl = 0;
         for (uint32_t i = 1; i < n->nnodes; i++) {
             if (dc_coord_node_joined(n, i))
                 continue;
             if (missing++ < 8 && nl < sizeof(names)) {
-                dc_topo_node_info_t info;
-                memset(&info, 0, sizeof(info));
-                info.size = sizeof(info);
-                int ok = dc_topo_node(n->cfg->topo, i, &info) == DC_OK && info.name;
-                int w = snprintf(names + nl, sizeof(names) - nl, "%s node %u%s%s%s",
-                                 missing > 1 ? "," : "", i, ok ? " (" : "", ok ? info.name : "",
-                                 ok ? ")" : "");
+                char who[320];
+                int w = snprintf(names + nl, sizeof(names) - nl, "%s %s", missing > 1 ? "," : "",
+                                 dc_coord_node_desc(n, i, who, sizeof(who)));
                 nl = w > 0 ? DC_MIN(nl + (size_t)w, sizeof(names)) : nl;
             }
         }
@@ -988,6 +1102,13 @@ dc_status_t dc_coord_run(dc_node_t *n)
         }
         json_array_append_new(versions, dc_coord_version_json(n, &vs));
         dc_coord_write_stats(n, versions);
+        if (n->cfg->on_version) {
+            dc_node_vsum_t sum = {.version = vs.version, .payload_bytes = vs.payload_bytes,
+                                  .repair_bytes = vs.repair_bytes,
+                                  .dense_bytes = vs.dense_bytes, .repairs = vs.repairs,
+                                  .seconds = vs.seconds, .receivers = dc_coord_nrecv(n)};
+            n->cfg->on_version(n->cfg->on_version_user, &sum);
+        }
     }
     if (st == DC_OK)
         st = dc_coord_confirm(n, 1);

@@ -26,6 +26,7 @@
  * DELTACAST_ENGINE_* test and trace hooks, read in dc_node_run.
  */
 #include "engine/node_internal.h"
+#include "tree/tree_int.h"
 #include "kernels/kern_cuda.h"
 #include "verbs/gpumem.h"
 
@@ -117,6 +118,13 @@ void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
     if (dc_msg_parse(b->data, b->len, &m) != DC_OK) {
         DC_LOG_WARN("node %u: dropping a bad message from node %u: %s", n->me, from->node,
                     dc_last_error());
+        return;
+    }
+    if (n->rx.fail_sent) {
+        /* this node stopped (dc_rx_fail): it only waits for the root to
+         * show its FAIL arrived */
+        if (from->is_parent && (m.type == DC_MSG_ABORT || m.type == DC_MSG_BYE))
+            n->rx.fail_heard = 1;
         return;
     }
     if (from->is_parent) {
@@ -299,7 +307,7 @@ void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
         if (m.type == DC_MSG_STATE && m.node < n->nnodes)
             dc_attach_remember(n, m.node, b);
         if (m.type == DC_MSG_ACK || m.type == DC_MSG_NEED || m.type == DC_MSG_STATE ||
-            m.type == DC_MSG_DONE || m.type == DC_MSG_SENT)
+            m.type == DC_MSG_DONE || m.type == DC_MSG_SENT || m.type == DC_MSG_FAIL)
             dc_send_up(n, b);
         return;
     }
@@ -442,6 +450,14 @@ void dc_node_serve(dc_node_t *n, int step_ms, int (*each)(dc_node_t *n))
         while (dc_node_tx_pending(n) && dc_now_ns() < dl)
             dc_node_step(n, 5);
     }
+    if (n->rx.fail_sent) {
+        /* a FAIL must reach the root: read on (closing with unread bytes
+         * resets the link, and the parent may lose the FAIL with them)
+         * until the root's ABORT or BYE says it arrived, 5 s at most */
+        uint64_t dl = dc_now_ns() + 5000000000ull;
+        while (!n->rx.fail_heard && dc_now_ns() < dl)
+            dc_node_step(n, 5);
+    }
 }
 
 /* The weights' memory is what the caller says: CUDA memory needs the
@@ -476,6 +492,7 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
 {
     if (!cfg || !cfg->topo || !cfg->state_dir)
         return dc_error(DC_ERR_INVALID, "node: topology and state directory are required");
+    dc_env_check(); /* library users too: a DELTACAST_* typo is said once */
     dc_node_t *n = calloc(1, sizeof(*n));
     if (!n)
         return dc_error(DC_ERR_NOMEM, "node: out of memory");
@@ -680,10 +697,8 @@ dc_status_t dc_node_sender_chunks(const dc_topo_t *topo, uint32_t rank, const dc
                                   uint8_t *want)
 {
     dc_tree_opts_t o;
-    memset(&o, 0, sizeof(o));
-    o.size = sizeof(o);
+    dc_tree_opts_engine(&o);
     o.chunk_bytes = l->chunk_size;
-    o.max_stripes = 1;
     dc_tree_t *tree = NULL;
     dc_status_t st = dc_tree_plan(topo, &o, &tree);
     if (st != DC_OK)

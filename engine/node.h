@@ -49,6 +49,15 @@ typedef struct dc_node_source {
     void *user;
 } dc_node_source_t;
 
+/* One committed version, for the root's caller (deltacast node's summary
+ * line). */
+typedef struct dc_node_vsum {
+    uint64_t version;
+    uint64_t payload_bytes, repair_bytes, dense_bytes;
+    uint64_t repairs;   /* repair frames (NEED, stalls, re-joins) */
+    double seconds;     /* BEGIN to the commit record */
+    uint32_t receivers; /* receivers that took it */
+} dc_node_vsum_t;
 /* What a receiver tells its embedder (the library's dc_refit_receiver_*),
  * and what the embedder asks of it.  Every call is on the node's thread. */
 enum {
@@ -119,6 +128,9 @@ typedef struct dc_node_cfg {
     /* segs (receiver's and memory sender's) point to CUDA device memory:
      * chunks are copied across PCIe around the CPU codec */
     int cuda_mem;
+    /* root: called after each committed version (NULL: none) */
+    void (*on_version)(void *user, const dc_node_vsum_t *vs);
+    void *on_version_user;
     /* receiver: holds no version yet (no initial version): when its state
      * directory has no commit record, the first version comes dense */
     int cold;

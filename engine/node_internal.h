@@ -178,6 +178,9 @@ typedef struct dc_node_rx {
     int place_ok;
     int dense_needed;
     int commit_failed;      /* a local commit failed: reported at BYE */
+    int fail_sent;          /* a FAIL went up: the node stops once the root's
+                               ABORT or BYE shows it arrived (fail_heard) */
+    int fail_heard;
     struct {
         int active;
         uint64_t v, b;
@@ -288,6 +291,12 @@ typedef struct dc_node_coord {
      * (after version V's commit record is written, before its COMMIT) */
     uint64_t crash_frames, crash_commit;
     uint64_t crash_ns;     /* crash_frames reached: dies once they left */
+    /* the first receiver that said FAIL (UINT32_MAX: none), its status and
+     * the root's words for it (coord.c dc_coord_fail) */
+    uint32_t fail_node;
+    dc_status_t fail_st;
+    uint64_t aborted_v;     /* the version this run aborted (0: none) */
+    char fail_why[2048];
 } dc_node_coord_t;
 
 typedef struct dc_node {

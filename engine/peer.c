@@ -240,8 +240,12 @@ void dc_peer_fail(dc_node_t *n, dc_peer_t *p, dc_status_t st, const char *what)
     if (p->dead)
         return;
     p->dead = 1;
+    /* after BYE every link closes: the job is over, nothing to warn about */
     if (n->bye && !p->is_parent)
         DC_LOG_INFO("node %u: child %u closed after BYE", n->me, p->node);
+    else if (n->bye && p->node != UINT32_MAX)
+        DC_LOG_INFO("node %u: parent %u closed after BYE (%s)", n->me, p->node,
+                    dc_last_error());
     else if (p->node != UINT32_MAX)
         DC_LOG_WARN("node %u: connection to node %u %s: %s", n->me, p->node, what,
                     dc_last_error());

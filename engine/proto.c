@@ -31,6 +31,7 @@ const char *dc_msg_type_name(uint8_t type)
     case DC_MSG_DONE: return "DONE";
     case DC_MSG_SUB: return "SUB";
     case DC_MSG_SENT: return "SENT";
+    case DC_MSG_FAIL: return "FAIL";
     default: return "?";
     }
 }
@@ -370,4 +371,98 @@ dc_status_t dc_done_parse(const dc_msg_t *m, dc_done_t *out)
     }
     *out = d;
     return DC_OK;
+}
+
+/* --- FAIL ----------------------------------------------------------------- */
+
+size_t dc_fail_size(uint32_t text_len, uint32_t n)
+{
+    return DC_MSG_HDR_SIZE + DC_FAIL_FIXED + (size_t)text_len + (size_t)n * DC_FAIL_ENTRY;
+}
+
+void dc_fail_pack(const dc_fail_t *f, uint8_t *out)
+{
+    uint32_t tl = DC_MIN(f->text_len, DC_FAIL_TEXT_MAX);
+    uint32_t n = DC_MIN(f->n, DC_FAIL_MAX_TENSORS);
+    dc_msg_t m = {.type = DC_MSG_FAIL, .version = f->version, .baseline = f->chunk_size,
+                  .node = f->node, .chunk = f->code, .count = n,
+                  .body_len = (uint32_t)(dc_fail_size(tl, n) - DC_MSG_HDR_SIZE)};
+    dc_msg_pack(&m, out);
+    dc_store_le32(out + DC_MSG_HDR_SIZE, tl);
+    dc_store_le32(out + DC_MSG_HDR_SIZE + 4, f->ntensors);
+    if (tl)
+        memcpy(out + DC_MSG_HDR_SIZE + DC_FAIL_FIXED, f->text, tl);
+}
+
+void dc_fail_put(uint8_t *out, uint32_t text_len, uint32_t e, uint64_t name_hash,
+                 uint64_t nelems, uint32_t dtype)
+{
+    uint8_t *p = out + DC_MSG_HDR_SIZE + DC_FAIL_FIXED + DC_MIN(text_len, DC_FAIL_TEXT_MAX) +
+                 (size_t)e * DC_FAIL_ENTRY;
+    dc_store_le64(p, name_hash);
+    dc_store_le64(p + 8, nelems);
+    dc_store_le32(p + 16, dtype);
+}
+
+dc_status_t dc_fail_parse(const dc_msg_t *m, dc_fail_t *out)
+{
+    if (m->type != DC_MSG_FAIL || m->body_len < DC_FAIL_FIXED)
+        return dc_error(DC_ERR_FORMAT, "FAIL message of %u body bytes", m->body_len);
+    if (m->node == DC_NODE_ALL)
+        return dc_error(DC_ERR_FORMAT, "FAIL message with the broadcast node id");
+    if (m->chunk < 1 || m->chunk > DC_FAIL_MAX)
+        return dc_error(DC_ERR_FORMAT, "FAIL message from node %u: unknown reason %u", m->node,
+                        m->chunk);
+    uint32_t tl = dc_load_le32(m->body);
+    uint32_t nt = dc_load_le32(m->body + 4);
+    if (tl > DC_FAIL_TEXT_MAX || m->count > DC_FAIL_MAX_TENSORS || m->count > nt ||
+        (uint64_t)DC_FAIL_FIXED + tl + (uint64_t)m->count * DC_FAIL_ENTRY != m->body_len)
+        return dc_error(DC_ERR_FORMAT,
+                        "FAIL message from node %u: %u reason bytes and %u of %u tensors in "
+                        "%u bytes", m->node, tl, m->count, nt, m->body_len);
+    out->node = m->node;
+    out->code = m->chunk;
+    out->version = m->version;
+    out->chunk_size = m->baseline;
+    out->ntensors = nt;
+    out->text_len = tl;
+    out->text = m->body + DC_FAIL_FIXED;
+    out->n = m->count;
+    out->entries = m->body + DC_FAIL_FIXED + tl;
+    return DC_OK;
+}
+
+void dc_fail_entry(const dc_fail_t *f, uint32_t e, uint64_t *name_hash, uint64_t *nelems,
+                   uint32_t *dtype)
+{
+    if (e >= f->n) {
+        *name_hash = *nelems = 0;
+        *dtype = 0;
+        return;
+    }
+    const uint8_t *p = f->entries + (size_t)e * DC_FAIL_ENTRY;
+    *name_hash = dc_load_le64(p);
+    *nelems = dc_load_le64(p + 8);
+    *dtype = dc_load_le32(p + 16);
+}
+
+void dc_fail_text(const dc_fail_t *f, char *out, size_t len)
+{
+    size_t k = 0;
+    for (uint32_t i = 0; i < f->text_len && k + 1 < len; i++) {
+        uint8_t c = f->text[i];
+        out[k++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    out[k] = 0;
+}
+
+const char *dc_fail_code_name(uint32_t code)
+{
+    switch (code) {
+    case DC_FAIL_LAYOUT: return "layout mismatch";
+    case DC_FAIL_IO: return "I/O failure";
+    case DC_FAIL_MEMORY: return "memory failure";
+    case DC_FAIL_VERSION: return "cannot take the version";
+    default: return "unknown failure";
+    }
 }

@@ -73,11 +73,23 @@
  *             (flags DC_SENT_F_LAST on the last), for the checkpoint digest
  *             and the coordinator's stall detection; the header's baseline
  *             field carries the sender's payload bytes of v instead.
+ *     FAIL    a receiver cannot take version v and stops (DC_FAIL_* in the
+ *             chunk field: its layout differs, its disk or memory failed,
+ *             ...): the root fails v at once, naming the node and the
+ *             reason, instead of waiting abort_ms for a silent node.
+ *             baseline = the node's chunk size, count = n tensor entries;
+ *             body = reason length (4, <= DC_FAIL_TEXT_MAX), the node's
+ *             tensor count (4), the reason (text, not NUL-terminated), then
+ *             n entries (DC_FAIL_ENTRY: XXH3-64 of the name 8, element
+ *             count 8, dtype 4) of its first tensors (n <= DC_FAIL_MAX_TENSORS;
+ *             0 unless the layout differs) for the root to name the first
+ *             tensor that differs.
  *
  * Every field of a received message is hostile: dc_msg_parse() checks the
  * magic, type, body length against the message length, and each body
  * parser (dc_begin_parse, dc_hello_parse, dc_commit_msg_parse,
- * dc_bye_parse, dc_sub_parse, dc_sent_parse, dc_done_parse: pure functions,
+ * dc_bye_parse, dc_sub_parse, dc_sent_parse, dc_done_parse, dc_fail_parse:
+ * pure functions,
  * fuzzed by tests/fuzz/fuzz_wire.c) checks its own sizes; what they accept
  * the engine still checks against its state (node ids, chunk indices,
  * stream ids).
@@ -108,6 +120,7 @@ enum {
     DC_MSG_DONE = 20,
     DC_MSG_SUB = 21,
     DC_MSG_SENT = 22,
+    DC_MSG_FAIL = 23,
 };
 
 /* SUB: node = the child, count = n stream ids, body = count x u32 */
@@ -283,6 +296,49 @@ size_t dc_done_size(uint32_t nlinks);
 /** The whole DONE into out (dc_done_size(d->nlinks) bytes). */
 void dc_done_pack(const dc_done_t *d, uint8_t *out);
 dc_status_t dc_done_parse(const dc_msg_t *m, dc_done_t *out);
+
+/* --- FAIL ---------------------------------------------------------------- */
+
+/* FAIL reasons (the header's chunk field) */
+enum {
+    DC_FAIL_LAYOUT = 1,  /* its layout (tensors, dtypes, shapes, chunk size) differs */
+    DC_FAIL_IO = 2,      /* its journal, record or weights file failed (a full disk) */
+    DC_FAIL_MEMORY = 3,  /* its weights' memory failed (a CUDA error) */
+    DC_FAIL_VERSION = 4, /* it cannot take this version or baseline */
+    DC_FAIL_MAX = 4,
+};
+#define DC_FAIL_TEXT_MAX 1024u
+#define DC_FAIL_MAX_TENSORS 65536u
+#define DC_FAIL_FIXED 8u
+#define DC_FAIL_ENTRY 20u
+
+typedef struct dc_fail {
+    uint32_t node;
+    uint32_t code;          /* DC_FAIL_* */
+    uint64_t version;
+    uint64_t chunk_size;    /* the node's */
+    uint32_t ntensors;      /* the node's tensor count */
+    uint32_t text_len;      /* <= DC_FAIL_TEXT_MAX */
+    const uint8_t *text;    /* into the message: hostile bytes, see dc_fail_text */
+    uint32_t n;             /* entries, <= DC_FAIL_MAX_TENSORS and <= ntensors */
+    const uint8_t *entries; /* n x DC_FAIL_ENTRY, into the message */
+} dc_fail_t;
+
+size_t dc_fail_size(uint32_t text_len, uint32_t n);
+/** The header, sizes and text of a FAIL into out (dc_fail_size(f->text_len,
+ *  f->n) bytes; f->text_len <= DC_FAIL_TEXT_MAX, f->n <= DC_FAIL_MAX_TENSORS);
+ *  then dc_fail_put() fills each entry. */
+void dc_fail_pack(const dc_fail_t *f, uint8_t *out);
+void dc_fail_put(uint8_t *out, uint32_t text_len, uint32_t e, uint64_t name_hash,
+                 uint64_t nelems, uint32_t dtype);
+dc_status_t dc_fail_parse(const dc_msg_t *m, dc_fail_t *out);
+/** Entry e < f->n of a parsed FAIL (zeros past the end). */
+void dc_fail_entry(const dc_fail_t *f, uint32_t e, uint64_t *name_hash, uint64_t *nelems,
+                   uint32_t *dtype);
+/** The reason as printable text into out (len >= 1): bytes outside
+ *  0x20..0x7e become '?'. */
+void dc_fail_text(const dc_fail_t *f, char *out, size_t len);
+const char *dc_fail_code_name(uint32_t code);
 
 /** A header-only message (ACK, NEED, ABORT, DONE) into out[40]. */
 void dc_msg_simple(uint8_t type, uint8_t flags, uint64_t version, uint64_t baseline,

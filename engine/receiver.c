@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 void dc_rx_flush_acks(dc_node_t *n)
 {
@@ -235,6 +236,41 @@ static void dc_rx_send_done(dc_node_t *n, uint64_t v, uint8_t flags)
     }
 }
 
+/* This node cannot go on with version v (code DC_FAIL_*): log the error
+ * dc_error() just set, stop with it, and tell the coordinator why (a FAIL
+ * up, drained by dc_node_serve before the node closes its links) so that
+ * the root fails v at once instead of waiting abort_ms for a silent node.
+ * A layout mismatch carries this node's first tensors (name hash, element
+ * count, dtype) for the root to name the first one that differs. */
+static void dc_rx_fail(dc_node_t *n, uint32_t code, uint64_t v)
+{
+    dc_status_t st = dc_last_status() != DC_OK ? dc_last_status() : DC_ERR_IO;
+    char why[DC_FAIL_TEXT_MAX + 1];
+    snprintf(why, sizeof(why), "%s", dc_last_error());
+    DC_LOG_ERROR("node %u: %s", n->me, why);
+    n->result = st;
+    n->finished = 1;
+    const dc_layout_t *l = n->layout;
+    uint32_t ne = code == DC_FAIL_LAYOUT && l ? DC_MIN(l->ntensors, DC_FAIL_MAX_TENSORS) : 0;
+    dc_fail_t f = {.node = n->me, .code = code, .version = v,
+                   .chunk_size = l ? l->chunk_size : n->chunk_size,
+                   .ntensors = l ? l->ntensors : 0, .text_len = (uint32_t)strlen(why),
+                   .text = (const uint8_t *)why, .n = ne};
+    dc_nbuf_t *b = dc_nbuf_new(n, dc_fail_size(f.text_len, ne), 0, 0);
+    if (!b)
+        return;
+    dc_fail_pack(&f, b->data);
+    for (uint32_t e = 0; e < ne; e++)
+        dc_fail_put(b->data, f.text_len, e, XXH3_64bits(l->tensors[e].name,
+                                                        strlen(l->tensors[e].name)),
+                    l->tensors[e].nelems, (uint32_t)l->tensors[e].dtype);
+    b->len = dc_fail_size(f.text_len, ne);
+    dc_rx_flush_acks(n);
+    dc_send_up(n, b);
+    dc_nbuf_unref(n, b);
+    n->rx.fail_sent = 1;
+}
+
 /* The chunks this receiver needs, for dc_journal_content(). */
 static int dc_rx_needs_fn(const void *arg, uint64_t c)
 {
@@ -251,12 +287,14 @@ void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
 {
     const dc_begin_t bg = *bgp;
     if (bg.layout_id != n->layout->id || bg.nchunks != n->layout->nchunks) {
-        DC_LOG_ERROR("node %u: version %llu has layout %016llx (%u chunks), this node's "
-                     "checkpoint %016llx (%u chunks): cannot take it",
-                     n->me, (unsigned long long)bg.version, (unsigned long long)bg.layout_id,
-                     bg.nchunks, (unsigned long long)n->layout->id, n->layout->nchunks);
-        n->result = dc_error(DC_ERR_INVALID, "layout mismatch with the root");
-        n->finished = 1;
+        dc_error(DC_ERR_INVALID,
+                 "layout mismatch with the root: version %llu has layout %016llx (%u chunks), "
+                 "this node's checkpoint %016llx (%u tensors, %u chunks of %llu bytes): "
+                 "cannot take it",
+                 (unsigned long long)bg.version, (unsigned long long)bg.layout_id, bg.nchunks,
+                 (unsigned long long)n->layout->id, n->layout->ntensors, n->layout->nchunks,
+                 (unsigned long long)n->layout->chunk_size);
+        dc_rx_fail(n, DC_FAIL_LAYOUT, bg.version);
         return;
     }
     if (n->rx.cur.active && n->rx.cur.v == bg.version)
@@ -284,9 +322,7 @@ void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
                                      n->cfg->durable ? DC_JOURNAL_DURABLE : 0, 8, &n->rx.j,
                                      &resumed);
     if (st != DC_OK) {
-        DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
-        n->result = st;
-        n->finished = 1;
+        dc_rx_fail(n, DC_FAIL_IO, bg.version);
         return;
     }
     n->rx.cur.active = 1;
@@ -385,9 +421,7 @@ static void dc_rx_crash_mid_apply(dc_node_t *n, const dc_frame_hdr_t *fh,
  * which chunks to repair. */
 static void dc_rx_mem_fail(dc_node_t *n)
 {
-    DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
-    n->result = dc_last_status() != DC_OK ? dc_last_status() : DC_ERR_IO;
-    n->finished = 1;
+    dc_rx_fail(n, DC_FAIL_MEMORY, n->rx.cur.v);
 }
 
 /* Keep chunk c's frame (body: header and CRC-checked payload) to apply at
@@ -527,9 +561,7 @@ static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t bod
             memcpy(n->rx.undo[c], work, lc->len);
     }
     if (dc_journal_begin(n->rx.j, c) != DC_OK) {
-        DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
-        n->result = DC_ERR_IO;
-        n->finished = 1;
+        dc_rx_fail(n, DC_FAIL_IO, n->rx.cur.v);
         return;
     }
     if (DC_UNLIKELY(n->rx.crash_at == (int64_t)c))
@@ -576,9 +608,7 @@ static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t bod
     if (xor_kind && n->rx.cur.mode == DC_MODE_DELTA)
         dc_rx_retain_undo(n, c, &fh, body, body_len, lc->len / lt->esize, lt->esize);
     if (dc_journal_applied(n->rx.j, c, d) != DC_OK) {
-        DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
-        n->result = DC_ERR_IO;
-        n->finished = 1;
+        dc_rx_fail(n, DC_FAIL_IO, n->rx.cur.v);
         return;
     }
     dc_rx_ack(n, c);

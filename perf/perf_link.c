@@ -255,16 +255,81 @@ static dc_status_t dc_pl_isend(const dc_verbs_ops_t *t, dc_verbs_conn_t *c,
     return dc_verbs_isend_crc(c, buf, len, NULL, crc, out);
 }
 
+/* The other transport the server at addr completes a handshake with
+ * (2 s each, quietly), or NULL: a client of one transport and a server of
+ * another otherwise wait for each other until timeout_ms (tcp to a ucx
+ * listener) or fail with a bare reset (ucx to a tcp one). */
+static const char *dc_pl_probe(const dc_verbs_ops_t *mine, const char *addr,
+                               const dc_verbs_opts_t *mo)
+{
+    static const char *const names[] = {"tcp", "ucx", "rdma"};
+    dc_log_level_t lvl = dc_log_get_level();
+    dc_log_set_level(DC_LOG_LEVEL_ERROR);
+    const char *found = NULL;
+    for (size_t i = 0; i < DC_ARRAY_SIZE(names) && !found; i++) {
+        const dc_verbs_ops_t *t;
+        char why[256];
+        if (strcmp(names[i], mine->name) == 0 ||
+            dc_verbs_select(names[i], &t, why, sizeof(why)) != DC_OK)
+            continue;
+        dc_verbs_opts_t o = *mo;
+        o.timeout_ms = 2000;
+        dc_verbs_conn_t *c = NULL;
+        if (t->connect(&o, addr, &c) != DC_OK)
+            continue;
+        dc_status_t st;
+        double dl = dc_now_s() + 2.5;
+        while ((st = t->connect_test(c)) == DC_ERR_AGAIN && dc_now_s() < dl)
+            (void)t->wait(c, 10);
+        if (st == DC_OK)
+            found = names[i];
+        t->close(c);
+    }
+    dc_log_set_level(lvl);
+    return found;
+}
+
+/* A failed connection to addr: where the server speaks another transport,
+ * say so (the error of `st` stays the detail). */
+static int dc_pl_conn_fail(const dc_verbs_ops_t *t, const char *addr, const dc_verbs_opts_t *o,
+                           dc_status_t st)
+{
+    char err[1024];
+    snprintf(err, sizeof(err), "%s", dc_last_error());
+    const char *other = dc_pl_probe(t, addr, o);
+    if (other) {
+        dc_error(DC_ERR_INVALID,
+                 "transport mismatch: the server at %s answers %s, this client uses %s (both "
+                 "sides must use the same --transport); %s", addr, other, t->name, err);
+        return dc_cli_fail("perf link", DC_ERR_INVALID, NULL);
+    }
+    dc_error(st, "%s", err);
+    return dc_cli_fail("perf link", st, "connect %s", addr);
+}
+
 /* Wait for the connection; on a terminal, after a second, say what it
- * waits for (a server runs one client at a time: others queue). */
+ * waits for (a server runs one client at a time: others queue).  After 3 s
+ * without a handshake (and `o` given), ask whether the server speaks
+ * another transport: then fail at once saying so (*mismatch set). */
 static dc_status_t dc_pl_wait_conn(const dc_verbs_ops_t *t, dc_verbs_conn_t *c,
-                                   const char *addr)
+                                   const char *addr, const dc_verbs_opts_t *o,
+                                   const char **mismatch)
 {
     dc_status_t st;
-    double t0 = dc_now_s(), next = t0 + 1.0;
+    double t0 = dc_now_s(), next = t0 + 1.0, probe = t0 + 3.0;
     while ((st = t->connect_test(c)) == DC_ERR_AGAIN) {
         (void)t->wait(c, 10);
         double now = dc_now_s();
+        if (o && mismatch && now >= probe) {
+            probe = now + 1e9; /* once */
+            if ((*mismatch = dc_pl_probe(t, addr, o)) != NULL) {
+                dc_perf_progress_end();
+                return dc_error(DC_ERR_INVALID,
+                                "transport mismatch: the server at %s answers %s, this client "
+                                "uses %s (both sides must use the same --transport)",
+                                addr, *mismatch, t->name);
+            }
+        }
         if (addr && now >= next) {
             dc_perf_progress("perf link: waiting %.0f s for %s to complete the handshake "
                              "(a server serves one client at a time; or it is unreachable)",
@@ -1175,11 +1240,12 @@ static int dc_pl_client_run(const char *addr, const dc_pl_opts_t *po, int tls, j
     dc_pl_iv_t iv = {.label = ""}; /* the forward run's intervals (-i) */
     int rc = DC_EXIT_FAIL;
     if ((st = t->connect(&o, addr, &c)) != DC_OK) {
-        rc = dc_cli_fail("perf link", st, "connect %s", addr);
+        rc = dc_pl_conn_fail(t, addr, &o, st);
         goto out;
     }
-    if ((st = dc_pl_wait_conn(t, c, addr)) != DC_OK) {
-        rc = dc_cli_fail("perf link", st, "connect %s", addr);
+    const char *mismatch = NULL;
+    if ((st = dc_pl_wait_conn(t, c, addr, &o, &mismatch)) != DC_OK) {
+        rc = mismatch ? dc_cli_fail("perf link", st, NULL) : dc_pl_conn_fail(t, addr, &o, st);
         goto out;
     }
     dc_verbs_stats_t s0 = {.size = sizeof(s0)};

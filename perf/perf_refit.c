@@ -104,8 +104,9 @@ static pid_t rb_spawn_node(void *arg, int rank)
             snprintf(err, sizeof(err), "2>>'%s/log0'", c->dir);
         return rb_spawn(c, 0, rb_child_env, c,
                         "--versions '%s/ver' --count %u --state '%s/state/0' --stats '%s' "
-                        "--wait-ms 120000 %s %s %s",
-                        c->dir, r->upto, c->dir, r->stats, dense, mem, err);
+                        "--wait-ms 120000 %s %s >>'%s/log0' %s", /* its per-version lines: not on
+                                                            perf refit's stdout */
+                        c->dir, r->upto, c->dir, r->stats, dense, mem, c->dir, err);
     }
     if (rank < (int)c->o.senders) /* another trainer shard: reads only its own chunks */
         return rb_spawn(c, rank, rb_child_env, c,

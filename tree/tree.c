@@ -210,6 +210,15 @@ static int cmp_rsort(const void *a, const void *b)
     return x->region < y->region ? -1 : x->region > y->region;
 }
 
+void dc_tree_opts_engine(dc_tree_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->size = sizeof(*o);
+    uint64_t cs = 0;
+    o->chunk_bytes = dc_config_get_size("chunk_size", &cs) == DC_OK && cs ? cs : 4u << 20;
+    o->max_stripes = 1;
+}
+
 dc_status_t dc_tree_plan(const dc_topo_t *topo, const dc_tree_opts_t *o, dc_tree_t **out)
 {
     if (!topo || !out)

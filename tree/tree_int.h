@@ -23,4 +23,11 @@ struct dc_tree {
 /* Bytes one stream carries for a version of `payload` bytes. */
 double dc_tree_stream_bytes(const dc_tree_t *t, uint32_t stream, uint64_t payload);
 
+/** The tree options the engine plans with (and `deltacast plan` shows by
+ *  default): chunk_bytes from config chunk_size, one stripe per shard
+ *  (max_stripes 1), the default payload and degree.  The one place these
+ *  defaults live: the engine (engine/attach.c, node.c) and the plan
+ *  command (cli/cmd_plan.c) both start from here. */
+void dc_tree_opts_engine(dc_tree_opts_t *o);
+
 #endif

@@ -66,6 +66,24 @@ dc_status_t dc_struct_in(void *local, size_t cur, const void *in, size_t min, co
  *  into `out`, and set out->size to that count. */
 void dc_struct_out(void *out, const void *local, size_t cur);
 
+/* --- environment (env.c) --------------------------------------------------- */
+
+/** A DELTACAST_* variable read outside the config table. */
+typedef struct dc_env_var {
+    const char *name;
+    const char *doc; /* who reads it, for what */
+} dc_env_var_t;
+/** The variables read outside the config table ({NULL, NULL} ends it). */
+const dc_env_var_t *dc_env_extra_table(void);
+/** 1 when `name` is DELTACAST_<config key> or in dc_env_extra_table(). */
+int dc_env_known(const char *name);
+/** The known variable nearest to `name` by edit distance into out, or
+ *  NULL (out "") when none is near enough to be a typo of it. */
+const char *dc_env_closest(const char *name, char *out, size_t len);
+/** Once per process: a warning for each DELTACAST_* variable of the
+ *  environment that no code reads, naming the closest known one. */
+void dc_env_check(void);
+
 /* --- small helpers ------------------------------------------------------- */
 
 #define DC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -460,6 +460,83 @@ Test(api, memory_sender_abort_is_reported)
     trainer_job_fini(&T);
 }
 
+/* The name of the first tensor where checkpoints a and b differ (name,
+ * dtype or element count; "" when one is a prefix of the other) into out. */
+static void first_differing_tensor(const char *a, const char *b, char *out, size_t len)
+{
+    dc_st_file_t *fa, *fb;
+    cr_assert_eq(dc_st_open(a, DC_ST_READ, &fa), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_st_open(b, DC_ST_READ, &fb), DC_OK, "%s", dc_last_error());
+    dc_layout_t *la = NULL, *lb = NULL;
+    cr_assert_eq(dc_layout_from_st(fa, 65536, &la), DC_OK);
+    cr_assert_eq(dc_layout_from_st(fb, 65536, &lb), DC_OK);
+    out[0] = 0;
+    for (uint32_t i = 0; i < la->ntensors && i < lb->ntensors; i++) {
+        const dc_layout_tensor_t *x = &la->tensors[i], *y = &lb->tensors[i];
+        if (strcmp(x->name, y->name) || x->dtype != y->dtype || x->nelems != y->nelems) {
+            snprintf(out, len, "%s", x->name);
+            break;
+        }
+    }
+    dc_layout_free(la);
+    dc_layout_free(lb);
+    dc_st_close(fa);
+    dc_st_close(fb);
+}
+
+/* Receiver 2 holds another model (other shapes): it tells the coordinator
+ * at the version's BEGIN, and push() fails at once (not after abort_ms,
+ * 60 s here) naming the node and the first tensor that differs, with the
+ * root's name, dtype and size; receiver 1 rolls back to v0.  Before, push
+ * waited abort_ms and said "a receiver was lost". */
+Test(api, memory_sender_layout_mismatch_fails_push_fast)
+{
+    trainer_job_t T;
+    trainer_job_init(&T, 1, 2, "1e5", 1);
+    cr_assert_eq(job_sh("'%s' gen --params 7e4 --change-rate 0.02 --model optimizer --threads 1 -o %s/other "
+                        ">/dev/null && cp %s/other/base.safetensors %s/w2.st",
+                        job_bin(), J.dir, J.dir, J.dir),
+                 0);
+    char v0[256], w2[256], name[256];
+    snprintf(v0, sizeof(v0), "%s/ver/v0.safetensors", J.dir);
+    snprintf(w2, sizeof(w2), "%s/w2.st", J.dir);
+    first_differing_tensor(v0, w2, name, sizeof(name));
+    cr_assert(name[0], "the two checkpoints do not differ in a common tensor");
+    trainer_t *tr = &T.tr;
+    dc_refit_node_opts_t cfg = T.cfg;
+    cfg.abort_ms = 60000;
+    dc_refit_sender_t *s = NULL;
+    cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
+    job_start(&J, 1, NULL, NULL);
+    job_start(&J, 2, NULL, NULL);
+    trainer_load(tr, 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    dc_status_t st = dc_refit_sender_push(s, NULL, 0, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    char why[2048];
+    snprintf(why, sizeof(why), "%s", dc_last_error());
+    if (st != DC_ERR_INVALID)
+        job_dump_logs(&J);
+    cr_assert_eq(st, DC_ERR_INVALID, "push: %d %s", st, why);
+    fprintf(stderr, "layout mismatch: push failed after %.2f s: %s\n", secs, why);
+    cr_assert(secs < 15, "push took %.1f s to fail", secs);
+    cr_assert(strstr(why, "node 2 ("), "%s", why);
+    cr_assert(strstr(why, "127.0.0.1:"), "%s", why);
+    cr_assert(strstr(why, "layout mismatch"), "%s", why);
+    char q[300];
+    snprintf(q, sizeof(q), "'%s' ", name);
+    cr_assert(strstr(why, q), "does not name tensor %s: %s", q, why);
+    cr_assert(strstr(why, "elements"), "%s", why);
+    dc_refit_sender_close(s);
+    cr_assert_eq(job_wait(&J, 2, 20), 1, "receiver 2 should fail");
+    cr_assert_eq(job_sh("grep -q 'layout mismatch with the root' %s/log2", J.dir), 0);
+    job_wait(&J, 1, 20);
+    cr_assert(job_exact(&J, 1, 0), "receiver 1 is not back at v0");
+    trainer_job_fini(&T);
+}
+
 typedef struct rx_thread {
     dc_refit_node_opts_t cfg;
     dc_status_t st;

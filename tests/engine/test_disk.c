@@ -174,8 +174,13 @@ Test(disk, journal_on_full_fs_aborts_the_version)
                         J.dir, J.dir, J.dir, J.dir, mnt, mnt, J.dir),
                  0);
     dc_test_tmpfs_fill(mnt);
-    job_start_all(&J, NULL);
+    /* abort_ms is a minute: the coordinator learns why from receiver 1's
+     * FAIL, not from its silence (before: it waited abort_ms) */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    job_start_all(&J, "--abort-ms 60000");
     int rc0 = job_wait(&J, 0, 60);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc0 != 1)
         job_dump_logs(&J);
     cr_assert_eq(rc0, 1, "coordinator exit %d", rc0);
@@ -185,6 +190,11 @@ Test(disk, journal_on_full_fs_aborts_the_version)
                         J.dir, J.dir),
                  0, "receiver 1's error does not name its journal with the reason");
     cr_assert_eq(job_sh("grep -q 'aborting version 1' %s/log0", J.dir), 0);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_assert(secs < 20, "the coordinator took %.1f s to fail", secs);
+    cr_assert_eq(job_sh("grep 'aborting version 1' %s/log0 | grep 'node 1 (' | "
+                        "grep -q 'No space left on device'", J.dir),
+                 0, "the coordinator does not name receiver 1 and its reason");
     job_wait(&J, 2, 10);
     cr_assert(job_exact(&J, 2, 0), "receiver 2 did not roll back to v0");
     cr_assert(job_exact(&J, 1, 0), "receiver 1's weights changed");

@@ -9,7 +9,8 @@
  *   0: an engine message: dc_msg_parse, then its body parser:
  *      dc_begin_parse (BEGIN), dc_hello_parse (HELLO / STATE),
  *      dc_commit_msg_parse (COMMIT), dc_bye_parse (BYE), dc_sub_parse
- *      (SUB), dc_sent_parse (SENT), dc_done_parse (DONE);
+ *      (SUB), dc_sent_parse (SENT), dc_done_parse (DONE), dc_fail_parse
+ *      (FAIL: the reason text printed as text, its tensor entries);
  *   1: a 32-byte transport header, dc_verbs_hdr_unpack (the next 4 bytes,
  *      if any, are max_len);
  *   2: a 64-byte commit record, dc_commit_decode;
@@ -139,6 +140,38 @@ static void fuzz_msg(const uint8_t *b, size_t n)
         /* flags other than DC_SENT_F_LAST and the chunk field are not SENT's */
         CHECK(memcmp(out, b, 5) == 0 && (out[5] == (b[5] & DC_SENT_F_LAST)) &&
               memcmp(out + 8, b + 8, 20) == 0 && memcmp(out + 32, b + 32, n - 32) == 0);
+        free(out);
+    } else if (m.type == DC_MSG_FAIL) {
+        dc_fail_t fl;
+        if ((st = dc_fail_parse(&m, &fl)) != DC_OK) {
+            failed_cleanly(st);
+            return;
+        }
+        CHECK(fl.text_len <= DC_FAIL_TEXT_MAX && fl.n <= DC_FAIL_MAX_TENSORS &&
+              fl.n <= fl.ntensors && fl.code >= 1 && fl.code <= DC_FAIL_MAX &&
+              dc_fail_size(fl.text_len, fl.n) == n);
+        CHECK(dc_fail_code_name(fl.code)[0] != 0);
+        /* the reason as the root logs it: printable, bounded */
+        char text[DC_FAIL_TEXT_MAX + 1];
+        dc_fail_text(&fl, text, sizeof(text));
+        CHECK(strlen(text) == fl.text_len);
+        for (size_t i = 0; text[i]; i++)
+            CHECK(text[i] >= 0x20 && text[i] < 0x7f);
+        char small[8];
+        dc_fail_text(&fl, small, sizeof(small));
+        CHECK(strlen(small) == DC_MIN(fl.text_len, sizeof(small) - 1));
+        uint8_t *out = malloc(n);
+        CHECK(out);
+        dc_fail_pack(&fl, out);
+        for (uint32_t e = 0; e < fl.n; e++) {
+            uint64_t nh, ne;
+            uint32_t dt;
+            dc_fail_entry(&fl, e, &nh, &ne, &dt);
+            dc_fail_put(out, fl.text_len, e, nh, ne, dt);
+        }
+        /* the flags are not FAIL's (packed as 0) */
+        CHECK(memcmp(out, b, 5) == 0 && out[5] == 0 &&
+              memcmp(out + 8, b + 8, n - 8) == 0);
         free(out);
     } else if (m.type == DC_MSG_DONE) {
         dc_done_t dn;
