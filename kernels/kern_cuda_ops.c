@@ -1,6 +1,7 @@
 /* kern_cuda_ops.c - kern_cuda.h through the installed table (kern_cuda_ops.h). */
 #include "kernels/kern_cuda_ops.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 static _Atomic(const dc_kern_cuda_ops_t *) dc_kcu_cur;
@@ -43,14 +44,74 @@ void dc_kern_cuda_free(void *dptr)
     dc_kern_cuda_ops()->free_(dptr);
 }
 
+/* Bytes the callers of h2d / d2h moved, per thread (64 slots, claimed on a
+ * thread's first copy) and in all: what the engine's device paths put on
+ * PCIe (kernels' own small result copies are not counted). */
+typedef struct dc_kcu_slot {
+    _Atomic(pthread_t) th;
+    _Atomic int used;
+    _Atomic uint64_t h2d, d2h;
+} dc_kcu_slot_t;
+static dc_kcu_slot_t dc_kcu_slots[64];
+static _Atomic uint64_t dc_kcu_h2d, dc_kcu_d2h;
+static _Thread_local dc_kcu_slot_t *dc_kcu_mine;
+
+static dc_kcu_slot_t *dc_kcu_slot(void)
+{
+    if (dc_kcu_mine)
+        return dc_kcu_mine;
+    for (size_t i = 0; i < DC_ARRAY_SIZE(dc_kcu_slots); i++) {
+        int zero = 0;
+        if (atomic_compare_exchange_strong(&dc_kcu_slots[i].used, &zero, 1)) {
+            atomic_store(&dc_kcu_slots[i].th, pthread_self());
+            dc_kcu_mine = &dc_kcu_slots[i];
+            break;
+        }
+    }
+    return dc_kcu_mine;
+}
+
+static void dc_kcu_count(size_t bytes, int up)
+{
+    dc_kcu_slot_t *s = dc_kcu_slot();
+    atomic_fetch_add(up ? &dc_kcu_h2d : &dc_kcu_d2h, bytes);
+    if (s)
+        atomic_fetch_add(up ? &s->h2d : &s->d2h, bytes);
+}
+
+void dc_kern_cuda_pcie(uint64_t *h2d, uint64_t *d2h)
+{
+    *h2d = atomic_load(&dc_kcu_h2d);
+    *d2h = atomic_load(&dc_kcu_d2h);
+}
+
+int dc_kern_cuda_pcie_of(pthread_t th, uint64_t *h2d, uint64_t *d2h)
+{
+    for (size_t i = 0; i < DC_ARRAY_SIZE(dc_kcu_slots); i++)
+        if (atomic_load(&dc_kcu_slots[i].used) &&
+            pthread_equal(atomic_load(&dc_kcu_slots[i].th), th)) {
+            *h2d = atomic_load(&dc_kcu_slots[i].h2d);
+            *d2h = atomic_load(&dc_kcu_slots[i].d2h);
+            return 1;
+        }
+    *h2d = *d2h = 0;
+    return 0;
+}
+
 dc_status_t dc_kern_cuda_h2d(void *dst, const void *src, size_t bytes)
 {
-    return dc_kern_cuda_ops()->h2d(dst, src, bytes);
+    dc_status_t st = dc_kern_cuda_ops()->h2d(dst, src, bytes);
+    if (st == DC_OK)
+        dc_kcu_count(bytes, 1);
+    return st;
 }
 
 dc_status_t dc_kern_cuda_d2h(void *dst, const void *src, size_t bytes)
 {
-    return dc_kern_cuda_ops()->d2h(dst, src, bytes);
+    dc_status_t st = dc_kern_cuda_ops()->d2h(dst, src, bytes);
+    if (st == DC_OK)
+        dc_kcu_count(bytes, 0);
+    return st;
 }
 
 dc_status_t dc_kern_cuda_memset(void *dst, int byte, size_t bytes)

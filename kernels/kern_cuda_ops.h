@@ -15,6 +15,8 @@
 
 #include "kernels/kern_cuda.h"
 
+#include <pthread.h>
+
 typedef struct dc_kern_cuda_ops {
     const char *name; /* "cuda", "none", "emulated" */
     int (*available)(void);
@@ -54,5 +56,13 @@ const dc_kern_cuda_ops_t *dc_kern_cuda_set_ops(const dc_kern_cuda_ops_t *ops);
 
 /** The table in use ("cuda", "none" or "emulated" in its name). */
 const dc_kern_cuda_ops_t *dc_kern_cuda_ops(void);
+
+/** Bytes moved by dc_kern_cuda_h2d() / dc_kern_cuda_d2h() since the
+ *  process started (the engine's transfers across PCIe; the kernels' own
+ *  result copies of a few bytes are not counted), in all and for the
+ *  copies thread `th` made (0 when it made none; 64 threads at most are
+ *  told apart).  For tests and perf/gpu-check.sh. */
+void dc_kern_cuda_pcie(uint64_t *h2d, uint64_t *d2h);
+int dc_kern_cuda_pcie_of(pthread_t th, uint64_t *h2d, uint64_t *d2h);
 
 #endif /* DC_KERN_CUDA_OPS_H */

@@ -21,6 +21,7 @@
 #include "deltacast.h"
 #include "engine/devpath.h"
 #include "kernels/kern_cuda.h"
+#include "kernels/kern_cuda_ops.h"
 #include "kernels/safetensors.h"
 #include "topology/topo.h"
 
@@ -31,7 +32,18 @@ static job_t J;
 /* The figures, in the test log (cr_log_warn would make the run exit 1). */
 #define report(...) (fprintf(stderr, "emu_refit: " __VA_ARGS__), fputc('\n', stderr))
 
-TestSuite(emu_refit, .init = dc_emu_install);
+/* DELTACAST_TEST_REAL_CUDA=1 (perf/gpu-check.sh): the same test on the
+ * GPU's runtime when one is usable; bytes are counted by the library's
+ * dc_kern_cuda_h2d / d2h either way. */
+static int g_real;
+static void setup(void)
+{
+    const char *r = getenv("DELTACAST_TEST_REAL_CUDA");
+    g_real = r && strcmp(r, "1") == 0 && dc_kern_cuda_available();
+    if (!g_real)
+        dc_emu_install();
+}
+TestSuite(emu_refit, .init = setup);
 
 /* The trainer's weights (host), each tensor in two pieces. */
 typedef struct trainer {
@@ -119,7 +131,7 @@ static void devrx_start(devrx_t *r, const dc_refit_node_opts_t *base, const trai
         size_t len = t->end - t->begin;
         void *d = NULL;
         cr_assert_eq(dc_kern_cuda_malloc(&d, len), DC_OK, "%s", dc_last_error());
-        cr_assert(dc_emu_is_device(d));
+        cr_assert(g_real || dc_emu_is_device(d));
         cr_assert_eq(dc_kern_cuda_h2d(d, dc_st_data(f, t), len), DC_OK);
         r->segs[i] = (dc_refit_segment_t){tr->tens[i].name, 0, len, d};
     }
@@ -155,7 +167,8 @@ static int devrx_exact(const devrx_t *r, int v)
 static void devrx_delta(devrx_t *r, uint64_t *h2d, uint64_t *d2h)
 {
     uint64_t a, b;
-    dc_emu_pcie_of(r->th, &a, &b);
+    cr_assert(dc_kern_cuda_pcie_of(r->th, &a, &b) || (r->h2d == 0 && r->d2h == 0),
+              "no copies counted for the receiver's thread");
     *h2d = a - r->h2d;
     *d2h = b - r->d2h;
     r->h2d = a;
@@ -172,7 +185,9 @@ static uint64_t model_bytes(const devrx_t *r)
 
 Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
 {
-    job_init(&J, 1, 3, "1e5", 3, "optimizer");
+    const char *params = getenv("DELTACAST_TEST_PARAMS"); /* gpu-check: larger */
+    job_init(&J, 1, 3, params && *params ? params : "1e5", 3, "optimizer");
+    report("%s CUDA runtime", g_real ? "the GPU's" : "the emulated");
     setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
     setenv("DELTACAST_TRANSPORT", "tcp", 1);
     /* order0: xor-sparse chunks (ctx chunks would be staged: no device
