@@ -29,15 +29,15 @@ _Thread_local int dc_devpath_force_stage;
 
 dc_status_t dc_devpath_open(dc_node_t *n)
 {
-    const char *knob = getenv("DELTACAST_DEVICE_APPLY");
+    const char *knob = dc_config_get("device_apply");
     if (knob && *knob && strcmp(knob, "stage") != 0 && strcmp(knob, "device") != 0)
-        return dc_error(DC_ERR_INVALID, "node %u: DELTACAST_DEVICE_APPLY='%s' is not device "
-                        "or stage", n->me, knob);
+        return dc_error(DC_ERR_INVALID, "node %u: device_apply '%s' is not device or stage",
+                        n->me, knob);
     if (dc_devpath_force_stage || (knob && strcmp(knob, "stage") == 0)) {
         DC_LOG_WARN("node %u: weights in device memory, device apply off (%s): every chunk "
                     "is staged through the host (whole chunk across PCIe both ways)", n->me,
                     dc_devpath_force_stage ? "forced by the caller"
-                                           : "DELTACAST_DEVICE_APPLY=stage");
+                                           : "device_apply=stage");
         return DC_OK;
     }
     n->rx.dev = calloc(1, sizeof(*n->rx.dev));

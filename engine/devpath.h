@@ -41,7 +41,8 @@ enum {
 
 /** Staging instead of the device apply for receivers opened on this
  *  thread (tests: the baseline beside the device path in one process);
- *  DELTACAST_DEVICE_APPLY=stage does it for the whole process. */
+ *  config device_apply=stage (DELTACAST_DEVICE_APPLY) does it for the
+ *  process. */
 extern _Thread_local int dc_devpath_force_stage;
 
 /** Set up n->rx.dev for a receiver with weights in device memory (logs the
