@@ -6,8 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { DEV_WHY_CTX, DEV_WHY_PUT_SPARSE, DEV_WHY_SPANS, DEV_WHY_LISTS, DEV_WHY_UNDO_COPY,
-       DEV_WHY_N };
+enum {
+    DEV_WHY_CTX,
+    DEV_WHY_PUT_SPARSE,
+    DEV_WHY_SPANS,
+    DEV_WHY_LISTS,
+    DEV_WHY_UNDO_COPY,
+    DEV_WHY_N
+};
 
 static const char *const dev_why[DEV_WHY_N] = {
     "ctx payloads decode against the baseline's bytes (no device decoder yet)",
@@ -18,7 +24,7 @@ static const char *const dev_why[DEV_WHY_N] = {
 };
 
 struct dc_devpath {
-    void *dbuf;        /* device scratch: positions then words */
+    void *dbuf; /* device scratch: positions then words */
     size_t dbuf_cap;
     uint64_t dev_chunks, dev_bytes; /* applied on the device, bytes sent there */
     uint64_t staged[DEV_WHY_N];
@@ -31,13 +37,12 @@ dc_status_t dc_devpath_open(dc_node_t *n)
 {
     const char *knob = dc_config_get("device_apply");
     if (knob && *knob && strcmp(knob, "stage") != 0 && strcmp(knob, "device") != 0)
-        return dc_error(DC_ERR_INVALID, "node %u: device_apply '%s' is not device or stage",
-                        n->me, knob);
+        return dc_error(DC_ERR_INVALID, "node %u: device_apply '%s' is not device or stage", n->me,
+                        knob);
     if (dc_devpath_force_stage || (knob && strcmp(knob, "stage") == 0)) {
         DC_LOG_WARN("node %u: weights in device memory, device apply off (%s): every chunk "
-                    "is staged through the host (whole chunk across PCIe both ways)", n->me,
-                    dc_devpath_force_stage ? "forced by the caller"
-                                           : "device_apply=stage");
+                    "is staged through the host (whole chunk across PCIe both ways)",
+                    n->me, dc_devpath_force_stage ? "forced by the caller" : "device_apply=stage");
         return DC_OK;
     }
     n->rx.dev = calloc(1, sizeof(*n->rx.dev));
@@ -46,7 +51,8 @@ dc_status_t dc_devpath_open(dc_node_t *n)
     DC_LOG_INFO("node %u: weights in device memory: xor-sparse, xor-dense and put-dense "
                 "chunks are applied and digested on the device (streams decoded on the "
                 "host, only the decoded lists cross PCIe); ctx and put-sparse chunks are "
-                "staged through the host (whole chunk both ways)", n->me);
+                "staged through the host (whole chunk both ways)",
+                n->me);
     return DC_OK;
 }
 
@@ -61,9 +67,10 @@ void dc_devpath_close(dc_node_t *n)
     DC_LOG_INFO("node %u: device path: %llu chunks applied on the device (%llu bytes sent "
                 "there), %llu undone there, %llu staged through the host (ctx %llu, "
                 "put-sparse %llu, spanning segments %llu, lists too large %llu, undo copy "
-                "%llu)", n->me, (unsigned long long)dp->dev_chunks,
-                (unsigned long long)dp->dev_bytes, (unsigned long long)dp->undone,
-                (unsigned long long)staged, (unsigned long long)dp->staged[DEV_WHY_CTX],
+                "%llu)",
+                n->me, (unsigned long long)dp->dev_chunks, (unsigned long long)dp->dev_bytes,
+                (unsigned long long)dp->undone, (unsigned long long)staged,
+                (unsigned long long)dp->staged[DEV_WHY_CTX],
                 (unsigned long long)dp->staged[DEV_WHY_PUT_SPARSE],
                 (unsigned long long)dp->staged[DEV_WHY_SPANS],
                 (unsigned long long)dp->staged[DEV_WHY_LISTS],
@@ -99,8 +106,8 @@ static dc_status_t dev_scratch(struct dc_devpath *dp, size_t bytes)
 /* Decode `payload` (encoding enc) of chunk c and apply it to the chunk's
  * device bytes.  journal: set APPLYING first (a frame), or not (an undo).
  * Returns DC_DEV_*. */
-static int dev_apply(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payload,
-                     size_t len, int journal, int undo_copy_needed)
+static int dev_apply(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payload, size_t len,
+                     int journal, int undo_copy_needed)
 {
     struct dc_devpath *dp = n->rx.dev;
     const dc_layout_chunk_t *lc = &n->layout->chunks[c];
@@ -141,14 +148,12 @@ static int dev_apply(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payl
                 if (st == DC_ERR_FORMAT)
                     return DC_DEV_BAD; /* validated before any write: untouched */
             } else {
-                st = dc_kern_cuda_xor_dense(dchunk, (uint8_t *)dp->dbuf + wofs, word_bytes,
-                                            NULL);
+                st = dc_kern_cuda_xor_dense(dchunk, (uint8_t *)dp->dbuf + wofs, word_bytes, NULL);
             }
         }
     }
     if (st != DC_OK) {
-        dc_error_prefix("node %u: chunk %u of tensor '%s' in device memory", n->me, c,
-                        lt->name);
+        dc_error_prefix("node %u: chunk %u of tensor '%s' in device memory", n->me, c, lt->name);
         return DC_DEV_FAIL;
     }
     dp->dev_bytes += pos_bytes + word_bytes;
@@ -168,8 +173,8 @@ int dc_devpath_digest(dc_node_t *n, uint32_t c, dc_digest_t *d)
     return DC_DEV_DONE;
 }
 
-int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh,
-                     const uint8_t *payload, int state, dc_digest_t *d)
+int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh, const uint8_t *payload,
+                     int state, dc_digest_t *d)
 {
     int undo_copy = state == DC_JSTATE_PENDING && n->rx.cur.on_base &&
                     n->rx.cur.mode == DC_MODE_DELTA && !n->rx.undo[c];
@@ -187,8 +192,8 @@ int dc_devpath_undo(dc_node_t *n, uint32_t c)
     dc_frame_hdr_t fh;
     if (dc_frame_decode(n->rx.retained[c], n->rx.retained_len[c], &fh) != DC_OK)
         return DC_DEV_BAD;
-    int r = dev_apply(n, c, fh.encoding, n->rx.retained[c] + DC_FRAME_HEADER_SIZE,
-                      fh.payload_len, 0, 0);
+    int r = dev_apply(n, c, fh.encoding, n->rx.retained[c] + DC_FRAME_HEADER_SIZE, fh.payload_len,
+                      0, 0);
     if (r == DC_DEV_DONE)
         n->rx.dev->undone++;
     return r;

@@ -54,8 +54,8 @@ void dc_devpath_close(dc_node_t *n);
 /** Apply frame fh (payload checked: CRC) to chunk c on the device.  state:
  *  the chunk's journal state before; the journal is set APPLYING before the
  *  chunk's bytes change. */
-int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh,
-                     const uint8_t *payload, int state, dc_digest_t *d);
+int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh, const uint8_t *payload,
+                     int state, dc_digest_t *d);
 /** Undo chunk c with its retained frame (n->rx.retained[c]). */
 int dc_devpath_undo(dc_node_t *n, uint32_t c);
 /** The digest of chunk c as it is now, computed on the device. */

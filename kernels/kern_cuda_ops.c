@@ -24,7 +24,7 @@ int dc_kern_cuda_available(void)
     return dc_kern_cuda_ops()->available();
 }
 
-const char * dc_kern_cuda_why(void)
+const char *dc_kern_cuda_why(void)
 {
     return dc_kern_cuda_ops()->why();
 }
@@ -124,27 +124,32 @@ dc_status_t dc_kern_cuda_sync(void *stream)
     return dc_kern_cuda_ops()->sync(stream);
 }
 
-dc_status_t dc_kern_cuda_count_changed(const void *a, const void *b, size_t n, unsigned w, size_t *count, void *stream)
+dc_status_t dc_kern_cuda_count_changed(const void *a, const void *b, size_t n, unsigned w,
+                                       size_t *count, void *stream)
 {
     return dc_kern_cuda_ops()->count_changed(a, b, n, w, count, stream);
 }
 
-dc_status_t dc_kern_cuda_diff(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos, void *xorw, size_t cap, size_t *count, void *stream)
+dc_status_t dc_kern_cuda_diff(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                              void *xorw, size_t cap, size_t *count, void *stream)
 {
     return dc_kern_cuda_ops()->diff(a, b, n, w, pos, xorw, cap, count, stream);
 }
 
-dc_status_t dc_kern_cuda_gather(const void *b, unsigned w, const uint32_t *pos, size_t count, void *vals, void *stream)
+dc_status_t dc_kern_cuda_gather(const void *b, unsigned w, const uint32_t *pos, size_t count,
+                                void *vals, void *stream)
 {
     return dc_kern_cuda_ops()->gather(b, w, pos, count, vals, stream);
 }
 
-dc_status_t dc_kern_cuda_xor_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos, const void *xorw, size_t count, void *stream)
+dc_status_t dc_kern_cuda_xor_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                     const void *xorw, size_t count, void *stream)
 {
     return dc_kern_cuda_ops()->xor_scatter(dst, n, w, pos, xorw, count, stream);
 }
 
-dc_status_t dc_kern_cuda_put_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos, const void *vals, size_t count, void *stream)
+dc_status_t dc_kern_cuda_put_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                     const void *vals, size_t count, void *stream)
 {
     return dc_kern_cuda_ops()->put_scatter(dst, n, w, pos, vals, count, stream);
 }
@@ -164,7 +169,8 @@ dc_status_t dc_kern_cuda_digest128_dev(const void *buf, size_t len, dc_digest_t 
     return dc_kern_cuda_ops()->digest128_dev(buf, len, out, stream);
 }
 
-dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint32_t *out, void *stream)
+dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint32_t *out,
+                                void *stream)
 {
     return dc_kern_cuda_ops()->crc32c(buf, len, crc, out, stream);
 }

@@ -28,22 +28,20 @@ typedef struct dc_kern_cuda_ops {
     dc_status_t (*d2h)(void *dst, const void *src, size_t bytes);
     dc_status_t (*memset_)(void *dst, int byte, size_t bytes);
     dc_status_t (*sync)(void *stream);
-    dc_status_t (*count_changed)(const void *a, const void *b, size_t n, unsigned w,
-                                 size_t *count, void *stream);
+    dc_status_t (*count_changed)(const void *a, const void *b, size_t n, unsigned w, size_t *count,
+                                 void *stream);
     dc_status_t (*diff)(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
                         void *xorw, size_t cap, size_t *count, void *stream);
-    dc_status_t (*gather)(const void *b, unsigned w, const uint32_t *pos, size_t count,
-                          void *vals, void *stream);
+    dc_status_t (*gather)(const void *b, unsigned w, const uint32_t *pos, size_t count, void *vals,
+                          void *stream);
     dc_status_t (*xor_scatter)(void *dst, size_t n, unsigned w, const uint32_t *pos,
                                const void *xorw, size_t count, void *stream);
     dc_status_t (*put_scatter)(void *dst, size_t n, unsigned w, const uint32_t *pos,
                                const void *vals, size_t count, void *stream);
     dc_status_t (*xor_dense)(void *dst, const void *src, size_t bytes, void *stream);
     dc_status_t (*digest128)(const void *buf, size_t len, dc_digest_t *out, void *stream);
-    dc_status_t (*digest128_dev)(const void *buf, size_t len, dc_digest_t *out,
-                                 void *stream);
-    dc_status_t (*crc32c)(const void *buf, size_t len, uint32_t crc, uint32_t *out,
-                          void *stream);
+    dc_status_t (*digest128_dev)(const void *buf, size_t len, dc_digest_t *out, void *stream);
+    dc_status_t (*crc32c)(const void *buf, size_t len, uint32_t crc, uint32_t *out, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

@@ -19,10 +19,10 @@ TestSuite(emu_arena, .init = dc_emu_install);
 
 /* Not static (and not inlined): the fault report's backtrace names it
  * (-rdynamic).  The copy goes to a volatile sink so it is not elided. */
-__attribute__((noinline, visibility("default"))) void emu_test_host_reads_device(volatile uint8_t *dst,
-                                                          const uint8_t *dev, size_t n);
-__attribute__((noinline, visibility("default"))) void emu_test_host_reads_device(volatile uint8_t *dst,
-                                                          const uint8_t *dev, size_t n)
+__attribute__((noinline, visibility("default"))) void
+emu_test_host_reads_device(volatile uint8_t *dst, const uint8_t *dev, size_t n);
+__attribute__((noinline, visibility("default"))) void
+emu_test_host_reads_device(volatile uint8_t *dst, const uint8_t *dev, size_t n)
 {
     uint8_t tmp[64];
     memcpy(tmp, dev, n < sizeof(tmp) ? n : sizeof(tmp));

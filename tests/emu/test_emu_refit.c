@@ -79,15 +79,13 @@ static void trainer_load(trainer_t *tr, int v)
         tr->segs = calloc(2 * tr->nt, sizeof(*tr->segs));
         for (size_t i = 0; i < tr->nt; i++) {
             const dc_st_tensor_t *t = dc_st_tensor(f, i);
-            tr->tens[i] = (dc_refit_tensor_t){strdup(t->name), dc_dtype_name(t->dtype),
-                                              t->nelems};
+            tr->tens[i] = (dc_refit_tensor_t){strdup(t->name), dc_dtype_name(t->dtype), t->nelems};
             uint64_t len = t->end - t->begin, third = len / 3;
             uint64_t parts[2][2] = {{0, third}, {third, len - third}};
             for (int k = 0; k < 2; k++)
                 if (parts[k][1])
                     tr->segs[tr->ns++] = (dc_refit_segment_t){tr->tens[i].name, parts[k][0],
-                                                              parts[k][1],
-                                                              malloc(parts[k][1])};
+                                                              parts[k][1], malloc(parts[k][1])};
         }
     }
     for (size_t k = 0; k < tr->ns; k++)
@@ -119,8 +117,8 @@ static void *devrx_main(void *arg)
     return NULL;
 }
 
-static void devrx_start(devrx_t *r, const dc_refit_node_opts_t *base, const trainer_t *tr,
-                        int rank, int stage)
+static void devrx_start(devrx_t *r, const dc_refit_node_opts_t *base, const trainer_t *tr, int rank,
+                        int stage)
 {
     memset(r, 0, sizeof(*r));
     dc_st_file_t *f = open_version(0);
@@ -239,14 +237,14 @@ Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
         for (int i = 0; i < 2; i++)
             devrx_delta(&rx[i], &h[i], &d[i]);
         report("emu refit v%d: model %llu B, payload %llu B (all edges), repair %llu B; "
-                    "bytes across PCIe: node 1 staging H2D %llu + D2H %llu = %llu; node 2 "
-                    "device apply H2D %llu + D2H %llu = %llu (%.1f%% of staging)",
-                    v, (unsigned long long)mb, (unsigned long long)vs.payload_bytes,
-                    (unsigned long long)vs.repair_bytes, (unsigned long long)h[0],
-                    (unsigned long long)d[0], (unsigned long long)(h[0] + d[0]),
-                    (unsigned long long)h[1], (unsigned long long)d[1],
-                    (unsigned long long)(h[1] + d[1]),
-                    100.0 * (double)(h[1] + d[1]) / (double)(h[0] + d[0] ? h[0] + d[0] : 1));
+               "bytes across PCIe: node 1 staging H2D %llu + D2H %llu = %llu; node 2 "
+               "device apply H2D %llu + D2H %llu = %llu (%.1f%% of staging)",
+               v, (unsigned long long)mb, (unsigned long long)vs.payload_bytes,
+               (unsigned long long)vs.repair_bytes, (unsigned long long)h[0],
+               (unsigned long long)d[0], (unsigned long long)(h[0] + d[0]),
+               (unsigned long long)h[1], (unsigned long long)d[1],
+               (unsigned long long)(h[1] + d[1]),
+               100.0 * (double)(h[1] + d[1]) / (double)(h[0] + d[0] ? h[0] + d[0] : 1));
         cr_assert_gt(h[0] + d[0], 0, "node 1 moved nothing: not applied on its thread?");
         cr_assert_gt(h[1], 0, "node 2 moved nothing to the device");
         if (v == 2)
@@ -265,16 +263,15 @@ Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
      * there; they are back at v2 */
     job_kill(&J, 3);
     trainer_load(&tr, 3);
-    cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_ERR_CANCELED, "%s",
-                 dc_last_error());
+    cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_ERR_CANCELED, "%s", dc_last_error());
     cr_assert_eq(dc_refit_sender_close(s), DC_ERR_CANCELED);
     uint64_t h[2], d[2];
     for (int i = 0; i < 2; i++) {
         pthread_join(rx[i].th, NULL);
         devrx_delta(&rx[i], &h[i], &d[i]);
         report("emu refit v3 (aborted): node %d (%s) H2D %llu + D2H %llu; exit: %s", i + 1,
-                    i == 0 ? "staging" : "device apply", (unsigned long long)h[i],
-                    (unsigned long long)d[i], rx[i].st == DC_OK ? "ok" : rx[i].why);
+               i == 0 ? "staging" : "device apply", (unsigned long long)h[i],
+               (unsigned long long)d[i], rx[i].st == DC_OK ? "ok" : rx[i].why);
         cr_assert(devrx_exact(&rx[i], 2), "node %d (device) is not back at v2 after the abort",
                   i + 1);
     }
