@@ -280,6 +280,21 @@ uint8_t *dc_place_chunk_ptr(const dc_place_t *p, uint32_t chunk)
     return s->ptr + (c->offset - s->offset);
 }
 
+uint8_t *dc_place_chunk_dev_ptr(const dc_place_t *p, uint32_t chunk)
+{
+    if (!p->dev)
+        return NULL;
+    const dc_layout_chunk_t *c = &p->layout->chunks[chunk];
+    size_t k = dc_place_find(p, c->tensor, c->offset);
+    if (k >= p->nsegs)
+        return NULL;
+    const dc_place_seg_t *s = &p->segs[k];
+    if (s->tensor != c->tensor || s->offset > c->offset ||
+        s->offset + s->len < c->offset + c->len)
+        return NULL;
+    return s->ptr + (c->offset - s->offset);
+}
+
 static dc_status_t dc_place_copy(const dc_place_t *p, uint32_t chunk, uint8_t *buf,
                                  int to_place)
 {

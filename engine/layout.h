@@ -100,6 +100,10 @@ dc_status_t dc_place_from_st(dc_place_t *p, const dc_layout_t *l, const dc_st_fi
  *  host memory, else NULL (use dc_place_read/write through a scratch
  *  buffer). */
 uint8_t *dc_place_chunk_ptr(const dc_place_t *p, uint32_t chunk);
+/** The device pointer of the chunk's bytes when the placement is device
+ *  memory and the chunk lies in one segment, else NULL (engine/devpath.c:
+ *  device kernels take it; the CPU must never dereference it). */
+uint8_t *dc_place_chunk_dev_ptr(const dc_place_t *p, uint32_t chunk);
 /** Copy chunk bytes out of / into the placement (len = chunk length).
  *  Fails only for device memory (a CUDA error). */
 dc_status_t dc_place_read(const dc_place_t *p, uint32_t chunk, uint8_t *dst);

@@ -197,6 +197,8 @@ typedef struct dc_node_rx {
                               frame itself, else its XOR words as one) */
     size_t *retained_len;
     uint8_t **undo;        /* per chunk: baseline bytes before an overwrite */
+    struct dc_devpath *dev; /* weights in device memory: the device apply
+                               (engine/devpath.c); NULL otherwise */
     dc_codec_t *codec;
     uint32_t ack_lo, ack_n;
     uint64_t apply_ns, version_bytes;

@@ -14,6 +14,7 @@
  * coordinator (coord.c).  dc_rx_run opens the weights and serves.
  */
 #include "engine/node_internal.h"
+#include "engine/devpath.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -387,6 +388,9 @@ void dc_rx_begin(dc_node_t *n, const dc_begin_t *bgp)
 static dc_status_t dc_rx_chunk_digest(dc_node_t *n, uint32_t c, dc_digest_t *d)
 {
     const dc_layout_chunk_t *lc = &n->layout->chunks[c];
+    int dr = n->rx.dev ? dc_devpath_digest(n, c, d) : DC_DEV_STAGE;
+    if (dr != DC_DEV_STAGE)
+        return dr == DC_DEV_DONE ? DC_OK : dc_last_status();
     uint8_t *ptr = dc_place_chunk_ptr(&n->rx.place, c);
     if (!ptr) {
         dc_status_t st = dc_place_read(&n->rx.place, c, n->scratch);
@@ -545,6 +549,21 @@ static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t bod
         return;
     }
     uint64_t t0 = dc_now_ns();
+    dc_digest_t d;
+    int dr = n->rx.dev ? dc_devpath_frame(n, c, &fh, payload, state, &d) : DC_DEV_STAGE;
+    if (dr == DC_DEV_DONE)
+        goto applied;
+    if (dr == DC_DEV_FAIL) {
+        dc_rx_mem_fail(n);
+        return;
+    }
+    if (dr == DC_DEV_BAD) {
+        if (state == DC_JSTATE_PENDING)
+            dc_journal_reset(n->rx.j, c);
+        DC_LOG_WARN("node %u: chunk %u: %s", n->me, c, dc_last_error());
+        dc_rx_need(n, c, 1);
+        return;
+    }
     uint8_t *ptr = dc_place_chunk_ptr(&n->rx.place, c);
     uint8_t *work = ptr;
     if (!ptr) {
@@ -568,7 +587,6 @@ static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t bod
         dc_rx_crash_mid_apply(n, &fh, payload, work, lc->len, lt->esize);
     /* patch in place and hash the result in the same pass (block by block,
      * while each block is in cache) */
-    dc_digest_t d;
     dc_status_t st = dc_codec_decode_digest(n->rx.codec, fh.encoding, payload, fh.payload_len,
                                             work, work, lc->len / lt->esize, lt->esize, NULL,
                                             &d);
@@ -585,6 +603,7 @@ static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t bod
         dc_rx_mem_fail(n);
         return;
     }
+applied:
     n->rx.apply_ns += dc_now_ns() - t0;
     if (!dc_digest_eq(d, fh.target_digest)) {
         DC_LOG_WARN("node %u: chunk %u: target digest mismatch after apply; asking for an "
@@ -719,6 +738,20 @@ static int dc_rx_undo_version(dc_node_t *n, uint64_t v)
             continue;
         const dc_layout_chunk_t *lc = &l->chunks[c];
         const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
+        if (n->rx.dev && !n->rx.undo[c] && s == DC_JSTATE_APPLIED && n->rx.retained[c]) {
+            int dr = dc_devpath_undo(n, c); /* the retained XOR frame, on the device */
+            if (dr == DC_DEV_DONE) {
+                dc_journal_reset(n->rx.j, c);
+                undone++;
+                continue;
+            }
+            if (dr != DC_DEV_STAGE) {
+                DC_LOG_WARN("node %u: chunk %u: undo on the device: %s", n->me, c,
+                            dc_last_error());
+                dense = 1;
+                continue;
+            }
+        }
         uint8_t *ptr = dc_place_chunk_ptr(&n->rx.place, c);
         uint8_t *work = ptr;
         if (!ptr) {
@@ -941,6 +974,8 @@ dc_status_t dc_rx_run(dc_node_t *n)
             dc_place_fini(&n->rx.place);
             return st;
         }
+        if (cfg->cuda_mem && (st = dc_devpath_open(n)) != DC_OK)
+            return st;
     } else {
         return dc_error(DC_ERR_INVALID, "node %u: a receiver needs a weights file or a "
                         "placement of its weights in memory", n->me);
@@ -999,6 +1034,7 @@ void dc_rx_free(dc_node_t *n)
     free(n->rx.staged);
     free(n->rx.staged_len);
     dc_codec_free(n->rx.codec);
+    dc_devpath_close(n);
     if (n->rx.place_ok)
         dc_place_fini(&n->rx.place);
     dc_st_close(n->rx.wfile);

@@ -549,6 +549,28 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
     return s;
 }
 
+dc_status_t dc_codec_decode_lists(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                  size_t len, size_t n, unsigned w, const uint32_t **pos,
+                                  const uint8_t **words, size_t *count)
+{
+    unsigned kind = dc_enc_kind(enc);
+    c->last_count = SIZE_MAX;
+    if (kind != DC_ENC_XOR_SPARSE && kind != DC_ENC_XOR_DENSE && kind != DC_ENC_PUT_DENSE)
+        return dc_error(DC_ERR_UNSUPPORTED, "codec: %s payloads are decoded against the "
+                        "baseline, not into lists", kind >= 1 && kind <= DC_ENC_KIND_MAX
+                                                       ? dc_enc_kind_name(kind) : "unknown");
+    size_t cnt;
+    dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &cnt, NULL, NULL);
+    if (s != DC_OK)
+        return s;
+    *pos = kind == DC_ENC_XOR_SPARSE ? c->pos : NULL;
+    *words = c->vals1;
+    *count = cnt;
+    if (kind == DC_ENC_XOR_SPARSE)
+        c->last_count = cnt;
+    return DC_OK;
+}
+
 dc_status_t dc_codec_undo_payload(dc_codec_t *c, size_t n, unsigned w, uint8_t *dst, size_t cap,
                                   size_t *len, uint16_t *enc)
 {

@@ -141,6 +141,19 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
                                    dc_digest_t *src_dg, dc_digest_t *dst_dg);
 
 /**
+ * Decode a payload that needs no baseline to decode into lists, for an
+ * apply elsewhere (a receiver's device path, engine/devpath.c):
+ * XOR_SPARSE gives *count positions (increasing, < n, checked by the
+ * positions decoder) and XOR words; XOR_DENSE and PUT_DENSE give *pos =
+ * NULL and n words.  The lists live in the context's scratch until its
+ * next call.  CTX and PUT_SPARSE decode against the baseline's bytes:
+ * DC_ERR_UNSUPPORTED.  Hostile payloads: DC_ERR_FORMAT, as dc_codec_decode.
+ */
+dc_status_t dc_codec_decode_lists(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                  size_t len, size_t n, unsigned w, const uint32_t **pos,
+                                  const uint8_t **words, size_t *count);
+
+/**
  * After a successful dc_codec_decode / dc_codec_decode_digest of a sparse
  * kind (xor-sparse, put-sparse, ctx-sparse) on this context, and before
  * any other call on it: the xor-sparse payload (Golomb positions, the XOR

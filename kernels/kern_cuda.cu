@@ -12,6 +12,19 @@
  * is exactly dc_kern_diff()'s.
  *
  * CUDA errors are translated to dc_status_t at this boundary.
+ *
+ * The C ABI is one table (kern_cuda_ops.h): dc_kern_cuda_build_ops in the
+ * library; compiled for the CPU against tests/emu/cuda_emu_rt.h the same
+ * source gives the tests' emulated table (DC_KCU_OPS_NAME).
+ *
+ * Device XXH3-128 (kcu_digest128_dev): XXH3's long-input loop keeps 8
+ * 64-bit accumulators; within a 1 KiB block the 16 stripes only add into
+ * them (commutative), the scramble between blocks is sequential.  One
+ * 32-thread block per chunk: thread t adds stripes t/8, t/8+4, ... into
+ * accumulator t%8, the four partial sums meet in shared memory, threads
+ * 0-7 scramble.  Bit-identical to XXH3_128bits (no format change); inputs
+ * of <= 240 bytes (XXH3's short paths) are copied back and hashed on the
+ * host (at most 240 bytes across PCIe).
  */
 #ifndef DC_CUDA_EMULATION
 #include <cuda_runtime.h>
@@ -28,7 +41,7 @@
 #include <xxhash.h>
 
 extern "C" {
-#include "kernels/kern_cuda.h"
+#include "kernels/kern_cuda_ops.h"
 }
 
 #define BLOCK 256
@@ -590,10 +603,133 @@ __global__ void k_crc_rest(const uint8_t *p, size_t len, size_t head, size_t tai
 }
 
 /* ------------------------------------------------------------------------ */
+/*  XXH3-128 on the device (long inputs; see the file comment)              */
+/* ------------------------------------------------------------------------ */
+
+__constant__ uint8_t k_xxh_secret[192] = {
+    0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c,
+    0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f,
+    0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21,
+    0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6, 0x81, 0x3a, 0x26, 0x4c,
+    0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb, 0x88, 0xd0, 0x65, 0x8b, 0x1b, 0x53, 0x2e, 0xa3,
+    0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19, 0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8,
+    0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb, 0xc7, 0xc7, 0x0b, 0x4f, 0x1d,
+    0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31, 0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64,
+    0xea, 0xc5, 0xac, 0x83, 0x34, 0xd3, 0xeb, 0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb,
+    0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49, 0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e,
+    0x2b, 0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce,
+    0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
+};
+
+#define XXH_P32_1 0x9E3779B1ull
+#define XXH_P32_2 0x85EBCA77ull
+#define XXH_P32_3 0xC2B2AE3Dull
+#define XXH_P64_1 0x9E3779B185EBCA87ull
+#define XXH_P64_2 0xC2B2AE3D27D4EB4Full
+#define XXH_P64_3 0x165667B19E3779F9ull
+#define XXH_P64_4 0x85EBCA77C2B2AE63ull
+#define XXH_P64_5 0x27D4EB2F165667C5ull
+#define XXH_MIN_LONG 241 /* shorter inputs take XXH3's short paths (host) */
+
+__device__ __forceinline__ unsigned long long xxh_rd64(const uint8_t *p)
+{
+    unsigned long long v = 0;
+#pragma unroll
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+__device__ __forceinline__ unsigned long long xxh_sec64(int off)
+{
+    return xxh_rd64(k_xxh_secret + off);
+}
+
+/* Accumulator `lane`'s share of one stripe at `in` with secret offset
+ * `soff`: acc[lane] gets data[lane^1] + lo32(key) * hi32(key). */
+__device__ __forceinline__ unsigned long long xxh_stripe_part(const uint8_t *in, int soff,
+                                                              int lane)
+{
+    unsigned long long v = xxh_rd64(in + 8 * lane), v1 = xxh_rd64(in + 8 * (lane ^ 1));
+    unsigned long long k = v ^ xxh_sec64(soff + 8 * lane);
+    return v1 + (k & 0xFFFFFFFFull) * (k >> 32);
+}
+
+__device__ __forceinline__ unsigned long long xxh_mul128_fold64(unsigned long long a,
+                                                                unsigned long long b)
+{
+    unsigned long long lo = a * b;
+#ifdef DC_CUDA_EMULATION
+    unsigned long long hi = (unsigned long long)(((unsigned __int128)a * b) >> 64);
+#else
+    unsigned long long hi = __umul64hi(a, b);
+#endif
+    return lo ^ hi;
+}
+
+__device__ __forceinline__ unsigned long long xxh_avalanche(unsigned long long h)
+{
+    h ^= h >> 37;
+    h *= 0x165667919E3779F9ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* One 32-thread block hashes p[0, len) (len > 240); out[0] = low64,
+ * out[1] = high64. */
+__global__ void k_xxh3_128_long(const uint8_t *p, size_t len, unsigned long long *out)
+{
+    __shared__ unsigned long long part[32];
+    __shared__ unsigned long long acc[8];
+    const int t = (int)threadIdx.x, lane = t & 7, grp = t >> 3;
+    if (t < 8) {
+        const unsigned long long init[8] = {XXH_P32_3, XXH_P64_1, XXH_P64_2, XXH_P64_3,
+                                            XXH_P64_4, XXH_P32_2, XXH_P64_5, XXH_P32_1};
+        acc[t] = init[t];
+    }
+    const size_t block_len = 1024, nb_blocks = (len - 1) / block_len;
+    for (size_t b = 0; b <= nb_blocks; b++) {
+        const uint8_t *blk = p + b * block_len;
+        /* the last (partial) block has this many whole stripes */
+        const int stripes = b < nb_blocks ? 16 : (int)(((len - 1) - block_len * nb_blocks) / 64);
+        unsigned long long s = 0;
+        for (int k = grp; k < stripes; k += 4)
+            s += xxh_stripe_part(blk + 64 * k, 8 * k, lane);
+        part[t] = s;
+        __syncthreads();
+        if (t < 8) {
+            unsigned long long a = acc[t] + part[t] + part[t + 8] + part[t + 16] + part[t + 24];
+            if (b < nb_blocks) { /* scramble */
+                a ^= a >> 47;
+                a ^= xxh_sec64(192 - 64 + 8 * t);
+                a *= XXH_P32_1;
+            }
+            acc[t] = a;
+        }
+        __syncthreads();
+    }
+    if (t < 8)
+        acc[t] += xxh_stripe_part(p + len - 64, 192 - 64 - 7, t); /* the last stripe */
+    __syncthreads();
+    if (t == 0) {
+        unsigned long long lo = (unsigned long long)len * XXH_P64_1;
+        unsigned long long hi = ~((unsigned long long)len * XXH_P64_2);
+        for (int i = 0; i < 4; i++) {
+            lo += xxh_mul128_fold64(acc[2 * i] ^ xxh_sec64(11 + 16 * i),
+                                    acc[2 * i + 1] ^ xxh_sec64(11 + 16 * i + 8));
+            hi += xxh_mul128_fold64(acc[2 * i] ^ xxh_sec64(192 - 64 - 11 + 16 * i),
+                                    acc[2 * i + 1] ^ xxh_sec64(192 - 64 - 11 + 16 * i + 8));
+        }
+        out[0] = xxh_avalanche(lo);
+        out[1] = xxh_avalanche(hi);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /*  C ABI                                                                   */
 /* ------------------------------------------------------------------------ */
 
-extern "C" int dc_kern_cuda_available(void)
+static int kcu_available(void)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -604,7 +740,7 @@ extern "C" int dc_kern_cuda_available(void)
     return n > 0;
 }
 
-extern "C" const char *dc_kern_cuda_why(void)
+static const char *kcu_why(void)
 {
     static thread_local char why[320];
     int n = 0, rt = 0, drv = 0;
@@ -629,7 +765,7 @@ extern "C" const char *dc_kern_cuda_why(void)
     return why;
 }
 
-extern "C" dc_status_t dc_kern_cuda_props(dc_kern_cuda_props_t *out)
+static dc_status_t kcu_props(dc_kern_cuda_props_t *out)
 {
     dc_status_t st = DC_OK;
     int dev = 0, clk_khz = 0, bus_bits = 0;
@@ -655,7 +791,7 @@ out:
     return st;
 }
 
-extern "C" dc_status_t dc_kern_cuda_malloc(void **dptr, size_t bytes)
+static dc_status_t kcu_malloc(void **dptr, size_t bytes)
 {
     dc_status_t st = DC_OK;
     void *p = NULL;
@@ -665,13 +801,13 @@ out:
     return st;
 }
 
-extern "C" void dc_kern_cuda_free(void *dptr)
+static void kcu_free(void *dptr)
 {
     if (dptr != NULL)
         cudaFree(dptr);
 }
 
-extern "C" dc_status_t dc_kern_cuda_h2d(void *dst, const void *src, size_t bytes)
+static dc_status_t kcu_h2d(void *dst, const void *src, size_t bytes)
 {
     dc_status_t st = DC_OK;
     if (bytes)
@@ -680,7 +816,7 @@ out:
     return st;
 }
 
-extern "C" dc_status_t dc_kern_cuda_d2h(void *dst, const void *src, size_t bytes)
+static dc_status_t kcu_d2h(void *dst, const void *src, size_t bytes)
 {
     dc_status_t st = DC_OK;
     if (bytes)
@@ -689,7 +825,7 @@ out:
     return st;
 }
 
-extern "C" dc_status_t dc_kern_cuda_memset(void *dst, int byte, size_t bytes)
+static dc_status_t kcu_memset(void *dst, int byte, size_t bytes)
 {
     dc_status_t st = DC_OK;
     if (bytes)
@@ -698,7 +834,7 @@ out:
     return st;
 }
 
-extern "C" dc_status_t dc_kern_cuda_sync(void *stream)
+static dc_status_t kcu_sync(void *stream)
 {
     dc_status_t st = DC_OK;
     CU_TRY(cudaStreamSynchronize(S(stream)), "stream synchronize");
@@ -706,7 +842,7 @@ out:
     return st;
 }
 
-extern "C" dc_status_t dc_kern_cuda_count_changed(const void *a, const void *b, size_t n,
+static dc_status_t kcu_count_changed(const void *a, const void *b, size_t n,
                                                   unsigned w, size_t *count, void *stream)
 {
     if (!valid_width(w))
@@ -718,7 +854,7 @@ extern "C" dc_status_t dc_kern_cuda_count_changed(const void *a, const void *b, 
     return diff_dispatch(a, b, n, w, NULL, NULL, 0, false, count, stream);
 }
 
-extern "C" dc_status_t dc_kern_cuda_diff(const void *a, const void *b, size_t n, unsigned w,
+static dc_status_t kcu_diff(const void *a, const void *b, size_t n, unsigned w,
                                          uint32_t *pos, void *xorw, size_t cap, size_t *count,
                                          void *stream)
 {
@@ -736,7 +872,7 @@ extern "C" dc_status_t dc_kern_cuda_diff(const void *a, const void *b, size_t n,
     return diff_dispatch(a, b, n, w, pos, xorw, cap, true, count, stream);
 }
 
-extern "C" dc_status_t dc_kern_cuda_gather(const void *b, unsigned w, const uint32_t *pos,
+static dc_status_t kcu_gather(const void *b, unsigned w, const uint32_t *pos,
                                            size_t count, void *vals, void *stream)
 {
     dc_status_t st = DC_OK;
@@ -816,21 +952,21 @@ out:
     return st;
 }
 
-extern "C" dc_status_t dc_kern_cuda_xor_scatter(void *dst, size_t n, unsigned w,
+static dc_status_t kcu_xor_scatter(void *dst, size_t n, unsigned w,
                                                 const uint32_t *pos, const void *xorw,
                                                 size_t count, void *stream)
 {
     return scatter(dst, n, w, pos, xorw, count, stream, true);
 }
 
-extern "C" dc_status_t dc_kern_cuda_put_scatter(void *dst, size_t n, unsigned w,
+static dc_status_t kcu_put_scatter(void *dst, size_t n, unsigned w,
                                                 const uint32_t *pos, const void *vals,
                                                 size_t count, void *stream)
 {
     return scatter(dst, n, w, pos, vals, count, stream, false);
 }
 
-extern "C" dc_status_t dc_kern_cuda_xor_dense(void *dst, const void *src, size_t bytes,
+static dc_status_t kcu_xor_dense(void *dst, const void *src, size_t bytes,
                                               void *stream)
 {
     dc_status_t st = DC_OK;
@@ -857,7 +993,7 @@ out:
     return st;
 }
 
-extern "C" dc_status_t dc_kern_cuda_digest128(const void *buf, size_t len, dc_digest_t *out,
+static dc_status_t kcu_digest128(const void *buf, size_t len, dc_digest_t *out,
                                               void *stream)
 {
     dc_status_t st = DC_OK;
@@ -911,7 +1047,7 @@ out:
     return st;
 }
 
-extern "C" dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc,
+static dc_status_t kcu_crc32c(const void *buf, size_t len, uint32_t crc,
                                            uint32_t *out, void *stream)
 {
     dc_status_t st = DC_OK;
@@ -952,3 +1088,46 @@ out:
     }
     return st;
 }
+
+static dc_status_t kcu_digest128_dev(const void *buf, size_t len, dc_digest_t *out,
+                                     void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    unsigned long long *dres = NULL, host[2] = {0, 0};
+    if (out == NULL || (buf == NULL && len > 0))
+        return dc_error(DC_ERR_INVALID, "cuda digest: NULL buffer or result");
+    if (len < XXH_MIN_LONG) { /* XXH3's short paths: <= 240 bytes back to the host */
+        uint8_t small[XXH_MIN_LONG];
+        if (len)
+            CU_TRY(cudaMemcpy(small, buf, len, cudaMemcpyDeviceToHost), "digest copy");
+        XXH128_hash_t h = XXH3_128bits(small, len);
+        out->lo = h.low64;
+        out->hi = h.high64;
+        return DC_OK;
+    }
+    CU_TRY(cudaMallocAsync((void **)&dres, sizeof(host), s), "digest result");
+    DC_LAUNCH(k_xxh3_128_long, 1, 32, s)((const uint8_t *)buf, len, dres);
+    CU_TRY(cudaGetLastError(), "digest kernel");
+    CU_TRY(cudaMemcpyAsync(host, dres, sizeof(host), cudaMemcpyDeviceToHost, s),
+           "digest result copy");
+    CU_TRY(cudaStreamSynchronize(s), "digest");
+    out->lo = host[0];
+    out->hi = host[1];
+out:
+    if (dres != NULL) {
+        cudaFreeAsync(dres, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
+#ifndef DC_KCU_OPS_NAME
+#define DC_KCU_OPS_NAME dc_kern_cuda_build_ops
+#define DC_KCU_OPS_LABEL "cuda"
+#endif
+extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
+    DC_KCU_OPS_LABEL, kcu_available, kcu_why, kcu_props, kcu_malloc, kcu_free, kcu_h2d,
+    kcu_d2h, kcu_memset, kcu_sync, kcu_count_changed, kcu_diff, kcu_gather, kcu_xor_scatter,
+    kcu_put_scatter, kcu_xor_dense, kcu_digest128, kcu_digest128_dev, kcu_crc32c,
+};

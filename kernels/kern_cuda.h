@@ -4,6 +4,8 @@
  * Built only when meson finds nvcc (DC_HAVE_CUDA); without it every
  * function below still links and returns DC_ERR_UNSUPPORTED (and
  * dc_kern_cuda_available() returns 0), so callers need no #ifdef.
+ * Every call goes through the table of kern_cuda_ops.h, which tests
+ * replace with an emulated runtime (tests/emu/).
  *
  * Every kernel produces exactly the bytes of its kern.h twin (the CPU code
  * is the reference; tests/kernels/test_kern_cuda.c compares them).  Data
@@ -95,6 +97,16 @@ dc_status_t dc_kern_cuda_xor_dense(void *dst, const void *src, size_t bytes, voi
  */
 dc_status_t dc_kern_cuda_digest128(const void *buf, size_t len, dc_digest_t *out,
                                    void *stream);
+
+/**
+ * XXH3-128 of device memory computed on the device: identical to
+ * dc_digest128() of the same bytes, only the 16-byte result crosses PCIe
+ * (inputs of <= 240 bytes, XXH3's short paths, are copied back whole and
+ * hashed on the host).  One 32-thread block per call: latency-bound on a
+ * real GPU (a batch of chunks per launch is the next step).  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_digest128_dev(const void *buf, size_t len, dc_digest_t *out,
+                                       void *stream);
 
 /**
  * CRC32C (Castagnoli) of `len` bytes of device memory at `buf` (any

@@ -3,10 +3,17 @@
 # CUDA kernel tests (suite 'hw', byte-for-byte against the CPU reference,
 # the CRC32C kernel included), the transports' GPU-memory tests (verbs/
 # gpumem, and ucx moving GPU memory: skipped with the reason when this UCX
-# has no CUDA support), and print each kernel's throughput as a fraction of
-# the GPU's memory bandwidth (crc32c also per 512 KiB piece).
+# has no CUDA support), the emulated-runtime suite (emu: the same kernels on
+# the CPU, as CI runs them), a refit with weights in GPU memory for real (a
+# staging receiver beside a device-apply receiver, engine/devpath.c: bytes
+# across PCIe per version, byte-exact, repair and abort), and print each
+# kernel's throughput as a fraction of the GPU's memory bandwidth (crc32c
+# also per 512 KiB piece, the device XXH3-128 digest included).
 #
 #   perf/gpu-check.sh [--build-dir DIR] [--arch sm_XX] [--mib M] [--bw GBS]
+#                     [--params P]
+#
+# --params: the device refit's model size (default 1e7 parameters).
 #
 # --arch defaults to the compute capability nvidia-smi reports (else sm_90);
 # --bw overrides the peak DRAM bandwidth derived from the driver's memory
@@ -19,13 +26,15 @@ build="$src/build-gpu"
 arch=""
 mib=1024
 bw=""
+params=1e7
 while [ $# -gt 0 ]; do
     case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --arch) arch=$2; shift 2 ;;
     --mib) mib=$2; shift 2 ;;
     --bw) bw=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --params) params=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -68,6 +77,17 @@ echo "== weights in GPU memory in the engine (engine_api cuda_memory_*) =="
 DELTACAST_BIN="$build/cli/deltacast" "$build/tests/engine_test_api" --verbose \
     --filter 'api/cuda_memory_*' >"$log" 2>&1 || { cat "$log"; exit 1; }
 grep -E '^\[(PASS|SKIP|FAIL)' "$log" || true
+
+echo "== the emulated CUDA runtime (suite emu: what CI checks without a GPU) =="
+meson test -C "$build" --suite emu --print-errorlogs
+
+echo "== weights in GPU memory, device apply vs staging, for real (emu_refit on the GPU, $params params) =="
+DELTACAST_TEST_REAL_CUDA=1 DELTACAST_TEST_PARAMS="$params" DELTACAST_LOG=warn \
+    DELTACAST_BIN="$build/cli/deltacast" "$build/tests/emu_test_emu_refit" --verbose \
+    >"$log" 2>&1 || { cat "$log"; exit 1; }
+grep -E 'emu_refit:|^\[(PASS|SKIP|FAIL)' "$log" || true
+grep -q "the GPU's CUDA runtime" "$log" ||
+    { echo "gpu-check: the device refit did not run on the GPU" >&2; exit 1; }
 
 echo "== CUDA kernel throughput =="
 bench="$build/tests/kernels/gpu_bench"

@@ -20,6 +20,8 @@
  *   xor_dense   reads dst and src, writes dst            3N
  *   digest      copy-back to host + XXH3 on the host: PCIe-bound, shown
  *               against the same peak only for scale
+ *   digest(dev) XXH3-128 on the device, one 32-thread block for the whole
+ *               buffer (reads a once: N; latency-bound by design today)
  *   crc32c      reads a (checked against dc_crc32c first)  N
  * and, after the table, crc32c over the 512 KiB pieces the ucx transport
  * checksums one at a time (launch and synchronisation included).
@@ -123,12 +125,23 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    enum { K_COUNT, K_DIFF, K_GATHER, K_XOR, K_PUT, K_DENSE, K_DIGEST, K_CRC, K_N };
+    enum { K_COUNT, K_DIFF, K_GATHER, K_XOR, K_PUT, K_DENSE, K_DIGEST, K_CRC, K_DIGEST_DEV,
+           K_N };
     static const char *const names[K_N] = {"count",       "diff",      "gather",
                                            "xor_scatter", "put_scatter", "xor_dense",
-                                           "digest(copy-back)", "crc32c"};
+                                           "digest(copy-back)", "crc32c", "digest(dev)"};
+    /* one block hashes the whole buffer: at most 64 MiB, or it runs for seconds */
+    const size_t ddev = DC_MIN(bytes, (size_t)64 << 20);
     const double traffic[K_N] = {2.0 * bytes, 4.0 * bytes + 6.0 * c, 8.0 * c, 14.0 * c,
-                                 12.0 * c, 3.0 * bytes, 1.0 * bytes, 1.0 * bytes};
+                                 12.0 * c, 3.0 * bytes, 1.0 * bytes, 1.0 * bytes, 1.0 * ddev};
+    {
+        dc_digest_t dg;
+        CK(dc_kern_cuda_digest128_dev(da, ddev, &dg, NULL), "digest(dev)");
+        if (!dc_digest_eq(dg, dc_digest128(a, ddev))) {
+            fprintf(stderr, "gpu_bench: device digest differs from the CPU's\n");
+            return 1;
+        }
+    }
     dc_perf_metric_t m[K_N];
     for (int k = 0; k < K_N; k++) {
         dc_perf_metric_init(&m[k], names[k], "s");
@@ -150,6 +163,9 @@ int main(int argc, char **argv)
                 CK(dc_kern_cuda_sync(NULL), "sync");
                 break;
             case K_CRC: CK(dc_kern_cuda_crc32c(da, bytes, 0, &crc, NULL), "crc32c"); break;
+            case K_DIGEST_DEV:
+                CK(dc_kern_cuda_digest128_dev(da, ddev, &dg, NULL), "digest(dev)");
+                break;
             default: CK(dc_kern_cuda_digest128(da, bytes, &dg, NULL), "digest"); break;
             }
             double sec = (double)(dc_now_ns() - t0) / 1e9;
@@ -167,8 +183,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < K_N; k++) {
         double t = dc_perf_median(&m[k]);
         double tr = traffic[k] / t / 1e9;
+        double in = k == K_DIGEST_DEV ? (double)ddev : (double)bytes;
         printf("%-18s %10.3f %12.1f %14.1f %8.1f%%\n", names[k], t * 1e3,
-               (double)bytes / t / 1e9, tr, bw > 0 ? 100.0 * tr / bw : 0.0);
+               in / t / 1e9, tr, bw > 0 ? 100.0 * tr / bw : 0.0);
     }
     /* crc32c one 512 KiB piece at a time (ucx's default piece size) */
     const size_t piece = 512u << 10, npieces = DC_MIN(bytes / piece, (size_t)256);

@@ -104,6 +104,11 @@ static const dc_config_entry_t dc_config_entries[] = {
      "verbs/tcp_tls.c, per connection"},
     {"tls_key_file", "", "TLS certificate mode: this node's private key (PEM)", S, NULL,
      "verbs/tcp_tls.c, per connection"},
+    {"device_apply", "device",
+     "a receiver with weights in GPU memory: device (apply xor-sparse/xor-dense/put-dense "
+     "chunks on the GPU, only the decoded lists cross PCIe; other kinds are staged, said "
+     "once) or stage (every chunk through the host, both ways: the old path)", E,
+     "device|stage", "engine/devpath.c, per receiver"},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };
 

@@ -2,6 +2,11 @@
  * test_kern_cuda.c - every CUDA kernel against the CPU reference, byte for
  * byte, on random inputs with edge sizes, unaligned device pointers, caps
  * and hostile positions.  Suite 'hw': skips with a reason without a GPU.
+ *
+ * Built a second time with DC_TEST_CUDA_EMU (tests/emu, suite 'emu'): the
+ * same tests on the emulated CUDA runtime (kern_cuda.cu on the CPU, device
+ * memory an arena the host must not touch), with smaller sizes since every
+ * emulated GPU thread is an OS thread.
  */
 #include <criterion/criterion.h>
 
@@ -11,9 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef DC_TEST_CUDA_EMU
+#include "cuda_emu_rt.h"
+#define TEST_HAVE_CUDA 1
+TestSuite(kern_cuda, .init = dc_emu_install);
+#else
+#define TEST_HAVE_CUDA DC_HAVE_CUDA
+#endif
+
 static void need_gpu(void)
 {
-    if (!DC_HAVE_CUDA)
+    if (!TEST_HAVE_CUDA)
         cr_skip_test("CUDA kernels not built (nvcc not found at configure time)");
     if (!dc_kern_cuda_available())
         cr_skip_test("no CUDA device (cudaGetDeviceCount failed or returned 0)");
@@ -48,7 +61,11 @@ static void *dev_copy(const void *host, size_t bytes, size_t off, void **base)
 
 static const unsigned WIDTHS[] = {1, 2, 4, 8};
 /* tile = 32 KiB of input: sizes straddle units, rounds and tiles */
+#ifdef DC_TEST_CUDA_EMU
+static const size_t SIZES[] = {0, 1, 9, 33, 4097, 16385};
+#else
 static const size_t SIZES[] = {0, 1, 2, 7, 8, 9, 31, 33, 4097, 16384, 16385, 65537, 300007};
+#endif
 
 static void diff_case(unsigned w, size_t n, unsigned permille, size_t off)
 {
@@ -81,7 +98,7 @@ static void diff_case(unsigned w, size_t n, unsigned permille, size_t off)
         size_t got = 0;
         cr_assert_eq(dc_kern_cuda_diff(da, db, n, w, dpos, dx, cap, &got, NULL), DC_OK, "%s",
                      dc_last_error());
-        cr_assert_eq(got, total, "diff total w=%u n=%zu cap=%zu", w, n, cap);
+        cr_assert_eq(got, total, "diff total w=%u n=%zu cap=%zu: %zu", w, n, cap, got);
         size_t wrote = DC_MIN(cap, total);
         uint32_t *hpos = malloc((cap + 1) * 4 + 16);
         uint8_t *hx = malloc((cap + 1) * w + 16);
@@ -199,7 +216,11 @@ Test(kern_cuda, scatter_rejects_bad_positions_dst_untouched)
 Test(kern_cuda, xor_dense_matches_cpu)
 {
     need_gpu();
+#ifdef DC_TEST_CUDA_EMU
+    static const size_t LENS[] = {0, 1, 15, 16, 17, 4095, (1 << 16) + 3};
+#else
     static const size_t LENS[] = {0, 1, 15, 16, 17, 4095, 1 << 20, (1 << 20) + 3};
+#endif
     for (size_t li = 0; li < DC_ARRAY_SIZE(LENS); li++)
         for (size_t off = 0; off < 3; off++) {
             size_t len = LENS[li];
@@ -225,7 +246,11 @@ Test(kern_cuda, xor_dense_matches_cpu)
 Test(kern_cuda, digest_matches_cpu)
 {
     need_gpu();
+#ifdef DC_TEST_CUDA_EMU
+    static const size_t LENS[] = {0, 1, 240, 241, (8u << 20) - 1, 8u << 20, (9u << 20) + 7};
+#else
     static const size_t LENS[] = {0, 1, 240, 241, (8u << 20) - 1, 8u << 20, (20u << 20) + 7};
+#endif
     for (size_t li = 0; li < DC_ARRAY_SIZE(LENS); li++) {
         size_t len = LENS[li];
         uint8_t *x = malloc(len + 1);
@@ -240,16 +265,61 @@ Test(kern_cuda, digest_matches_cpu)
     }
 }
 
+/* The device-side XXH3-128 (no copy-back of the chunk): lengths on both
+ * sides of XXH3's short/long boundary (240), of its 1 KiB blocks and of the
+ * 64-byte stripes of the last block, at odd device offsets; a flipped byte
+ * anywhere changes it as it changes the CPU's. */
+Test(kern_cuda, digest_dev_matches_cpu)
+{
+    need_gpu();
+    static const size_t LENS[] = {0, 1, 3, 16, 17, 128, 129, 240, 241, 255, 256, 1023, 1024,
+                                  1025, 1088, 1089, 2047, 2048, 2049, 65536 + 13, 300007};
+    static const size_t OFFS[] = {0, 3, 8};
+    for (size_t li = 0; li < DC_ARRAY_SIZE(LENS); li++)
+        for (size_t oi = 0; oi < DC_ARRAY_SIZE(OFFS); oi++) {
+            size_t len = LENS[li];
+            uint8_t *x = malloc(len + 1);
+            fill_random(x, len);
+            void *bx;
+            uint8_t *dx = dev_copy(x, len, OFFS[oi], &bx);
+            dc_digest_t g;
+            cr_assert_eq(dc_kern_cuda_digest128_dev(dx, len, &g, NULL), DC_OK, "%s",
+                         dc_last_error());
+            cr_assert(dc_digest_eq(g, dc_digest128(x, len)), "device digest len=%zu off=%zu",
+                      len, OFFS[oi]);
+            if (len > 0) {
+                size_t at = (size_t)(rnd() % len);
+                x[at] ^= 0x40;
+                cr_assert_eq(dc_kern_cuda_h2d(dx + at, x + at, 1), DC_OK);
+                cr_assert_eq(dc_kern_cuda_digest128_dev(dx, len, &g, NULL), DC_OK);
+                cr_assert(dc_digest_eq(g, dc_digest128(x, len)), "flip at %zu len=%zu", at,
+                          len);
+            }
+            dc_kern_cuda_free(bx);
+            free(x);
+        }
+    cr_assert_eq(dc_kern_cuda_digest128_dev(NULL, 1, &(dc_digest_t){0}, NULL), DC_ERR_INVALID);
+}
+
 /* Lengths straddle the 16-byte head, the 4 KiB tiles and the grid's split
  * of tiles among blocks (>64 tiles: several tiles per block). */
 static const size_t CRC_LENS[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 255, 4095, 4096, 4097,
-                                  4111, 4112, 8197, 65536 + 17, 3 * 131072 + 1,
-                                  (1u << 20) + 13, (9u << 20) + 3};
+                                  4111, 4112, 8197, 65536 + 17,
+#ifdef DC_TEST_CUDA_EMU
+                                  /* 64+ tiles: several tiles per block */
+                                  64 * 4096 + 16 * 4096 + 5};
+#else
+                                  3 * 131072 + 1, (1u << 20) + 13, (9u << 20) + 3};
+#endif
 
 Test(kern_cuda, crc32c_matches_cpu)
 {
     need_gpu();
+#ifdef DC_TEST_CUDA_EMU
+    static const size_t OFFS[] = {0, 3};
+#else
     static const size_t OFFS[] = {0, 1, 3, 8, 15};
+#endif
     const uint32_t seeds[] = {0, 0xFFFFFFFFu, (uint32_t)rnd()};
     size_t max = 0;
     for (size_t li = 0; li < DC_ARRAY_SIZE(CRC_LENS); li++)
@@ -297,7 +367,7 @@ Test(kern_cuda, crc32c_matches_cpu)
 
 Test(kern_cuda, crc32c_unsupported_without_cuda)
 {
-    if (DC_HAVE_CUDA)
+    if (TEST_HAVE_CUDA)
         cr_skip_test("CUDA kernels are built in (the refusal is for builds without them)");
     uint32_t out = 0;
     uint8_t b[4] = {0};
@@ -318,7 +388,7 @@ Test(kern_cuda, available_never_crashes)
 {
     int a = dc_kern_cuda_available();
     cr_assert(a == 0 || a == 1);
-    if (!DC_HAVE_CUDA)
+    if (!TEST_HAVE_CUDA)
         cr_assert_eq(a, 0);
 }
 
@@ -333,7 +403,7 @@ Test(kern_cuda, why_names_the_cause)
         cr_assert_str_empty(why);
         return;
     }
-    if (!DC_HAVE_CUDA) {
+    if (!TEST_HAVE_CUDA) {
         cr_assert(strstr(why, "no CUDA kernels"), "%s", why);
         return;
     }

@@ -1,0 +1,64 @@
+/*
+ * devpath.h - a receiver whose weights are in device (CUDA) memory applies
+ * frames on the device (engine-internal; engine/devpath.c).
+ *
+ * Today's staging path (engine/layout.c dc_place_copy) copies the whole
+ * chunk to the host, runs the CPU codec and copies the whole chunk back:
+ * 2 x chunk bytes across PCIe per chunk.  The device path moves only what
+ * the payload holds:
+ *
+ *   XOR_SPARSE  the streams are decoded on the host into (position, XOR
+ *               word) lists; the lists go to the device (count x (4 + w)
+ *               bytes) when that is less than staging (2 x chunk), and
+ *               dc_kern_cuda_xor_scatter applies them (validating the
+ *               positions on the device: hostile lists leave the chunk
+ *               untouched)
+ *   XOR_DENSE   the decoded XOR words go (chunk bytes), dc_kern_cuda_xor_dense
+ *   PUT_DENSE   the decoded bytes go straight into place (chunk bytes),
+ *               unless an undo copy of the old bytes is needed (delta mode)
+ *
+ * then the chunk's XXH3-128 is computed on the device
+ * (dc_kern_cuda_digest128_dev; 16 bytes come back).  Undo on abort applies
+ * the retained XOR frame the same way (an XOR is self-inverse; the journal
+ * keeps it from being applied twice).
+ *
+ * Staged through the host, each reason said once per node (WARN), and
+ * counted: CTX and PUT_SPARSE (their decoders read the baseline's bytes:
+ * a device decoder is the next step), chunks that span placement segments,
+ * lists not smaller than staging, PUT_DENSE needing an undo copy.
+ */
+#ifndef DC_ENGINE_DEVPATH_H
+#define DC_ENGINE_DEVPATH_H
+
+#include "engine/node_internal.h"
+
+enum {
+    DC_DEV_STAGE = 0, /* not taken here: use the staging path */
+    DC_DEV_DONE = 1,  /* applied on the device, *d = the chunk's digest */
+    DC_DEV_BAD = 2,   /* payload refused (dc_last_error); the chunk is untouched */
+    DC_DEV_FAIL = 3,  /* device memory failed (dc_last_error), or the journal */
+};
+
+/** Staging instead of the device apply for receivers opened on this
+ *  thread (tests: the baseline beside the device path in one process);
+ *  config device_apply=stage (DELTACAST_DEVICE_APPLY) does it for the
+ *  process. */
+extern _Thread_local int dc_devpath_force_stage;
+
+/** Set up n->rx.dev for a receiver with weights in device memory (logs the
+ *  per-kind plan). */
+dc_status_t dc_devpath_open(dc_node_t *n);
+/** Log what went where, free the device scratch. */
+void dc_devpath_close(dc_node_t *n);
+
+/** Apply frame fh (payload checked: CRC) to chunk c on the device.  state:
+ *  the chunk's journal state before; the journal is set APPLYING before the
+ *  chunk's bytes change. */
+int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh, const uint8_t *payload,
+                     int state, dc_digest_t *d);
+/** Undo chunk c with its retained frame (n->rx.retained[c]). */
+int dc_devpath_undo(dc_node_t *n, uint32_t c);
+/** The digest of chunk c as it is now, computed on the device. */
+int dc_devpath_digest(dc_node_t *n, uint32_t c, dc_digest_t *d);
+
+#endif /* DC_ENGINE_DEVPATH_H */

@@ -1,0 +1,176 @@
+/* kern_cuda_ops.c - kern_cuda.h through the installed table (kern_cuda_ops.h). */
+#include "kernels/kern_cuda_ops.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+static _Atomic(const dc_kern_cuda_ops_t *) dc_kcu_cur;
+
+const dc_kern_cuda_ops_t *dc_kern_cuda_ops(void)
+{
+    const dc_kern_cuda_ops_t *o = atomic_load_explicit(&dc_kcu_cur, memory_order_acquire);
+    return o ? o : &dc_kern_cuda_build_ops;
+}
+
+const dc_kern_cuda_ops_t *dc_kern_cuda_set_ops(const dc_kern_cuda_ops_t *ops)
+{
+    const dc_kern_cuda_ops_t *old = dc_kern_cuda_ops();
+    atomic_store_explicit(&dc_kcu_cur, ops, memory_order_release);
+    return old;
+}
+
+int dc_kern_cuda_available(void)
+{
+    return dc_kern_cuda_ops()->available();
+}
+
+const char *dc_kern_cuda_why(void)
+{
+    return dc_kern_cuda_ops()->why();
+}
+
+dc_status_t dc_kern_cuda_props(dc_kern_cuda_props_t *out)
+{
+    return dc_kern_cuda_ops()->props(out);
+}
+
+dc_status_t dc_kern_cuda_malloc(void **dptr, size_t bytes)
+{
+    return dc_kern_cuda_ops()->malloc_(dptr, bytes);
+}
+
+void dc_kern_cuda_free(void *dptr)
+{
+    dc_kern_cuda_ops()->free_(dptr);
+}
+
+/* Bytes the callers of h2d / d2h moved, per thread (64 slots, claimed on a
+ * thread's first copy) and in all: what the engine's device paths put on
+ * PCIe (kernels' own small result copies are not counted). */
+typedef struct dc_kcu_slot {
+    _Atomic(pthread_t) th;
+    _Atomic int used;
+    _Atomic uint64_t h2d, d2h;
+} dc_kcu_slot_t;
+static dc_kcu_slot_t dc_kcu_slots[64];
+static _Atomic uint64_t dc_kcu_h2d, dc_kcu_d2h;
+static _Thread_local dc_kcu_slot_t *dc_kcu_mine;
+
+static dc_kcu_slot_t *dc_kcu_slot(void)
+{
+    if (dc_kcu_mine)
+        return dc_kcu_mine;
+    for (size_t i = 0; i < DC_ARRAY_SIZE(dc_kcu_slots); i++) {
+        int zero = 0;
+        if (atomic_compare_exchange_strong(&dc_kcu_slots[i].used, &zero, 1)) {
+            atomic_store(&dc_kcu_slots[i].th, pthread_self());
+            dc_kcu_mine = &dc_kcu_slots[i];
+            break;
+        }
+    }
+    return dc_kcu_mine;
+}
+
+static void dc_kcu_count(size_t bytes, int up)
+{
+    dc_kcu_slot_t *s = dc_kcu_slot();
+    atomic_fetch_add(up ? &dc_kcu_h2d : &dc_kcu_d2h, bytes);
+    if (s)
+        atomic_fetch_add(up ? &s->h2d : &s->d2h, bytes);
+}
+
+void dc_kern_cuda_pcie(uint64_t *h2d, uint64_t *d2h)
+{
+    *h2d = atomic_load(&dc_kcu_h2d);
+    *d2h = atomic_load(&dc_kcu_d2h);
+}
+
+int dc_kern_cuda_pcie_of(pthread_t th, uint64_t *h2d, uint64_t *d2h)
+{
+    for (size_t i = 0; i < DC_ARRAY_SIZE(dc_kcu_slots); i++)
+        if (atomic_load(&dc_kcu_slots[i].used) &&
+            pthread_equal(atomic_load(&dc_kcu_slots[i].th), th)) {
+            *h2d = atomic_load(&dc_kcu_slots[i].h2d);
+            *d2h = atomic_load(&dc_kcu_slots[i].d2h);
+            return 1;
+        }
+    *h2d = *d2h = 0;
+    return 0;
+}
+
+dc_status_t dc_kern_cuda_h2d(void *dst, const void *src, size_t bytes)
+{
+    dc_status_t st = dc_kern_cuda_ops()->h2d(dst, src, bytes);
+    if (st == DC_OK)
+        dc_kcu_count(bytes, 1);
+    return st;
+}
+
+dc_status_t dc_kern_cuda_d2h(void *dst, const void *src, size_t bytes)
+{
+    dc_status_t st = dc_kern_cuda_ops()->d2h(dst, src, bytes);
+    if (st == DC_OK)
+        dc_kcu_count(bytes, 0);
+    return st;
+}
+
+dc_status_t dc_kern_cuda_memset(void *dst, int byte, size_t bytes)
+{
+    return dc_kern_cuda_ops()->memset_(dst, byte, bytes);
+}
+
+dc_status_t dc_kern_cuda_sync(void *stream)
+{
+    return dc_kern_cuda_ops()->sync(stream);
+}
+
+dc_status_t dc_kern_cuda_count_changed(const void *a, const void *b, size_t n, unsigned w,
+                                       size_t *count, void *stream)
+{
+    return dc_kern_cuda_ops()->count_changed(a, b, n, w, count, stream);
+}
+
+dc_status_t dc_kern_cuda_diff(const void *a, const void *b, size_t n, unsigned w, uint32_t *pos,
+                              void *xorw, size_t cap, size_t *count, void *stream)
+{
+    return dc_kern_cuda_ops()->diff(a, b, n, w, pos, xorw, cap, count, stream);
+}
+
+dc_status_t dc_kern_cuda_gather(const void *b, unsigned w, const uint32_t *pos, size_t count,
+                                void *vals, void *stream)
+{
+    return dc_kern_cuda_ops()->gather(b, w, pos, count, vals, stream);
+}
+
+dc_status_t dc_kern_cuda_xor_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                     const void *xorw, size_t count, void *stream)
+{
+    return dc_kern_cuda_ops()->xor_scatter(dst, n, w, pos, xorw, count, stream);
+}
+
+dc_status_t dc_kern_cuda_put_scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
+                                     const void *vals, size_t count, void *stream)
+{
+    return dc_kern_cuda_ops()->put_scatter(dst, n, w, pos, vals, count, stream);
+}
+
+dc_status_t dc_kern_cuda_xor_dense(void *dst, const void *src, size_t bytes, void *stream)
+{
+    return dc_kern_cuda_ops()->xor_dense(dst, src, bytes, stream);
+}
+
+dc_status_t dc_kern_cuda_digest128(const void *buf, size_t len, dc_digest_t *out, void *stream)
+{
+    return dc_kern_cuda_ops()->digest128(buf, len, out, stream);
+}
+
+dc_status_t dc_kern_cuda_digest128_dev(const void *buf, size_t len, dc_digest_t *out, void *stream)
+{
+    return dc_kern_cuda_ops()->digest128_dev(buf, len, out, stream);
+}
+
+dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint32_t *out,
+                                void *stream)
+{
+    return dc_kern_cuda_ops()->crc32c(buf, len, crc, out, stream);
+}

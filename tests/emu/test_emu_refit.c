@@ -1,0 +1,291 @@
+/*
+ * test_emu_refit.c - a multi-node refit (real processes, loopback TCP) with
+ * receivers whose weights are CUDA device memory, on the emulated CUDA
+ * runtime (cuda_emu_rt.h: device memory is an arena host code must not
+ * touch).  Node 0 is this process's trainer (host memory, codec model
+ * order0), nodes 1 and 2 are device receivers on threads of this process,
+ * node 3 a receiver process on a file.  Node 1 stages every chunk through
+ * the host (today's path: the baseline), node 2 applies on the device
+ * (engine/devpath.c).  Per version the test prints the bytes each device
+ * receiver moved across the emulated PCIe and checks every receiver
+ * byte-exact; then a repair (node 2's device bytes damaged: the digest
+ * computed on the device catches it, an overwrite fixes it) and an abort
+ * (node 3 killed: the device receivers undo the version on the device and
+ * are back at the baseline, byte-exact).
+ */
+#include <criterion/criterion.h>
+
+#include "cuda_emu_rt.h"
+#include "engine/refit_util.h"
+
+#include "deltacast.h"
+#include "engine/devpath.h"
+#include "kernels/kern_cuda.h"
+#include "kernels/kern_cuda_ops.h"
+#include "kernels/safetensors.h"
+#include "topology/topo.h"
+
+#include <pthread.h>
+
+static job_t J;
+
+/* The figures, in the test log (cr_log_warn would make the run exit 1). */
+#define report(...) (fprintf(stderr, "emu_refit: " __VA_ARGS__), fputc('\n', stderr))
+
+/* DELTACAST_TEST_REAL_CUDA=1 (perf/gpu-check.sh): the same test on the
+ * GPU's runtime when one is usable; bytes are counted by the library's
+ * dc_kern_cuda_h2d / d2h either way. */
+static int g_real;
+static void setup(void)
+{
+    const char *r = getenv("DELTACAST_TEST_REAL_CUDA");
+    g_real = r && strcmp(r, "1") == 0 && dc_kern_cuda_available();
+    if (!g_real)
+        dc_emu_install();
+}
+TestSuite(emu_refit, .init = setup);
+
+/* The trainer's weights (host), each tensor in two pieces. */
+typedef struct trainer {
+    size_t nt, ns;
+    dc_refit_tensor_t *tens;
+    dc_refit_segment_t *segs;
+} trainer_t;
+
+static dc_st_file_t *open_version(int v)
+{
+    char p[256];
+    snprintf(p, sizeof(p), "%s/ver/v%d.safetensors", J.dir, v);
+    dc_st_file_t *f;
+    cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK, "%s", dc_last_error());
+    return f;
+}
+
+static const dc_st_tensor_t *tensor_named(const dc_st_file_t *f, const char *name)
+{
+    for (size_t i = 0; i < dc_st_count(f); i++)
+        if (strcmp(dc_st_tensor(f, i)->name, name) == 0)
+            return dc_st_tensor(f, i);
+    cr_assert_fail("no tensor '%s'", name);
+    return NULL;
+}
+
+static void trainer_load(trainer_t *tr, int v)
+{
+    dc_st_file_t *f = open_version(v);
+    if (!tr->segs) {
+        tr->nt = dc_st_count(f);
+        tr->tens = calloc(tr->nt, sizeof(*tr->tens));
+        tr->segs = calloc(2 * tr->nt, sizeof(*tr->segs));
+        for (size_t i = 0; i < tr->nt; i++) {
+            const dc_st_tensor_t *t = dc_st_tensor(f, i);
+            tr->tens[i] = (dc_refit_tensor_t){strdup(t->name), dc_dtype_name(t->dtype), t->nelems};
+            uint64_t len = t->end - t->begin, third = len / 3;
+            uint64_t parts[2][2] = {{0, third}, {third, len - third}};
+            for (int k = 0; k < 2; k++)
+                if (parts[k][1])
+                    tr->segs[tr->ns++] = (dc_refit_segment_t){tr->tens[i].name, parts[k][0],
+                                                              parts[k][1], malloc(parts[k][1])};
+        }
+    }
+    for (size_t k = 0; k < tr->ns; k++)
+        memcpy(tr->segs[k].ptr,
+               dc_st_data(f, tensor_named(f, tr->segs[k].tensor)) + tr->segs[k].offset,
+               tr->segs[k].length);
+    dc_st_close(f);
+}
+
+/* A device receiver: one arena segment per tensor, run on a thread. */
+typedef struct devrx {
+    dc_refit_node_opts_t cfg;
+    char sd[256];
+    dc_refit_segment_t *segs;
+    size_t ns;
+    int stage; /* the staging path (baseline) instead of the device apply */
+    pthread_t th;
+    dc_status_t st;
+    char why[512];
+    uint64_t h2d, d2h; /* at the last look */
+} devrx_t;
+
+static void *devrx_main(void *arg)
+{
+    devrx_t *r = arg;
+    dc_devpath_force_stage = r->stage;
+    r->st = dc_refit_node_run(&r->cfg);
+    snprintf(r->why, sizeof(r->why), "%s", dc_last_error());
+    return NULL;
+}
+
+static void devrx_start(devrx_t *r, const dc_refit_node_opts_t *base, const trainer_t *tr, int rank,
+                        int stage)
+{
+    memset(r, 0, sizeof(*r));
+    dc_st_file_t *f = open_version(0);
+    r->ns = tr->nt;
+    r->segs = calloc(r->ns, sizeof(*r->segs));
+    for (size_t i = 0; i < tr->nt; i++) {
+        const dc_st_tensor_t *t = tensor_named(f, tr->tens[i].name);
+        size_t len = t->end - t->begin;
+        void *d = NULL;
+        cr_assert_eq(dc_kern_cuda_malloc(&d, len), DC_OK, "%s", dc_last_error());
+        cr_assert(g_real || dc_emu_is_device(d));
+        cr_assert_eq(dc_kern_cuda_h2d(d, dc_st_data(f, t), len), DC_OK);
+        r->segs[i] = (dc_refit_segment_t){tr->tens[i].name, 0, len, d};
+    }
+    dc_st_close(f);
+    r->cfg = *base;
+    r->cfg.rank = (uint32_t)rank;
+    snprintf(r->sd, sizeof(r->sd), "%s/state/%d", J.dir, rank);
+    r->cfg.state_dir = r->sd;
+    r->cfg.memory = DC_REFIT_MEM_CUDA;
+    r->cfg.segments = r->segs;
+    r->cfg.n_segments = r->ns;
+    r->stage = stage;
+    cr_assert_eq(pthread_create(&r->th, NULL, devrx_main, r), 0);
+}
+
+/* Node r's device bytes are version v's, byte for byte. */
+static int devrx_exact(const devrx_t *r, int v)
+{
+    dc_st_file_t *f = open_version(v);
+    int ok = 1;
+    for (size_t i = 0; i < r->ns && ok; i++) {
+        const dc_st_tensor_t *t = tensor_named(f, r->segs[i].tensor);
+        uint8_t *back = malloc(r->segs[i].length);
+        cr_assert_eq(dc_kern_cuda_d2h(back, r->segs[i].ptr, r->segs[i].length), DC_OK);
+        ok = memcmp(back, dc_st_data(f, t), r->segs[i].length) == 0;
+        free(back);
+    }
+    dc_st_close(f);
+    return ok;
+}
+
+/* Bytes r's thread moved across the emulated PCIe since the last look. */
+static void devrx_delta(devrx_t *r, uint64_t *h2d, uint64_t *d2h)
+{
+    uint64_t a, b;
+    cr_assert(dc_kern_cuda_pcie_of(r->th, &a, &b) || (r->h2d == 0 && r->d2h == 0),
+              "no copies counted for the receiver's thread");
+    *h2d = a - r->h2d;
+    *d2h = b - r->d2h;
+    r->h2d = a;
+    r->d2h = b;
+}
+
+static uint64_t model_bytes(const devrx_t *r)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < r->ns; i++)
+        s += r->segs[i].length;
+    return s;
+}
+
+Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
+{
+    const char *params = getenv("DELTACAST_TEST_PARAMS"); /* gpu-check: larger */
+    job_init(&J, 1, 3, params && *params ? params : "1e5", 3, "optimizer");
+    report("%s CUDA runtime", g_real ? "the GPU's" : "the emulated");
+    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
+    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    /* order0: xor-sparse chunks (ctx chunks would be staged: no device
+     * decoder for them yet) */
+    setenv("DELTACAST_CODEC_MODEL", "order0", 1);
+    trainer_t tr;
+    memset(&tr, 0, sizeof(tr));
+    trainer_load(&tr, 0);
+    dc_topo_t *topo;
+    cr_assert_eq(dc_topo_synthetic_local(1, 3, (uint16_t)J.port, &topo), DC_OK);
+    char sd[256];
+    snprintf(sd, sizeof(sd), "%s/state/0", J.dir);
+    dc_refit_node_opts_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.size = sizeof(cfg);
+    cfg.topo = topo;
+    cfg.state_dir = sd;
+    cfg.tensors = tr.tens;
+    cfg.n_tensors = tr.nt;
+    cfg.chunk_size = 64 * 1024;
+    cfg.wait_ms = 20000;
+    cfg.abort_ms = 2000;
+    dc_refit_node_opts_t scfg = cfg;
+    scfg.segments = tr.segs;
+    scfg.n_segments = tr.ns;
+    dc_refit_sender_t *s = NULL;
+    cr_assert_eq(dc_refit_sender_open(&scfg, &s), DC_OK, "%s", dc_last_error());
+    devrx_t rx[2]; /* nodes 1 (staging) and 2 (device apply) */
+    devrx_start(&rx[0], &cfg, &tr, 1, 1);
+    devrx_start(&rx[1], &cfg, &tr, 2, 0);
+    job_start(&J, 3, NULL, NULL);
+    const uint64_t mb = model_bytes(&rx[0]);
+    uint64_t dev_total = 0, stage_total = 0;
+    for (int v = 1; v <= 2; v++) {
+        trainer_load(&tr, v);
+        if (v == 2) {
+            /* damage node 2's first chunk (arena bytes, through a copy): its
+             * XOR apply gives the wrong digest, an overwrite repairs it */
+            uint8_t junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+            cr_assert_eq(dc_kern_cuda_h2d(rx[1].segs[0].ptr, junk, sizeof(junk)), DC_OK);
+        }
+        dc_refit_version_stats_t vs = {.size = sizeof(vs)};
+        dc_status_t st = dc_refit_sender_push(s, NULL, 0, &vs);
+        if (st != DC_OK)
+            job_dump_logs(&J);
+        cr_assert_eq(st, DC_OK, "push v%d: %s", v, dc_last_error());
+        cr_assert(job_exact(&J, 3, v), "node 3 (file) is not v%d", v);
+        uint64_t h[2], d[2];
+        for (int i = 0; i < 2; i++)
+            devrx_delta(&rx[i], &h[i], &d[i]);
+        report("emu refit v%d: model %llu B, payload %llu B (all edges), repair %llu B; "
+               "bytes across PCIe: node 1 staging H2D %llu + D2H %llu = %llu; node 2 "
+               "device apply H2D %llu + D2H %llu = %llu (%.1f%% of staging)",
+               v, (unsigned long long)mb, (unsigned long long)vs.payload_bytes,
+               (unsigned long long)vs.repair_bytes, (unsigned long long)h[0],
+               (unsigned long long)d[0], (unsigned long long)(h[0] + d[0]),
+               (unsigned long long)h[1], (unsigned long long)d[1],
+               (unsigned long long)(h[1] + d[1]),
+               100.0 * (double)(h[1] + d[1]) / (double)(h[0] + d[0] ? h[0] + d[0] : 1));
+        cr_assert_gt(h[0] + d[0], 0, "node 1 moved nothing: not applied on its thread?");
+        cr_assert_gt(h[1], 0, "node 2 moved nothing to the device");
+        if (v == 2)
+            cr_assert_gt(vs.repair_bytes, 0, "node 2's damaged chunk was not repaired");
+        else
+            cr_assert_lt(h[1] + d[1], h[0] + d[0], "the device apply moved no less than staging");
+        dev_total += h[1] + d[1];
+        stage_total += h[0] + d[0];
+        for (int i = 0; i < 2; i++) {
+            /* the check's own copies are the test thread's, not the node's */
+            cr_assert(devrx_exact(&rx[i], v), "node %d (device) is not v%d", i + 1, v);
+        }
+    }
+    cr_assert_lt(dev_total, stage_total);
+    /* abort: node 3 gone, v3 is applied by the device receivers and undone
+     * there; they are back at v2 */
+    job_kill(&J, 3);
+    trainer_load(&tr, 3);
+    cr_assert_eq(dc_refit_sender_push(s, NULL, 0, NULL), DC_ERR_CANCELED, "%s", dc_last_error());
+    cr_assert_eq(dc_refit_sender_close(s), DC_ERR_CANCELED);
+    uint64_t h[2], d[2];
+    for (int i = 0; i < 2; i++) {
+        pthread_join(rx[i].th, NULL);
+        devrx_delta(&rx[i], &h[i], &d[i]);
+        report("emu refit v3 (aborted): node %d (%s) H2D %llu + D2H %llu; exit: %s", i + 1,
+               i == 0 ? "staging" : "device apply", (unsigned long long)h[i],
+               (unsigned long long)d[i], rx[i].st == DC_OK ? "ok" : rx[i].why);
+        cr_assert(devrx_exact(&rx[i], 2), "node %d (device) is not back at v2 after the abort",
+                  i + 1);
+    }
+    cr_assert_gt(h[1], 0, "node 2 applied nothing of v3 (the undo was not exercised)");
+    for (int i = 0; i < 2; i++) {
+        for (size_t k = 0; k < rx[i].ns; k++)
+            dc_kern_cuda_free(rx[i].segs[k].ptr);
+        free(rx[i].segs);
+    }
+    for (size_t k = 0; k < tr.ns; k++)
+        free(tr.segs[k].ptr);
+    for (size_t i = 0; i < tr.nt; i++)
+        free((char *)tr.tens[i].name);
+    free(tr.segs);
+    free(tr.tens);
+    dc_topo_free(topo);
+}
