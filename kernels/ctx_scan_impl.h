@@ -195,24 +195,28 @@ typedef struct {
     uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
 } dc_ctx_slab_t;
 
-static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last,
-                                       dc_ctx_slab_t *sl)
+/* (one pass over the blocks for every class: the classes' prefix counts are
+ * independent chains that overlap, where a pass per class waited on one;
+ * nt is a constant where the caller names it, DC_CTX_DEFAULT_CLASSES) */
+static inline __attribute__((always_inline)) void
+dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last, dc_ctx_slab_t *sl)
 {
-    for (size_t q = 0; q < nb; q++)
-        sl->cm[0][q] = ~ge[q * nt];
-    for (unsigned c = 1; c < nt; c++)
-        for (size_t q = 0; q < nb; q++)
-            sl->cm[c][q] = ge[q * nt + c - 1] & ~ge[q * nt + c];
-    for (size_t q = 0; q < nb; q++)
-        sl->cm[nt][q] = ge[q * nt + nt - 1];
-    for (unsigned c = 0; c <= nt; c++) {
-        sl->cm[c][nb - 1] &= last;
-        uint32_t r = 0;
-        for (size_t q = 0; q < nb; q++) {
-            sl->pre[c][q] = r;
-            r += (uint32_t)__builtin_popcountll(sl->cm[c][q]);
+    uint32_t r[DC_CTX_MAX_CLASSES] = {0};
+    for (size_t q = 0; q < nb; q++) {
+        const uint64_t *g = ge + q * nt;
+        /* level c: the elements that reach threshold c - 1 (level 0: all
+         * that exist); class c = level c less level c + 1 */
+        uint64_t lm = q + 1 == nb ? last : ~0ull;
+        for (unsigned c = 0; c <= nt; c++) {
+            uint64_t lo = c ? g[c - 1] : lm, hi = c < nt ? g[c] : 0;
+            uint64_t m = lo & ~hi & lm;
+            sl->cm[c][q] = m;
+            sl->pre[c][q] = r[c];
+            r[c] += (uint32_t)__builtin_popcountll(m);
         }
-        sl->pre[c][nb] = r;
+    }
+    for (unsigned c = 0; c <= nt; c++) {
+        sl->pre[c][nb] = r[c];
         /* past the slab's blocks up to the array's end: a search may
          * compare all DC_CTX_SLAB entries at once */
         for (size_t i = nb + 1; i < DC_CTX_SLAB + 1 + 16; i++)
@@ -261,7 +265,10 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
                 __builtin_prefetch(nx + q, 0, 3);
         }
         ge_masks(b + e0 * w, ne, w, thr, nt, ge);
-        dc_ctx_slab_classes(ge, nt, nb, last, &sl);
+        if (nt == DC_CTX_DEFAULT_NT)
+            dc_ctx_slab_classes(ge, DC_CTX_DEFAULT_NT, nb, last, &sl);
+        else
+            dc_ctx_slab_classes(ge, nt, nb, last, &sl);
         memset(chg, 0, nb * sizeof(chg[0]));
         for (unsigned c = 0; c <= nt; c++) {
             size_t pt = ptr[c], en = off[c + 1];
