@@ -62,6 +62,8 @@ extern unsigned dc_ctx_max_classes;
  * of the order-0 bound with 4, 0.720 with 8, 0.789 with 2) at half the
  * decoder's scan of 8. */
 #define DC_CTX_DEFAULT_CLASSES 4
+_Static_assert(DC_CTX_DEFAULT_NT == DC_CTX_DEFAULT_CLASSES - 1,
+               "ctx_scan.h's constant class pass names the default's thresholds");
 
 /** Scratch for chunks of up to max_bytes. */
 dc_status_t dc_ctx_create(size_t max_bytes, dc_ctx_t **out);

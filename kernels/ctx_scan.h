@@ -56,6 +56,11 @@ typedef struct dc_ctx_scan_ops {
                             void *bw, dc_ctx_slab_fn fn, void *arg, uint64_t *ge);
 } dc_ctx_scan_ops_t;
 
+/* The encoder's default threshold count (ctx.h DC_CTX_DEFAULT_CLASSES - 1,
+ * checked there), for which the merge's per-slab class pass is compiled
+ * with a constant count. */
+#define DC_CTX_DEFAULT_NT 3
+
 /* Blocks of 64 elements per ge_masks call inside rank and merge. */
 #define DC_CTX_SLAB 64
 

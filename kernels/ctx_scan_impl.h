@@ -144,6 +144,47 @@ static inline size_t dc_ctx_find_block(const uint32_t *pre, size_t q, uint32_t r
  * have a few changes per slab; at 8%, dozens. */
 #define DC_CTX_DEPOSIT_MIN 4
 
+/* The positions e0 + 64 q + i of the set bits i of chg[q] (q < nb <= 64),
+ * in order, into sp; returns how many.  Without a branch per block or per
+ * change (at 1% changed, about half the blocks hold one: a branch on it
+ * mispredicts a third of the time): the blocks that hold changes come as
+ * the set bits of one mask, and each one's first four positions are
+ * written whether they exist or not (sp has room for 4 past the last;
+ * only a block with more takes a loop).  */
+static inline __attribute__((always_inline)) size_t dc_ctx_positions(const uint64_t *chg,
+                                                                     size_t nb, uint32_t e0,
+                                                                     uint32_t *sp)
+{
+    uint64_t nz = 0;
+    for (size_t q = 0; q < nb; q++)
+        nz |= (uint64_t)(chg[q] != 0) << q;
+    size_t kk = 0;
+    while (nz) {
+        unsigned q = (unsigned)__builtin_ctzll(nz);
+        nz &= nz - 1;
+        uint64_t m = chg[q];
+        uint32_t b0 = e0 + 64 * q;
+        unsigned pc = (unsigned)__builtin_popcountll(m);
+        uint32_t *o = sp + kk;
+        /* (the top bit keeps ctz defined once m runs out: the writes past
+         * pc are scratch) */
+        o[0] = b0 + (unsigned)__builtin_ctzll(m | (1ull << 63));
+        m &= m - 1;
+        o[1] = b0 + (unsigned)__builtin_ctzll(m | (1ull << 63));
+        m &= m - 1;
+        o[2] = b0 + (unsigned)__builtin_ctzll(m | (1ull << 63));
+        m &= m - 1;
+        o[3] = b0 + (unsigned)__builtin_ctzll(m | (1ull << 63));
+        m &= m - 1;
+        for (unsigned i = 4; i < pc; i++) {
+            o[i] = b0 + (unsigned)__builtin_ctzll(m);
+            m &= m - 1;
+        }
+        kk += pc;
+    }
+    return kk;
+}
+
 /* One slab's classes: cm[c][q] the mask of class c in block q (the last
  * block valid up to `last`), pre[c][q] the class's elements in the slab
  * before block q (pre[c][nb]: in the slab). */
@@ -154,24 +195,28 @@ typedef struct {
     uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
 } dc_ctx_slab_t;
 
-static inline __attribute__((always_inline)) void dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last,
-                                       dc_ctx_slab_t *sl)
+/* (one pass over the blocks for every class: the classes' prefix counts are
+ * independent chains that overlap, where a pass per class waited on one;
+ * nt is a constant where the caller names it, DC_CTX_DEFAULT_CLASSES) */
+static inline __attribute__((always_inline)) void
+dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last, dc_ctx_slab_t *sl)
 {
-    for (size_t q = 0; q < nb; q++)
-        sl->cm[0][q] = ~ge[q * nt];
-    for (unsigned c = 1; c < nt; c++)
-        for (size_t q = 0; q < nb; q++)
-            sl->cm[c][q] = ge[q * nt + c - 1] & ~ge[q * nt + c];
-    for (size_t q = 0; q < nb; q++)
-        sl->cm[nt][q] = ge[q * nt + nt - 1];
-    for (unsigned c = 0; c <= nt; c++) {
-        sl->cm[c][nb - 1] &= last;
-        uint32_t r = 0;
-        for (size_t q = 0; q < nb; q++) {
-            sl->pre[c][q] = r;
-            r += (uint32_t)__builtin_popcountll(sl->cm[c][q]);
+    uint32_t r[DC_CTX_MAX_CLASSES] = {0};
+    for (size_t q = 0; q < nb; q++) {
+        const uint64_t *g = ge + q * nt;
+        /* level c: the elements that reach threshold c - 1 (level 0: all
+         * that exist); class c = level c less level c + 1 */
+        uint64_t lm = q + 1 == nb ? last : ~0ull;
+        for (unsigned c = 0; c <= nt; c++) {
+            uint64_t lo = c ? g[c - 1] : lm, hi = c < nt ? g[c] : 0;
+            uint64_t m = lo & ~hi & lm;
+            sl->cm[c][q] = m;
+            sl->pre[c][q] = r[c];
+            r[c] += (uint32_t)__builtin_popcountll(m);
         }
-        sl->pre[c][nb] = r;
+    }
+    for (unsigned c = 0; c <= nt; c++) {
+        sl->pre[c][nb] = r[c];
         /* past the slab's blocks up to the array's end: a search may
          * compare all DC_CTX_SLAB entries at once */
         for (size_t i = nb + 1; i < DC_CTX_SLAB + 1 + 16; i++)
@@ -203,6 +248,8 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
      * reads the word after the one a block's bits start in */
     uint64_t L[DC_CTX_SLAB + 2];
     dc_ctx_slab_t sl;
+    /* the slab's positions (dc_ctx_positions writes up to 4 past them) */
+    uint32_t sp[DC_CTX_SLAB * 64 + 4];
     size_t k = 0;
     const uint8_t *b = base;
     for (size_t e0 = 0; e0 < n; e0 += (size_t)DC_CTX_SLAB * 64) {
@@ -218,7 +265,10 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
                 __builtin_prefetch(nx + q, 0, 3);
         }
         ge_masks(b + e0 * w, ne, w, thr, nt, ge);
-        dc_ctx_slab_classes(ge, nt, nb, last, &sl);
+        if (nt == DC_CTX_DEFAULT_NT)
+            dc_ctx_slab_classes(ge, DC_CTX_DEFAULT_NT, nb, last, &sl);
+        else
+            dc_ctx_slab_classes(ge, nt, nb, last, &sl);
         memset(chg, 0, nb * sizeof(chg[0]));
         for (unsigned c = 0; c <= nt; c++) {
             size_t pt = ptr[c], en = off[c + 1];
@@ -260,13 +310,8 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
             }
         }
         size_t k0 = k;
-        for (size_t q = 0; q < nb; q++) {
-            uint64_t m = chg[q];
-            while (m) {
-                pos[k++] = (uint32_t)(e0 + q * 64 + (unsigned)__builtin_ctzll(m));
-                m &= m - 1;
-            }
-        }
+        k += dc_ctx_positions(chg, nb, (uint32_t)e0, sp);
+        memcpy(pos + k0, sp, (k - k0) * sizeof(pos[0]));
         if (bw) {
             uint8_t *ob = bw;
             for (size_t i = k0; i < k; i++)
