@@ -246,10 +246,14 @@ void dc_peer_fail(dc_node_t *n, dc_peer_t *p, dc_status_t st, const char *what)
     else if (n->bye && p->node != UINT32_MAX)
         DC_LOG_INFO("node %u: parent %u closed after BYE (%s)", n->me, p->node,
                     dc_last_error());
+    else if (p->node != UINT32_MAX && st == DC_ERR_CANCELED)
+        /* the peer ended the session this side tried to resume: the node
+         * attaches afresh (a failure to do so is reported there) */
+        DC_LOG_INFO("node %u: connection to node %u %s: %s", n->me, p->node, what,
+                    dc_last_error());
     else if (p->node != UINT32_MAX)
         DC_LOG_WARN("node %u: connection to node %u %s: %s", n->me, p->node, what,
                     dc_last_error());
-    (void)st;
 }
 
 /* Hand one received message to the node (consumes the reference). */

@@ -161,7 +161,9 @@ dc_status_t dc_tcp_fail(dc_tcp_conn_t *c, dc_status_t st, const char *why)
         c->err = st;
         snprintf(c->errmsg, sizeof(c->errmsg), "tcp: connection %s %s: %s",
                  c->is_server ? "from" : "to", c->peer, why);
-        if (c->peer_bye)
+        /* closed after the peer's BYE, or a resume the peer no longer
+         * knows (it ended the session: the node attaches afresh): benign */
+        if (c->peer_bye || st == DC_ERR_CANCELED)
             DC_LOG_INFO("%s", c->errmsg);
         else
             DC_LOG_WARN("%s", c->errmsg);

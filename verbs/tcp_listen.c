@@ -325,7 +325,12 @@ dc_status_t dc_tcp_listener_progress(dc_tcp_listener_t *l)
             i++;
             continue;
         }
-        if (st != DC_OK) {
+        if (st == DC_ERR_CANCELED) {
+            /* a resume of a session this side already ended (a peer
+             * re-dialing after BYE, or after its session was dropped): it
+             * is told so and attaches afresh; benign, not a warning */
+            DC_LOG_INFO("tcp: refused a resume: %s", dc_last_error());
+        } else if (st != DC_OK) {
             if (now >= l->hs_lines_at) {
                 l->hs_lines_at = now + 1.0;
                 l->hs_lines = 0;
