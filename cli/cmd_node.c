@@ -284,8 +284,9 @@ static void dc_node_report_total(const dc_node_report_t *r, dc_status_t st)
         char pb[32], db[32];
         dc_fmt_bytes(r->payload, pb, sizeof(pb));
         dc_fmt_bytes(r->dense, db, sizeof(db));
-        printf("total: %llu versions%s, %s of %s (%.1fx) in %.3f s\n",
-               (unsigned long long)r->versions, st == DC_OK ? "" : " (then failed)", pb, db,
+        printf("total: %llu version%s%s, %s of %s (%.1fx) in %.3f s\n",
+               (unsigned long long)r->versions, r->versions == 1 ? "" : "s",
+               st == DC_OK ? "" : " (then failed)", pb, db,
                ratio, r->seconds);
     }
     fflush(stdout);

@@ -61,6 +61,25 @@ void dc_ucx_fail(dc_ucx_conn_t *c, dc_status_t st, const char *fmt, ...)
 
 /* The endpoint broke: an established connection is recovered (re-dial or
  * re-attach, then resume); anything else fails. */
+/* A client's first dial that found no listener (the peer's process has not
+ * bound it yet: nodes of a job start in any order) is dialed again, same
+ * session and epoch, until the connect deadline, as tcp re-dials a refused
+ * connect; only then does the connection fail.  Whether `c` was taken so. */
+static int dc_ucx_first_dial_refused(dc_ucx_conn_t *c, const char *what, ucs_status_t status)
+{
+    if (!c->is_client || c->reconnecting || c->state != DC_UCX_C_WAIT_CHALLENGE ||
+        (status != UCS_ERR_NOT_CONNECTED && status != UCS_ERR_CONNECTION_RESET &&
+         status != UCS_ERR_UNREACHABLE) ||
+        dc_now_s() >= c->deadline)
+        return 0;
+    DC_LOG_DEBUG("ucx %s: %s (%s) before the handshake: no listener yet? dialing again",
+                 c->peer, what, ucs_status_string(status));
+    c->first_redial = 1;
+    c->state = DC_UCX_BROKEN;
+    c->next_dial = dc_now_s() + 0.1;
+    return 1;
+}
+
 void dc_ucx_break(dc_ucx_conn_t *c, const char *what, ucs_status_t status)
 {
     if (c->state == DC_UCX_ESTABLISHED) {
@@ -73,11 +92,13 @@ void dc_ucx_break(dc_ucx_conn_t *c, const char *what, ucs_status_t status)
     }
     if (c->state == DC_UCX_BROKEN)
         return;
-    if (c->reconnecting && c->state != DC_UCX_FAILED) {
+    if ((c->reconnecting || c->first_redial) && c->state != DC_UCX_FAILED) {
         c->state = DC_UCX_BROKEN; /* the re-dial failed: try again until the deadline */
         c->next_dial = dc_now_s() + 0.1;
         return;
     }
+    if (dc_ucx_first_dial_refused(c, what, status))
+        return;
     dc_ucx_fail(c, DC_ERR_RESET, "%s: %s", what, ucs_status_string(status));
 }
 
@@ -202,6 +223,7 @@ static ucs_status_t dc_ucx_am_auth_cb(void *arg, const void *header, size_t head
         if (type != DC_UCX_AUTH_OK || length != 5)
             break;
         c->state = DC_UCX_ESTABLISHED;
+        c->first_redial = 0;
         if (c->reconnecting) {
             c->reconnecting = 0;
             c->resend_pending = 1;
@@ -234,6 +256,8 @@ static void dc_ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
                                      "address in use, on both sides)",
                     ucs_status_string(status),
                     getenv("UCX_NET_DEVICES") ? "UCX_NET_DEVICES is set" : "several interfaces?");
+    else if (dc_ucx_first_dial_refused(c, "connection refused", status))
+        ;
     else if (c->state == DC_UCX_S_WAIT_PROOF)
         dc_ucx_fail(c, DC_ERR_AUTH, "peer left during authentication: it rejected our proof "
                                     "(different job secret?) (%s)",
@@ -502,7 +526,10 @@ void dc_ucx_conn_progress(dc_ucx_conn_t *c)
             dc_ucx_drop_ep(c, 1);
         if (dc_now_s() > c->deadline)
             dc_ucx_fail(c, DC_ERR_RESET,
-                        c->is_client ? "connection lost and not re-established within %u ms"
+                        c->first_redial
+                            ? "no ucx listener answered within %u ms (is the peer running, "
+                              "with transport ucx?)"
+                        : c->is_client ? "connection lost and not re-established within %u ms"
                                      : "connection lost and the peer did not re-attach within "
                                        "%u ms",
                         c->timeout_ms);
@@ -929,6 +956,13 @@ static void dc_ucx_redial(dc_ucx_conn_t *c)
     }
     if (dc_ucx_dial(c) != UCS_OK)
         return; /* try again at next_dial */
+    if (c->first_redial) { /* the server never saw the session: a first dial again */
+        c->state = DC_UCX_C_WAIT_CHALLENGE;
+        dc_ucx_queue_hello(c);
+        DC_LOG_DEBUG("ucx %s: dialing again (session %016llx)", c->peer,
+                     (unsigned long long)c->sess.id);
+        return;
+    }
     c->sess.epoch++;
     c->reconnecting = 1;
     c->state = DC_UCX_C_WAIT_CHALLENGE;

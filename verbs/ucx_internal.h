@@ -184,6 +184,7 @@ struct dc_ucx_conn {
     struct sockaddr_storage raddr; /* client: where to re-dial */
     socklen_t raddr_len;
     int reconnecting;   /* client: re-dial handshake in progress */
+    int first_redial;   /* client: the first dial was refused (no listener yet): dial again, same epoch */
     int resend_pending; /* re-send the un-ACKed window after a resume */
     double next_dial;
     dc_ucx_epref_t *epref;
