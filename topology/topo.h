@@ -57,6 +57,8 @@ struct dc_topo {
     uint32_t n_shards;
     double wan_lat_s;  /* default one-way latency between regions */
     char *source;      /* file name or "synthetic" */
+    int port0_ok;      /* addresses with port 0 pass (a rendezvous fills them:
+                          dc_topo_fill_port0) */
 };
 
 /* Building (topo.c).  All return DC_ERR_NOMEM on allocation failure. */
@@ -76,6 +78,17 @@ double dc_topo_wan_latency(const dc_topo_t *t, uint32_t a, uint32_t b);
 dc_status_t dc_topo_finish(dc_topo_t *t);
 
 char *dc_topo_strdup(const char *s);
+
+/* A topology file whose nodes may have port 0 in their address ("HOST:0":
+ * each binds a free port, published with --rendezvous): dc_topo_load
+ * with DC_TOPO_LOAD_PORT0 lets them pass; dc_topo_fill_port0 then sets
+ * the address of every such node to addrs[i] (its rendezvous entry, one
+ * per node) and checks the addresses again (fixed ports, no two alike). */
+enum { DC_TOPO_LOAD_PORT0 = 1 };
+dc_status_t dc_topo_load_flags(const char *path, uint32_t flags, dc_topo_t **out);
+/* 1 when node i's address is HOST:0. */
+int dc_topo_node_port0(const dc_topo_t *t, uint32_t i);
+dc_status_t dc_topo_fill_port0(dc_topo_t *t, char *const *addrs);
 
 /* Where each task of a launched job runs (slurm.c): the expanded host list,
  * and per task (rank) its host's index, its rank among the tasks on that
