@@ -130,6 +130,14 @@ dc_status_t dc_rendezvous_publish(const char *dir, const char *key, uint32_t ran
 dc_status_t dc_rendezvous_wait(const char *dir, const char *key, uint32_t n, uint32_t timeout_ms,
                                char ***addrs);
 void dc_rendezvous_free(char **addrs, uint32_t n);
+/* One rank's file, n bytes of data (hostile: any bytes), named `path` in
+ * errors: 1 and *addr (malloc'd) when it is "deltacast-rendezvous 1 KEY
+ * HOST:PORT\n" with this key, fewer than 512 bytes, a port 1..65535 and
+ * host characters; 0 and *stale when it is another job's key; -1 and
+ * dc_error (DC_ERR_FORMAT naming path) otherwise.  Fuzzed by
+ * tests/fuzz/fuzz_rendezvous.c. */
+int dc_rendezvous_parse(const char *data, size_t n, const char *path, const char *key,
+                        char **addr, bool *stale);
 
 /* Parse "30ms", "5us", "0.1s", "2e-3" (seconds). */
 dc_status_t dc_parse_duration(const char *s, double *out);
