@@ -12,8 +12,11 @@
  * reason (coord.c).  The receiver then waits for the root's BYE (or its
  * link closing) and returns its own error: the process exits non-zero.
  *
- * Bounded: it keeps dialling for abort_ms (the root may not listen yet),
- * as a receiver keeps dialling a lost sender.
+ * Bounded: it keeps dialling for timeout_ms (config; the root may not
+ * listen yet), then gives up and returns its error all the same.  An
+ * embedded receiver (the library's dc_refit_receiver_open, which returns
+ * only once the node serves or failed) tries for 1 s at most, so that
+ * open() fails promptly.
  */
 #include "engine/node_internal.h"
 
@@ -47,9 +50,12 @@ void dc_early_fail(dc_node_t *n)
     b->len = len;
     n->rx.early = b;
     n->finished = 0;
+    uint32_t tell_ms = n->timeout_ms;
+    if (n->cfg->sink && tell_ms > 1000)
+        tell_ms = 1000;
     DC_LOG_INFO("node %u: could not start; telling the root why (for up to %u ms)", n->me,
-                n->abort_ms);
-    uint64_t t0 = dc_now_ns(), dl = t0 + (uint64_t)n->abort_ms * 1000000ull;
+                tell_ms);
+    uint64_t t0 = dc_now_ns(), dl = t0 + (uint64_t)tell_ms * 1000000ull;
     while (!n->finished && !dc_early_answered(n) && dc_now_ns() < dl)
         dc_node_step(n, 20);
     /* what is still queued to the parent goes out before the links close */
@@ -59,7 +65,7 @@ void dc_early_fail(dc_node_t *n)
         dc_node_step(n, 5);
     if (!n->rx.fail_sent)
         DC_LOG_WARN("node %u: could not reach a parent within %u ms to say why it stops",
-                    n->me, n->abort_ms);
+                    n->me, tell_ms);
     else
         DC_LOG_INFO("node %u: the root %s its reason after %.2f s", n->me,
                     n->rx.fail_heard ? "took" : "was sent", (double)(dc_now_ns() - t0) / 1e9);
