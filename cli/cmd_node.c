@@ -3,6 +3,7 @@
 #include "cli/node_launch.h"
 #include "engine/node.h"
 #include "kernels/safetensors.h"
+#include "topology/topo.h"
 #include "util/dc_util.h"
 #include "verbs/auth.h"
 
@@ -54,7 +55,9 @@ static void dc_node_help(FILE *fp)
             "  --rendezvous DIR         with --port 0: a directory every rank reads (a\n"
             "                           shared filesystem across hosts); node r writes\n"
             "                           DIR/rank-r, then every node waits (--wait-ms) for\n"
-            "                           all; use a fresh DIR per job without Slurm or MPI\n"
+            "                           all; use a fresh DIR per job without Slurm or MPI.\n"
+            "                           With --topology: nodes whose addr is HOST:0 bind\n"
+            "                           a free port and publish it the same way\n"
             "  --world-size N           tasks, when no launcher says (--nodelist)\n"
             "  --rank N                 this process's node index (the launcher's\n"
             "                           variables are then ignored)\n"
@@ -501,13 +504,16 @@ int dc_cmd_node(int argc, char **argv)
     if (!!topo_path + !!local + lo.slurm + !!lo.nodelist != 1)
         return dc_cli_usage_error("node", "give exactly one of --topology, --local, --slurm and "
                                           "--nodelist");
-    if (!launched && (lo.region_map || lo.senders || lo.port >= 0 || lo.rendezvous || lo.world))
-        return dc_cli_usage_error("node", "--region-map, --senders, --port, --rendezvous and "
-                                          "--world-size go with --slurm or --nodelist");
+    if (!launched && (lo.region_map || lo.senders || lo.port >= 0 || lo.world))
+        return dc_cli_usage_error("node", "--region-map, --senders, --port and --world-size go "
+                                          "with --slurm or --nodelist");
+    if (!launched && !topo_path && lo.rendezvous)
+        return dc_cli_usage_error("node", "--rendezvous goes with --topology (nodes with port 0 "
+                                          "in their address) or --slurm/--nodelist --port 0");
     if (lo.port == 0 && !lo.rendezvous)
         return dc_cli_usage_error("node", "--port 0 needs --rendezvous DIR: the nodes publish "
                                           "the ports they bound there");
-    if (lo.rendezvous && lo.port != 0)
+    if (launched && lo.rendezvous && lo.port != 0)
         return dc_cli_usage_error("node", "--rendezvous goes with --port 0");
     if (secret_file) {
         dc_status_t sst = dc_config_set("secret_file", secret_file);
@@ -552,6 +558,17 @@ int dc_cmd_node(int argc, char **argv)
         lo.transport = cfg.transport;
         st = dc_node_launch_topo(&lo, &li, &rank, &topo, hold);
         snprintf(what, sizeof(what), "the topology of %s", lo.slurm ? "--slurm" : "--nodelist");
+    } else if (topo_path && lo.rendezvous) {
+        /* nodes with port 0 in the file bind a free one and publish it */
+        lo.wait_ms = cfg.wait_ms;
+        lo.transport = cfg.transport;
+        st = dc_topo_load_flags(topo_path, DC_TOPO_LOAD_PORT0, &topo);
+        if (st == DC_OK && cfg.rank >= dc_topo_node_count(topo))
+            st = dc_error(DC_ERR_INVALID, "the topology %s has nodes 0..%u: no node %u",
+                          topo_path, dc_topo_node_count(topo) - 1, cfg.rank);
+        if (st == DC_OK)
+            st = dc_node_launch_rendezvous(&lo, cfg.rank, topo, hold);
+        snprintf(what, sizeof(what), "the topology %s", topo_path);
     } else if (topo_path) {
         st = dc_topo_load(topo_path, &topo);
         snprintf(what, sizeof(what), "the topology %s", topo_path);

@@ -178,6 +178,56 @@ out:
     return st;
 }
 
+dc_status_t dc_node_launch_rendezvous(const dc_node_launch_t *o, uint32_t rank, dc_topo_t *topo,
+                                      int hold[2])
+{
+    hold[0] = hold[1] = -1;
+    uint32_t n = dc_topo_node_count(topo);
+    dc_topo_node_info_t ni;
+    memset(&ni, 0, sizeof(ni));
+    ni.size = sizeof(ni);
+    dc_status_t st = dc_topo_node(topo, rank, &ni);
+    if (st != DC_OK)
+        return st;
+    if (!ni.addr || !*ni.addr)
+        return dc_error(DC_ERR_INVALID, "rendezvous: node %u ('%s') has no address in the "
+                        "topology", rank, ni.name ? ni.name : "?");
+    char addr[300], key[128];
+    if (dc_topo_node_port0(topo, rank)) {
+        /* "HOST:0" or "[V6]:0": the host, then a free port on it */
+        char host[256];
+        size_t hl = strlen(ni.addr) - 2;
+        if (hl >= sizeof(host))
+            return dc_error(DC_ERR_INVALID, "rendezvous: node %u: address '%s' too long", rank,
+                            ni.addr);
+        memcpy(host, ni.addr, hl);
+        host[hl] = 0;
+        if (host[0] == '[' && hl >= 2 && host[hl - 1] == ']') {
+            memmove(host, host + 1, hl - 2);
+            host[hl - 2] = 0;
+        }
+        unsigned port = 0;
+        if ((st = reserve_port(host, o->transport, hold, &port)) != DC_OK)
+            return st;
+        snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+    } else {
+        snprintf(addr, sizeof(addr), "%s", ni.addr);
+    }
+    char **addrs = NULL;
+    dc_rendezvous_key(key, sizeof(key));
+    if ((st = dc_rendezvous_publish(o->rendezvous, key, rank, addr)) == DC_OK) {
+        DC_LOG_INFO("rank %u: listening on %s, published in %s/rank-%u", rank, addr,
+                    o->rendezvous, rank);
+        st = dc_rendezvous_wait(o->rendezvous, key, n, o->wait_ms ? o->wait_ms : 60000, &addrs);
+    }
+    if (st == DC_OK)
+        st = dc_topo_fill_port0(topo, addrs);
+    dc_rendezvous_free(addrs, n);
+    if (st != DC_OK)
+        dc_node_launch_release(hold);
+    return st;
+}
+
 void dc_node_launch_release(int hold[2])
 {
     for (int i = 0; i < 2; i++)

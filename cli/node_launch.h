@@ -27,6 +27,14 @@ dc_status_t dc_node_launch_topo(const dc_node_launch_t *o, const dc_launch_info_
                                 int64_t *rank, dc_topo_t **out, int hold[2]);
 
 /* Close the sockets dc_node_launch_topo() left in hold[]. */
+/* --topology FILE --rendezvous DIR: node `rank` of topo (loaded with
+ * DC_TOPO_LOAD_PORT0) publishes its address, with a free port bound (held
+ * in hold[], as dc_node_launch_topo) when the file gives it port 0; every
+ * node waits (o->wait_ms, 0: 60 s) for all, and each port-0 address of
+ * topo becomes its node's published one (dc_topo_fill_port0). */
+dc_status_t dc_node_launch_rendezvous(const dc_node_launch_t *o, uint32_t rank, dc_topo_t *topo,
+                                      int hold[2]);
+
 void dc_node_launch_release(int hold[2]);
 
 /* The launcher's world size and the rank against a topology's nodes. */

@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A relay keeps the last STATE of every node below it, to re-announce the
- * subtree when it re-attaches to a new parent. */
+/* A relay keeps the last STATE (a HELLO, kept as STATE) or FAIL of every
+ * node below it, to re-announce the subtree when it attaches or re-attaches
+ * to a parent: a FAIL of a child that could not start (early.c) may come
+ * before this relay has its own upward link. */
 void dc_attach_remember(dc_node_t *n, uint32_t node, dc_nbuf_t *b)
 {
     if (node >= n->nnodes)
@@ -26,7 +28,8 @@ void dc_attach_remember(dc_node_t *n, uint32_t node, dc_nbuf_t *b)
     dc_nbuf_t *c = dc_nbuf_copy(n, b->data, b->len);
     if (!c)
         return;
-    c->data[4] = DC_MSG_STATE;
+    if (c->data[4] != DC_MSG_FAIL)
+        c->data[4] = DC_MSG_STATE;
     dc_nbuf_unref(n, n->net.known[node]);
     n->net.known[node] = c;
 }
@@ -364,6 +367,12 @@ void dc_attach_links(dc_node_t *n)
             dc_peer_send(n, up, b);
             dc_nbuf_unref(n, b);
         }
+    } else if (n->rx.early) {
+        /* it could not start (early.c): its FAIL in place of the HELLO */
+        dc_peer_send(n, up, n->rx.early);
+        n->rx.fail_sent = 1;
+        DC_LOG_INFO("node %u: told node %u why it stops", n->me, uid);
+        return;
     } else {
         dc_nbuf_t *h = dc_rx_hello(n);
         if (h) {
@@ -372,7 +381,8 @@ void dc_attach_links(dc_node_t *n)
         }
     }
     for (uint32_t i = 0; i < n->nnodes; i++) /* re-announce the subtree */
-        if (n->net.known[i] && n->net.route[i] && !n->net.route[i]->dead)
+        if (n->net.known[i] && ((n->net.route[i] && !n->net.route[i]->dead) ||
+                                n->net.known[i]->data[4] == DC_MSG_FAIL))
             dc_peer_send(n, up, n->net.known[i]);
     DC_LOG_INFO("node %u: upward traffic through node %u", n->me, uid);
 }

@@ -368,9 +368,12 @@ static void dc_coord_fail(dc_node_t *n, const dc_msg_t *m)
     dc_fail_text(&f, text, sizeof(text));
     if (f.code == DC_FAIL_LAYOUT && n->layout)
         dc_coord_layout_diff(n, &f, detail, sizeof(detail));
-    DC_LOG_ERROR("coordinator: %s cannot take version %llu (%s)%s%s: %s", who,
-                 (unsigned long long)f.version, dc_fail_code_name(f.code),
-                 detail[0] ? ": " : "", detail, text);
+    if (f.code == DC_FAIL_START)
+        DC_LOG_ERROR("coordinator: %s could not start: %s", who, text);
+    else
+        DC_LOG_ERROR("coordinator: %s cannot take version %llu (%s)%s%s: %s", who,
+                     (unsigned long long)f.version, dc_fail_code_name(f.code),
+                     detail[0] ? ": " : "", detail, text);
     if (n->coord.fail_node != UINT32_MAX)
         return;
     n->coord.fail_node = f.node;
@@ -677,9 +680,10 @@ static dc_status_t dc_coord_write_stats(dc_node_t *n, json_t *versions)
     return DC_OK;
 }
 
+/* every receiver joined, or one said it could not start (early.c) */
 static int dc_coord_pred_joined(dc_node_t *n)
 {
-    return dc_coord_all_joined(n);
+    return dc_coord_all_joined(n) || n->coord.fail_node != UINT32_MAX;
 }
 
 static int dc_coord_pred_done(dc_node_t *n)
@@ -1058,7 +1062,13 @@ dc_status_t dc_coord_run(dc_node_t *n)
     json_t *versions = json_array();
     /* wait for every receiver */
     uint64_t wait_ms = n->cfg->wait_ms ? n->cfg->wait_ms : 60000;
-    if (!dc_node_run_until(n, dc_coord_pred_joined, dc_now_ns() + wait_ms * 1000000ull)) {
+    dc_node_run_until(n, dc_coord_pred_joined, dc_now_ns() + wait_ms * 1000000ull);
+    if (n->coord.fail_node != UINT32_MAX) {
+        /* a receiver said why it cannot join: no waiting out wait_ms */
+        st = dc_error(n->coord.fail_st, "root: %s", n->coord.fail_why);
+        goto out;
+    }
+    if (n->finished || !dc_coord_all_joined(n)) {
         /* name them (the first few, with their addresses): their own logs
          * say why */
         uint32_t missing = 0;

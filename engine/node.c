@@ -120,10 +120,14 @@ void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
                     dc_last_error());
         return;
     }
-    if (n->rx.fail_sent) {
-        /* this node stopped (dc_rx_fail): it only waits for the root to
-         * show its FAIL arrived */
-        if (from->is_parent && (m.type == DC_MSG_ABORT || m.type == DC_MSG_BYE))
+    if (n->rx.fail_sent || n->rx.early) {
+        /* this node stopped (dc_rx_fail) or could not start (early.c): it
+         * only sends its FAIL (once its parents took its SUB) and waits for
+         * the root to show it arrived */
+        if (from->is_parent && m.type == DC_MSG_SUBOK)
+            from->sub_acked = m.chunk;
+        else if (n->rx.fail_sent && from->is_parent &&
+                 (m.type == DC_MSG_ABORT || m.type == DC_MSG_BYE))
             n->rx.fail_heard = 1;
         return;
     }
@@ -304,7 +308,7 @@ void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b)
     if (m.node < n->nnodes && m.node != n->me && m.node != 0)
         n->net.route[m.node] = from;
     if (!n->is_root) {
-        if (m.type == DC_MSG_STATE && m.node < n->nnodes)
+        if ((m.type == DC_MSG_STATE || m.type == DC_MSG_FAIL) && m.node < n->nnodes)
             dc_attach_remember(n, m.node, b);
         if (m.type == DC_MSG_ACK || m.type == DC_MSG_NEED || m.type == DC_MSG_STATE ||
             m.type == DC_MSG_DONE || m.type == DC_MSG_SENT || m.type == DC_MSG_FAIL)
@@ -551,10 +555,16 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
                       "topology, with its tensors and the committed version's segments", n->me);
         goto out;
     }
-    /* and its parents: `--state st/%r` on a fresh machine */
+    /* and its parents: `--state st/%r` on a fresh machine.  A receiver
+     * that cannot create it tells the root once it can dial (early.c). */
+    dc_status_t early = DC_OK;
+    char early_why[DC_FAIL_TEXT_MAX + 1] = "";
     if ((st = dc_mkdirs(cfg->state_dir)) != DC_OK) {
         dc_error_prefix("node %u: state directory", n->me);
-        goto out;
+        if (n->is_sender)
+            goto out;
+        early = st;
+        snprintf(early_why, sizeof(early_why), "%s", dc_last_error());
     }
     if ((st = dc_node_chunk_size(cfg->chunk_size, &n->chunk_size)) != DC_OK)
         goto out;
@@ -622,8 +632,15 @@ dc_status_t dc_node_run(const dc_node_cfg_t *cfg)
         st = dc_coord_run(n);
     } else if (n->is_sender) {
         st = dc_sender_run(n);
+    } else if (early != DC_OK) {
+        st = dc_error(early, "%s", early_why);
+        dc_early_fail(n);
     } else {
+        /* a receiver that fails before it serves (its weights file
+         * missing, too small, on a full disk) says why to the root */
         st = dc_rx_run(n);
+        if (st != DC_OK && !n->rx.serving && dc_last_status() != DC_ERR_NOMEM)
+            dc_early_fail(n);
     }
 
 out:

@@ -181,6 +181,9 @@ typedef struct dc_node_rx {
     int fail_sent;          /* a FAIL went up: the node stops once the root's
                                ABORT or BYE shows it arrived (fail_heard) */
     int fail_heard;
+    int serving;            /* dc_rx_run reached its loop */
+    dc_nbuf_t *early;       /* it failed before joining (early.c): this FAIL
+                               goes up in place of its HELLO */
     struct {
         int active;
         uint64_t v, b;
@@ -462,6 +465,8 @@ void dc_rx_bye(dc_node_t *n, uint64_t v, dc_digest_t ckpt);
 dc_nbuf_t *dc_rx_hello(dc_node_t *n);
 dc_status_t dc_rx_run(dc_node_t *n);
 void dc_rx_free(dc_node_t *n);
+/* early.c */
+void dc_early_fail(dc_node_t *n);
 
 /* ------------------------------------------------------------------------ */
 /* coord.c: node 0                                                          */

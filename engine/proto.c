@@ -463,6 +463,7 @@ const char *dc_fail_code_name(uint32_t code)
     case DC_FAIL_IO: return "I/O failure";
     case DC_FAIL_MEMORY: return "memory failure";
     case DC_FAIL_VERSION: return "cannot take the version";
+    case DC_FAIL_START: return "could not start";
     default: return "unknown failure";
     }
 }

@@ -83,7 +83,10 @@
  *             n entries (DC_FAIL_ENTRY: XXH3-64 of the name 8, element
  *             count 8, dtype 4) of its first tensors (n <= DC_FAIL_MAX_TENSORS;
  *             0 unless the layout differs) for the root to name the first
- *             tensor that differs.
+ *             tensor that differs.  A receiver that could not start
+ *             (DC_FAIL_START: weights file, state directory) sends it on
+ *             the link it dialled to attach, in place of its HELLO
+ *             (version 0, no entries): the root stops waiting for it.
  *
  * Every field of a received message is hostile: dc_msg_parse() checks the
  * magic, type, body length against the message length, and each body
@@ -305,7 +308,9 @@ enum {
     DC_FAIL_IO = 2,      /* its journal, record or weights file failed (a full disk) */
     DC_FAIL_MEMORY = 3,  /* its weights' memory failed (a CUDA error) */
     DC_FAIL_VERSION = 4, /* it cannot take this version or baseline */
-    DC_FAIL_MAX = 4,
+    DC_FAIL_START = 5,   /* it could not start (weights file, state directory): sent
+                            before it joins, version 0, no entries (engine/early.c) */
+    DC_FAIL_MAX = 5,
 };
 #define DC_FAIL_TEXT_MAX 1024u
 #define DC_FAIL_MAX_TENSORS 65536u

@@ -1016,6 +1016,7 @@ dc_status_t dc_rx_run(dc_node_t *n)
     }
     dc_rx_event(n, DC_NODE_EV_READY, n->rx.cold ? DC_NODE_EVF_COLD : 0, n->committed, 0,
                 n->committed_ckpt, "serving");
+    n->rx.serving = 1;
     dc_node_serve(n, 20, cfg->sink ? dc_rx_each : NULL);
     return n->finished ? n->result : DC_OK;
 }

@@ -102,38 +102,19 @@ dc_status_t dc_rendezvous_publish(const char *dir, const char *key, uint32_t ran
     return DC_OK;
 }
 
-/* 1: *addr read; 0: absent or another job's (*stale set); <0: error. */
-static int read_one(const char *dir, const char *key, uint32_t rank, char **addr, bool *stale)
+int dc_rendezvous_parse(const char *data, size_t n, const char *path, const char *key,
+                        char **addr, bool *stale)
 {
-    char path[4096], buf[DC_RDV_MAX + 1];
-    snprintf(path, sizeof(path), "%s/rank-%u", dir, rank);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        dc_error_errno(DC_ERR_IO, errno, "rendezvous: cannot open %s", path);
-        return -1;
-    }
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + n, sizeof(buf) - 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        if (n == sizeof(buf) - 1)
-            break;
-    }
-    close(fd);
-    buf[n] = 0;
+    char buf[DC_RDV_MAX + 1];
     size_t ml = strlen(DC_RDV_MAGIC), kl = strlen(key);
-    if (n >= sizeof(buf) - 1 || n < ml || memcmp(buf, DC_RDV_MAGIC, ml) != 0 || buf[n - 1] != '\n' ||
-        memchr(buf, 0, n) || strchr(buf, '\n') != buf + n - 1) {
+    *addr = NULL;
+    if (n >= DC_RDV_MAX || n < ml || memcmp(data, DC_RDV_MAGIC, ml) != 0 || data[n - 1] != '\n' ||
+        memchr(data, 0, n) || memchr(data, '\n', n) != data + n - 1) {
         dc_error(DC_ERR_FORMAT, "rendezvous: %s is not a rendezvous entry (\"%s" "KEY HOST:PORT\")",
                  path, DC_RDV_MAGIC);
         return -1;
     }
+    memcpy(buf, data, n - 1);
     buf[n - 1] = 0;
     char *k = buf + ml, *sp = strchr(k, ' ');
     if (!sp) {
@@ -153,6 +134,33 @@ static int read_one(const char *dir, const char *key, uint32_t rank, char **addr
         return -1;
     }
     return 1;
+}
+
+/* 1: *addr read; 0: absent or another job's (*stale set); <0: error. */
+static int read_one(const char *dir, const char *key, uint32_t rank, char **addr, bool *stale)
+{
+    char path[4096], buf[DC_RDV_MAX];
+    snprintf(path, sizeof(path), "%s/rank-%u", dir, rank);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        dc_error_errno(DC_ERR_IO, errno, "rendezvous: cannot open %s", path);
+        return -1;
+    }
+    size_t n = 0; /* DC_RDV_MAX bytes read: too long (the parser says so) */
+    for (;;) {
+        ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        if (n == sizeof(buf))
+            break;
+    }
+    close(fd);
+    return dc_rendezvous_parse(buf, n, path, key, addr, stale);
 }
 
 void dc_rendezvous_free(char **addrs, uint32_t n)

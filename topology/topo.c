@@ -241,11 +241,15 @@ static dc_status_t check_addrs(const dc_topo_t *t)
         long port = addr_port(nd->addr);
         if (port < 0)
             continue;
+        if (port == 0 && t->port0_ok)
+            continue; /* filled from a rendezvous (dc_topo_fill_port0) */
         if (port == 0) {
             free(ix);
             return dc_error(DC_ERR_INVALID,
                             "%s:%u: node '%s' has port 0 in addr '%s': its peers dial that "
-                            "address, so it needs a fixed port",
+                            "address, so it needs a fixed port (or give `deltacast node` "
+                            "--rendezvous DIR, where each such node publishes the port it "
+                            "bound)",
                             t->source, nd->line, nd->name, nd->addr);
         }
         ix[n++] = (addr_ix_t){.addr = nd->addr, .node = i};
@@ -269,6 +273,29 @@ static dc_status_t check_addrs(const dc_topo_t *t)
     }
     free(ix);
     return DC_OK;
+}
+
+int dc_topo_node_port0(const dc_topo_t *t, uint32_t i)
+{
+    return t && i < t->n_nodes && t->nodes[i].addr && addr_port(t->nodes[i].addr) == 0;
+}
+
+dc_status_t dc_topo_fill_port0(dc_topo_t *t, char *const *addrs)
+{
+    for (uint32_t i = 0; i < t->n_nodes; i++) {
+        if (!dc_topo_node_port0(t, i))
+            continue;
+        if (!addrs || !addrs[i] || addr_port(addrs[i]) <= 0)
+            return dc_error(DC_ERR_INVALID, "%s:%u: node '%s' (port 0): no port published for "
+                            "it", t->source, t->nodes[i].line, t->nodes[i].name);
+        char *a = dc_topo_strdup(addrs[i]);
+        if (!a)
+            return dc_error(DC_ERR_NOMEM, "%s: out of memory", t->source);
+        free(t->nodes[i].addr);
+        t->nodes[i].addr = a;
+    }
+    t->port0_ok = 0;
+    return check_addrs(t);
 }
 
 dc_status_t dc_topo_finish(dc_topo_t *t)

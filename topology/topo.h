@@ -57,6 +57,8 @@ struct dc_topo {
     uint32_t n_shards;
     double wan_lat_s;  /* default one-way latency between regions */
     char *source;      /* file name or "synthetic" */
+    int port0_ok;      /* addresses with port 0 pass (a rendezvous fills them:
+                          dc_topo_fill_port0) */
 };
 
 /* Building (topo.c).  All return DC_ERR_NOMEM on allocation failure. */
@@ -76,6 +78,17 @@ double dc_topo_wan_latency(const dc_topo_t *t, uint32_t a, uint32_t b);
 dc_status_t dc_topo_finish(dc_topo_t *t);
 
 char *dc_topo_strdup(const char *s);
+
+/* A topology file whose nodes may have port 0 in their address ("HOST:0":
+ * each binds a free port, published with --rendezvous): dc_topo_load
+ * with DC_TOPO_LOAD_PORT0 lets them pass; dc_topo_fill_port0 then sets
+ * the address of every such node to addrs[i] (its rendezvous entry, one
+ * per node) and checks the addresses again (fixed ports, no two alike). */
+enum { DC_TOPO_LOAD_PORT0 = 1 };
+dc_status_t dc_topo_load_flags(const char *path, uint32_t flags, dc_topo_t **out);
+/* 1 when node i's address is HOST:0. */
+int dc_topo_node_port0(const dc_topo_t *t, uint32_t i);
+dc_status_t dc_topo_fill_port0(dc_topo_t *t, char *const *addrs);
 
 /* Where each task of a launched job runs (slurm.c): the expanded host list,
  * and per task (rank) its host's index, its rank among the tasks on that
@@ -117,6 +130,14 @@ dc_status_t dc_rendezvous_publish(const char *dir, const char *key, uint32_t ran
 dc_status_t dc_rendezvous_wait(const char *dir, const char *key, uint32_t n, uint32_t timeout_ms,
                                char ***addrs);
 void dc_rendezvous_free(char **addrs, uint32_t n);
+/* One rank's file, n bytes of data (hostile: any bytes), named `path` in
+ * errors: 1 and *addr (malloc'd) when it is "deltacast-rendezvous 1 KEY
+ * HOST:PORT\n" with this key, fewer than 512 bytes, a port 1..65535 and
+ * host characters; 0 and *stale when it is another job's key; -1 and
+ * dc_error (DC_ERR_FORMAT naming path) otherwise.  Fuzzed by
+ * tests/fuzz/fuzz_rendezvous.c. */
+int dc_rendezvous_parse(const char *data, size_t n, const char *path, const char *key,
+                        char **addr, bool *stale);
 
 /* Parse "30ms", "5us", "0.1s", "2e-3" (seconds). */
 dc_status_t dc_parse_duration(const char *s, double *out);

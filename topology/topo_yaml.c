@@ -476,7 +476,16 @@ static dc_status_t prescan(const char *text, size_t len, const char *name)
     return st;
 }
 
+static dc_status_t topo_parse(const char *text, size_t len, const char *name, uint32_t flags,
+                              dc_topo_t **out);
+
 dc_status_t dc_topo_parse(const char *text, size_t len, const char *name, dc_topo_t **out)
+{
+    return topo_parse(text, len, name, 0, out);
+}
+
+static dc_status_t topo_parse(const char *text, size_t len, const char *name, uint32_t flags,
+                              dc_topo_t **out)
 {
     if (!text || !out)
         return dc_error(DC_ERR_INVALID, "dc_topo_parse: NULL argument");
@@ -503,6 +512,7 @@ dc_status_t dc_topo_parse(const char *text, size_t len, const char *name, dc_top
         st = dc_error(DC_ERR_NOMEM, "%s: out of memory", name);
         goto out_doc;
     }
+    t->port0_ok = (flags & DC_TOPO_LOAD_PORT0) != 0;
     yctx_t c = {.doc = &doc, .t = t, .file = t->source};
     if ((st = parse_root(&c, yaml_document_get_root_node(&doc))) != DC_OK)
         goto out_topo;
@@ -519,6 +529,11 @@ out_doc:
 }
 
 dc_status_t dc_topo_load(const char *path, dc_topo_t **out)
+{
+    return dc_topo_load_flags(path, 0, out);
+}
+
+dc_status_t dc_topo_load_flags(const char *path, uint32_t flags, dc_topo_t **out)
 {
     if (!path || !out)
         return dc_error(DC_ERR_INVALID, "dc_topo_load: NULL argument");
@@ -551,7 +566,7 @@ dc_status_t dc_topo_load(const char *path, dc_topo_t **out)
         }
     }
     if (st == DC_OK)
-        st = dc_topo_parse(buf, len, path, out);
+        st = topo_parse(buf, len, path, flags, out);
 out:
     free(buf);
     fclose(f);

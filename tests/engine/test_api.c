@@ -537,6 +537,48 @@ Test(api, memory_sender_layout_mismatch_fails_push_fast)
     trainer_job_fini(&T);
 }
 
+/* A receiver that cannot start (its weights file missing): it tells the
+ * root before it joins (engine/early.c), and the sender handle's push()
+ * fails within 5 s, with wait_ms a minute, naming node 2, its address and
+ * the file.  Before, push waited out wait_ms and named only the node. */
+Test(api, memory_sender_receiver_that_cannot_start_fails_push_fast)
+{
+    trainer_job_t T;
+    trainer_job_init(&T, 1, 2, "1e5", 1);
+    cr_assert_eq(job_sh("rm %s/w2.st", J.dir), 0);
+    trainer_t *tr = &T.tr;
+    dc_refit_node_opts_t cfg = T.cfg;
+    cfg.wait_ms = 60000;
+    dc_refit_sender_t *s = NULL;
+    cr_assert_eq(dc_refit_sender_open(&cfg, &s), DC_OK, "%s", dc_last_error());
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    job_start(&J, 1, NULL, NULL);
+    job_start(&J, 2, NULL, NULL);
+    trainer_load(tr, 1);
+    dc_status_t st = dc_refit_sender_push(s, NULL, 0, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    char why[2048];
+    snprintf(why, sizeof(why), "%s", dc_last_error());
+    if (st == DC_OK || secs >= 5)
+        job_dump_logs(&J);
+    cr_assert_neq(st, DC_OK, "push succeeded without receiver 2");
+    fprintf(stderr, "receiver that cannot start: push failed after %.2f s: %s\n", secs, why);
+    cr_assert(secs < 5, "push took %.1f s to fail", secs);
+    cr_assert(strstr(why, "node 2 ("), "%s", why);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", J.port + 2);
+    cr_assert(strstr(why, addr), "%s", why);
+    cr_assert(strstr(why, "could not start"), "%s", why);
+    cr_assert(strstr(why, "w2.st"), "%s", why);
+    dc_refit_sender_close(s);
+    cr_assert_eq(job_wait(&J, 2, 20), 1, "receiver 2 should fail");
+    job_wait(&J, 1, 20);
+    cr_assert(job_exact(&J, 1, 0), "receiver 1 is not at v0");
+    trainer_job_fini(&T);
+}
+
 typedef struct rx_thread {
     dc_refit_node_opts_t cfg;
     dc_status_t st;

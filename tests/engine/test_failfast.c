@@ -96,3 +96,72 @@ Test(failfast, missing_node_named_with_its_address)
                         J.port + 2, J.dir),
                  0, "the coordinator does not name node 2 with its address");
 }
+
+/* Receiver `bad` cannot start (its weights or state broken by `prep`, a
+ * shell line run in the job's directory): with --wait-ms 60000 the root
+ * fails within 5 s, its error naming the node, its address, "could not
+ * start" and `reason` (grep -F); the receiver exits non-zero and the
+ * other receivers end at v0.  Before: the root waited out the
+ * minute and named only the missing node. */
+static void fails_before_join(int regions, int per, int bad, const char *prep, const char *reason,
+                              const char *what)
+{
+    job_init(&J, regions, per, "1e5", 1, "optimizer");
+    cr_assert_eq(job_sh("cd %s && %s", J.dir, prep), 0, "cannot prepare: %s", prep);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    job_start(&J, 0, NULL, "--wait-ms 60000");
+    usleep(100000);
+    for (int i = 1; i < J.nnodes; i++)
+        job_start(&J, i, NULL, NULL);
+    int rc0 = job_wait(&J, 0, 30);
+    double secs = since(&t0);
+    if (rc0 != 1 || secs >= 5)
+        job_dump_logs(&J);
+    cr_assert_eq(rc0, 1, "coordinator exit %d", rc0);
+    fprintf(stderr, "%s: the coordinator failed after %.2f s\n", what, secs);
+    cr_assert(secs < 5, "the coordinator took %.1f s to fail", secs);
+    cr_assert_eq(job_sh("grep 'root: node %d (' %s/log0 | grep '127.0.0.1:%d' | "
+                        "grep 'could not start' | grep -qF '%s'",
+                        bad, J.dir, J.port + bad, reason),
+                 0, "the coordinator's error does not name node %d, its address and '%s'", bad,
+                 reason);
+    int rcb = job_wait(&J, bad, 10);
+    cr_assert(rcb != 0 && rcb != -1, "receiver %d exit %d", bad, rcb);
+    for (int i = 1; i < J.nnodes; i++) {
+        if (i == bad)
+            continue;
+        /* one that had not attached yet when the root ended waits out
+         * its parent (abort_ms, a few seconds here): it ends, unchanged */
+        int rc = job_wait(&J, i, 15);
+        cr_assert(rc == 0 || rc == 1, "receiver %d exit %d", i, rc);
+        cr_assert(job_exact(&J, i, 0), "receiver %d is not at v0", i);
+    }
+}
+
+Test(failfast, missing_weights_file_fails_at_once)
+{
+    fails_before_join(1, 2, 2, "rm w2.st", "w2.st", "missing weights file");
+    cr_assert_eq(job_sh("grep -qi 'no such file' %s/log0", J.dir), 0);
+}
+
+Test(failfast, weights_too_small_fails_at_once)
+{
+    fails_before_join(1, 2, 2, "truncate -s 50000 w2.st", "w2.st", "weights file too small");
+}
+
+Test(failfast, state_dir_not_creatable_fails_at_once)
+{
+    /* a regular file where its state directory should be */
+    fails_before_join(1, 2, 2, "mkdir -p state && touch state/2", "state/2",
+                      "state directory not creatable");
+}
+
+/* The failing receiver's parent is a relay (two regions: the second
+ * region's nodes hang below its first), which forwards the FAIL up. */
+Test(failfast, relay_forwards_a_fail_before_join)
+{
+    fails_before_join(2, 2, 4, "rm w4.st", "w4.st", "missing weights below a relay");
+    cr_assert_eq(job_sh("grep -q 'attaching to parent 3 ' %s/log4", J.dir), 0,
+                 "node 4 did not attach below relay 3");
+}

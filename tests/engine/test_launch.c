@@ -198,6 +198,83 @@ Test(launch, rendezvous_names_missing_ranks)
                  0, "a bad rendezvous entry was not named");
 }
 
+/* --- --topology FILE with port 0 and a rendezvous ------------------------ */
+
+/* A topology file where the sender and two receivers have port 0 and the
+ * third a fixed port: each port-0 node binds a free port and publishes
+ * it in DIR/rdv, the fixed one publishes its own; every rank starts with
+ * the same command line (but --rank) and the job refits to v2 exactly.
+ * Before: the file was refused (port 0). */
+static void write_port0_topo(int fixed_port)
+{
+    cr_assert_eq(job_sh("cd %s && printf '%%s\n' 'shards: 1' 'regions:' '  - name: train' "
+                        "'    nodes:' '      - {host: s0, addr: \"127.0.0.1:0\", role: sender}' "
+                        "'  - name: r0' '    nodes:' "
+                        "'      - {host: r0n0, addr: \"127.0.0.1:0\", role: receiver}' "
+                        "'      - {host: r0n1, addr: \"127.0.0.1:%d\", role: receiver}' "
+                        "'      - {host: r0n2, addr: \"127.0.0.1:0\", role: receiver}' "
+                        "> topo0.yaml",
+                        J.dir, fixed_port),
+                 0);
+}
+
+static pid_t start_topo_rdv(int r, const char *extra)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && exec env DELTACAST_TRANSPORT=tcp DELTACAST_TIMEOUT_MS=2000 "
+             "DELTACAST_CHUNK_SIZE=64KiB DELTACAST_LOG=info '%s' node --topology topo0.yaml "
+             "--rendezvous rdv "
+             "--rank %d --versions ver --weights w%%r.st --state st/%%r %s >node%d.log 2>&1",
+             J.dir, job_bin(), r, extra, r);
+    pid_t p = fork();
+    cr_assert(p >= 0);
+    if (p == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    J.pid[r] = p;
+    return p;
+}
+
+Test(launch, port0_topology_rendezvous)
+{
+    job_init(&J, 1, 3, "2e5", 2, "optimizer");
+    write_port0_topo(J.port + 2);
+    for (int r = J.nnodes - 1; r >= 0; r--)
+        start_topo_rdv(r, "--wait-ms 60000");
+    for (int r = 0; r < J.nnodes; r++) {
+        int rc = wait_rc(r);
+        if (rc != 0)
+            job_sh("tail -n 20 %s/node*.log >&2", J.dir);
+        cr_assert_eq(rc, 0, "rank %d exit %d", r, rc);
+    }
+    job_expect_all_exact(&J, 2);
+    /* four distinct addresses, none with port 0; node 2 its fixed one */
+    cr_assert_eq(job_sh("cd %s/rdv && test $(cat rank-* | awk '{print $4}' | sort -u | wc -l) = 4 "
+                        "&& ! grep -q ':0$' rank-* && grep -q ' 127.0.0.1:%d$' rank-2",
+                        J.dir, J.port + 2),
+                 0, "rendezvous files: not 4 distinct addresses with node 2's fixed port");
+    /* the ports the receivers' logs dialled are the published ones */
+    cr_assert_eq(job_sh("cd %s && p=$(awk '{print $4}' rdv/rank-0) && "
+                        "grep -q \"attaching to .* at $p \" node*.log",
+                        J.dir),
+                 0, "no node dialled the sender at its published address");
+}
+
+/* Port 0 in a topology file without --rendezvous: refused, saying what
+ * to give. */
+Test(launch, port0_topology_needs_rendezvous)
+{
+    job_init(&J, 1, 3, "2e4", 1, "optimizer");
+    write_port0_topo(J.port + 2);
+    cr_assert_eq(job_sh("cd %s && '%s' node --topology topo0.yaml --rank 1 --weights w1.st "
+                        "--state st/1 > p0.log 2>&1; test $? = 1 && "
+                        "grep -q \"has port 0 in addr '127.0.0.1:0'.*--rendezvous DIR\" p0.log",
+                        J.dir, job_bin()),
+                 0, "port 0 without --rendezvous is not refused with a hint");
+}
+
 /* --- what the launcher says against the topology ------------------------- */
 
 static void expect_fail(const char *env, const char *args, const char *msg)

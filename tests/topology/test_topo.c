@@ -143,6 +143,52 @@ Test(topo, port_zero_and_duplicate_addresses_refused)
 #undef ADDR_HEAD
 }
 
+/* With a rendezvous (DC_TOPO_LOAD_PORT0) a file's port-0 nodes pass the
+ * load; dc_topo_fill_port0 then gives each its published address and
+ * checks them all again: a duplicate of a fixed address is refused, and
+ * a missing entry names the node. */
+Test(topo, port_zero_filled_from_a_rendezvous)
+{
+    char path[] = "/tmp/dc_topo_p0_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    const char *y = "regions:\n  - name: a\n    nodes:\n"
+                    "      - {host: s, role: sender, addr: \"127.0.0.1:0\"}\n"
+                    "      - {host: r, addr: \"127.0.0.1:7301\"}\n"
+                    "      - {host: q, addr: \"[::1]:0\"}\n";
+    cr_assert_eq(write(fd, y, strlen(y)), (ssize_t)strlen(y));
+    close(fd);
+    dc_topo_t *t = NULL;
+    cr_assert_neq(dc_topo_load(path, &t), DC_OK, "port 0 loaded without a rendezvous");
+    cr_assert_eq(dc_topo_load_flags(path, DC_TOPO_LOAD_PORT0, &t), DC_OK, "%s", dc_last_error());
+    cr_assert(dc_topo_node_port0(t, 0) && !dc_topo_node_port0(t, 1) && dc_topo_node_port0(t, 2));
+    char a0[] = "127.0.0.1:40001", a1[] = "127.0.0.1:7301", a2[] = "[::1]:40002";
+    char *missing[] = {a0, a1, NULL};
+    cr_assert_neq(dc_topo_fill_port0(t, missing), DC_OK);
+    cr_assert(strstr(dc_last_error(), "node 'q' (port 0): no port published"), "%s",
+              dc_last_error());
+    dc_topo_free(t);
+    t = NULL;
+    cr_assert_eq(dc_topo_load_flags(path, DC_TOPO_LOAD_PORT0, &t), DC_OK);
+    char dup[] = "127.0.0.1:7301";
+    char *clash[] = {dup, a1, a2};
+    cr_assert_neq(dc_topo_fill_port0(t, clash), DC_OK);
+    cr_assert(strstr(dc_last_error(), "same address 127.0.0.1:7301"), "%s", dc_last_error());
+    dc_topo_free(t);
+    t = NULL;
+    cr_assert_eq(dc_topo_load_flags(path, DC_TOPO_LOAD_PORT0, &t), DC_OK);
+    char *all[] = {a0, a1, a2};
+    cr_assert_eq(dc_topo_fill_port0(t, all), DC_OK, "%s", dc_last_error());
+    dc_topo_node_info_t ni;
+    memset(&ni, 0, sizeof(ni));
+    ni.size = sizeof(ni);
+    cr_assert_eq(dc_topo_node(t, 2, &ni), DC_OK);
+    cr_assert_str_eq(ni.addr, "[::1]:40002");
+    cr_assert(!dc_topo_node_port0(t, 0));
+    dc_topo_free(t);
+    unlink(path);
+}
+
 Test(topo, loading_missing_file)
 {
     dc_topo_t *t = NULL;
