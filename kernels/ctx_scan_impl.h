@@ -185,43 +185,66 @@ static inline __attribute__((always_inline)) size_t dc_ctx_positions(const uint6
     return kk;
 }
 
-/* One slab's classes: cm[c][q] the mask of class c in block q (the last
- * block valid up to `last`), pre[c][q] the class's elements in the slab
- * before block q (pre[c][nb]: in the slab). */
+/* One slab's classes: pre[c][q] the elements of class c in the slab
+ * before block q.  A class is a difference of levels (level 0: the
+ * elements that exist; level j + 1: those that reach threshold j; class c
+ * = level c less level c + 1), so its count in a block is a difference of
+ * the levels' popcounts (nt per block, not one per class), and its mask is
+ * made only where a change needs it (dc_ctx_class_mask), not for every
+ * block. */
 typedef struct {
-    uint64_t cm[DC_CTX_MAX_CLASSES][DC_CTX_SLAB];
     /* + 16: padding past pre[c][nb] (DC_CTX_PRE_PAD), so that a search may
      * read 16 entries from any q <= nb */
     uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
 } dc_ctx_slab_t;
 
+/* The padding past a full slab's blocks (a full slab writes up to
+ * pre[c][DC_CTX_SLAB]) */
+static inline void dc_ctx_slab_init(dc_ctx_slab_t *sl, unsigned nt)
+{
+    for (unsigned c = 0; c <= nt; c++)
+        for (size_t i = DC_CTX_SLAB + 1; i < DC_CTX_SLAB + 1 + 16; i++)
+            sl->pre[c][i] = DC_CTX_PRE_PAD;
+}
+
 /* (one pass over the blocks for every class: the classes' prefix counts are
- * independent chains that overlap, where a pass per class waited on one;
- * nt is a constant where the caller names it, DC_CTX_DEFAULT_CLASSES) */
+ * independent chains that overlap; nt is a constant where the caller names
+ * it, DC_CTX_DEFAULT_NT) */
 static inline __attribute__((always_inline)) void
 dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last, dc_ctx_slab_t *sl)
 {
     uint32_t r[DC_CTX_MAX_CLASSES] = {0};
     for (size_t q = 0; q < nb; q++) {
         const uint64_t *g = ge + q * nt;
-        /* level c: the elements that reach threshold c - 1 (level 0: all
-         * that exist); class c = level c less level c + 1 */
-        uint64_t lm = q + 1 == nb ? last : ~0ull;
+        /* lc: level c's elements in the block, ln: level c + 1's */
+        uint32_t lc = q + 1 == nb ? (uint32_t)__builtin_popcountll(last) : 64;
+#pragma GCC unroll 8
         for (unsigned c = 0; c <= nt; c++) {
-            uint64_t lo = c ? g[c - 1] : lm, hi = c < nt ? g[c] : 0;
-            uint64_t m = lo & ~hi & lm;
-            sl->cm[c][q] = m;
+            uint32_t ln = c < nt ? (uint32_t)__builtin_popcountll(g[c]) : 0;
             sl->pre[c][q] = r[c];
-            r[c] += (uint32_t)__builtin_popcountll(m);
+            r[c] += lc - ln;
+            lc = ln;
         }
     }
     for (unsigned c = 0; c <= nt; c++) {
         sl->pre[c][nb] = r[c];
-        /* past the slab's blocks up to the array's end: a search may
-         * compare all DC_CTX_SLAB entries at once */
-        for (size_t i = nb + 1; i < DC_CTX_SLAB + 1 + 16; i++)
+        /* past a short slab's blocks: a search may compare all
+         * DC_CTX_SLAB entries at once */
+        for (size_t i = nb + 1; i <= DC_CTX_SLAB; i++)
             sl->pre[c][i] = DC_CTX_PRE_PAD;
     }
+}
+
+/* Class c's mask in block q of a slab of nb blocks (the last one's
+ * elements: `last`): level c less level c + 1 (the ge masks hold only
+ * elements that exist) */
+static inline uint64_t dc_ctx_class_mask(const uint64_t *ge, unsigned nt, unsigned c, size_t q,
+                                         size_t nb, uint64_t last)
+{
+    const uint64_t *g = ge + q * nt;
+    uint64_t lo = c ? g[c - 1] : q + 1 == nb ? last : ~0ull;
+    uint64_t hi = c < nt ? g[c] : 0;
+    return lo & ~hi;
 }
 
 /*
@@ -248,6 +271,7 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
      * reads the word after the one a block's bits start in */
     uint64_t L[DC_CTX_SLAB + 2];
     dc_ctx_slab_t sl;
+    dc_ctx_slab_init(&sl, nt);
     /* the slab's positions (dc_ctx_positions writes up to 4 past them) */
     uint32_t sp[DC_CTX_SLAB * 64 + 4];
     size_t k = 0;
@@ -284,14 +308,13 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
             if (p1 == pt)
                 continue;
             const uint32_t *pre = sl.pre[c];
-            const uint64_t *cm = sl.cm[c];
             if ((p1 - pt) * DC_CTX_DEPOSIT_MIN < nb) {
                 /* few: one block search and one select per change */
                 size_t q = 0;
                 for (; pt < p1; pt++) {
                     uint32_t rr = (uint32_t)(idx[pt] - r0);
                     q = DC_CTX_FIND_BLOCK(pre, q, rr);
-                    chg[q] |= dep(1ull << (rr - pre[q]), cm[q]);
+                    chg[q] |= dep(1ull << (rr - pre[q]), dc_ctx_class_mask(ge, nt, c, q, nb, last));
                 }
                 continue;
             }
@@ -306,7 +329,7 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
                 unsigned s = pre[q] & 63;
                 const uint64_t *lw = L + (pre[q] >> 6);
                 uint64_t x = (lw[0] >> s) | ((lw[1] << 1) << (63 - s));
-                chg[q] |= dep(x, cm[q]);
+                chg[q] |= dep(x, dc_ctx_class_mask(ge, nt, c, q, nb, last));
             }
         }
         size_t k0 = k;
