@@ -41,6 +41,7 @@
 #include <xxhash.h>
 
 extern "C" {
+#include "kernels/entropy.h"
 #include "kernels/kern_cuda_ops.h"
 }
 
@@ -1122,6 +1123,375 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------------------ */
+/*  Values stream decoder (entropy.h DC_ENT_RAW / RANS / PLANES)            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * One 32-thread block decodes one values stream, bit-identical to
+ * dc_ent_val_decode() and with its accept/reject verdict (every read
+ * bounds-checked; a corrupt stream sets an error code, never a fault).
+ * Thread 0 parses each rANS stream's header and table (sequential varints)
+ * and fills the slot tables; then a 32-way stream is decoded one lane per
+ * state: symbol i by lane i % 32, the lanes whose state fell below 2^15
+ * take the next 16-bit words in lane order (a ballot and a popcount give
+ * each lane its word), exactly as the CPU loop meets them.  The 1/2/4-way
+ * layouts (byte renormalization, one chain through the data) are decoded
+ * by thread 0 alone.
+ */
+enum {
+    VD_OK = 0,
+    VD_TRUNC_HDR,   /* rANS stream truncated (header) */
+    VD_BITS,        /* symbol width byte */
+    VD_SCALE,       /* scale out of range */
+    VD_TABLE_TRUNC, /* table varints truncated */
+    VD_NSYM,        /* symbol count out of range */
+    VD_ENTRY,       /* table entry out of range */
+    VD_SUM,         /* frequencies do not sum to 2^S */
+    VD_STATE,       /* initial state out of range */
+    VD_ODD,         /* 32-way data of an odd length */
+    VD_DATA_TRUNC,  /* data truncated */
+    VD_END,         /* stream does not end cleanly */
+    VD_PLANE_LEN,   /* plane length varint bad */
+    VD_TRAILING,    /* trailing bytes after the planes */
+    VD_RAW_LEN,     /* raw values of the wrong length */
+    VD_N
+};
+
+static const char *const vd_msg[VD_N] = {
+    "ok",
+    "rANS stream truncated",
+    "rANS stream has the wrong symbol width",
+    "rANS scale out of range",
+    "rANS table truncated",
+    "rANS table has a bad symbol count",
+    "rANS table entry out of range",
+    "rANS frequencies do not sum to 2^scale",
+    "rANS initial state out of range",
+    "32-way rANS data of an odd number of bytes",
+    "rANS data truncated",
+    "rANS stream does not end cleanly",
+    "plane: bad length",
+    "planes: trailing bytes",
+    "raw values of the wrong length",
+};
+
+struct vd_shared {
+    uint32_t x[32];
+    unsigned long long p, end; /* data, relative to the stream */
+    unsigned S, ways, err, stream;
+};
+
+/* dc_ent_get_varint on [*p, len) */
+__device__ static bool vd_varint(const uint8_t *src, size_t len, size_t *p,
+                                 unsigned long long *v)
+{
+    unsigned long long r = 0;
+    size_t q = *p;
+    for (unsigned i = 0; i < 10; i++) {
+        if (q >= len)
+            return false;
+        uint8_t b = src[q++];
+        if (i == 9 && b > 1)
+            return false;
+        r |= (unsigned long long)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *p = q;
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+__device__ static uint32_t vd_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Thread 0: dc_rans_dec_init_slot's checks, the tables (ftab[j] = (f - 1)
+ * << 16 | (j - cum), stab[j] = symbol) and the states into sh; sh->err on
+ * a bad stream. */
+__device__ static void vd_init(const uint8_t *src, size_t len, unsigned bits, uint32_t *ftab,
+                               uint16_t *stab, vd_shared *sh)
+{
+    if (len < 2) {
+        sh->err = VD_TRUNC_HDR;
+        return;
+    }
+    unsigned sb = src[0], S = src[1];
+    unsigned wf = sb & 0xC0u;
+    unsigned ways = wf == 0xC0u ? 32 : wf == 0x40u ? 4 : wf == 0x80u ? 2 : 1;
+    sb &= ~0xC0u;
+    if (sb != bits) {
+        sh->err = VD_BITS;
+        return;
+    }
+    if (S < 8 || S > (ways == 32 ? 15u : 16u)) {
+        sh->err = VD_SCALE;
+        return;
+    }
+    const unsigned long long M = 1ull << S;
+    size_t p = 2;
+    unsigned long long nsym;
+    if (!vd_varint(src, len, &p, &nsym)) {
+        sh->err = VD_TABLE_TRUNC;
+        return;
+    }
+    if (nsym < 1 || nsym > M || nsym > (1ull << bits)) {
+        sh->err = VD_NSYM;
+        return;
+    }
+    unsigned long long c = 0, acc = 0;
+    for (unsigned long long k = 0; k < nsym; k++) {
+        unsigned long long dl, f;
+        if (!vd_varint(src, len, &p, &dl) || !vd_varint(src, len, &p, &f)) {
+            sh->err = VD_TABLE_TRUNC;
+            return;
+        }
+        c = k == 0 ? dl : c + dl + 1;
+        f += 1;
+        if (c >= (1ull << bits) || dl >= (1ull << bits) || f > M || acc + f > M) {
+            sh->err = VD_ENTRY;
+            return;
+        }
+        for (unsigned long long j = acc; j < acc + f; j++) {
+            ftab[j] = (uint32_t)((f - 1) << 16 | (j - acc));
+            stab[j] = (uint16_t)c;
+        }
+        acc += f;
+    }
+    if (acc != M) {
+        sh->err = VD_SUM;
+        return;
+    }
+    if (len - p < 4ull * ways) {
+        sh->err = VD_TRUNC_HDR;
+        return;
+    }
+    const uint32_t L = ways == 32 ? 1u << 15 : 1u << 23;
+    for (unsigned j = 0; j < 32; j++)
+        sh->x[j] = L;
+    for (unsigned j = 0; j < ways; j++) {
+        uint32_t x = vd_le32(src + p + 4 * j);
+        if (x < L || x >= (1u << 31)) {
+            sh->err = VD_STATE;
+            return;
+        }
+        sh->x[j] = x;
+    }
+    p += 4ull * ways;
+    if (ways == 32 && (len - p) % 2) {
+        sh->err = VD_ODD;
+        return;
+    }
+    sh->p = p;
+    sh->end = len;
+    sh->S = S;
+    sh->ways = ways;
+}
+
+/* A whole rANS stream of count symbols into out + i * stride (all 32
+ * threads of the block call it). */
+__device__ static void vd_stream(const uint8_t *src, size_t len, size_t count, unsigned bits,
+                                 uint8_t *out, unsigned stride, uint32_t *ftab, uint16_t *stab,
+                                 vd_shared *sh)
+{
+    const unsigned lane = threadIdx.x;
+    if (lane == 0)
+        vd_init(src, len, bits, ftab, stab, sh);
+    __syncthreads();
+    const unsigned e0 = sh->err, S = sh->S, ways = sh->ways;
+    const size_t end = (size_t)sh->end;
+    __syncthreads();
+    if (e0) {
+        __syncthreads();
+        return;
+    }
+    const uint32_t mask = (1u << S) - 1;
+    if (ways == 32) {
+        size_t p = (size_t)sh->p;
+        uint32_t x = sh->x[lane];
+        bool bad = false;
+        for (size_t i0 = 0; i0 < count; i0 += 32) {
+            const size_t i = i0 + lane;
+            unsigned need = 0;
+            uint16_t sym = 0;
+            if (i < count) {
+                uint32_t e = ftab[x & mask];
+                sym = stab[x & mask];
+                x = ((e >> 16) + 1) * (x >> S) + (e & 0xffff);
+                need = x < (1u << 15);
+            }
+            unsigned m = __ballot_sync(0xffffffffu, need);
+            size_t np = p + 2 * (size_t)__popc(m);
+            if (np > end) { /* the same for every lane */
+                bad = true;
+                break;
+            }
+            if (need) {
+                size_t q = p + 2 * (size_t)__popc(m & ((1u << lane) - 1));
+                x = x << 16 | (uint32_t)src[q] | (uint32_t)src[q + 1] << 8;
+            }
+            p = np;
+            if (i < count) {
+                if (bits == 16) {
+                    out[i * stride] = (uint8_t)sym;
+                    out[i * stride + 1] = (uint8_t)(sym >> 8);
+                } else {
+                    out[i * stride] = (uint8_t)sym;
+                }
+            }
+        }
+        unsigned off = __ballot_sync(0xffffffffu, !bad && x != (1u << 15));
+        if (lane == 0)
+            sh->err = bad                  ? (unsigned)VD_DATA_TRUNC
+                      : (off || p != end) ? (unsigned)VD_END
+                                          : (unsigned)VD_OK;
+    } else if (lane == 0) {
+        uint32_t xs[4] = {sh->x[0], sh->x[1], sh->x[2], sh->x[3]};
+        size_t p = (size_t)sh->p;
+        unsigned err = VD_OK;
+        for (size_t i = 0; i < count && !err; i++) {
+            uint32_t x = xs[i & (ways - 1)];
+            uint32_t e = ftab[x & mask];
+            uint16_t sym = stab[x & mask];
+            x = ((e >> 16) + 1) * (x >> S) + (e & 0xffff);
+            while (x < (1u << 23)) {
+                if (p >= end) {
+                    err = VD_DATA_TRUNC;
+                    break;
+                }
+                x = x << 8 | src[p++];
+            }
+            xs[i & (ways - 1)] = x;
+            if (bits == 16) {
+                out[i * stride] = (uint8_t)sym;
+                out[i * stride + 1] = (uint8_t)(sym >> 8);
+            } else {
+                out[i * stride] = (uint8_t)sym;
+            }
+        }
+        if (!err && (p != end || xs[0] != (1u << 23) || xs[1] != (1u << 23) ||
+                     xs[2] != (1u << 23) || xs[3] != (1u << 23)))
+            err = VD_END;
+        sh->err = err;
+    }
+    __syncthreads();
+}
+
+/* res[0] = error code (VD_*), res[1] = the plane (PLANES) */
+__global__ void k_values_decode(unsigned method, const uint8_t *src, size_t len, size_t count,
+                                unsigned w, uint8_t *out, uint32_t *ftab, uint16_t *stab,
+                                unsigned *res)
+{
+    __shared__ vd_shared sh;
+    const unsigned lane = threadIdx.x;
+    if (lane == 0) {
+        sh.err = VD_OK;
+        sh.stream = 0;
+    }
+    __syncthreads();
+    if (method == DC_ENT_RAW) {
+        if (len != count * w) {
+            if (lane == 0)
+                res[0] = VD_RAW_LEN;
+            return;
+        }
+        for (size_t k = lane; k < len; k += 32)
+            out[k] = src[k];
+        return;
+    }
+    if (method == DC_ENT_RANS) {
+        if (count == 0) {
+            if (lane == 0)
+                res[0] = len == 0 ? (unsigned)VD_OK : (unsigned)VD_TRAILING;
+            return;
+        }
+        vd_stream(src, len, count, 8 * w, out, w, ftab, stab, &sh);
+        if (lane == 0)
+            res[0] = sh.err;
+        return;
+    }
+    /* DC_ENT_PLANES: thread 0 reads each plane's length */
+    __shared__ unsigned long long qpos, plen;
+    if (lane == 0)
+        qpos = 0;
+    __syncthreads();
+    for (unsigned j = 0; j < w; j++) {
+        if (lane == 0) {
+            size_t q = (size_t)qpos;
+            unsigned long long l;
+            sh.stream = j;
+            if (!vd_varint(src, len, &q, &l) || l > len - q) {
+                sh.err = VD_PLANE_LEN;
+            } else {
+                qpos = q;
+                plen = l;
+            }
+        }
+        __syncthreads();
+        const unsigned e = sh.err;
+        const size_t at = (size_t)qpos, l = (size_t)plen;
+        __syncthreads();
+        if (e)
+            break;
+        vd_stream(src + at, l, count, 8, out + j, w, ftab, stab, &sh);
+        const unsigned e2 = sh.err;
+        __syncthreads();
+        if (e2)
+            break;
+        if (lane == 0)
+            qpos = at + l;
+    }
+    if (lane == 0) {
+        res[0] = sh.err ? sh.err : qpos != len ? (unsigned)VD_TRAILING : (unsigned)VD_OK;
+        res[1] = sh.stream;
+    }
+}
+
+static dc_status_t kcu_values_decode(unsigned method, const void *src, size_t len,
+                                     size_t count, unsigned w, void *out, void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    uint8_t *scratch = NULL;
+    unsigned res[2] = {VD_OK, 0};
+    if (!valid_width(w))
+        return dc_error(DC_ERR_INVALID, "cuda values decode: element width %u is not 1, 2, 4 "
+                        "or 8", w);
+    if (method == DC_ENT_ZSTD)
+        return dc_error(DC_ERR_UNSUPPORTED, "cuda values decode: zstd values have no device "
+                        "decoder");
+    if (method != DC_ENT_RAW && method != DC_ENT_RANS && method != DC_ENT_PLANES)
+        return dc_error(DC_ERR_FORMAT, "unknown values method %u", method);
+    if (method == DC_ENT_RANS && w > 2)
+        return dc_error(DC_ERR_FORMAT, "rANS values need 1- or 2-byte words");
+    /* the slot tables (2^16 slots at most) and the result */
+    const size_t tab = (size_t)4 << 16, stb = (size_t)2 << 16;
+    CU_TRY(cudaMallocAsync((void **)&scratch, tab + stb + 16, s), "values decode scratch");
+    CU_TRY(cudaMemsetAsync(scratch + tab + stb, 0, 16, s), "values decode result");
+    DC_LAUNCH(k_values_decode, 1, 32, s)(method, (const uint8_t *)src, len, count, w,
+                                         (uint8_t *)out, (uint32_t *)scratch,
+                                         (uint16_t *)(scratch + tab),
+                                         (unsigned *)(scratch + tab + stb));
+    CU_TRY(cudaGetLastError(), "values decode kernel");
+    CU_TRY(cudaMemcpyAsync(res, scratch + tab + stb, sizeof(res), cudaMemcpyDeviceToHost, s),
+           "values decode result");
+    CU_TRY(cudaStreamSynchronize(s), "values decode");
+    if (res[0] != VD_OK)
+        st = dc_error(DC_ERR_FORMAT, "device values decode (%s, %zu values of %u bytes, %zu "
+                      "bytes%s): %s", method == DC_ENT_RAW ? "raw" : method == DC_ENT_RANS
+                      ? "rANS" : "planes", count, w, len, method == DC_ENT_PLANES
+                      ? (res[1] == 0 ? ", plane 0" : res[1] == 1 ? ", plane 1" : res[1] == 2
+                      ? ", plane 2" : ", plane >= 3") : "",
+                      res[0] < VD_N ? vd_msg[res[0]] : "unknown error");
+out:
+    if (scratch != NULL)
+        cudaFreeAsync(scratch, s);
+    return st;
+}
+
 #ifndef DC_KCU_OPS_NAME
 #define DC_KCU_OPS_NAME dc_kern_cuda_build_ops
 #define DC_KCU_OPS_LABEL "cuda"
@@ -1130,4 +1500,5 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     DC_KCU_OPS_LABEL, kcu_available, kcu_why, kcu_props, kcu_malloc, kcu_free, kcu_h2d,
     kcu_d2h, kcu_memset, kcu_sync, kcu_count_changed, kcu_diff, kcu_gather, kcu_xor_scatter,
     kcu_put_scatter, kcu_xor_dense, kcu_digest128, kcu_digest128_dev, kcu_crc32c,
+    kcu_values_decode,
 };
