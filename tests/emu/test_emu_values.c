@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 
 #include "cuda_emu_rt.h"
+#include "kernels/codec.h"
 #include "kernels/entropy.h"
 #include "kernels/kern_cuda.h"
 
@@ -204,4 +205,107 @@ Test(emu_values, zstd_and_unknown_methods_refused)
     cr_assert_eq(dc_kern_cuda_values_decode(DC_ENT_RANS, d, 16, 8, 4, o, NULL), DC_ERR_FORMAT);
     dc_kern_cuda_free(d);
     dc_kern_cuda_free(o);
+}
+
+/* A whole xor-sparse payload as engine/devpath.c takes it: positions on
+ * the host (dc_codec_decode_positions), the values stream on the device,
+ * against dc_codec_decode_lists (which decodes both on the CPU, for
+ * Golomb + rANS in one interleaved loop): the same verdict on
+ * truncations and on bit flips, the same lists when accepted. */
+static void payload_hostile(unsigned layout, unsigned pos_method, size_t n, unsigned permille,
+                            unsigned want_ways)
+{
+    const unsigned w = 2;
+    dc_codec_t *ca, *cb;
+    cr_assert_eq(dc_codec_create(n * w, &ca), DC_OK);
+    cr_assert_eq(dc_codec_create(n * w, &cb), DC_OK);
+    dc_codec_set_model(ca, DC_CODEC_MODEL_ORDER0);
+    dc_codec_set_layout(ca, layout);
+    uint16_t *base = malloc(n * w), *next = malloc(n * w);
+    for (size_t i = 0; i < n; i++) {
+        base[i] = (uint16_t)rnd();
+        next[i] = rnd() % 1000 < permille ? base[i] ^ (uint16_t)(1u << (rnd() % 7)) : base[i];
+    }
+    const size_t cap = dc_codec_payload_bound(n * w);
+    uint8_t *pl = malloc(cap), *bad = malloc(cap), *words = malloc(n * w);
+    uint8_t *dsrc = NULL, *dout = NULL;
+    cr_assert_eq(dc_kern_cuda_malloc((void **)&dsrc, cap), DC_OK);
+    cr_assert_eq(dc_kern_cuda_malloc((void **)&dout, n * w + 16), DC_OK);
+    size_t len;
+    uint16_t enc;
+    unsigned saved = dc_codec_pos_method;
+    dc_codec_pos_method = pos_method;
+    cr_assert_eq(dc_codec_encode(ca, base, next, n, w, pl, cap, &len, &enc, NULL), DC_OK);
+    dc_codec_pos_method = saved;
+    cr_assert_eq(dc_enc_kind(enc), DC_ENC_XOR_SPARSE);
+    cr_assert_eq(dc_enc_pos_method(enc), pos_method);
+    cr_assert_eq(dc_enc_val_method(enc), DC_ENT_RANS);
+    {
+        const uint32_t *pp;
+        size_t np, vofs;
+        cr_assert_eq(dc_codec_decode_positions(cb, enc, pl, len, n, w, &pp, &np, &vofs), DC_OK);
+        cr_assert_eq(ways_of(pl + vofs), want_ways, "values stream of %u ways", ways_of(pl + vofs));
+    }
+    size_t accepted = 0, tries = 0;
+    for (unsigned k = 0; k < len + 300; k++) {
+        size_t l = len;
+        memcpy(bad, pl, len);
+        if (k > 0 && k < len) {
+            /* truncations: every cut in the header, the positions and the
+             * values' table, every 7th further on (test_emu_values' stream
+             * tests cut the values stream at every byte) */
+            if (k > 256 && k % 7)
+                continue;
+            l = k;
+        } else if (k >= len) {
+            size_t at = rnd() % len;
+            bad[at] ^= (uint8_t)(1u << (rnd() % 8));
+        }
+        const uint32_t *pa, *pb;
+        const uint8_t *wa;
+        size_t na, nb, vofs;
+        dc_status_t sa = dc_codec_decode_lists(ca, enc, bad, l, n, w, &pa, &wa, &na);
+        dc_status_t sb = dc_codec_decode_positions(cb, enc, bad, l, n, w, &pb, &nb, &vofs);
+        if (sb == DC_OK) {
+            if (l > vofs)
+                cr_assert_eq(dc_kern_cuda_h2d(dsrc, bad + vofs, l - vofs), DC_OK);
+            sb = dc_kern_cuda_values_decode(DC_ENT_RANS, dsrc, l - vofs, nb, w, dout, NULL);
+        }
+        cr_assert_eq(sa == DC_OK, sb == DC_OK, "payload of %zu bytes (cut %zu, try %u): host "
+                     "lists %d, host positions + device values %d (%s)", len, l, k, sa, sb,
+                     dc_last_error());
+        tries++;
+        if (sa != DC_OK)
+            continue;
+        accepted++;
+        cr_assert_eq(na, nb);
+        cr_assert(memcmp(pa, pb, na * sizeof(uint32_t)) == 0, "positions differ");
+        if (na)
+            cr_assert_eq(dc_kern_cuda_d2h(words, dout, na * w), DC_OK);
+        cr_assert(memcmp(wa, words, na * w) == 0, "values differ (try %u)", k);
+    }
+    cr_assert_geq(accepted, 1, "the intact payload is accepted");
+    cr_assert_lt(accepted, tries, "hostile payloads are refused");
+    dc_kern_cuda_free(dsrc);
+    dc_kern_cuda_free(dout);
+    free(base);
+    free(next);
+    free(pl);
+    free(bad);
+    free(words);
+    dc_codec_free(ca);
+    dc_codec_free(cb);
+}
+
+Test(emu_values, payload_gaps_32way)
+{
+    /* ~5000 changes, the SIMD layout: gaps positions, 32-way values */
+    payload_hostile(DC_CODEC_LAYOUT_SIMD, DC_ENT_GAPS, 100000, 50, 32);
+}
+
+Test(emu_values, payload_golomb_4way)
+{
+    /* ~600 changes, the compact layout: Golomb positions, 4-way values
+     * (the CPU decodes them in one interleaved loop) */
+    payload_hostile(DC_CODEC_LAYOUT_COMPACT, DC_ENT_GOLOMB, 30000, 20, 4);
 }
