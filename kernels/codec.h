@@ -154,6 +154,16 @@ dc_status_t dc_codec_decode_lists(dc_codec_t *c, uint16_t enc, const uint8_t *pa
                                   const uint8_t **words, size_t *count);
 
 /**
+ * An XOR_SPARSE payload's header, checked as dc_codec_decode_lists() does:
+ * the change count and where the positions stream is (pos_ofs, pos_len;
+ * the values stream follows it to the end, method dc_enc_val_method(enc)).
+ * DC_ERR_UNSUPPORTED for other kinds.
+ */
+dc_status_t dc_codec_sparse_header(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                   size_t len, size_t n, unsigned w, size_t *count,
+                                   size_t *pos_ofs, size_t *pos_len);
+
+/**
  * The positions part of an XOR_SPARSE payload alone (for a decoder of the
  * values elsewhere, e.g. on the device): header and positions stream
  * decoded and checked as dc_codec_decode_lists() does, *pos (count

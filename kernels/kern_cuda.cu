@@ -1492,6 +1492,186 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------------------ */
+/*  Golomb positions decoder (entropy.h dc_ent_pos_decode)                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * One thread decodes a Golomb positions stream, bit for bit as the CPU's
+ * careful path (dc_gd_careful: every read bounds-checked, the same
+ * refusals, then dc_golomb_dec_finish's trailing-bits check).  The codes
+ * are one chain through the bits: serial on a GPU (a per-thread split at
+ * byte boundaries with a fix-up pass is the next step).
+ */
+enum {
+    GD_OK = 0,
+    GD_PARAM,    /* bad Golomb parameter varint or value */
+    GD_COUNT,    /* more changes than elements */
+    GD_TRUNC,    /* stream truncated */
+    GD_GAP,      /* gap exceeds chunk */
+    GD_REM,      /* bad remainder */
+    GD_PAST,     /* position past the chunk */
+    GD_TRAILING, /* trailing bytes */
+    GD_N
+};
+
+static const char *const gd_msg[GD_N] = {
+    "ok",
+    "bad Golomb parameter",
+    "more positions than elements",
+    "stream truncated",
+    "gap exceeds chunk",
+    "bad remainder",
+    "position past the chunk",
+    "trailing bytes after the positions",
+};
+
+struct gd_bits {
+    const uint8_t *src;
+    size_t len, at; /* byte */
+    unsigned bc;    /* bits used of src[at] */
+};
+
+__device__ static unsigned long long gd_left(const gd_bits *d)
+{
+    return (unsigned long long)(d->len - d->at) * 8 - d->bc;
+}
+
+/* the next nb (1..57, <= gd_left) bits, right-aligned */
+__device__ static unsigned long long gd_peek(const gd_bits *d, unsigned nb)
+{
+    unsigned long long v = 0;
+    size_t have = d->len - d->at;
+    for (size_t i = 0; i < have && i < 8; i++)
+        v |= (unsigned long long)d->src[d->at + i] << (56 - 8 * i);
+    return (v << d->bc) >> (64 - nb);
+}
+
+__device__ static void gd_skip(gd_bits *d, unsigned long long nb)
+{
+    unsigned long long t = d->bc + nb;
+    d->at += (size_t)(t >> 3);
+    d->bc = (unsigned)(t & 7);
+}
+
+/* res[0] = GD_*, res[1] = the index of the position that failed */
+__global__ void k_golomb_decode(const uint8_t *src, size_t len, size_t count,
+                                unsigned long long n, uint32_t *pos, unsigned *res)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    gd_bits d = {src, len, 0, 0};
+    unsigned long long m;
+    unsigned err = GD_OK;
+    size_t k = 0;
+    if (!vd_varint(src, len, &d.at, &m) || m < 1 || m > (1ull << 32)) {
+        err = GD_PARAM;
+        goto done;
+    }
+    if (count > n) {
+        err = GD_COUNT;
+        goto done;
+    }
+    {
+        unsigned b = 0;
+        while (b < 64 && (1ull << b) < m)
+            b++;
+        const unsigned long long cut = (b >= 64 ? 0 : (1ull << b)) - m;
+        unsigned long long next = 0;
+        for (; k < count; k++) {
+            unsigned long long q = 0;
+            for (;;) {
+                unsigned long long left = gd_left(&d);
+                if (left == 0) {
+                    err = GD_TRUNC;
+                    goto done;
+                }
+                unsigned nb = left < 57 ? (unsigned)left : 57;
+                unsigned long long v = gd_peek(&d, nb);
+                if (v == 0) {
+                    q += nb;
+                    gd_skip(&d, nb);
+                    if (q > n) {
+                        err = GD_GAP;
+                        goto done;
+                    }
+                    continue;
+                }
+                unsigned lz = (unsigned)__clzll((long long)v) - (64 - nb);
+                q += lz;
+                gd_skip(&d, lz + 1);
+                break;
+            }
+            if (q > n) {
+                err = GD_GAP;
+                goto done;
+            }
+            unsigned long long rem = 0;
+            if (b) {
+                if (gd_left(&d) < b - 1) {
+                    err = GD_TRUNC;
+                    goto done;
+                }
+                rem = b > 1 ? gd_peek(&d, b - 1) : 0;
+                if (rem < cut) {
+                    gd_skip(&d, b - 1);
+                } else {
+                    if (gd_left(&d) < b) {
+                        err = GD_TRUNC;
+                        goto done;
+                    }
+                    rem = gd_peek(&d, b) - cut;
+                    gd_skip(&d, b);
+                    if (rem >= m) {
+                        err = GD_REM;
+                        goto done;
+                    }
+                }
+            }
+            unsigned long long g = q * m + rem, ps = next + g;
+            if (g > n || ps >= n) {
+                err = GD_PAST;
+                goto done;
+            }
+            pos[k] = (uint32_t)ps;
+            next = ps + 1;
+        }
+        unsigned long long left = gd_left(&d);
+        if (left >= 8 || (left && ((src[d.at] << d.bc) & 0xff) != 0))
+            err = GD_TRAILING;
+    }
+done:
+    res[0] = err;
+    res[1] = (unsigned)k;
+}
+
+static dc_status_t kcu_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
+                                     uint32_t *pos, void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    unsigned *dres = NULL, res[2] = {GD_OK, 0};
+    if (((uintptr_t)pos & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda positions decode: positions array is not 4-byte "
+                        "aligned");
+    CU_TRY(cudaMallocAsync((void **)&dres, sizeof(res), s), "positions decode result");
+    DC_LAUNCH(k_golomb_decode, 1, 1, s)((const uint8_t *)src, len, count,
+                                        (unsigned long long)n, pos, dres);
+    CU_TRY(cudaGetLastError(), "positions decode kernel");
+    CU_TRY(cudaMemcpyAsync(res, dres, sizeof(res), cudaMemcpyDeviceToHost, s),
+           "positions decode result");
+    CU_TRY(cudaStreamSynchronize(s), "positions decode");
+    if (res[0] != GD_OK)
+        st = dc_error(DC_ERR_FORMAT, "device positions decode (Golomb, %zu positions in %llu "
+                      "elements, %zu bytes): %s at position %u", count,
+                      (unsigned long long)n, len, res[0] < GD_N ? gd_msg[res[0]] : "unknown",
+                      res[1]);
+out:
+    if (dres != NULL)
+        cudaFreeAsync(dres, s);
+    return st;
+}
+
 #ifndef DC_KCU_OPS_NAME
 #define DC_KCU_OPS_NAME dc_kern_cuda_build_ops
 #define DC_KCU_OPS_LABEL "cuda"
@@ -1500,5 +1680,5 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     DC_KCU_OPS_LABEL, kcu_available, kcu_why, kcu_props, kcu_malloc, kcu_free, kcu_h2d,
     kcu_d2h, kcu_memset, kcu_sync, kcu_count_changed, kcu_diff, kcu_gather, kcu_xor_scatter,
     kcu_put_scatter, kcu_xor_dense, kcu_digest128, kcu_digest128_dev, kcu_crc32c,
-    kcu_values_decode,
+    kcu_values_decode, kcu_golomb_decode,
 };

@@ -130,4 +130,14 @@ dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint3
 dc_status_t dc_kern_cuda_values_decode(unsigned method, const void *src, size_t len,
                                        size_t count, unsigned w, void *out, void *stream);
 
+/**
+ * Decode a Golomb positions stream (entropy.h dc_ent_pos_decode: `len`
+ * bytes at device address `src`, `count` positions in n elements) into
+ * device memory at `pos`, on the device: bit-identical, with the CPU's
+ * verdict (a corrupt stream is DC_ERR_FORMAT, never a fault; `pos` is
+ * then scratch).  One thread (the codes are one chain).  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
+                                       uint32_t *pos, void *stream);
+
 #endif /* DC_KERN_CUDA_H */

@@ -180,3 +180,9 @@ dc_status_t dc_kern_cuda_values_decode(unsigned method, const void *src, size_t 
 {
     return dc_kern_cuda_ops()->values_decode(method, src, len, count, w, out, stream);
 }
+
+dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
+                                       uint32_t *pos, void *stream)
+{
+    return dc_kern_cuda_ops()->golomb_decode(src, len, count, n, pos, stream);
+}

@@ -207,8 +207,9 @@ Test(emu_values, zstd_and_unknown_methods_refused)
     dc_kern_cuda_free(o);
 }
 
-/* A whole xor-sparse payload as engine/devpath.c takes it: positions on
- * the host (dc_codec_decode_positions), the values stream on the device,
+/* A whole xor-sparse payload as engine/devpath.c takes it: gaps positions
+ * on the host (dc_codec_decode_positions), Golomb positions on the device
+ * (dc_kern_cuda_golomb_decode), the values stream on the device,
  * against dc_codec_decode_lists (which decodes both on the CPU, for
  * Golomb + rANS in one interleaved loop): the same verdict on
  * truncations and on bit flips, the same lists when accepted. */
@@ -229,6 +230,8 @@ static void payload_hostile(unsigned layout, unsigned pos_method, size_t n, unsi
     const size_t cap = dc_codec_payload_bound(n * w);
     uint8_t *pl = malloc(cap), *bad = malloc(cap), *words = malloc(n * w);
     uint8_t *dsrc = NULL, *dout = NULL;
+    uint32_t *dpos = NULL, *hpos = malloc(n * sizeof(uint32_t));
+    cr_assert_eq(dc_kern_cuda_malloc((void **)&dpos, n * sizeof(uint32_t)), DC_OK);
     cr_assert_eq(dc_kern_cuda_malloc((void **)&dsrc, cap), DC_OK);
     cr_assert_eq(dc_kern_cuda_malloc((void **)&dout, n * w + 16), DC_OK);
     size_t len;
@@ -265,11 +268,30 @@ static void payload_hostile(unsigned layout, unsigned pos_method, size_t n, unsi
         const uint8_t *wa;
         size_t na, nb, vofs;
         dc_status_t sa = dc_codec_decode_lists(ca, enc, bad, l, n, w, &pa, &wa, &na);
-        dc_status_t sb = dc_codec_decode_positions(cb, enc, bad, l, n, w, &pb, &nb, &vofs);
-        if (sb == DC_OK) {
-            if (l > vofs)
-                cr_assert_eq(dc_kern_cuda_h2d(dsrc, bad + vofs, l - vofs), DC_OK);
-            sb = dc_kern_cuda_values_decode(DC_ENT_RANS, dsrc, l - vofs, nb, w, dout, NULL);
+        dc_status_t sb;
+        if (pos_method == DC_ENT_GOLOMB) {
+            /* as devpath.c: the header on the host, both streams on the device */
+            size_t pofs, plen;
+            sb = dc_codec_sparse_header(cb, enc, bad, l, n, w, &nb, &pofs, &plen);
+            if (sb == DC_OK) {
+                vofs = pofs + plen;
+                if (l > pofs)
+                    cr_assert_eq(dc_kern_cuda_h2d(dsrc, bad + pofs, l - pofs), DC_OK);
+                sb = dc_kern_cuda_golomb_decode(dsrc, plen, nb, n, dpos, NULL);
+                if (sb == DC_OK && nb)
+                    cr_assert_eq(dc_kern_cuda_d2h(hpos, dpos, nb * sizeof(uint32_t)), DC_OK);
+                pb = hpos;
+                if (sb == DC_OK)
+                    sb = dc_kern_cuda_values_decode(DC_ENT_RANS, dsrc + plen, l - vofs, nb, w,
+                                                    dout, NULL);
+            }
+        } else {
+            sb = dc_codec_decode_positions(cb, enc, bad, l, n, w, &pb, &nb, &vofs);
+            if (sb == DC_OK) {
+                if (l > vofs)
+                    cr_assert_eq(dc_kern_cuda_h2d(dsrc, bad + vofs, l - vofs), DC_OK);
+                sb = dc_kern_cuda_values_decode(DC_ENT_RANS, dsrc, l - vofs, nb, w, dout, NULL);
+            }
         }
         cr_assert_eq(sa == DC_OK, sb == DC_OK, "payload of %zu bytes (cut %zu, try %u): host "
                      "lists %d, host positions + device values %d (%s)", len, l, k, sa, sb,
@@ -288,6 +310,8 @@ static void payload_hostile(unsigned layout, unsigned pos_method, size_t n, unsi
     cr_assert_lt(accepted, tries, "hostile payloads are refused");
     dc_kern_cuda_free(dsrc);
     dc_kern_cuda_free(dout);
+    dc_kern_cuda_free(dpos);
+    free(hpos);
     free(base);
     free(next);
     free(pl);
@@ -308,4 +332,72 @@ Test(emu_values, payload_golomb_4way)
     /* ~600 changes, the compact layout: Golomb positions, 4-way values
      * (the CPU decodes them in one interleaved loop) */
     payload_hostile(DC_CODEC_LAYOUT_COMPACT, DC_ENT_GOLOMB, 30000, 20, 4);
+}
+
+/* Golomb positions: dc_kern_cuda_golomb_decode against dc_ent_pos_decode
+ * on random sets, every truncation, trailing bytes and bit flips. */
+static void golomb_case(size_t n, unsigned permille, unsigned flips)
+{
+    uint32_t *pos = malloc(n * sizeof(uint32_t) + 4), *cpu = malloc(n * sizeof(uint32_t) + 4);
+    uint32_t *gpu = malloc(n * sizeof(uint32_t) + 4), *dpos = NULL;
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rnd() % 1000 < permille)
+            pos[count++] = (uint32_t)i;
+    const size_t cap = dc_ent_pos_bound(count, n) + 16;
+    uint8_t *enc = malloc(cap), *bad = malloc(cap), *dsrc = NULL;
+    size_t len;
+    cr_assert_eq(dc_ent_pos_encode(pos, count, n, enc, cap, &len), DC_OK);
+    cr_assert_eq(dc_kern_cuda_malloc((void **)&dsrc, cap), DC_OK);
+    cr_assert_eq(dc_kern_cuda_malloc((void **)&dpos, n * sizeof(uint32_t) + 4), DC_OK);
+    size_t accepted = 0, tries = 0;
+    for (size_t k = 0; k <= len + 4 + flips; k++) {
+        size_t l = len;
+        memcpy(bad, enc, len);
+        memset(bad + len, 0, 4);
+        if (k < len) {
+            l = k; /* every truncation */
+        } else if (k <= len + 4) {
+            l = k; /* the whole stream, then 1-4 trailing bytes */
+        } else {
+            bad[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+        }
+        dc_status_t cs = dc_ent_pos_decode(bad, l, count, n, cpu);
+        if (l)
+            cr_assert_eq(dc_kern_cuda_h2d(dsrc, bad, l), DC_OK);
+        dc_status_t gs = dc_kern_cuda_golomb_decode(dsrc, l, count, n, dpos, NULL);
+        cr_assert_eq(gs == DC_OK, cs == DC_OK, "golomb %zu positions in %zu, %zu of %zu bytes, "
+                     "try %zu: cpu %d, device %d (%s)", count, n, l, len, k, cs, gs,
+                     dc_last_error());
+        tries++;
+        if (gs != DC_OK) {
+            cr_assert_eq(gs, DC_ERR_FORMAT);
+            cr_assert(strstr(dc_last_error(), "device positions decode") != NULL);
+            continue;
+        }
+        accepted++;
+        if (count)
+            cr_assert_eq(dc_kern_cuda_d2h(gpu, dpos, count * sizeof(uint32_t)), DC_OK);
+        cr_assert(memcmp(cpu, gpu, count * sizeof(uint32_t)) == 0, "positions differ (try %zu)",
+                  k);
+        if (k == len)
+            cr_assert(memcmp(pos, gpu, count * sizeof(uint32_t)) == 0);
+    }
+    cr_assert_geq(accepted, 1);
+    cr_assert_lt(accepted, tries);
+    dc_kern_cuda_free(dsrc);
+    dc_kern_cuda_free(dpos);
+    free(pos);
+    free(cpu);
+    free(gpu);
+    free(enc);
+    free(bad);
+}
+
+Test(emu_values, golomb_positions)
+{
+    golomb_case(20000, 20, 400); /* ~400 positions, m ~ 35 */
+    golomb_case(5000, 600, 200); /* dense: m = 1 */
+    golomb_case(100000, 1, 200); /* very sparse: long runs of zeros */
+    golomb_case(1000, 0, 10);    /* none */
 }

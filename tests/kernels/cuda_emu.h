@@ -59,6 +59,7 @@ inline unsigned __ballot_sync(unsigned, int pred) {
 template <typename T> T __ldg(const T *p) { return *p; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __clzll(long long x) { return __builtin_clzll((unsigned long long)x); }
 inline std::mutex g_atomic_mu;
 inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
     std::lock_guard<std::mutex> l(g_atomic_mu); unsigned long long o = *p; if (v < o) *p = v; return o; }
