@@ -1,6 +1,7 @@
 /* devpath.c - device-side apply for receivers in device memory (devpath.h). */
 #include "engine/devpath.h"
 
+#include "kernels/entropy.h"
 #include "kernels/kern_cuda.h"
 
 #include <stdlib.h>
@@ -29,6 +30,8 @@ struct dc_devpath {
     uint64_t dev_chunks, dev_bytes; /* applied on the device, bytes sent there */
     uint64_t staged[DEV_WHY_N];
     uint64_t undone;
+    uint64_t dev_values;    /* xor-sparse chunks whose values were decoded on the device */
+    uint64_t dev_positions; /* ... and their (Golomb) positions too */
 };
 
 _Thread_local int dc_devpath_force_stage;
@@ -49,9 +52,11 @@ dc_status_t dc_devpath_open(dc_node_t *n)
     if (!n->rx.dev)
         return dc_error(DC_ERR_NOMEM, "node %u: out of memory", n->me);
     DC_LOG_INFO("node %u: weights in device memory: xor-sparse, xor-dense and put-dense "
-                "chunks are applied and digested on the device (streams decoded on the "
-                "host, only the decoded lists cross PCIe); ctx and put-sparse chunks are "
-                "staged through the host (whole chunk both ways)",
+                "chunks are applied and digested on the device (xor-sparse: Golomb "
+                "positions and the values decoded on the device from the compact streams, "
+                "gaps positions and zstd values on the host; dense kinds: decoded on the "
+                "host, the words cross PCIe); ctx and put-sparse chunks are staged through "
+                "the host (whole chunk both ways)",
                 n->me);
     return DC_OK;
 }
@@ -65,11 +70,13 @@ void dc_devpath_close(dc_node_t *n)
     for (int i = 0; i < DEV_WHY_N; i++)
         staged += dp->staged[i];
     DC_LOG_INFO("node %u: device path: %llu chunks applied on the device (%llu bytes sent "
-                "there), %llu undone there, %llu staged through the host (ctx %llu, "
-                "put-sparse %llu, spanning segments %llu, lists too large %llu, undo copy "
-                "%llu)",
+                "there; values decoded there for %llu, positions for %llu), %llu undone "
+                "there, %llu staged through the host (ctx %llu, put-sparse %llu, spanning "
+                "segments %llu, lists too large %llu, undo copy %llu)",
                 n->me, (unsigned long long)dp->dev_chunks, (unsigned long long)dp->dev_bytes,
-                (unsigned long long)dp->undone, (unsigned long long)staged,
+                (unsigned long long)dp->dev_values, (unsigned long long)dp->dev_positions,
+                (unsigned long long)dp->undone,
+                (unsigned long long)staged,
                 (unsigned long long)dp->staged[DEV_WHY_CTX],
                 (unsigned long long)dp->staged[DEV_WHY_PUT_SPARSE],
                 (unsigned long long)dp->staged[DEV_WHY_SPANS],
@@ -103,6 +110,96 @@ static dc_status_t dev_scratch(struct dc_devpath *dp, size_t bytes)
     return st;
 }
 
+enum { DEV_HOST_VALUES = -1 };
+
+/* An xor-sparse payload: positions decoded on the host, the compact values
+ * stream sent as it is and decoded on the device
+ * (dc_kern_cuda_values_decode, the CPU decoder's verdict), then
+ * dc_kern_cuda_xor_scatter.  Everything before the scatter writes only
+ * scratch, so a refused payload leaves the chunk untouched.  Returns
+ * DC_DEV_*, or DEV_HOST_VALUES for zstd values (no device decoder: the
+ * caller decodes the values on the host). */
+static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payload,
+                      size_t len, int journal, uint8_t *dchunk, size_t elems, size_t w)
+{
+    struct dc_devpath *dp = n->rx.dev;
+    const dc_layout_chunk_t *lc = &n->layout->chunks[c];
+    const dc_layout_tensor_t *lt = &n->layout->tensors[lc->tensor];
+    const unsigned vm = dc_enc_val_method(enc);
+    if (vm == DC_ENT_ZSTD)
+        return DEV_HOST_VALUES;
+    /* Golomb positions are decoded on the device too (their stream and
+     * the values stream, contiguous in the payload, cross as they are);
+     * gaps positions on the host (count x 4 bytes cross) */
+    const int dev_pos = dc_enc_pos_method(enc) == DC_ENT_GOLOMB;
+    const uint32_t *pos = NULL;
+    size_t count, pofs, plen = 0, vofs;
+    if (dev_pos) {
+        if (dc_codec_sparse_header(n->rx.codec, enc, payload, len, elems, (unsigned)w, &count,
+                                   &pofs, &plen) != DC_OK)
+            return DC_DEV_BAD; /* nothing changed yet */
+        vofs = pofs + plen;
+    } else if (dc_codec_decode_positions(n->rx.codec, enc, payload, len, elems, (unsigned)w,
+                                         &pos, &count, &vofs) != DC_OK) {
+        return DC_DEV_BAD;
+    }
+    const size_t pos_bytes = count * sizeof(uint32_t), vlen = len - vofs;
+    const size_t sent = (dev_pos ? plen : pos_bytes) + vlen;
+    if (sent >= 2 * (size_t)lc->len)
+        return dev_stage(n, c, DEV_WHY_LISTS);
+    /* scratch: positions | decoded words | [the positions stream] the
+     * values stream */
+    const size_t wofs = (pos_bytes + 15) & ~(size_t)15;
+    const size_t sofs = (wofs + count * w + 15) & ~(size_t)15;
+    dc_status_t st;
+    if ((st = dev_scratch(dp, sofs + plen + vlen)) != DC_OK)
+        goto fail;
+    if (dev_pos) {
+        if ((st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs, payload + pofs, plen + vlen)) !=
+            DC_OK)
+            goto fail;
+        st = dc_kern_cuda_golomb_decode((uint8_t *)dp->dbuf + sofs, plen, count, elems,
+                                        dp->dbuf, NULL);
+        if (st == DC_ERR_FORMAT) {
+            dc_error_prefix("node %u: chunk %u of tensor '%s': positions decoded on the device",
+                            n->me, c, lt->name);
+            return DC_DEV_BAD; /* only scratch was written */
+        }
+        if (st != DC_OK)
+            goto fail;
+    } else if ((count && (st = dc_kern_cuda_h2d(dp->dbuf, pos, pos_bytes)) != DC_OK) ||
+               (vlen && (st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs, payload + vofs,
+                                               vlen)) != DC_OK)) {
+        goto fail;
+    }
+    st = dc_kern_cuda_values_decode(vm, (uint8_t *)dp->dbuf + sofs + plen, vlen, count,
+                                    (unsigned)w, (uint8_t *)dp->dbuf + wofs, NULL);
+    if (st == DC_ERR_FORMAT) {
+        dc_error_prefix("node %u: chunk %u of tensor '%s': values decoded on the device", n->me,
+                        c, lt->name);
+        return DC_DEV_BAD; /* only scratch was written */
+    }
+    if (st != DC_OK)
+        goto fail;
+    if (journal && dc_journal_begin(n->rx.j, c) != DC_OK)
+        return DC_DEV_FAIL;
+    if (count) {
+        st = dc_kern_cuda_xor_scatter(dchunk, elems, (unsigned)w, dp->dbuf,
+                                      (uint8_t *)dp->dbuf + wofs, count, NULL);
+        if (st == DC_ERR_FORMAT)
+            return DC_DEV_BAD; /* validated before any write: untouched */
+        if (st != DC_OK)
+            goto fail;
+    }
+    dp->dev_bytes += sent;
+    dp->dev_values++;
+    dp->dev_positions += dev_pos;
+    return DC_DEV_DONE;
+fail:
+    dc_error_prefix("node %u: chunk %u of tensor '%s' in device memory", n->me, c, lt->name);
+    return DC_DEV_FAIL;
+}
+
 /* Decode `payload` (encoding enc) of chunk c and apply it to the chunk's
  * device bytes.  journal: set APPLYING first (a frame), or not (an undo).
  * Returns DC_DEV_*. */
@@ -123,6 +220,11 @@ static int dev_apply(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payl
     uint8_t *dchunk = dc_place_chunk_dev_ptr(&n->rx.place, c);
     if (!dchunk)
         return dev_stage(n, c, DEV_WHY_SPANS);
+    if (kind == DC_ENC_XOR_SPARSE) {
+        int r = dev_sparse(n, c, enc, payload, len, journal, dchunk, elems, w);
+        if (r != DEV_HOST_VALUES)
+            return r;
+    }
     const uint32_t *pos;
     const uint8_t *words;
     size_t count;

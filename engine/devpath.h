@@ -7,12 +7,15 @@
  * 2 x chunk bytes across PCIe per chunk.  The device path moves only what
  * the payload holds:
  *
- *   XOR_SPARSE  the streams are decoded on the host into (position, XOR
- *               word) lists; the lists go to the device (count x (4 + w)
- *               bytes) when that is less than staging (2 x chunk), and
- *               dc_kern_cuda_xor_scatter applies them (validating the
- *               positions on the device: hostile lists leave the chunk
- *               untouched)
+ *   XOR_SPARSE  Golomb positions and the values stream go as they are in
+ *               the payload and are decoded there
+ *               (dc_kern_cuda_golomb_decode, dc_kern_cuda_values_decode:
+ *               the CPU's verdicts); gaps positions are decoded on the
+ *               host (count x 4 bytes go); zstd values are decoded on the
+ *               host and their words go (count x w); when that is less
+ *               than staging (2 x chunk); dc_kern_cuda_xor_scatter applies them (validating
+ *               the positions on the device: hostile lists leave the
+ *               chunk untouched)
  *   XOR_DENSE   the decoded XOR words go (chunk bytes), dc_kern_cuda_xor_dense
  *   PUT_DENSE   the decoded bytes go straight into place (chunk bytes),
  *               unless an undo copy of the old bytes is needed (delta mode)

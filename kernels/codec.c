@@ -571,6 +571,58 @@ dc_status_t dc_codec_decode_lists(dc_codec_t *c, uint16_t enc, const uint8_t *pa
     return DC_OK;
 }
 
+dc_status_t dc_codec_sparse_header(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                   size_t len, size_t n, unsigned w, size_t *count,
+                                   size_t *pos_ofs, size_t *pos_len)
+{
+    c->last_count = SIZE_MAX;
+    if (dc_enc_kind(enc) != DC_ENC_XOR_SPARSE)
+        return dc_error(DC_ERR_UNSUPPORTED, "codec: only xor-sparse payloads have positions "
+                        "to decode alone");
+    dc_status_t s = dc_check_enc(c, enc, n, w);
+    if (s != DC_OK)
+        return s;
+    const uint8_t *p = payload, *end = payload + len;
+    uint64_t cnt, plen;
+    if (dc_ent_get_varint(&p, end, &cnt) != DC_OK || dc_ent_get_varint(&p, end, &plen) != DC_OK)
+        return dc_error(DC_ERR_FORMAT, "sparse chunk header truncated");
+    if (cnt > n)
+        return dc_error(DC_ERR_FORMAT, "sparse chunk claims %llu changes in %zu elements",
+                        (unsigned long long)cnt, n);
+    if (plen > (uint64_t)(end - p))
+        return dc_error(DC_ERR_FORMAT, "positions stream longer than the payload");
+    *count = (size_t)cnt;
+    *pos_ofs = (size_t)(p - payload);
+    *pos_len = (size_t)plen;
+    return DC_OK;
+}
+
+dc_status_t dc_codec_decode_positions(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                      size_t len, size_t n, unsigned w, const uint32_t **pos,
+                                      size_t *count, size_t *vals_ofs)
+{
+    size_t cnt, pofs, plen;
+    dc_status_t s = dc_codec_sparse_header(c, enc, payload, len, n, w, &cnt, &pofs, &plen);
+    if (s != DC_OK)
+        return s;
+    const uint8_t *p = payload + pofs;
+    if (dc_enc_pos_method(enc) == DC_ENT_GAPS) {
+        dc_gaps_dec_t gd;
+        if ((s = dc_gaps_dec_init(c->ent, &gd, p, (size_t)plen, (size_t)cnt, n)) != DC_OK ||
+            (cnt && (s = dc_gaps_dec_run(&gd, c->pos, (size_t)cnt, NULL)) != DC_OK) ||
+            (s = dc_gaps_dec_finish(&gd)) != DC_OK)
+            return s;
+    } else if ((s = dc_golomb_dec_init(c->gd, p, (size_t)plen, (size_t)cnt, n)) != DC_OK ||
+               (s = dc_golomb_dec_run(c->gd, c->pos, (size_t)cnt)) != DC_OK ||
+               (s = dc_golomb_dec_finish(c->gd)) != DC_OK) {
+        return s;
+    }
+    *pos = c->pos;
+    *count = (size_t)cnt;
+    *vals_ofs = (size_t)(p + plen - payload);
+    return DC_OK;
+}
+
 dc_status_t dc_codec_undo_payload(dc_codec_t *c, size_t n, unsigned w, uint8_t *dst, size_t cap,
                                   size_t *len, uint16_t *enc)
 {

@@ -154,6 +154,30 @@ dc_status_t dc_codec_decode_lists(dc_codec_t *c, uint16_t enc, const uint8_t *pa
                                   const uint8_t **words, size_t *count);
 
 /**
+ * An XOR_SPARSE payload's header, checked as dc_codec_decode_lists() does:
+ * the change count and where the positions stream is (pos_ofs, pos_len;
+ * the values stream follows it to the end, method dc_enc_val_method(enc)).
+ * DC_ERR_UNSUPPORTED for other kinds.
+ */
+dc_status_t dc_codec_sparse_header(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                   size_t len, size_t n, unsigned w, size_t *count,
+                                   size_t *pos_ofs, size_t *pos_len);
+
+/**
+ * The positions part of an XOR_SPARSE payload alone (for a decoder of the
+ * values elsewhere, e.g. on the device): header and positions stream
+ * decoded and checked as dc_codec_decode_lists() does, *pos (count
+ * positions, valid until the next call) and the values stream's offset in
+ * the payload (*vals_ofs; it runs to the end, method
+ * dc_enc_val_method(enc)).  The values are NOT checked: the payload is
+ * accepted only when the values decoder accepts them too.
+ * DC_ERR_UNSUPPORTED for other kinds.
+ */
+dc_status_t dc_codec_decode_positions(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
+                                      size_t len, size_t n, unsigned w, const uint32_t **pos,
+                                      size_t *count, size_t *vals_ofs);
+
+/**
  * After a successful dc_codec_decode / dc_codec_decode_digest of a sparse
  * kind (xor-sparse, put-sparse, ctx-sparse) on this context, and before
  * any other call on it: the xor-sparse payload (Golomb positions, the XOR

@@ -41,6 +41,7 @@
 #include <xxhash.h>
 
 extern "C" {
+#include "kernels/entropy.h"
 #include "kernels/kern_cuda_ops.h"
 }
 
@@ -1122,6 +1123,555 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------------------ */
+/*  Values stream decoder (entropy.h DC_ENT_RAW / RANS / PLANES)            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * One 32-thread block decodes one values stream, bit-identical to
+ * dc_ent_val_decode() and with its accept/reject verdict (every read
+ * bounds-checked; a corrupt stream sets an error code, never a fault).
+ * Thread 0 parses each rANS stream's header and table (sequential varints)
+ * and fills the slot tables; then a 32-way stream is decoded one lane per
+ * state: symbol i by lane i % 32, the lanes whose state fell below 2^15
+ * take the next 16-bit words in lane order (a ballot and a popcount give
+ * each lane its word), exactly as the CPU loop meets them.  The 1/2/4-way
+ * layouts (byte renormalization, one chain through the data) are decoded
+ * by thread 0 alone.
+ */
+enum {
+    VD_OK = 0,
+    VD_TRUNC_HDR,   /* rANS stream truncated (header) */
+    VD_BITS,        /* symbol width byte */
+    VD_SCALE,       /* scale out of range */
+    VD_TABLE_TRUNC, /* table varints truncated */
+    VD_NSYM,        /* symbol count out of range */
+    VD_ENTRY,       /* table entry out of range */
+    VD_SUM,         /* frequencies do not sum to 2^S */
+    VD_STATE,       /* initial state out of range */
+    VD_ODD,         /* 32-way data of an odd length */
+    VD_DATA_TRUNC,  /* data truncated */
+    VD_END,         /* stream does not end cleanly */
+    VD_PLANE_LEN,   /* plane length varint bad */
+    VD_TRAILING,    /* trailing bytes after the planes */
+    VD_RAW_LEN,     /* raw values of the wrong length */
+    VD_N
+};
+
+static const char *const vd_msg[VD_N] = {
+    "ok",
+    "rANS stream truncated",
+    "rANS stream has the wrong symbol width",
+    "rANS scale out of range",
+    "rANS table truncated",
+    "rANS table has a bad symbol count",
+    "rANS table entry out of range",
+    "rANS frequencies do not sum to 2^scale",
+    "rANS initial state out of range",
+    "32-way rANS data of an odd number of bytes",
+    "rANS data truncated",
+    "rANS stream does not end cleanly",
+    "plane: bad length",
+    "planes: trailing bytes",
+    "raw values of the wrong length",
+};
+
+struct vd_shared {
+    uint32_t x[32];
+    unsigned long long p, end; /* data, relative to the stream */
+    unsigned S, ways, err, stream;
+};
+
+/* dc_ent_get_varint on [*p, len) */
+__device__ static bool vd_varint(const uint8_t *src, size_t len, size_t *p,
+                                 unsigned long long *v)
+{
+    unsigned long long r = 0;
+    size_t q = *p;
+    for (unsigned i = 0; i < 10; i++) {
+        if (q >= len)
+            return false;
+        uint8_t b = src[q++];
+        if (i == 9 && b > 1)
+            return false;
+        r |= (unsigned long long)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *p = q;
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+__device__ static uint32_t vd_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Thread 0: dc_rans_dec_init_slot's checks, the tables (ftab[j] = (f - 1)
+ * << 16 | (j - cum), stab[j] = symbol) and the states into sh; sh->err on
+ * a bad stream. */
+__device__ static void vd_init(const uint8_t *src, size_t len, unsigned bits, uint32_t *ftab,
+                               uint16_t *stab, vd_shared *sh)
+{
+    if (len < 2) {
+        sh->err = VD_TRUNC_HDR;
+        return;
+    }
+    unsigned sb = src[0], S = src[1];
+    unsigned wf = sb & 0xC0u;
+    unsigned ways = wf == 0xC0u ? 32 : wf == 0x40u ? 4 : wf == 0x80u ? 2 : 1;
+    sb &= ~0xC0u;
+    if (sb != bits) {
+        sh->err = VD_BITS;
+        return;
+    }
+    if (S < 8 || S > (ways == 32 ? 15u : 16u)) {
+        sh->err = VD_SCALE;
+        return;
+    }
+    const unsigned long long M = 1ull << S;
+    size_t p = 2;
+    unsigned long long nsym;
+    if (!vd_varint(src, len, &p, &nsym)) {
+        sh->err = VD_TABLE_TRUNC;
+        return;
+    }
+    if (nsym < 1 || nsym > M || nsym > (1ull << bits)) {
+        sh->err = VD_NSYM;
+        return;
+    }
+    unsigned long long c = 0, acc = 0;
+    for (unsigned long long k = 0; k < nsym; k++) {
+        unsigned long long dl, f;
+        if (!vd_varint(src, len, &p, &dl) || !vd_varint(src, len, &p, &f)) {
+            sh->err = VD_TABLE_TRUNC;
+            return;
+        }
+        c = k == 0 ? dl : c + dl + 1;
+        f += 1;
+        if (c >= (1ull << bits) || dl >= (1ull << bits) || f > M || acc + f > M) {
+            sh->err = VD_ENTRY;
+            return;
+        }
+        for (unsigned long long j = acc; j < acc + f; j++) {
+            ftab[j] = (uint32_t)((f - 1) << 16 | (j - acc));
+            stab[j] = (uint16_t)c;
+        }
+        acc += f;
+    }
+    if (acc != M) {
+        sh->err = VD_SUM;
+        return;
+    }
+    if (len - p < 4ull * ways) {
+        sh->err = VD_TRUNC_HDR;
+        return;
+    }
+    const uint32_t L = ways == 32 ? 1u << 15 : 1u << 23;
+    for (unsigned j = 0; j < 32; j++)
+        sh->x[j] = L;
+    for (unsigned j = 0; j < ways; j++) {
+        uint32_t x = vd_le32(src + p + 4 * j);
+        if (x < L || x >= (1u << 31)) {
+            sh->err = VD_STATE;
+            return;
+        }
+        sh->x[j] = x;
+    }
+    p += 4ull * ways;
+    if (ways == 32 && (len - p) % 2) {
+        sh->err = VD_ODD;
+        return;
+    }
+    sh->p = p;
+    sh->end = len;
+    sh->S = S;
+    sh->ways = ways;
+}
+
+/* A whole rANS stream of count symbols into out + i * stride (all 32
+ * threads of the block call it). */
+__device__ static void vd_stream(const uint8_t *src, size_t len, size_t count, unsigned bits,
+                                 uint8_t *out, unsigned stride, uint32_t *ftab, uint16_t *stab,
+                                 vd_shared *sh)
+{
+    const unsigned lane = threadIdx.x;
+    if (lane == 0)
+        vd_init(src, len, bits, ftab, stab, sh);
+    __syncthreads();
+    const unsigned e0 = sh->err, S = sh->S, ways = sh->ways;
+    const size_t end = (size_t)sh->end;
+    __syncthreads();
+    if (e0) {
+        __syncthreads();
+        return;
+    }
+    const uint32_t mask = (1u << S) - 1;
+    if (ways == 32) {
+        size_t p = (size_t)sh->p;
+        uint32_t x = sh->x[lane];
+        bool bad = false;
+        for (size_t i0 = 0; i0 < count; i0 += 32) {
+            const size_t i = i0 + lane;
+            unsigned need = 0;
+            uint16_t sym = 0;
+            if (i < count) {
+                uint32_t e = ftab[x & mask];
+                sym = stab[x & mask];
+                x = ((e >> 16) + 1) * (x >> S) + (e & 0xffff);
+                need = x < (1u << 15);
+            }
+            unsigned m = __ballot_sync(0xffffffffu, need);
+            size_t np = p + 2 * (size_t)__popc(m);
+            if (np > end) { /* the same for every lane */
+                bad = true;
+                break;
+            }
+            if (need) {
+                size_t q = p + 2 * (size_t)__popc(m & ((1u << lane) - 1));
+                x = x << 16 | (uint32_t)src[q] | (uint32_t)src[q + 1] << 8;
+            }
+            p = np;
+            if (i < count) {
+                if (bits == 16) {
+                    out[i * stride] = (uint8_t)sym;
+                    out[i * stride + 1] = (uint8_t)(sym >> 8);
+                } else {
+                    out[i * stride] = (uint8_t)sym;
+                }
+            }
+        }
+        unsigned off = __ballot_sync(0xffffffffu, !bad && x != (1u << 15));
+        if (lane == 0)
+            sh->err = bad                  ? (unsigned)VD_DATA_TRUNC
+                      : (off || p != end) ? (unsigned)VD_END
+                                          : (unsigned)VD_OK;
+    } else if (lane == 0) {
+        uint32_t xs[4] = {sh->x[0], sh->x[1], sh->x[2], sh->x[3]};
+        size_t p = (size_t)sh->p;
+        unsigned err = VD_OK;
+        for (size_t i = 0; i < count && !err; i++) {
+            uint32_t x = xs[i & (ways - 1)];
+            uint32_t e = ftab[x & mask];
+            uint16_t sym = stab[x & mask];
+            x = ((e >> 16) + 1) * (x >> S) + (e & 0xffff);
+            while (x < (1u << 23)) {
+                if (p >= end) {
+                    err = VD_DATA_TRUNC;
+                    break;
+                }
+                x = x << 8 | src[p++];
+            }
+            xs[i & (ways - 1)] = x;
+            if (bits == 16) {
+                out[i * stride] = (uint8_t)sym;
+                out[i * stride + 1] = (uint8_t)(sym >> 8);
+            } else {
+                out[i * stride] = (uint8_t)sym;
+            }
+        }
+        if (!err && (p != end || xs[0] != (1u << 23) || xs[1] != (1u << 23) ||
+                     xs[2] != (1u << 23) || xs[3] != (1u << 23)))
+            err = VD_END;
+        sh->err = err;
+    }
+    __syncthreads();
+}
+
+/* res[0] = error code (VD_*), res[1] = the plane (PLANES) */
+__global__ void k_values_decode(unsigned method, const uint8_t *src, size_t len, size_t count,
+                                unsigned w, uint8_t *out, uint32_t *ftab, uint16_t *stab,
+                                unsigned *res)
+{
+    __shared__ vd_shared sh;
+    const unsigned lane = threadIdx.x;
+    if (lane == 0) {
+        sh.err = VD_OK;
+        sh.stream = 0;
+    }
+    __syncthreads();
+    if (method == DC_ENT_RAW) {
+        if (len != count * w) {
+            if (lane == 0)
+                res[0] = VD_RAW_LEN;
+            return;
+        }
+        for (size_t k = lane; k < len; k += 32)
+            out[k] = src[k];
+        return;
+    }
+    if (method == DC_ENT_RANS) {
+        if (count == 0) {
+            if (lane == 0)
+                res[0] = len == 0 ? (unsigned)VD_OK : (unsigned)VD_TRAILING;
+            return;
+        }
+        vd_stream(src, len, count, 8 * w, out, w, ftab, stab, &sh);
+        if (lane == 0)
+            res[0] = sh.err;
+        return;
+    }
+    /* DC_ENT_PLANES: thread 0 reads each plane's length */
+    __shared__ unsigned long long qpos, plen;
+    if (lane == 0)
+        qpos = 0;
+    __syncthreads();
+    for (unsigned j = 0; j < w; j++) {
+        if (lane == 0) {
+            size_t q = (size_t)qpos;
+            unsigned long long l;
+            sh.stream = j;
+            if (!vd_varint(src, len, &q, &l) || l > len - q) {
+                sh.err = VD_PLANE_LEN;
+            } else {
+                qpos = q;
+                plen = l;
+            }
+        }
+        __syncthreads();
+        const unsigned e = sh.err;
+        const size_t at = (size_t)qpos, l = (size_t)plen;
+        __syncthreads();
+        if (e)
+            break;
+        vd_stream(src + at, l, count, 8, out + j, w, ftab, stab, &sh);
+        const unsigned e2 = sh.err;
+        __syncthreads();
+        if (e2)
+            break;
+        if (lane == 0)
+            qpos = at + l;
+    }
+    if (lane == 0) {
+        res[0] = sh.err ? sh.err : qpos != len ? (unsigned)VD_TRAILING : (unsigned)VD_OK;
+        res[1] = sh.stream;
+    }
+}
+
+static dc_status_t kcu_values_decode(unsigned method, const void *src, size_t len,
+                                     size_t count, unsigned w, void *out, void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    uint8_t *scratch = NULL;
+    unsigned res[2] = {VD_OK, 0};
+    if (!valid_width(w))
+        return dc_error(DC_ERR_INVALID, "cuda values decode: element width %u is not 1, 2, 4 "
+                        "or 8", w);
+    if (method == DC_ENT_ZSTD)
+        return dc_error(DC_ERR_UNSUPPORTED, "cuda values decode: zstd values have no device "
+                        "decoder");
+    if (method != DC_ENT_RAW && method != DC_ENT_RANS && method != DC_ENT_PLANES)
+        return dc_error(DC_ERR_FORMAT, "unknown values method %u", method);
+    if (method == DC_ENT_RANS && w > 2)
+        return dc_error(DC_ERR_FORMAT, "rANS values need 1- or 2-byte words");
+    /* the slot tables (2^16 slots at most) and the result */
+    const size_t tab = (size_t)4 << 16, stb = (size_t)2 << 16;
+    CU_TRY(cudaMallocAsync((void **)&scratch, tab + stb + 16, s), "values decode scratch");
+    CU_TRY(cudaMemsetAsync(scratch + tab + stb, 0, 16, s), "values decode result");
+    DC_LAUNCH(k_values_decode, 1, 32, s)(method, (const uint8_t *)src, len, count, w,
+                                         (uint8_t *)out, (uint32_t *)scratch,
+                                         (uint16_t *)(scratch + tab),
+                                         (unsigned *)(scratch + tab + stb));
+    CU_TRY(cudaGetLastError(), "values decode kernel");
+    CU_TRY(cudaMemcpyAsync(res, scratch + tab + stb, sizeof(res), cudaMemcpyDeviceToHost, s),
+           "values decode result");
+    CU_TRY(cudaStreamSynchronize(s), "values decode");
+    if (res[0] != VD_OK)
+        st = dc_error(DC_ERR_FORMAT, "device values decode (%s, %zu values of %u bytes, %zu "
+                      "bytes%s): %s", method == DC_ENT_RAW ? "raw" : method == DC_ENT_RANS
+                      ? "rANS" : "planes", count, w, len, method == DC_ENT_PLANES
+                      ? (res[1] == 0 ? ", plane 0" : res[1] == 1 ? ", plane 1" : res[1] == 2
+                      ? ", plane 2" : ", plane >= 3") : "",
+                      res[0] < VD_N ? vd_msg[res[0]] : "unknown error");
+out:
+    if (scratch != NULL)
+        cudaFreeAsync(scratch, s);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Golomb positions decoder (entropy.h dc_ent_pos_decode)                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * One thread decodes a Golomb positions stream, bit for bit as the CPU's
+ * careful path (dc_gd_careful: every read bounds-checked, the same
+ * refusals, then dc_golomb_dec_finish's trailing-bits check).  The codes
+ * are one chain through the bits: serial on a GPU (a per-thread split at
+ * byte boundaries with a fix-up pass is the next step).
+ */
+enum {
+    GD_OK = 0,
+    GD_PARAM,    /* bad Golomb parameter varint or value */
+    GD_COUNT,    /* more changes than elements */
+    GD_TRUNC,    /* stream truncated */
+    GD_GAP,      /* gap exceeds chunk */
+    GD_REM,      /* bad remainder */
+    GD_PAST,     /* position past the chunk */
+    GD_TRAILING, /* trailing bytes */
+    GD_N
+};
+
+static const char *const gd_msg[GD_N] = {
+    "ok",
+    "bad Golomb parameter",
+    "more positions than elements",
+    "stream truncated",
+    "gap exceeds chunk",
+    "bad remainder",
+    "position past the chunk",
+    "trailing bytes after the positions",
+};
+
+struct gd_bits {
+    const uint8_t *src;
+    size_t len, at; /* byte */
+    unsigned bc;    /* bits used of src[at] */
+};
+
+__device__ static unsigned long long gd_left(const gd_bits *d)
+{
+    return (unsigned long long)(d->len - d->at) * 8 - d->bc;
+}
+
+/* the next nb (1..57, <= gd_left) bits, right-aligned */
+__device__ static unsigned long long gd_peek(const gd_bits *d, unsigned nb)
+{
+    unsigned long long v = 0;
+    size_t have = d->len - d->at;
+    for (size_t i = 0; i < have && i < 8; i++)
+        v |= (unsigned long long)d->src[d->at + i] << (56 - 8 * i);
+    return (v << d->bc) >> (64 - nb);
+}
+
+__device__ static void gd_skip(gd_bits *d, unsigned long long nb)
+{
+    unsigned long long t = d->bc + nb;
+    d->at += (size_t)(t >> 3);
+    d->bc = (unsigned)(t & 7);
+}
+
+/* res[0] = GD_*, res[1] = the index of the position that failed */
+__global__ void k_golomb_decode(const uint8_t *src, size_t len, size_t count,
+                                unsigned long long n, uint32_t *pos, unsigned *res)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    gd_bits d = {src, len, 0, 0};
+    unsigned long long m;
+    unsigned err = GD_OK;
+    size_t k = 0;
+    if (!vd_varint(src, len, &d.at, &m) || m < 1 || m > (1ull << 32)) {
+        err = GD_PARAM;
+        goto done;
+    }
+    if (count > n) {
+        err = GD_COUNT;
+        goto done;
+    }
+    {
+        unsigned b = 0;
+        while (b < 64 && (1ull << b) < m)
+            b++;
+        const unsigned long long cut = (b >= 64 ? 0 : (1ull << b)) - m;
+        unsigned long long next = 0;
+        for (; k < count; k++) {
+            unsigned long long q = 0;
+            for (;;) {
+                unsigned long long left = gd_left(&d);
+                if (left == 0) {
+                    err = GD_TRUNC;
+                    goto done;
+                }
+                unsigned nb = left < 57 ? (unsigned)left : 57;
+                unsigned long long v = gd_peek(&d, nb);
+                if (v == 0) {
+                    q += nb;
+                    gd_skip(&d, nb);
+                    if (q > n) {
+                        err = GD_GAP;
+                        goto done;
+                    }
+                    continue;
+                }
+                unsigned lz = (unsigned)__clzll((long long)v) - (64 - nb);
+                q += lz;
+                gd_skip(&d, lz + 1);
+                break;
+            }
+            if (q > n) {
+                err = GD_GAP;
+                goto done;
+            }
+            unsigned long long rem = 0;
+            if (b) {
+                if (gd_left(&d) < b - 1) {
+                    err = GD_TRUNC;
+                    goto done;
+                }
+                rem = b > 1 ? gd_peek(&d, b - 1) : 0;
+                if (rem < cut) {
+                    gd_skip(&d, b - 1);
+                } else {
+                    if (gd_left(&d) < b) {
+                        err = GD_TRUNC;
+                        goto done;
+                    }
+                    rem = gd_peek(&d, b) - cut;
+                    gd_skip(&d, b);
+                    if (rem >= m) {
+                        err = GD_REM;
+                        goto done;
+                    }
+                }
+            }
+            unsigned long long g = q * m + rem, ps = next + g;
+            if (g > n || ps >= n) {
+                err = GD_PAST;
+                goto done;
+            }
+            pos[k] = (uint32_t)ps;
+            next = ps + 1;
+        }
+        unsigned long long left = gd_left(&d);
+        if (left >= 8 || (left && ((src[d.at] << d.bc) & 0xff) != 0))
+            err = GD_TRAILING;
+    }
+done:
+    res[0] = err;
+    res[1] = (unsigned)k;
+}
+
+static dc_status_t kcu_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
+                                     uint32_t *pos, void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    unsigned *dres = NULL, res[2] = {GD_OK, 0};
+    if (((uintptr_t)pos & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda positions decode: positions array is not 4-byte "
+                        "aligned");
+    CU_TRY(cudaMallocAsync((void **)&dres, sizeof(res), s), "positions decode result");
+    DC_LAUNCH(k_golomb_decode, 1, 1, s)((const uint8_t *)src, len, count,
+                                        (unsigned long long)n, pos, dres);
+    CU_TRY(cudaGetLastError(), "positions decode kernel");
+    CU_TRY(cudaMemcpyAsync(res, dres, sizeof(res), cudaMemcpyDeviceToHost, s),
+           "positions decode result");
+    CU_TRY(cudaStreamSynchronize(s), "positions decode");
+    if (res[0] != GD_OK)
+        st = dc_error(DC_ERR_FORMAT, "device positions decode (Golomb, %zu positions in %llu "
+                      "elements, %zu bytes): %s at position %u", count,
+                      (unsigned long long)n, len, res[0] < GD_N ? gd_msg[res[0]] : "unknown",
+                      res[1]);
+out:
+    if (dres != NULL)
+        cudaFreeAsync(dres, s);
+    return st;
+}
+
 #ifndef DC_KCU_OPS_NAME
 #define DC_KCU_OPS_NAME dc_kern_cuda_build_ops
 #define DC_KCU_OPS_LABEL "cuda"
@@ -1130,4 +1680,5 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     DC_KCU_OPS_LABEL, kcu_available, kcu_why, kcu_props, kcu_malloc, kcu_free, kcu_h2d,
     kcu_d2h, kcu_memset, kcu_sync, kcu_count_changed, kcu_diff, kcu_gather, kcu_xor_scatter,
     kcu_put_scatter, kcu_xor_dense, kcu_digest128, kcu_digest128_dev, kcu_crc32c,
+    kcu_values_decode, kcu_golomb_decode,
 };

@@ -117,4 +117,27 @@ dc_status_t dc_kern_cuda_digest128_dev(const void *buf, size_t len, dc_digest_t 
 dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint32_t *out,
                                 void *stream);
 
+/**
+ * Decode a values stream (entropy.h: `method` DC_ENT_RAW, DC_ENT_RANS or
+ * DC_ENT_PLANES; `len` bytes at device address `src`) of `count` words of
+ * `w` bytes into device memory at `out` (count * w bytes), on the device:
+ * bit-identical to dc_ent_val_decode() and with its verdict (a corrupt
+ * stream is DC_ERR_FORMAT naming what failed, never a fault; `out` is then
+ * scratch).  32-way rANS streams are decoded one lane per state; the 1-,
+ * 2- and 4-way layouts by one thread.  DC_ERR_UNSUPPORTED for DC_ENT_ZSTD
+ * (no device decoder: decode on the host).  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_values_decode(unsigned method, const void *src, size_t len,
+                                       size_t count, unsigned w, void *out, void *stream);
+
+/**
+ * Decode a Golomb positions stream (entropy.h dc_ent_pos_decode: `len`
+ * bytes at device address `src`, `count` positions in n elements) into
+ * device memory at `pos`, on the device: bit-identical, with the CPU's
+ * verdict (a corrupt stream is DC_ERR_FORMAT, never a fault; `pos` is
+ * then scratch).  One thread (the codes are one chain).  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
+                                       uint32_t *pos, void *stream);
+
 #endif /* DC_KERN_CUDA_H */

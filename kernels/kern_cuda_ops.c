@@ -174,3 +174,15 @@ dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint3
 {
     return dc_kern_cuda_ops()->crc32c(buf, len, crc, out, stream);
 }
+
+dc_status_t dc_kern_cuda_values_decode(unsigned method, const void *src, size_t len,
+                                       size_t count, unsigned w, void *out, void *stream)
+{
+    return dc_kern_cuda_ops()->values_decode(method, src, len, count, w, out, stream);
+}
+
+dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
+                                       uint32_t *pos, void *stream)
+{
+    return dc_kern_cuda_ops()->golomb_decode(src, len, count, n, pos, stream);
+}

@@ -42,6 +42,10 @@ typedef struct dc_kern_cuda_ops {
     dc_status_t (*digest128)(const void *buf, size_t len, dc_digest_t *out, void *stream);
     dc_status_t (*digest128_dev)(const void *buf, size_t len, dc_digest_t *out, void *stream);
     dc_status_t (*crc32c)(const void *buf, size_t len, uint32_t crc, uint32_t *out, void *stream);
+    dc_status_t (*values_decode)(unsigned method, const void *src, size_t len, size_t count,
+                                 unsigned w, void *out, void *stream);
+    dc_status_t (*golomb_decode)(const void *src, size_t len, size_t count, uint64_t n,
+                                 uint32_t *pos, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

@@ -249,6 +249,7 @@ cudaError_t cudaMemset(void *d, int v, size_t n)
 #include <stdio.h>
 #include <xxhash.h>
 extern "C" {
+#include "kernels/entropy.h"
 #include "kernels/kern_cuda_ops.h"
 }
 namespace dc_emu_kcu {

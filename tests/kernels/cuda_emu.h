@@ -1,9 +1,9 @@
 /*
  * cuda_emu.h - a CPU emulation of the CUDA thread model, just enough to run
  * kernels/kern_cuda.cu without a GPU (blocks run one after another, each
- * thread of a block is a std::thread; __syncthreads and __shfl_up_sync are
- * barriers).  It checks the kernels' logic (indexing, scans, ordering, caps,
- * validation) against the CPU reference, not performance or the memory
+ * thread of a block is a std::thread; __syncthreads, __shfl_up_sync and
+ * __ballot_sync are barriers).  It checks the kernels' logic (indexing,
+ * scans, ordering, caps, validation) against the CPU reference, not performance or the memory
  * model.  g++ >= 12 (C++20).
  *
  * The runtime API below it is tests/emu/cuda_emu_rt.h's: "device memory" is
@@ -45,9 +45,21 @@ template <typename T> T __shfl_up_sync(unsigned, T v, int d) {
     g_warp_bars[w]->arrive_and_wait();
     return r;
 }
+// the warp's predicates as a mask (lane k's in bit k)
+inline unsigned __ballot_sync(unsigned, int pred) {
+    unsigned t = threadIdx.x, w = t / 32, n = std::min(32u, blockDim.x - w * 32);
+    g_shfl[t] = pred != 0;
+    g_warp_bars[w]->arrive_and_wait();
+    unsigned m = 0;
+    for (unsigned k = 0; k < n; k++)
+        m |= (g_shfl[w * 32 + k] ? 1u : 0u) << k;
+    g_warp_bars[w]->arrive_and_wait();
+    return m;
+}
 template <typename T> T __ldg(const T *p) { return *p; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __clzll(long long x) { return __builtin_clzll((unsigned long long)x); }
 inline std::mutex g_atomic_mu;
 inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
     std::lock_guard<std::mutex> l(g_atomic_mu); unsigned long long o = *p; if (v < o) *p = v; return o; }
