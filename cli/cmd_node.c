@@ -260,12 +260,14 @@ static void dc_node_report_version(void *user, const dc_node_vsum_t *vs)
         dc_fmt_bytes(vs->repair_bytes, rb, sizeof(rb));
         if (vs->repairs == UINT64_MAX)
             snprintf(rb + strlen(rb), sizeof(rb) - strlen(rb), " repaired");
-        printf("version %llu: %s of %s (%.1fx) in %.3f s, %u receivers, ",
-               (unsigned long long)vs->version, pb, db, ratio, vs->seconds, vs->receivers);
+        printf("version %llu: %s of %s (%.1fx) in %.3f s, %u receiver%s, ",
+               (unsigned long long)vs->version, pb, db, ratio, vs->seconds, vs->receivers,
+               vs->receivers == 1 ? "" : "s");
         if (vs->repairs == UINT64_MAX)
             printf("%s\n", rb);
         else
-            printf("%llu repairs (%s)\n", (unsigned long long)vs->repairs, rb);
+            printf("%llu repair%s (%s)\n", (unsigned long long)vs->repairs,
+                   vs->repairs == 1 ? "" : "s", rb);
     }
     fflush(stdout);
 }

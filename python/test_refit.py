@@ -91,7 +91,8 @@ class Refit(unittest.TestCase):
             root = subprocess.Popen(
                 [BIN, "node", "--local", f"1:1:{port}", "--rank", "0", "--versions", ver,
                  "--state", os.path.join(tmp, "st0"), "--chunk-size", "64KiB"],
-                env=env, stderr=subprocess.PIPE)
+                env=env, stdout=subprocess.DEVNULL,  # its per-version lines: not TAP
+                stderr=subprocess.PIPE)
             os.environ.update(DELTACAST_SECRET="py-secret", DELTACAST_TRANSPORT="tcp",
                               DELTACAST_TIMEOUT_MS="2000")
             topo = dc.Topology.local(1, 1, port)
