@@ -207,9 +207,14 @@ static void bidir(const char *transport)
     cr_assert_gt(num(down, "gbps"), 0);
     check_intervals(json_object_get(up, "intervals"), 0.25, ub, num(up, "seconds"), "TX");
     check_intervals(json_object_get(down, "intervals"), 0.25, db, num(down, "seconds"), "RX");
-    /* at the same time: both directions moved data in the first interval */
-    cr_assert_gt(num(json_array_get(json_object_get(up, "intervals"), 0), "bytes"), 0);
-    cr_assert_gt(num(json_array_get(json_object_get(down, "intervals"), 0), "bytes"), 0);
+    /* at the same time: in some interval both directions moved data (not
+     * necessarily the first: soft-RoCE under TCG emulation in CI's VM can
+     * complete nothing one way in the first 0.25 s) */
+    json_t *ui = json_object_get(up, "intervals"), *di = json_object_get(down, "intervals");
+    size_t both = 0;
+    for (size_t k = 0; k < json_array_size(ui) && k < json_array_size(di); k++)
+        both += num(json_array_get(ui, k), "bytes") > 0 && num(json_array_get(di, k), "bytes") > 0;
+    cr_assert_gt(both, 0, "no interval in which both directions moved data");
     json_decref(j);
 }
 
