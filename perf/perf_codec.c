@@ -366,12 +366,9 @@ out:
  * Headers are not counted.  `secs` is the wall time of the whole (diff,
  * gaps, XOR and both compressions), one thread.
  */
-static uint64_t dc_elem(const uint8_t *p, unsigned w)
-{
-    uint64_t v = 0;
-    memcpy(&v, p, w); /* little-endian hosts only, as the codec */
-    return v;
-}
+/* elements per dc_kern_diff call (the published code diffs whole tensors
+ * with vectorized torch ops; this is its vectorized equivalent) */
+#define DC_XZ_PIECE ((size_t)1 << 20)
 
 static void dc_put_le(uint8_t *p, uint64_t v, unsigned w)
 {
@@ -399,6 +396,8 @@ static dc_status_t dc_xorzstd_baseline(const uint8_t *b, size_t bl, const uint8_
     dc_st_file_t *fb = NULL, *fn = NULL;
     uint8_t *pos = NULL, *val = NULL;
     unsigned *width = NULL;
+    uint32_t *dpos = NULL; /* a piece's changed positions and XOR words */
+    uint8_t *dxor = NULL;
     double t0 = dc_now_s();
     dc_status_t st = dc_st_open_mem(b, bl, "base", &fb);
     if (st != DC_OK)
@@ -407,7 +406,9 @@ static dc_status_t dc_xorzstd_baseline(const uint8_t *b, size_t bl, const uint8_
         goto out;
     size_t nt = dc_st_count(fn);
     width = calloc(nt ? nt : 1, sizeof(*width));
-    if (!width) {
+    dpos = malloc(DC_XZ_PIECE * sizeof(*dpos));
+    dxor = malloc(DC_XZ_PIECE * 8);
+    if (!width || !dpos || !dxor) {
         st = dc_error(DC_ERR_NOMEM, "perf codec: out of memory");
         goto out;
     }
@@ -422,12 +423,16 @@ static dc_status_t dc_xorzstd_baseline(const uint8_t *b, size_t bl, const uint8_
         }
         const uint8_t *pb = dc_st_data(fb, s), *pn = dc_st_data(fn, t);
         uint64_t last = 0, maxgap = 0, changed = 0;
-        for (uint64_t e = 0; e < t->nelems; e++)
-            if (dc_elem(pb + e * w, w) != dc_elem(pn + e * w, w)) {
+        for (uint64_t e0 = 0; e0 < t->nelems; e0 += DC_XZ_PIECE) {
+            size_t m = (size_t)DC_MIN((uint64_t)DC_XZ_PIECE, t->nelems - e0);
+            size_t k = dc_kern_diff(pb + e0 * w, pn + e0 * w, m, w, dpos, dxor, m);
+            for (size_t j = 0; j < k; j++) {
+                uint64_t e = e0 + dpos[j];
                 maxgap = DC_MAX(maxgap, e - last);
                 last = e;
-                changed++;
             }
+            changed += k;
+        }
         width[i] = maxgap < (1u << 8) ? 1 : maxgap < (1u << 16) ? 2 : maxgap >> 32 == 0 ? 4 : 8;
         npos += changed * width[i];
         nval += changed * w;
@@ -451,15 +456,18 @@ static dc_status_t dc_xorzstd_baseline(const uint8_t *b, size_t bl, const uint8_
         unsigned w = (unsigned)dc_dtype_size(t->dtype);
         const uint8_t *pb = dc_st_data(fb, s);
         uint64_t last = 0;
-        for (uint64_t e = 0; e < t->nelems; e++) {
-            uint64_t x = dc_elem(pb + e * w, w) ^ dc_elem(pn + e * w, w);
-            if (!x)
-                continue;
-            dc_put_le(pp, e - last, width[i]);
-            pp += width[i];
-            dc_put_le(vp, x, w);
-            vp += w;
-            last = e;
+        for (uint64_t e0 = 0; e0 < t->nelems; e0 += DC_XZ_PIECE) {
+            size_t m = (size_t)DC_MIN((uint64_t)DC_XZ_PIECE, t->nelems - e0);
+            size_t k = dc_kern_diff(pb + e0 * w, pn + e0 * w, m, w, dpos, dxor, m);
+            for (size_t j = 0; j < k; j++) {
+                uint64_t e = e0 + dpos[j];
+                dc_put_le(pp, e - last, width[i]);
+                pp += width[i];
+                last = e;
+            }
+            /* the XOR words, packed as dc_kern_diff wrote them */
+            memcpy(vp, dxor, k * w);
+            vp += k * w;
         }
     }
     if ((st = dc_zstd1(pos, npos, pos_bytes)) != DC_OK ||
@@ -470,6 +478,8 @@ out:
     free(pos);
     free(val);
     free(width);
+    free(dpos);
+    free(dxor);
     dc_st_close(fn);
     dc_st_close(fb);
     return st;
