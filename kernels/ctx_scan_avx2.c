@@ -18,24 +18,27 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* The block search of the merge, 16 prefix counts a step: no branch per
- * block (the scalar loop mispredicts once per change) */
-static inline size_t dc_ctx_find_block_avx2(const uint32_t *pre, size_t q, uint32_t rr)
+/* The block search of the merge in two compares of 8 prefix counts, no
+ * branch (the scalar loop mispredicts once per change): first among every
+ * 8th block's count (pre8[g] = pre[8 (g + 1)]), then among the 8 blocks
+ * of that group.  pre is padded with DC_CTX_PRE_PAD past the slab's blocks
+ * and 16 entries past DC_CTX_SLAB, so both reads stay inside.  No
+ * dependence on the previous change's block (q), so changes overlap in
+ * the pipeline. */
+static inline size_t dc_ctx_find_block_avx2(const uint32_t *pre, const uint32_t *pre8, size_t q,
+                                            uint32_t rr)
 {
-    /* all DC_CTX_SLAB entries pre[1..64] at once (padded past the slab's
-     * blocks): the block is how many are <= rr.  No dependence on the
-     * previous change's block (q), so changes overlap in the pipeline. */
     (void)q;
     const __m256i r = _mm256_set1_epi32((int)rr);
-    uint64_t gt = 0;
-    for (unsigned v = 0; v < DC_CTX_SLAB / 8; v++) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(pre + 1 + 8 * v));
-        /* counts are <= 4096 or the padding 0x7fffffff: a signed compare */
-        gt |= (uint64_t)(unsigned)_mm256_movemask_ps(
-                  _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, r)))
-              << (8 * v);
-    }
-    return (size_t)(64 - __builtin_popcountll(gt));
+    /* counts are <= 4096 or the padding 0x7fffffff: signed compares */
+    unsigned le8 = 8u - (unsigned)__builtin_popcount((unsigned)_mm256_movemask_ps(
+                            _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                _mm256_loadu_si256((const __m256i *)pre8), r))));
+    size_t g = 8 * (size_t)le8;
+    unsigned le = 8u - (unsigned)__builtin_popcount((unsigned)_mm256_movemask_ps(
+                           _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                               _mm256_loadu_si256((const __m256i *)(pre + g + 1)), r))));
+    return g + le;
 }
 #define DC_CTX_FIND_BLOCK dc_ctx_find_block_avx2
 #endif

@@ -126,11 +126,14 @@ typedef uint64_t (*dc_ctx_deposit_fn)(uint64_t x, uint64_t m);
 
 /* The block q' >= q of a slab holding slab rank rr of a class (pre: the
  * class's prefix counts per block, padded with DC_CTX_PRE_PAD past the
- * slab's blocks; ranks ascend, so a search only moves on).  An ISA file
+ * slab's blocks; pre8: every 8th of them, dc_ctx_slab_t; ranks ascend, so
+ * a search only moves on).  An ISA file
  * may define its own before including this header. */
 #ifndef DC_CTX_FIND_BLOCK
-static inline size_t dc_ctx_find_block(const uint32_t *pre, size_t q, uint32_t rr)
+static inline size_t dc_ctx_find_block(const uint32_t *pre, const uint32_t *pre8, size_t q,
+                                       uint32_t rr)
 {
+    (void)pre8;
     while (pre[q + 1] <= rr)
         q++;
     return q;
@@ -196,6 +199,9 @@ typedef struct {
     /* + 16: padding past pre[c][nb] (DC_CTX_PRE_PAD), so that a search may
      * read 16 entries from any q <= nb */
     uint32_t pre[DC_CTX_MAX_CLASSES][DC_CTX_SLAB + 1 + 16];
+    /* pre8[c][g] = pre[c][8 (g + 1)]: every 8th block's count, for a
+     * two-level block search (DC_CTX_FIND_BLOCK) */
+    uint32_t pre8[DC_CTX_MAX_CLASSES][DC_CTX_SLAB / 8];
 } dc_ctx_slab_t;
 
 /* The padding past a full slab's blocks (a full slab writes up to
@@ -232,6 +238,8 @@ dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last, d
          * DC_CTX_SLAB entries at once */
         for (size_t i = nb + 1; i <= DC_CTX_SLAB; i++)
             sl->pre[c][i] = DC_CTX_PRE_PAD;
+        for (size_t g = 0; g < DC_CTX_SLAB / 8; g++)
+            sl->pre8[c][g] = sl->pre[c][8 * (g + 1)];
     }
 }
 
@@ -313,7 +321,7 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
                 size_t q = 0;
                 for (; pt < p1; pt++) {
                     uint32_t rr = (uint32_t)(idx[pt] - r0);
-                    q = DC_CTX_FIND_BLOCK(pre, q, rr);
+                    q = DC_CTX_FIND_BLOCK(pre, sl.pre8[c], q, rr);
                     chg[q] |= dep(1ull << (rr - pre[q]), dc_ctx_class_mask(ge, nt, c, q, nb, last));
                 }
                 continue;
