@@ -147,20 +147,18 @@ static inline size_t dc_ctx_find_block(const uint32_t *pre, const uint32_t *pre8
  * have a few changes per slab; at 8%, dozens. */
 #define DC_CTX_DEPOSIT_MIN 4
 
-/* The positions e0 + 64 q + i of the set bits i of chg[q] (q < nb <= 64),
- * in order, into sp; returns how many.  Without a branch per block or per
+/* The positions e0 + 64 q + i of the set bits i of chg[q] for the blocks
+ * q named by the set bits of nz (every block whose chg is not zero), in
+ * order, into sp; returns how many.  Without a branch per block or per
  * change (at 1% changed, about half the blocks hold one: a branch on it
  * mispredicts a third of the time): the blocks that hold changes come as
- * the set bits of one mask, and each one's first four positions are
+ * the set bits of one mask (kept by the merge as it sets chg), and each one's first four positions are
  * written whether they exist or not (sp has room for 4 past the last;
  * only a block with more takes a loop).  */
 static inline __attribute__((always_inline)) size_t dc_ctx_positions(const uint64_t *chg,
-                                                                     size_t nb, uint32_t e0,
+                                                                     uint64_t nz, uint32_t e0,
                                                                      uint32_t *sp)
 {
-    uint64_t nz = 0;
-    for (size_t q = 0; q < nb; q++)
-        nz |= (uint64_t)(chg[q] != 0) << q;
     size_t kk = 0;
     while (nz) {
         unsigned q = (unsigned)__builtin_ctzll(nz);
@@ -219,21 +217,31 @@ static inline void dc_ctx_slab_init(dc_ctx_slab_t *sl, unsigned nt)
 static inline __attribute__((always_inline)) void
 dc_ctx_slab_classes(const uint64_t *ge, unsigned nt, size_t nb, uint64_t last, dc_ctx_slab_t *sl)
 {
+    /* the levels' prefix counts first (P[j][q]: level j's elements in the
+     * blocks before q; a popcount, a store and an add per level and block,
+     * the levels' chains side by side), then each class's as a difference
+     * of two levels', 8 blocks per vector where the ISA has them */
+    uint32_t P[DC_CTX_MAX_CLASSES + 1][DC_CTX_SLAB + 1];
     uint32_t r[DC_CTX_MAX_CLASSES] = {0};
     for (size_t q = 0; q < nb; q++) {
         const uint64_t *g = ge + q * nt;
-        /* lc: level c's elements in the block, ln: level c + 1's */
-        uint32_t lc = q + 1 == nb ? (uint32_t)__builtin_popcountll(last) : 64;
 #pragma GCC unroll 8
-        for (unsigned c = 0; c <= nt; c++) {
-            uint32_t ln = c < nt ? (uint32_t)__builtin_popcountll(g[c]) : 0;
-            sl->pre[c][q] = r[c];
-            r[c] += lc - ln;
-            lc = ln;
+        for (unsigned j = 0; j < nt; j++) {
+            P[j + 1][q] = r[j];
+            r[j] += (uint32_t)__builtin_popcountll(g[j]);
         }
     }
+    for (unsigned j = 0; j < nt; j++)
+        P[j + 1][nb] = r[j];
+    for (size_t q = 0; q < nb; q++)
+        P[0][q] = (uint32_t)(64 * q);
+    P[0][nb] = (uint32_t)(64 * (nb - 1)) + (uint32_t)__builtin_popcountll(last);
     for (unsigned c = 0; c <= nt; c++) {
-        sl->pre[c][nb] = r[c];
+        if (c < nt)
+            for (size_t q = 0; q <= nb; q++)
+                sl->pre[c][q] = P[c][q] - P[c + 1][q];
+        else
+            memcpy(sl->pre[c], P[c], (nb + 1) * sizeof(uint32_t));
         /* past a short slab's blocks: a search may compare all
          * DC_CTX_SLAB entries at once */
         for (size_t i = nb + 1; i <= DC_CTX_SLAB; i++)
@@ -293,7 +301,14 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
         if (e0 + ne < n) {
             const uint8_t *nx = b + (e0 + ne) * w;
             size_t nbytes = DC_MIN((size_t)DC_CTX_SLAB * 64, n - e0 - ne) * w;
-            for (size_t q = 0; q < nbytes; q += 64)
+            size_t q = 0;
+            for (; q + 256 <= nbytes; q += 256) {
+                __builtin_prefetch(nx + q, 0, 3);
+                __builtin_prefetch(nx + q + 64, 0, 3);
+                __builtin_prefetch(nx + q + 128, 0, 3);
+                __builtin_prefetch(nx + q + 192, 0, 3);
+            }
+            for (; q < nbytes; q += 64)
                 __builtin_prefetch(nx + q, 0, 3);
         }
         ge_masks(b + e0 * w, ne, w, thr, nt, ge);
@@ -302,6 +317,7 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
         else
             dc_ctx_slab_classes(ge, nt, nb, last, &sl);
         memset(chg, 0, nb * sizeof(chg[0]));
+        uint64_t nz = 0; /* the blocks whose chg is not zero */
         for (unsigned c = 0; c <= nt; c++) {
             size_t pt = ptr[c], en = off[c + 1];
             uint64_t r0 = run[c], tot = sl.pre[c][nb];
@@ -323,6 +339,7 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
                     uint32_t rr = (uint32_t)(idx[pt] - r0);
                     q = DC_CTX_FIND_BLOCK(pre, sl.pre8[c], q, rr);
                     chg[q] |= dep(1ull << (rr - pre[q]), dc_ctx_class_mask(ge, nt, c, q, nb, last));
+                    nz |= 1ull << q;
                 }
                 continue;
             }
@@ -337,11 +354,13 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
                 unsigned s = pre[q] & 63;
                 const uint64_t *lw = L + (pre[q] >> 6);
                 uint64_t x = (lw[0] >> s) | ((lw[1] << 1) << (63 - s));
-                chg[q] |= dep(x, dc_ctx_class_mask(ge, nt, c, q, nb, last));
+                uint64_t d = dep(x, dc_ctx_class_mask(ge, nt, c, q, nb, last));
+                chg[q] |= d;
+                nz |= (uint64_t)(d != 0) << q;
             }
         }
         size_t k0 = k;
-        k += dc_ctx_positions(chg, nb, (uint32_t)e0, sp);
+        k += dc_ctx_positions(chg, nz, (uint32_t)e0, sp);
         memcpy(pos + k0, sp, (k - k0) * sizeof(pos[0]));
         if (bw) {
             uint8_t *ob = bw;
