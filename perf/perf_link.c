@@ -446,6 +446,27 @@ static void dc_pl_iv_end(dc_pl_iv_t *iv, double tend)
         iv->v[iv->n - 1].end = DC_MAX(end, iv->v[iv->n - 1].start);
 }
 
+/* The JSON object's first keys, the same for every direction: the path
+ * (transport, device, why it was chosen, the transport's note) and the
+ * run's shape. */
+static json_t *dc_pl_json_head(const char *tname, const char *device, const char *why,
+                               const dc_verbs_stats_t *s, const char *addr, const char *direction,
+                               unsigned streams, const dc_pl_opts_t *po, unsigned depth)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "transport", json_string(tname));
+    json_object_set_new(j, "device", json_string(device));
+    json_object_set_new(j, "why", json_string(why));
+    json_object_set_new(j, "path_note", s->path_note[0] ? json_string(s->path_note) : json_null());
+    json_object_set_new(j, "peer", json_string(addr));
+    json_object_set_new(j, "direction", json_string(direction));
+    json_object_set_new(j, "streams", json_integer(streams));
+    json_object_set_new(j, "size", json_integer((json_int_t)po->size));
+    json_object_set_new(j, "depth", json_integer(depth));
+    json_object_set_new(j, "interval", json_real(po->interval));
+    return j;
+}
+
 static json_t *dc_pl_iv_json(const dc_pl_iv_t *iv)
 {
     json_t *a = json_array();
@@ -927,18 +948,8 @@ static int dc_pl_client_duplex(const dc_verbs_ops_t *t, dc_verbs_conn_t *c,
     double gbps = (rsecs > 0 ? rx.bytes * 8.0 / rsecs / 1e9 : 0) +
                   (tsecs > 0 ? tx.bytes * 8.0 / tsecs / 1e9 : 0);
     if (po->json) {
-        json_t *j = json_object();
-        json_object_set_new(j, "transport", json_string(t->name));
-        json_object_set_new(j, "device", json_string(device));
-        json_object_set_new(j, "why", json_string(why));
-        json_object_set_new(j, "path_note", s.path_note[0] ? json_string(s.path_note)
-                                                          : json_null());
-        json_object_set_new(j, "peer", json_string(addr));
-        json_object_set_new(j, "direction", json_string(bidir ? "bidir" : "reverse"));
-        json_object_set_new(j, "streams", json_integer(streams));
-        json_object_set_new(j, "size", json_integer((json_int_t)po->size));
-        json_object_set_new(j, "depth", json_integer(depth));
-        json_object_set_new(j, "interval", json_real(po->interval));
+        json_t *j = dc_pl_json_head(t->name, device, why, &s, addr, bidir ? "bidir" : "reverse",
+                                    streams, po, depth);
         /* bytes / gbps: what the client received (-R), or both directions
          * summed (--bidir, each under its own key) */
         json_object_set_new(j, "bytes", json_integer((json_int_t)all_bytes));
@@ -1436,18 +1447,8 @@ static int dc_pl_client_run(const char *addr, const dc_pl_opts_t *po, int tls, j
     double p50 = dc_perf_percentile_of(lat, nlat, 50), p99 = dc_perf_percentile_of(lat, nlat, 99);
     const char *device = s.device[0] ? s.device : "?";
     if (po->json) {
-        json_t *j = json_object();
-        json_object_set_new(j, "transport", json_string(t->name));
-        json_object_set_new(j, "device", json_string(device));
-        json_object_set_new(j, "why", json_string(why));
-        json_object_set_new(j, "path_note", s.path_note[0] ? json_string(s.path_note)
-                                                          : json_null());
-        json_object_set_new(j, "peer", json_string(addr));
-        json_object_set_new(j, "direction", json_string("forward"));
-        json_object_set_new(j, "streams", json_integer(streams));
-        json_object_set_new(j, "size", json_integer((json_int_t)po->size));
-        json_object_set_new(j, "depth", json_integer(depth));
-        json_object_set_new(j, "interval", json_real(po->interval));
+        json_t *j =
+            dc_pl_json_head(t->name, device, why, &s, addr, "forward", streams, po, depth);
         json_object_set_new(j, "intervals", dc_pl_iv_json(&iv));
         json_object_set_new(j, "warmup", json_integer((json_int_t)po->warmup));
         json_object_set_new(j, "bytes", json_integer((json_int_t)acked_bytes));
