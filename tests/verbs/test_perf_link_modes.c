@@ -63,23 +63,6 @@ static void server_start(const char *transport, const char *tag)
     snprintf(S_addr, sizeof(S_addr), "%s", a);
 }
 
-/* The JSON object the client printed (the whole file: a sweep's is long). */
-static json_t *load_json(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "cannot read %s", path);
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *brace = strchr(buf, '{');
-    cr_assert(brace, "no JSON in %s", path);
-    json_error_t je;
-    json_t *j = json_loads(brace, JSON_DISABLE_EOF_CHECK, &je);
-    cr_assert(j, "bad JSON in %s: %s", path, je.text);
-    return j;
-}
-
 /* Run a client with `args` (NULL-terminated) after the common ones; returns
  * its JSON (exit status 0 required). */
 static json_t *client(const char *transport, const char *tag, const char *const *args)
@@ -94,7 +77,7 @@ static json_t *client(const char *transport, const char *tag, const char *const 
     argv[n] = NULL;
     int rc = proc_wait(proc_spawn(argv, ENV, log), 120);
     cr_assert_eq(rc, 0, "perf link %s exit %d (see %s)", tag, rc, log);
-    return load_json(log);
+    return proc_json(log);
 }
 
 static double num(const json_t *o, const char *key)
