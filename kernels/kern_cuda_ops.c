@@ -186,3 +186,12 @@ dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count
 {
     return dc_kern_cuda_ops()->golomb_decode(src, len, count, n, pos, stream);
 }
+
+dc_status_t dc_kern_cuda_ctx_apply(void *chunk, size_t n, unsigned w,
+                                   const dc_kern_cuda_ctx_spec_t *spec, const uint32_t *ranks,
+                                   const void *words, uint32_t *pos_out, void *xor_out, int apply,
+                                   void *stream)
+{
+    return dc_kern_cuda_ops()->ctx_apply(chunk, n, w, spec, ranks, words, pos_out, xor_out, apply,
+                                         stream);
+}

@@ -1,0 +1,262 @@
+/* kern_cuda_ctx.c - a ctx-sparse payload decoded and applied on the device
+ * (kern_cuda.h dc_kern_cuda_ctx_*): the header on the host, the streams on
+ * the device where a device decoder exists. */
+#include "kernels/entropy.h"
+#include "kernels/kern_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct dc_kern_cuda_ctx {
+    size_t max_bytes;
+    void *dbuf; /* device: ranks | words | streams */
+    size_t dcap;
+    dc_ent_scratch_t *ent; /* host decoders (gaps positions, zstd values) */
+    uint8_t *hbuf;         /* host: ranks or words decoded there */
+    size_t hcap;
+};
+
+/* ctx.c dc_ctx_shift / dc_ctx_nbuckets (the format's constants) */
+static unsigned kc_shift(unsigned w)
+{
+    return w == 1 ? 0 : w == 2 ? 7 : w == 4 ? 23 : 55;
+}
+
+static unsigned kc_nbuckets(unsigned w)
+{
+    return w == 1 ? 128 : 256;
+}
+
+/* The checks and messages of ctx.c dc_ctx_decode_run up to the values
+ * stream, without decoding the streams. */
+dc_status_t dc_kern_cuda_ctx_parse(const uint8_t *payload, size_t len, size_t n, unsigned w,
+                                   dc_kern_cuda_ctx_hdr_t *h)
+{
+    const uint8_t *p = payload, *end = payload + len;
+    memset(h, 0, sizeof(*h));
+    if (w != 1 && w != 2 && w != 4 && w != 8)
+        return dc_error(DC_ERR_INVALID, "ctx chunk: element width %u", w);
+    if (len < 1)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: empty payload");
+    unsigned hb = *p++;
+    unsigned K = (hb & 7u) + 1, nt = K - 1, mode = (hb >> 3) & 3u;
+    if ((hb & 0xe0u) || mode == 3)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: unknown header bits 0x%02x", hb);
+    if ((size_t)(end - p) < nt)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: thresholds truncated");
+    unsigned B = kc_nbuckets(w), sh = kc_shift(w), prev = 0;
+    h->spec.K = K;
+    h->spec.mode = mode;
+    for (unsigned j = 0; j < nt; j++) {
+        unsigned t = *p++;
+        if (t <= prev || t >= B)
+            return dc_error(DC_ERR_FORMAT, "ctx chunk: threshold %u out of order or range", t);
+        h->spec.thrm[j] = (uint64_t)t << sh;
+        prev = t;
+    }
+    uint64_t total = 0;
+    h->spec.off[0] = 0;
+    for (unsigned c = 0; c < K; c++) {
+        uint64_t v;
+        if (dc_ent_get_varint(&p, end, &v) != DC_OK)
+            return dc_error(DC_ERR_FORMAT, "ctx chunk: class counts truncated");
+        if (v > n || total + v > n)
+            return dc_error(DC_ERR_FORMAT, "ctx chunk claims more changes than its %zu elements",
+                            n);
+        total += v;
+        h->spec.off[c + 1] = (size_t)total;
+    }
+    if (p >= end)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: gaps mask missing");
+    unsigned gmask = *p++;
+    if (gmask >> K)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: gaps mask 0x%02x names absent classes", gmask);
+    h->gmask = gmask;
+    for (unsigned c = 0; c < K; c++) {
+        if (h->spec.off[c + 1] == h->spec.off[c]) {
+            if (gmask & (1u << c))
+                return dc_error(DC_ERR_FORMAT, "ctx chunk: gaps named for an empty class");
+            continue;
+        }
+        uint64_t plen;
+        if (dc_ent_get_varint(&p, end, &plen) != DC_OK || plen > (uint64_t)(end - p))
+            return dc_error(DC_ERR_FORMAT, "ctx chunk: class %u positions past the payload", c);
+        h->pofs[c] = (size_t)(p - payload);
+        h->plen[c] = (size_t)plen;
+        p += plen;
+    }
+    h->vofs = (size_t)(p - payload);
+    h->vlen = (size_t)(end - p);
+    h->total = (size_t)total;
+    return DC_OK;
+}
+
+dc_status_t dc_kern_cuda_ctx_create(size_t max_bytes, dc_kern_cuda_ctx_t **out)
+{
+    dc_kern_cuda_ctx_t *x = calloc(1, sizeof(*x));
+    if (!x || dc_ent_scratch_create(max_bytes ? max_bytes : 1, &x->ent) != DC_OK) {
+        free(x);
+        return dc_error(DC_ERR_NOMEM, "cuda ctx decoder for %zu-byte chunks", max_bytes);
+    }
+    x->max_bytes = max_bytes;
+    *out = x;
+    return DC_OK;
+}
+
+void dc_kern_cuda_ctx_free(dc_kern_cuda_ctx_t *x)
+{
+    if (!x)
+        return;
+    dc_kern_cuda_free(x->dbuf);
+    dc_ent_scratch_free(x->ent);
+    free(x->hbuf);
+    free(x);
+}
+
+static dc_status_t kc_host(dc_kern_cuda_ctx_t *x, size_t bytes)
+{
+    if (x->hcap >= bytes)
+        return DC_OK;
+    uint8_t *b = realloc(x->hbuf, bytes);
+    if (!b)
+        return dc_error(DC_ERR_NOMEM, "cuda ctx decoder: %zu bytes of host scratch", bytes);
+    x->hbuf = b;
+    x->hcap = bytes;
+    return DC_OK;
+}
+
+static dc_status_t kc_dev(dc_kern_cuda_ctx_t *x, size_t bytes)
+{
+    if (x->dcap >= bytes)
+        return DC_OK;
+    dc_kern_cuda_free(x->dbuf);
+    x->dbuf = NULL;
+    x->dcap = 0;
+    dc_status_t st = dc_kern_cuda_malloc(&x->dbuf, bytes);
+    if (st == DC_OK)
+        x->dcap = bytes;
+    return st;
+}
+
+#define KC_AL(v) (((v) + 15) & ~(size_t)15)
+
+dc_status_t dc_kern_cuda_ctx_run(dc_kern_cuda_ctx_t *x, const dc_kern_cuda_ctx_hdr_t *h,
+                                 unsigned vm, const uint8_t *payload, void *chunk, size_t n,
+                                 unsigned w, int apply, uint32_t *pos_out, void *xor_out,
+                                 dc_kern_cuda_ctx_info_t *info)
+{
+    dc_kern_cuda_ctx_info_t in = {0};
+    const size_t total = h->total;
+    const unsigned K = h->spec.K;
+    dc_status_t st;
+    if (n * w > x->max_bytes)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk of %zu x %u bytes out of range", n, w);
+    if (vm >= DC_ENT_GOLOMB)
+        return dc_error(DC_ERR_FORMAT, "ctx chunk: values method %u", vm);
+    if (total == 0) {
+        /* no words: the values stream is checked on the host (it is empty
+         * or refused), nothing is applied */
+        if ((st = kc_host(x, 16)) != DC_OK)
+            return st;
+        st = dc_ent_val_decode(x->ent, vm, payload + h->vofs, h->vlen, 0, w, x->hbuf);
+        if (info)
+            *info = in;
+        return st;
+    }
+    /* the Golomb class streams and (unless zstd) the values stream cross as
+     * one span of the payload when nothing between them is decoded on the
+     * host; else piece by piece */
+    const int host_values = vm == DC_ENT_ZSTD;
+    size_t s0 = h->vofs, s1 = host_values ? h->vofs : h->vofs + h->vlen;
+    for (unsigned c = 0; c < K; c++)
+        if (h->plen[c] && !(h->gmask & (1u << c)) && h->pofs[c] < s0)
+            s0 = h->pofs[c];
+    int span = !h->gmask && !host_values;
+    size_t sbytes = span ? s1 - s0 : 0;
+    if (!span) {
+        for (unsigned c = 0; c < K; c++)
+            if (h->plen[c] && !(h->gmask & (1u << c)))
+                sbytes += KC_AL(h->plen[c]);
+        if (!host_values)
+            sbytes += h->vlen;
+    }
+    const size_t rofs = 0, wofs = KC_AL(total * sizeof(uint32_t)),
+                 sofs = wofs + KC_AL(total * w);
+    if ((st = kc_dev(x, sofs + sbytes + 16)) != DC_OK)
+        return st;
+    uint8_t *d = x->dbuf;
+    uint32_t *dranks = (uint32_t *)(void *)(d + rofs);
+    /* where each Golomb class stream and the values stream lie on the device */
+    size_t dpos[DC_KERN_CUDA_CTX_MAX_CLASSES] = {0}, dval = 0;
+    if (span) {
+        if ((st = dc_kern_cuda_h2d(d + sofs, payload + s0, s1 - s0)) != DC_OK)
+            return st;
+        in.h2d_bytes += s1 - s0;
+        for (unsigned c = 0; c < K; c++)
+            dpos[c] = sofs + (h->pofs[c] - s0);
+        dval = sofs + (h->vofs - s0);
+    } else {
+        size_t at = sofs;
+        for (unsigned c = 0; c < K; c++) {
+            if (!h->plen[c] || (h->gmask & (1u << c)))
+                continue;
+            if ((st = dc_kern_cuda_h2d(d + at, payload + h->pofs[c], h->plen[c])) != DC_OK)
+                return st;
+            in.h2d_bytes += h->plen[c];
+            dpos[c] = at;
+            at += KC_AL(h->plen[c]);
+        }
+        if (!host_values && h->vlen) {
+            if ((st = dc_kern_cuda_h2d(d + at, payload + h->vofs, h->vlen)) != DC_OK)
+                return st;
+            in.h2d_bytes += h->vlen;
+        }
+        dval = at;
+    }
+    /* class ranks: Golomb on the device, gaps on the host */
+    for (unsigned c = 0; c < K; c++) {
+        size_t cnt = h->spec.off[c + 1] - h->spec.off[c];
+        if (!cnt)
+            continue;
+        if (h->gmask & (1u << c)) {
+            if ((st = kc_host(x, cnt * sizeof(uint32_t))) != DC_OK)
+                return st;
+            st = dc_ent_gaps_decode(x->ent, payload + h->pofs[c], h->plen[c], cnt, n,
+                                    (uint32_t *)(void *)x->hbuf);
+            if (st != DC_OK)
+                return st;
+            if ((st = dc_kern_cuda_h2d(dranks + h->spec.off[c], x->hbuf,
+                                       cnt * sizeof(uint32_t))) != DC_OK)
+                return st;
+            in.h2d_bytes += cnt * sizeof(uint32_t);
+            in.host_classes++;
+        } else {
+            st = dc_kern_cuda_golomb_decode(d + dpos[c], h->plen[c], cnt, n,
+                                            dranks + h->spec.off[c], NULL);
+            if (st != DC_OK)
+                return st;
+            in.dev_classes++;
+        }
+    }
+    /* values */
+    if (host_values) {
+        if ((st = kc_host(x, total * w)) != DC_OK)
+            return st;
+        st = dc_ent_val_decode(x->ent, vm, payload + h->vofs, h->vlen, total, w, x->hbuf);
+        if (st != DC_OK)
+            return st;
+        if ((st = dc_kern_cuda_h2d(d + wofs, x->hbuf, total * w)) != DC_OK)
+            return st;
+        in.h2d_bytes += total * w;
+        in.host_values = 1;
+    } else {
+        st = dc_kern_cuda_values_decode(vm, d + dval, h->vlen, total, w, d + wofs, NULL);
+        if (st != DC_OK)
+            return st;
+    }
+    st = dc_kern_cuda_ctx_apply(chunk, n, w, &h->spec, dranks, d + wofs, pos_out, xor_out, apply,
+                                NULL);
+    if (info)
+        *info = in;
+    return st;
+}
