@@ -59,8 +59,23 @@ void dc_devpath_close(dc_node_t *n);
  *  chunk's bytes change. */
 int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh, const uint8_t *payload,
                      int state, dc_digest_t *d);
-/** Undo chunk c with its retained frame (n->rx.retained[c]). */
+/** Undo chunk c: its device undo record (a ctx chunk applied on the
+ *  device), else its retained frame (n->rx.retained[c]). */
 int dc_devpath_undo(dc_node_t *n, uint32_t c);
+/** 1 when chunk c's undo record is on the device (a ctx chunk applied
+ *  there in delta mode, its digest checked): the host keeps none. */
+int dc_devpath_has_undo(const dc_node_t *n, uint32_t c);
+/** Drop the device undo records (the version ended). */
+void dc_devpath_forget(dc_node_t *n);
+
+/** Process-wide totals of the device path (tests, perf/gpu-check.sh). */
+typedef struct dc_devpath_totals {
+    uint64_t frames, payload_bytes; /* frames given to the device path, their payloads */
+    uint64_t dev_ctx;               /* ctx-sparse chunks applied on the device */
+    uint64_t staged_ctx;            /* ... staged for want of device memory for the undo record */
+    uint64_t undone_ctx;            /* ctx chunks undone from their device record */
+} dc_devpath_totals_t;
+void dc_devpath_totals(dc_devpath_totals_t *t);
 /** The digest of chunk c as it is now, computed on the device. */
 int dc_devpath_digest(dc_node_t *n, uint32_t c, dc_digest_t *d);
 

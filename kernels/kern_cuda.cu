@@ -1681,10 +1681,10 @@ out:
  * patch), after the class streams and the values stream were decoded:
  *   k_ctx_count  per tile of CTX_TILE elements, its elements per class
  *                (a class = how many thresholds the base word's magnitude
- *                reaches, as ctx.h; one thread per 8 elements, a shared
+ *                reaches, as ctx.h; one thread per 32 elements, a shared
  *                reduction);
  *   k_ctx_scan   per class, the exclusive prefix of the tile counts (one
- *                block per class) and the class's population;
+ *                block, every class) and the class's population;
  *   k_ctx_check  one thread per change: its rank is below its class's
  *                population and above the class's previous rank (else the
  *                CPU's DC_ERR_FORMAT; nothing written yet);
@@ -1699,7 +1699,7 @@ out:
  *                across classes), the XOR word from it (mode 0 XOR word,
  *                1 step, 2 new word) and the base word, written in place.
  */
-#define CTX_PER 8
+#define CTX_PER 32 /* elements per thread (a tile of 8192: few barriers per element) */
 #define CTX_TILE (BLOCK * CTX_PER) /* elements per tile */
 
 struct ctx_args {
@@ -1832,32 +1832,40 @@ __global__ void k_ctx_count(const uint8_t *chunk, size_t n, size_t tiles, ctx_ar
     }
 }
 
-/* block c: pre[tile * K + c] = class c's elements before the tile;
- * pre[tiles * K + c] = its population */
+/* one block, every class: pre[tile * K + c] = class c's elements before
+ * the tile; pre[tiles * K + c] = its population.  Each thread sums a run
+ * of tiles, a block scan (ping-pong buffers: one barrier a step) of the
+ * sums, then each thread writes its run's prefixes. */
 __global__ void k_ctx_scan(const unsigned *cnt, size_t tiles, unsigned K, unsigned *pre)
 {
-    __shared__ unsigned long long sh[BLOCK];
-    const unsigned t = threadIdx.x, c = blockIdx.x;
+    __shared__ unsigned long long sh[2][DC_KERN_CUDA_CTX_MAX_CLASSES][BLOCK];
+    const unsigned t = threadIdx.x;
     const size_t per = (tiles + BLOCK - 1) / BLOCK;
     const size_t t0 = DC_MIN((size_t)t * per, tiles), t1 = DC_MIN(t0 + per, tiles);
-    unsigned long long sum = 0;
-    for (size_t i = t0; i < t1; i++)
-        sum += cnt[i * K + c];
-    sh[t] = sum;
+    unsigned long long sum[DC_KERN_CUDA_CTX_MAX_CLASSES];
+    for (unsigned c = 0; c < K; c++) {
+        sum[c] = 0;
+        for (size_t i = t0; i < t1; i++)
+            sum[c] += cnt[i * K + c];
+        sh[0][c][t] = sum[c];
+    }
     __syncthreads();
+    unsigned b = 0;
     for (unsigned d = 1; d < BLOCK; d <<= 1) {
-        unsigned long long v = t >= d ? sh[t - d] : 0;
-        __syncthreads();
-        sh[t] += v;
+        for (unsigned c = 0; c < K; c++)
+            sh[b ^ 1][c][t] = sh[b][c][t] + (t >= d ? sh[b][c][t - d] : 0);
+        b ^= 1;
         __syncthreads();
     }
-    unsigned long long ex = sh[t] - sum;
-    for (size_t i = t0; i < t1; i++) {
-        pre[i * K + c] = (unsigned)ex;
-        ex += cnt[i * K + c];
+    for (unsigned c = 0; c < K; c++) {
+        unsigned long long ex = sh[b][c][t] - sum[c];
+        for (size_t i = t0; i < t1; i++) {
+            pre[i * K + c] = (unsigned)ex;
+            ex += cnt[i * K + c];
+        }
+        if (t == BLOCK - 1)
+            pre[tiles * K + c] = (unsigned)sh[b][c][t];
     }
-    if (t == BLOCK - 1)
-        pre[tiles * K + c] = (unsigned)sh[t];
 }
 
 __global__ void k_ctx_check(const uint32_t *ranks, size_t total, ctx_args a, const unsigned *pop,
@@ -1876,7 +1884,7 @@ template <int W>
 __global__ void k_ctx_place(const uint8_t *chunk, size_t n, size_t tiles, ctx_args a, bool al,
                             const unsigned *pre, const uint32_t *ranks, uint32_t *elem)
 {
-    __shared__ unsigned sh[DC_KERN_CUDA_CTX_MAX_CLASSES][BLOCK];
+    __shared__ unsigned sh[2][DC_KERN_CUDA_CTX_MAX_CLASSES][BLOCK];
     __shared__ uint16_t slot[CTX_TILE];
     __shared__ unsigned cbase[DC_KERN_CUDA_CTX_MAX_CLASSES];
     __shared__ size_t lo[DC_KERN_CUDA_CTX_MAX_CLASSES], hi[DC_KERN_CUDA_CTX_MAX_CLASSES];
@@ -1893,23 +1901,22 @@ __global__ void k_ctx_place(const uint8_t *chunk, size_t n, size_t tiles, ctx_ar
             }
         }
         for (unsigned c = 0; c < K; c++)
-            sh[c][t] = c8[c];
+            sh[0][c][t] = c8[c];
         __syncthreads();
-        /* inclusive scan per class over the block's threads */
+        /* inclusive scan per class over the block's threads (ping-pong
+         * buffers: one barrier a step) */
+        unsigned pb = 0;
         for (unsigned d = 1; d < BLOCK; d <<= 1) {
-            unsigned v[DC_KERN_CUDA_CTX_MAX_CLASSES];
             for (unsigned c = 0; c < K; c++)
-                v[c] = t >= d ? sh[c][t - d] : 0;
-            __syncthreads();
-            for (unsigned c = 0; c < K; c++)
-                sh[c][t] += v[c];
+                sh[pb ^ 1][c][t] = sh[pb][c][t] + (t >= d ? sh[pb][c][t - d] : 0);
+            pb ^= 1;
             __syncthreads();
         }
         if (t == 0) {
             unsigned b = 0;
             for (unsigned c = 0; c < K; c++) {
                 cbase[c] = b;
-                b += sh[c][BLOCK - 1];
+                b += sh[pb][c][BLOCK - 1];
             }
         }
         if (t < K) {
@@ -1923,7 +1930,7 @@ __global__ void k_ctx_place(const uint8_t *chunk, size_t n, size_t tiles, ctx_ar
         {
             unsigned lr[DC_KERN_CUDA_CTX_MAX_CLASSES];
             for (unsigned c = 0; c < K; c++)
-                lr[c] = sh[c][t] - c8[c];
+                lr[c] = sh[pb][c][t] - c8[c];
             for (unsigned i = 0; i < CTX_PER; i++)
                 if (cls[i] != 0xff)
                     slot[cbase[cls[i]] + lr[cls[i]]++] = (uint16_t)(t * CTX_PER + i);
@@ -1991,7 +1998,7 @@ static dc_status_t ctx_launch(uint8_t *chunk, size_t n, const ctx_args &a, const
             DC_LAUNCH(k_ctx_count<W>, grid_for(tiles, 1), BLOCK, s)(chunk, n, tiles, a, al, cnt);
             CU_TRY(cudaGetLastError(), "ctx count kernel");
         }
-        DC_LAUNCH(k_ctx_scan, a.K, BLOCK, s)(cnt, tiles, a.K, pre);
+        DC_LAUNCH(k_ctx_scan, 1, BLOCK, s)(cnt, tiles, a.K, pre);
         CU_TRY(cudaGetLastError(), "ctx scan kernel");
         if (total) {
             DC_LAUNCH(k_ctx_check, grid_for(total, BLOCK), BLOCK, s)(ranks, total, a,
