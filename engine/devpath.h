@@ -16,6 +16,16 @@
  *               than staging (2 x chunk); dc_kern_cuda_xor_scatter applies them (validating
  *               the positions on the device: hostile lists leave the
  *               chunk untouched)
+ *   CTX         (the default model) the header parsed on the host; the
+ *               Golomb class streams and the values stream go as they are
+ *               and are decoded on the device, gaps classes' ranks and zstd
+ *               words decoded on the host go; the baseline's classes,
+ *               the ranks' elements, the XOR words (from XOR words, steps
+ *               or new words) and the patch on the device
+ *               (dc_kern_cuda_ctx_run: the CPU's verdicts, the chunk
+ *               untouched on a refused payload).  Its undo record (its
+ *               positions and XOR words) stays in device memory: a ctx
+ *               frame does not undo itself
  *   XOR_DENSE   the decoded XOR words go (chunk bytes), dc_kern_cuda_xor_dense
  *   PUT_DENSE   the decoded bytes go straight into place (chunk bytes),
  *               unless an undo copy of the old bytes is needed (delta mode)
@@ -23,12 +33,13 @@
  * then the chunk's XXH3-128 is computed on the device
  * (dc_kern_cuda_digest128_dev; 16 bytes come back).  Undo on abort applies
  * the retained XOR frame the same way (an XOR is self-inverse; the journal
- * keeps it from being applied twice).
+ * keeps it from being applied twice), or a ctx chunk's device record.
  *
  * Staged through the host, each reason said once per node (WARN), and
- * counted: CTX and PUT_SPARSE (their decoders read the baseline's bytes:
- * a device decoder is the next step), chunks that span placement segments,
- * lists not smaller than staging, PUT_DENSE needing an undo copy.
+ * counted: PUT_SPARSE (its decoder reads the baseline's bytes: a device
+ * decoder is the next step), chunks that span placement segments, lists
+ * not smaller than staging, PUT_DENSE needing an undo copy, a CTX chunk
+ * without device memory for its undo record.
  */
 #ifndef DC_ENGINE_DEVPATH_H
 #define DC_ENGINE_DEVPATH_H
