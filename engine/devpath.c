@@ -33,6 +33,7 @@ struct dc_devpath {
     uint64_t dev_values;    /* xor-sparse chunks whose values were decoded on the device */
     uint64_t dev_positions; /* ... and their (Golomb) positions too */
     uint64_t dev_ctx;       /* ctx-sparse chunks decoded and applied on the device */
+    uint64_t ctx_gaps_classes; /* ... their rANS gaps classes (decoded on the device) */
     uint64_t ctx_host_classes; /* ... their classes whose (gaps) ranks were decoded on the host */
     uint64_t ctx_host_values;  /* ... those whose (zstd) values were decoded on the host */
     dc_kern_cuda_ctx_t *ctx;   /* the ctx decoder's scratch */
@@ -110,13 +111,15 @@ void dc_devpath_close(dc_node_t *n)
         staged += dp->staged[i];
     DC_LOG_INFO("node %u: device path: %llu chunks applied on the device (%llu bytes sent "
                 "there; xor-sparse: values decoded there for %llu, positions for %llu; "
-                "ctx-sparse %llu, of which %llu classes' gaps ranks and %llu chunks' zstd "
-                "values decoded on the host), %llu undone there, %llu staged through the "
+                "ctx-sparse %llu, with %llu gaps classes decoded there, %llu classes' gaps "
+                "ranks and %llu chunks' zstd values decoded on the host), %llu undone "
+                "there, %llu staged through the "
                 "host (no memory for a ctx undo record %llu, put-sparse %llu, spanning "
                 "segments %llu, lists too large %llu, undo copy %llu)",
                 n->me, (unsigned long long)dp->dev_chunks, (unsigned long long)dp->dev_bytes,
                 (unsigned long long)dp->dev_values, (unsigned long long)dp->dev_positions,
-                (unsigned long long)dp->dev_ctx, (unsigned long long)dp->ctx_host_classes,
+                (unsigned long long)dp->dev_ctx, (unsigned long long)dp->ctx_gaps_classes,
+                (unsigned long long)dp->ctx_host_classes,
                 (unsigned long long)dp->ctx_host_values, (unsigned long long)dp->undone,
                 (unsigned long long)staged,
                 (unsigned long long)dp->staged[DEV_WHY_CTX_UNDO],
@@ -311,8 +314,9 @@ static int dev_ctx(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payloa
     /* what crosses: the streams, gaps ranks and zstd words decoded here */
     size_t sent = vm == DC_ENT_ZSTD ? h.total * w : h.vlen;
     for (unsigned k = 0; k < h.spec.K; k++)
-        sent += (h.gmask >> k & 1) ? (h.spec.off[k + 1] - h.spec.off[k]) * sizeof(uint32_t)
-                                   : h.plen[k];
+        sent += (h.gmask >> k & 1) && elems > (1ull << 31)
+                    ? (h.spec.off[k + 1] - h.spec.off[k]) * sizeof(uint32_t)
+                    : h.plen[k];
     if (sent >= 2 * (size_t)lc->len)
         return dev_stage(n, c, DEV_WHY_LISTS);
     if (!dp->ctx || dp->ctx_max < lc->len) {
@@ -352,6 +356,7 @@ static int dev_ctx(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payloa
     dp->dev_bytes += info.h2d_bytes;
     dp->dev_ctx++;
     dp->ctx_host_classes += info.host_classes;
+    dp->ctx_gaps_classes += info.dev_gaps_classes;
     dp->ctx_host_values += (uint64_t)info.host_values;
     dev_totals.dev_ctx++;
     return DC_DEV_DONE;

@@ -2079,6 +2079,235 @@ static dc_status_t kcu_ctx_apply(void *chunk, size_t n, unsigned w,
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/*  rANS gaps positions (entropy.h DC_ENT_GAPS) from decoded quotients        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The quotients (16-bit symbols of a rANS stream) are decoded by
+ * k_values_decode; the escapes (varints, rare) are parsed on the host
+ * into a prefix sum; here, per gap k: (q << b | low bits) + 1, where an
+ * escape quotient (q == E) adds its varint << b, summed up the gaps:
+ *   k_gaps_sum    per tile, the gaps' sum without the escapes' varints and
+ *                 the escape count (a gap's own part past the chunk is
+ *                 flagged: its position would be too);
+ *   k_scan64 / k_ctx_scan   the tiles' prefixes;
+ *   k_gaps_write  per tile, a block scan of the threads' escape counts
+ *                 (each escape's index) and sums, then the positions.
+ */
+#define GAPS_PER 8
+#define GAPS_TILE (BLOCK * GAPS_PER)
+
+__device__ __forceinline__ unsigned gaps_low(const uint8_t *lo, size_t lo_len, size_t k,
+                                             unsigned b)
+{
+    if (b == 0)
+        return 0;
+    const unsigned long long bit = (unsigned long long)k * b;
+    const size_t at = (size_t)(bit >> 3);
+    unsigned v = 0;
+    for (unsigned j = 0; j < 4 && at + j < lo_len; j++)
+        v |= (unsigned)lo[at + j] << (8 * j);
+    return (v >> (bit & 7)) & ((1u << b) - 1);
+}
+
+__global__ void k_gaps_sum(const uint16_t *q, const uint8_t *lo, size_t lo_len, unsigned b,
+                           unsigned E, size_t count, unsigned long long n, size_t tiles,
+                           unsigned long long *tsum, unsigned *tesc, unsigned long long *bad)
+{
+    __shared__ unsigned long long sh[BLOCK];
+    __shared__ unsigned she[BLOCK];
+    const unsigned t = threadIdx.x;
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        unsigned long long s = 0;
+        unsigned e = 0;
+        for (unsigned i = 0; i < GAPS_PER; i++) {
+            size_t k = tile * GAPS_TILE + (size_t)t * GAPS_PER + i;
+            if (k >= count)
+                break;
+            const unsigned qq = q[k];
+            const unsigned long long g = ((unsigned long long)qq << b) | gaps_low(lo, lo_len, k, b);
+            if (g >= n)
+                atomicMin(bad, (unsigned long long)k);
+            s += g + 1;
+            e += qq == E;
+        }
+        sh[t] = s;
+        she[t] = e;
+        __syncthreads();
+        for (unsigned st = BLOCK / 2; st > 0; st >>= 1) {
+            if (t < st) {
+                sh[t] += sh[t + st];
+                she[t] += she[t + st];
+            }
+            __syncthreads();
+        }
+        if (t == 0) {
+            tsum[tile] = sh[0];
+            tesc[tile] = she[0];
+        }
+        __syncthreads();
+    }
+}
+
+/* one block: pre[i] = in[0] + .. + in[i - 1], pre[items] = the total */
+__global__ void k_scan64(const unsigned long long *in, size_t items, unsigned long long *pre)
+{
+    __shared__ unsigned long long sh[2][BLOCK];
+    const unsigned t = threadIdx.x;
+    const size_t per = (items + BLOCK - 1) / BLOCK;
+    const size_t i0 = DC_MIN((size_t)t * per, items), i1 = DC_MIN(i0 + per, items);
+    unsigned long long sum = 0;
+    for (size_t i = i0; i < i1; i++)
+        sum += in[i];
+    sh[0][t] = sum;
+    __syncthreads();
+    unsigned pb = 0;
+    for (unsigned d = 1; d < BLOCK; d <<= 1) {
+        sh[pb ^ 1][t] = sh[pb][t] + (t >= d ? sh[pb][t - d] : 0);
+        pb ^= 1;
+        __syncthreads();
+    }
+    unsigned long long ex = sh[pb][t] - sum;
+    for (size_t i = i0; i < i1; i++) {
+        pre[i] = ex;
+        ex += in[i];
+    }
+    if (t == BLOCK - 1)
+        pre[items] = sh[pb][t];
+}
+
+__global__ void k_gaps_write(const uint16_t *q, const uint8_t *lo, size_t lo_len, unsigned b,
+                             unsigned E, size_t count, size_t tiles,
+                             const unsigned long long *tpre, const unsigned *tepre,
+                             const unsigned long long *escpre, uint32_t *pos)
+{
+    __shared__ unsigned long long sh[2][BLOCK];
+    __shared__ unsigned she[2][BLOCK];
+    const unsigned t = threadIdx.x;
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const size_t k0 = tile * GAPS_TILE + (size_t)t * GAPS_PER;
+        unsigned e = 0;
+        for (unsigned i = 0; i < GAPS_PER && k0 + i < count; i++)
+            e += q[k0 + i] == E;
+        she[0][t] = e;
+        __syncthreads();
+        unsigned pb = 0;
+        for (unsigned d = 1; d < BLOCK; d <<= 1) {
+            she[pb ^ 1][t] = she[pb][t] + (t >= d ? she[pb][t - d] : 0);
+            pb ^= 1;
+            __syncthreads();
+        }
+        /* this thread's first escape's index among all */
+        const size_t ebase = (size_t)tepre[tile] + (she[pb][t] - e);
+        unsigned long long s = 0;
+        {
+            size_t ei = ebase;
+            for (unsigned i = 0; i < GAPS_PER && k0 + i < count; i++) {
+                const unsigned qq = q[k0 + i];
+                unsigned long long g = ((unsigned long long)qq << b) |
+                                       gaps_low(lo, lo_len, k0 + i, b);
+                if (qq == E) {
+                    g += (escpre[ei + 1] - escpre[ei]) << b;
+                    ei++;
+                }
+                s += g + 1;
+            }
+        }
+        sh[0][t] = s;
+        __syncthreads();
+        unsigned ps = 0;
+        for (unsigned d = 1; d < BLOCK; d <<= 1) {
+            sh[ps ^ 1][t] = sh[ps][t] + (t >= d ? sh[ps][t - d] : 0);
+            ps ^= 1;
+            __syncthreads();
+        }
+        unsigned long long cur = tpre[tile] + (escpre[tepre[tile]] << b) + (sh[ps][t] - s);
+        size_t ei = ebase;
+        for (unsigned i = 0; i < GAPS_PER && k0 + i < count; i++) {
+            const unsigned qq = q[k0 + i];
+            unsigned long long g = ((unsigned long long)qq << b) | gaps_low(lo, lo_len, k0 + i, b);
+            if (qq == E) {
+                g += (escpre[ei + 1] - escpre[ei]) << b;
+                ei++;
+            }
+            cur += g + 1;
+            pos[k0 + i] = (uint32_t)(cur - 1);
+        }
+        __syncthreads();
+    }
+}
+
+static dc_status_t kcu_gaps_positions(const uint16_t *q, const void *lo, size_t lo_len,
+                                      unsigned b, unsigned E, const uint64_t *escpre, size_t nesc,
+                                      uint64_t esc_total, size_t count, uint64_t n, uint32_t *pos,
+                                      void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    if (b > 16 || n > (1ull << 31) || ((uintptr_t)pos & 3) != 0 || ((uintptr_t)q & 1) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda gaps positions: %u low bits, %llu elements, or "
+                        "a misaligned array", b, (unsigned long long)n);
+    if (count == 0)
+        return DC_OK;
+    const size_t tiles = (count + GAPS_TILE - 1) / GAPS_TILE;
+    unsigned long long *tsum = NULL, *tpre = NULL, *flag = NULL;
+    unsigned *tesc = NULL, *tepre = NULL;
+    unsigned long long bad = NONE_BAD, tot = 0;
+    unsigned etot = 0;
+    const uint8_t *lb = (const uint8_t *)lo;
+    CU_TRY(cudaMallocAsync((void **)&tsum, tiles * sizeof(*tsum), s), "gaps tile sums");
+    CU_TRY(cudaMallocAsync((void **)&tpre, (tiles + 1) * sizeof(*tpre), s), "gaps prefix");
+    CU_TRY(cudaMallocAsync((void **)&tesc, tiles * sizeof(*tesc), s), "gaps tile escapes");
+    CU_TRY(cudaMallocAsync((void **)&tepre, (tiles + 1) * sizeof(*tepre), s), "gaps escapes");
+    CU_TRY(cudaMallocAsync((void **)&flag, sizeof(*flag), s), "gaps flag");
+    CU_TRY(cudaMemsetAsync(flag, 0xff, sizeof(*flag), s), "gaps flag");
+    DC_LAUNCH(k_gaps_sum, grid_for(tiles, 1), BLOCK, s)(q, lb, lo_len, b, E, count,
+                                                        (unsigned long long)n, tiles, tsum, tesc,
+                                                        flag);
+    CU_TRY(cudaGetLastError(), "gaps sum kernel");
+    DC_LAUNCH(k_scan64, 1, BLOCK, s)(tsum, tiles, tpre);
+    CU_TRY(cudaGetLastError(), "gaps scan kernel");
+    DC_LAUNCH(k_ctx_scan, 1, BLOCK, s)(tesc, tiles, 1u, tepre);
+    CU_TRY(cudaGetLastError(), "gaps escape scan kernel");
+    CU_TRY(cudaMemcpyAsync(&bad, flag, sizeof(bad), cudaMemcpyDeviceToHost, s), "gaps flag");
+    CU_TRY(cudaMemcpyAsync(&tot, tpre + tiles, sizeof(tot), cudaMemcpyDeviceToHost, s),
+           "gaps total");
+    CU_TRY(cudaMemcpyAsync(&etot, tepre + tiles, sizeof(etot), cudaMemcpyDeviceToHost, s),
+           "gaps escapes");
+    CU_TRY(cudaStreamSynchronize(s), "gaps sums");
+    /* the CPU's refusals (dc_gaps_pos_scalar, dc_gaps_dec_finish): a
+     * position past the chunk, escapes not used up or missing */
+    if (bad != NONE_BAD || tot + (esc_total << b) > n) {
+        st = dc_error(DC_ERR_FORMAT, "gaps: a position past the chunk of %llu (device decode)",
+                      (unsigned long long)n);
+        goto out;
+    }
+    if (etot != nesc) {
+        st = dc_error(DC_ERR_FORMAT, "gaps stream does not end cleanly (%u escapes, %zu "
+                      "escape values; device decode)", etot, nesc);
+        goto out;
+    }
+    DC_LAUNCH(k_gaps_write, grid_for(tiles, 1), BLOCK, s)(q, lb, lo_len, b, E, count, tiles,
+                                                          tpre, tepre,
+                                                          (const unsigned long long *)escpre,
+                                                          pos);
+    CU_TRY(cudaGetLastError(), "gaps write kernel");
+    CU_TRY(cudaStreamSynchronize(s), "gaps positions");
+out:
+    if (tsum != NULL)
+        cudaFreeAsync(tsum, s);
+    if (tpre != NULL)
+        cudaFreeAsync(tpre, s);
+    if (tesc != NULL)
+        cudaFreeAsync(tesc, s);
+    if (tepre != NULL)
+        cudaFreeAsync(tepre, s);
+    if (flag != NULL)
+        cudaFreeAsync(flag, s);
+    return st;
+}
+
 #ifndef DC_KCU_OPS_NAME
 #define DC_KCU_OPS_NAME dc_kern_cuda_build_ops
 #define DC_KCU_OPS_LABEL "cuda"
@@ -2087,5 +2316,5 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     DC_KCU_OPS_LABEL, kcu_available, kcu_why, kcu_props, kcu_malloc, kcu_free, kcu_h2d,
     kcu_d2h, kcu_memset, kcu_sync, kcu_count_changed, kcu_diff, kcu_gather, kcu_xor_scatter,
     kcu_put_scatter, kcu_xor_dense, kcu_digest128, kcu_digest128_dev, kcu_crc32c,
-    kcu_values_decode, kcu_golomb_decode, kcu_ctx_apply,
+    kcu_values_decode, kcu_golomb_decode, kcu_ctx_apply, kcu_gaps_positions,
 };

@@ -140,6 +140,21 @@ dc_status_t dc_kern_cuda_values_decode(unsigned method, const void *src, size_t 
 dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
                                        uint32_t *pos, void *stream);
 
+/**
+ * The positions of a rANS gaps stream (entropy.h DC_ENT_GAPS) on the
+ * device, from its parts: q (device, count 16-bit quotients, decoded by
+ * dc_kern_cuda_values_decode as DC_ENT_RANS words of 2 bytes), lo (device,
+ * lo_len bytes: the gaps' b low bits), the header's b and E, and the
+ * escapes parsed on the host: escpre (device, nesc + 1 prefix sums of the
+ * escape varints), esc_total = escpre[nesc].  A gap past the chunk, or
+ * escape quotients not matching nesc, is DC_ERR_FORMAT (the CPU's
+ * verdict); pos (device) is then scratch.  n <= 2^31.  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_gaps_positions(const uint16_t *q, const void *lo, size_t lo_len,
+                                        unsigned b, unsigned E, const uint64_t *escpre,
+                                        size_t nesc, uint64_t esc_total, size_t count, uint64_t n,
+                                        uint32_t *pos, void *stream);
+
 /* --- ctx-sparse (kernels/ctx.h) on the device --------------------------- */
 
 #define DC_KERN_CUDA_CTX_MAX_CLASSES 8
@@ -191,11 +206,25 @@ typedef struct dc_kern_cuda_ctx dc_kern_cuda_ctx_t;
 dc_status_t dc_kern_cuda_ctx_create(size_t max_bytes, dc_kern_cuda_ctx_t **out);
 void dc_kern_cuda_ctx_free(dc_kern_cuda_ctx_t *x);
 
+/**
+ * A rANS gaps positions stream (entropy.h DC_ENT_GAPS; src, len bytes in
+ * host memory; count positions in n <= 2^31 elements) decoded on the
+ * device into dpos (device memory), bit-identical to dc_ent_gaps_decode
+ * with its verdicts: the header and the escape varints (rare) are parsed
+ * on the host, the quotients' rANS stream and the low bits cross as they
+ * are (*sent += the bytes sent), the quotients are decoded by
+ * dc_kern_cuda_values_decode, the positions by dc_kern_cuda_gaps_positions.
+ */
+dc_status_t dc_kern_cuda_gaps_decode(dc_kern_cuda_ctx_t *x, const uint8_t *src, size_t len,
+                                     size_t count, uint64_t n, uint32_t *dpos, uint64_t *sent);
+
 /** What one dc_kern_cuda_ctx_run() sent to the device and where it decoded. */
 typedef struct dc_kern_cuda_ctx_info {
     uint64_t h2d_bytes;      /* payload streams and host-decoded lists sent */
-    unsigned host_classes;   /* classes whose (gaps) ranks were decoded on the host */
-    unsigned dev_classes;    /* classes whose (Golomb) ranks were decoded on the device */
+    unsigned host_classes;   /* classes whose (gaps) ranks were decoded on the host
+                                (chunks of more than 2^31 elements) */
+    unsigned dev_classes;    /* classes whose ranks were decoded on the device */
+    unsigned dev_gaps_classes; /* ... of them rANS gaps classes */
     int host_values;         /* values decoded on the host (zstd) */
 } dc_kern_cuda_ctx_info_t;
 
@@ -204,8 +233,10 @@ typedef struct dc_kern_cuda_ctx_info {
  * memory, values method vm) against `chunk` (device memory, n x w): the
  * Golomb class streams and the values stream cross as they are and are
  * decoded on the device (dc_kern_cuda_golomb_decode,
- * dc_kern_cuda_values_decode), rANS gaps classes and zstd values are
- * decoded on the host and their ranks / words cross; then
+ * dc_kern_cuda_values_decode); a rANS gaps class's quotient stream and low
+ * bits cross as they are, its header and escapes are parsed on the host
+ * and its positions made on the device (dc_kern_cuda_gaps_positions); zstd
+ * values are decoded on the host and their words cross; then
  * dc_kern_cuda_ctx_apply (apply = 0: only pos_out / xor_out).  The chunk
  * is written only after every stream and rank was accepted: on
  * DC_ERR_FORMAT (the CPU's verdict) it is untouched.  pos_out / xor_out:

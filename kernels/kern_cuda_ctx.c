@@ -14,6 +14,10 @@ struct dc_kern_cuda_ctx {
     dc_ent_scratch_t *ent; /* host decoders (gaps positions, zstd values) */
     uint8_t *hbuf;         /* host: ranks or words decoded there */
     size_t hcap;
+    void *gbuf;            /* device: a gaps stream's parts and quotients */
+    size_t gcap;
+    uint64_t *escpre;      /* host: a gaps stream's escape prefix sums */
+    size_t esccap;
 };
 
 /* ctx.c dc_ctx_shift / dc_ctx_nbuckets (the format's constants) */
@@ -108,6 +112,8 @@ void dc_kern_cuda_ctx_free(dc_kern_cuda_ctx_t *x)
     if (!x)
         return;
     dc_kern_cuda_free(x->dbuf);
+    dc_kern_cuda_free(x->gbuf);
+    free(x->escpre);
     dc_ent_scratch_free(x->ent);
     free(x->hbuf);
     free(x);
@@ -139,6 +145,96 @@ static dc_status_t kc_dev(dc_kern_cuda_ctx_t *x, size_t bytes)
 }
 
 #define KC_AL(v) (((v) + 15) & ~(size_t)15)
+
+/* the gaps format's limits (ent_gaps.c DC_GAPS_MAX_B, DC_GAPS_E_SHIFT_MAX) */
+#define KC_GAPS_MAX_B 16u
+#define KC_GAPS_E_SHIFT_MAX 24u
+
+/* (kern_cuda.h) the header and the escapes here with dc_gaps_dec_init's
+ * and dc_gaps_dec_finish's checks; the quotients are a DC_ENT_RANS stream
+ * of 2-byte words (the CPU's rANS checks on the device) */
+dc_status_t dc_kern_cuda_gaps_decode(dc_kern_cuda_ctx_t *x, const uint8_t *src, size_t len,
+                                     size_t count, uint64_t n, uint32_t *dpos, uint64_t *sent)
+{
+    const uint8_t *p = src, *end = src + len;
+    uint64_t E, qlen;
+    dc_status_t st;
+    if (count == 0)
+        return len == 0 ? DC_OK : dc_error(DC_ERR_FORMAT, "gaps: bytes without positions");
+    if (n > (1ull << 31))
+        return dc_error(DC_ERR_INVALID, "gaps on the device: %llu elements (at most 2^31)",
+                        (unsigned long long)n);
+    if (len < 1)
+        return dc_error(DC_ERR_FORMAT, "gaps stream truncated");
+    unsigned b = *p++;
+    if (b > KC_GAPS_MAX_B)
+        return dc_error(DC_ERR_FORMAT, "gaps: %u low bits (at most %u)", b, KC_GAPS_MAX_B);
+    if (dc_ent_get_varint(&p, end, &E) != DC_OK || dc_ent_get_varint(&p, end, &qlen) != DC_OK)
+        return dc_error(DC_ERR_FORMAT, "gaps stream truncated");
+    if (E < 1 || E > 65535 || (E << b) > (1u << KC_GAPS_E_SHIFT_MAX))
+        return dc_error(DC_ERR_FORMAT, "gaps: escape %llu with %u low bits out of range",
+                        (unsigned long long)E, b);
+    if (qlen > (uint64_t)(end - p))
+        return dc_error(DC_ERR_FORMAT, "gaps: quotients longer than the stream");
+    const uint8_t *q = p, *lo = p + qlen;
+    uint64_t lo_len = ((uint64_t)count * b + 7) / 8;
+    if (lo_len > (uint64_t)(end - lo))
+        return dc_error(DC_ERR_FORMAT, "gaps: low bits truncated");
+    unsigned used = (unsigned)((count * b) & 7);
+    if (used && (lo[lo_len - 1] >> used) != 0)
+        return dc_error(DC_ERR_FORMAT, "gaps: nonzero padding bits");
+    /* the escapes: all of the rest, each a varint <= 2^32 - 1, at most one
+     * per quotient; their sum below n (else a position would be past it) */
+    const uint8_t *e = lo + lo_len;
+    size_t nesc = 0;
+    uint64_t sum = 0;
+    for (;;) {
+        if (nesc + 1 > x->esccap) {
+            size_t cap = x->esccap ? 2 * x->esccap : 64;
+            uint64_t *np = realloc(x->escpre, cap * sizeof(uint64_t));
+            if (!np)
+                return dc_error(DC_ERR_NOMEM, "gaps escapes: %zu", cap);
+            x->escpre = np;
+            x->esccap = cap;
+        }
+        x->escpre[nesc] = sum;
+        if (e == end)
+            break;
+        uint64_t v;
+        if (dc_ent_get_varint(&e, end, &v) != DC_OK || v > UINT32_MAX || nesc >= count)
+            return dc_error(DC_ERR_FORMAT, "gaps: bad escape");
+        sum += v;
+        if (sum >= n)
+            return dc_error(DC_ERR_FORMAT, "gaps: escapes past the chunk of %llu",
+                            (unsigned long long)n);
+        nesc++;
+    }
+    /* device: stream | low bits | quotients | escape prefixes */
+    const size_t qofs = 0, lofs = (size_t)qlen, cofs = KC_AL((size_t)(qlen + lo_len)),
+                 eofs = KC_AL(cofs + count * 2);
+    const size_t need = eofs + (nesc + 1) * sizeof(uint64_t);
+    if (x->gcap < need) {
+        dc_kern_cuda_free(x->gbuf);
+        x->gbuf = NULL;
+        x->gcap = 0;
+        if ((st = dc_kern_cuda_malloc(&x->gbuf, need)) != DC_OK)
+            return st;
+        x->gcap = need;
+    }
+    uint8_t *g = x->gbuf;
+    if ((st = dc_kern_cuda_h2d(g + qofs, q, (size_t)(qlen + lo_len))) != DC_OK ||
+        (st = dc_kern_cuda_h2d(g + eofs, x->escpre, (nesc + 1) * sizeof(uint64_t))) != DC_OK)
+        return st;
+    *sent += qlen + lo_len + (nesc + 1) * sizeof(uint64_t);
+    st = dc_kern_cuda_values_decode(DC_ENT_RANS, g + qofs, (size_t)qlen, count, 2, g + cofs,
+                                    NULL);
+    if (st != DC_OK)
+        return st;
+    return dc_kern_cuda_gaps_positions((const uint16_t *)(void *)(g + cofs), g + lofs,
+                                       (size_t)lo_len, b, (unsigned)E,
+                                       (const uint64_t *)(void *)(g + eofs), nesc, sum, count, n,
+                                       dpos, NULL);
+}
 
 dc_status_t dc_kern_cuda_ctx_run(dc_kern_cuda_ctx_t *x, const dc_kern_cuda_ctx_hdr_t *h,
                                  unsigned vm, const uint8_t *payload, void *chunk, size_t n,
@@ -218,7 +314,13 @@ dc_status_t dc_kern_cuda_ctx_run(dc_kern_cuda_ctx_t *x, const dc_kern_cuda_ctx_h
         size_t cnt = h->spec.off[c + 1] - h->spec.off[c];
         if (!cnt)
             continue;
-        if (h->gmask & (1u << c)) {
+        if ((h->gmask & (1u << c)) && n <= (1ull << 31)) {
+            if ((st = dc_kern_cuda_gaps_decode(x, payload + h->pofs[c], h->plen[c], cnt, n,
+                              dranks + h->spec.off[c], &in.h2d_bytes)) != DC_OK)
+                return st;
+            in.dev_classes++;
+            in.dev_gaps_classes++;
+        } else if (h->gmask & (1u << c)) {
             if ((st = kc_host(x, cnt * sizeof(uint32_t))) != DC_OK)
                 return st;
             st = dc_ent_gaps_decode(x->ent, payload + h->pofs[c], h->plen[c], cnt, n,

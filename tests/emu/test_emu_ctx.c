@@ -283,10 +283,11 @@ Test(emu_ctx, gaps_positions_and_larger_chunks)
             cr_assert_eq(gm != 0, posm == 1, "gaps mask 0x%x", gm);
             dc_kern_cuda_ctx_info_t info;
             cr_assert(compare(&t, t.payload, t.len, posm ? "gaps" : "golomb", &info));
+            cr_assert(info.dev_classes == K && info.host_classes == 0,
+                      "%u classes, %u decoded on the device, %u on the host", K,
+                      info.dev_classes, info.host_classes);
             if (posm)
-                cr_assert(info.host_classes > 0, "gaps ranks not decoded on the host");
-            else
-                cr_assert(info.dev_classes == K && info.host_classes == 0);
+                cr_assert(info.dev_gaps_classes > 0, "no gaps class decoded on the device");
             free_case(&t);
         }
     }
@@ -384,4 +385,85 @@ Test(emu_ctx, rank_past_population_is_refused_untouched)
     free(q);
     free(stream);
     free_case(&t);
+}
+
+/* rANS gaps positions on the device (dc_kern_cuda_gaps_decode) against
+ * dc_ent_gaps_decode: random positions with long gaps (escapes) and
+ * without, then truncations and bit flips (same verdict, same positions) */
+static void gaps_case(size_t n, size_t count, unsigned long_every, unsigned flips)
+{
+    uint32_t *pos = malloc(count * sizeof(uint32_t) + 4), *cpu = malloc(count * 4 + 4);
+    uint32_t *gpu = malloc(count * 4 + 4), *dpos;
+    cr_assert(pos && cpu && gpu);
+    /* positions: mostly geometric gaps, every long_every-th a long one */
+    size_t k = 0;
+    /* a long gap's quotient (~ 2000 x 4) is past the largest escape
+     * threshold (4095): escaped */
+    uint64_t at = 0, mean = n / (count * (long_every ? 4 + 2000 / long_every : 2) + 1);
+    while (k < count) {
+        uint64_t g = (uint64_t)(rnd() % (2 * mean + 1));
+        if (long_every && rnd() % long_every == 0)
+            g += mean * 2000;
+        at += g;
+        if (at >= n)
+            break;
+        pos[k++] = (uint32_t)at;
+        at++;
+    }
+    count = k;
+    cr_assert(count > 100);
+    dc_ent_scratch_t *ent;
+    cr_assert_eq(dc_ent_scratch_create(count * 8 + 1024, &ent), DC_OK);
+    size_t cap = dc_ent_gaps_bound(count), len;
+    uint8_t *src = malloc(cap), *p = malloc(cap);
+    cr_assert(src && p);
+    cr_assert_eq(dc_ent_gaps_encode(ent, pos, count, n, src, cap, &len), DC_OK, "%s",
+                 dc_last_error());
+    dc_kern_cuda_ctx_t *kx;
+    cr_assert_eq(dc_kern_cuda_ctx_create(n, &kx), DC_OK);
+    cr_assert_eq(dc_kern_cuda_malloc((void **)&dpos, count * 4 + 16), DC_OK);
+    unsigned acc = 0, ref = 0;
+    for (unsigned f = 0; f <= len + flips; f++) {
+        size_t l = len;
+        memcpy(p, src, len);
+        if (f > 0 && f <= len) {
+            l = f - 1; /* truncated */
+        } else if (f > len) {
+            size_t b = (size_t)(rnd() % len);
+            p[b] ^= (uint8_t)(1u << (rnd() % 8));
+        }
+        dc_status_t cs = dc_ent_gaps_decode(ent, p, l, count, n, cpu);
+        uint64_t sent = 0;
+        dc_status_t gs = dc_kern_cuda_gaps_decode(kx, p, l, count, n, dpos, &sent);
+        cr_assert_eq(gs == DC_OK, cs == DC_OK, "gaps (%zu positions, %zu of %zu bytes, case %u): "
+                     "cpu %d, device %d (%s)", count, l, len, f, cs, gs, dc_last_error());
+        if (gs != DC_OK) {
+            cr_assert_eq(gs, DC_ERR_FORMAT, "%s", dc_last_error());
+            ref++;
+            continue;
+        }
+        acc++;
+        cr_assert_eq(dc_kern_cuda_d2h(gpu, dpos, count * 4), DC_OK);
+        cr_assert(memcmp(cpu, gpu, count * 4) == 0, "gaps case %u: device positions differ", f);
+        if (f == 0)
+            cr_assert(memcmp(cpu, pos, count * 4) == 0);
+    }
+    cr_assert(acc > 0 && ref > 0);
+    fprintf(stderr, "emu_ctx: gaps, %zu positions in %zu, %zu bytes: %u accepted, %u refused, "
+            "as the CPU\n", count, n, len, acc, ref);
+    dc_kern_cuda_free(dpos);
+    dc_kern_cuda_ctx_free(kx);
+    dc_ent_scratch_free(ent);
+    free(pos);
+    free(cpu);
+    free(gpu);
+    free(src);
+    free(p);
+}
+
+Test(emu_ctx, gaps_positions_decoded_on_the_device)
+{
+    gaps_case(200000, 5000, 0, 60);    /* no escapes */
+    gaps_case(4000000, 8000, 1500, 60); /* a few escapes (long gaps: < 1/1024 of them) */
+    gaps_case(60000, 20000, 0, 30);    /* dense: b = 0 */
 }
