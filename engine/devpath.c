@@ -31,7 +31,7 @@ struct dc_devpath {
     uint64_t staged[DEV_WHY_N];
     uint64_t undone;
     uint64_t dev_values;    /* xor-sparse chunks whose values were decoded on the device */
-    uint64_t dev_positions; /* ... and their (Golomb) positions too */
+    uint64_t dev_positions; /* ... and their positions too */
     uint64_t dev_ctx;       /* ctx-sparse chunks decoded and applied on the device */
     uint64_t ctx_gaps_classes; /* ... their rANS gaps classes (decoded on the device) */
     uint64_t ctx_host_classes; /* ... their classes whose (gaps) ranks were decoded on the host */
@@ -49,7 +49,7 @@ struct dc_devpath {
 };
 
 static struct {
-    _Atomic uint64_t frames, payload, dev_ctx, staged_ctx, undone_ctx;
+    _Atomic uint64_t frames, payload, dev_ctx, staged_ctx, undone_ctx, dev_gaps;
 } dev_totals;
 
 void dc_devpath_totals(dc_devpath_totals_t *t)
@@ -59,6 +59,7 @@ void dc_devpath_totals(dc_devpath_totals_t *t)
     t->dev_ctx = dev_totals.dev_ctx;
     t->staged_ctx = dev_totals.staged_ctx;
     t->undone_ctx = dev_totals.undone_ctx;
+    t->dev_gaps = dev_totals.dev_gaps;
 }
 
 _Thread_local int dc_devpath_force_stage;
@@ -92,8 +93,8 @@ dc_status_t dc_devpath_open(dc_node_t *n)
     }
     DC_LOG_INFO("node %u: weights in device memory: ctx-sparse, xor-sparse, xor-dense and "
                 "put-dense chunks are applied and digested on the device (ctx-sparse and "
-                "xor-sparse: Golomb positions and the values decoded on the device from the "
-                "compact streams, gaps positions and zstd values on the host; ctx's classes "
+                "xor-sparse: Golomb and rANS gaps positions and the values decoded on the "
+                "device from the compact streams, zstd values on the host; ctx's classes "
                 "from the baseline on the device; dense kinds: decoded on the host, the "
                 "words cross PCIe); put-sparse chunks are staged through the host (whole "
                 "chunk both ways)",
@@ -189,6 +190,20 @@ static dc_status_t dev_scratch(struct dc_devpath *dp, size_t bytes)
     return st;
 }
 
+/* The ctx / gaps decoder's scratch for chunks of `bytes`. */
+static dc_status_t dev_ctx_scratch(struct dc_devpath *dp, size_t bytes)
+{
+    if (dp->ctx && dp->ctx_max >= bytes)
+        return DC_OK;
+    dc_kern_cuda_ctx_free(dp->ctx);
+    dp->ctx = NULL;
+    dp->ctx_max = 0;
+    dc_status_t st = dc_kern_cuda_ctx_create(bytes, &dp->ctx);
+    if (st == DC_OK)
+        dp->ctx_max = bytes;
+    return st;
+}
+
 enum { DEV_HOST_VALUES = -1 };
 
 /* An xor-sparse payload: positions decoded on the host, the compact values
@@ -207,10 +222,16 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
     const unsigned vm = dc_enc_val_method(enc);
     if (vm == DC_ENT_ZSTD)
         return DEV_HOST_VALUES;
-    /* Golomb positions are decoded on the device too (their stream and
-     * the values stream, contiguous in the payload, cross as they are);
-     * gaps positions on the host (count x 4 bytes cross) */
-    const int dev_pos = dc_enc_pos_method(enc) == DC_ENT_GOLOMB;
+    /* positions are decoded on the device too (their stream and the
+     * values stream, contiguous in the payload, cross as they are): Golomb
+     * (dc_kern_cuda_golomb_decode) and rANS gaps (dc_kern_cuda_gaps_decode:
+     * header and escapes read here) */
+    const int gaps = dc_enc_pos_method(enc) == DC_ENT_GAPS;
+    const int dev_pos = !gaps || elems <= (1ull << 31);
+    if (gaps && dev_pos && dev_ctx_scratch(dp, lc->len) != DC_OK) {
+        dc_error_prefix("node %u: chunk %u of tensor '%s' in device memory", n->me, c, lt->name);
+        return DC_DEV_FAIL;
+    }
     const uint32_t *pos = NULL;
     size_t count, pofs, plen = 0, vofs;
     if (dev_pos) {
@@ -233,12 +254,16 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
     dc_status_t st;
     if ((st = dev_scratch(dp, sofs + plen + vlen)) != DC_OK)
         goto fail;
+    uint64_t gaps_sent = 0;
     if (dev_pos) {
-        if ((st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs, payload + pofs, plen + vlen)) !=
-            DC_OK)
+        if ((st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs + (gaps ? plen : 0),
+                                   payload + pofs + (gaps ? plen : 0),
+                                   (gaps ? 0 : plen) + vlen)) != DC_OK)
             goto fail;
-        st = dc_kern_cuda_golomb_decode((uint8_t *)dp->dbuf + sofs, plen, count, elems,
-                                        dp->dbuf, NULL);
+        st = gaps ? dc_kern_cuda_gaps_decode(dp->ctx, payload + pofs, plen, count, elems,
+                                             dp->dbuf, &gaps_sent)
+                  : dc_kern_cuda_golomb_decode((uint8_t *)dp->dbuf + sofs, plen, count, elems,
+                                               dp->dbuf, NULL);
         if (st == DC_ERR_FORMAT) {
             dc_error_prefix("node %u: chunk %u of tensor '%s': positions decoded on the device",
                             n->me, c, lt->name);
@@ -270,7 +295,9 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
         if (st != DC_OK)
             goto fail;
     }
-    dp->dev_bytes += sent;
+    dp->dev_bytes += gaps ? gaps_sent + vlen : sent;
+    if (gaps && dev_pos)
+        dev_totals.dev_gaps++;
     dp->dev_values++;
     dp->dev_positions += dev_pos;
     return DC_DEV_DONE;
@@ -286,8 +313,8 @@ static size_t dev_undo_wofs(size_t count)
 }
 
 /* A ctx-sparse payload decoded and applied on the device
- * (dc_kern_cuda_ctx_*): its header parsed here, the Golomb class streams
- * and the values stream sent as they are (gaps ranks and zstd words decoded
+ * (dc_kern_cuda_ctx_*): its header parsed here, the class streams (Golomb
+ * or rANS gaps) and the values stream sent as they are (zstd words decoded
  * here and sent), the classes counted from the baseline on the device, the
  * chunk patched in place only once every stream and rank was accepted.
  * keep_undo: the positions and XOR words go to a device undo record
@@ -311,7 +338,8 @@ static int dev_ctx(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payloa
         dc_error_prefix("node %u: chunk %u of tensor '%s'", n->me, c, lt->name);
         return DC_DEV_BAD; /* nothing changed yet */
     }
-    /* what crosses: the streams, gaps ranks and zstd words decoded here */
+    /* what crosses: the streams (a gaps class's escapes as 8-byte sums:
+     * rare), zstd words decoded here */
     size_t sent = vm == DC_ENT_ZSTD ? h.total * w : h.vlen;
     for (unsigned k = 0; k < h.spec.K; k++)
         sent += (h.gmask >> k & 1) && elems > (1ull << 31)
@@ -319,14 +347,8 @@ static int dev_ctx(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payloa
                     : h.plen[k];
     if (sent >= 2 * (size_t)lc->len)
         return dev_stage(n, c, DEV_WHY_LISTS);
-    if (!dp->ctx || dp->ctx_max < lc->len) {
-        dc_kern_cuda_ctx_free(dp->ctx);
-        dp->ctx = NULL;
-        dp->ctx_max = 0;
-        if ((st = dc_kern_cuda_ctx_create(lc->len, &dp->ctx)) != DC_OK)
-            goto fail;
-        dp->ctx_max = lc->len;
-    }
+    if ((st = dev_ctx_scratch(dp, lc->len)) != DC_OK)
+        goto fail;
     uint32_t *upos = NULL;
     uint8_t *uxor = NULL;
     dc_kern_cuda_free(dp->pend);
@@ -357,6 +379,7 @@ static int dev_ctx(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payloa
     dp->dev_ctx++;
     dp->ctx_host_classes += info.host_classes;
     dp->ctx_gaps_classes += info.dev_gaps_classes;
+    dev_totals.dev_gaps += info.dev_gaps_classes;
     dp->ctx_host_values += (uint64_t)info.host_values;
     dev_totals.dev_ctx++;
     return DC_DEV_DONE;

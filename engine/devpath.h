@@ -7,19 +7,20 @@
  * 2 x chunk bytes across PCIe per chunk.  The device path moves only what
  * the payload holds:
  *
- *   XOR_SPARSE  Golomb positions and the values stream go as they are in
- *               the payload and are decoded there
- *               (dc_kern_cuda_golomb_decode, dc_kern_cuda_values_decode:
- *               the CPU's verdicts); gaps positions are decoded on the
- *               host (count x 4 bytes go); zstd values are decoded on the
- *               host and their words go (count x w); when that is less
+ *   XOR_SPARSE  the positions stream (Golomb or rANS gaps) and the values
+ *               stream go as they are in the payload and are decoded
+ *               there (dc_kern_cuda_golomb_decode, dc_kern_cuda_gaps_decode
+ *               with the gaps header and escapes read on the host,
+ *               dc_kern_cuda_values_decode: the CPU's verdicts); zstd
+ *               values are decoded on the host and their words go (count x
+ *               w); when that is less
  *               than staging (2 x chunk); dc_kern_cuda_xor_scatter applies them (validating
  *               the positions on the device: hostile lists leave the
  *               chunk untouched)
  *   CTX         (the default model) the header parsed on the host; the
- *               Golomb class streams and the values stream go as they are
- *               and are decoded on the device, gaps classes' ranks and zstd
- *               words decoded on the host go; the baseline's classes,
+ *               class streams (Golomb or gaps) and the values stream go as
+ *               they are and are decoded on the device, zstd words decoded
+ *               on the host go; the baseline's classes,
  *               the ranks' elements, the XOR words (from XOR words, steps
  *               or new words) and the patch on the device
  *               (dc_kern_cuda_ctx_run: the CPU's verdicts, the chunk
@@ -85,6 +86,8 @@ typedef struct dc_devpath_totals {
     uint64_t dev_ctx;               /* ctx-sparse chunks applied on the device */
     uint64_t staged_ctx;            /* ... staged for want of device memory for the undo record */
     uint64_t undone_ctx;            /* ctx chunks undone from their device record */
+    uint64_t dev_gaps;              /* rANS gaps streams (xor-sparse positions, ctx classes)
+                                       decoded on the device */
 } dc_devpath_totals_t;
 void dc_devpath_totals(dc_devpath_totals_t *t);
 /** The digest of chunk c as it is now, computed on the device. */

@@ -20,6 +20,8 @@
 
 #include "deltacast.h"
 #include "engine/devpath.h"
+#include "kernels/codec.h"
+#include "kernels/entropy.h"
 #include "kernels/kern_cuda.h"
 #include "kernels/kern_cuda_ops.h"
 #include "kernels/safetensors.h"
@@ -182,13 +184,16 @@ static uint64_t model_bytes(const devrx_t *r)
 }
 
 /* model: the codec model's name (order0: xor-sparse chunks), or NULL for
- * the default (ctx-sparse chunks) */
-static void refit_case(const char *model)
+ * the default (ctx-sparse chunks); gaps: the trainer (this process) codes
+ * every positions stream as rANS gaps (else Golomb: these chunks have
+ * fewer than DC_CODEC_GAPS_MIN changes) */
+static void refit_case(const char *model, int gaps)
 {
     const char *params = getenv("DELTACAST_TEST_PARAMS"); /* gpu-check: larger */
     job_init(&J, 1, 3, params && *params ? params : "1e5", 3, "optimizer");
-    report("%s CUDA runtime, codec model %s", g_real ? "the GPU's" : "the emulated",
-           model ? model : "the default (ctx)");
+    report("%s CUDA runtime, codec model %s, %s positions", g_real ? "the GPU's" : "the emulated",
+           model ? model : "the default (ctx)", gaps ? "rANS gaps" : "Golomb");
+    dc_codec_pos_method = gaps ? DC_ENT_GAPS : 0;
     setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
     setenv("DELTACAST_TRANSPORT", "tcp", 1);
     if (model)
@@ -213,10 +218,10 @@ static void refit_case(const char *model)
     cfg.n_tensors = tr.nt;
     cfg.chunk_size = 64 * 1024;
     cfg.wait_ms = 20000;
-    /* a receiver busy in emulated kernels (ctx: several per chunk, each a
-     * barrier-heavy emulated grid) under a loaded CI machine must not
-     * read as lost */
-    cfg.abort_ms = model ? 2000 : 4000;
+    /* a receiver busy in emulated kernels (ctx and gaps: several per
+     * chunk, each a barrier-heavy emulated grid of 256 threads, ~0.1 s per
+     * chunk on 2 cores) under a loaded CI machine must not read as lost */
+    cfg.abort_ms = gaps ? 10000 : model ? 2000 : 4000;
     dc_refit_node_opts_t scfg = cfg;
     scfg.segments = tr.segs;
     scfg.n_segments = tr.ns;
@@ -252,7 +257,7 @@ static void refit_case(const char *model)
                "bytes across PCIe: node 1 staging H2D %llu + D2H %llu = %llu; node 2 "
                "device apply H2D %llu + D2H %llu = %llu (%.1f%% of staging; %.2fx the %llu "
                "payload bytes of its %llu frames, %llu ctx-sparse chunks decoded on the "
-               "device, %llu staged)",
+               "device, %llu staged; %llu gaps streams decoded there)",
                v, (unsigned long long)mb, (unsigned long long)vs.payload_bytes,
                (unsigned long long)vs.repair_bytes, (unsigned long long)h[0],
                (unsigned long long)d[0], (unsigned long long)(h[0] + d[0]),
@@ -261,7 +266,11 @@ static void refit_case(const char *model)
                100.0 * (double)(h[1] + d[1]) / (double)(h[0] + d[0] ? h[0] + d[0] : 1),
                (double)(h[1] + d[1]) / (double)(pay2 ? pay2 : 1), (unsigned long long)pay2,
                (unsigned long long)(t1.frames - t0.frames), (unsigned long long)ctx2,
-               (unsigned long long)(t1.staged_ctx - t0.staged_ctx));
+               (unsigned long long)(t1.staged_ctx - t0.staged_ctx),
+               (unsigned long long)(t1.dev_gaps - t0.dev_gaps));
+        if (gaps)
+            cr_assert_gt(t1.dev_gaps, t0.dev_gaps, "v%d: no gaps stream decoded on the device",
+                         v);
         if (!model) {
             cr_assert_gt(ctx2, 0, "v%d: no ctx-sparse chunk was decoded on the device", v);
             cr_assert_eq(t1.staged_ctx, t0.staged_ctx, "v%d: ctx chunks were staged", v);
@@ -322,11 +331,22 @@ static void refit_case(const char *model)
 
 Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
 {
-    refit_case("order0");
+    refit_case("order0", 0);
 }
 
 /* the default codec model: ctx-sparse chunks decoded on the device */
 Test(emu_refit, ctx_device_receivers_exact_with_repair_and_abort, .timeout = 240)
 {
-    refit_case(NULL);
+    refit_case(NULL, 0);
+}
+
+/* every positions stream as rANS gaps: decoded on the device too */
+Test(emu_refit, gaps_device_receivers_exact_with_repair_and_abort, .timeout = 240)
+{
+    refit_case("order0", 1);
+}
+
+Test(emu_refit, ctx_gaps_device_receivers_exact_with_repair_and_abort, .timeout = 240)
+{
+    refit_case(NULL, 1);
 }
