@@ -1554,12 +1554,11 @@ __device__ static void gd_skip(gd_bits *d, unsigned long long nb)
     d->bc = (unsigned)(t & 7);
 }
 
-/* res[0] = GD_*, res[1] = the index of the position that failed */
-__global__ void k_golomb_decode(const uint8_t *src, size_t len, size_t count,
-                                unsigned long long n, uint32_t *pos, unsigned *res)
+/* One stream, by the calling thread: res[0] = GD_*, res[1] = the index
+ * of the position that failed */
+__device__ static void golomb_run(const uint8_t *src, size_t len, size_t count,
+                                  unsigned long long n, uint32_t *pos, unsigned *res)
 {
-    if (threadIdx.x != 0 || blockIdx.x != 0)
-        return;
     gd_bits d = {src, len, 0, 0};
     unsigned long long m;
     unsigned err = GD_OK;
@@ -1643,6 +1642,29 @@ __global__ void k_golomb_decode(const uint8_t *src, size_t len, size_t count,
 done:
     res[0] = err;
     res[1] = (unsigned)k;
+}
+
+__global__ void k_golomb_decode(const uint8_t *src, size_t len, size_t count,
+                                unsigned long long n, uint32_t *pos, unsigned *res)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    golomb_run(src, len, count, n, pos, res);
+}
+
+/* several independent streams (a ctx chunk's classes), one thread each */
+struct gd_jobs {
+    const uint8_t *src[DC_KERN_CUDA_GOLOMB_MAX_STREAMS];
+    size_t len[DC_KERN_CUDA_GOLOMB_MAX_STREAMS], count[DC_KERN_CUDA_GOLOMB_MAX_STREAMS];
+    uint32_t *pos[DC_KERN_CUDA_GOLOMB_MAX_STREAMS];
+};
+
+__global__ void k_golomb_multi(gd_jobs jobs, unsigned njobs, unsigned long long n, unsigned *res)
+{
+    const unsigned j = threadIdx.x;
+    if (blockIdx.x != 0 || j >= njobs)
+        return;
+    golomb_run(jobs.src[j], jobs.len[j], jobs.count[j], n, jobs.pos[j], res + 2 * j);
 }
 
 static dc_status_t kcu_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
@@ -2308,6 +2330,50 @@ out:
     return st;
 }
 
+static dc_status_t kcu_golomb_decode_multi(unsigned streams, const void *const *src,
+                                           const size_t *len, const size_t *count, uint64_t n,
+                                           uint32_t *const *pos, void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    unsigned *dres = NULL, res[2 * DC_KERN_CUDA_GOLOMB_MAX_STREAMS];
+    gd_jobs jobs;
+    if (streams > DC_KERN_CUDA_GOLOMB_MAX_STREAMS)
+        return dc_error(DC_ERR_INVALID, "cuda positions decode: %u streams (at most %u)",
+                        streams, (unsigned)DC_KERN_CUDA_GOLOMB_MAX_STREAMS);
+    if (streams == 0)
+        return DC_OK;
+    memset(&jobs, 0, sizeof(jobs));
+    for (unsigned j = 0; j < streams; j++) {
+        if (((uintptr_t)pos[j] & 3) != 0)
+            return dc_error(DC_ERR_INVALID, "cuda positions decode: positions array is not "
+                            "4-byte aligned");
+        jobs.src[j] = (const uint8_t *)src[j];
+        jobs.len[j] = len[j];
+        jobs.count[j] = count[j];
+        jobs.pos[j] = pos[j];
+    }
+    CU_TRY(cudaMallocAsync((void **)&dres, sizeof(res), s), "positions decode result");
+    DC_LAUNCH(k_golomb_multi, 1, 32, s)(jobs, streams, (unsigned long long)n, dres);
+    CU_TRY(cudaGetLastError(), "positions decode kernel");
+    CU_TRY(cudaMemcpyAsync(res, dres, 2 * streams * sizeof(unsigned), cudaMemcpyDeviceToHost,
+                           s),
+           "positions decode result");
+    CU_TRY(cudaStreamSynchronize(s), "positions decode");
+    for (unsigned j = 0; j < streams; j++)
+        if (res[2 * j] != GD_OK) {
+            st = dc_error(DC_ERR_FORMAT, "device positions decode (Golomb stream %u of %u, %zu "
+                          "positions in %llu elements, %zu bytes): %s at position %u", j,
+                          streams, count[j], (unsigned long long)n, len[j],
+                          res[2 * j] < GD_N ? gd_msg[res[2 * j]] : "unknown", res[2 * j + 1]);
+            break;
+        }
+out:
+    if (dres != NULL)
+        cudaFreeAsync(dres, s);
+    return st;
+}
+
 #ifndef DC_KCU_OPS_NAME
 #define DC_KCU_OPS_NAME dc_kern_cuda_build_ops
 #define DC_KCU_OPS_LABEL "cuda"
@@ -2317,4 +2383,5 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     kcu_d2h, kcu_memset, kcu_sync, kcu_count_changed, kcu_diff, kcu_gather, kcu_xor_scatter,
     kcu_put_scatter, kcu_xor_dense, kcu_digest128, kcu_digest128_dev, kcu_crc32c,
     kcu_values_decode, kcu_golomb_decode, kcu_ctx_apply, kcu_gaps_positions,
+    kcu_golomb_decode_multi,
 };

@@ -141,6 +141,18 @@ dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count
                                        uint32_t *pos, void *stream);
 
 /**
+ * dc_kern_cuda_golomb_decode of `streams` independent streams (<= 8: a ctx
+ * chunk's classes) in one launch, one thread each: stream j (src[j],
+ * len[j] bytes, count[j] positions in n) into pos[j].  DC_ERR_FORMAT when
+ * any is refused (naming the first), as the CPU's decoder would refuse it.
+ * Synchronizes.
+ */
+#define DC_KERN_CUDA_GOLOMB_MAX_STREAMS 8
+dc_status_t dc_kern_cuda_golomb_decode_multi(unsigned streams, const void *const *src,
+                                             const size_t *len, const size_t *count, uint64_t n,
+                                             uint32_t *const *pos, void *stream);
+
+/**
  * The positions of a rANS gaps stream (entropy.h DC_ENT_GAPS) on the
  * device, from its parts: q (device, count 16-bit quotients, decoded by
  * dc_kern_cuda_values_decode as DC_ENT_RANS words of 2 bytes), lo (device,
@@ -232,7 +244,7 @@ typedef struct dc_kern_cuda_ctx_info {
  * Decode and apply a parsed ctx-sparse payload (h, `payload` in host
  * memory, values method vm) against `chunk` (device memory, n x w): the
  * Golomb class streams and the values stream cross as they are and are
- * decoded on the device (dc_kern_cuda_golomb_decode,
+ * decoded on the device (dc_kern_cuda_golomb_decode_multi: a thread each,
  * dc_kern_cuda_values_decode); a rANS gaps class's quotient stream and low
  * bits cross as they are, its header and escapes are parsed on the host
  * and its positions made on the device (dc_kern_cuda_gaps_positions); zstd

@@ -309,18 +309,39 @@ dc_status_t dc_kern_cuda_ctx_run(dc_kern_cuda_ctx_t *x, const dc_kern_cuda_ctx_h
         }
         dval = at;
     }
-    /* class ranks: Golomb on the device, gaps on the host */
+    /* class ranks: the Golomb classes in one launch (a thread each), the
+     * gaps classes one after another */
+    {
+        const void *gsrc[DC_KERN_CUDA_CTX_MAX_CLASSES];
+        size_t glen[DC_KERN_CUDA_CTX_MAX_CLASSES], gcnt[DC_KERN_CUDA_CTX_MAX_CLASSES];
+        uint32_t *gpos[DC_KERN_CUDA_CTX_MAX_CLASSES];
+        unsigned ng = 0;
+        for (unsigned c = 0; c < K; c++) {
+            size_t cnt = h->spec.off[c + 1] - h->spec.off[c];
+            if (!cnt || (h->gmask & (1u << c)))
+                continue;
+            gsrc[ng] = d + dpos[c];
+            glen[ng] = h->plen[c];
+            gcnt[ng] = cnt;
+            gpos[ng] = dranks + h->spec.off[c];
+            ng++;
+        }
+        if (ng && (st = dc_kern_cuda_golomb_decode_multi(ng, gsrc, glen, gcnt, n, gpos, NULL)) !=
+                      DC_OK)
+            return st;
+        in.dev_classes += ng;
+    }
     for (unsigned c = 0; c < K; c++) {
         size_t cnt = h->spec.off[c + 1] - h->spec.off[c];
-        if (!cnt)
+        if (!cnt || !(h->gmask & (1u << c)))
             continue;
-        if ((h->gmask & (1u << c)) && n <= (1ull << 31)) {
+        if (n <= (1ull << 31)) {
             if ((st = dc_kern_cuda_gaps_decode(x, payload + h->pofs[c], h->plen[c], cnt, n,
                               dranks + h->spec.off[c], &in.h2d_bytes)) != DC_OK)
                 return st;
             in.dev_classes++;
             in.dev_gaps_classes++;
-        } else if (h->gmask & (1u << c)) {
+        } else {
             if ((st = kc_host(x, cnt * sizeof(uint32_t))) != DC_OK)
                 return st;
             st = dc_ent_gaps_decode(x->ent, payload + h->pofs[c], h->plen[c], cnt, n,
@@ -332,12 +353,6 @@ dc_status_t dc_kern_cuda_ctx_run(dc_kern_cuda_ctx_t *x, const dc_kern_cuda_ctx_h
                 return st;
             in.h2d_bytes += cnt * sizeof(uint32_t);
             in.host_classes++;
-        } else {
-            st = dc_kern_cuda_golomb_decode(d + dpos[c], h->plen[c], cnt, n,
-                                            dranks + h->spec.off[c], NULL);
-            if (st != DC_OK)
-                return st;
-            in.dev_classes++;
         }
     }
     /* values */

@@ -204,3 +204,10 @@ dc_status_t dc_kern_cuda_gaps_positions(const uint16_t *q, const void *lo, size_
     return dc_kern_cuda_ops()->gaps_positions(q, lo, lo_len, b, E, escpre, nesc, esc_total, count,
                                               n, pos, stream);
 }
+
+dc_status_t dc_kern_cuda_golomb_decode_multi(unsigned streams, const void *const *src,
+                                             const size_t *len, const size_t *count, uint64_t n,
+                                             uint32_t *const *pos, void *stream)
+{
+    return dc_kern_cuda_ops()->golomb_decode_multi(streams, src, len, count, n, pos, stream);
+}

@@ -54,6 +54,9 @@ typedef struct dc_kern_cuda_ops {
                                   unsigned E, const uint64_t *escpre, size_t nesc,
                                   uint64_t esc_total, size_t count, uint64_t n, uint32_t *pos,
                                   void *stream);
+    dc_status_t (*golomb_decode_multi)(unsigned streams, const void *const *src,
+                                       const size_t *len, const size_t *count, uint64_t n,
+                                       uint32_t *const *pos, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */
