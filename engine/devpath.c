@@ -8,7 +8,7 @@
 #include <string.h>
 
 enum {
-    DEV_WHY_CTX,
+    DEV_WHY_CTX_UNDO,
     DEV_WHY_PUT_SPARSE,
     DEV_WHY_SPANS,
     DEV_WHY_LISTS,
@@ -17,7 +17,7 @@ enum {
 };
 
 static const char *const dev_why[DEV_WHY_N] = {
-    "ctx payloads decode against the baseline's bytes (no device decoder yet)",
+    "no device memory for a ctx chunk's undo record (the host path keeps one)",
     "put-sparse payloads decode against the baseline's bytes (no device decoder yet)",
     "the chunk spans several placement segments",
     "its position/word lists are not smaller than staging the chunk",
@@ -31,8 +31,36 @@ struct dc_devpath {
     uint64_t staged[DEV_WHY_N];
     uint64_t undone;
     uint64_t dev_values;    /* xor-sparse chunks whose values were decoded on the device */
-    uint64_t dev_positions; /* ... and their (Golomb) positions too */
+    uint64_t dev_positions; /* ... and their positions too */
+    uint64_t dev_ctx;       /* ctx-sparse chunks decoded and applied on the device */
+    uint64_t ctx_gaps_classes; /* ... their rANS gaps classes (decoded on the device) */
+    uint64_t ctx_host_classes; /* ... their classes whose (gaps) ranks were decoded on the host */
+    uint64_t ctx_host_values;  /* ... those whose (zstd) values were decoded on the host */
+    dc_kern_cuda_ctx_t *ctx;   /* the ctx decoder's scratch */
+    size_t ctx_max;
+    /* undo records of ctx chunks applied on the device (their positions
+     * then XOR words, in device memory: a ctx frame does not undo itself),
+     * per chunk; `pend` is the one of the chunk being applied until its
+     * digest is checked */
+    void **undo;
+    size_t *undo_count;
+    void *pend;
+    size_t pend_count;
 };
+
+static struct {
+    _Atomic uint64_t frames, payload, dev_ctx, staged_ctx, undone_ctx, dev_gaps;
+} dev_totals;
+
+void dc_devpath_totals(dc_devpath_totals_t *t)
+{
+    t->frames = dev_totals.frames;
+    t->payload_bytes = dev_totals.payload;
+    t->dev_ctx = dev_totals.dev_ctx;
+    t->staged_ctx = dev_totals.staged_ctx;
+    t->undone_ctx = dev_totals.undone_ctx;
+    t->dev_gaps = dev_totals.dev_gaps;
+}
 
 _Thread_local int dc_devpath_force_stage;
 
@@ -49,14 +77,27 @@ dc_status_t dc_devpath_open(dc_node_t *n)
         return DC_OK;
     }
     n->rx.dev = calloc(1, sizeof(*n->rx.dev));
-    if (!n->rx.dev)
+    uint32_t nch = n->layout ? n->layout->nchunks : 0;
+    if (n->rx.dev) {
+        n->rx.dev->undo = calloc(nch ? nch : 1, sizeof(void *));
+        n->rx.dev->undo_count = calloc(nch ? nch : 1, sizeof(size_t));
+    }
+    if (!n->rx.dev || !n->rx.dev->undo || !n->rx.dev->undo_count) {
+        if (n->rx.dev) {
+            free(n->rx.dev->undo);
+            free(n->rx.dev->undo_count);
+        }
+        free(n->rx.dev);
+        n->rx.dev = NULL;
         return dc_error(DC_ERR_NOMEM, "node %u: out of memory", n->me);
-    DC_LOG_INFO("node %u: weights in device memory: xor-sparse, xor-dense and put-dense "
-                "chunks are applied and digested on the device (xor-sparse: Golomb "
-                "positions and the values decoded on the device from the compact streams, "
-                "gaps positions and zstd values on the host; dense kinds: decoded on the "
-                "host, the words cross PCIe); ctx and put-sparse chunks are staged through "
-                "the host (whole chunk both ways)",
+    }
+    DC_LOG_INFO("node %u: weights in device memory: ctx-sparse, xor-sparse, xor-dense and "
+                "put-dense chunks are applied and digested on the device (ctx-sparse and "
+                "xor-sparse: Golomb and rANS gaps positions and the values decoded on the "
+                "device from the compact streams, zstd values on the host; ctx's classes "
+                "from the baseline on the device; dense kinds: decoded on the host, the "
+                "words cross PCIe); put-sparse chunks are staged through the host (whole "
+                "chunk both ways)",
                 n->me);
     return DC_OK;
 }
@@ -70,26 +111,65 @@ void dc_devpath_close(dc_node_t *n)
     for (int i = 0; i < DEV_WHY_N; i++)
         staged += dp->staged[i];
     DC_LOG_INFO("node %u: device path: %llu chunks applied on the device (%llu bytes sent "
-                "there; values decoded there for %llu, positions for %llu), %llu undone "
-                "there, %llu staged through the host (ctx %llu, put-sparse %llu, spanning "
+                "there; xor-sparse: values decoded there for %llu, positions for %llu; "
+                "ctx-sparse %llu, with %llu gaps classes decoded there, %llu classes' gaps "
+                "ranks and %llu chunks' zstd values decoded on the host), %llu undone "
+                "there, %llu staged through the "
+                "host (no memory for a ctx undo record %llu, put-sparse %llu, spanning "
                 "segments %llu, lists too large %llu, undo copy %llu)",
                 n->me, (unsigned long long)dp->dev_chunks, (unsigned long long)dp->dev_bytes,
                 (unsigned long long)dp->dev_values, (unsigned long long)dp->dev_positions,
-                (unsigned long long)dp->undone,
+                (unsigned long long)dp->dev_ctx, (unsigned long long)dp->ctx_gaps_classes,
+                (unsigned long long)dp->ctx_host_classes,
+                (unsigned long long)dp->ctx_host_values, (unsigned long long)dp->undone,
                 (unsigned long long)staged,
-                (unsigned long long)dp->staged[DEV_WHY_CTX],
+                (unsigned long long)dp->staged[DEV_WHY_CTX_UNDO],
                 (unsigned long long)dp->staged[DEV_WHY_PUT_SPARSE],
                 (unsigned long long)dp->staged[DEV_WHY_SPANS],
                 (unsigned long long)dp->staged[DEV_WHY_LISTS],
                 (unsigned long long)dp->staged[DEV_WHY_UNDO_COPY]);
+    dc_devpath_forget(n);
+    dc_kern_cuda_free(dp->pend);
+    dc_kern_cuda_ctx_free(dp->ctx);
     dc_kern_cuda_free(dp->dbuf);
+    free(dp->undo);
+    free(dp->undo_count);
     free(dp);
     n->rx.dev = NULL;
+}
+
+/* the undo record of a ctx chunk without changes (nothing to undo) */
+static char dev_undo_none;
+
+static void dev_undo_drop(struct dc_devpath *dp, uint32_t c)
+{
+    if (!dp->undo[c])
+        return;
+    if (dp->undo[c] != &dev_undo_none)
+        dc_kern_cuda_free(dp->undo[c]);
+    dp->undo[c] = NULL;
+    dp->undo_count[c] = 0;
+}
+
+void dc_devpath_forget(dc_node_t *n)
+{
+    struct dc_devpath *dp = n->rx.dev;
+    if (!dp || !n->layout)
+        return;
+    for (uint32_t c = 0; c < n->layout->nchunks; c++)
+        dev_undo_drop(dp, c);
+}
+
+int dc_devpath_has_undo(const dc_node_t *n, uint32_t c)
+{
+    return n->rx.dev && n->rx.dev->undo[c] != NULL;
 }
 
 /* Staging for reason `why`: counted, and said the first time per node. */
 static int dev_stage(dc_node_t *n, uint32_t c, int why)
 {
+    if (why == DEV_WHY_CTX_UNDO)
+        dev_totals.staged_ctx++;
     if (n->rx.dev->staged[why]++ == 0)
         DC_LOG_WARN("node %u: chunk %u staged through the host (whole chunk across PCIe "
                     "both ways): %s; further chunks for this reason are counted, not logged",
@@ -107,6 +187,20 @@ static dc_status_t dev_scratch(struct dc_devpath *dp, size_t bytes)
     dc_status_t st = dc_kern_cuda_malloc(&dp->dbuf, bytes);
     if (st == DC_OK)
         dp->dbuf_cap = bytes;
+    return st;
+}
+
+/* The ctx / gaps decoder's scratch for chunks of `bytes`. */
+static dc_status_t dev_ctx_scratch(struct dc_devpath *dp, size_t bytes)
+{
+    if (dp->ctx && dp->ctx_max >= bytes)
+        return DC_OK;
+    dc_kern_cuda_ctx_free(dp->ctx);
+    dp->ctx = NULL;
+    dp->ctx_max = 0;
+    dc_status_t st = dc_kern_cuda_ctx_create(bytes, &dp->ctx);
+    if (st == DC_OK)
+        dp->ctx_max = bytes;
     return st;
 }
 
@@ -128,10 +222,16 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
     const unsigned vm = dc_enc_val_method(enc);
     if (vm == DC_ENT_ZSTD)
         return DEV_HOST_VALUES;
-    /* Golomb positions are decoded on the device too (their stream and
-     * the values stream, contiguous in the payload, cross as they are);
-     * gaps positions on the host (count x 4 bytes cross) */
-    const int dev_pos = dc_enc_pos_method(enc) == DC_ENT_GOLOMB;
+    /* positions are decoded on the device too (their stream and the
+     * values stream, contiguous in the payload, cross as they are): Golomb
+     * (dc_kern_cuda_golomb_decode) and rANS gaps (dc_kern_cuda_gaps_decode:
+     * header and escapes read here) */
+    const int gaps = dc_enc_pos_method(enc) == DC_ENT_GAPS;
+    const int dev_pos = !gaps || elems <= (1ull << 31);
+    if (gaps && dev_pos && dev_ctx_scratch(dp, lc->len) != DC_OK) {
+        dc_error_prefix("node %u: chunk %u of tensor '%s' in device memory", n->me, c, lt->name);
+        return DC_DEV_FAIL;
+    }
     const uint32_t *pos = NULL;
     size_t count, pofs, plen = 0, vofs;
     if (dev_pos) {
@@ -154,12 +254,16 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
     dc_status_t st;
     if ((st = dev_scratch(dp, sofs + plen + vlen)) != DC_OK)
         goto fail;
+    uint64_t gaps_sent = 0;
     if (dev_pos) {
-        if ((st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs, payload + pofs, plen + vlen)) !=
-            DC_OK)
+        if ((st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs + (gaps ? plen : 0),
+                                   payload + pofs + (gaps ? plen : 0),
+                                   (gaps ? 0 : plen) + vlen)) != DC_OK)
             goto fail;
-        st = dc_kern_cuda_golomb_decode((uint8_t *)dp->dbuf + sofs, plen, count, elems,
-                                        dp->dbuf, NULL);
+        st = gaps ? dc_kern_cuda_gaps_decode(dp->ctx, payload + pofs, plen, count, elems,
+                                             dp->dbuf, &gaps_sent)
+                  : dc_kern_cuda_golomb_decode((uint8_t *)dp->dbuf + sofs, plen, count, elems,
+                                               dp->dbuf, NULL);
         if (st == DC_ERR_FORMAT) {
             dc_error_prefix("node %u: chunk %u of tensor '%s': positions decoded on the device",
                             n->me, c, lt->name);
@@ -191,9 +295,93 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
         if (st != DC_OK)
             goto fail;
     }
-    dp->dev_bytes += sent;
+    dp->dev_bytes += gaps ? gaps_sent + vlen : sent;
+    if (gaps && dev_pos)
+        dev_totals.dev_gaps++;
     dp->dev_values++;
     dp->dev_positions += dev_pos;
+    return DC_DEV_DONE;
+fail:
+    dc_error_prefix("node %u: chunk %u of tensor '%s' in device memory", n->me, c, lt->name);
+    return DC_DEV_FAIL;
+}
+
+/* Where a ctx undo record keeps its XOR words after its positions. */
+static size_t dev_undo_wofs(size_t count)
+{
+    return (count * sizeof(uint32_t) + 15) & ~(size_t)15;
+}
+
+/* A ctx-sparse payload decoded and applied on the device
+ * (dc_kern_cuda_ctx_*): its header parsed here, the class streams (Golomb
+ * or rANS gaps) and the values stream sent as they are (zstd words decoded
+ * here and sent), the classes counted from the baseline on the device, the
+ * chunk patched in place only once every stream and rank was accepted.
+ * keep_undo: the positions and XOR words go to a device undo record
+ * (dp->pend, kept by dc_devpath_frame once the digest matches), as the host
+ * path keeps its xor-sparse undo frame. */
+static int dev_ctx(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payload, size_t len,
+                   int journal, uint8_t *dchunk, size_t elems, size_t w, int keep_undo)
+{
+    struct dc_devpath *dp = n->rx.dev;
+    const dc_layout_chunk_t *lc = &n->layout->chunks[c];
+    const dc_layout_tensor_t *lt = &n->layout->tensors[lc->tensor];
+    const unsigned vm = dc_enc_val_method(enc);
+    dc_kern_cuda_ctx_hdr_t h;
+    dc_status_t st;
+    if (dc_enc_pos_method(enc) != 0 || vm >= DC_ENT_GOLOMB) {
+        (void)dc_error(DC_ERR_FORMAT, "node %u: chunk %u of tensor '%s': bad ctx chunk encoding "
+                 "0x%04x", n->me, c, lt->name, enc);
+        return DC_DEV_BAD;
+    }
+    if (dc_kern_cuda_ctx_parse(payload, len, elems, (unsigned)w, &h) != DC_OK) {
+        dc_error_prefix("node %u: chunk %u of tensor '%s'", n->me, c, lt->name);
+        return DC_DEV_BAD; /* nothing changed yet */
+    }
+    /* what crosses: the streams (a gaps class's escapes as 8-byte sums:
+     * rare), zstd words decoded here */
+    size_t sent = vm == DC_ENT_ZSTD ? h.total * w : h.vlen;
+    for (unsigned k = 0; k < h.spec.K; k++)
+        sent += (h.gmask >> k & 1) && elems > (1ull << 31)
+                    ? (h.spec.off[k + 1] - h.spec.off[k]) * sizeof(uint32_t)
+                    : h.plen[k];
+    if (sent >= 2 * (size_t)lc->len)
+        return dev_stage(n, c, DEV_WHY_LISTS);
+    if ((st = dev_ctx_scratch(dp, lc->len)) != DC_OK)
+        goto fail;
+    uint32_t *upos = NULL;
+    uint8_t *uxor = NULL;
+    dc_kern_cuda_free(dp->pend);
+    dp->pend = NULL;
+    dp->pend_count = 0;
+    if (keep_undo && h.total) {
+        if (dc_kern_cuda_malloc(&dp->pend, dev_undo_wofs(h.total) + h.total * w) != DC_OK) {
+            dp->pend = NULL;
+            return dev_stage(n, c, DEV_WHY_CTX_UNDO);
+        }
+        dp->pend_count = h.total;
+        upos = dp->pend;
+        uxor = (uint8_t *)dp->pend + dev_undo_wofs(h.total);
+    }
+    if (journal && dc_journal_begin(n->rx.j, c) != DC_OK)
+        return DC_DEV_FAIL;
+    dc_kern_cuda_ctx_info_t info;
+    st = dc_kern_cuda_ctx_run(dp->ctx, &h, vm, payload, dchunk, elems, (unsigned)w, 1, upos,
+                              uxor, &info);
+    if (st == DC_ERR_FORMAT) {
+        dc_error_prefix("node %u: chunk %u of tensor '%s': ctx decoded on the device", n->me, c,
+                        lt->name);
+        return DC_DEV_BAD; /* checked before any write: untouched */
+    }
+    if (st != DC_OK)
+        goto fail;
+    dp->dev_bytes += info.h2d_bytes;
+    dp->dev_ctx++;
+    dp->ctx_host_classes += info.host_classes;
+    dp->ctx_gaps_classes += info.dev_gaps_classes;
+    dev_totals.dev_gaps += info.dev_gaps_classes;
+    dp->ctx_host_values += (uint64_t)info.host_values;
+    dev_totals.dev_ctx++;
     return DC_DEV_DONE;
 fail:
     dc_error_prefix("node %u: chunk %u of tensor '%s' in device memory", n->me, c, lt->name);
@@ -204,15 +392,13 @@ fail:
  * device bytes.  journal: set APPLYING first (a frame), or not (an undo).
  * Returns DC_DEV_*. */
 static int dev_apply(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payload, size_t len,
-                     int journal, int undo_copy_needed)
+                     int journal, int undo_copy_needed, int keep_undo)
 {
     struct dc_devpath *dp = n->rx.dev;
     const dc_layout_chunk_t *lc = &n->layout->chunks[c];
     const dc_layout_tensor_t *lt = &n->layout->tensors[lc->tensor];
     const size_t w = lt->esize, elems = lc->len / w;
     unsigned kind = dc_enc_kind(enc);
-    if (kind == DC_ENC_CTX)
-        return dev_stage(n, c, DEV_WHY_CTX);
     if (kind == DC_ENC_PUT_SPARSE)
         return dev_stage(n, c, DEV_WHY_PUT_SPARSE);
     if (kind == DC_ENC_PUT_DENSE && undo_copy_needed)
@@ -220,6 +406,8 @@ static int dev_apply(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payl
     uint8_t *dchunk = dc_place_chunk_dev_ptr(&n->rx.place, c);
     if (!dchunk)
         return dev_stage(n, c, DEV_WHY_SPANS);
+    if (kind == DC_ENC_CTX)
+        return dev_ctx(n, c, enc, payload, len, journal, dchunk, elems, w, keep_undo);
     if (kind == DC_ENC_XOR_SPARSE) {
         int r = dev_sparse(n, c, enc, payload, len, journal, dchunk, elems, w);
         if (r != DEV_HOST_VALUES)
@@ -278,25 +466,69 @@ int dc_devpath_digest(dc_node_t *n, uint32_t c, dc_digest_t *d)
 int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh, const uint8_t *payload,
                      int state, dc_digest_t *d)
 {
+    struct dc_devpath *dp = n->rx.dev;
     int undo_copy = state == DC_JSTATE_PENDING && n->rx.cur.on_base &&
                     n->rx.cur.mode == DC_MODE_DELTA && !n->rx.undo[c];
-    int r = dev_apply(n, c, fh->encoding, payload, fh->payload_len, 1, undo_copy);
-    if (r != DC_DEV_DONE)
+    /* a ctx frame's undo record, kept where the host path keeps its undo
+     * frame: delta mode, the digest matched */
+    int keep_undo = n->rx.cur.mode == DC_MODE_DELTA;
+    dev_totals.frames++;
+    dev_totals.payload += fh->payload_len;
+    int r = dev_apply(n, c, fh->encoding, payload, fh->payload_len, 1, undo_copy, keep_undo);
+    if (r != DC_DEV_DONE) {
+        dc_kern_cuda_free(dp->pend);
+        dp->pend = NULL;
+        dp->pend_count = 0;
         return r;
+    }
     r = dc_devpath_digest(n, c, d);
-    if (r == DC_DEV_DONE)
-        n->rx.dev->dev_chunks++;
+    if (r == DC_DEV_DONE) {
+        dp->dev_chunks++;
+        if (dc_enc_kind(fh->encoding) == DC_ENC_CTX && keep_undo &&
+            dc_digest_eq(*d, fh->target_digest)) {
+            dev_undo_drop(dp, c);
+            dp->undo[c] = dp->pend ? dp->pend : (void *)&dev_undo_none;
+            dp->undo_count[c] = dp->pend_count;
+            dp->pend = NULL;
+            dp->pend_count = 0;
+        }
+    }
+    dc_kern_cuda_free(dp->pend);
+    dp->pend = NULL;
+    dp->pend_count = 0;
     return r == DC_DEV_STAGE ? DC_DEV_FAIL : r;
 }
 
 int dc_devpath_undo(dc_node_t *n, uint32_t c)
 {
+    struct dc_devpath *dp = n->rx.dev;
+    if (dp->undo[c]) {
+        /* a ctx chunk's record: its XOR words at its positions again */
+        const dc_layout_chunk_t *lc = &n->layout->chunks[c];
+        const dc_layout_tensor_t *lt = &n->layout->tensors[lc->tensor];
+        uint8_t *dchunk = dc_place_chunk_dev_ptr(&n->rx.place, c);
+        size_t cnt = dp->undo_count[c];
+        dc_status_t st = !cnt     ? DC_OK
+                         : dchunk ? dc_kern_cuda_xor_scatter(
+                                      dchunk, lc->len / lt->esize, lt->esize, dp->undo[c],
+                                      (uint8_t *)dp->undo[c] + dev_undo_wofs(cnt), cnt, NULL)
+                                : dc_error(DC_ERR_INVALID, "not one device segment");
+        if (st != DC_OK) {
+            dc_error_prefix("node %u: chunk %u of tensor '%s': undo record on the device", n->me,
+                            c, lt->name);
+            return st == DC_ERR_FORMAT ? DC_DEV_BAD : DC_DEV_FAIL;
+        }
+        dev_undo_drop(dp, c);
+        dp->undone++;
+        dev_totals.undone_ctx++;
+        return DC_DEV_DONE;
+    }
     dc_frame_hdr_t fh;
     if (dc_frame_decode(n->rx.retained[c], n->rx.retained_len[c], &fh) != DC_OK)
         return DC_DEV_BAD;
     int r = dev_apply(n, c, fh.encoding, n->rx.retained[c] + DC_FRAME_HEADER_SIZE, fh.payload_len,
-                      0, 0);
+                      0, 0, 0);
     if (r == DC_DEV_DONE)
-        n->rx.dev->undone++;
+        dp->undone++;
     return r;
 }

@@ -7,15 +7,26 @@
  * 2 x chunk bytes across PCIe per chunk.  The device path moves only what
  * the payload holds:
  *
- *   XOR_SPARSE  Golomb positions and the values stream go as they are in
- *               the payload and are decoded there
- *               (dc_kern_cuda_golomb_decode, dc_kern_cuda_values_decode:
- *               the CPU's verdicts); gaps positions are decoded on the
- *               host (count x 4 bytes go); zstd values are decoded on the
- *               host and their words go (count x w); when that is less
+ *   XOR_SPARSE  the positions stream (Golomb or rANS gaps) and the values
+ *               stream go as they are in the payload and are decoded
+ *               there (dc_kern_cuda_golomb_decode, dc_kern_cuda_gaps_decode
+ *               with the gaps header and escapes read on the host,
+ *               dc_kern_cuda_values_decode: the CPU's verdicts); zstd
+ *               values are decoded on the host and their words go (count x
+ *               w); when that is less
  *               than staging (2 x chunk); dc_kern_cuda_xor_scatter applies them (validating
  *               the positions on the device: hostile lists leave the
  *               chunk untouched)
+ *   CTX         (the default model) the header parsed on the host; the
+ *               class streams (Golomb or gaps) and the values stream go as
+ *               they are and are decoded on the device, zstd words decoded
+ *               on the host go; the baseline's classes,
+ *               the ranks' elements, the XOR words (from XOR words, steps
+ *               or new words) and the patch on the device
+ *               (dc_kern_cuda_ctx_run: the CPU's verdicts, the chunk
+ *               untouched on a refused payload).  Its undo record (its
+ *               positions and XOR words) stays in device memory: a ctx
+ *               frame does not undo itself
  *   XOR_DENSE   the decoded XOR words go (chunk bytes), dc_kern_cuda_xor_dense
  *   PUT_DENSE   the decoded bytes go straight into place (chunk bytes),
  *               unless an undo copy of the old bytes is needed (delta mode)
@@ -23,12 +34,13 @@
  * then the chunk's XXH3-128 is computed on the device
  * (dc_kern_cuda_digest128_dev; 16 bytes come back).  Undo on abort applies
  * the retained XOR frame the same way (an XOR is self-inverse; the journal
- * keeps it from being applied twice).
+ * keeps it from being applied twice), or a ctx chunk's device record.
  *
  * Staged through the host, each reason said once per node (WARN), and
- * counted: CTX and PUT_SPARSE (their decoders read the baseline's bytes:
- * a device decoder is the next step), chunks that span placement segments,
- * lists not smaller than staging, PUT_DENSE needing an undo copy.
+ * counted: PUT_SPARSE (its decoder reads the baseline's bytes: a device
+ * decoder is the next step), chunks that span placement segments, lists
+ * not smaller than staging, PUT_DENSE needing an undo copy, a CTX chunk
+ * without device memory for its undo record.
  */
 #ifndef DC_ENGINE_DEVPATH_H
 #define DC_ENGINE_DEVPATH_H
@@ -59,8 +71,25 @@ void dc_devpath_close(dc_node_t *n);
  *  chunk's bytes change. */
 int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh, const uint8_t *payload,
                      int state, dc_digest_t *d);
-/** Undo chunk c with its retained frame (n->rx.retained[c]). */
+/** Undo chunk c: its device undo record (a ctx chunk applied on the
+ *  device), else its retained frame (n->rx.retained[c]). */
 int dc_devpath_undo(dc_node_t *n, uint32_t c);
+/** 1 when chunk c's undo record is on the device (a ctx chunk applied
+ *  there in delta mode, its digest checked): the host keeps none. */
+int dc_devpath_has_undo(const dc_node_t *n, uint32_t c);
+/** Drop the device undo records (the version ended). */
+void dc_devpath_forget(dc_node_t *n);
+
+/** Process-wide totals of the device path (tests, perf/gpu-check.sh). */
+typedef struct dc_devpath_totals {
+    uint64_t frames, payload_bytes; /* frames given to the device path, their payloads */
+    uint64_t dev_ctx;               /* ctx-sparse chunks applied on the device */
+    uint64_t staged_ctx;            /* ... staged for want of device memory for the undo record */
+    uint64_t undone_ctx;            /* ctx chunks undone from their device record */
+    uint64_t dev_gaps;              /* rANS gaps streams (xor-sparse positions, ctx classes)
+                                       decoded on the device */
+} dc_devpath_totals_t;
+void dc_devpath_totals(dc_devpath_totals_t *t);
 /** The digest of chunk c as it is now, computed on the device. */
 int dc_devpath_digest(dc_node_t *n, uint32_t c, dc_digest_t *d);
 

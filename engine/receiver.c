@@ -158,6 +158,7 @@ static void dc_rx_retain_undo(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh
 
 static void dc_rx_drop_version(dc_node_t *n)
 {
+    dc_devpath_forget(n);
     if (n->layout) {
         for (uint32_t c = 0; c < n->layout->nchunks; c++) {
             free(n->rx.retained[c]);
@@ -624,7 +625,7 @@ applied:
             DC_LOG_WARN("node %u: %s", n->me, dc_last_error());
         }
     }
-    if (xor_kind && n->rx.cur.mode == DC_MODE_DELTA)
+    if (xor_kind && n->rx.cur.mode == DC_MODE_DELTA && !dc_devpath_has_undo(n, c))
         dc_rx_retain_undo(n, c, &fh, body, body_len, lc->len / lt->esize, lt->esize);
     if (dc_journal_applied(n->rx.j, c, d) != DC_OK) {
         dc_rx_fail(n, DC_FAIL_IO, n->rx.cur.v);
@@ -738,8 +739,10 @@ static int dc_rx_undo_version(dc_node_t *n, uint64_t v)
             continue;
         const dc_layout_chunk_t *lc = &l->chunks[c];
         const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
-        if (n->rx.dev && !n->rx.undo[c] && s == DC_JSTATE_APPLIED && n->rx.retained[c]) {
-            int dr = dc_devpath_undo(n, c); /* the retained XOR frame, on the device */
+        if (n->rx.dev && !n->rx.undo[c] && s == DC_JSTATE_APPLIED &&
+            (n->rx.retained[c] || dc_devpath_has_undo(n, c))) {
+            /* the retained XOR frame or the device's undo record, on the device */
+            int dr = dc_devpath_undo(n, c);
             if (dr == DC_DEV_DONE) {
                 dc_journal_reset(n->rx.j, c);
                 undone++;

@@ -1554,12 +1554,11 @@ __device__ static void gd_skip(gd_bits *d, unsigned long long nb)
     d->bc = (unsigned)(t & 7);
 }
 
-/* res[0] = GD_*, res[1] = the index of the position that failed */
-__global__ void k_golomb_decode(const uint8_t *src, size_t len, size_t count,
-                                unsigned long long n, uint32_t *pos, unsigned *res)
+/* One stream, by the calling thread: res[0] = GD_*, res[1] = the index
+ * of the position that failed */
+__device__ static void golomb_run(const uint8_t *src, size_t len, size_t count,
+                                  unsigned long long n, uint32_t *pos, unsigned *res)
 {
-    if (threadIdx.x != 0 || blockIdx.x != 0)
-        return;
     gd_bits d = {src, len, 0, 0};
     unsigned long long m;
     unsigned err = GD_OK;
@@ -1645,6 +1644,29 @@ done:
     res[1] = (unsigned)k;
 }
 
+__global__ void k_golomb_decode(const uint8_t *src, size_t len, size_t count,
+                                unsigned long long n, uint32_t *pos, unsigned *res)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    golomb_run(src, len, count, n, pos, res);
+}
+
+/* several independent streams (a ctx chunk's classes), one thread each */
+struct gd_jobs {
+    const uint8_t *src[DC_KERN_CUDA_GOLOMB_MAX_STREAMS];
+    size_t len[DC_KERN_CUDA_GOLOMB_MAX_STREAMS], count[DC_KERN_CUDA_GOLOMB_MAX_STREAMS];
+    uint32_t *pos[DC_KERN_CUDA_GOLOMB_MAX_STREAMS];
+};
+
+__global__ void k_golomb_multi(gd_jobs jobs, unsigned njobs, unsigned long long n, unsigned *res)
+{
+    const unsigned j = threadIdx.x;
+    if (blockIdx.x != 0 || j >= njobs)
+        return;
+    golomb_run(jobs.src[j], jobs.len[j], jobs.count[j], n, jobs.pos[j], res + 2 * j);
+}
+
 static dc_status_t kcu_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
                                      uint32_t *pos, void *stream)
 {
@@ -1672,6 +1694,686 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------------------ */
+/*  ctx-sparse: ranks by class -> element positions, values applied         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The device half of kernels/ctx.c's decoder (dc_ctx_decode_run's merge and
+ * patch), after the class streams and the values stream were decoded:
+ *   k_ctx_count  per tile of CTX_TILE elements, its elements per class
+ *                (a class = how many thresholds the base word's magnitude
+ *                reaches, as ctx.h; one thread per 32 elements, a shared
+ *                reduction);
+ *   k_ctx_scan   per class, the exclusive prefix of the tile counts (one
+ *                block, every class) and the class's population;
+ *   k_ctx_check  one thread per change: its rank is below its class's
+ *                population and above the class's previous rank (else the
+ *                CPU's DC_ERR_FORMAT; nothing written yet);
+ *   k_ctx_place  per tile: each class's elements in order in shared memory
+ *                (a block scan per class), then every change whose rank
+ *                falls in the tile gets its element index (one thread per
+ *                change);
+ *   k_ctx_apply  one thread per change: its index in element order (its
+ *                rank among its class's changes plus, per other class, a
+ *                binary search of that class's sorted elements), the
+ *                values stream's word there (values are in element order
+ *                across classes), the XOR word from it (mode 0 XOR word,
+ *                1 step, 2 new word) and the base word, written in place.
+ */
+#define CTX_PER 32 /* elements per thread (a tile of 8192: few barriers per element) */
+#define CTX_TILE (BLOCK * CTX_PER) /* elements per tile */
+
+struct ctx_args {
+    unsigned K, mode;
+    unsigned long long thrm[DC_KERN_CUDA_CTX_MAX_CLASSES];
+    unsigned long long off[DC_KERN_CUDA_CTX_MAX_CLASSES + 1];
+};
+
+template <int W> __device__ __forceinline__ unsigned long long ctx_ld(const uint8_t *p, size_t i, bool al)
+{
+    if (al) {
+        if (W == 1)
+            return p[i];
+        if (W == 2)
+            return reinterpret_cast<const uint16_t *>(p)[i];
+        if (W == 4)
+            return reinterpret_cast<const uint32_t *>(p)[i];
+        return reinterpret_cast<const unsigned long long *>(p)[i];
+    }
+    unsigned long long v = 0;
+#pragma unroll
+    for (int b = 0; b < W; b++)
+        v |= (unsigned long long)p[i * W + b] << (8 * b);
+    return v;
+}
+
+template <int W> __device__ __forceinline__ void ctx_st(uint8_t *p, size_t i, bool al, unsigned long long v)
+{
+    if (al) {
+        if (W == 1)
+            p[i] = (uint8_t)v;
+        else if (W == 2)
+            reinterpret_cast<uint16_t *>(p)[i] = (uint16_t)v;
+        else if (W == 4)
+            reinterpret_cast<uint32_t *>(p)[i] = (uint32_t)v;
+        else
+            reinterpret_cast<unsigned long long *>(p)[i] = v;
+        return;
+    }
+#pragma unroll
+    for (int b = 0; b < W; b++)
+        p[i * W + b] = (uint8_t)(v >> (8 * b));
+}
+
+/* class of a base word: how many thresholds its magnitude (top bit
+ * cleared) reaches (ctx.h) */
+template <int W> __device__ __forceinline__ unsigned ctx_class(unsigned long long b, const ctx_args &a)
+{
+    const unsigned long long mag = b & ((1ull << (8 * W - 1)) - 1);
+    unsigned c = 0;
+    for (unsigned j = 0; j + 1 < a.K; j++)
+        c += mag >= a.thrm[j];
+    return c;
+}
+
+/* ctx.h dc_ctx_key / dc_ctx_unkey and ctx.c dc_ctx_apply_step, for the
+ * device (same arithmetic) */
+template <int W> __device__ __forceinline__ unsigned long long ctx_key(unsigned long long b)
+{
+    const unsigned bits = 8 * W;
+    const unsigned long long top = 1ull << (bits - 1), all = W == 8 ? ~0ull : (top << 1) - 1;
+    const unsigned long long neg = 0 - ((b >> (bits - 1)) & 1);
+    return b ^ (top | (neg & all));
+}
+
+template <int W> __device__ __forceinline__ unsigned long long ctx_unkey(unsigned long long k)
+{
+    const unsigned bits = 8 * W;
+    const unsigned long long top = 1ull << (bits - 1), all = W == 8 ? ~0ull : (top << 1) - 1;
+    const unsigned long long pos = 0 - ((k >> (bits - 1)) & 1);
+    return k ^ (top | (~pos & all));
+}
+
+template <int W> __device__ __forceinline__ unsigned long long ctx_apply_step(unsigned long long b, unsigned long long z)
+{
+    const unsigned bits = 8 * W;
+    const unsigned long long mask = W == 8 ? ~0ull : (1ull << bits) - 1;
+    const unsigned long long d = ((z >> 1) ^ ((0 - (z & 1)) & mask)) & mask;
+    return ctx_unkey<W>((ctx_key<W>(b) + d) & mask);
+}
+
+/* the class whose ranks hold change j */
+__device__ __forceinline__ unsigned ctx_class_of(const ctx_args &a, size_t j)
+{
+    unsigned c = 0;
+    while (c + 1 < a.K && j >= a.off[c + 1])
+        c++;
+    return c;
+}
+
+/* first index in v[0..len) with v[i] >= x (v increasing) */
+__device__ __forceinline__ size_t ctx_lower(const uint32_t *v, size_t len, unsigned long long x)
+{
+    size_t lo = 0, hi = len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+template <int W>
+__global__ void k_ctx_count(const uint8_t *chunk, size_t n, size_t tiles, ctx_args a, bool al,
+                            unsigned *cnt)
+{
+    __shared__ unsigned sh[DC_KERN_CUDA_CTX_MAX_CLASSES][BLOCK];
+    const unsigned t = threadIdx.x;
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        unsigned c8[DC_KERN_CUDA_CTX_MAX_CLASSES] = {0};
+        for (unsigned i = 0; i < CTX_PER; i++) {
+            size_t e = tile * CTX_TILE + (size_t)t * CTX_PER + i;
+            if (e < n)
+                c8[ctx_class<W>(ctx_ld<W>(chunk, e, al), a)]++;
+        }
+        for (unsigned c = 0; c < a.K; c++)
+            sh[c][t] = c8[c];
+        __syncthreads();
+        for (unsigned s = BLOCK / 2; s > 0; s >>= 1) {
+            if (t < s)
+                for (unsigned c = 0; c < a.K; c++)
+                    sh[c][t] += sh[c][t + s];
+            __syncthreads();
+        }
+        if (t < a.K)
+            cnt[tile * a.K + t] = sh[t][0];
+        __syncthreads();
+    }
+}
+
+/* one block, every class: pre[tile * K + c] = class c's elements before
+ * the tile; pre[tiles * K + c] = its population.  Each thread sums a run
+ * of tiles, a block scan (ping-pong buffers: one barrier a step) of the
+ * sums, then each thread writes its run's prefixes. */
+__global__ void k_ctx_scan(const unsigned *cnt, size_t tiles, unsigned K, unsigned *pre)
+{
+    __shared__ unsigned long long sh[2][DC_KERN_CUDA_CTX_MAX_CLASSES][BLOCK];
+    const unsigned t = threadIdx.x;
+    const size_t per = (tiles + BLOCK - 1) / BLOCK;
+    const size_t t0 = DC_MIN((size_t)t * per, tiles), t1 = DC_MIN(t0 + per, tiles);
+    unsigned long long sum[DC_KERN_CUDA_CTX_MAX_CLASSES];
+    for (unsigned c = 0; c < K; c++) {
+        sum[c] = 0;
+        for (size_t i = t0; i < t1; i++)
+            sum[c] += cnt[i * K + c];
+        sh[0][c][t] = sum[c];
+    }
+    __syncthreads();
+    unsigned b = 0;
+    for (unsigned d = 1; d < BLOCK; d <<= 1) {
+        for (unsigned c = 0; c < K; c++)
+            sh[b ^ 1][c][t] = sh[b][c][t] + (t >= d ? sh[b][c][t - d] : 0);
+        b ^= 1;
+        __syncthreads();
+    }
+    for (unsigned c = 0; c < K; c++) {
+        unsigned long long ex = sh[b][c][t] - sum[c];
+        for (size_t i = t0; i < t1; i++) {
+            pre[i * K + c] = (unsigned)ex;
+            ex += cnt[i * K + c];
+        }
+        if (t == BLOCK - 1)
+            pre[tiles * K + c] = (unsigned)sh[b][c][t];
+    }
+}
+
+__global__ void k_ctx_check(const uint32_t *ranks, size_t total, ctx_args a, const unsigned *pop,
+                            unsigned long long *bad)
+{
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < total;
+         j += (size_t)gridDim.x * blockDim.x) {
+        unsigned c = ctx_class_of(a, j);
+        uint32_t r = ranks[j];
+        if (r >= pop[c] || (j > a.off[c] && r <= ranks[j - 1]))
+            atomicMin(bad, (unsigned long long)j);
+    }
+}
+
+template <int W>
+__global__ void k_ctx_place(const uint8_t *chunk, size_t n, size_t tiles, ctx_args a, bool al,
+                            const unsigned *pre, const uint32_t *ranks, uint32_t *elem)
+{
+    __shared__ unsigned sh[2][DC_KERN_CUDA_CTX_MAX_CLASSES][BLOCK];
+    __shared__ uint16_t slot[CTX_TILE];
+    __shared__ unsigned cbase[DC_KERN_CUDA_CTX_MAX_CLASSES];
+    __shared__ size_t lo[DC_KERN_CUDA_CTX_MAX_CLASSES], hi[DC_KERN_CUDA_CTX_MAX_CLASSES];
+    const unsigned t = threadIdx.x, K = a.K;
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        uint8_t cls[CTX_PER];
+        unsigned c8[DC_KERN_CUDA_CTX_MAX_CLASSES] = {0};
+        for (unsigned i = 0; i < CTX_PER; i++) {
+            size_t e = tile * CTX_TILE + (size_t)t * CTX_PER + i;
+            cls[i] = 0xff;
+            if (e < n) {
+                cls[i] = (uint8_t)ctx_class<W>(ctx_ld<W>(chunk, e, al), a);
+                c8[cls[i]]++;
+            }
+        }
+        for (unsigned c = 0; c < K; c++)
+            sh[0][c][t] = c8[c];
+        __syncthreads();
+        /* inclusive scan per class over the block's threads (ping-pong
+         * buffers: one barrier a step) */
+        unsigned pb = 0;
+        for (unsigned d = 1; d < BLOCK; d <<= 1) {
+            for (unsigned c = 0; c < K; c++)
+                sh[pb ^ 1][c][t] = sh[pb][c][t] + (t >= d ? sh[pb][c][t - d] : 0);
+            pb ^= 1;
+            __syncthreads();
+        }
+        if (t == 0) {
+            unsigned b = 0;
+            for (unsigned c = 0; c < K; c++) {
+                cbase[c] = b;
+                b += sh[pb][c][BLOCK - 1];
+            }
+        }
+        if (t < K) {
+            /* the class's changes in this tile: ranks pre[tile] .. pre[tile + 1] - 1 */
+            const uint32_t *r = ranks + a.off[t];
+            size_t len = (size_t)(a.off[t + 1] - a.off[t]);
+            lo[t] = ctx_lower(r, len, pre[tile * K + t]);
+            hi[t] = ctx_lower(r, len, pre[(tile + 1) * K + t]);
+        }
+        __syncthreads();
+        {
+            unsigned lr[DC_KERN_CUDA_CTX_MAX_CLASSES];
+            for (unsigned c = 0; c < K; c++)
+                lr[c] = sh[pb][c][t] - c8[c];
+            for (unsigned i = 0; i < CTX_PER; i++)
+                if (cls[i] != 0xff)
+                    slot[cbase[cls[i]] + lr[cls[i]]++] = (uint16_t)(t * CTX_PER + i);
+        }
+        __syncthreads();
+        for (unsigned c = 0; c < K; c++) {
+            const uint32_t *r = ranks + a.off[c];
+            const unsigned p0 = pre[tile * K + c];
+            for (size_t j = lo[c] + t; j < hi[c]; j += BLOCK)
+                elem[a.off[c] + j] =
+                    (uint32_t)(tile * CTX_TILE + slot[cbase[c] + (r[j] - p0)]);
+        }
+        __syncthreads();
+    }
+}
+
+template <int W>
+__global__ void k_ctx_apply(uint8_t *chunk, ctx_args a, bool al, const uint32_t *elem,
+                            const uint8_t *words, bool wal, size_t total, uint32_t *pos_out,
+                            uint8_t *xor_out, bool xal, bool apply)
+{
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < total;
+         j += (size_t)gridDim.x * blockDim.x) {
+        const unsigned c = ctx_class_of(a, j);
+        const uint32_t e = elem[j];
+        size_t k = j - (size_t)a.off[c];
+        for (unsigned c2 = 0; c2 < a.K; c2++)
+            if (c2 != c)
+                k += ctx_lower(elem + a.off[c2], (size_t)(a.off[c2 + 1] - a.off[c2]), e);
+        const unsigned long long v = ctx_ld<W>(words, k, wal), b = ctx_ld<W>(chunk, e, al);
+        const unsigned long long x =
+            a.mode == 0 ? v : a.mode == 1 ? ctx_apply_step<W>(b, v) ^ b : v ^ b;
+        if (pos_out)
+            pos_out[k] = e;
+        if (xor_out)
+            ctx_st<W>(xor_out, k, xal, x);
+        if (apply)
+            ctx_st<W>(chunk, e, al, b ^ x);
+    }
+}
+
+template <int W>
+static dc_status_t ctx_launch(uint8_t *chunk, size_t n, const ctx_args &a, const uint32_t *ranks,
+                              const uint8_t *words, size_t total, uint32_t *pos_out,
+                              uint8_t *xor_out, bool apply, cudaStream_t s)
+{
+    dc_status_t st = DC_OK;
+    const bool al = ((uintptr_t)chunk & (W - 1)) == 0, wal = ((uintptr_t)words & (W - 1)) == 0,
+               xal = ((uintptr_t)xor_out & (W - 1)) == 0;
+    const size_t tiles = (n + CTX_TILE - 1) / CTX_TILE;
+    unsigned *cnt = NULL, *pre = NULL;
+    uint32_t *elem = NULL;
+    unsigned long long *flag = NULL, bad = NONE_BAD;
+    const uint32_t *where = ranks;
+    if (a.K > 1) {
+        CU_TRY(cudaMallocAsync((void **)&cnt, (tiles ? tiles : 1) * a.K * sizeof(unsigned), s),
+               "ctx tile counts");
+        CU_TRY(cudaMallocAsync((void **)&pre, (tiles + 1) * a.K * sizeof(unsigned), s),
+               "ctx class prefix");
+        CU_TRY(cudaMallocAsync((void **)&elem, (total ? total : 1) * sizeof(uint32_t), s),
+               "ctx positions");
+        CU_TRY(cudaMallocAsync((void **)&flag, sizeof(*flag), s), "ctx flag");
+        CU_TRY(cudaMemsetAsync(flag, 0xff, sizeof(*flag), s), "ctx flag");
+        if (tiles) {
+            DC_LAUNCH(k_ctx_count<W>, grid_for(tiles, 1), BLOCK, s)(chunk, n, tiles, a, al, cnt);
+            CU_TRY(cudaGetLastError(), "ctx count kernel");
+        }
+        DC_LAUNCH(k_ctx_scan, 1, BLOCK, s)(cnt, tiles, a.K, pre);
+        CU_TRY(cudaGetLastError(), "ctx scan kernel");
+        if (total) {
+            DC_LAUNCH(k_ctx_check, grid_for(total, BLOCK), BLOCK, s)(ranks, total, a,
+                                                                   pre + tiles * a.K, flag);
+            CU_TRY(cudaGetLastError(), "ctx check kernel");
+        }
+        CU_TRY(cudaMemcpyAsync(&bad, flag, sizeof(bad), cudaMemcpyDeviceToHost, s),
+               "ctx flag copy");
+        CU_TRY(cudaStreamSynchronize(s), "ctx check");
+        if (bad != NONE_BAD) {
+            unsigned c = 0;
+            while (c + 1 < a.K && bad >= a.off[c + 1])
+                c++;
+            st = dc_error(DC_ERR_FORMAT, "ctx chunk: class %u names a position past its "
+                                         "population in the base (device decode, change %llu)",
+                          c, bad);
+            goto out;
+        }
+        if (tiles && total) {
+            DC_LAUNCH(k_ctx_place<W>, grid_for(tiles, 1), BLOCK, s)(chunk, n, tiles, a, al, pre,
+                                                                    ranks, elem);
+            CU_TRY(cudaGetLastError(), "ctx place kernel");
+        }
+        where = elem;
+    }
+    if (total) {
+        DC_LAUNCH(k_ctx_apply<W>, grid_for(total, BLOCK), BLOCK, s)(
+            chunk, a, al, where, words, wal, total, pos_out, xor_out, xal, apply);
+        CU_TRY(cudaGetLastError(), "ctx apply kernel");
+    }
+    CU_TRY(cudaStreamSynchronize(s), "ctx apply");
+out:
+    if (cnt != NULL)
+        cudaFreeAsync(cnt, s);
+    if (pre != NULL)
+        cudaFreeAsync(pre, s);
+    if (elem != NULL)
+        cudaFreeAsync(elem, s);
+    if (flag != NULL)
+        cudaFreeAsync(flag, s);
+    return st;
+}
+
+static dc_status_t kcu_ctx_apply(void *chunk, size_t n, unsigned w,
+                                 const dc_kern_cuda_ctx_spec_t *spec, const uint32_t *ranks,
+                                 const void *words, uint32_t *pos_out, void *xor_out, int apply,
+                                 void *stream)
+{
+    if (!valid_width(w))
+        return dc_error(DC_ERR_INVALID, "cuda ctx apply: element width %u is not 1, 2, 4 or 8",
+                        w);
+    if (spec->K < 1 || spec->K > DC_KERN_CUDA_CTX_MAX_CLASSES || spec->mode > 2 || n > 0xFFFFFFFFull)
+        return dc_error(DC_ERR_INVALID, "cuda ctx apply: %u classes, mode %u, %zu elements",
+                        spec->K, spec->mode, n);
+    if (((uintptr_t)ranks & 3) != 0 || ((uintptr_t)pos_out & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda ctx apply: positions array is not 4-byte aligned");
+    ctx_args a;
+    memset(&a, 0, sizeof(a));
+    a.K = spec->K;
+    a.mode = spec->mode;
+    for (unsigned j = 0; j + 1 < spec->K; j++)
+        a.thrm[j] = spec->thrm[j];
+    for (unsigned c = 0; c <= spec->K; c++) {
+        a.off[c] = spec->off[c];
+        if (c && spec->off[c] < spec->off[c - 1])
+            return dc_error(DC_ERR_INVALID, "cuda ctx apply: class offsets decrease");
+    }
+    const size_t total = spec->off[spec->K];
+    uint8_t *ch = (uint8_t *)chunk, *xo = (uint8_t *)xor_out;
+    const uint8_t *wd = (const uint8_t *)words;
+    cudaStream_t s = S(stream);
+    bool ap = apply != 0;
+    switch (w) {
+    case 1: return ctx_launch<1>(ch, n, a, ranks, wd, total, pos_out, xo, ap, s);
+    case 2: return ctx_launch<2>(ch, n, a, ranks, wd, total, pos_out, xo, ap, s);
+    case 4: return ctx_launch<4>(ch, n, a, ranks, wd, total, pos_out, xo, ap, s);
+    default: return ctx_launch<8>(ch, n, a, ranks, wd, total, pos_out, xo, ap, s);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/*  rANS gaps positions (entropy.h DC_ENT_GAPS) from decoded quotients        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The quotients (16-bit symbols of a rANS stream) are decoded by
+ * k_values_decode; the escapes (varints, rare) are parsed on the host
+ * into a prefix sum; here, per gap k: (q << b | low bits) + 1, where an
+ * escape quotient (q == E) adds its varint << b, summed up the gaps:
+ *   k_gaps_sum    per tile, the gaps' sum without the escapes' varints and
+ *                 the escape count (a gap's own part past the chunk is
+ *                 flagged: its position would be too);
+ *   k_scan64 / k_ctx_scan   the tiles' prefixes;
+ *   k_gaps_write  per tile, a block scan of the threads' escape counts
+ *                 (each escape's index) and sums, then the positions.
+ */
+#define GAPS_PER 8
+#define GAPS_TILE (BLOCK * GAPS_PER)
+
+__device__ __forceinline__ unsigned gaps_low(const uint8_t *lo, size_t lo_len, size_t k,
+                                             unsigned b)
+{
+    if (b == 0)
+        return 0;
+    const unsigned long long bit = (unsigned long long)k * b;
+    const size_t at = (size_t)(bit >> 3);
+    unsigned v = 0;
+    for (unsigned j = 0; j < 4 && at + j < lo_len; j++)
+        v |= (unsigned)lo[at + j] << (8 * j);
+    return (v >> (bit & 7)) & ((1u << b) - 1);
+}
+
+__global__ void k_gaps_sum(const uint16_t *q, const uint8_t *lo, size_t lo_len, unsigned b,
+                           unsigned E, size_t count, unsigned long long n, size_t tiles,
+                           unsigned long long *tsum, unsigned *tesc, unsigned long long *bad)
+{
+    __shared__ unsigned long long sh[BLOCK];
+    __shared__ unsigned she[BLOCK];
+    const unsigned t = threadIdx.x;
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        unsigned long long s = 0;
+        unsigned e = 0;
+        for (unsigned i = 0; i < GAPS_PER; i++) {
+            size_t k = tile * GAPS_TILE + (size_t)t * GAPS_PER + i;
+            if (k >= count)
+                break;
+            const unsigned qq = q[k];
+            const unsigned long long g = ((unsigned long long)qq << b) | gaps_low(lo, lo_len, k, b);
+            if (g >= n)
+                atomicMin(bad, (unsigned long long)k);
+            s += g + 1;
+            e += qq == E;
+        }
+        sh[t] = s;
+        she[t] = e;
+        __syncthreads();
+        for (unsigned st = BLOCK / 2; st > 0; st >>= 1) {
+            if (t < st) {
+                sh[t] += sh[t + st];
+                she[t] += she[t + st];
+            }
+            __syncthreads();
+        }
+        if (t == 0) {
+            tsum[tile] = sh[0];
+            tesc[tile] = she[0];
+        }
+        __syncthreads();
+    }
+}
+
+/* one block: pre[i] = in[0] + .. + in[i - 1], pre[items] = the total */
+__global__ void k_scan64(const unsigned long long *in, size_t items, unsigned long long *pre)
+{
+    __shared__ unsigned long long sh[2][BLOCK];
+    const unsigned t = threadIdx.x;
+    const size_t per = (items + BLOCK - 1) / BLOCK;
+    const size_t i0 = DC_MIN((size_t)t * per, items), i1 = DC_MIN(i0 + per, items);
+    unsigned long long sum = 0;
+    for (size_t i = i0; i < i1; i++)
+        sum += in[i];
+    sh[0][t] = sum;
+    __syncthreads();
+    unsigned pb = 0;
+    for (unsigned d = 1; d < BLOCK; d <<= 1) {
+        sh[pb ^ 1][t] = sh[pb][t] + (t >= d ? sh[pb][t - d] : 0);
+        pb ^= 1;
+        __syncthreads();
+    }
+    unsigned long long ex = sh[pb][t] - sum;
+    for (size_t i = i0; i < i1; i++) {
+        pre[i] = ex;
+        ex += in[i];
+    }
+    if (t == BLOCK - 1)
+        pre[items] = sh[pb][t];
+}
+
+__global__ void k_gaps_write(const uint16_t *q, const uint8_t *lo, size_t lo_len, unsigned b,
+                             unsigned E, size_t count, size_t tiles,
+                             const unsigned long long *tpre, const unsigned *tepre,
+                             const unsigned long long *escpre, uint32_t *pos)
+{
+    __shared__ unsigned long long sh[2][BLOCK];
+    __shared__ unsigned she[2][BLOCK];
+    const unsigned t = threadIdx.x;
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const size_t k0 = tile * GAPS_TILE + (size_t)t * GAPS_PER;
+        unsigned e = 0;
+        for (unsigned i = 0; i < GAPS_PER && k0 + i < count; i++)
+            e += q[k0 + i] == E;
+        she[0][t] = e;
+        __syncthreads();
+        unsigned pb = 0;
+        for (unsigned d = 1; d < BLOCK; d <<= 1) {
+            she[pb ^ 1][t] = she[pb][t] + (t >= d ? she[pb][t - d] : 0);
+            pb ^= 1;
+            __syncthreads();
+        }
+        /* this thread's first escape's index among all */
+        const size_t ebase = (size_t)tepre[tile] + (she[pb][t] - e);
+        unsigned long long s = 0;
+        {
+            size_t ei = ebase;
+            for (unsigned i = 0; i < GAPS_PER && k0 + i < count; i++) {
+                const unsigned qq = q[k0 + i];
+                unsigned long long g = ((unsigned long long)qq << b) |
+                                       gaps_low(lo, lo_len, k0 + i, b);
+                if (qq == E) {
+                    g += (escpre[ei + 1] - escpre[ei]) << b;
+                    ei++;
+                }
+                s += g + 1;
+            }
+        }
+        sh[0][t] = s;
+        __syncthreads();
+        unsigned ps = 0;
+        for (unsigned d = 1; d < BLOCK; d <<= 1) {
+            sh[ps ^ 1][t] = sh[ps][t] + (t >= d ? sh[ps][t - d] : 0);
+            ps ^= 1;
+            __syncthreads();
+        }
+        unsigned long long cur = tpre[tile] + (escpre[tepre[tile]] << b) + (sh[ps][t] - s);
+        size_t ei = ebase;
+        for (unsigned i = 0; i < GAPS_PER && k0 + i < count; i++) {
+            const unsigned qq = q[k0 + i];
+            unsigned long long g = ((unsigned long long)qq << b) | gaps_low(lo, lo_len, k0 + i, b);
+            if (qq == E) {
+                g += (escpre[ei + 1] - escpre[ei]) << b;
+                ei++;
+            }
+            cur += g + 1;
+            pos[k0 + i] = (uint32_t)(cur - 1);
+        }
+        __syncthreads();
+    }
+}
+
+static dc_status_t kcu_gaps_positions(const uint16_t *q, const void *lo, size_t lo_len,
+                                      unsigned b, unsigned E, const uint64_t *escpre, size_t nesc,
+                                      uint64_t esc_total, size_t count, uint64_t n, uint32_t *pos,
+                                      void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    if (b > 16 || n > (1ull << 31) || ((uintptr_t)pos & 3) != 0 || ((uintptr_t)q & 1) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda gaps positions: %u low bits, %llu elements, or "
+                        "a misaligned array", b, (unsigned long long)n);
+    if (count == 0)
+        return DC_OK;
+    const size_t tiles = (count + GAPS_TILE - 1) / GAPS_TILE;
+    unsigned long long *tsum = NULL, *tpre = NULL, *flag = NULL;
+    unsigned *tesc = NULL, *tepre = NULL;
+    unsigned long long bad = NONE_BAD, tot = 0;
+    unsigned etot = 0;
+    const uint8_t *lb = (const uint8_t *)lo;
+    CU_TRY(cudaMallocAsync((void **)&tsum, tiles * sizeof(*tsum), s), "gaps tile sums");
+    CU_TRY(cudaMallocAsync((void **)&tpre, (tiles + 1) * sizeof(*tpre), s), "gaps prefix");
+    CU_TRY(cudaMallocAsync((void **)&tesc, tiles * sizeof(*tesc), s), "gaps tile escapes");
+    CU_TRY(cudaMallocAsync((void **)&tepre, (tiles + 1) * sizeof(*tepre), s), "gaps escapes");
+    CU_TRY(cudaMallocAsync((void **)&flag, sizeof(*flag), s), "gaps flag");
+    CU_TRY(cudaMemsetAsync(flag, 0xff, sizeof(*flag), s), "gaps flag");
+    DC_LAUNCH(k_gaps_sum, grid_for(tiles, 1), BLOCK, s)(q, lb, lo_len, b, E, count,
+                                                        (unsigned long long)n, tiles, tsum, tesc,
+                                                        flag);
+    CU_TRY(cudaGetLastError(), "gaps sum kernel");
+    DC_LAUNCH(k_scan64, 1, BLOCK, s)(tsum, tiles, tpre);
+    CU_TRY(cudaGetLastError(), "gaps scan kernel");
+    DC_LAUNCH(k_ctx_scan, 1, BLOCK, s)(tesc, tiles, 1u, tepre);
+    CU_TRY(cudaGetLastError(), "gaps escape scan kernel");
+    CU_TRY(cudaMemcpyAsync(&bad, flag, sizeof(bad), cudaMemcpyDeviceToHost, s), "gaps flag");
+    CU_TRY(cudaMemcpyAsync(&tot, tpre + tiles, sizeof(tot), cudaMemcpyDeviceToHost, s),
+           "gaps total");
+    CU_TRY(cudaMemcpyAsync(&etot, tepre + tiles, sizeof(etot), cudaMemcpyDeviceToHost, s),
+           "gaps escapes");
+    CU_TRY(cudaStreamSynchronize(s), "gaps sums");
+    /* the CPU's refusals (dc_gaps_pos_scalar, dc_gaps_dec_finish): a
+     * position past the chunk, escapes not used up or missing */
+    if (bad != NONE_BAD || tot + (esc_total << b) > n) {
+        st = dc_error(DC_ERR_FORMAT, "gaps: a position past the chunk of %llu (device decode)",
+                      (unsigned long long)n);
+        goto out;
+    }
+    if (etot != nesc) {
+        st = dc_error(DC_ERR_FORMAT, "gaps stream does not end cleanly (%u escapes, %zu "
+                      "escape values; device decode)", etot, nesc);
+        goto out;
+    }
+    DC_LAUNCH(k_gaps_write, grid_for(tiles, 1), BLOCK, s)(q, lb, lo_len, b, E, count, tiles,
+                                                          tpre, tepre,
+                                                          (const unsigned long long *)escpre,
+                                                          pos);
+    CU_TRY(cudaGetLastError(), "gaps write kernel");
+    CU_TRY(cudaStreamSynchronize(s), "gaps positions");
+out:
+    if (tsum != NULL)
+        cudaFreeAsync(tsum, s);
+    if (tpre != NULL)
+        cudaFreeAsync(tpre, s);
+    if (tesc != NULL)
+        cudaFreeAsync(tesc, s);
+    if (tepre != NULL)
+        cudaFreeAsync(tepre, s);
+    if (flag != NULL)
+        cudaFreeAsync(flag, s);
+    return st;
+}
+
+static dc_status_t kcu_golomb_decode_multi(unsigned streams, const void *const *src,
+                                           const size_t *len, const size_t *count, uint64_t n,
+                                           uint32_t *const *pos, void *stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = S(stream);
+    unsigned *dres = NULL, res[2 * DC_KERN_CUDA_GOLOMB_MAX_STREAMS];
+    gd_jobs jobs;
+    if (streams > DC_KERN_CUDA_GOLOMB_MAX_STREAMS)
+        return dc_error(DC_ERR_INVALID, "cuda positions decode: %u streams (at most %u)",
+                        streams, (unsigned)DC_KERN_CUDA_GOLOMB_MAX_STREAMS);
+    if (streams == 0)
+        return DC_OK;
+    memset(&jobs, 0, sizeof(jobs));
+    for (unsigned j = 0; j < streams; j++) {
+        if (((uintptr_t)pos[j] & 3) != 0)
+            return dc_error(DC_ERR_INVALID, "cuda positions decode: positions array is not "
+                            "4-byte aligned");
+        jobs.src[j] = (const uint8_t *)src[j];
+        jobs.len[j] = len[j];
+        jobs.count[j] = count[j];
+        jobs.pos[j] = pos[j];
+    }
+    CU_TRY(cudaMallocAsync((void **)&dres, sizeof(res), s), "positions decode result");
+    DC_LAUNCH(k_golomb_multi, 1, 32, s)(jobs, streams, (unsigned long long)n, dres);
+    CU_TRY(cudaGetLastError(), "positions decode kernel");
+    CU_TRY(cudaMemcpyAsync(res, dres, 2 * streams * sizeof(unsigned), cudaMemcpyDeviceToHost,
+                           s),
+           "positions decode result");
+    CU_TRY(cudaStreamSynchronize(s), "positions decode");
+    for (unsigned j = 0; j < streams; j++)
+        if (res[2 * j] != GD_OK) {
+            st = dc_error(DC_ERR_FORMAT, "device positions decode (Golomb stream %u of %u, %zu "
+                          "positions in %llu elements, %zu bytes): %s at position %u", j,
+                          streams, count[j], (unsigned long long)n, len[j],
+                          res[2 * j] < GD_N ? gd_msg[res[2 * j]] : "unknown", res[2 * j + 1]);
+            break;
+        }
+out:
+    if (dres != NULL)
+        cudaFreeAsync(dres, s);
+    return st;
+}
+
 #ifndef DC_KCU_OPS_NAME
 #define DC_KCU_OPS_NAME dc_kern_cuda_build_ops
 #define DC_KCU_OPS_LABEL "cuda"
@@ -1680,5 +2382,6 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     DC_KCU_OPS_LABEL, kcu_available, kcu_why, kcu_props, kcu_malloc, kcu_free, kcu_h2d,
     kcu_d2h, kcu_memset, kcu_sync, kcu_count_changed, kcu_diff, kcu_gather, kcu_xor_scatter,
     kcu_put_scatter, kcu_xor_dense, kcu_digest128, kcu_digest128_dev, kcu_crc32c,
-    kcu_values_decode, kcu_golomb_decode,
+    kcu_values_decode, kcu_golomb_decode, kcu_ctx_apply, kcu_gaps_positions,
+    kcu_golomb_decode_multi,
 };

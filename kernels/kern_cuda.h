@@ -140,4 +140,123 @@ dc_status_t dc_kern_cuda_values_decode(unsigned method, const void *src, size_t 
 dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count, uint64_t n,
                                        uint32_t *pos, void *stream);
 
+/**
+ * dc_kern_cuda_golomb_decode of `streams` independent streams (<= 8: a ctx
+ * chunk's classes) in one launch, one thread each: stream j (src[j],
+ * len[j] bytes, count[j] positions in n) into pos[j].  DC_ERR_FORMAT when
+ * any is refused (naming the first), as the CPU's decoder would refuse it.
+ * Synchronizes.
+ */
+#define DC_KERN_CUDA_GOLOMB_MAX_STREAMS 8
+dc_status_t dc_kern_cuda_golomb_decode_multi(unsigned streams, const void *const *src,
+                                             const size_t *len, const size_t *count, uint64_t n,
+                                             uint32_t *const *pos, void *stream);
+
+/**
+ * The positions of a rANS gaps stream (entropy.h DC_ENT_GAPS) on the
+ * device, from its parts: q (device, count 16-bit quotients, decoded by
+ * dc_kern_cuda_values_decode as DC_ENT_RANS words of 2 bytes), lo (device,
+ * lo_len bytes: the gaps' b low bits), the header's b and E, and the
+ * escapes parsed on the host: escpre (device, nesc + 1 prefix sums of the
+ * escape varints), esc_total = escpre[nesc].  A gap past the chunk, or
+ * escape quotients not matching nesc, is DC_ERR_FORMAT (the CPU's
+ * verdict); pos (device) is then scratch.  n <= 2^31.  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_gaps_positions(const uint16_t *q, const void *lo, size_t lo_len,
+                                        unsigned b, unsigned E, const uint64_t *escpre,
+                                        size_t nesc, uint64_t esc_total, size_t count, uint64_t n,
+                                        uint32_t *pos, void *stream);
+
+/* --- ctx-sparse (kernels/ctx.h) on the device --------------------------- */
+
+#define DC_KERN_CUDA_CTX_MAX_CLASSES 8
+
+/** A ctx-sparse payload's model, from its header (kern_cuda_ctx.c parses
+ *  it on the host: it is a few bytes). */
+typedef struct dc_kern_cuda_ctx_spec {
+    unsigned K;    /* classes, 1..8 */
+    unsigned mode; /* values: 0 XOR words, 1 steps, 2 new words */
+    uint64_t thrm[DC_KERN_CUDA_CTX_MAX_CLASSES]; /* the K - 1 threshold magnitudes */
+    size_t off[DC_KERN_CUDA_CTX_MAX_CLASSES + 1]; /* class c's ranks: [off[c], off[c+1]) */
+} dc_kern_cuda_ctx_spec_t;
+
+/**
+ * The merge and patch of dc_ctx_decode_patch on the device: `chunk` (n
+ * elements of w bytes, device memory) is the baseline; `ranks` (device,
+ * off[K] of them, grouped by class as spec->off says, each class's
+ * increasing) the decoded class streams; `words` (device, off[K] words of
+ * w bytes, in element order) the decoded values stream.  Classes are
+ * counted per tile of the base, scanned per class, every rank checked
+ * against its class's population (past it: DC_ERR_FORMAT, the CPU's
+ * verdict, nothing written) and mapped to its element; then per change its
+ * index in element order, its XOR word (from the step / new word and the
+ * base word) into pos_out / xor_out (device, may be NULL) at that index,
+ * and, when apply, the chunk patched in place.  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_ctx_apply(void *chunk, size_t n, unsigned w,
+                                   const dc_kern_cuda_ctx_spec_t *spec, const uint32_t *ranks,
+                                   const void *words, uint32_t *pos_out, void *xor_out, int apply,
+                                   void *stream);
+
+/** A ctx-sparse payload's header, parsed and checked on the host as
+ *  dc_ctx_decode does (same refusals, DC_ERR_FORMAT), and where its
+ *  streams lie. */
+typedef struct dc_kern_cuda_ctx_hdr {
+    dc_kern_cuda_ctx_spec_t spec;
+    unsigned gmask;                                /* classes with rANS gaps positions */
+    size_t pofs[DC_KERN_CUDA_CTX_MAX_CLASSES];     /* class streams in the payload */
+    size_t plen[DC_KERN_CUDA_CTX_MAX_CLASSES];
+    size_t vofs, vlen;                             /* the values stream */
+    size_t total;                                  /* changes */
+} dc_kern_cuda_ctx_hdr_t;
+dc_status_t dc_kern_cuda_ctx_parse(const uint8_t *payload, size_t len, size_t n, unsigned w,
+                                   dc_kern_cuda_ctx_hdr_t *h);
+
+/** Device and host scratch of the ctx decoder for chunks of up to
+ *  max_bytes (device scratch grows on use). */
+typedef struct dc_kern_cuda_ctx dc_kern_cuda_ctx_t;
+dc_status_t dc_kern_cuda_ctx_create(size_t max_bytes, dc_kern_cuda_ctx_t **out);
+void dc_kern_cuda_ctx_free(dc_kern_cuda_ctx_t *x);
+
+/**
+ * A rANS gaps positions stream (entropy.h DC_ENT_GAPS; src, len bytes in
+ * host memory; count positions in n <= 2^31 elements) decoded on the
+ * device into dpos (device memory), bit-identical to dc_ent_gaps_decode
+ * with its verdicts: the header and the escape varints (rare) are parsed
+ * on the host, the quotients' rANS stream and the low bits cross as they
+ * are (*sent += the bytes sent), the quotients are decoded by
+ * dc_kern_cuda_values_decode, the positions by dc_kern_cuda_gaps_positions.
+ */
+dc_status_t dc_kern_cuda_gaps_decode(dc_kern_cuda_ctx_t *x, const uint8_t *src, size_t len,
+                                     size_t count, uint64_t n, uint32_t *dpos, uint64_t *sent);
+
+/** What one dc_kern_cuda_ctx_run() sent to the device and where it decoded. */
+typedef struct dc_kern_cuda_ctx_info {
+    uint64_t h2d_bytes;      /* payload streams and host-decoded lists sent */
+    unsigned host_classes;   /* classes whose (gaps) ranks were decoded on the host
+                                (chunks of more than 2^31 elements) */
+    unsigned dev_classes;    /* classes whose ranks were decoded on the device */
+    unsigned dev_gaps_classes; /* ... of them rANS gaps classes */
+    int host_values;         /* values decoded on the host (zstd) */
+} dc_kern_cuda_ctx_info_t;
+
+/**
+ * Decode and apply a parsed ctx-sparse payload (h, `payload` in host
+ * memory, values method vm) against `chunk` (device memory, n x w): the
+ * Golomb class streams and the values stream cross as they are and are
+ * decoded on the device (dc_kern_cuda_golomb_decode_multi: a thread each,
+ * dc_kern_cuda_values_decode); a rANS gaps class's quotient stream and low
+ * bits cross as they are, its header and escapes are parsed on the host
+ * and its positions made on the device (dc_kern_cuda_gaps_positions); zstd
+ * values are decoded on the host and their words cross; then
+ * dc_kern_cuda_ctx_apply (apply = 0: only pos_out / xor_out).  The chunk
+ * is written only after every stream and rank was accepted: on
+ * DC_ERR_FORMAT (the CPU's verdict) it is untouched.  pos_out / xor_out:
+ * device buffers of h->total entries, or NULL.
+ */
+dc_status_t dc_kern_cuda_ctx_run(dc_kern_cuda_ctx_t *x, const dc_kern_cuda_ctx_hdr_t *h,
+                                 unsigned vm, const uint8_t *payload, void *chunk, size_t n,
+                                 unsigned w, int apply, uint32_t *pos_out, void *xor_out,
+                                 dc_kern_cuda_ctx_info_t *info);
+
 #endif /* DC_KERN_CUDA_H */

@@ -89,9 +89,33 @@ static dc_status_t none_golomb_decode(const void *src, size_t len, size_t count,
     return no_cuda();
 }
 
+static dc_status_t none_ctx_apply(void *chunk, size_t n, unsigned w,
+                                  const dc_kern_cuda_ctx_spec_t *spec, const uint32_t *ranks,
+                                  const void *words, uint32_t *pos_out, void *xor_out, int apply,
+                                  void *stream)
+{
+    return no_cuda();
+}
+
+static dc_status_t none_gaps_positions(const uint16_t *q, const void *lo, size_t lo_len,
+                                       unsigned b, unsigned E, const uint64_t *escpre,
+                                       size_t nesc, uint64_t esc_total, size_t count, uint64_t n,
+                                       uint32_t *pos, void *stream)
+{
+    return no_cuda();
+}
+
+static dc_status_t none_golomb_decode_multi(unsigned streams, const void *const *src,
+                                            const size_t *len, const size_t *count, uint64_t n,
+                                            uint32_t *const *pos, void *stream)
+{
+    return no_cuda();
+}
+
 const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     "none", none_available, none_why, none_props, none_malloc, none_free, none_h2d,
     none_d2h, none_memset, none_sync, none_count_changed, none_diff, none_gather,
     none_xor_scatter, none_put_scatter, none_xor_dense, none_digest128, none_digest128_dev,
-    none_crc32c, none_values_decode, none_golomb_decode,
+    none_crc32c, none_values_decode, none_golomb_decode, none_ctx_apply,
+    none_gaps_positions, none_golomb_decode_multi,
 };

@@ -186,3 +186,28 @@ dc_status_t dc_kern_cuda_golomb_decode(const void *src, size_t len, size_t count
 {
     return dc_kern_cuda_ops()->golomb_decode(src, len, count, n, pos, stream);
 }
+
+dc_status_t dc_kern_cuda_ctx_apply(void *chunk, size_t n, unsigned w,
+                                   const dc_kern_cuda_ctx_spec_t *spec, const uint32_t *ranks,
+                                   const void *words, uint32_t *pos_out, void *xor_out, int apply,
+                                   void *stream)
+{
+    return dc_kern_cuda_ops()->ctx_apply(chunk, n, w, spec, ranks, words, pos_out, xor_out, apply,
+                                         stream);
+}
+
+dc_status_t dc_kern_cuda_gaps_positions(const uint16_t *q, const void *lo, size_t lo_len,
+                                        unsigned b, unsigned E, const uint64_t *escpre,
+                                        size_t nesc, uint64_t esc_total, size_t count, uint64_t n,
+                                        uint32_t *pos, void *stream)
+{
+    return dc_kern_cuda_ops()->gaps_positions(q, lo, lo_len, b, E, escpre, nesc, esc_total, count,
+                                              n, pos, stream);
+}
+
+dc_status_t dc_kern_cuda_golomb_decode_multi(unsigned streams, const void *const *src,
+                                             const size_t *len, const size_t *count, uint64_t n,
+                                             uint32_t *const *pos, void *stream)
+{
+    return dc_kern_cuda_ops()->golomb_decode_multi(streams, src, len, count, n, pos, stream);
+}

@@ -46,6 +46,17 @@ typedef struct dc_kern_cuda_ops {
                                  unsigned w, void *out, void *stream);
     dc_status_t (*golomb_decode)(const void *src, size_t len, size_t count, uint64_t n,
                                  uint32_t *pos, void *stream);
+    dc_status_t (*ctx_apply)(void *chunk, size_t n, unsigned w,
+                             const dc_kern_cuda_ctx_spec_t *spec, const uint32_t *ranks,
+                             const void *words, uint32_t *pos_out, void *xor_out, int apply,
+                             void *stream);
+    dc_status_t (*gaps_positions)(const uint16_t *q, const void *lo, size_t lo_len, unsigned b,
+                                  unsigned E, const uint64_t *escpre, size_t nesc,
+                                  uint64_t esc_total, size_t count, uint64_t n, uint32_t *pos,
+                                  void *stream);
+    dc_status_t (*golomb_decode_multi)(unsigned streams, const void *const *src,
+                                       const size_t *len, const size_t *count, uint64_t n,
+                                       uint32_t *const *pos, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

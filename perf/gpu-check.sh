@@ -6,7 +6,10 @@
 # has no CUDA support), the emulated-runtime suite (emu: the same kernels on
 # the CPU, as CI runs them), a refit with weights in GPU memory for real (a
 # staging receiver beside a device-apply receiver, engine/devpath.c: bytes
-# across PCIe per version, byte-exact, repair and abort), and print each
+# across PCIe per version, byte-exact, repair and abort; with the order0
+# model (xor-sparse) and the default (ctx-sparse decoded on the device:
+# its PCIe bytes vs its payload), the ctx-sparse device decoder against
+# dc_ctx_decode on the GPU (emu_ctx: random and hostile payloads), and print each
 # kernel's throughput as a fraction of the GPU's memory bandwidth (crc32c
 # also per 512 KiB piece, the device XXH3-128 digest included).
 #
@@ -34,7 +37,7 @@ while [ $# -gt 0 ]; do
     --mib) mib=$2; shift 2 ;;
     --bw) bw=$2; shift 2 ;;
     --params) params=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -88,6 +91,13 @@ DELTACAST_TEST_REAL_CUDA=1 DELTACAST_TEST_PARAMS="$params" DELTACAST_LOG=warn \
 grep -E 'emu_refit:|^\[(PASS|SKIP|FAIL)' "$log" || true
 grep -q "the GPU's CUDA runtime" "$log" ||
     { echo "gpu-check: the device refit did not run on the GPU" >&2; exit 1; }
+
+echo "== ctx-sparse decoded and applied on the GPU against the CPU (emu_ctx for real) =="
+DELTACAST_TEST_REAL_CUDA=1 DELTACAST_LOG=warn "$build/tests/emu_test_emu_ctx" --verbose \
+    >"$log" 2>&1 || { cat "$log"; exit 1; }
+grep -E 'emu_ctx:|^\[(PASS|SKIP|FAIL)' "$log" || true
+grep -q "the GPU's CUDA runtime" "$log" ||
+    { echo "gpu-check: the ctx decoder test did not run on the GPU" >&2; exit 1; }
 
 echo "== CUDA kernel throughput =="
 bench="$build/tests/kernels/gpu_bench"

@@ -20,6 +20,8 @@
 
 #include "deltacast.h"
 #include "engine/devpath.h"
+#include "kernels/codec.h"
+#include "kernels/entropy.h"
 #include "kernels/kern_cuda.h"
 #include "kernels/kern_cuda_ops.h"
 #include "kernels/safetensors.h"
@@ -181,16 +183,25 @@ static uint64_t model_bytes(const devrx_t *r)
     return s;
 }
 
-Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
+/* model: the codec model's name (order0: xor-sparse chunks), or NULL for
+ * the default (ctx-sparse chunks); gaps: the trainer (this process) codes
+ * every positions stream as rANS gaps (else Golomb: these chunks have
+ * fewer than DC_CODEC_GAPS_MIN changes) */
+static void refit_case(const char *model, int gaps)
 {
     const char *params = getenv("DELTACAST_TEST_PARAMS"); /* gpu-check: larger */
     job_init(&J, 1, 3, params && *params ? params : "1e5", 3, "optimizer");
-    report("%s CUDA runtime", g_real ? "the GPU's" : "the emulated");
+    report("%s CUDA runtime, codec model %s, %s positions", g_real ? "the GPU's" : "the emulated",
+           model ? model : "the default (ctx)", gaps ? "rANS gaps" : "Golomb");
+    dc_codec_pos_method = gaps ? DC_ENT_GAPS : 0;
     setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
     setenv("DELTACAST_TRANSPORT", "tcp", 1);
-    /* order0: xor-sparse chunks (ctx chunks would be staged: no device
-     * decoder for them yet) */
-    setenv("DELTACAST_CODEC_MODEL", "order0", 1);
+    if (model)
+        setenv("DELTACAST_CODEC_MODEL", model, 1);
+    else
+        unsetenv("DELTACAST_CODEC_MODEL");
+    dc_devpath_totals_t t0, t1;
+    dc_devpath_totals(&t0);
     trainer_t tr;
     memset(&tr, 0, sizeof(tr));
     trainer_load(&tr, 0);
@@ -207,7 +218,10 @@ Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
     cfg.n_tensors = tr.nt;
     cfg.chunk_size = 64 * 1024;
     cfg.wait_ms = 20000;
-    cfg.abort_ms = 2000;
+    /* a receiver busy in emulated kernels (ctx and gaps: several per
+     * chunk, each a barrier-heavy emulated grid of 256 threads, ~0.1 s per
+     * chunk on 2 cores) under a loaded CI machine must not read as lost */
+    cfg.abort_ms = gaps ? 10000 : model ? 2000 : 4000;
     dc_refit_node_opts_t scfg = cfg;
     scfg.segments = tr.segs;
     scfg.n_segments = tr.ns;
@@ -236,15 +250,35 @@ Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
         uint64_t h[2], d[2];
         for (int i = 0; i < 2; i++)
             devrx_delta(&rx[i], &h[i], &d[i]);
+        /* node 2's frames: the only device path in the process */
+        dc_devpath_totals(&t1);
+        uint64_t pay2 = t1.payload_bytes - t0.payload_bytes, ctx2 = t1.dev_ctx - t0.dev_ctx;
         report("emu refit v%d: model %llu B, payload %llu B (all edges), repair %llu B; "
                "bytes across PCIe: node 1 staging H2D %llu + D2H %llu = %llu; node 2 "
-               "device apply H2D %llu + D2H %llu = %llu (%.1f%% of staging)",
+               "device apply H2D %llu + D2H %llu = %llu (%.1f%% of staging; %.2fx the %llu "
+               "payload bytes of its %llu frames, %llu ctx-sparse chunks decoded on the "
+               "device, %llu staged; %llu gaps streams decoded there)",
                v, (unsigned long long)mb, (unsigned long long)vs.payload_bytes,
                (unsigned long long)vs.repair_bytes, (unsigned long long)h[0],
                (unsigned long long)d[0], (unsigned long long)(h[0] + d[0]),
                (unsigned long long)h[1], (unsigned long long)d[1],
                (unsigned long long)(h[1] + d[1]),
-               100.0 * (double)(h[1] + d[1]) / (double)(h[0] + d[0] ? h[0] + d[0] : 1));
+               100.0 * (double)(h[1] + d[1]) / (double)(h[0] + d[0] ? h[0] + d[0] : 1),
+               (double)(h[1] + d[1]) / (double)(pay2 ? pay2 : 1), (unsigned long long)pay2,
+               (unsigned long long)(t1.frames - t0.frames), (unsigned long long)ctx2,
+               (unsigned long long)(t1.staged_ctx - t0.staged_ctx),
+               (unsigned long long)(t1.dev_gaps - t0.dev_gaps));
+        if (gaps)
+            cr_assert_gt(t1.dev_gaps, t0.dev_gaps, "v%d: no gaps stream decoded on the device",
+                         v);
+        if (!model) {
+            cr_assert_gt(ctx2, 0, "v%d: no ctx-sparse chunk was decoded on the device", v);
+            cr_assert_eq(t1.staged_ctx, t0.staged_ctx, "v%d: ctx chunks were staged", v);
+        }
+        if (v == 1) /* (v2's repair overwrites a chunk: dense bytes) */
+            cr_assert_leq((double)(h[1] + d[1]), 1.5 * (double)pay2,
+                          "v%d: node 2 moved more than 1.5x its payload across PCIe", v);
+        t0 = t1;
         cr_assert_gt(h[0] + d[0], 0, "node 1 moved nothing: not applied on its thread?");
         cr_assert_gt(h[1], 0, "node 2 moved nothing to the device");
         if (v == 2)
@@ -276,6 +310,11 @@ Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
                   i + 1);
     }
     cr_assert_gt(h[1], 0, "node 2 applied nothing of v3 (the undo was not exercised)");
+    dc_devpath_totals(&t1);
+    report("emu refit v3: %llu ctx chunks undone from their device records",
+           (unsigned long long)(t1.undone_ctx - t0.undone_ctx));
+    if (!model)
+        cr_assert_gt(t1.undone_ctx, t0.undone_ctx, "no ctx chunk was undone on the device");
     for (int i = 0; i < 2; i++) {
         for (size_t k = 0; k < rx[i].ns; k++)
             dc_kern_cuda_free(rx[i].segs[k].ptr);
@@ -288,4 +327,26 @@ Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
     free(tr.segs);
     free(tr.tens);
     dc_topo_free(topo);
+}
+
+Test(emu_refit, device_receivers_exact_with_repair_and_abort, .timeout = 240)
+{
+    refit_case("order0", 0);
+}
+
+/* the default codec model: ctx-sparse chunks decoded on the device */
+Test(emu_refit, ctx_device_receivers_exact_with_repair_and_abort, .timeout = 240)
+{
+    refit_case(NULL, 0);
+}
+
+/* every positions stream as rANS gaps: decoded on the device too */
+Test(emu_refit, gaps_device_receivers_exact_with_repair_and_abort, .timeout = 240)
+{
+    refit_case("order0", 1);
+}
+
+Test(emu_refit, ctx_gaps_device_receivers_exact_with_repair_and_abort, .timeout = 240)
+{
+    refit_case(NULL, 1);
 }
