@@ -11,7 +11,7 @@ struct dc_devsend {
     size_t max_bytes, max_count;
     /* device */
     uint32_t *d_pos, *d_rnk;
-    uint8_t *d_xor, *d_bw, *d_cls, *d_base;
+    uint8_t *d_xor, *d_bw, *d_cls, *d_base, *d_next;
     /* host */
     uint32_t *h_pos, *h_rnk;
     uint8_t *h_xor, *h_bw, *h_cls;
@@ -29,6 +29,7 @@ void dc_devsend_free(dc_devsend_t *d)
     dc_kern_cuda_free(d->d_bw);
     dc_kern_cuda_free(d->d_cls);
     dc_kern_cuda_free(d->d_base);
+    dc_kern_cuda_free(d->d_next);
     free(d->h_pos);
     free(d->h_rnk);
     free(d->h_xor);
@@ -145,6 +146,15 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
         return st;
     d->count = count;
     return DC_OK;
+}
+
+uint8_t *dc_devsend_gather_buf(dc_devsend_t *d)
+{
+    if (!d->d_next && dc_kern_cuda_malloc((void **)&d->d_next, d->max_bytes) != DC_OK) {
+        dc_error_prefix("device sender: gather buffer for %zu-byte chunks", d->max_bytes);
+        return NULL;
+    }
+    return d->d_next;
 }
 
 void dc_devsend_lists(const dc_devsend_t *d, const uint32_t **pos, const uint8_t **xorv,

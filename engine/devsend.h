@@ -52,6 +52,11 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
                               uint8_t *dst, size_t cap, size_t *len, uint16_t *enc,
                               dc_digest_t *next_dg);
 
+/** A device buffer of max_bytes (allocated on the first call; NULL with
+ *  the error set when that fails) for a chunk that spans placement
+ *  segments, gathered device to device (layout.h dc_place_read_dev). */
+uint8_t *dc_devsend_gather_buf(dc_devsend_t *d);
+
 /** Bytes of the lists for count changes of w bytes (ctx: the ctx model's
  *  classes and ranks too). */
 size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx);

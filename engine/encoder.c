@@ -137,14 +137,23 @@ static dc_status_t dc_enc_device(dc_node_t *n, dc_codec_t *codec, dc_devsend_t *
 {
     const dc_layout_chunk_t *lc = &n->layout->chunks[w->chunk];
     unsigned esz = n->layout->tensors[lc->tensor].esize;
-    const uint8_t *np = dc_place_chunk_dev_ptr(&n->mem.next, w->chunk);
-    if (!np) {
-        dc_enc_staged(n, w->chunk, "it spans placement segments");
-        return DC_ERR_UNSUPPORTED;
-    }
     if (w->overwrite || n->enc.mode == DC_MODE_DENSE) {
         dc_enc_staged(n, w->chunk, "an overwrite (put-dense) needs the whole chunk");
         return DC_ERR_UNSUPPORTED;
+    }
+    const uint8_t *np = dc_place_chunk_dev_ptr(&n->mem.next, w->chunk);
+    if (!np) {
+        /* it spans placement segments: gathered on the device */
+        uint8_t *g = dc_devsend_gather_buf(ds);
+        dc_status_t st = g ? dc_place_read_dev(&n->mem.next, w->chunk, g) : dc_last_status();
+        if (st != DC_OK) {
+            char why[512];
+            snprintf(why, sizeof(why), "it spans placement segments, and their gather on the "
+                     "device failed: %s", dc_last_error());
+            dc_enc_staged(n, w->chunk, why);
+            return DC_ERR_UNSUPPORTED;
+        }
+        np = g;
     }
     uint64_t h0, d0, h1, d1;
     dc_devsend_pcie(ds, &h0, &d0);

@@ -90,17 +90,12 @@ static dc_status_t dc_mem_dev_choice(dc_node_t *n, uint64_t total)
 }
 
 /* The bytes of chunk c of placement p into our baseline copy (device:
- * device to device where the chunk is one segment, else through scratch). */
+ * device to device, segment by segment). */
 static dc_status_t dc_mem_keep(dc_node_t *n, const dc_place_t *p, uint32_t c)
 {
     if (!n->mem.dbase)
         return dc_place_read(p, c, n->mem.base + n->mem.off[c]);
-    uint64_t len = n->layout->chunks[c].len;
-    const uint8_t *src = dc_place_chunk_dev_ptr(p, c);
-    if (src)
-        return dc_kern_cuda_d2d(n->mem.dbase + n->mem.off[c], src, len);
-    dc_status_t st = dc_place_read(p, c, n->scratch);
-    return st == DC_OK ? dc_kern_cuda_h2d(n->mem.dbase + n->mem.off[c], n->scratch, len) : st;
+    return dc_place_read_dev(p, c, n->mem.dbase + n->mem.off[c]);
 }
 
 /* Memory sender, once the chunk map is known: our own copy of the

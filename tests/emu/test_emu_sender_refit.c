@@ -24,7 +24,9 @@
 #include "kernels/safetensors.h"
 #include "topology/topo.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>
 
 static job_t J;
 
@@ -58,46 +60,74 @@ static const dc_st_tensor_t *tensor_named(const dc_st_file_t *f, const char *nam
     return NULL;
 }
 
-/* Weights in device memory, one arena segment per tensor. */
+/* Weights in device memory, one arena segment per tensor; split: the
+ * largest tensor in two segments, so that the chunk holding the cut spans
+ * them (gathered device to device by the sender; its length in spans). */
 typedef struct devw {
-    size_t nt;
+    size_t nt, ns;
     dc_refit_tensor_t *tens;
     dc_refit_segment_t *segs;
+    uint64_t spans;
 } devw_t;
 
-static void devw_load(devw_t *d, int v)
+static void devw_load_split(devw_t *d, int v, int split)
 {
     dc_st_file_t *f = open_version(v);
     if (!d->segs) {
         d->nt = dc_st_count(f);
         d->tens = calloc(d->nt, sizeof(*d->tens));
-        d->segs = calloc(d->nt, sizeof(*d->segs));
+        d->segs = calloc(d->nt + 1, sizeof(*d->segs));
+        size_t big = 0;
+        for (size_t i = 0; i < d->nt; i++) {
+            const dc_st_tensor_t *t = dc_st_tensor(f, i);
+            if (t->end - t->begin > dc_st_tensor(f, big)->end - dc_st_tensor(f, big)->begin)
+                big = i;
+        }
         for (size_t i = 0; i < d->nt; i++) {
             const dc_st_tensor_t *t = dc_st_tensor(f, i);
             d->tens[i] = (dc_refit_tensor_t){strdup(t->name), dc_dtype_name(t->dtype), t->nelems};
-            void *p = NULL;
-            cr_assert_eq(dc_kern_cuda_malloc(&p, t->end - t->begin), DC_OK);
-            cr_assert(g_real || dc_emu_is_device(p));
-            d->segs[i] = (dc_refit_segment_t){d->tens[i].name, 0, t->end - t->begin, p};
+            uint64_t len = t->end - t->begin, cut = split && i == big ? len / 3 : len;
+            uint64_t parts[2][2] = {{0, cut}, {cut, len - cut}};
+            for (int k = 0; k < 2; k++) {
+                if (!parts[k][1])
+                    continue;
+                void *p = NULL;
+                cr_assert_eq(dc_kern_cuda_malloc(&p, parts[k][1]), DC_OK);
+                cr_assert(g_real || dc_emu_is_device(p));
+                d->segs[d->ns++] =
+                    (dc_refit_segment_t){d->tens[i].name, parts[k][0], parts[k][1], p};
+            }
+            if (cut < len) {
+                /* the chunk holding byte `cut` (chunks of 64 KiB from the tensor's start) */
+                uint64_t c0 = cut / 65536 * 65536;
+                d->spans = len - c0 < 65536 ? len - c0 : 65536;
+                cr_assert_neq(cut, c0, "the cut falls on a chunk boundary");
+            }
         }
     }
-    for (size_t k = 0; k < d->nt; k++) {
+    for (size_t k = 0; k < d->ns; k++) {
         const dc_st_tensor_t *t = tensor_named(f, d->segs[k].tensor);
-        cr_assert_eq(dc_kern_cuda_h2d(d->segs[k].ptr, dc_st_data(f, t), d->segs[k].length),
+        cr_assert_eq(dc_kern_cuda_h2d(d->segs[k].ptr, dc_st_data(f, t) + d->segs[k].offset,
+                                      d->segs[k].length),
                      DC_OK);
     }
     dc_st_close(f);
+}
+
+static void devw_load(devw_t *d, int v)
+{
+    devw_load_split(d, v, 0);
 }
 
 static int devw_exact(const devw_t *d, int v)
 {
     dc_st_file_t *f = open_version(v);
     int ok = 1;
-    for (size_t i = 0; i < d->nt && ok; i++) {
+    for (size_t i = 0; i < d->ns && ok; i++) {
         const dc_st_tensor_t *t = tensor_named(f, d->segs[i].tensor);
         uint8_t *back = malloc(d->segs[i].length);
         cr_assert_eq(dc_kern_cuda_d2h(back, d->segs[i].ptr, d->segs[i].length), DC_OK);
-        ok = memcmp(back, dc_st_data(f, t), d->segs[i].length) == 0;
+        ok = memcmp(back, dc_st_data(f, t) + d->segs[i].offset, d->segs[i].length) == 0;
         free(back);
     }
     dc_st_close(f);
@@ -106,10 +136,10 @@ static int devw_exact(const devw_t *d, int v)
 
 static void devw_free(devw_t *d)
 {
-    for (size_t k = 0; k < d->nt; k++) {
+    for (size_t k = 0; k < d->ns; k++)
         dc_kern_cuda_free(d->segs[k].ptr);
+    for (size_t k = 0; k < d->nt; k++)
         free((char *)d->tens[k].name);
-    }
     free(d->segs);
     free(d->tens);
 }
@@ -157,6 +187,33 @@ static uint64_t thread_bytes(pthread_t th, uint64_t last[2], uint64_t *h2d, uint
     return *h2d + *d2h;
 }
 
+/* Version v's first chunk of its largest tensor becomes random bytes (a
+ * dense chunk: staged by the device sender); returns its length. */
+static uint64_t make_dense_chunk(int v)
+{
+    dc_st_file_t *f = open_version(v);
+    size_t big = 0;
+    for (size_t i = 0; i < dc_st_count(f); i++)
+        if (dc_st_tensor(f, i)->end - dc_st_tensor(f, i)->begin >
+            dc_st_tensor(f, big)->end - dc_st_tensor(f, big)->begin)
+            big = i;
+    const dc_st_tensor_t *t = dc_st_tensor(f, big);
+    uint64_t len = t->end - t->begin, cl = len < 65536 ? len : 65536;
+    uint64_t at = dc_st_data_offset(f) + t->begin;
+    dc_st_close(f);
+    uint8_t *junk = malloc(cl);
+    for (uint64_t i = 0; i < cl; i++)
+        junk[i] = (uint8_t)(i * 2654435761u >> 13);
+    char p[256];
+    snprintf(p, sizeof(p), "%s/ver/v%d.safetensors", J.dir, v);
+    int fd = open(p, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, junk, cl, (off_t)at), (ssize_t)cl);
+    close(fd);
+    free(junk);
+    return cl;
+}
+
 static void refit(const char *baseline, const char *model)
 {
     const char *params = getenv("DELTACAST_TEST_PARAMS");
@@ -169,7 +226,10 @@ static void refit(const char *baseline, const char *model)
     setenv("DELTACAST_DEVICE_BASELINE", baseline, 1);
     devw_t tr;
     memset(&tr, 0, sizeof(tr));
-    devw_load(&tr, 0);
+    uint64_t dl = make_dense_chunk(2);
+    devw_load_split(&tr, 0, 1);
+    report("the sender's chunk across its two segments: %llu B; v2's dense chunk (staged): "
+           "%llu B", (unsigned long long)tr.spans, (unsigned long long)dl);
     dc_topo_t *topo;
     cr_assert_eq(dc_topo_synthetic_local(1, 2, (uint16_t)J.port, &topo), DC_OK);
     char sd[256];
@@ -186,7 +246,7 @@ static void refit(const char *baseline, const char *model)
     cfg.abort_ms = 20000; /* the emulated kernels are slow */
     dc_refit_node_opts_t scfg = cfg;
     scfg.segments = tr.segs;
-    scfg.n_segments = tr.nt;
+    scfg.n_segments = tr.ns;
     scfg.memory = DC_REFIT_MEM_CUDA;
     uint64_t all0[2], me_last[2] = {0, 0}, rx_last[2] = {0, 0}, h, d;
     pcie_all(&all0[0], &all0[1]);
@@ -202,20 +262,20 @@ static void refit(const char *baseline, const char *model)
     rx.cfg.state_dir = rx.sd;
     rx.cfg.memory = DC_REFIT_MEM_CUDA;
     rx.cfg.segments = rx.w.segs;
-    rx.cfg.n_segments = rx.w.nt;
+    rx.cfg.n_segments = rx.w.ns;
     rx.cfg.tensors = rx.w.tens;
     rx.cfg.n_tensors = rx.w.nt;
     cr_assert_eq(pthread_create(&rx.th, NULL, devrx_main, &rx), 0);
     job_start(&J, 2, NULL, NULL);
     uint64_t mb = 0;
-    for (size_t i = 0; i < tr.nt; i++)
+    for (size_t i = 0; i < tr.ns; i++)
         mb += tr.segs[i].length;
     uint64_t prev[2];
     pcie_all(&prev[0], &prev[1]);
     thread_bytes(pthread_self(), me_last, &h, &d);
     uint64_t snd_total = 0, pay_total = 0;
     for (int v = 1; v <= 2; v++) {
-        devw_load(&tr, v);
+        devw_load_split(&tr, v, 1);
         dc_refit_version_stats_t vs = {.size = sizeof(vs)};
         dc_status_t st = dc_refit_sender_push(s, NULL, 0, &vs);
         if (st != DC_OK)
@@ -229,10 +289,11 @@ static void refit(const char *baseline, const char *model)
         uint64_t sh = now[0] - prev[0] - mh - rh, sdn = now[1] - prev[1] - md - rd;
         prev[0] = now[0];
         prev[1] = now[1];
-        report("v%d: model %llu B, payload %llu B (all edges; one edge %llu B), repair %llu B; "
+        report("v%d (%llu B staged: the dense chunk): model %llu B, payload %llu B (all edges; one edge %llu B), repair %llu B; "
                "device SENDER across PCIe: H2D %llu + D2H %llu = %llu B = %.2fx one edge's "
                "payload, %.1f%% of staging (2 x %llu B); device receiver H2D %llu + D2H %llu",
-               v, (unsigned long long)mb, (unsigned long long)vs.payload_bytes,
+               v, (unsigned long long)(v == 2 ? dl : 0), (unsigned long long)mb,
+               (unsigned long long)vs.payload_bytes,
                (unsigned long long)(vs.payload_bytes / 2), (unsigned long long)vs.repair_bytes,
                (unsigned long long)sh, (unsigned long long)sdn,
                (unsigned long long)(sh + sdn),
@@ -242,12 +303,20 @@ static void refit(const char *baseline, const char *model)
         cr_assert(devw_exact(&rx.w, v), "node 1 (device receiver) is not v%d", v);
         thread_bytes(pthread_self(), me_last, &mh, &md);
         pcie_all(&prev[0], &prev[1]);
-        cr_assert_gt(sdn, 0, "the sender moved no lists: not encoded on the device?");
-        /* never the model whole: lists down; up, only the baseline stream
-         * (host baseline: the sender's chunks once) */
-        cr_assert_lt(sdn, mb / 4, "the device sender copied chunks to the host");
+        /* v2's dense chunk is staged: twice across (device baseline:
+         * next and base to the host; host baseline: next to the host to
+         * encode, and again at the commit); every other chunk (the one
+         * spanning two segments too) sends lists down; host baseline:
+         * every chunk's baseline up once (the stream) */
+        uint64_t sl = v == 2 ? dl : 0;
+        cr_assert_geq(sdn, 2 * sl, "the dense chunk was not staged (D2H %llu)",
+                      (unsigned long long)sdn);
+        cr_assert_gt(sdn, 2 * sl, "the sender moved no lists: not encoded on the device?");
+        cr_assert_lt(sdn, 2 * sl + mb / 4, "the device sender copied chunks to the host");
         if (strcmp(baseline, "host") == 0)
-            cr_assert_eq(sh, mb, "the baseline stream is not the sender's chunks once");
+            /* the dense chunk's baseline went up before its diff showed it dense */
+            cr_assert_eq(sh, mb, "the baseline stream is not the sender's chunks once (H2D "
+                         "%llu)", (unsigned long long)sh);
         else
             cr_assert_lt(sh, mb / 4, "a device baseline sender copied chunks to the device");
         snd_total += sh + sdn;
