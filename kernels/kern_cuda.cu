@@ -1700,7 +1700,7 @@ __device__ __forceinline__ unsigned long long dcs_mag(const uint8_t *p, size_t i
 #pragma unroll
     for (int b = 0; b < W; b++)
         v |= (unsigned long long)p[i * W + b] << (8 * b);
-    return v & ((W == 8 ? ~0ull : ((1ull << (8 * W)) - 1)) >> 1);
+    return v & ((~0ull >> (64 - 8 * W)) >> 1);
 }
 
 /* ctx.c's shift from a magnitude to its bucket */

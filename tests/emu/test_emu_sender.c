@@ -2,8 +2,8 @@
  * test_emu_sender.c - a device sender's encode (engine/devsend.c) on the
  * emulated CUDA runtime: the payloads are byte-identical to the CPU
  * encoder's (dc_codec_encode_digest) on random chunks (w 1, 2, 4, 8; 0, 1,
- * 10, 30% changed; the ctx and order0 models; baseline in device memory
- * and streamed from the host), the device sender's kernels match their
+ * 10, 30% changed; the ctx and order0 models; baseline in device memory,
+ * and for w 4, 8 streamed from the host), the device sender's kernels match their
  * CPU references (sample histogram, class ranks), dense chunks are handed
  * back for staging, and only lists cross the emulated PCIe.
  */
@@ -163,6 +163,9 @@ static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t
 static void run_model(unsigned model, int host_base)
 {
     static const unsigned ws[] = {1, 2, 4, 8};
+    /* the host baseline differs only in where the base comes from: two
+     * widths (the emulated kernels are slow) */
+    size_t w0 = host_base ? 2 : 0, w1 = 4;
     static const double pcts[] = {0, 1, 10, 30};
     static const size_t ns[] = {1000, 20000, 70000};
     size_t maxb = 70000 * 8;
@@ -175,7 +178,7 @@ static void run_model(unsigned model, int host_base)
     cr_assert_eq(dc_devsend_create(maxb, host_base, &ds), DC_OK, "%s", dc_last_error());
     unsigned encoded = 0, handed_back = 0;
     ctx_classes_seen = 0;
-    for (size_t wi = 0; wi < 4; wi++)
+    for (size_t wi = w0; wi < w1; wi++)
         for (size_t pi = 0; pi < 4; pi++) {
             /* every size for 1%, one size per width otherwise (the
              * emulated kernels are slow) */
@@ -190,7 +193,7 @@ static void run_model(unsigned model, int host_base)
         }
     if (model == DC_CODEC_MODEL_CTX)
         cr_assert_gt(ctx_classes_seen, 0, "no ctx chunk had more than one class (ranks unused)");
-    cr_assert_gt(encoded, 10);
+    cr_assert_gt(encoded, host_base ? 5 : 10);
     cr_assert_gt(handed_back, 0, "no 30%% chunk was handed back for staging");
     dc_devsend_free(ds);
     dc_codec_free(cpu);
@@ -220,6 +223,8 @@ Test(emu_sender, sample_histogram_and_ranks_match_the_cpu, .timeout = 280)
         unsigned w = 1u << wi;
         for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
             size_t n = ns[ni], bytes = n * w;
+            if (n > 65536 && w > 2)
+                continue; /* the 4096-stride sample once per narrow width (emulation is slow) */
             uint8_t *base = malloc(bytes), *next = malloc(bytes);
             make_chunk(base, next, n, w, 5);
             void *db = to_dev(base, bytes);
