@@ -12,7 +12,9 @@
  * (shard.c).  Repairs are queued by coord.c (NEED, re-joins, stalls) and,
  * on a sender that owns the chunk, by the dispatcher (dc_enc_queue).
  */
+#include "engine/devsend.h"
 #include "engine/node_internal.h"
+#include "kernels/kern_cuda.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -110,26 +112,137 @@ static const uint8_t *dc_enc_pread(int fd, const dc_st_file_t *f, const dc_st_te
     return buf;
 }
 
-static dc_nbuf_t *dc_enc_frame(dc_node_t *n, dc_codec_t *codec, const dc_work_t *w, uint8_t *bbuf,
-                               uint8_t *nbuf, dc_digest_t *dg)
+/* A device sender's chunk staged through the host: said once per node
+ * (INFO; the rest at DEBUG), counted. */
+static void dc_enc_staged(dc_node_t *n, uint32_t chunk, const char *why)
+{
+    pthread_mutex_lock(&n->mu);
+    int first = !n->mem.staged_said;
+    n->mem.staged_said = 1;
+    n->mem.staged++;
+    pthread_mutex_unlock(&n->mu);
+    if (first)
+        DC_LOG_INFO("sender %u: chunk %u staged through the host (whole chunk across PCIe): "
+                    "%s (further staged chunks at debug level; counted)", n->me, chunk, why);
+    else
+        DC_LOG_DEBUG("sender %u: chunk %u staged through the host: %s", n->me, chunk, why);
+}
+
+/* A device sender's chunk encoded on the device (engine/devsend.c):
+ * DC_OK with the payload, DC_ERR_UNSUPPORTED to stage it (said), another
+ * error on a failure. */
+static dc_status_t dc_enc_device(dc_node_t *n, dc_codec_t *codec, dc_devsend_t *ds,
+                                 const dc_work_t *w, uint8_t *payload, size_t cap, size_t *plen,
+                                 uint16_t *enc, dc_digest_t *tdg)
+{
+    const dc_layout_chunk_t *lc = &n->layout->chunks[w->chunk];
+    unsigned esz = n->layout->tensors[lc->tensor].esize;
+    if (w->overwrite || n->enc.mode == DC_MODE_DENSE) {
+        dc_enc_staged(n, w->chunk, "an overwrite (put-dense) needs the whole chunk");
+        return DC_ERR_UNSUPPORTED;
+    }
+    const uint8_t *np = dc_place_chunk_dev_ptr(&n->mem.next, w->chunk);
+    if (!np) {
+        /* it spans placement segments: gathered on the device */
+        uint8_t *g = dc_devsend_gather_buf(ds);
+        dc_status_t st = g ? dc_place_read_dev(&n->mem.next, w->chunk, g) : dc_last_status();
+        if (st != DC_OK) {
+            char why[512];
+            snprintf(why, sizeof(why), "it spans placement segments, and their gather on the "
+                     "device failed: %s", dc_last_error());
+            dc_enc_staged(n, w->chunk, why);
+            return DC_ERR_UNSUPPORTED;
+        }
+        np = g;
+    }
+    uint64_t h0, d0, h1, d1;
+    dc_devsend_pcie(ds, &h0, &d0);
+    const uint8_t *bd = n->mem.dbase ? n->mem.dbase + n->mem.off[w->chunk] : NULL;
+    const uint8_t *bh = n->mem.dbase ? NULL : n->mem.base + n->mem.off[w->chunk];
+    dc_status_t st = dc_devsend_encode(ds, codec, bd, bh, np, lc->len / esz, esz, payload, cap,
+                                       plen, enc, tdg);
+    dc_devsend_pcie(ds, &h1, &d1);
+    pthread_mutex_lock(&n->mu);
+    n->mem.pcie_h2d += h1 - h0;
+    n->mem.pcie_d2h += d1 - d0;
+    if (st == DC_OK)
+        n->mem.dev_chunks++;
+    pthread_mutex_unlock(&n->mu);
+    if (st == DC_ERR_UNSUPPORTED) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", dc_last_error());
+        dc_enc_staged(n, w->chunk, why);
+    } else if (st == DC_OK && n->mem.patch) {
+        const uint32_t *pos;
+        const uint8_t *xv;
+        size_t count;
+        dc_devsend_lists(ds, &pos, &xv, &count);
+        dc_mem_patch_keep(n, w->chunk, pos, xv, count, esz);
+    }
+    return st;
+}
+
+static dc_nbuf_t *dc_enc_frame(dc_node_t *n, dc_codec_t *codec, dc_devsend_t *ds,
+                               const dc_work_t *w, uint8_t *bbuf, uint8_t *nbuf, dc_digest_t *dg)
 {
     const dc_layout_t *l = n->layout;
     const dc_layout_chunk_t *lc = &l->chunks[w->chunk];
     const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
     int overwrite = w->overwrite || n->enc.mode == DC_MODE_DENSE;
-    const uint8_t *bp, *np;
-    if (n->cfg->source) {
+    const uint8_t *bp = NULL, *np = NULL;
+    size_t cap = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE + dc_codec_payload_bound(lc->len);
+    dc_nbuf_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->data = malloc(cap);
+    if (!b->data) {
+        free(b);
+        return NULL;
+    }
+    size_t plen = 0;
+    uint16_t enc = 0;
+    uint8_t *payload = b->data + DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE;
+    dc_digest_t tdg;
+    dc_status_t st = DC_ERR_UNSUPPORTED;
+    if (ds)
+        st = dc_enc_device(n, codec, ds, w, payload, cap - DC_MSG_HDR_SIZE - DC_FRAME_HEADER_SIZE,
+                           &plen, &enc, &tdg);
+    if (st != DC_OK && st != DC_ERR_UNSUPPORTED) {
+        DC_LOG_ERROR("encoder: chunk %u on the device: %s", w->chunk, dc_last_error());
+        free(b->data);
+        free(b);
+        return NULL;
+    }
+    if (st == DC_OK) {
+        /* encoded on the device */
+    } else if (n->cfg->source) {
         /* memory: our baseline copy, the caller's placement of the version */
-        bp = n->mem.base + n->mem.off[w->chunk];
+        bp = n->mem.base ? n->mem.base + n->mem.off[w->chunk] : NULL;
+        if (!bp && !overwrite) {
+            /* the baseline copy is in device memory: stage it too */
+            if (!bbuf || dc_kern_cuda_d2h(bbuf, n->mem.dbase + n->mem.off[w->chunk],
+                                          lc->len) != DC_OK) {
+                DC_LOG_ERROR("encoder: chunk %u: its baseline from device memory: %s",
+                             w->chunk, bbuf ? dc_last_error() : "no buffer (out of memory)");
+                free(b->data);
+                free(b);
+                return NULL;
+            }
+            bp = bbuf;
+        }
         np = dc_place_chunk_ptr(&n->mem.next, w->chunk);
         if (!np) {
             if (!nbuf) {
                 DC_LOG_ERROR("encoder: chunk %u: no gather buffer (out of memory)",
                              w->chunk);
+                free(b->data);
+                free(b);
                 return NULL;
             }
             if (dc_place_read(&n->mem.next, w->chunk, nbuf) != DC_OK) {
                 DC_LOG_ERROR("encoder: chunk %u: %s", w->chunk, dc_last_error());
+                free(b->data);
+                free(b);
                 return NULL;
             }
             np = nbuf;
@@ -145,24 +258,12 @@ static dc_nbuf_t *dc_enc_frame(dc_node_t *n, dc_codec_t *codec, const dc_work_t 
         if (!np)
             np = dc_st_data(n->enc.next, nt) + lc->offset;
     }
-    size_t cap = DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE + dc_codec_payload_bound(lc->len);
-    dc_nbuf_t *b = calloc(1, sizeof(*b));
-    if (!b)
-        return NULL;
-    b->data = malloc(cap);
-    if (!b->data) {
-        free(b);
-        return NULL;
-    }
-    size_t plen = 0;
-    uint16_t enc = 0;
-    uint8_t *payload = b->data + DC_MSG_HDR_SIZE + DC_FRAME_HEADER_SIZE;
     /* the target digest comes out of the diff's own pass over next */
-    dc_digest_t tdg;
-    dc_status_t st = dc_codec_encode_digest(codec, overwrite ? NULL : bp, np,
-                                            lc->len / lt->esize, lt->esize, payload,
-                                            cap - DC_MSG_HDR_SIZE - DC_FRAME_HEADER_SIZE, &plen,
-                                            &enc, NULL, NULL, &tdg);
+    if (st != DC_OK)
+        st = dc_codec_encode_digest(codec, overwrite ? NULL : bp, np, lc->len / lt->esize,
+                                    lt->esize, payload,
+                                    cap - DC_MSG_HDR_SIZE - DC_FRAME_HEADER_SIZE, &plen, &enc,
+                                    NULL, NULL, &tdg);
     if (st != DC_OK) {
         DC_LOG_ERROR("encoder: chunk %u: %s", w->chunk, dc_last_error());
         free(b->data);
@@ -210,6 +311,11 @@ static void *dc_enc_thread(void *arg)
     }
     size_t mc = n->layout->max_chunk ? n->layout->max_chunk : 1;
     uint8_t *bbuf = malloc(mc), *nbuf = malloc(mc); /* NULL: read the mapping */
+    dc_devsend_t *ds = NULL;
+    if (n->cfg->source && n->mem.dev_encode &&
+        dc_devsend_create(mc, n->mem.dbase == NULL, &ds) != DC_OK)
+        DC_LOG_WARN("sender %u: encoder %d: staging: no device scratch for the device encode "
+                    "(%s)", n->me, a->idx, dc_last_error());
     for (;;) {
         pthread_mutex_lock(&n->mu);
         dc_work_t w;
@@ -244,7 +350,7 @@ static void *dc_enc_thread(void *arg)
 
         uint64_t t0 = dc_now_ns();
         dc_digest_t dg = {0, 0};
-        dc_nbuf_t *b = dc_enc_frame(n, codec, &w, bbuf, nbuf, &dg);
+        dc_nbuf_t *b = dc_enc_frame(n, codec, ds, &w, bbuf, nbuf, &dg);
         uint64_t t1 = dc_now_ns();
 
         pthread_mutex_lock(&n->mu);
@@ -272,6 +378,7 @@ static void *dc_enc_thread(void *arg)
         }
     }
     dc_codec_free(codec);
+    dc_devsend_free(ds);
     free(bbuf);
     free(nbuf);
     return NULL;

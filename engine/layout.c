@@ -329,6 +329,29 @@ dc_status_t dc_place_read(const dc_place_t *p, uint32_t chunk, uint8_t *dst)
     return dc_place_copy(p, chunk, dst, 0);
 }
 
+dc_status_t dc_place_read_dev(const dc_place_t *p, uint32_t chunk, uint8_t *dst)
+{
+    const dc_layout_chunk_t *c = &p->layout->chunks[chunk];
+    uint64_t off = c->offset, done = 0;
+    if (!p->dev)
+        return dc_error(DC_ERR_INVALID, "placement: chunk %u is not in device memory", chunk);
+    size_t k = dc_place_find(p, c->tensor, off);
+    while (done < c->len && k < p->nsegs) {
+        const dc_place_seg_t *s = &p->segs[k];
+        uint64_t in = off + done - s->offset;
+        uint64_t n = DC_MIN(s->len - in, c->len - done);
+        dc_status_t st = dc_kern_cuda_d2d(dst + done, s->ptr + in, n);
+        if (st != DC_OK) {
+            dc_error_prefix("placement: chunk %u of tensor '%s'", chunk,
+                            p->layout->tensors[c->tensor].name);
+            return st;
+        }
+        done += n;
+        k++;
+    }
+    return DC_OK;
+}
+
 dc_status_t dc_place_write(const dc_place_t *p, uint32_t chunk, const uint8_t *src)
 {
     return dc_place_copy(p, chunk, (uint8_t *)src, 1);

@@ -108,6 +108,9 @@ uint8_t *dc_place_chunk_dev_ptr(const dc_place_t *p, uint32_t chunk);
  *  Fails only for device memory (a CUDA error). */
 dc_status_t dc_place_read(const dc_place_t *p, uint32_t chunk, uint8_t *dst);
 dc_status_t dc_place_write(const dc_place_t *p, uint32_t chunk, const uint8_t *src);
+/** A device placement's chunk gathered into device memory at dst (device
+ *  to device, segment by segment: nothing crosses PCIe). */
+dc_status_t dc_place_read_dev(const dc_place_t *p, uint32_t chunk, uint8_t *dst);
 /** XXH3-128 of the chunk's current bytes (scratch: >= max_chunk bytes, used
  *  when the chunk spans segments or is in device memory). */
 dc_status_t dc_place_digest(const dc_place_t *p, uint32_t chunk, uint8_t *scratch,

@@ -251,8 +251,25 @@ typedef struct dc_node_enc {
 
 /* shard.c: a sender from memory (cfg->source): versions come from the
  * library caller */
+/* A device sender with its baseline on the host: a chunk's changes of the
+ * version in flight (positions, then XOR words), applied to the host
+ * baseline at the commit instead of copying the chunk back (shard.c). */
+typedef struct dc_mem_patch {
+    size_t count;
+    uint8_t *data; /* count x 4 bytes of positions, count x w of XOR words */
+} dc_mem_patch_t;
+
 typedef struct dc_node_mem {
-    uint8_t *base;          /* the baseline's bytes of the chunks we send (our own copy) */
+    uint8_t *base;          /* the baseline's bytes of the chunks we send (our own copy;
+                               NULL when it is in device memory: dbase) */
+    uint8_t *dbase;         /* device sender, device_baseline=device: the copy in
+                               device memory (same offsets) */
+    int dev_encode;         /* device sender encodes on the device (engine/devsend.c) */
+    dc_mem_patch_t *patch;  /* dev_encode with a host baseline: per chunk, this
+                               version's changes (NULL data: none kept, copy back) */
+    uint64_t dev_chunks, staged; /* chunks encoded on the device, staged */
+    uint64_t pcie_h2d, pcie_d2h; /* the device sender's copies (all its encoders) */
+    int staged_said;        /* the first staged chunk was logged */
     uint64_t *off;          /* chunk -> offset of its bytes in base (ours only) */
     uint8_t *own;           /* chunk -> we send it (placements cover these) */
     int pend;               /* a BEGIN waits for the source's version */
@@ -445,6 +462,10 @@ dc_status_t dc_sender_run(dc_node_t *n);
 
 dc_status_t dc_mem_init(dc_node_t *n);
 dc_status_t dc_mem_baseline(dc_node_t *n);
+/* Device sender with a host baseline: keep chunk c's changes of the
+ * version in flight (data NULL on allocation failure: copied back). */
+void dc_mem_patch_keep(dc_node_t *n, uint32_t c, const uint32_t *pos, const uint8_t *xorv,
+                       size_t count, unsigned w);
 /* 1: version v's placement is in n->mem.next; 0: not yet; -1: none / error. */
 int dc_mem_try(dc_node_t *n, uint64_t v);
 dc_status_t dc_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs);

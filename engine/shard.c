@@ -9,7 +9,10 @@
  */
 #include "engine/node_internal.h"
 
+#include "kernels/kern_cuda.h"
+
 #include <stdlib.h>
+#include <string.h>
 
 /* Memory sender, at start: the layout from the tensor list. */
 dc_status_t dc_mem_init(dc_node_t *n)
@@ -35,6 +38,66 @@ static dc_status_t dc_mem_place(dc_node_t *n, dc_place_t *p, const dc_place_seg_
     return st;
 }
 
+/* Device sender: where the baseline copy lives and whether chunks are
+ * encoded on the device (config device_encode, device_baseline), said
+ * once.  total: the baseline's bytes. */
+static dc_status_t dc_mem_dev_choice(dc_node_t *n, uint64_t total)
+{
+    const char *enc = dc_config_get("device_encode");
+    const char *bl = dc_config_get("device_baseline");
+    if (enc && *enc && strcmp(enc, "device") != 0 && strcmp(enc, "stage") != 0)
+        return dc_error(DC_ERR_INVALID, "sender %u: device_encode '%s' is not device or stage",
+                        n->me, enc);
+    if (bl && *bl && strcmp(bl, "device") != 0 && strcmp(bl, "host") != 0 &&
+        strcmp(bl, "auto") != 0)
+        return dc_error(DC_ERR_INVALID,
+                        "sender %u: device_baseline '%s' is not auto, device or host", n->me, bl);
+    if (bl && strcmp(bl, "auto") == 0)
+        bl = NULL;
+    n->mem.dev_encode = !(enc && strcmp(enc, "stage") == 0);
+    const char *where = "host memory";
+    /* default: device memory when the device encode uses it and it fits */
+    if (bl && *bl ? strcmp(bl, "device") == 0 : n->mem.dev_encode) {
+        void *d = NULL;
+        if (dc_kern_cuda_malloc(&d, total ? total : 1) == DC_OK) {
+            n->mem.dbase = d;
+            where = "device memory";
+        } else if (bl && *bl) {
+            return dc_error(DC_ERR_NOMEM, "sender %u: device_baseline=device, but no device "
+                            "memory for the %llu-byte baseline copy: %s",
+                            n->me, (unsigned long long)total, dc_last_error());
+        } else {
+            where = "host memory (no device memory for it)";
+        }
+    }
+    if (n->mem.dev_encode)
+        DC_LOG_INFO("sender %u: weights in device memory: device encode (diff, digest and "
+                    "the model's inputs on the GPU, lists to the host for the entropy coding; "
+                    "dense chunks staged); baseline copy in %s%s",
+                    n->me, where,
+                    n->mem.dbase ? "" : ", streamed to the device chunk by chunk");
+    else
+        DC_LOG_WARN("sender %u: weights in device memory: staging: device_encode=stage "
+                    "(every chunk copied whole to the host); baseline copy in %s",
+                    n->me, where);
+    if (!n->mem.dbase && n->mem.dev_encode) {
+        n->mem.patch = calloc(n->layout->nchunks ? n->layout->nchunks : 1,
+                              sizeof(*n->mem.patch));
+        if (!n->mem.patch)
+            return dc_error(DC_ERR_NOMEM, "sender: out of memory");
+    }
+    return DC_OK;
+}
+
+/* The bytes of chunk c of placement p into our baseline copy (device:
+ * device to device, segment by segment). */
+static dc_status_t dc_mem_keep(dc_node_t *n, const dc_place_t *p, uint32_t c)
+{
+    if (!n->mem.dbase)
+        return dc_place_read(p, c, n->mem.base + n->mem.off[c]);
+    return dc_place_read_dev(p, c, n->mem.dbase + n->mem.off[c]);
+}
+
 /* Memory sender, once the chunk map is known: our own copy of the
  * baseline (cfg->segs: the committed version) for the chunks we send;
  * then the caller may change its memory (source->ready). */
@@ -53,14 +116,20 @@ dc_status_t dc_mem_baseline(dc_node_t *n)
         n->mem.off[c] = total;
         total += l->chunks[c].len;
     }
-    n->mem.base = malloc(total ? total : 1);
-    if (!n->mem.base)
-        return dc_error(DC_ERR_NOMEM, "sender: no memory for its baseline copy (%llu bytes)",
-                        (unsigned long long)total);
+    dc_status_t st;
+    if (n->cfg->cuda_mem && (st = dc_mem_dev_choice(n, total)) != DC_OK)
+        return st;
+    if (!n->mem.dbase) {
+        n->mem.base = malloc(total ? total : 1);
+        if (!n->mem.base)
+            return dc_error(DC_ERR_NOMEM,
+                            "sender: no memory for its baseline copy (%llu bytes)",
+                            (unsigned long long)total);
+    }
     dc_place_t p;
-    dc_status_t st = dc_mem_place(n, &p, n->cfg->segs, n->cfg->nsegs);
+    st = dc_mem_place(n, &p, n->cfg->segs, n->cfg->nsegs);
     for (uint32_t k = 0; st == DC_OK && k < n->enc.nbcast; k++)
-        st = dc_place_read(&p, n->enc.bcast[k], n->mem.base + n->mem.off[n->enc.bcast[k]]);
+        st = dc_mem_keep(n, &p, n->enc.bcast[k]);
     dc_place_fini(&p);
     if (st != DC_OK) {
         dc_error_prefix("sender %u: the baseline's placement", n->me);
@@ -70,6 +139,32 @@ dc_status_t dc_mem_baseline(dc_node_t *n)
                 n->enc.nbcast, nch, (unsigned long long)total);
     n->cfg->source->ready(n->cfg->source->user);
     return DC_OK;
+}
+
+/* Device sender, host baseline: drop the kept changes (a new version, or
+ * after the commit). */
+static void dc_mem_patch_clear(dc_node_t *n)
+{
+    for (uint32_t c = 0; n->mem.patch && c < n->layout->nchunks; c++) {
+        free(n->mem.patch[c].data);
+        n->mem.patch[c] = (dc_mem_patch_t){0, NULL};
+    }
+}
+
+void dc_mem_patch_keep(dc_node_t *n, uint32_t c, const uint32_t *pos, const uint8_t *xorv,
+                       size_t count, unsigned w)
+{
+    if (!n->mem.patch)
+        return;
+    uint8_t *d = malloc(count * (4 + (size_t)w) + 1);
+    if (d) {
+        memcpy(d, pos, count * 4);
+        memcpy(d + count * 4, xorv, count * w);
+    }
+    pthread_mutex_lock(&n->mu);
+    free(n->mem.patch[c].data);
+    n->mem.patch[c] = (dc_mem_patch_t){count, d}; /* NULL: copied back at the commit */
+    pthread_mutex_unlock(&n->mu);
 }
 
 /* Memory sender: is version v's placement there?  1: yes (in n->mem.next);
@@ -94,6 +189,7 @@ int dc_mem_try(dc_node_t *n, uint64_t v)
         return 0;
     /* no encoder may still read the previous version's memory */
     dc_enc_wait_idle(n);
+    dc_mem_patch_clear(n);
     if (n->mem.next_ok)
         dc_place_fini(&n->mem.next);
     n->mem.next_ok = 1;
@@ -104,15 +200,30 @@ int dc_mem_try(dc_node_t *n, uint64_t v)
     return 1;
 }
 
-/* Memory sender: version v committed: it is the baseline of the next. */
+/* Memory sender: version v committed: it is the baseline of the next
+ * (device baseline: device to device; host baseline of a device sender:
+ * the chunk's kept changes applied, the chunk copied back only where none
+ * were kept). */
 static dc_status_t dc_mem_commit(dc_node_t *n)
 {
     for (uint32_t k = 0; k < n->enc.nbcast; k++) {
         uint32_t c = n->enc.bcast[k];
-        dc_status_t st = dc_place_read(&n->mem.next, c, n->mem.base + n->mem.off[c]);
-        if (st != DC_OK)
+        const dc_mem_patch_t *pt = n->mem.patch ? &n->mem.patch[c] : NULL;
+        dc_status_t st;
+        if (pt && pt->data) {
+            const dc_layout_chunk_t *lc = &n->layout->chunks[c];
+            unsigned w = n->layout->tensors[lc->tensor].esize;
+            st = dc_kern_xor_scatter(n->mem.base + n->mem.off[c], lc->len / w, w,
+                                     (const uint32_t *)pt->data, pt->data + pt->count * 4,
+                                     pt->count);
+            if (st != DC_OK)
+                return st;
+            continue;
+        }
+        if ((st = dc_mem_keep(n, &n->mem.next, c)) != DC_OK)
             return st;
     }
+    dc_mem_patch_clear(n);
     return DC_OK;
 }
 
@@ -121,6 +232,8 @@ static dc_status_t dc_mem_commit(dc_node_t *n)
 dc_status_t dc_mem_done(dc_node_t *n, uint64_t v, dc_status_t st, const dc_vstats_t *vs)
 {
     dc_enc_wait_idle(n);
+    if (st != DC_OK)
+        dc_mem_patch_clear(n);
     if (st == DC_OK && (st = dc_mem_commit(n)) != DC_OK)
         dc_error_prefix("sender %u: version %llu committed, but its copy into the baseline",
                         n->me, (unsigned long long)v);
@@ -159,6 +272,15 @@ dc_status_t dc_mem_wait_next(dc_node_t *n, uint64_t v)
 /* At the end of the run: the baseline copy and the last placement. */
 void dc_mem_free(dc_node_t *n)
 {
+    if (n->mem.dev_encode || n->mem.dbase)
+        DC_LOG_INFO("sender %u: device encode: %llu chunks encoded on the device, %llu staged "
+                    "through the host; PCIe H2D %llu bytes (baseline stream), D2H %llu bytes "
+                    "(lists)", n->me, (unsigned long long)n->mem.dev_chunks,
+                    (unsigned long long)n->mem.staged, (unsigned long long)n->mem.pcie_h2d,
+                    (unsigned long long)n->mem.pcie_d2h);
+    dc_mem_patch_clear(n);
+    free(n->mem.patch);
+    dc_kern_cuda_free(n->mem.dbase);
     free(n->mem.base);
     free(n->mem.off);
     free(n->mem.own);

@@ -204,6 +204,111 @@ static dc_status_t dc_encode_dense_stats(dc_codec_t *c, const uint8_t *xorv,
     return DC_OK;
 }
 
+/* The order-0 sparse kinds (xor-sparse, put-sparse) of count changes
+ * (pos, xorv; vals2 is scratch); the new words from next (gathered) or,
+ * next NULL, bw ^ xorv (bw: the base words at pos).  *dense = 1 (and no
+ * payload) when the positions are so pathological that a dense encoding
+ * is smaller. */
+static dc_status_t dc_encode_sparse0(dc_codec_t *c, size_t n, unsigned w, const uint32_t *pos,
+                                     const void *xorv, size_t count, const void *next,
+                                     const void *bw, uint8_t *dst, size_t cap, size_t *len,
+                                     uint16_t *enc, dc_chunk_stats_t *s0, dc_chunk_stats_t *st,
+                                     int *dense)
+{
+    dc_status_t s;
+    *dense = 0;
+    /* sparse: varint count, varint pos_len, positions, values */
+    size_t h = dc_ent_put_varint(dst, count);
+    size_t pcap = dc_ent_pos_bound(count, n);
+    size_t plen;
+    /* Positions: rANS-coded gaps decode several times faster (SIMD) than
+     * Golomb codes; they are taken where at most 1/64 larger.  Where they
+     * are within 1/64 of the iid bound n H(p) (which Golomb does not beat
+     * by more than its table-free overhead) Golomb is not even tried.
+     * (vals2 is free until the values are coded.) */
+    unsigned pm = DC_ENT_GOLOMB;
+    size_t glen = 0;
+    dc_status_t gs = DC_ERR_BUSY;
+    if (count > 0 && (dc_codec_pos_method == DC_ENT_GAPS ||
+                      (dc_codec_pos_method == 0 && count >= DC_CODEC_GAPS_MIN &&
+                       c->layout == DC_CODEC_LAYOUT_SIMD))) {
+        gs = dc_ent_gaps_encode(c->ent, pos, count, n, c->vals2,
+                                DC_MIN(pcap, c->max_bytes), &glen);
+        if (gs != DC_OK && gs != DC_ERR_BUSY)
+            return gs;
+    }
+    double pbound = (double)n * dc_codec_h2((double)count / (double)n);
+    if (gs == DC_OK && (dc_codec_pos_method == DC_ENT_GAPS ||
+                        (double)glen * 8.0 <= pbound * (1.0 + 1.0 / 64) + 512.0)) {
+        memcpy(dst + h + 10, c->vals2, glen);
+        plen = glen;
+        pm = DC_ENT_GAPS;
+    } else {
+        s = dc_ent_pos_encode(pos, count, n, dst + h + 10, pcap, &plen);
+        if (s != DC_OK)
+            return s;
+        if (gs == DC_OK && glen <= plen + plen / 64) {
+            memcpy(dst + h + 10, c->vals2, glen);
+            plen = glen;
+            pm = DC_ENT_GAPS;
+        }
+    }
+    uint8_t vb[10];
+    size_t vl = dc_ent_put_varint(vb, plen);
+    memmove(dst + h + vl, dst + h + 10, plen);
+    memcpy(dst + h, vb, vl);
+    h += vl + plen;
+    size_t vlen;
+    unsigned vm;
+    int zstd_ok = count * w >= 2048;
+    double hbits = 0.0; /* the XOR words' order-0 entropy, from the coder's histogram */
+    s = dc_ent_val_encode_h(c->ent, xorv, count, w, zstd_ok, dst + h, cap - h, &vlen, &vm,
+                            st ? &hbits : NULL);
+    if (s != DC_OK)
+        return s;
+    if (st)
+        s0->bound_bits = (double)n * dc_codec_h2((double)count / (double)n) + hbits;
+    unsigned kind = DC_ENC_XOR_SPARSE;
+    if (vlen > count * w / 2 && count > 0) {
+        /* XOR words barely compress: try the new values instead */
+        if (next) {
+            dc_kern_gather(next, w, pos, count, c->vals2);
+        } else {
+            const uint8_t *b = bw, *x = xorv;
+            for (size_t k = 0; k < count * w; k++)
+                c->vals2[k] = b[k] ^ x[k];
+        }
+        size_t cap2 = dc_ent_val_bound(count, w);
+        uint8_t *tmp = malloc(cap2);
+        if (!tmp)
+            return dc_error(DC_ERR_NOMEM, "codec: sparse overwrite buffer");
+        size_t l2;
+        unsigned m2;
+        s = dc_ent_val_encode(c->ent, c->vals2, count, w, zstd_ok, tmp, cap2, &l2, &m2);
+        if (s == DC_OK && l2 < vlen) {
+            memcpy(dst + h, tmp, l2);
+            vlen = l2;
+            vm = m2;
+            kind = DC_ENC_PUT_SPARSE;
+        }
+        free(tmp);
+        if (s != DC_OK)
+            return s;
+    }
+    if (h + vlen > n * w + 16) {
+        *dense = 1; /* the caller encodes it dense */
+        return DC_OK;
+    }
+    *len = h + vlen;
+    *enc = dc_enc_make(kind, pm, vm);
+    s0->pos_bytes = plen;
+    s0->val_bytes = vlen;
+    s0->payload_bytes = *len;
+    if (st)
+        *st = *s0;
+    return DC_OK;
+}
+
 dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *next, size_t n,
                                    unsigned w, uint8_t *dst, size_t cap, size_t *len,
                                    uint16_t *enc, dc_chunk_stats_t *st, dc_digest_t *base_dg,
@@ -255,93 +360,73 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
             *st = s0;
         return DC_OK;
     }
-    /* sparse: varint count, varint pos_len, positions, values */
-    size_t h = dc_ent_put_varint(dst, count);
-    size_t pcap = dc_ent_pos_bound(count, n);
-    size_t plen;
-    /* Positions: rANS-coded gaps decode several times faster (SIMD) than
-     * Golomb codes; they are taken where at most 1/64 larger.  Where they
-     * are within 1/64 of the iid bound n H(p) (which Golomb does not beat
-     * by more than its table-free overhead) Golomb is not even tried.
-     * (vals2 is free until the values are coded.) */
-    unsigned pm = DC_ENT_GOLOMB;
-    size_t glen = 0;
-    dc_status_t gs = DC_ERR_BUSY;
-    if (count > 0 && (dc_codec_pos_method == DC_ENT_GAPS ||
-                      (dc_codec_pos_method == 0 && count >= DC_CODEC_GAPS_MIN &&
-                       c->layout == DC_CODEC_LAYOUT_SIMD))) {
-        gs = dc_ent_gaps_encode(c->ent, c->pos, count, n, c->vals2,
-                                DC_MIN(pcap, c->max_bytes), &glen);
-        if (gs != DC_OK && gs != DC_ERR_BUSY)
-            return gs;
-    }
-    double pbound = (double)n * dc_codec_h2((double)count / (double)n);
-    if (gs == DC_OK && (dc_codec_pos_method == DC_ENT_GAPS ||
-                        (double)glen * 8.0 <= pbound * (1.0 + 1.0 / 64) + 512.0)) {
-        memcpy(dst + h + 10, c->vals2, glen);
-        plen = glen;
-        pm = DC_ENT_GAPS;
-    } else {
-        s = dc_ent_pos_encode(c->pos, count, n, dst + h + 10, pcap, &plen);
-        if (s != DC_OK)
-            return s;
-        if (gs == DC_OK && glen <= plen + plen / 64) {
-            memcpy(dst + h + 10, c->vals2, glen);
-            plen = glen;
-            pm = DC_ENT_GAPS;
-        }
-    }
-    uint8_t vb[10];
-    size_t vl = dc_ent_put_varint(vb, plen);
-    memmove(dst + h + vl, dst + h + 10, plen);
-    memcpy(dst + h, vb, vl);
-    h += vl + plen;
-    size_t vlen;
-    unsigned vm;
-    int zstd_ok = count * w >= 2048;
-    double hbits = 0.0; /* the XOR words' order-0 entropy, from the coder's histogram */
-    s = dc_ent_val_encode_h(c->ent, c->vals1, count, w, zstd_ok, dst + h, cap - h, &vlen, &vm,
-                            st ? &hbits : NULL);
-    if (s != DC_OK)
+    int dense = 0;
+    s = dc_encode_sparse0(c, n, w, c->pos, c->vals1, count, next, NULL, dst, cap, len, enc, &s0,
+                          st, &dense);
+    if (s != DC_OK || !dense)
         return s;
-    if (st)
-        s0.bound_bits = (double)n * dc_codec_h2((double)count / (double)n) + hbits;
-    unsigned kind = DC_ENC_XOR_SPARSE;
-    if (vlen > count * w / 2 && count > 0) {
-        /* XOR words barely compress: try the new values instead */
-        dc_kern_gather(next, w, c->pos, count, c->vals2);
-        size_t cap2 = dc_ent_val_bound(count, w);
-        uint8_t *tmp = malloc(cap2);
-        if (!tmp)
-            return dc_error(DC_ERR_NOMEM, "codec: sparse overwrite buffer");
-        size_t l2;
-        unsigned m2;
-        s = dc_ent_val_encode(c->ent, c->vals2, count, w, zstd_ok, tmp, cap2, &l2, &m2);
-        if (s == DC_OK && l2 < vlen) {
-            memcpy(dst + h, tmp, l2);
-            vlen = l2;
-            vm = m2;
-            kind = DC_ENC_PUT_SPARSE;
-        }
-        free(tmp);
+    /* pathological positions: a dense encoding is never larger than raw */
+    memcpy(c->vals1, next, bytes);
+    dc_kern_xor_dense(c->vals1, base, bytes);
+    return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st, NULL);
+}
+
+_Static_assert(DC_CODEC_MAX_CLASSES == DC_CTX_MAX_CLASSES, "codec.h names ctx.h's class limit");
+
+unsigned dc_codec_model(const dc_codec_t *c)
+{
+    return c->model;
+}
+
+unsigned dc_codec_lists_classes(dc_codec_t *c, const uint32_t *hist, size_t n, unsigned w,
+                                const void *bw, size_t count, unsigned *thr, uint64_t *thrm)
+{
+    if (c->model != DC_CODEC_MODEL_CTX || count > n / 4)
+        return 1;
+    unsigned K = dc_ctx_model_hist(hist, n, w, bw, count, thr);
+    dc_ctx_thr_mag(thr, K, w, thrm);
+    return K;
+}
+
+dc_status_t dc_codec_encode_lists(dc_codec_t *c, const dc_codec_lists_t *L, uint8_t *dst,
+                                  size_t cap, size_t *len, uint16_t *enc, dc_chunk_stats_t *st)
+{
+    size_t n = L->n, bytes = n * L->w, count = L->count;
+    unsigned w = L->w;
+    if ((w != 1 && w != 2 && w != 4 && w != 8) || n > UINT32_MAX || bytes > c->max_bytes)
+        return dc_error(DC_ERR_INVALID, "codec: chunk of %zu x %u bytes exceeds context", n, w);
+    if (cap < dc_codec_payload_bound(bytes))
+        return dc_error(DC_ERR_INVALID, "codec: output capacity %zu too small", cap);
+    if (count > n / 4)
+        return dc_error(DC_ERR_UNSUPPORTED, "dense chunk (%zu of %zu elements changed): the "
+                                            "dense kinds need the whole chunk", count, n);
+    dc_chunk_stats_t s0 = {.n = n, .changed = count, .bound_bits = -1.0,
+                           .ctx_bound_bits = -1.0};
+    dc_status_t s;
+    if (c->model == DC_CODEC_MODEL_CTX) {
+        size_t clen;
+        unsigned vm;
+        s = dc_ctx_encode_ranked(c->ctx, c->ent, c->layout, n, w, L->pos, L->xorv, L->bw, count,
+                                 L->K, L->thr, L->cls, L->rnk, L->pop, dst, cap, &clen, &vm,
+                                 &s0);
         if (s != DC_OK)
             return s;
+        if (clen > bytes + 16)
+            return dc_error(DC_ERR_UNSUPPORTED, "ctx-sparse payload of %zu bytes larger than "
+                                                "the %zu-byte chunk: dense", clen, bytes);
+        *len = clen;
+        *enc = dc_enc_make(DC_ENC_CTX, 0, vm);
+        if (st)
+            *st = s0;
+        return DC_OK;
     }
-    if (h + vlen > bytes + 16) {
-        /* pathological positions: a dense encoding is never larger than raw */
-        memcpy(c->vals1, next, bytes);
-        dc_kern_xor_dense(c->vals1, base, bytes);
-        return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st,
-                                     NULL);
-    }
-    *len = h + vlen;
-    *enc = dc_enc_make(kind, pm, vm);
-    s0.pos_bytes = plen;
-    s0.val_bytes = vlen;
-    s0.payload_bytes = *len;
-    if (st)
-        *st = s0;
-    return DC_OK;
+    int dense = 0;
+    s = dc_encode_sparse0(c, n, w, L->pos, L->xorv, count, NULL, L->bw, dst, cap, len, enc, &s0,
+                          st, &dense);
+    if (s == DC_OK && dense)
+        return dc_error(DC_ERR_UNSUPPORTED, "sparse payload larger than the %zu-byte chunk: "
+                                            "dense", bytes);
+    return s;
 }
 
 /* The chunk geometry and the encoding field, before any stream is read:

@@ -119,6 +119,49 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
                                    uint16_t *enc, dc_chunk_stats_t *st, dc_digest_t *base_dg,
                                    dc_digest_t *next_dg);
 
+/** Most classes of the ctx model (ctx.h DC_CTX_MAX_CLASSES). */
+#define DC_CODEC_MAX_CLASSES 8
+
+/** The context's DC_CODEC_MODEL_*. */
+unsigned dc_codec_model(const dc_codec_t *c);
+
+/**
+ * The sparse part of dc_codec_encode_digest() from lists, for an encoder
+ * whose base and next are elsewhere (a device sender, engine/devsend.c,
+ * computes the lists on the GPU): the count changed positions pos
+ * (increasing, < n), their XOR words xorv and their base words bw; for the
+ * ctx model also K and thr (dc_codec_lists_classes()) and, when K > 1,
+ * each change's class cls[k] and rank rnk[k] and the classes' populations
+ * pop[] (ctx.h).  The payload is byte-identical to
+ * dc_codec_encode_digest()'s for the same chunk.  The dense kinds need the
+ * whole chunk: count > n / 4, or a sparse payload larger than the chunk, is
+ * DC_ERR_UNSUPPORTED (encode that chunk with dc_codec_encode_digest()).
+ */
+typedef struct dc_codec_lists {
+    size_t n;
+    unsigned w;
+    size_t count;
+    const uint32_t *pos;
+    const void *xorv, *bw;
+    unsigned K; /* ctx model: classes (1..DC_CODEC_MAX_CLASSES) */
+    unsigned thr[DC_CODEC_MAX_CLASSES];
+    const uint8_t *cls;
+    const uint32_t *rnk;
+    uint64_t pop[DC_CODEC_MAX_CLASSES];
+} dc_codec_lists_t;
+
+/**
+ * The ctx model's classes for dc_codec_encode_lists(): K (1 for the order0
+ * model or a dense chunk), thr[0..K-2] the threshold buckets and thrm the
+ * magnitudes they stand for, from hist[256] (the histogram of the sampled
+ * base elements' magnitude buckets, ctx.h dc_ctx_model_hist) and the base
+ * words bw of the count changes.
+ */
+unsigned dc_codec_lists_classes(dc_codec_t *c, const uint32_t *hist, size_t n, unsigned w,
+                                const void *bw, size_t count, unsigned *thr, uint64_t *thrm);
+dc_status_t dc_codec_encode_lists(dc_codec_t *c, const dc_codec_lists_t *L, uint8_t *dst,
+                                  size_t cap, size_t *len, uint16_t *enc, dc_chunk_stats_t *st);
+
 /**
  * Apply a payload to dst (n elements of w bytes).  For every kind but
  * PUT_DENSE dst must hold the chunk's baseline bytes.  The payload is

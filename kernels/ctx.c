@@ -144,6 +144,14 @@ static unsigned dc_ctx_best_split(const double *PN, const double *PC, unsigned a
     return bs;
 }
 
+size_t dc_ctx_sampled(size_t n)
+{
+    size_t stride = n >= 65536 ? 4096 : n >= 16384 ? 1024 : 64, sampled = 0;
+    for (size_t i0 = 0; i0 < n; i0 += stride)
+        sampled += DC_MIN(n, i0 + 64) - i0;
+    return sampled;
+}
+
 /*
  * The classes: per magnitude bucket, the elements (sampled: 64 of every
  * 1024 in large chunks, so that the choice reads an eighth of the base)
@@ -156,24 +164,33 @@ static unsigned dc_ctx_model(const uint8_t *base, size_t n, unsigned w, const ui
 {
     if (count == 0 || count == n)
         return 1;
-    unsigned B = dc_ctx_nbuckets(w);
     /* two tables, alternate elements: runs of one bucket do not wait on
      * one counter */
-    uint32_t N2[2][256] = {{0}}, C2[2][256] = {{0}};
-    double N[257], C[257];
-    size_t sampled = 0;
+    uint32_t N2[2][256] = {{0}}, hist[256];
     size_t stride = n >= 65536 ? 4096 : n >= 16384 ? 1024 : 64;
     for (size_t i0 = 0; i0 < n; i0 += stride) {
         size_t i1 = DC_MIN(n, i0 + 64);
         for (size_t i = i0; i < i1; i++)
             N2[i & 1][dc_ctx_bucket(base + i * w, w)]++;
-        sampled += i1 - i0;
     }
-    double scale = (double)n / (double)sampled;
+    for (unsigned b = 0; b < 256; b++)
+        hist[b] = N2[0][b] + N2[1][b];
+    return dc_ctx_model_hist(hist, n, w, bw, count, thr);
+}
+
+unsigned dc_ctx_model_hist(const uint32_t *hist, size_t n, unsigned w, const uint8_t *bw,
+                           size_t count, unsigned *thr)
+{
+    if (count == 0 || count == n)
+        return 1;
+    unsigned B = dc_ctx_nbuckets(w);
+    uint32_t C2[2][256] = {{0}};
+    double N[257], C[257];
+    double scale = (double)n / (double)dc_ctx_sampled(n);
     for (size_t k = 0; k < count; k++)
         C2[k & 1][dc_ctx_bucket(bw + k * w, w)]++;
     for (unsigned b = 0; b < B; b++) {
-        N[b] = (double)N2[0][b] + N2[1][b];
+        N[b] = (double)hist[b];
         C[b] = (double)C2[0][b] + C2[1][b];
     }
     /* prefix sums */
@@ -410,23 +427,57 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
     dc_kern_gather(base, w, pos, count, x->bw);
     unsigned thr[DC_CTX_MAX_CLASSES];
     unsigned K = dc_ctx_model(bb, n, w, x->bw, count, thr);
-    unsigned nt = K - 1, sh = dc_ctx_shift(w);
-    uint64_t thrm[DC_CTX_MAX_CLASSES], pop[DC_CTX_MAX_CLASSES];
+    uint64_t pop[DC_CTX_MAX_CLASSES];
+    if (K > 1) {
+        uint64_t thrm[DC_CTX_MAX_CLASSES];
+        dc_ctx_thr_mag(thr, K, w, thrm);
+        dc_kern_cur()->ctx->rank(base, n, w, thrm, K - 1, pos, count, x->cls, x->rnk, pop,
+                                 x->ge);
+    }
+    return dc_ctx_encode_ranked(x, ent, layout, n, w, pos, xorv, x->bw, count, K, thr, x->cls,
+                                x->rnk, pop, dst, cap, len, vm, st);
+}
+
+void dc_ctx_thr_mag(const unsigned *thr, unsigned K, unsigned w, uint64_t *thrm)
+{
+    for (unsigned j = 0; j + 1 < K; j++)
+        thrm[j] = (uint64_t)thr[j] << dc_ctx_shift(w);
+}
+
+dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout, size_t n,
+                                 unsigned w, const uint32_t *pos, const void *xorv,
+                                 const void *bw, size_t count, unsigned K, const unsigned *thr,
+                                 const uint8_t *cls, const uint32_t *rnk, const uint64_t *cpop,
+                                 uint8_t *dst, size_t cap, size_t *len, unsigned *vm,
+                                 dc_chunk_stats_t *st)
+{
+    if (n * w > x->max_bytes || count > n || K < 1 || K > DC_CTX_MAX_CLASSES)
+        return dc_error(DC_ERR_INVALID, "ctx: chunk of %zu x %u bytes (%u classes) exceeds "
+                                        "context", n, w, K);
+    if (cap < dc_ctx_bound(count, n, w))
+        return dc_error(DC_ERR_BUSY, "ctx: output capacity %zu too small", cap);
+    if (bw != x->bw)
+        memcpy(x->bw, bw, count * w); /* the values' candidates read x->bw */
+    unsigned nt = K - 1;
+    uint64_t pop[DC_CTX_MAX_CLASSES];
     size_t cnt[DC_CTX_MAX_CLASSES] = {0}, off[DC_CTX_MAX_CLASSES + 1];
-    for (unsigned j = 0; j < nt; j++)
-        thrm[j] = (uint64_t)thr[j] << sh;
     const uint32_t *ranks = pos;
     if (K > 1) {
-        dc_kern_cur()->ctx->rank(base, n, w, thrm, nt, pos, count, x->cls, x->rnk, pop, x->ge);
-        for (size_t k = 0; k < count; k++)
-            cnt[x->cls[k]]++;
+        for (size_t k = 0; k < count; k++) {
+            if (cls[k] >= K)
+                return dc_error(DC_ERR_INVALID, "ctx: change %zu in class %u of %u", k, cls[k],
+                                K);
+            cnt[cls[k]]++;
+        }
         off[0] = 0;
-        for (unsigned c = 0; c < K; c++)
+        for (unsigned c = 0; c < K; c++) {
             off[c + 1] = off[c] + cnt[c];
+            pop[c] = cpop[c];
+        }
         size_t fill[DC_CTX_MAX_CLASSES];
         memcpy(fill, off, sizeof(fill));
         for (size_t k = 0; k < count; k++)
-            x->idx[fill[x->cls[k]]++] = x->rnk[k];
+            x->idx[fill[cls[k]]++] = rnk[k];
         ranks = x->idx;
     } else {
         cnt[0] = count;

@@ -88,6 +88,35 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
                           const void *xorv, size_t count, uint8_t *dst, size_t cap, size_t *len,
                           unsigned *vm, dc_chunk_stats_t *st);
 
+/*
+ * dc_ctx_encode in parts, for an encoder whose base is elsewhere (a device
+ * sender: engine/devsend.c computes the parts that read the whole base on
+ * the GPU).  Together they give dc_ctx_encode's payload byte for byte:
+ *  1. dc_ctx_model_hist: the classes, from the histogram hist[256] of the
+ *     magnitude buckets (the top bit cleared, >> 0/7/23/55 for w 1/2/4/8)
+ *     of the sampled base elements (the first 64 elements of every stride
+ *     elements, stride 4096 for n >= 65536, 1024 for n >= 16384, else 64;
+ *     dc_ctx_sampled(n) of them) and the base words bw of the count
+ *     changed elements.  Returns K (1..DC_CTX_MAX_CLASSES); thr[0..K-2]
+ *     the threshold buckets.
+ *  2. (K > 1) per change its class cls[k] (how many of the magnitude
+ *     thresholds dc_ctx_thr_mag gives its base word's magnitude reaches)
+ *     and rank rnk[k] (its index among the chunk's elements of its class),
+ *     pop[c] the population of class c: what ctx_scan.h's rank computes.
+ *  3. dc_ctx_encode_ranked: the payload from the lists (cls, rnk, pop
+ *     unread when K == 1).
+ */
+size_t dc_ctx_sampled(size_t n);
+unsigned dc_ctx_model_hist(const uint32_t *hist, size_t n, unsigned w, const uint8_t *bw,
+                           size_t count, unsigned *thr);
+void dc_ctx_thr_mag(const unsigned *thr, unsigned K, unsigned w, uint64_t *thrm);
+dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout, size_t n,
+                                 unsigned w, const uint32_t *pos, const void *xorv,
+                                 const void *bw, size_t count, unsigned K, const unsigned *thr,
+                                 const uint8_t *cls, const uint32_t *rnk, const uint64_t *pop,
+                                 uint8_t *dst, size_t cap, size_t *len, unsigned *vm,
+                                 dc_chunk_stats_t *st);
+
 /**
  * Decode a DC_ENC_CTX payload against the baseline `base` (n elements of w
  * bytes): the changed positions into pos (increasing) and their XOR words

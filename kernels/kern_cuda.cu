@@ -2374,6 +2374,255 @@ out:
     return st;
 }
 
+/* ======================================================================== */
+/*  Device sender (engine/devsend.c): the ctx model's inputs on the device.  */
+/*  The encoder's parts of ctx.c that read the whole base: the sampled       */
+/*  magnitude-bucket histogram (ctx.h dc_ctx_model_hist) and each change's   */
+/*  class and rank (ctx_scan.h rank), so that only lists cross PCIe.         */
+/* ======================================================================== */
+
+#ifdef DC_CUDA_EMULATION
+__device__ __forceinline__ void dcs_atomic_add(unsigned *p, unsigned v)
+{
+    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+#else
+__device__ __forceinline__ void dcs_atomic_add(unsigned *p, unsigned v)
+{
+    atomicAdd(p, v);
+}
+#endif
+
+/* the magnitude (top bit cleared) of element i of w-byte words at p (any
+ * alignment; little-endian) */
+template <int W>
+__device__ __forceinline__ unsigned long long dcs_mag(const uint8_t *p, size_t i)
+{
+    unsigned long long v = 0;
+#pragma unroll
+    for (int b = 0; b < W; b++)
+        v |= (unsigned long long)p[i * W + b] << (8 * b);
+    return v & ((~0ull >> (64 - 8 * W)) >> 1);
+}
+
+/* ctx.c's shift from a magnitude to its bucket */
+template <int W> __device__ __forceinline__ unsigned dcs_shift()
+{
+    return W == 1 ? 0 : W == 2 ? 7 : W == 4 ? 23 : 55;
+}
+
+/* The histogram of the sampled elements' buckets: the first 64 elements
+ * of every `stride` (as ctx.c); one shared histogram per block, added to
+ * hist (256 counters, zeroed by the caller). */
+template <int W>
+__global__ void k_ctx_sample(const uint8_t *base, size_t n, size_t stride, size_t windows,
+                             unsigned *hist)
+{
+    __shared__ unsigned sh[256];
+    for (unsigned i = threadIdx.x; i < 256; i += blockDim.x)
+        sh[i] = 0;
+    __syncthreads();
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < windows * 64;
+         j += (size_t)gridDim.x * blockDim.x) {
+        size_t e = (j / 64) * stride + j % 64;
+        if (e < n)
+            dcs_atomic_add(&sh[(unsigned)(dcs_mag<W>(base, e) >> dcs_shift<W>())], 1u);
+    }
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < 256; i += blockDim.x)
+        if (sh[i])
+            dcs_atomic_add(&hist[i], sh[i]);
+}
+
+#define CTX_ITEMS 8                   /* elements per thread */
+#define CTX_TILE (BLOCK * CTX_ITEMS)  /* elements per block */
+
+struct dcs_thr {
+    unsigned long long t[8];
+};
+
+template <int W>
+__device__ __forceinline__ unsigned dcs_class(const uint8_t *base, size_t i, const dcs_thr &thr,
+                                              unsigned nt)
+{
+    unsigned long long m = dcs_mag<W>(base, i);
+    unsigned c = 0;
+    for (unsigned j = 0; j < nt; j++)
+        c += m >= thr.t[j];
+    return c;
+}
+
+/* Pass 1: per tile, the population of each class (counts[c * tiles + tile]). */
+template <int W>
+__global__ void k_ctx_cls_count(const uint8_t *base, size_t n, size_t tiles, dcs_thr thr,
+                                unsigned nt, unsigned long long *counts)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        unsigned cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        size_t e0 = tile * CTX_TILE + (size_t)threadIdx.x * CTX_ITEMS;
+        for (int j = 0; j < CTX_ITEMS; j++)
+            if (e0 + j < n)
+                cnt[dcs_class<W>(base, e0 + j, thr, nt)]++;
+        for (unsigned c = 0; c <= nt; c++) {
+            unsigned long long total;
+            block_exscan(cnt[c], &total);
+            if (threadIdx.x == 0)
+                counts[c * tiles + tile] = total;
+        }
+    }
+}
+
+/* Pass 3: each change's class and rank (offs: the tiles' exclusive class
+ * offsets, pass 2).  A thread ranks the changes among its own elements:
+ * the first by binary search in pos, the rest in order. */
+template <int W>
+__global__ void k_ctx_rank(const uint8_t *base, size_t n, size_t tiles, dcs_thr thr,
+                           unsigned nt, const unsigned long long *offs, const uint32_t *pos,
+                           size_t count, uint8_t *cls, uint32_t *rnk)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        unsigned cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        uint8_t mine[CTX_ITEMS];
+        size_t e0 = tile * CTX_TILE + (size_t)threadIdx.x * CTX_ITEMS;
+        for (int j = 0; j < CTX_ITEMS; j++) {
+            mine[j] = e0 + j < n ? (uint8_t)dcs_class<W>(base, e0 + j, thr, nt) : 0;
+            if (e0 + j < n)
+                cnt[mine[j]]++;
+        }
+        unsigned long long pre[8];
+        for (unsigned c = 0; c <= nt; c++) {
+            unsigned long long total;
+            pre[c] = offs[c * tiles + tile] + block_exscan(cnt[c], &total);
+        }
+        /* first change at or after e0 */
+        size_t lo = 0, hi = count;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (pos[mid] < e0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        unsigned seen[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int j = 0;
+        for (size_t k = lo; k < count && pos[k] < e0 + CTX_ITEMS; k++) {
+            int at = (int)(pos[k] - e0);
+            for (; j < at; j++)
+                seen[mine[j]]++;
+            unsigned c = mine[at];
+            cls[k] = (uint8_t)c;
+            rnk[k] = (uint32_t)(pre[c] + seen[c]);
+        }
+    }
+}
+
+static dc_status_t kcu_d2d(void *dst, const void *src, size_t bytes)
+{
+    dc_status_t st = DC_OK;
+    if (bytes)
+        CU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "device-to-device copy");
+out:
+    return st;
+}
+
+static dc_status_t kcu_ctx_sample(const void *base, size_t n, unsigned w, uint32_t *hist,
+                                  void *stream)
+{
+    dc_status_t st = DC_OK;
+    unsigned *dh = NULL;
+    cudaStream_t s = S(stream);
+    size_t stride = n >= 65536 ? 4096 : n >= 16384 ? 1024 : 64;
+    size_t windows = (n + stride - 1) / stride;
+    const uint8_t *b = (const uint8_t *)base;
+    const unsigned g = grid_for(windows * 64, BLOCK);
+    if (!valid_width(w))
+        return dc_error(DC_ERR_INVALID, "cuda ctx sample: element width %u is not 1, 2, 4 or 8",
+                        w);
+    CU_TRY(cudaMallocAsync((void **)&dh, 256 * sizeof(unsigned), s), "ctx sample scratch");
+    CU_TRY(cudaMemsetAsync(dh, 0, 256 * sizeof(unsigned), s), "ctx sample zero");
+    if (n > 0) {
+        switch (w) {
+        case 1: DC_LAUNCH(k_ctx_sample<1>, g, BLOCK, s)(b, n, stride, windows, dh); break;
+        case 2: DC_LAUNCH(k_ctx_sample<2>, g, BLOCK, s)(b, n, stride, windows, dh); break;
+        case 4: DC_LAUNCH(k_ctx_sample<4>, g, BLOCK, s)(b, n, stride, windows, dh); break;
+        default: DC_LAUNCH(k_ctx_sample<8>, g, BLOCK, s)(b, n, stride, windows, dh); break;
+        }
+        CU_TRY(cudaGetLastError(), "ctx sample kernel");
+    }
+    CU_TRY(cudaMemcpyAsync(hist, dh, 256 * sizeof(unsigned), cudaMemcpyDeviceToHost, s),
+           "ctx sample copy");
+    CU_TRY(cudaStreamSynchronize(s), "ctx sample");
+out:
+    if (dh != NULL) {
+        cudaFreeAsync(dh, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
+template <int W>
+static void ctx_rank_launch(const uint8_t *b, size_t n, size_t tiles, const dcs_thr &t,
+                            unsigned nt, unsigned long long *counts, unsigned long long *offs,
+                            unsigned long long *sums, const uint32_t *pos, size_t count,
+                            uint8_t *cls, uint32_t *rnk, cudaStream_t s)
+{
+    const unsigned g = grid_for(tiles, 1);
+    DC_LAUNCH(k_ctx_cls_count<W>, g, BLOCK, s)(b, n, tiles, t, nt, counts);
+    for (unsigned c = 0; c <= nt; c++)
+        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(counts + c * tiles, tiles, offs + c * tiles,
+                                             sums + c);
+    if (count > 0)
+        DC_LAUNCH(k_ctx_rank<W>, g, BLOCK, s)(b, n, tiles, t, nt, offs, pos, count, cls, rnk);
+}
+
+static dc_status_t kcu_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,
+                                unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
+                                uint32_t *rnk, uint64_t *pop, void *stream)
+{
+    dc_status_t st = DC_OK;
+    unsigned long long *scr = NULL;
+    cudaStream_t s = S(stream);
+    dcs_thr t;
+    memset(&t, 0, sizeof(t));
+    if (!valid_width(w))
+        return dc_error(DC_ERR_INVALID, "cuda ctx rank: element width %u is not 1, 2, 4 or 8", w);
+    if (nt > 7 || n > (size_t)UINT32_MAX + 1 || count > n)
+        return dc_error(DC_ERR_INVALID, "cuda ctx rank: %u thresholds, %zu changes of %zu "
+                        "elements out of range", nt, count, n);
+    if (count > 0 && ((uintptr_t)pos & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda ctx rank: positions array is not 4-byte aligned");
+    for (unsigned j = 0; j < nt; j++)
+        t.t[j] = thr[j];
+    const size_t tiles = n ? (n + CTX_TILE - 1) / CTX_TILE : 1;
+    const size_t K = nt + 1;
+    const uint8_t *b = (const uint8_t *)base;
+    CU_TRY(cudaMallocAsync((void **)&scr, (2 * K * tiles + K) * sizeof(*scr), s),
+           "ctx rank scratch");
+    CU_TRY(cudaMemsetAsync(scr, 0, (2 * K * tiles + K) * sizeof(*scr), s), "ctx rank zero");
+    if (n > 0) {
+        unsigned long long *counts = scr, *offs = scr + K * tiles, *sums = scr + 2 * K * tiles;
+        switch (w) {
+        case 1: ctx_rank_launch<1>(b, n, tiles, t, nt, counts, offs, sums, pos, count, cls, rnk, s); break;
+        case 2: ctx_rank_launch<2>(b, n, tiles, t, nt, counts, offs, sums, pos, count, cls, rnk, s); break;
+        case 4: ctx_rank_launch<4>(b, n, tiles, t, nt, counts, offs, sums, pos, count, cls, rnk, s); break;
+        default: ctx_rank_launch<8>(b, n, tiles, t, nt, counts, offs, sums, pos, count, cls, rnk, s); break;
+        }
+        CU_TRY(cudaGetLastError(), "ctx rank kernels");
+    }
+    CU_TRY(cudaMemcpyAsync(pop, scr + 2 * K * tiles, K * sizeof(*scr), cudaMemcpyDeviceToHost,
+                           s),
+           "ctx rank populations copy");
+    CU_TRY(cudaStreamSynchronize(s), "ctx rank");
+out:
+    if (scr != NULL) {
+        cudaFreeAsync(scr, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
+/* ======================== end of the device sender ======================== */
+
 #ifndef DC_KCU_OPS_NAME
 #define DC_KCU_OPS_NAME dc_kern_cuda_build_ops
 #define DC_KCU_OPS_LABEL "cuda"
@@ -2384,4 +2633,6 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     kcu_put_scatter, kcu_xor_dense, kcu_digest128, kcu_digest128_dev, kcu_crc32c,
     kcu_values_decode, kcu_golomb_decode, kcu_ctx_apply, kcu_gaps_positions,
     kcu_golomb_decode_multi,
+    /* device sender */
+    kcu_d2d, kcu_ctx_sample, kcu_ctx_rank,
 };

@@ -259,4 +259,33 @@ dc_status_t dc_kern_cuda_ctx_run(dc_kern_cuda_ctx_t *x, const dc_kern_cuda_ctx_h
                                  unsigned w, int apply, uint32_t *pos_out, void *xor_out,
                                  dc_kern_cuda_ctx_info_t *info);
 
+/* --- device sender (engine/devsend.c) ----------------------------------- */
+
+/** Device-to-device copy of `bytes` bytes (nothing crosses PCIe). */
+dc_status_t dc_kern_cuda_d2d(void *dst, const void *src, size_t bytes);
+
+/**
+ * The ctx model's sample of a chunk in device memory (kernels/ctx.h
+ * dc_ctx_model_hist): hist[256] (host) gets the histogram of the magnitude
+ * buckets of the sampled elements (the first 64 of every 4096 / 1024 / 64
+ * elements, by n), bit-identical to what ctx.c counts on the CPU.  Only
+ * the 1 KiB histogram crosses PCIe.  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_ctx_sample(const void *base, size_t n, unsigned w, uint32_t *hist,
+                                    void *stream);
+
+/**
+ * The ctx encoder's ranks on the device (kernels/ctx_scan.h rank): for
+ * each of the count changes pos[k] (device, strictly increasing, < n) its
+ * class cls[k] (device: how many of the nt thresholds thr[] (host, the
+ * magnitudes) its base word's magnitude reaches) and its rank rnk[k]
+ * (device: its index among the chunk's elements of its class); pop[nt + 1]
+ * (host) the classes' populations.  Per-tile class counts, a scan per
+ * class, then each thread ranks the changes among its own elements.
+ * Synchronizes.
+ */
+dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,
+                                  unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
+                                  uint32_t *rnk, uint64_t *pop, void *stream);
+
 #endif /* DC_KERN_CUDA_H */

@@ -112,10 +112,32 @@ static dc_status_t none_golomb_decode_multi(unsigned streams, const void *const 
     return no_cuda();
 }
 
+/* --- device sender ------------------------------------------------------ */
+
+static dc_status_t none_d2d(void *dst, const void *src, size_t bytes)
+{
+    return no_cuda();
+}
+
+static dc_status_t none_ctx_sample(const void *base, size_t n, unsigned w, uint32_t *hist,
+                                   void *stream)
+{
+    return no_cuda();
+}
+
+static dc_status_t none_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,
+                                 unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
+                                 uint32_t *rnk, uint64_t *pop, void *stream)
+{
+    return no_cuda();
+}
+
 const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     "none", none_available, none_why, none_props, none_malloc, none_free, none_h2d,
     none_d2h, none_memset, none_sync, none_count_changed, none_diff, none_gather,
     none_xor_scatter, none_put_scatter, none_xor_dense, none_digest128, none_digest128_dev,
     none_crc32c, none_values_decode, none_golomb_decode, none_ctx_apply,
     none_gaps_positions, none_golomb_decode_multi,
+    /* device sender */
+    none_d2d, none_ctx_sample, none_ctx_rank,
 };

@@ -211,3 +211,23 @@ dc_status_t dc_kern_cuda_golomb_decode_multi(unsigned streams, const void *const
 {
     return dc_kern_cuda_ops()->golomb_decode_multi(streams, src, len, count, n, pos, stream);
 }
+
+/* --- device sender ------------------------------------------------------ */
+
+dc_status_t dc_kern_cuda_d2d(void *dst, const void *src, size_t bytes)
+{
+    return dc_kern_cuda_ops()->d2d(dst, src, bytes);
+}
+
+dc_status_t dc_kern_cuda_ctx_sample(const void *base, size_t n, unsigned w, uint32_t *hist,
+                                    void *stream)
+{
+    return dc_kern_cuda_ops()->ctx_sample(base, n, w, hist, stream);
+}
+
+dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,
+                                  unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
+                                  uint32_t *rnk, uint64_t *pop, void *stream)
+{
+    return dc_kern_cuda_ops()->ctx_rank(base, n, w, thr, nt, pos, count, cls, rnk, pop, stream);
+}

@@ -57,6 +57,13 @@ typedef struct dc_kern_cuda_ops {
     dc_status_t (*golomb_decode_multi)(unsigned streams, const void *const *src,
                                        const size_t *len, const size_t *count, uint64_t n,
                                        uint32_t *const *pos, void *stream);
+    /* device sender (engine/devsend.c) */
+    dc_status_t (*d2d)(void *dst, const void *src, size_t bytes);
+    dc_status_t (*ctx_sample)(const void *base, size_t n, unsigned w, uint32_t *hist,
+                              void *stream);
+    dc_status_t (*ctx_rank)(const void *base, size_t n, unsigned w, const uint64_t *thr,
+                            unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
+                            uint32_t *rnk, uint64_t *pop, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

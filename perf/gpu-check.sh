@@ -98,6 +98,18 @@ DELTACAST_TEST_REAL_CUDA=1 DELTACAST_LOG=warn "$build/tests/emu_test_emu_ctx" --
 grep -E 'emu_ctx:|^\[(PASS|SKIP|FAIL)' "$log" || true
 grep -q "the GPU's CUDA runtime" "$log" ||
     { echo "gpu-check: the ctx decoder test did not run on the GPU" >&2; exit 1; }
+echo "== a device sender, for real (emu_sender: payloads vs the CPU encoder; emu_sender_refit, $params params) =="
+DELTACAST_TEST_REAL_CUDA=1 "$build/tests/emu_test_emu_sender" --verbose >"$log" 2>&1 ||
+    { cat "$log"; exit 1; }
+grep -E 'emu_sender:|^\[(PASS|SKIP|FAIL)' "$log" || true
+grep -q "the GPU's CUDA runtime" "$log" ||
+    { echo "gpu-check: the device sender's encode did not run on the GPU" >&2; exit 1; }
+DELTACAST_TEST_REAL_CUDA=1 DELTACAST_TEST_PARAMS="$params" DELTACAST_LOG=warn \
+    DELTACAST_BIN="$build/cli/deltacast" "$build/tests/emu_test_emu_sender_refit" --verbose \
+    >"$log" 2>&1 || { cat "$log"; exit 1; }
+grep -E 'emu_sender_refit:|^\[(PASS|SKIP|FAIL)' "$log" || true
+grep -q "the GPU's CUDA runtime" "$log" ||
+    { echo "gpu-check: the device sender's refit did not run on the GPU" >&2; exit 1; }
 
 echo "== CUDA kernel throughput =="
 bench="$build/tests/kernels/gpu_bench"

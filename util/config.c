@@ -109,6 +109,18 @@ static const dc_config_entry_t dc_config_entries[] = {
      "chunks on the GPU, only the decoded lists cross PCIe; other kinds are staged, said "
      "once) or stage (every chunk through the host, both ways: the old path)", E,
      "device|stage", "engine/devpath.c, per receiver"},
+    {"device_encode", "device",
+     "a sender with weights in GPU memory: device (diff, target digest and the ctx model's "
+     "inputs computed on the GPU, only change lists cross PCIe, the host entropy-codes them "
+     "into the same payload; dense chunks are staged, said once) or stage (every chunk "
+     "copied whole to the host: the old path)", E, "device|stage",
+     "engine/devsend.c, per sender"},
+    {"device_baseline", "auto",
+     "a sender with weights in GPU memory: where its baseline copy lives: device (device "
+     "memory, updated device to device at each commit) or host (host memory, streamed to "
+     "the GPU chunk by chunk: the baseline stream; updated from the change lists) or auto "
+     "(device when the device encode is on and the device memory allows, else host)", E,
+     "auto|device|host", "engine/shard.c, per sender"},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };
 

@@ -1,0 +1,172 @@
+/* devsend.c - a device sender's encode: diff and model on the device, the
+ * entropy coding of the lists on the host (devsend.h). */
+#include "engine/devsend.h"
+
+#include "kernels/kern_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct dc_devsend {
+    size_t max_bytes, max_count;
+    /* device */
+    uint32_t *d_pos, *d_rnk;
+    uint8_t *d_xor, *d_bw, *d_cls, *d_base, *d_next;
+    /* host */
+    uint32_t *h_pos, *h_rnk;
+    uint8_t *h_xor, *h_bw, *h_cls;
+    size_t count;
+    uint64_t h2d, d2h;
+};
+
+void dc_devsend_free(dc_devsend_t *d)
+{
+    if (!d)
+        return;
+    dc_kern_cuda_free(d->d_pos);
+    dc_kern_cuda_free(d->d_rnk);
+    dc_kern_cuda_free(d->d_xor);
+    dc_kern_cuda_free(d->d_bw);
+    dc_kern_cuda_free(d->d_cls);
+    dc_kern_cuda_free(d->d_base);
+    dc_kern_cuda_free(d->d_next);
+    free(d->h_pos);
+    free(d->h_rnk);
+    free(d->h_xor);
+    free(d->h_bw);
+    free(d->h_cls);
+    free(d);
+}
+
+dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **out)
+{
+    dc_devsend_t *d = calloc(1, sizeof(*d));
+    if (!d)
+        return dc_error(DC_ERR_NOMEM, "device sender: out of memory");
+    d->max_bytes = max_bytes;
+    /* at most n / 4 changes of n <= max_bytes elements; count * w <= max_bytes / 4 */
+    size_t mc = max_bytes / 4 + 1, mw = max_bytes / 4 + 8;
+    d->max_count = mc;
+    dc_status_t st = DC_OK;
+    if ((st = dc_kern_cuda_malloc((void **)&d->d_pos, mc * 4)) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_rnk, mc * 4)) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_xor, mw)) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_bw, mw)) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_cls, mc)) != DC_OK ||
+        (base_stream && (st = dc_kern_cuda_malloc((void **)&d->d_base, max_bytes)) != DC_OK)) {
+        dc_error_prefix("device sender: scratch for %zu-byte chunks", max_bytes);
+        dc_devsend_free(d);
+        return st;
+    }
+    d->h_pos = malloc(mc * 4);
+    d->h_rnk = malloc(mc * 4);
+    d->h_xor = malloc(mw);
+    d->h_bw = malloc(mw);
+    d->h_cls = malloc(mc);
+    if (!d->h_pos || !d->h_rnk || !d->h_xor || !d->h_bw || !d->h_cls) {
+        dc_devsend_free(d);
+        return dc_error(DC_ERR_NOMEM, "device sender: host scratch for %zu-byte chunks",
+                        max_bytes);
+    }
+    *out = d;
+    return DC_OK;
+}
+
+size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx)
+{
+    return count * (4 + 2 * (size_t)w + (ctx ? 5 : 0));
+}
+
+static dc_status_t dc_ds_d2h(dc_devsend_t *d, void *dst, const void *src, size_t bytes)
+{
+    d->d2h += bytes;
+    return dc_kern_cuda_d2h(dst, src, bytes);
+}
+
+dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *base_dev,
+                              const void *base_host, const void *next_dev, size_t n, unsigned w,
+                              uint8_t *dst, size_t cap, size_t *len, uint16_t *enc,
+                              dc_digest_t *next_dg)
+{
+    size_t bytes = n * w;
+    dc_status_t st;
+    d->count = 0;
+    if ((w != 1 && w != 2 && w != 4 && w != 8) || bytes > d->max_bytes || n > UINT32_MAX)
+        return dc_error(DC_ERR_INVALID, "device sender: chunk of %zu x %u bytes exceeds its "
+                                        "scratch (%zu bytes)", n, w, d->max_bytes);
+    if (!base_dev) {
+        if (!d->d_base)
+            return dc_error(DC_ERR_INVALID, "device sender: no baseline stream buffer");
+        /* the baseline stream: the host's base chunk to the device */
+        if ((st = dc_kern_cuda_h2d(d->d_base, base_host, bytes)) != DC_OK)
+            return st;
+        d->h2d += bytes;
+        base_dev = d->d_base;
+    }
+    size_t cap_sparse = n / 4, count = 0;
+    if ((st = dc_kern_cuda_diff(base_dev, next_dev, n, w, d->d_pos, d->d_xor, cap_sparse, &count,
+                                NULL)) != DC_OK ||
+        (st = dc_kern_cuda_digest128_dev(next_dev, bytes, next_dg, NULL)) != DC_OK)
+        return st;
+    d->d2h += sizeof(uint64_t) + sizeof(*next_dg); /* the diff's count, the digest */
+    if (count > cap_sparse)
+        return dc_error(DC_ERR_UNSUPPORTED, "dense chunk (%zu of %zu elements changed): the "
+                                            "dense kinds need the whole chunk", count, n);
+    int ctx = dc_codec_model(codec) == DC_CODEC_MODEL_CTX;
+    size_t lists = dc_devsend_list_bytes(count, w, ctx);
+    if (lists >= bytes)
+        return dc_error(DC_ERR_UNSUPPORTED, "lists of %zu bytes (%zu of %zu elements changed) "
+                                            "not smaller than the %zu-byte chunk", lists, count,
+                        n, bytes);
+    if (count > 0 &&
+        ((st = dc_kern_cuda_gather(base_dev, w, d->d_pos, count, d->d_bw, NULL)) != DC_OK ||
+         (st = dc_ds_d2h(d, d->h_pos, d->d_pos, count * 4)) != DC_OK ||
+         (st = dc_ds_d2h(d, d->h_xor, d->d_xor, count * w)) != DC_OK ||
+         (st = dc_ds_d2h(d, d->h_bw, d->d_bw, count * w)) != DC_OK))
+        return st;
+    dc_codec_lists_t L = {.n = n, .w = w, .count = count, .pos = d->h_pos, .xorv = d->h_xor,
+                          .bw = d->h_bw, .K = 1, .cls = d->h_cls, .rnk = d->h_rnk};
+    if (ctx && count > 0 && count < n) {
+        uint32_t hist[256];
+        uint64_t thrm[DC_CODEC_MAX_CLASSES];
+        if ((st = dc_kern_cuda_ctx_sample(base_dev, n, w, hist, NULL)) != DC_OK)
+            return st;
+        d->d2h += sizeof(hist);
+        L.K = dc_codec_lists_classes(codec, hist, n, w, d->h_bw, count, L.thr, thrm);
+        if (L.K > 1) {
+            if ((st = dc_kern_cuda_ctx_rank(base_dev, n, w, thrm, L.K - 1, d->d_pos, count,
+                                            d->d_cls, d->d_rnk, L.pop, NULL)) != DC_OK ||
+                (st = dc_ds_d2h(d, d->h_cls, d->d_cls, count)) != DC_OK ||
+                (st = dc_ds_d2h(d, d->h_rnk, d->d_rnk, count * 4)) != DC_OK)
+                return st;
+            d->d2h += L.K * sizeof(uint64_t);
+        }
+    }
+    if ((st = dc_codec_encode_lists(codec, &L, dst, cap, len, enc, NULL)) != DC_OK)
+        return st;
+    d->count = count;
+    return DC_OK;
+}
+
+uint8_t *dc_devsend_gather_buf(dc_devsend_t *d)
+{
+    if (!d->d_next && dc_kern_cuda_malloc((void **)&d->d_next, d->max_bytes) != DC_OK) {
+        dc_error_prefix("device sender: gather buffer for %zu-byte chunks", d->max_bytes);
+        return NULL;
+    }
+    return d->d_next;
+}
+
+void dc_devsend_lists(const dc_devsend_t *d, const uint32_t **pos, const uint8_t **xorv,
+                      size_t *count)
+{
+    *pos = d->h_pos;
+    *xorv = d->h_xor;
+    *count = d->count;
+}
+
+void dc_devsend_pcie(const dc_devsend_t *d, uint64_t *h2d, uint64_t *d2h)
+{
+    *h2d = d->h2d;
+    *d2h = d->d2h;
+}

@@ -1,0 +1,313 @@
+/*
+ * test_emu_sender.c - a device sender's encode (engine/devsend.c) on the
+ * emulated CUDA runtime: the payloads are byte-identical to the CPU
+ * encoder's (dc_codec_encode_digest) on random chunks (w 1, 2, 4, 8; 0, 1,
+ * 10, 30% changed; the ctx and order0 models; baseline in device memory,
+ * and for w 4, 8 streamed from the host), the device sender's kernels match their
+ * CPU references (sample histogram, class ranks), dense chunks are handed
+ * back for staging, and only lists cross the emulated PCIe.
+ */
+#include <criterion/criterion.h>
+
+#include "cuda_emu_rt.h"
+#include "engine/devsend.h"
+#include "kernels/ctx.h"
+#include "kernels/digest.h"
+#include "kernels/kern_cuda.h"
+#include "kernels/kern_cuda_ops.h"
+#include "kernels/kern_isa.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* DELTACAST_TEST_REAL_CUDA=1 (perf/gpu-check.sh): the same tests on the
+ * GPU's runtime when one is usable (bytes then as the library counts its
+ * h2d / d2h calls: the lists and the stream, not the kernels' results). */
+static int g_real;
+static void setup(void)
+{
+    const char *r = getenv("DELTACAST_TEST_REAL_CUDA");
+    g_real = r && strcmp(r, "1") == 0 && dc_kern_cuda_available();
+    if (g_real)
+        fprintf(stderr, "emu_sender: the GPU's CUDA runtime\n");
+    else
+        dc_emu_install();
+}
+TestSuite(emu_sender, .init = setup);
+
+static void pcie_now(uint64_t *h2d, uint64_t *d2h)
+{
+    if (g_real)
+        dc_kern_cuda_pcie(h2d, d2h);
+    else
+        dc_emu_pcie(h2d, d2h);
+}
+
+static uint64_t rng_s = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rng_s ^= rng_s << 13;
+    rng_s ^= rng_s >> 7;
+    rng_s ^= rng_s << 17;
+    return rng_s;
+}
+
+static uint64_t get_word(const uint8_t *p, unsigned w)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, w);
+    return v;
+}
+
+/* A weight-like chunk: words with a sign, a magnitude over a few binades
+ * (w >= 2: the top bits vary slowly), and a next version in which `pct`
+ * percent of the elements change, mostly by one step of the bit pattern
+ * (optimizer-like: a unit in the last place), small weights more often. */
+static void make_chunk(uint8_t *base, uint8_t *next, size_t n, unsigned w, double pct)
+{
+    unsigned bits = 8 * w;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = rnd(), v;
+        if (w == 1) {
+            v = r & 0xff;
+        } else {
+            /* exponent-like field in the top byte below the sign */
+            uint64_t e = 100 + (r >> 59) * 3 + (i / 97) % 5;
+            uint64_t mant = rnd() & ((1ull << (bits - 9)) - 1);
+            v = ((r >> 63) << (bits - 1)) | ((e & 0x7f) << (bits - 8)) | mant;
+            if (w == 8)
+                v = ((r >> 63) << 63) | ((e & 0x7f) << 56) | (mant & ((1ull << 55) - 1));
+        }
+        memcpy(base + i * w, &v, w);
+        uint64_t nv = v;
+        double u = (double)(rnd() >> 11) / 9007199254740992.0;
+        /* small magnitudes change more often */
+        double p = pct / 100.0 * (((v >> (bits - 8)) & 0x7f) % 3 == 0 ? 1.8 : 0.6);
+        if (u < p) {
+            uint64_t k = rnd() % 8;
+            nv = k < 6 ? v + 1 : k < 7 ? v - 1 : v ^ (rnd() | 1);
+            if (w < 8)
+                nv &= (1ull << bits) - 1;
+            if (nv == v)
+                nv = v ^ 1;
+        }
+        memcpy(next + i * w, &nv, w);
+    }
+}
+
+static unsigned ctx_classes_seen; /* ctx payloads with more than one class */
+
+static void *to_dev(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    cr_assert_eq(dc_kern_cuda_malloc(&d, bytes ? bytes : 1), DC_OK);
+    cr_assert_eq(dc_kern_cuda_h2d(d, h, bytes), DC_OK);
+    return d;
+}
+
+/* One chunk through the CPU encoder and the device sender; returns 1 when
+ * the device sender encoded it, 0 when it handed it back (dense). */
+static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t n, unsigned w,
+                     double pct, int host_base, uint64_t *d2h_out)
+{
+    size_t bytes = n * w, cap = dc_codec_payload_bound(bytes);
+    uint8_t *base = malloc(bytes), *next = malloc(bytes), *p1 = malloc(cap), *p2 = malloc(cap);
+    cr_assert(base && next && p1 && p2);
+    make_chunk(base, next, n, w, pct);
+    size_t l1 = 0, l2 = 0;
+    uint16_t e1 = 0, e2 = 0;
+    dc_digest_t g1, g2;
+    cr_assert_eq(dc_codec_encode_digest(cpu, base, next, n, w, p1, cap, &l1, &e1, NULL, NULL,
+                                        &g1),
+                 DC_OK, "%s", dc_last_error());
+    void *db = to_dev(base, bytes), *dn = to_dev(next, bytes);
+    uint64_t h0, d0, h1, d1, u0, w0, up, down;
+    pcie_now(&u0, &w0);
+    dc_devsend_pcie(ds, &h0, &d0);
+    dc_status_t st = dc_devsend_encode(ds, dcod, host_base ? NULL : db, host_base ? base : NULL,
+                                       dn, n, w, p2, cap, &l2, &e2, &g2);
+    pcie_now(&up, &down);
+    up -= u0;
+    down -= w0;
+    dc_devsend_pcie(ds, &h1, &d1);
+    unsigned kind = dc_enc_kind(e1);
+    int dense = kind == DC_ENC_XOR_DENSE || kind == DC_ENC_PUT_DENSE;
+    int ok = st == DC_OK;
+    dc_chunk_stats_t cs;
+    cr_assert_eq(dc_codec_inspect(cpu, e1, p1, l1, n, w, &cs), DC_OK);
+    size_t lists = dense ? SIZE_MAX
+                         : dc_devsend_list_bytes(cs.changed, w,
+                                                 dc_codec_model(cpu) == DC_CODEC_MODEL_CTX);
+    /* every byte that crossed is the device sender's own accounting */
+    if (g_real)
+        cr_assert_leq(down, d1 - d0, "D2H %llu, the sender counted %llu",
+                      (unsigned long long)down, (unsigned long long)(d1 - d0));
+    else
+        cr_assert_eq(down, d1 - d0, "emulated D2H %llu, the sender counted %llu",
+                     (unsigned long long)down, (unsigned long long)(d1 - d0));
+    if (dense || lists >= bytes) {
+        cr_assert_eq(st, DC_ERR_UNSUPPORTED,
+                     "n %zu w %u %.0f%%: the CPU chose %s, the device sender said %d (%s)", n, w,
+                     pct, dc_enc_kind_name(kind), st, dc_last_error());
+        cr_assert(strstr(dc_last_error(), dense ? "dense" : "not smaller than"), "%s",
+                  dc_last_error());
+    } else {
+        cr_assert_eq(e2, e1, "n %zu w %u %.0f%%: encoding 0x%04x, CPU 0x%04x", n, w, pct, e2, e1);
+        cr_assert_eq(l2, l1, "n %zu w %u %.0f%% %s: payload %zu bytes, CPU %zu", n, w, pct,
+                     dc_enc_kind_name(kind), l2, l1);
+        cr_assert(memcmp(p1, p2, l1) == 0, "n %zu w %u %.0f%%: payloads differ", n, w, pct);
+        cr_assert(g1.lo == g2.lo && g1.hi == g2.hi, "target digest differs");
+        if (kind == DC_ENC_CTX && (p2[0] & 7) > 0)
+            ctx_classes_seen++;
+        /* what crossed: the baseline stream (host baseline) and lists,
+         * never the next chunk */
+        cr_assert_eq(up, host_base ? bytes : 0, "H2D %llu", (unsigned long long)up);
+        cr_assert_eq(h1 - h0, up);
+        cr_assert_leq(down, lists + 1024 + 16 + 8 + 8 * 8, "D2H %llu of a %zu-byte chunk",
+                      (unsigned long long)down, bytes);
+        const uint32_t *pos;
+        const uint8_t *xv;
+        size_t cnt;
+        dc_devsend_lists(ds, &pos, &xv, &cnt);
+        /* the lists turn the base into next (a host baseline's commit) */
+        for (size_t k = 0; k < cnt; k++) {
+            uint64_t b = get_word(base + (size_t)pos[k] * w, w) ^ get_word(xv + k * w, w);
+            cr_assert_eq(b, get_word(next + (size_t)pos[k] * w, w));
+        }
+    }
+    if (d2h_out)
+        *d2h_out = down;
+    dc_kern_cuda_free(db);
+    dc_kern_cuda_free(dn);
+    free(base);
+    free(next);
+    free(p1);
+    free(p2);
+    return ok;
+}
+
+static void run_model(unsigned model, int host_base)
+{
+    static const unsigned ws[] = {1, 2, 4, 8};
+    /* the host baseline differs only in where the base comes from: two
+     * widths (the emulated kernels are slow) */
+    size_t w0 = host_base ? 2 : 0, w1 = 4;
+    static const double pcts[] = {0, 1, 10, 30};
+    static const size_t ns[] = {1000, 20000, 70000};
+    size_t maxb = 70000 * 8;
+    dc_codec_t *cpu, *dcod;
+    dc_devsend_t *ds;
+    cr_assert_eq(dc_codec_create(maxb, &cpu), DC_OK);
+    cr_assert_eq(dc_codec_create(maxb, &dcod), DC_OK);
+    dc_codec_set_model(cpu, model);
+    dc_codec_set_model(dcod, model);
+    cr_assert_eq(dc_devsend_create(maxb, host_base, &ds), DC_OK, "%s", dc_last_error());
+    unsigned encoded = 0, handed_back = 0;
+    ctx_classes_seen = 0;
+    for (size_t wi = w0; wi < w1; wi++)
+        for (size_t pi = 0; pi < 4; pi++) {
+            /* every size for 1%, one size per width otherwise (the
+             * emulated kernels are slow) */
+            for (size_t ni = 0; ni < 3; ni++) {
+                if (pcts[pi] != 1 && ni != (wi + pi) % 3)
+                    continue;
+                if (one_chunk(cpu, dcod, ds, ns[ni], ws[wi], pcts[pi], host_base, NULL))
+                    encoded++;
+                else
+                    handed_back++;
+            }
+        }
+    if (model == DC_CODEC_MODEL_CTX)
+        cr_assert_gt(ctx_classes_seen, 0, "no ctx chunk had more than one class (ranks unused)");
+    cr_assert_gt(encoded, host_base ? 5 : 10);
+    cr_assert_gt(handed_back, 0, "no 30%% chunk was handed back for staging");
+    dc_devsend_free(ds);
+    dc_codec_free(cpu);
+    dc_codec_free(dcod);
+}
+
+Test(emu_sender, ctx_payloads_identical_device_baseline, .timeout = 280)
+{
+    run_model(DC_CODEC_MODEL_CTX, 0);
+}
+
+Test(emu_sender, order0_payloads_identical_device_baseline, .timeout = 280)
+{
+    run_model(DC_CODEC_MODEL_ORDER0, 0);
+}
+
+Test(emu_sender, ctx_payloads_identical_host_baseline_stream, .timeout = 280)
+{
+    run_model(DC_CODEC_MODEL_CTX, 1);
+}
+
+/* The kernels alone against their CPU references. */
+Test(emu_sender, sample_histogram_and_ranks_match_the_cpu, .timeout = 280)
+{
+    static const size_t ns[] = {1, 65, 1000, 16400, 65600};
+    for (unsigned wi = 0; wi < 4; wi++) {
+        unsigned w = 1u << wi;
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+            size_t n = ns[ni], bytes = n * w;
+            if (n > 65536 && w > 2)
+                continue; /* the 4096-stride sample once per narrow width (emulation is slow) */
+            uint8_t *base = malloc(bytes), *next = malloc(bytes);
+            make_chunk(base, next, n, w, 5);
+            void *db = to_dev(base, bytes);
+            /* histogram of the sampled buckets, as ctx.c counts them */
+            uint32_t hist[256], ref[256] = {0};
+            cr_assert_eq(dc_kern_cuda_ctx_sample(db, n, w, hist, NULL), DC_OK, "%s",
+                         dc_last_error());
+            size_t stride = n >= 65536 ? 4096 : n >= 16384 ? 1024 : 64, sampled = 0;
+            unsigned sh = w == 1 ? 0 : w == 2 ? 7 : w == 4 ? 23 : 55;
+            for (size_t i0 = 0; i0 < n; i0 += stride)
+                for (size_t i = i0; i < n && i < i0 + 64; i++) {
+                    uint64_t m = get_word(base + i * w, w) & ((~0ull >> (64 - 8 * w)) >> 1);
+                    ref[m >> sh]++;
+                    sampled++;
+                }
+            cr_assert_eq(sampled, dc_ctx_sampled(n));
+            cr_assert(memcmp(hist, ref, sizeof(ref)) == 0, "w %u n %zu: histograms differ", w,
+                      n);
+            /* ranks: every 3rd element changed, 1..7 thresholds */
+            size_t count = (n + 2) / 3;
+            uint32_t *pos = malloc(count * 4 + 4), *rnk = malloc(count * 4 + 4),
+                     *rref = malloc(count * 4 + 4);
+            uint8_t *cls = malloc(count + 1), *cref = malloc(count + 1);
+            for (size_t k = 0; k < count; k++)
+                pos[k] = (uint32_t)(k * 3);
+            void *dp = to_dev(pos, count * 4), *dc = NULL, *dr = NULL;
+            cr_assert_eq(dc_kern_cuda_malloc(&dc, count + 1), DC_OK);
+            cr_assert_eq(dc_kern_cuda_malloc(&dr, count * 4 + 4), DC_OK);
+            for (unsigned nt = 1; nt <= 7; nt += 6) {
+                uint64_t thr[7], pop[8], pref[8];
+                uint64_t ge[DC_CTX_SLAB * 7];
+                for (unsigned j = 0; j < nt; j++)
+                    thr[j] = (uint64_t)(w == 1 ? 1 + j * 15 : 90 + j * 7) << sh;
+                cr_assert_eq(dc_kern_cuda_ctx_rank(db, n, w, thr, nt, dp, count, dc, dr, pop,
+                                                   NULL),
+                             DC_OK, "%s", dc_last_error());
+                cr_assert_eq(dc_kern_cuda_d2h(cls, dc, count), DC_OK);
+                cr_assert_eq(dc_kern_cuda_d2h(rnk, dr, count * 4), DC_OK);
+                dc_kern_cur()->ctx->rank(base, n, w, thr, nt, pos, count, cref, rref, pref, ge);
+                cr_assert(memcmp(pop, pref, (nt + 1) * 8) == 0, "w %u n %zu nt %u: populations",
+                          w, n, nt);
+                cr_assert(memcmp(cls, cref, count) == 0, "w %u n %zu nt %u: classes", w, n, nt);
+                cr_assert(memcmp(rnk, rref, count * 4) == 0, "w %u n %zu nt %u: ranks", w, n,
+                          nt);
+            }
+            dc_kern_cuda_free(dp);
+            dc_kern_cuda_free(dc);
+            dc_kern_cuda_free(dr);
+            dc_kern_cuda_free(db);
+            free(pos);
+            free(rnk);
+            free(rref);
+            free(cls);
+            free(cref);
+            free(base);
+            free(next);
+        }
+    }
+}
