@@ -686,7 +686,7 @@ dc_status_t dc_codec_decode_positions(dc_codec_t *c, uint16_t enc, const uint8_t
                                       size_t len, size_t n, unsigned w, const uint32_t **pos,
                                       size_t *count, size_t *vals_ofs)
 {
-    size_t cnt, pofs, plen;
+    size_t cnt = 0, pofs = 0, plen = 0; /* (set on DC_OK; -O3 cannot tell) */
     dc_status_t s = dc_codec_sparse_header(c, enc, payload, len, n, w, &cnt, &pofs, &plen);
     if (s != DC_OK)
         return s;

@@ -2435,7 +2435,7 @@ __global__ void k_ctx_sample(const uint8_t *base, size_t n, size_t stride, size_
 }
 
 #define CTX_ITEMS 8                   /* elements per thread */
-#define CTX_TILE (BLOCK * CTX_ITEMS)  /* elements per block */
+#define DCS_TILE (BLOCK * CTX_ITEMS)  /* elements per block */
 
 struct dcs_thr {
     unsigned long long t[8];
@@ -2459,7 +2459,7 @@ __global__ void k_ctx_cls_count(const uint8_t *base, size_t n, size_t tiles, dcs
 {
     for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         unsigned cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        size_t e0 = tile * CTX_TILE + (size_t)threadIdx.x * CTX_ITEMS;
+        size_t e0 = tile * DCS_TILE + (size_t)threadIdx.x * CTX_ITEMS;
         for (int j = 0; j < CTX_ITEMS; j++)
             if (e0 + j < n)
                 cnt[dcs_class<W>(base, e0 + j, thr, nt)]++;
@@ -2483,7 +2483,7 @@ __global__ void k_ctx_rank(const uint8_t *base, size_t n, size_t tiles, dcs_thr 
     for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         unsigned cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         uint8_t mine[CTX_ITEMS];
-        size_t e0 = tile * CTX_TILE + (size_t)threadIdx.x * CTX_ITEMS;
+        size_t e0 = tile * DCS_TILE + (size_t)threadIdx.x * CTX_ITEMS;
         for (int j = 0; j < CTX_ITEMS; j++) {
             mine[j] = e0 + j < n ? (uint8_t)dcs_class<W>(base, e0 + j, thr, nt) : 0;
             if (e0 + j < n)
@@ -2593,7 +2593,7 @@ static dc_status_t kcu_ctx_rank(const void *base, size_t n, unsigned w, const ui
         return dc_error(DC_ERR_INVALID, "cuda ctx rank: positions array is not 4-byte aligned");
     for (unsigned j = 0; j < nt; j++)
         t.t[j] = thr[j];
-    const size_t tiles = n ? (n + CTX_TILE - 1) / CTX_TILE : 1;
+    const size_t tiles = n ? (n + DCS_TILE - 1) / DCS_TILE : 1;
     const size_t K = nt + 1;
     const uint8_t *b = (const uint8_t *)base;
     CU_TRY(cudaMallocAsync((void **)&scr, (2 * K * tiles + K) * sizeof(*scr), s),
