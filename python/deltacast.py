@@ -487,8 +487,25 @@ def checkpoint_digest(image: bytes, chunk_size: int = 4 << 20, threads: int = 0)
 # Topology and refit nodes
 # --------------------------------------------------------------------------
 
-class Topology:
-    """A topology (owned; freed with close() or on garbage collection)."""
+class _Closing:
+    """close() on `with` exit and on garbage collection (never raising there)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Topology(_Closing):
+    """A topology (owned; freed with close(), on `with` exit or on garbage
+    collection)."""
 
     def __init__(self, handle: int):
         self._h = ctypes.c_void_p(handle)
@@ -514,12 +531,6 @@ class Topology:
         if self._h:
             _lib().dc_topo_free(self._h)
             self._h = ctypes.c_void_p()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _writable_ptr(buf) -> tuple:
@@ -609,20 +620,39 @@ def _segments(segments, keep: list):
     return sarr
 
 
-def sender_ranges(topo: Topology, rank: int, tensors, chunk_size: int = 0) -> list:
-    """[(tensor, byte offset, length), ...]: the canonical bytes sender
-    `rank` sends in the job's plan (a trainer shard's Sender segments must
-    cover these, and need cover nothing else)."""
+def _tensor_array(tensors, keep: list):
+    """[(name, dtype, nelems), ...] as a C array (appended to keep)."""
+    tarr = (_RefitTensor * len(tensors))()
+    for i, (name, dtype, n) in enumerate(tensors):
+        tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
+    keep.append(tarr)
+    return tarr
+
+
+def _node_opts(topo: Topology, rank: int, state_dir: str, tensors, keep: list, *,
+               chunk_size: int = 0, memory: str = "host",
+               transport: str | None = None) -> _RefitNodeOpts:
+    """The dc_refit_node_opts_t fields a sender and a receiver share; the C
+    arrays it points at are appended to keep."""
     cfg = _RefitNodeOpts()
     cfg.size = ctypes.sizeof(_RefitNodeOpts)
     cfg.topo = topo._h
     cfg.rank = rank
-    cfg.state_dir = b"."
+    cfg.state_dir = os.fsencode(state_dir)
     cfg.chunk_size = chunk_size
-    tarr = (_RefitTensor * len(tensors))()
-    for i, (name, dtype, n) in enumerate(tensors):
-        tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
-    cfg.tensors, cfg.n_tensors = tarr, len(tensors)
+    cfg.memory = _MEMORY[memory]
+    cfg.transport = None if transport is None else transport.encode()
+    if tensors:
+        cfg.tensors, cfg.n_tensors = _tensor_array(tensors, keep), len(tensors)
+    return cfg
+
+
+def sender_ranges(topo: Topology, rank: int, tensors, chunk_size: int = 0) -> list:
+    """[(tensor, byte offset, length), ...]: the canonical bytes sender
+    `rank` sends in the job's plan (a trainer shard's Sender segments must
+    cover these, and need cover nothing else)."""
+    keep = []
+    cfg = _node_opts(topo, rank, ".", tensors, keep, chunk_size=chunk_size)
     n = ctypes.c_size_t()
     st = _lib().dc_refit_sender_ranges(ctypes.byref(cfg), None, 0, ctypes.byref(n))
     if st != 0 and n.value == 0:
@@ -632,7 +662,7 @@ def sender_ranges(topo: Topology, rank: int, tensors, chunk_size: int = 0) -> li
     return [(out[i].tensor.decode(), out[i].offset, out[i].length) for i in range(n.value)]
 
 
-class Sender:
+class Sender(_Closing):
     """A trainer that sends its weights from its own memory (the topology's
     only sender, rank 0).
 
@@ -657,23 +687,13 @@ class Sender:
         _set_secret(secret, secret_file)
         self._keep = []
         self._topo = topo  # borrowed by the sender until close
-        cfg = _RefitNodeOpts()
-        cfg.size = ctypes.sizeof(_RefitNodeOpts)
-        cfg.topo = topo._h
-        cfg.rank = rank
-        cfg.state_dir = os.fsencode(state_dir)
+        cfg = _node_opts(topo, rank, state_dir, tensors, self._keep, chunk_size=chunk_size,
+                         memory=memory, transport=transport)
         cfg.stats_path = None if stats_path is None else os.fsencode(stats_path)
         cfg.dense = int(dense)
         cfg.wait_ms = wait_ms
         cfg.abort_ms = abort_ms
         cfg.initial_version = initial_version
-        cfg.chunk_size = chunk_size
-        cfg.memory = _MEMORY[memory]
-        cfg.transport = None if transport is None else transport.encode()
-        tarr = (_RefitTensor * len(tensors))()
-        for i, (name, dtype, n) in enumerate(tensors):
-            tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
-        cfg.tensors, cfg.n_tensors = tarr, len(tensors)
         cfg.segments, cfg.n_segments = _segments(segments, self._keep), len(segments)
         h = ctypes.c_void_p()
         _check(_lib().dc_refit_sender_open(ctypes.byref(cfg), ctypes.byref(h)))
@@ -705,20 +725,8 @@ class Sender:
             h, self._h = self._h, None
             _check(_lib().dc_refit_sender_close(h))
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class Receiver:
+class Receiver(_Closing):
     """A rollout engine's weights, refitted in place (a receiver of the job).
 
     tensors = [(name, dtype, nelems), ...] in canonical order and segments
@@ -754,24 +762,12 @@ class Receiver:
         self._keep = []
         self._fn = None
         self._topo = topo  # borrowed by the receiver until close
-        cfg = _RefitNodeOpts()
-        cfg.size = ctypes.sizeof(_RefitNodeOpts)
-        cfg.topo = topo._h
-        cfg.rank = rank
-        cfg.state_dir = os.fsencode(state_dir)
+        cfg = _node_opts(topo, rank, state_dir, tensors, self._keep, chunk_size=chunk_size,
+                         memory=memory, transport=transport)
         cfg.weights_path = None if weights_path is None else os.fsencode(weights_path)
         cfg.initial_version = VERSION_NONE if initial_version is None else initial_version
-        cfg.chunk_size = chunk_size
         cfg.durable = int(durable)
         cfg.abort_ms = abort_ms
-        cfg.memory = _MEMORY[memory]
-        cfg.transport = None if transport is None else transport.encode()
-        if tensors:
-            tarr = (_RefitTensor * len(tensors))()
-            for i, (name, dtype, n) in enumerate(tensors):
-                tarr[i] = _RefitTensor(name.encode(), dtype.encode(), n)
-            cfg.tensors, cfg.n_tensors = tarr, len(tensors)
-            self._keep.append(tarr)
         if segments:
             cfg.segments, cfg.n_segments = _segments(segments, self._keep), len(segments)
         h = ctypes.c_void_p()
@@ -864,18 +860,6 @@ class Receiver:
             _layout_hint(e, getattr(self, "layout", None))  # a from_state_dict receiver's
             raise
         return True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def refit_committed(state_dir: str) -> tuple:
