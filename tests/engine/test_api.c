@@ -2,7 +2,7 @@
  * caller's memory (each tensor split over two buffers by its placement
  * map), refitted in-process by dc_refit_node_run() alongside `deltacast
  * node` processes; bytes compared with the trainer's checkpoint. */
-#include "refit_util.h"
+#include "api_util.h"
 
 #include "deltacast.h"
 #include "engine/layout.h"
@@ -188,24 +188,15 @@ Test(api, memory_receiver_with_placement_map)
     }
     job_start(&J, 0, NULL, NULL);
     job_start(&J, 1, NULL, NULL);
-    setenv("DELTACAST_SECRET", J.secret, 1);
-    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
-    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    job_api_env(&J);
     dc_topo_t *topo;
     cr_assert_eq(dc_topo_synthetic_local(1, 2, (uint16_t)J.port, &topo), DC_OK);
     char sd[256];
     snprintf(sd, sizeof(sd), "%s/state/%d", J.dir, me);
     dc_refit_node_opts_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.topo = topo;
-    cfg.rank = (uint32_t)me;
-    cfg.state_dir = sd;
-    cfg.tensors = tens;
-    cfg.n_tensors = nt;
+    job_node_opts(&cfg, topo, (uint32_t)me, sd, tens, nt);
     cfg.segments = segs;
     cfg.n_segments = ns;
-    cfg.chunk_size = 64 * 1024;
     /* the node's transport is its config field: this process's config key
      * names no transport at all (the other nodes take tcp from the
      * environment) */
@@ -321,23 +312,15 @@ static void trainer_job_init(trainer_job_t *t, int regions, int per, const char 
     memset(t, 0, sizeof(*t));
     job_init(&J, regions, per, params, versions, "optimizer");
     trainer_load(&t->tr, 0);
-    setenv("DELTACAST_SECRET", J.secret, 1);
-    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
-    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    job_api_env(&J);
     cr_assert_eq(dc_topo_synthetic_local((uint32_t)regions, (uint32_t)per, (uint16_t)J.port,
                                          &t->topo),
                  DC_OK);
     snprintf(t->sd, sizeof(t->sd), "%s/state/0", J.dir);
     dc_refit_node_opts_t *cfg = &t->cfg;
-    cfg->size = sizeof(*cfg);
-    cfg->topo = t->topo;
-    cfg->rank = 0;
-    cfg->state_dir = t->sd;
-    cfg->tensors = t->tr.tens;
-    cfg->n_tensors = t->tr.nt;
+    job_node_opts(cfg, t->topo, 0, t->sd, t->tr.tens, t->tr.nt);
     cfg->segments = t->tr.segs;
     cfg->n_segments = t->tr.ns;
-    cfg->chunk_size = 64 * 1024;
     cfg->wait_ms = 20000;
 }
 
@@ -739,9 +722,7 @@ static void memory_shards(int crash_rank, int lose_shard)
 {
     job_init(&J, 2, 2, "2e5", 3, "optimizer");
     job_use_shards(&J, 2, NULL);
-    setenv("DELTACAST_SECRET", J.secret, 1);
-    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
-    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    job_api_env(&J);
     dc_topo_t *topo;
     cr_assert_eq(dc_topo_load(J.topo, &topo), DC_OK, "%s", dc_last_error());
     trainer_t all = {0};
@@ -754,13 +735,7 @@ static void memory_shards(int crash_rank, int lose_shard)
     for (int k = 0; k < 2; k++) {
         snprintf(sh[k].sd, sizeof(sh[k].sd), "%s/state/%d", J.dir, k);
         dc_refit_node_opts_t *c = &sh[k].cfg;
-        c->size = sizeof(*c);
-        c->topo = topo;
-        c->rank = (uint32_t)k;
-        c->state_dir = sh[k].sd;
-        c->tensors = all.tens;
-        c->n_tensors = all.nt;
-        c->chunk_size = 64 * 1024;
+        job_node_opts(c, topo, (uint32_t)k, sh[k].sd, all.tens, all.nt);
         c->wait_ms = 20000;
         c->abort_ms = lose_shard ? 3000 : 15000;
         size_t n = 0;

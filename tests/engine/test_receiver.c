@@ -5,7 +5,7 @@
  * (the live weights stay byte-for-byte while the sender's push waits),
  * the hold bound, cancel mid-version against the journal, cold start,
  * the version after a restart. */
-#include "refit_util.h"
+#include "api_util.h"
 
 #include "deltacast.h"
 #include "engine/journal.h"
@@ -107,22 +107,14 @@ static void fx_init(fixture_t *x, int per, int versions, int rx_version)
     job_init(&J, 1, per, "2e5", versions, "optimizer");
     weights_load(&x->tr, 0);
     weights_load(&x->rx, rx_version);
-    setenv("DELTACAST_SECRET", J.secret, 1);
-    setenv("DELTACAST_TIMEOUT_MS", "1000", 1);
-    setenv("DELTACAST_TRANSPORT", "tcp", 1);
+    job_api_env(&J);
     cr_assert_eq(dc_topo_synthetic_local(1, (uint32_t)per, (uint16_t)J.port, &x->topo), DC_OK);
     snprintf(x->ssd, sizeof(x->ssd), "%s/state/0", J.dir);
     snprintf(x->rsd, sizeof(x->rsd), "%s/state/1", J.dir);
     dc_refit_node_opts_t *c = &x->scfg;
-    c->size = sizeof(*c);
-    c->topo = x->topo;
-    c->rank = 0;
-    c->state_dir = x->ssd;
-    c->tensors = x->tr.tens;
-    c->n_tensors = x->tr.nt;
+    job_node_opts(c, x->topo, 0, x->ssd, x->tr.tens, x->tr.nt);
     c->segments = x->tr.segs;
     c->n_segments = x->tr.nt;
-    c->chunk_size = 64 * 1024;
     c->wait_ms = 20000;
     x->rcfg = *c;
     c = &x->rcfg;
