@@ -244,12 +244,16 @@ Test(flood, refit_exact_while_idle_and_slow_connections_flood_every_port)
                 (unsigned long long)x[4]);
     /* the coordinator's and relays' ports were flooded (>= 300 sockets
      * each, counted by the flooder), and those nodes really took the
-     * flood's sockets in (and closed them: evicted or timed out) */
+     * flood's sockets in (and closed them: evicted or timed out).  A
+     * leaf's count is only logged above: the last leaf can join and the
+     * job end before the flooder (on a loaded machine) gets a socket
+     * into its queue (CI saw port 4 at 0) */
     for (int p = 0; p < J.nnodes; p++) {
-        cr_assert_geq(c[p], listens[p] ? 300 : 250, "port %d: only %llu flood connections", p,
+        if (!listens[p])
+            continue;
+        cr_assert_geq(c[p], 300, "port %d: only %llu flood connections", p,
                       (unsigned long long)c[p]);
-        if (listens[p])
-            cr_assert_gt(x[p], 0, "port %d: the node never closed a flood socket", p);
+        cr_assert_gt(x[p], 0, "port %d: the node never closed a flood socket", p);
     }
     cr_assert_eq(job_sh("grep -qE 'listener 127.0.0.1:%d: [1-9][0-9]* unauthenticated "
                         "handshake\\(s\\) evicted' %s/log0",
