@@ -160,6 +160,11 @@ void dc_devpath_forget(dc_node_t *n)
         dev_undo_drop(dp, c);
 }
 
+void dc_devpath_drop_undo(dc_node_t *n, uint32_t c)
+{
+    dev_undo_drop(n->rx.dev, c);
+}
+
 int dc_devpath_has_undo(const dc_node_t *n, uint32_t c)
 {
     return n->rx.dev && n->rx.dev->undo[c] != NULL;

@@ -77,6 +77,9 @@ int dc_devpath_undo(dc_node_t *n, uint32_t c);
 /** 1 when chunk c's undo record is on the device (a ctx chunk applied
  *  there in delta mode, its digest checked): the host keeps none. */
 int dc_devpath_has_undo(const dc_node_t *n, uint32_t c);
+/** Drop chunk c's device undo record (its bytes are being overwritten:
+ *  the record no longer undoes them). */
+void dc_devpath_drop_undo(dc_node_t *n, uint32_t c);
 /** Drop the device undo records (the version ended). */
 void dc_devpath_forget(dc_node_t *n);
 

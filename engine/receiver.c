@@ -517,6 +517,15 @@ static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t bod
             return;
         }
         state = DC_JSTATE_APPLYING;
+        /* what undid the old frame (its retained XOR frame, or its record
+         * on the device) does not undo what comes now: an abort must not
+         * apply it to the overwrite's bytes and call them the baseline.
+         * A full copy of the baseline (n->rx.undo[c]) still holds. */
+        free(n->rx.retained[c]);
+        n->rx.retained[c] = NULL;
+        n->rx.retained_len[c] = 0;
+        if (n->rx.dev)
+            dc_devpath_drop_undo(n, c);
         if (xor_kind) {
             dc_rx_need(n, c, 1);
             return;
