@@ -14,9 +14,14 @@
 # also per 512 KiB piece, the device XXH3-128 digest included).
 #
 #   perf/gpu-check.sh [--build-dir DIR] [--arch sm_XX] [--mib M] [--bw GBS]
-#                     [--params P]
+#                     [--params P] [--prebuilt DIR]
 #
 # --params: the device refit's model size (default 1e7 parameters).
+# --prebuilt DIR: run the programs perf/gpu-pack.sh packed into DIR (built
+#   with CUDA on another machine, with their libraries: for a GPU machine
+#   without this project's build dependencies) instead of building; the
+#   emulated suite's CPU run is left to CI there.  Every step runs even
+#   when one before it failed; the exit status says whether any did.
 #
 # --arch defaults to the compute capability nvidia-smi reports (else sm_90);
 # --bw overrides the peak DRAM bandwidth derived from the driver's memory
@@ -30,6 +35,7 @@ arch=""
 mib=1024
 bw=""
 params=1e7
+prebuilt=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -37,85 +43,111 @@ while [ $# -gt 0 ]; do
     --mib) mib=$2; shift 2 ;;
     --bw) bw=$2; shift 2 ;;
     --params) params=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --prebuilt) prebuilt=$2; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
 
-for tool in meson ninja nvcc; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "gpu-check: '$tool' not found" >&2; exit 1; }
-done
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed)" >&2
     exit 1
 fi
 nvidia-smi -L
-if [ -z "$arch" ]; then
-    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
-    arch="sm_${cc:-90}"
-fi
-echo "gpu-check: nvcc -arch=$arch, build dir $build"
-
-if [ -f "$build/build.ninja" ]; then
-    meson configure "$build" -Dcuda=enabled -Dgpu_arch="$arch" >/dev/null
+nvidia-smi --query-gpu=driver_version,compute_cap,memory.total,clocks.max.memory \
+    --format=csv,noheader 2>/dev/null || true
+if [ -n "$prebuilt" ]; then
+    build=$(cd "$prebuilt" && pwd)
+    [ -x "$build/cli/deltacast" ] ||
+        { echo "gpu-check: $build/cli/deltacast missing (perf/gpu-pack.sh packs it)" >&2; exit 1; }
+    export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "gpu-check: prebuilt programs in $build"
 else
-    meson setup "$build" "$src" -Dcuda=enabled -Dgpu_arch="$arch" >/dev/null
+    for tool in meson ninja nvcc; do
+        command -v "$tool" >/dev/null 2>&1 || { echo "gpu-check: '$tool' not found" >&2; exit 1; }
+    done
+    if [ -z "$arch" ]; then
+        cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+        arch="sm_${cc:-90}"
+    fi
+    echo "gpu-check: nvcc -arch=$arch, build dir $build"
+    if [ -f "$build/build.ninja" ]; then
+        meson configure "$build" -Dcuda=enabled -Dgpu_arch="$arch" >/dev/null
+    else
+        meson setup "$build" "$src" -Dcuda=enabled -Dgpu_arch="$arch" >/dev/null
+    fi
+    ninja -C "$build"
 fi
-ninja -C "$build"
+export DELTACAST_BIN="$build/cli/deltacast" DELTACAST_SRC="$src" DELTACAST_BUILD="$build"
 
-echo "== CUDA kernel tests (suite hw) =="
-meson test -C "$build" --suite hw --print-errorlogs
-echo "== GPU memory in the transports (verbs_gpumem, verbs_ucx gpu_memory_*) =="
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-"$build/tests/verbs_test_gpumem" --verbose >"$log" 2>&1 || { cat "$log"; exit 1; }
-grep -E '^\[(PASS|SKIP|FAIL)' "$log" || true
-if [ -x "$build/tests/verbs_test_ucx" ]; then
-    "$build/tests/verbs_test_ucx" --verbose --filter 'ucx/gpu_memory_*' >"$log" 2>&1 ||
-        { cat "$log"; exit 1; }
-    grep -E '^\[(PASS|SKIP|FAIL)' "$log" || true
+failed=""
+# step TITLE PATTERN ONGPU PROGRAM [ARGS...]: run a test program, print
+# the lines matching PATTERN and its results (its whole output when it
+# fails); ONGPU: a line its output must hold to show the GPU ran it, or -
+step() {
+    title=$1 pat=$2 ongpu=$3
+    shift 3
+    echo "== $title =="
+    t0=$(date +%s)
+    if "$@" >"$log" 2>&1; then
+        grep -E "$pat|^\[(PASS|SKIP|FAIL)|^(not )?ok " "$log" || true
+        if [ "$ongpu" != - ] && ! grep -q "$ongpu" "$log"; then
+            echo "gpu-check: $title did not run on the GPU"
+            failed="$failed [$title]"
+        fi
+    else
+        cat "$log"
+        failed="$failed [$title]"
+    fi
+    echo "   ($(($(date +%s) - t0)) s)"
+}
+gpu="the GPU's CUDA runtime"
+
+if [ -n "$prebuilt" ]; then
+    step "CUDA kernel tests (suite hw: kern_cuda)" '^$' - "$build/tests/kernels_test_kern_cuda" --verbose --jobs=1
+    step "CUDA kernel tests (suite hw: kern_cuda_values)" '^$' - \
+        "$build/tests/kernels_test_kern_cuda_values" --verbose --jobs=1
+else
+    echo "== CUDA kernel tests (suite hw) =="
+    meson test -C "$build" --suite hw --print-errorlogs || failed="$failed [suite hw]"
 fi
-
-echo "== weights in GPU memory in the engine (engine_api cuda_memory_*) =="
-DELTACAST_BIN="$build/cli/deltacast" "$build/tests/engine_test_api" --verbose \
-    --filter 'api/cuda_memory_*' >"$log" 2>&1 || { cat "$log"; exit 1; }
-grep -E '^\[(PASS|SKIP|FAIL)' "$log" || true
-
-echo "== the emulated CUDA runtime (suite emu: what CI checks without a GPU) =="
-meson test -C "$build" --suite emu --print-errorlogs
-
-echo "== weights in GPU memory, device apply vs staging, for real (emu_refit on the GPU, $params params) =="
-DELTACAST_TEST_REAL_CUDA=1 DELTACAST_TEST_PARAMS="$params" DELTACAST_LOG=warn \
-    DELTACAST_BIN="$build/cli/deltacast" "$build/tests/emu_test_emu_refit" --verbose \
-    >"$log" 2>&1 || { cat "$log"; exit 1; }
-grep -E 'emu_refit:|^\[(PASS|SKIP|FAIL)' "$log" || true
-grep -q "the GPU's CUDA runtime" "$log" ||
-    { echo "gpu-check: the device refit did not run on the GPU" >&2; exit 1; }
-
-echo "== ctx-sparse decoded and applied on the GPU against the CPU (emu_ctx for real) =="
-DELTACAST_TEST_REAL_CUDA=1 DELTACAST_LOG=warn "$build/tests/emu_test_emu_ctx" --verbose \
-    >"$log" 2>&1 || { cat "$log"; exit 1; }
-grep -E 'emu_ctx:|^\[(PASS|SKIP|FAIL)' "$log" || true
-grep -q "the GPU's CUDA runtime" "$log" ||
-    { echo "gpu-check: the ctx decoder test did not run on the GPU" >&2; exit 1; }
-echo "== a device sender, for real (emu_sender: payloads vs the CPU encoder; emu_sender_refit, $params params) =="
-DELTACAST_TEST_REAL_CUDA=1 "$build/tests/emu_test_emu_sender" --verbose >"$log" 2>&1 ||
-    { cat "$log"; exit 1; }
-grep -E 'emu_sender:|^\[(PASS|SKIP|FAIL)' "$log" || true
-grep -q "the GPU's CUDA runtime" "$log" ||
-    { echo "gpu-check: the device sender's encode did not run on the GPU" >&2; exit 1; }
-DELTACAST_TEST_REAL_CUDA=1 DELTACAST_TEST_PARAMS="$params" DELTACAST_LOG=warn \
-    DELTACAST_BIN="$build/cli/deltacast" "$build/tests/emu_test_emu_sender_refit" --verbose \
-    >"$log" 2>&1 || { cat "$log"; exit 1; }
-grep -E 'emu_sender_refit:|^\[(PASS|SKIP|FAIL)' "$log" || true
-grep -q "the GPU's CUDA runtime" "$log" ||
-    { echo "gpu-check: the device sender's refit did not run on the GPU" >&2; exit 1; }
-
 echo "== CUDA kernel throughput =="
 bench="$build/tests/kernels/gpu_bench"
-[ -x "$bench" ] || { echo "gpu-check: $bench was not built" >&2; exit 1; }
-if [ -n "$bw" ]; then
-    "$bench" --mib "$mib" --bw "$bw"
-else
-    "$bench" --mib "$mib"
+if [ ! -x "$bench" ]; then
+    echo "gpu-check: $bench was not built"
+    failed="$failed [gpu_bench]"
+elif ! "$bench" --mib "$mib" ${bw:+--bw "$bw"}; then
+    failed="$failed [gpu_bench]"
 fi
+step "GPU memory in the transports (verbs_gpumem)" '^$' - "$build/tests/verbs_test_gpumem" --verbose --jobs=1
+if [ -x "$build/tests/verbs_test_ucx" ]; then
+    step "GPU memory in UCX (verbs_ucx gpu_memory_*)" '^$' - \
+        "$build/tests/verbs_test_ucx" --verbose --jobs=1 --filter 'ucx/gpu_memory_*'
+fi
+step "weights in GPU memory in the engine (engine_api cuda_memory_*)" '^$' - \
+    "$build/tests/engine_test_api" --verbose --jobs=1 --filter 'api/cuda_memory_*'
+if [ -n "$prebuilt" ]; then
+    echo "== the emulated CUDA runtime (suite emu on the CPU): left to CI with --prebuilt =="
+else
+    echo "== the emulated CUDA runtime (suite emu: what CI checks without a GPU) =="
+    meson test -C "$build" --suite emu --print-errorlogs || failed="$failed [suite emu]"
+fi
+export DELTACAST_TEST_REAL_CUDA=1 DELTACAST_LOG=warn
+step "weights in GPU memory, device apply vs staging, for real (emu_refit on the GPU, $params params)" \
+    'emu_refit:' "$gpu" env DELTACAST_TEST_PARAMS="$params" "$build/tests/emu_test_emu_refit" --verbose --jobs=1
+step "ctx-sparse decoded and applied on the GPU against the CPU (emu_ctx for real)" \
+    'emu_ctx:' "$gpu" "$build/tests/emu_test_emu_ctx" --verbose --jobs=1
+step "a device sender's encode against the CPU encoder (emu_sender for real)" \
+    'emu_sender:' "$gpu" "$build/tests/emu_test_emu_sender" --verbose --jobs=1
+step "a device sender's refit (emu_sender_refit for real, $params params)" \
+    'emu_sender_refit:' "$gpu" env DELTACAST_TEST_PARAMS="$params" \
+    "$build/tests/emu_test_emu_sender_refit" --verbose --jobs=1
+unset DELTACAST_TEST_REAL_CUDA
+
+if [ -n "$failed" ]; then
+    echo "gpu-check: FAILED:$failed"
+    exit 1
+fi
+echo "gpu-check: every step passed"
