@@ -680,19 +680,32 @@ __device__ __forceinline__ unsigned long long xxh_avalanche(unsigned long long h
     return h;
 }
 
-/* Pass 1: sums[b * 8 + lane] = the sum of block b's stripe parts for
- * accumulator `lane` (b < nb, the blocks before the last, each 16
- * stripes; block nb, the last, partial: its whole stripes), one thread per
- * (block, lane) (len > 240). */
-__global__ void k_xxh3_block_sums(const uint8_t *p, size_t len, size_t nb,
-                                  unsigned long long *sums)
+/* The device digests cover pieces of `piece` bytes of p[0, total) (the
+ * last one shorter when total is not a multiple; every piece > 240 bytes
+ * here); piece q's 1 KiB blocks' sums are sums[q * nbp * 8 ...], nbp =
+ * the blocks of a whole piece. */
+__device__ __forceinline__ size_t xxh_piece_len(size_t total, size_t piece, size_t q)
+{
+    const size_t left = total - q * piece;
+    return left < piece ? left : piece;
+}
+
+/* Pass 1: for piece q, sums[(q * nbp + b) * 8 + lane] = the sum of its
+ * block b's stripe parts for accumulator `lane` (b < nb, the blocks before
+ * its last, each 16 stripes; block nb, its last, partial: its whole
+ * stripes), one thread per (piece, block, lane). */
+__global__ void k_xxh3_block_sums(const uint8_t *p, size_t total, size_t piece, size_t npieces,
+                                  size_t nbp, unsigned long long *sums)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (nb + 1) * 8)
+    if (i >= npieces * nbp * 8)
         return;
-    const size_t b = i >> 3;
+    const size_t q = i / (nbp * 8), b = (i / 8) % nbp;
     const int lane = (int)(i & 7);
-    const uint8_t *blk = p + b * 1024;
+    const size_t len = xxh_piece_len(total, piece, q), nb = (len - 1) / 1024;
+    if (b > nb)
+        return;
+    const uint8_t *blk = p + q * piece + b * 1024;
     const int stripes = b < nb ? 16 : (int)(((len - 1) - 1024 * nb) / 64);
     unsigned long long s = 0;
     for (int k = 0; k < stripes; k++)
@@ -700,14 +713,18 @@ __global__ void k_xxh3_block_sums(const uint8_t *p, size_t len, size_t nb,
     sums[i] = s;
 }
 
-/* Pass 2, one block of 8 threads: accumulator t through the blocks' sums
- * (scrambled after each block but the last), the last stripe, then the
- * 128-bit merge; out[0] = low64, out[1] = high64. */
-__global__ void k_xxh3_128_chain(const uint8_t *p, size_t len, size_t nb,
+/* Pass 2, one block of 32 threads per piece (blockIdx.x), threads 0-7:
+ * accumulator t through the piece's blocks' sums (scrambled after each
+ * block but the last), the last stripe, then the 128-bit merge; out[2q] =
+ * low64, out[2q + 1] = high64. */
+__global__ void k_xxh3_128_chain(const uint8_t *p, size_t total, size_t piece, size_t nbp,
                                  const unsigned long long *sums, unsigned long long *out)
 {
     __shared__ unsigned long long acc[8];
     const int t = (int)threadIdx.x;
+    const size_t q = blockIdx.x, len = xxh_piece_len(total, piece, q), nb = (len - 1) / 1024;
+    const uint8_t *in = p + q * piece;
+    sums += q * nbp * 8;
     if (t < 8) {
         const unsigned long long init[8] = {XXH_P32_3, XXH_P64_1, XXH_P64_2, XXH_P64_3,
                                             XXH_P64_4, XXH_P32_2, XXH_P64_5, XXH_P32_1};
@@ -730,8 +747,8 @@ __global__ void k_xxh3_128_chain(const uint8_t *p, size_t len, size_t nb,
             a += sums[b * 8 + t];
             a = ((a ^ (a >> 47)) ^ sec) * XXH_P32_1;
         }
-        a += sums[nb * 8 + t];                                /* the last block's stripes */
-        a += xxh_stripe_part(p + len - 64, 192 - 64 - 7, t); /* the last stripe */
+        a += sums[nb * 8 + t];                                 /* the last block's stripes */
+        a += xxh_stripe_part(in + len - 64, 192 - 64 - 7, t); /* the last stripe */
         acc[t] = a;
     }
     __syncthreads();
@@ -744,8 +761,8 @@ __global__ void k_xxh3_128_chain(const uint8_t *p, size_t len, size_t nb,
             hi += xxh_mul128_fold64(acc[2 * i] ^ xxh_sec64(192 - 64 - 11 + 16 * i),
                                     acc[2 * i + 1] ^ xxh_sec64(192 - 64 - 11 + 16 * i + 8));
         }
-        out[0] = xxh_avalanche(lo);
-        out[1] = xxh_avalanche(hi);
+        out[2 * q] = xxh_avalanche(lo);
+        out[2 * q + 1] = xxh_avalanche(hi);
     }
 }
 
@@ -1113,44 +1130,76 @@ out:
     return st;
 }
 
-static dc_status_t kcu_digest128_dev(const void *buf, size_t len, dc_digest_t *out,
-                                     void *stream)
+/* XXH3-128 of each `piece`-byte piece of device memory buf[0, len) (the
+ * last one shorter when len is not a multiple): outs[q] = dc_digest128 of
+ * piece q.  Pieces of <= 240 bytes (XXH3's short paths; only the last can
+ * be, or all when piece is) are copied back and hashed on the host. */
+static dc_status_t kcu_digest128_dev_pieces(const void *buf, size_t len, size_t piece,
+                                            dc_digest_t *outs, void *stream)
 {
     dc_status_t st = DC_OK;
     cudaStream_t s = S(stream);
-    unsigned long long *dres = NULL, host[2] = {0, 0};
-    if (out == NULL || (buf == NULL && len > 0))
-        return dc_error(DC_ERR_INVALID, "cuda digest: NULL buffer or result");
-    if (len < XXH_MIN_LONG) { /* XXH3's short paths: <= 240 bytes back to the host */
-        uint8_t small[XXH_MIN_LONG];
-        if (len)
-            CU_TRY(cudaMemcpy(small, buf, len, cudaMemcpyDeviceToHost), "digest copy");
-        XXH128_hash_t h = XXH3_128bits(small, len);
-        out->lo = h.low64;
-        out->hi = h.high64;
+    unsigned long long *dres = NULL, *host = NULL;
+    if (outs == NULL || (buf == NULL && len > 0) || (piece == 0 && len > 0))
+        return dc_error(DC_ERR_INVALID, "cuda digest: NULL buffer or result, or no piece size");
+    if (len == 0) {
+        XXH128_hash_t h = XXH3_128bits(NULL, 0);
+        outs[0].lo = h.low64;
+        outs[0].hi = h.high64;
         return DC_OK;
     }
-    {
-        /* the result (2 words), then the blocks' sums (8 words each) */
-        const size_t nb = (len - 1) / 1024, nsum = (nb + 1) * 8;
-        CU_TRY(cudaMallocAsync((void **)&dres, (2 + nsum) * sizeof(*dres), s), "digest scratch");
+    const size_t npieces = (len + piece - 1) / piece, last = len - (npieces - 1) * piece;
+    /* the pieces hashed on the device: all but a short last one */
+    const size_t ndev = piece < XXH_MIN_LONG ? 0 : last < XXH_MIN_LONG ? npieces - 1 : npieces;
+    if (ndev) {
+        const size_t dlen = ndev == npieces ? len : ndev * piece;
+        const size_t nbp = (piece - 1) / 1024 + 1, nsum = ndev * nbp * 8;
+        /* the results (2 words each), then the blocks' sums (8 words each) */
+        CU_TRY(cudaMallocAsync((void **)&dres, (2 * ndev + nsum) * sizeof(*dres), s),
+               "digest scratch");
+        host = (unsigned long long *)malloc(2 * ndev * sizeof(*host));
+        if (host == NULL) {
+            st = dc_error(DC_ERR_NOMEM, "cuda digest: no memory for %zu results", ndev);
+            goto out;
+        }
         const unsigned threads = 256;
         DC_LAUNCH(k_xxh3_block_sums, (unsigned)((nsum + threads - 1) / threads), threads, s)(
-            (const uint8_t *)buf, len, nb, dres + 2);
-        DC_LAUNCH(k_xxh3_128_chain, 1, 32, s)((const uint8_t *)buf, len, nb, dres + 2, dres);
+            (const uint8_t *)buf, dlen, piece, ndev, nbp, dres + 2 * ndev);
+        DC_LAUNCH(k_xxh3_128_chain, (unsigned)ndev, 32, s)((const uint8_t *)buf, dlen, piece, nbp,
+                                                          dres + 2 * ndev, dres);
+        CU_TRY(cudaGetLastError(), "digest kernel");
+        CU_TRY(cudaMemcpyAsync(host, dres, 2 * ndev * sizeof(*host), cudaMemcpyDeviceToHost, s),
+               "digest result copy");
+        CU_TRY(cudaStreamSynchronize(s), "digest");
+        for (size_t q = 0; q < ndev; q++) {
+            outs[q].lo = host[2 * q];
+            outs[q].hi = host[2 * q + 1];
+        }
     }
-    CU_TRY(cudaGetLastError(), "digest kernel");
-    CU_TRY(cudaMemcpyAsync(host, dres, sizeof(host), cudaMemcpyDeviceToHost, s),
-           "digest result copy");
-    CU_TRY(cudaStreamSynchronize(s), "digest");
-    out->lo = host[0];
-    out->hi = host[1];
+    for (size_t q = ndev; q < npieces; q++) { /* XXH3's short paths, on the host */
+        uint8_t small[XXH_MIN_LONG];
+        const size_t l = q + 1 < npieces ? piece : last;
+        CU_TRY(cudaMemcpy(small, (const uint8_t *)buf + q * piece, l, cudaMemcpyDeviceToHost),
+               "digest copy");
+        XXH128_hash_t h = XXH3_128bits(small, l);
+        outs[q].lo = h.low64;
+        outs[q].hi = h.high64;
+    }
 out:
+    free(host);
     if (dres != NULL) {
         cudaFreeAsync(dres, s);
         cudaStreamSynchronize(s);
     }
     return st;
+}
+
+static dc_status_t kcu_digest128_dev(const void *buf, size_t len, dc_digest_t *out,
+                                     void *stream)
+{
+    if (out == NULL || (buf == NULL && len > 0))
+        return dc_error(DC_ERR_INVALID, "cuda digest: NULL buffer or result");
+    return kcu_digest128_dev_pieces(buf, len, len ? len : 1, out, stream);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2665,4 +2714,6 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     kcu_golomb_decode_multi,
     /* device sender */
     kcu_d2d, kcu_ctx_sample, kcu_ctx_rank,
+    /* batched device digests */
+    kcu_digest128_dev_pieces,
 };

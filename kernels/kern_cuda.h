@@ -102,11 +102,24 @@ dc_status_t dc_kern_cuda_digest128(const void *buf, size_t len, dc_digest_t *out
  * XXH3-128 of device memory computed on the device: identical to
  * dc_digest128() of the same bytes, only the 16-byte result crosses PCIe
  * (inputs of <= 240 bytes, XXH3's short paths, are copied back whole and
- * hashed on the host).  One 32-thread block per call: latency-bound on a
- * real GPU (a batch of chunks per launch is the next step).  Synchronizes.
+ * hashed on the host).  Two passes: every 1 KiB block's stripe sums at
+ * once, then one chain of scrambles through the blocks (a few integer
+ * operations per KiB: about 50 GB/s per call on an H200, latency-bound;
+ * dc_kern_cuda_digest128_dev_pieces runs many chains at once).
+ * Synchronizes.
  */
 dc_status_t dc_kern_cuda_digest128_dev(const void *buf, size_t len, dc_digest_t *out,
                                        void *stream);
+
+/**
+ * XXH3-128 of each `piece`-byte piece of device memory buf[0, len) (the
+ * last one shorter when len is not a multiple of piece): outs[q] =
+ * dc_digest128() of piece q, for the (len + piece - 1) / piece pieces (one
+ * result for len 0).  One launch for all of them: the pieces' chains run
+ * side by side (a version's chunks of one tensor at once).  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_digest128_dev_pieces(const void *buf, size_t len, size_t piece,
+                                              dc_digest_t *outs, void *stream);
 
 /**
  * CRC32C (Castagnoli) of `len` bytes of device memory at `buf` (any

@@ -132,6 +132,12 @@ static dc_status_t none_ctx_rank(const void *base, size_t n, unsigned w, const u
     return no_cuda();
 }
 
+static dc_status_t none_digest128_dev_pieces(const void *buf, size_t len, size_t piece,
+                                             dc_digest_t *outs, void *stream)
+{
+    return no_cuda();
+}
+
 const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     "none", none_available, none_why, none_props, none_malloc, none_free, none_h2d,
     none_d2h, none_memset, none_sync, none_count_changed, none_diff, none_gather,
@@ -140,4 +146,6 @@ const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     none_gaps_positions, none_golomb_decode_multi,
     /* device sender */
     none_d2d, none_ctx_sample, none_ctx_rank,
+    /* batched device digests */
+    none_digest128_dev_pieces,
 };

@@ -169,6 +169,12 @@ dc_status_t dc_kern_cuda_digest128_dev(const void *buf, size_t len, dc_digest_t 
     return dc_kern_cuda_ops()->digest128_dev(buf, len, out, stream);
 }
 
+dc_status_t dc_kern_cuda_digest128_dev_pieces(const void *buf, size_t len, size_t piece,
+                                              dc_digest_t *outs, void *stream)
+{
+    return dc_kern_cuda_ops()->digest128_dev_pieces(buf, len, piece, outs, stream);
+}
+
 dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint32_t *out,
                                 void *stream)
 {

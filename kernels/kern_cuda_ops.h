@@ -64,6 +64,9 @@ typedef struct dc_kern_cuda_ops {
     dc_status_t (*ctx_rank)(const void *base, size_t n, unsigned w, const uint64_t *thr,
                             unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                             uint32_t *rnk, uint64_t *pop, void *stream);
+    /* batched device digests */
+    dc_status_t (*digest128_dev_pieces)(const void *buf, size_t len, size_t piece,
+                                        dc_digest_t *outs, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

@@ -302,6 +302,37 @@ Test(kern_cuda, digest_dev_matches_cpu)
     cr_assert_eq(dc_kern_cuda_digest128_dev(NULL, 1, &(dc_digest_t){0}, NULL), DC_ERR_INVALID);
 }
 
+Test(kern_cuda, digest_dev_pieces_match_cpu)
+{
+    need_gpu();
+    /* (len, piece): whole pieces, a short last piece (device or host path),
+     * pieces all on the host, one piece */
+    static const size_t CASES[][2] = {{4096, 1024}, {4096 + 241, 1024}, {4096 + 240, 1024},
+                                      {4096 + 7, 1024}, {3 * 5121, 5121}, {1000, 200},
+                                      {300007, 65536}, {2049, 4096}, {0, 64}};
+    for (size_t ci = 0; ci < DC_ARRAY_SIZE(CASES); ci++) {
+        size_t len = CASES[ci][0], piece = CASES[ci][1];
+        size_t np = len ? (len + piece - 1) / piece : 1;
+        uint8_t *x = malloc(len + 1);
+        fill_random(x, len);
+        void *bx;
+        uint8_t *dx = dev_copy(x, len, 8, &bx);
+        dc_digest_t *g = calloc(np, sizeof(*g));
+        cr_assert_eq(dc_kern_cuda_digest128_dev_pieces(dx, len, piece, g, NULL), DC_OK, "%s",
+                     dc_last_error());
+        for (size_t q = 0; q < np; q++) {
+            size_t l = len ? DC_MIN(piece, len - q * piece) : 0;
+            cr_assert(dc_digest_eq(g[q], dc_digest128(x + q * piece, l)),
+                      "piece %zu of %zu (len %zu, piece %zu)", q, np, len, piece);
+        }
+        free(g);
+        dc_kern_cuda_free(bx);
+        free(x);
+    }
+    cr_assert_eq(dc_kern_cuda_digest128_dev_pieces(NULL, 1, 1, &(dc_digest_t){0}, NULL),
+                 DC_ERR_INVALID);
+}
+
 /* Lengths straddle the 16-byte head, the 4 KiB tiles and the grid's split
  * of tiles among blocks (>64 tiles: several tiles per block). */
 static const size_t CRC_LENS[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 255, 4095, 4096, 4097,
