@@ -74,11 +74,16 @@ int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh, const u
 /** Undo chunk c: its device undo record (a ctx chunk applied on the
  *  device), else its retained frame (n->rx.retained[c]). */
 int dc_devpath_undo(dc_node_t *n, uint32_t c);
-/** 1 when chunk c's undo record is on the device (a ctx chunk applied
- *  there in delta mode, its digest checked): the host keeps none. */
+/** 1 when chunk c's undo record is on the device (a ctx or put-sparse
+ *  chunk applied there in delta mode, its digest checked; a put-dense
+ *  chunk's undo copy): the host keeps none. */
 int dc_devpath_has_undo(const dc_node_t *n, uint32_t c);
+/** 1 when that record is a put-dense chunk's copy of its old bytes (it
+ *  undoes the chunk whatever the journal says of it since). */
+int dc_devpath_has_copy(const dc_node_t *n, uint32_t c);
 /** Drop chunk c's device undo record (its bytes are being overwritten:
- *  the record no longer undoes them). */
+ *  the record no longer undoes them); a put-dense chunk's undo copy (the
+ *  baseline's bytes, as the host's n->rx.undo[c]) still holds and stays. */
 void dc_devpath_drop_undo(dc_node_t *n, uint32_t c);
 /** Drop the device undo records (the version ended). */
 void dc_devpath_forget(dc_node_t *n);
@@ -88,9 +93,17 @@ typedef struct dc_devpath_totals {
     uint64_t frames, payload_bytes; /* frames given to the device path, their payloads */
     uint64_t dev_ctx;               /* ctx-sparse chunks applied on the device */
     uint64_t staged_ctx;            /* ... staged for want of device memory for the undo record */
-    uint64_t undone_ctx;            /* ctx chunks undone from their device record */
+    uint64_t undone_ctx;            /* ctx (and put-sparse) chunks undone from their device
+                                       XOR record */
     uint64_t dev_gaps;              /* rANS gaps streams (xor-sparse positions, ctx classes)
                                        decoded on the device */
+    uint64_t dev_dense;             /* xor-dense / put-dense chunks decoded on the device */
+    uint64_t dev_put_sparse;        /* put-sparse chunks applied on the device */
+    uint64_t host_zstd;             /* sparse and dense chunks (not ctx) whose zstd values
+                                       were decoded on the host */
+    uint64_t dev_copies;            /* put-dense undo copies made device to device */
+    uint64_t undone_rec;            /* chunks undone from a device record or copy */
+    uint64_t staged;                /* chunks staged through the host (any reason) */
 } dc_devpath_totals_t;
 void dc_devpath_totals(dc_devpath_totals_t *t);
 /** The digest of chunk c as it is now, computed on the device. */

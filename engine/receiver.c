@@ -520,7 +520,8 @@ static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t bod
         /* what undid the old frame (its retained XOR frame, or its record
          * on the device) does not undo what comes now: an abort must not
          * apply it to the overwrite's bytes and call them the baseline.
-         * A full copy of the baseline (n->rx.undo[c]) still holds. */
+         * A full copy of the baseline (n->rx.undo[c], or a put-dense
+         * chunk's undo copy on the device) still holds. */
         free(n->rx.retained[c]);
         n->rx.retained[c] = NULL;
         n->rx.retained_len[c] = 0;
@@ -748,9 +749,12 @@ static int dc_rx_undo_version(dc_node_t *n, uint64_t v)
             continue;
         const dc_layout_chunk_t *lc = &l->chunks[c];
         const dc_layout_tensor_t *lt = &l->tensors[lc->tensor];
-        if (n->rx.dev && !n->rx.undo[c] && s == DC_JSTATE_APPLIED &&
-            (n->rx.retained[c] || dc_devpath_has_undo(n, c))) {
-            /* the retained XOR frame or the device's undo record, on the device */
+        if (n->rx.dev && !n->rx.undo[c] &&
+            ((s == DC_JSTATE_APPLIED && (n->rx.retained[c] || dc_devpath_has_undo(n, c))) ||
+             dc_devpath_has_copy(n, c))) {
+            /* the retained XOR frame or the device's undo record (a
+             * put-dense chunk's undo copy: also a chunk left APPLYING), on
+             * the device */
             int dr = dc_devpath_undo(n, c);
             if (dr == DC_DEV_DONE) {
                 dc_journal_reset(n->rx.j, c);

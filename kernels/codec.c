@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 unsigned dc_codec_pos_method = 0;
+unsigned dc_codec_force_kind = 0;
 
 struct dc_codec {
     size_t max_bytes;
@@ -137,11 +138,13 @@ static dc_status_t dc_encode_dense(dc_codec_t *c, const uint8_t *xorv, const uin
     size_t l1 = SIZE_MAX, l2 = SIZE_MAX;
     unsigned m1 = 0, m2 = 0;
     dc_status_t s;
+    if (dc_codec_force_kind == DC_ENC_PUT_DENSE)
+        xorv = NULL; /* (hbits: unknown) */
     if (xorv) {
         s = dc_ent_val_encode_h(c->ent, xorv, n, w, 1, dst, cap, &l1, &m1, hbits);
         if (s != DC_OK)
             return s;
-        if (l1 <= n * w / 2) {
+        if (l1 <= n * w / 2 || dc_codec_force_kind == DC_ENC_XOR_DENSE) {
             *len = l1;
             *enc = dc_enc_make(DC_ENC_XOR_DENSE, 0, m1);
             goto done;
@@ -269,7 +272,9 @@ static dc_status_t dc_encode_sparse0(dc_codec_t *c, size_t n, unsigned w, const 
     if (st)
         s0->bound_bits = (double)n * dc_codec_h2((double)count / (double)n) + hbits;
     unsigned kind = DC_ENC_XOR_SPARSE;
-    if (vlen > count * w / 2 && count > 0) {
+    const unsigned fk = dc_codec_force_kind;
+    if (count > 0 && fk != DC_ENC_XOR_SPARSE &&
+        (vlen > count * w / 2 || fk == DC_ENC_PUT_SPARSE)) {
         /* XOR words barely compress: try the new values instead */
         if (next) {
             dc_kern_gather(next, w, pos, count, c->vals2);
@@ -285,7 +290,7 @@ static dc_status_t dc_encode_sparse0(dc_codec_t *c, size_t n, unsigned w, const 
         size_t l2;
         unsigned m2;
         s = dc_ent_val_encode(c->ent, c->vals2, count, w, zstd_ok, tmp, cap2, &l2, &m2);
-        if (s == DC_OK && l2 < vlen) {
+        if (s == DC_OK && (l2 < vlen || fk == DC_ENC_PUT_SPARSE)) {
             memcpy(dst + h, tmp, l2);
             vlen = l2;
             vm = m2;
@@ -295,7 +300,7 @@ static dc_status_t dc_encode_sparse0(dc_codec_t *c, size_t n, unsigned w, const 
         if (s != DC_OK)
             return s;
     }
-    if (h + vlen > n * w + 16) {
+    if (h + vlen > n * w + 16 && fk != DC_ENC_XOR_SPARSE && fk != DC_ENC_PUT_SPARSE) {
         *dense = 1; /* the caller encodes it dense */
         return DC_OK;
     }
@@ -333,20 +338,22 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
                                              base_dg, next_dg)
                        : dc_kern_diff(base, next, n, w, c->pos, c->vals1, cap_sparse);
     s0.changed = count;
-    if (count > cap_sparse) {
+    const unsigned fk = dc_codec_force_kind;
+    if (count > cap_sparse || fk == DC_ENC_XOR_DENSE || fk == DC_ENC_PUT_DENSE) {
         memcpy(c->vals1, next, bytes);
         dc_kern_xor_dense(c->vals1, base, bytes);
         return dc_encode_dense_stats(c, c->vals1, next, n, w, dst, cap, len, enc, &s0, st,
                                      st ? &s0.bound_bits : NULL);
     }
-    if (c->model == DC_CODEC_MODEL_CTX) {
+    if ((c->model == DC_CODEC_MODEL_CTX && fk != DC_ENC_XOR_SPARSE && fk != DC_ENC_PUT_SPARSE) ||
+        fk == DC_ENC_CTX) {
         size_t clen;
         unsigned vm;
         s = dc_ctx_encode(c->ctx, c->ent, c->layout, base, n, w, c->pos, c->vals1, count, dst,
                           cap, &clen, &vm, &s0);
         if (s != DC_OK)
             return s;
-        if (clen > bytes + 16) {
+        if (clen > bytes + 16 && fk != DC_ENC_CTX) {
             /* pathological: a dense encoding is never larger than raw */
             s0.ctx_bound_bits = -1.0;
             memcpy(c->vals1, next, bytes);
@@ -640,7 +647,8 @@ dc_status_t dc_codec_decode_lists(dc_codec_t *c, uint16_t enc, const uint8_t *pa
 {
     unsigned kind = dc_enc_kind(enc);
     c->last_count = SIZE_MAX;
-    if (kind != DC_ENC_XOR_SPARSE && kind != DC_ENC_XOR_DENSE && kind != DC_ENC_PUT_DENSE)
+    if (kind != DC_ENC_XOR_SPARSE && kind != DC_ENC_PUT_SPARSE && kind != DC_ENC_XOR_DENSE &&
+        kind != DC_ENC_PUT_DENSE)
         return dc_error(DC_ERR_UNSUPPORTED, "codec: %s payloads are decoded against the "
                         "baseline, not into lists", kind >= 1 && kind <= DC_ENC_KIND_MAX
                                                        ? dc_enc_kind_name(kind) : "unknown");
@@ -648,7 +656,7 @@ dc_status_t dc_codec_decode_lists(dc_codec_t *c, uint16_t enc, const uint8_t *pa
     dc_status_t s = dc_decode_streams(c, enc, payload, len, n, w, &cnt, NULL, NULL);
     if (s != DC_OK)
         return s;
-    *pos = kind == DC_ENC_XOR_SPARSE ? c->pos : NULL;
+    *pos = kind == DC_ENC_XOR_SPARSE || kind == DC_ENC_PUT_SPARSE ? c->pos : NULL;
     *words = c->vals1;
     *count = cnt;
     if (kind == DC_ENC_XOR_SPARSE)
@@ -661,9 +669,9 @@ dc_status_t dc_codec_sparse_header(dc_codec_t *c, uint16_t enc, const uint8_t *p
                                    size_t *pos_ofs, size_t *pos_len)
 {
     c->last_count = SIZE_MAX;
-    if (dc_enc_kind(enc) != DC_ENC_XOR_SPARSE)
-        return dc_error(DC_ERR_UNSUPPORTED, "codec: only xor-sparse payloads have positions "
-                        "to decode alone");
+    if (dc_enc_kind(enc) != DC_ENC_XOR_SPARSE && dc_enc_kind(enc) != DC_ENC_PUT_SPARSE)
+        return dc_error(DC_ERR_UNSUPPORTED, "codec: only xor-sparse and put-sparse payloads "
+                        "have positions to decode alone");
     dc_status_t s = dc_check_enc(c, enc, n, w);
     if (s != DC_OK)
         return s;
@@ -706,6 +714,12 @@ dc_status_t dc_codec_decode_positions(dc_codec_t *c, uint16_t enc, const uint8_t
     *count = (size_t)cnt;
     *vals_ofs = (size_t)(p + plen - payload);
     return DC_OK;
+}
+
+dc_status_t dc_codec_values_recode(dc_codec_t *c, const void *words, size_t count, unsigned w,
+                                   uint8_t *dst, size_t cap, size_t *len, unsigned *method)
+{
+    return dc_ent_val_encode(c->ent, words, count, w, 0, dst, cap, len, method);
 }
 
 dc_status_t dc_codec_undo_payload(dc_codec_t *c, size_t n, unsigned w, uint8_t *dst, size_t cap,

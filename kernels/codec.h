@@ -52,6 +52,17 @@
  *  while coding. */
 extern unsigned dc_codec_pos_method;
 
+/** Test hook: the chunk kind the encoder emits (frame.h DC_ENC_*; 0, the
+ *  default: the smallest).  DC_ENC_PUT_DENSE: every chunk put dense;
+ *  DC_ENC_XOR_DENSE: every chunk with a baseline XOR-dense;
+ *  DC_ENC_XOR_SPARSE / DC_ENC_PUT_SPARSE: that order-0 sparse kind (any
+ *  model) for chunks with at most n/4 changes, even where a dense payload
+ *  would be smaller; DC_ENC_CTX: ctx-sparse for those chunks.  Other
+ *  chunks: the automatic choice.  With entropy.h dc_ent_val_force it makes
+ *  every kind in every values encoding for tests.  Not thread-safe to
+ *  change while coding. */
+extern unsigned dc_codec_force_kind;
+
 /** Per-thread codec context with scratch for chunks of up to max_bytes.
  *  Its layout comes from the config key codec_layout (an invalid value is
  *  DC_ERR_INVALID). */
@@ -184,20 +195,21 @@ dc_status_t dc_codec_decode_digest(dc_codec_t *c, uint16_t enc, const uint8_t *p
                                    dc_digest_t *src_dg, dc_digest_t *dst_dg);
 
 /**
- * Decode a payload that needs no baseline to decode into lists, for an
- * apply elsewhere (a receiver's device path, engine/devpath.c):
- * XOR_SPARSE gives *count positions (increasing, < n, checked by the
- * positions decoder) and XOR words; XOR_DENSE and PUT_DENSE give *pos =
- * NULL and n words.  The lists live in the context's scratch until its
- * next call.  CTX and PUT_SPARSE decode against the baseline's bytes:
- * DC_ERR_UNSUPPORTED.  Hostile payloads: DC_ERR_FORMAT, as dc_codec_decode.
+ * Decode a payload into lists, for an apply elsewhere (a receiver's device
+ * path, engine/devpath.c): XOR_SPARSE gives *count positions (increasing,
+ * < n, checked by the positions decoder) and XOR words, PUT_SPARSE the
+ * positions and the new words (the caller makes XOR words of them against
+ * its baseline); XOR_DENSE and PUT_DENSE give *pos = NULL and n words.
+ * The lists live in the context's scratch until its next call.  CTX
+ * decodes against the baseline's bytes: DC_ERR_UNSUPPORTED.  Hostile payloads: DC_ERR_FORMAT, as dc_codec_decode.
  */
 dc_status_t dc_codec_decode_lists(dc_codec_t *c, uint16_t enc, const uint8_t *payload,
                                   size_t len, size_t n, unsigned w, const uint32_t **pos,
                                   const uint8_t **words, size_t *count);
 
 /**
- * An XOR_SPARSE payload's header, checked as dc_codec_decode_lists() does:
+ * An XOR_SPARSE or PUT_SPARSE payload's header, checked as
+ * dc_codec_decode_lists() does:
  * the change count and where the positions stream is (pos_ofs, pos_len;
  * the values stream follows it to the end, method dc_enc_val_method(enc)).
  * DC_ERR_UNSUPPORTED for other kinds.
@@ -207,7 +219,7 @@ dc_status_t dc_codec_sparse_header(dc_codec_t *c, uint16_t enc, const uint8_t *p
                                    size_t *pos_ofs, size_t *pos_len);
 
 /**
- * The positions part of an XOR_SPARSE payload alone (for a decoder of the
+ * The positions part of an XOR_SPARSE or PUT_SPARSE payload alone (for a decoder of the
  * values elsewhere, e.g. on the device): header and positions stream
  * decoded and checked as dc_codec_decode_lists() does, *pos (count
  * positions, valid until the next call) and the values stream's offset in
@@ -231,6 +243,16 @@ dc_status_t dc_codec_decode_positions(dc_codec_t *c, uint16_t enc, const uint8_t
  */
 dc_status_t dc_codec_undo_payload(dc_codec_t *c, size_t n, unsigned w, uint8_t *dst, size_t cap,
                                   size_t *len, uint16_t *enc);
+
+/**
+ * count words of w bytes (e.g. zstd values decoded on the host) coded
+ * again as the smallest values stream a device decodes (entropy.h raw,
+ * rANS or byte planes: no zstd) into dst (cap >= dc_ent_val_bound(count,
+ * w)), *len bytes, method *method: what a device receiver sends instead of
+ * the words (engine/devdense.c).
+ */
+dc_status_t dc_codec_values_recode(dc_codec_t *c, const void *words, size_t count, unsigned w,
+                                   uint8_t *dst, size_t cap, size_t *len, unsigned *method);
 
 /**
  * Describe a payload without a baseline: stream sizes, changed count (for

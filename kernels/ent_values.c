@@ -79,6 +79,39 @@ static dc_status_t dc_planes_encode(dc_ent_scratch_t *s, const uint8_t *v, size_
     return DC_OK;
 }
 
+int dc_ent_val_force = -1;
+
+/* The forced method (dc_ent_val_force) into dst: DC_OK, or DC_ERR_BUSY when
+ * it does not apply (the caller then picks the smallest). */
+static dc_status_t dc_val_encode_forced(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                        unsigned w, int allow_zstd, uint8_t *dst, size_t cap,
+                                        size_t *out_len, unsigned *method)
+{
+    const int m = dc_ent_val_force;
+    size_t raw = count * w, len = 0;
+    dc_status_t st = DC_ERR_BUSY;
+    if (m == DC_ENT_RAW) {
+        memcpy(dst, v, raw);
+        len = raw;
+        st = DC_OK;
+    } else if (m == DC_ENT_ZSTD && allow_zstd) {
+        size_t z = ZSTD_compress(dst, cap, v, raw, 1);
+        if (!ZSTD_isError(z)) {
+            len = z;
+            st = DC_OK;
+        }
+    } else if (m == DC_ENT_RANS && w <= 2) {
+        st = dc_rans_encode(s, v, count, w, 8 * w, dst, cap, &len, dc_ent_isa());
+    } else if (m == DC_ENT_PLANES && w >= 2) {
+        st = dc_planes_encode(s, v, count, w, dst, cap, &len, dc_ent_isa());
+    }
+    if (st != DC_OK)
+        return DC_ERR_BUSY;
+    *out_len = len;
+    *method = (unsigned)m;
+    return DC_OK;
+}
+
 dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t count, unsigned w,
                               int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
                               unsigned *method)
@@ -104,6 +137,12 @@ dc_status_t dc_ent_val_encode_h(dc_ent_scratch_t *s, const void *vals, size_t co
         *method = DC_ENT_RAW;
         if (h_bits)
             *h_bits = 0.0;
+        return DC_OK;
+    }
+    if (dc_ent_val_force >= 0 &&
+        dc_val_encode_forced(s, v, count, w, allow_zstd, dst, cap, out_len, method) == DC_OK) {
+        if (h_bits)
+            *h_bits = dc_ent_words_entropy_bits(s, v, count, w);
         return DC_OK;
     }
     const dc_ent_isa_t isa = dc_ent_isa();

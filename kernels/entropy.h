@@ -204,6 +204,15 @@ dc_status_t dc_ent_val_encode(dc_ent_scratch_t *s, const void *vals, size_t coun
                               int allow_zstd, uint8_t *dst, size_t cap, size_t *out_len,
                               unsigned *method);
 
+/** Test hook (the zstd knob and its siblings): the values method every
+ *  dc_ent_val_encode*() call uses, DC_ENT_RAW, DC_ENT_ZSTD, DC_ENT_RANS
+ *  (w <= 2) or DC_ENT_PLANES, whatever is smallest (zstd only where
+ *  allow_zstd); -1 (the default), or a method that does not apply
+ *  to the width: the smallest, as documented above.  So tests can make
+ *  each values encoding of each chunk kind.  Not thread-safe to change
+ *  while coding. */
+extern int dc_ent_val_force;
+
 /** dc_ent_val_encode that also sets *h_bits (when not NULL) to
  *  dc_ent_words_entropy_bits() of the words, from the histogram the rANS
  *  coder builds anyway (w <= 2). */
