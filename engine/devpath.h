@@ -27,20 +27,33 @@
  *               untouched on a refused payload).  Its undo record (its
  *               positions and XOR words) stays in device memory: a ctx
  *               frame does not undo itself
- *   XOR_DENSE   the decoded XOR words go (chunk bytes), dc_kern_cuda_xor_dense
- *   PUT_DENSE   the decoded bytes go straight into place (chunk bytes),
- *               unless an undo copy of the old bytes is needed (delta mode)
+ *   XOR_DENSE   (engine/devdense.c) the values stream goes as it is
+ *               (raw, rANS or byte planes) and is decoded there
+ *               (dc_kern_cuda_values_decode: the CPU's verdicts), then
+ *               dc_kern_cuda_xor_dense; zstd values are decoded on the
+ *               host and coded again as the smallest stream the device
+ *               decodes (dc_codec_values_recode), which goes
+ *   PUT_DENSE   the same, then copied into place on the device; in delta
+ *               mode the undo copy of the old bytes is made first, device
+ *               to device, into a device undo record (abort copies it
+ *               back there)
+ *   PUT_SPARSE  as XOR_SPARSE (positions and values decoded on the
+ *               device), the new words made XOR words against the chunk
+ *               there (devdense.c: gather, xor), then
+ *               dc_kern_cuda_xor_scatter; in delta mode those positions
+ *               and XOR words are its device undo record (a ctx chunk's
+ *               layout)
  *
  * then the chunk's XXH3-128 is computed on the device
  * (dc_kern_cuda_digest128_dev; 16 bytes come back).  Undo on abort applies
  * the retained XOR frame the same way (an XOR is self-inverse; the journal
- * keeps it from being applied twice), or a ctx chunk's device record.
+ * keeps it from being applied twice), or a ctx / put-sparse chunk's device
+ * record, or a put-dense chunk's device undo copy.
  *
  * Staged through the host, each reason said once per node (WARN), and
- * counted: PUT_SPARSE (its decoder reads the baseline's bytes: a device
- * decoder is the next step), chunks that span placement segments, lists
- * not smaller than staging, PUT_DENSE needing an undo copy, a CTX chunk
- * without device memory for its undo record.
+ * counted: chunks that span placement segments, lists not smaller than
+ * staging, a CTX or PUT_SPARSE chunk without device memory for its undo
+ * record, a PUT_DENSE chunk without device memory for its undo copy.
  */
 #ifndef DC_ENGINE_DEVPATH_H
 #define DC_ENGINE_DEVPATH_H

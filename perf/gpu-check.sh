@@ -9,7 +9,9 @@
 # across PCIe per version, byte-exact, repair and abort; with the order0
 # model (xor-sparse) and the default (ctx-sparse decoded on the device:
 # its PCIe bytes vs its payload), the ctx-sparse device decoder against
-# dc_ctx_decode on the GPU (emu_ctx: random and hostile payloads), and print each
+# dc_ctx_decode on the GPU (emu_ctx: random and hostile payloads), the dense
+# and put kinds on the GPU against the CPU codec (emu_dense) and a refit
+# whose device receiver gets every chunk kind (emu_refit_kinds), and print each
 # kernel's throughput as a fraction of the GPU's memory bandwidth (crc32c
 # also per 512 KiB piece, the device XXH3-128 digest included).
 #
@@ -139,6 +141,11 @@ step "weights in GPU memory, device apply vs staging, for real (emu_refit on the
     'emu_refit:' "$gpu" env DELTACAST_TEST_PARAMS="$params" "$build/tests/emu_test_emu_refit" --verbose --jobs=1
 step "ctx-sparse decoded and applied on the GPU against the CPU (emu_ctx for real)" \
     'emu_ctx:' "$gpu" "$build/tests/emu_test_emu_ctx" --verbose --jobs=1
+step "dense and put kinds on the GPU against the CPU (emu_dense for real)" \
+    'emu_dense:' "$gpu" "$build/tests/emu_test_emu_dense" --verbose --jobs=1
+step "every chunk kind to a device receiver, for real (emu_refit_kinds on the GPU, $params params)" \
+    'emu_refit_kinds:' "$gpu" env DELTACAST_TEST_PARAMS="$params" \
+    "$build/tests/emu_test_emu_refit_kinds" --verbose --jobs=1
 step "a device sender's encode against the CPU encoder (emu_sender for real)" \
     'emu_sender:' "$gpu" "$build/tests/emu_test_emu_sender" --verbose --jobs=1
 step "a device sender's refit (emu_sender_refit for real, $params params)" \
