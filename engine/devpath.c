@@ -628,6 +628,27 @@ int dc_devpath_frame(dc_node_t *n, uint32_t c, const dc_frame_hdr_t *fh, const u
     return r == DC_DEV_STAGE ? DC_DEV_FAIL : r;
 }
 
+int dc_devpath_apply_test(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payload,
+                          size_t len, int delta)
+{
+    struct dc_devpath *dp = n->rx.dev;
+    dev_pend_drop(dp);
+    int r = dev_apply(n, c, enc, payload, len, 0, delta, delta);
+    if (delta && (r == DC_DEV_DONE || dp->pend_copy) &&
+        (dp->pend_copy || dc_enc_kind(enc) == DC_ENC_CTX ||
+         dc_enc_kind(enc) == DC_ENC_PUT_SPARSE)) {
+        dev_undo_drop(dp, c);
+        dp->undo[c] = dp->pend ? dp->pend : (void *)&dev_undo_none;
+        dp->undo_count[c] = dp->pend_count;
+        dp->undo_copy[c] = (uint8_t)dp->pend_copy;
+        dp->pend = NULL;
+        dp->pend_count = 0;
+        dp->pend_copy = 0;
+    }
+    dev_pend_drop(dp);
+    return r;
+}
+
 int dc_devpath_undo(dc_node_t *n, uint32_t c)
 {
     struct dc_devpath *dp = n->rx.dev;

@@ -101,6 +101,13 @@ void dc_devpath_drop_undo(dc_node_t *n, uint32_t c);
 /** Drop the device undo records (the version ended). */
 void dc_devpath_forget(dc_node_t *n);
 
+/** Tests (tests/emu/test_emu_dense.c): payload (encoding enc) applied to
+ *  chunk c on the device as a frame's would be, without the journal or the
+ *  digest; delta: delta mode's undo copy / record, kept when the chunk
+ *  changed (dc_devpath_undo then undoes it).  Returns DC_DEV_*. */
+int dc_devpath_apply_test(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *payload,
+                          size_t len, int delta);
+
 /** Process-wide totals of the device path (tests, perf/gpu-check.sh). */
 typedef struct dc_devpath_totals {
     uint64_t frames, payload_bytes; /* frames given to the device path, their payloads */

@@ -19,6 +19,7 @@
 
 #include "engine/devdense.h"
 #include "engine/devpath.h"
+#include "engine/layout.h"
 #include "kernels/codec.h"
 #include "kernels/entropy.h"
 #include "kernels/kern_cuda.h"
@@ -280,4 +281,162 @@ Test(emu_dense, put_sparse_words_and_undo_record, .timeout = 60)
             fix_close(&f);
         }
     }
+}
+
+/* --- the whole device path of one chunk (engine/devpath.c) --------------- */
+
+static const dc_dtype_t dtype_of_w[9] = {[1] = DC_DTYPE_U8, [2] = DC_DTYPE_BF16,
+                                         [4] = DC_DTYPE_F32, [8] = DC_DTYPE_F64};
+
+typedef struct {
+    dc_node_t *n;
+    dc_layout_t *l;
+    uint8_t *dchunk;
+    size_t n_el, bytes;
+    unsigned w;
+    uint8_t *base, *want, *back;
+} pnode_t;
+
+static void pnode_open(pnode_t *p, size_t n, unsigned w)
+{
+    memset(p, 0, sizeof(*p));
+    p->n_el = n;
+    p->w = w;
+    p->bytes = n * w;
+    dc_layout_desc_t d = {"t", dtype_of_w[w], n};
+    cr_assert_eq(dc_layout_from_list(&d, 1, p->bytes, &p->l), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(p->l->nchunks, 1);
+    p->n = calloc(1, sizeof(*p->n));
+    p->n->layout = p->l;
+    cr_assert_eq(dc_codec_create(p->bytes, &p->n->rx.codec), DC_OK);
+    cr_assert_eq(dc_kern_cuda_malloc((void **)&p->dchunk, p->bytes), DC_OK);
+    cr_assert_eq(dc_place_init(&p->n->rx.place, p->l), DC_OK);
+    cr_assert_eq(dc_place_add(&p->n->rx.place, 0, 0, p->bytes, p->dchunk), DC_OK);
+    cr_assert_eq(dc_place_finish(&p->n->rx.place), DC_OK, "%s", dc_last_error());
+    p->n->rx.place.dev = 1;
+    cr_assert_eq(dc_devpath_open(p->n), DC_OK, "%s", dc_last_error());
+    cr_assert_not_null(p->n->rx.dev);
+    p->base = malloc(p->bytes);
+    p->want = malloc(p->bytes);
+    p->back = malloc(p->bytes);
+}
+
+static void pnode_close(pnode_t *p)
+{
+    dc_devpath_close(p->n);
+    dc_place_fini(&p->n->rx.place);
+    dc_codec_free(p->n->rx.codec);
+    dc_kern_cuda_free(p->dchunk);
+    dc_layout_free(p->l);
+    free(p->n);
+    free(p->base);
+    free(p->want);
+    free(p->back);
+}
+
+/* Payload pl (len, encoding enc) through the device path against the CPU's
+ * dc_codec_decode on the baseline: the same verdict, the chunk untouched
+ * when refused, the CPU's bytes when accepted; with delta, the device undo
+ * record / copy (put kinds) gives the baseline back.  Returns the CPU's
+ * status. */
+static dc_status_t pnode_check(pnode_t *p, uint16_t enc, const uint8_t *pl, size_t len,
+                               int delta)
+{
+    memcpy(p->want, p->base, p->bytes);
+    dc_status_t cs = dc_codec_decode(p->n->rx.codec, enc, pl, len, p->want, p->n_el, p->w);
+    cr_assert(cs == DC_OK || cs == DC_ERR_FORMAT, "cpu: %s", dc_last_error());
+    char cerr[256];
+    snprintf(cerr, sizeof(cerr), "%s", dc_last_error());
+    cr_assert_eq(dc_kern_cuda_h2d(p->dchunk, p->base, p->bytes), DC_OK);
+    int r = dc_devpath_apply_test(p->n, 0, enc, pl, len, delta);
+    cr_assert_eq(dc_kern_cuda_d2h(p->back, p->dchunk, p->bytes), DC_OK);
+    if (cs != DC_OK) {
+        cr_assert_eq(r, DC_DEV_BAD, "enc 0x%04x len %zu: the CPU refused (%s), the device %d",
+                     enc, len, cerr, r);
+        cr_assert_eq(memcmp(p->back, p->base, p->bytes), 0, "refused, but the chunk changed");
+        cr_assert(!dc_devpath_has_undo(p->n, 0));
+        return cs;
+    }
+    cr_assert_eq(r, DC_DEV_DONE, "enc 0x%04x len %zu: the CPU accepted, the device: %s", enc,
+                 len, dc_last_error());
+    cr_assert_eq(memcmp(p->back, p->want, p->bytes), 0, "enc 0x%04x w %u: bytes differ", enc,
+                 p->w);
+    unsigned kind = dc_enc_kind(enc);
+    if (delta && (kind == DC_ENC_PUT_SPARSE || kind == DC_ENC_PUT_DENSE)) {
+        cr_assert(dc_devpath_has_undo(p->n, 0), "no device undo record");
+        cr_assert_eq(dc_devpath_has_copy(p->n, 0), kind == DC_ENC_PUT_DENSE);
+        cr_assert_eq(dc_devpath_undo(p->n, 0), DC_DEV_DONE, "%s", dc_last_error());
+        cr_assert_eq(dc_kern_cuda_d2h(p->back, p->dchunk, p->bytes), DC_OK);
+        cr_assert_eq(memcmp(p->back, p->base, p->bytes), 0, "the undo is not the baseline");
+    }
+    dc_devpath_forget(p->n);
+    return cs;
+}
+
+/* Every kind but ctx (tests/emu/test_emu_ctx.c) in each values encoding,
+ * Golomb and gaps positions for the sparse ones, through the device path;
+ * truncations and bit flips get the CPU's verdict. */
+Test(emu_dense, every_kind_through_the_device_path_hostile, .timeout = 60)
+{
+    static const unsigned widths[] = {1, 2, 4, 8};
+    static const unsigned kinds[] = {DC_ENC_PUT_SPARSE, DC_ENC_XOR_SPARSE, DC_ENC_XOR_DENSE,
+                                     DC_ENC_PUT_DENSE};
+    unsigned tried = 0;
+    for (size_t wi = 0; wi < DC_ARRAY_SIZE(widths); wi++) {
+        const unsigned w = widths[wi];
+        const size_t n = 3001, bytes = n * w, cap = dc_codec_payload_bound(bytes);
+        pnode_t p;
+        pnode_open(&p, n, w);
+        uint8_t *next = malloc(bytes), *pay = malloc(cap), *bad = malloc(cap);
+        for (size_t ki = 0; ki < DC_ARRAY_SIZE(kinds); ki++)
+            for (size_t mi = 0; mi < DC_ARRAY_SIZE(methods); mi++)
+                for (unsigned gaps = 0; gaps < 2; gaps++) {
+                    const unsigned kind = kinds[ki], m = methods[mi];
+                    const int sparse = kind == DC_ENC_PUT_SPARSE || kind == DC_ENC_XOR_SPARSE;
+                    if ((m == DC_ENT_RANS && w > 2) || (m == DC_ENT_PLANES && w < 2) ||
+                        (gaps && !sparse))
+                        continue;
+                    make_pair(p.base, next, n, w, sparse ? 20 : 60);
+                    dc_codec_force_kind = kind;
+                    dc_ent_val_force = (int)m;
+                    dc_codec_pos_method = gaps ? DC_ENT_GAPS : DC_ENT_GOLOMB;
+                    size_t len;
+                    uint16_t enc;
+                    dc_status_t es = dc_codec_encode(p.n->rx.codec, p.base, next, n, w, pay, cap,
+                                                     &len, &enc, NULL);
+                    dc_codec_force_kind = 0;
+                    dc_ent_val_force = -1;
+                    dc_codec_pos_method = 0;
+                    cr_assert_eq(es, DC_OK, "%s", dc_last_error());
+                    cr_assert_eq(dc_enc_kind(enc), kind);
+                    if (dc_enc_val_method(enc) != m)
+                        continue; /* (zstd needs >= 2 KiB of sparse words) */
+                    tried++;
+                    cr_assert_eq(pnode_check(&p, enc, pay, len, 1), DC_OK);
+                    if (kind == DC_ENC_PUT_SPARSE || kind == DC_ENC_PUT_DENSE)
+                        cr_assert_eq(memcmp(p.back, p.base, bytes), 0, "not undone");
+                    cr_assert_eq(pnode_check(&p, enc, pay, len, 0), DC_OK);
+                    cr_assert_eq(memcmp(p.back, next, bytes), 0, "not the target");
+                    for (size_t cut = 0; cut < len; cut += 1 + len / 9)
+                        cr_assert_eq(pnode_check(&p, enc, pay, cut, (int)(cut & 1)),
+                                     DC_ERR_FORMAT, "truncated to %zu of %zu", cut, len);
+                    for (int k = 0; k < 12 && len > 0; k++) {
+                        memcpy(bad, pay, len);
+                        bad[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+                        pnode_check(&p, enc, bad, len, k & 1);
+                    }
+                    /* another kind's or method's view of the same bytes */
+                    pnode_check(&p, dc_enc_make(kind, dc_enc_pos_method(enc),
+                                                m == DC_ENT_RAW ? DC_ENT_PLANES : DC_ENT_RAW),
+                                pay, len, 0);
+                    pnode_check(&p, dc_enc_make(kind, sparse ? 0 : DC_ENT_GOLOMB, m), pay, len,
+                                0);
+                }
+        free(next);
+        free(pay);
+        free(bad);
+        pnode_close(&p);
+    }
+    fprintf(stderr, "emu_dense: %u payloads through the device path\n", tried);
+    cr_assert_gt(tried, 40);
 }
