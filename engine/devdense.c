@@ -31,6 +31,33 @@ void dc_devdense_close(dc_devdense_t *dd)
     dd->hcap = 0;
 }
 
+dc_status_t dc_devdense_recode(dc_node_t *n, dc_devdense_t *dd, const uint8_t *words,
+                               size_t count, unsigned w, const uint8_t **out, size_t *len,
+                               unsigned *method)
+{
+    const size_t need = dc_ent_val_bound(count, w), bytes = count * w;
+    if (dd->hcap < need) {
+        uint8_t *nb = realloc(dd->hbuf, need);
+        if (!nb)
+            return dc_error(DC_ERR_NOMEM, "host buffer of %zu bytes", need);
+        dd->hbuf = nb;
+        dd->hcap = need;
+    }
+    dd->host_zstd++;
+    if (dc_codec_values_recode(n->rx.codec, words, count, w, dd->hbuf, dd->hcap, len, method) ==
+            DC_OK &&
+        *len < bytes) {
+        dd->recoded++;
+    } else {
+        /* the words as they are (a raw stream) */
+        memcpy(dd->hbuf, words, bytes);
+        *len = bytes;
+        *method = DC_ENT_RAW;
+    }
+    *out = dd->hbuf;
+    return DC_OK;
+}
+
 int dc_devdense_apply(dc_node_t *n, dc_devdense_t *dd, uint32_t c, uint16_t enc,
                       const uint8_t *payload, size_t len, int journal, uint8_t *dchunk,
                       size_t elems, unsigned w, void **copy, uint64_t *sent)
@@ -61,28 +88,8 @@ int dc_devdense_apply(dc_node_t *n, dc_devdense_t *dd, uint32_t c, uint16_t enc,
         if (dc_codec_decode_lists(n->rx.codec, enc, payload, len, elems, w, &pos, &hw, &count) !=
             DC_OK)
             return DC_DEV_BAD;
-        dd->host_zstd++;
-        size_t need = dc_ent_val_bound(elems, w);
-        if (dd->hcap < need) {
-            uint8_t *nb = realloc(dd->hbuf, need);
-            if (!nb) {
-                (void)dc_error(DC_ERR_NOMEM, "host buffer of %zu bytes", need);
-                return DC_DEV_FAIL;
-            }
-            dd->hbuf = nb;
-            dd->hcap = need;
-        }
-        if (dc_codec_values_recode(n->rx.codec, hw, elems, w, dd->hbuf, dd->hcap, &len,
-                                   &method) == DC_OK && len < bytes) {
-            payload = dd->hbuf;
-            dd->recoded++;
-        } else {
-            /* the words as they are (a raw stream) */
-            memcpy(dd->hbuf, hw, bytes);
-            payload = dd->hbuf;
-            len = bytes;
-            method = DC_ENT_RAW;
-        }
+        if (dc_devdense_recode(n, dd, hw, elems, w, &payload, &len, &method) != DC_OK)
+            return DC_DEV_FAIL;
     }
     {
         /* the stream as it is, decoded on the device into scratch */

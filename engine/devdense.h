@@ -18,9 +18,10 @@
  *               record (the layout of a ctx chunk's record)
  *
  * zstd values have no device decoder: they are decoded on the host
- * (counted: host_zstd); a dense chunk's words are then coded again as the
- * smallest stream the device decodes (dc_codec_values_recode: raw, rANS or
- * byte planes), which crosses and is decoded there (counted: recoded).  A refused payload leaves the
+ * (counted: host_zstd); the words are then coded again as the smallest
+ * stream the device decodes (dc_codec_values_recode: raw, rANS or byte
+ * planes), which crosses and is decoded there (counted: recoded), for the
+ * dense kinds and (devpath.c) the sparse ones.  A refused payload leaves the
  * chunk untouched (everything is decoded into scratch first).
  */
 #ifndef DC_ENGINE_DEVDENSE_H
@@ -34,7 +35,7 @@ typedef struct dc_devdense {
     size_t cap;
     uint64_t dense_dev;  /* dense chunks whose values were decoded on the device */
     uint64_t host_zstd;  /* chunks (not ctx) whose zstd values were decoded on the host */
-    uint64_t recoded;    /* ... dense ones whose words were recoded to a device stream */
+    uint64_t recoded;    /* ... whose words were recoded to a smaller device stream */
     uint8_t *hbuf;       /* host scratch: the recoded stream */
     size_t hcap;
     uint64_t copies;     /* put-dense undo copies made on the device */
@@ -72,6 +73,17 @@ int dc_devdense_apply(dc_node_t *n, dc_devdense_t *dd, uint32_t c, uint16_t enc,
 dc_status_t dc_devdense_put_to_xor(dc_devdense_t *dd, const uint8_t *dchunk, unsigned w,
                                    const uint32_t *dpos, uint8_t *dwords, size_t count,
                                    void **rec);
+
+/**
+ * count words of w bytes (host; zstd values decoded on the host) coded
+ * again as the smallest stream the device decodes (dc_codec_values_recode:
+ * raw, rANS or byte planes) into dd's host buffer: *out, *len bytes,
+ * method *method (DC_ENT_RAW and the words themselves when nothing is
+ * smaller).  Counts dd->host_zstd.
+ */
+dc_status_t dc_devdense_recode(dc_node_t *n, dc_devdense_t *dd, const uint8_t *words,
+                               size_t count, unsigned w, const uint8_t **out, size_t *len,
+                               unsigned *method);
 
 /** A PUT_DENSE undo copy (copy, bytes) back into dchunk, on the device. */
 dc_status_t dc_devdense_restore(uint8_t *dchunk, const void *copy, size_t bytes);

@@ -278,15 +278,34 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
     struct dc_devpath *dp = n->rx.dev;
     const dc_layout_chunk_t *lc = &n->layout->chunks[c];
     const dc_layout_tensor_t *lt = &n->layout->tensors[lc->tensor];
-    const unsigned vm = dc_enc_val_method(enc);
-    if (vm == DC_ENT_ZSTD)
-        return DEV_HOST_VALUES;
+    unsigned vm = dc_enc_val_method(enc);
     /* positions are decoded on the device too (their stream and the
      * values stream, contiguous in the payload, cross as they are): Golomb
      * (dc_kern_cuda_golomb_decode) and rANS gaps (dc_kern_cuda_gaps_decode:
      * header and escapes read here) */
     const int gaps = dc_enc_pos_method(enc) == DC_ENT_GAPS;
     const int dev_pos = !gaps || elems <= (1ull << 31);
+    /* zstd values (no device decoder): the whole payload decoded on the
+     * host (its verdict), the words coded again as a stream the device
+     * decodes (devdense.c), which crosses instead of the zstd stream; the
+     * positions stream still crosses as it is */
+    const uint8_t *vsrc = NULL;
+    size_t rlen = 0;
+    if (vm == DC_ENT_ZSTD) {
+        if (!dev_pos)
+            return DEV_HOST_VALUES;
+        const uint32_t *hp;
+        const uint8_t *hw;
+        size_t hc;
+        if (dc_codec_decode_lists(n->rx.codec, enc, payload, len, elems, (unsigned)w, &hp, &hw,
+                                  &hc) != DC_OK)
+            return DC_DEV_BAD; /* nothing changed yet */
+        if (dc_devdense_recode(n, &dp->dd, hw, hc, (unsigned)w, &vsrc, &rlen, &vm) != DC_OK) {
+            dc_error_prefix("node %u: chunk %u of tensor '%s'", n->me, c, lt->name);
+            return DC_DEV_FAIL;
+        }
+        dev_totals.host_zstd++;
+    }
     if (gaps && dev_pos && dev_ctx_scratch(dp, lc->len) != DC_OK) {
         dc_error_prefix("node %u: chunk %u of tensor '%s' in device memory", n->me, c, lt->name);
         return DC_DEV_FAIL;
@@ -302,7 +321,7 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
                                          &pos, &count, &vofs) != DC_OK) {
         return DC_DEV_BAD;
     }
-    const size_t pos_bytes = count * sizeof(uint32_t), vlen = len - vofs;
+    const size_t pos_bytes = count * sizeof(uint32_t), vlen = vsrc ? rlen : len - vofs;
     const size_t sent = (dev_pos ? plen : pos_bytes) + vlen;
     if (sent >= 2 * (size_t)lc->len)
         return dev_stage(n, c, DEV_WHY_LISTS);
@@ -315,9 +334,13 @@ static int dev_sparse(dc_node_t *n, uint32_t c, uint16_t enc, const uint8_t *pay
         goto fail;
     uint64_t gaps_sent = 0;
     if (dev_pos) {
-        if ((st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs + (gaps ? plen : 0),
-                                   payload + pofs + (gaps ? plen : 0),
-                                   (gaps ? 0 : plen) + vlen)) != DC_OK)
+        if (vsrc ? (((!gaps && plen) && (st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs,
+                                                               payload + pofs, plen)) != DC_OK) ||
+                    (vlen && (st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs + plen, vsrc,
+                                                    vlen)) != DC_OK))
+                 : (st = dc_kern_cuda_h2d((uint8_t *)dp->dbuf + sofs + (gaps ? plen : 0),
+                                          payload + pofs + (gaps ? plen : 0),
+                                          (gaps ? 0 : plen) + vlen)) != DC_OK)
             goto fail;
         st = gaps ? dc_kern_cuda_gaps_decode(dp->ctx, payload + pofs, plen, count, elems,
                                              dp->dbuf, &gaps_sent)
