@@ -183,11 +183,11 @@ static void dense_case(unsigned kind, unsigned w, size_t n, unsigned pct, int ho
         if (!hostile)
             continue;
         /* truncations */
-        for (size_t cut = 0; cut < len; cut += 1 + len / 47)
+        for (size_t cut = 0; cut < len; cut += 1 + len / 23)
             cr_assert_eq(check_one(&f, enc, f.pay, cut, kind == DC_ENC_PUT_DENSE), DC_ERR_FORMAT,
                          "truncated to %zu of %zu", cut, len);
         /* bit flips (the verdict may be either: the device must agree) */
-        for (int k = 0; k < 64 && len > 0; k++) {
+        for (int k = 0; k < 32 && len > 0; k++) {
             memcpy(f.bad, f.pay, len);
             f.bad[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
             check_one(&f, enc, f.bad, len, kind == DC_ENC_PUT_DENSE && (k & 1));
@@ -417,10 +417,10 @@ Test(emu_dense, every_kind_through_the_device_path_hostile, .timeout = 60)
                         cr_assert_eq(memcmp(p.back, p.base, bytes), 0, "not undone");
                     cr_assert_eq(pnode_check(&p, enc, pay, len, 0), DC_OK);
                     cr_assert_eq(memcmp(p.back, next, bytes), 0, "not the target");
-                    for (size_t cut = 0; cut < len; cut += 1 + len / 9)
+                    for (size_t cut = 0; cut < len; cut += 1 + len / 7)
                         cr_assert_eq(pnode_check(&p, enc, pay, cut, (int)(cut & 1)),
                                      DC_ERR_FORMAT, "truncated to %zu of %zu", cut, len);
-                    for (int k = 0; k < 12 && len > 0; k++) {
+                    for (int k = 0; k < 10 && len > 0; k++) {
                         memcpy(bad, pay, len);
                         bad[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
                         pnode_check(&p, enc, bad, len, k & 1);
