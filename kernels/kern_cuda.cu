@@ -24,8 +24,11 @@
  * at once, one thread per (block, lane) across the whole GPU (the input
  * read once, 64 B of sums written per KiB); then 8 threads, one per
  * accumulator, walk the blocks adding each sum and scrambling (a chain of
- * a few integer operations per KiB, its loads independent of it).  The
- * first version did both in one 32-thread block: 0.4 GB/s on an H200.
+ * a few integer operations per KiB), fed from tiles of sums the piece's
+ * 256 threads copy into shared memory.  On an H200: the first version
+ * (both in one 32-thread block) 0.4 GB/s; two passes with the chain
+ * loading its own sums 8.4 GB/s for one 1 GiB buffer, 352 GB/s for 256
+ * chunks of 4 MiB in one call (perf/gpu_bench).
  * Bit-identical to XXH3_128bits (no format change); inputs of <= 240
  * bytes (XXH3's short paths) are copied back and hashed on the host (at
  * most 240 bytes across PCIe).
@@ -713,40 +716,42 @@ __global__ void k_xxh3_block_sums(const uint8_t *p, size_t total, size_t piece, 
     sums[i] = s;
 }
 
-/* Pass 2, one block of 32 threads per piece (blockIdx.x), threads 0-7:
- * accumulator t through the piece's blocks' sums (scrambled after each
- * block but the last), the last stripe, then the 128-bit merge; out[2q] =
- * low64, out[2q + 1] = high64. */
+/* Pass 2, one block of XXH_CHAIN_THREADS threads per piece (blockIdx.x):
+ * all of them copy the next XXH_CHAIN_TILE blocks' sums into shared
+ * memory (coalesced, many loads in flight), then threads 0-7 take
+ * accumulator t through them (scrambled after each block but the piece's
+ * last: a chain of a few integer operations per block, now fed from
+ * shared memory instead of waiting on each load); then the last stripe and
+ * the 128-bit merge; out[2q] = low64, out[2q + 1] = high64. */
+#define XXH_CHAIN_THREADS 256
+#define XXH_CHAIN_TILE 512 /* blocks per tile: 32 KiB of sums in shared memory */
 __global__ void k_xxh3_128_chain(const uint8_t *p, size_t total, size_t piece, size_t nbp,
                                  const unsigned long long *sums, unsigned long long *out)
 {
     __shared__ unsigned long long acc[8];
+    __shared__ unsigned long long tile[XXH_CHAIN_TILE * 8];
     const int t = (int)threadIdx.x;
     const size_t q = blockIdx.x, len = xxh_piece_len(total, piece, q), nb = (len - 1) / 1024;
     const uint8_t *in = p + q * piece;
     sums += q * nbp * 8;
+    const unsigned long long init[8] = {XXH_P32_3, XXH_P64_1, XXH_P64_2, XXH_P64_3,
+                                        XXH_P64_4, XXH_P32_2, XXH_P64_5, XXH_P32_1};
+    const unsigned long long sec = t < 8 ? xxh_sec64(192 - 64 + 8 * t) : 0;
+    unsigned long long a = t < 8 ? init[t] : 0;
+    /* the blocks before the last: scrambled after each */
+    for (size_t b0 = 0; b0 < nb; b0 += XXH_CHAIN_TILE) {
+        const size_t cnt = nb - b0 < XXH_CHAIN_TILE ? nb - b0 : XXH_CHAIN_TILE;
+        for (size_t j = (size_t)t; j < cnt * 8; j += blockDim.x)
+            tile[j] = sums[b0 * 8 + j];
+        __syncthreads();
+        if (t < 8)
+            for (size_t k = 0; k < cnt; k++) {
+                a += tile[k * 8 + t];
+                a = ((a ^ (a >> 47)) ^ sec) * XXH_P32_1;
+            }
+        __syncthreads();
+    }
     if (t < 8) {
-        const unsigned long long init[8] = {XXH_P32_3, XXH_P64_1, XXH_P64_2, XXH_P64_3,
-                                            XXH_P64_4, XXH_P32_2, XXH_P64_5, XXH_P32_1};
-        const unsigned long long sec = xxh_sec64(192 - 64 + 8 * t);
-        unsigned long long a = init[t];
-        size_t b = 0;
-        for (; b + 4 <= nb; b += 4) { /* four loads in flight ahead of the chain */
-            const unsigned long long s0 = sums[(b + 0) * 8 + t], s1 = sums[(b + 1) * 8 + t];
-            const unsigned long long s2 = sums[(b + 2) * 8 + t], s3 = sums[(b + 3) * 8 + t];
-            a += s0;
-            a = ((a ^ (a >> 47)) ^ sec) * XXH_P32_1;
-            a += s1;
-            a = ((a ^ (a >> 47)) ^ sec) * XXH_P32_1;
-            a += s2;
-            a = ((a ^ (a >> 47)) ^ sec) * XXH_P32_1;
-            a += s3;
-            a = ((a ^ (a >> 47)) ^ sec) * XXH_P32_1;
-        }
-        for (; b < nb; b++) {
-            a += sums[b * 8 + t];
-            a = ((a ^ (a >> 47)) ^ sec) * XXH_P32_1;
-        }
         a += sums[nb * 8 + t];                                 /* the last block's stripes */
         a += xxh_stripe_part(in + len - 64, 192 - 64 - 7, t); /* the last stripe */
         acc[t] = a;
@@ -1165,7 +1170,7 @@ static dc_status_t kcu_digest128_dev_pieces(const void *buf, size_t len, size_t 
         const unsigned threads = 256;
         DC_LAUNCH(k_xxh3_block_sums, (unsigned)((nsum + threads - 1) / threads), threads, s)(
             (const uint8_t *)buf, dlen, piece, ndev, nbp, dres + 2 * ndev);
-        DC_LAUNCH(k_xxh3_128_chain, (unsigned)ndev, 32, s)((const uint8_t *)buf, dlen, piece, nbp,
+        DC_LAUNCH(k_xxh3_128_chain, (unsigned)ndev, XXH_CHAIN_THREADS, s)((const uint8_t *)buf, dlen, piece, nbp,
                                                           dres + 2 * ndev, dres);
         CU_TRY(cudaGetLastError(), "digest kernel");
         CU_TRY(cudaMemcpyAsync(host, dres, 2 * ndev * sizeof(*host), cudaMemcpyDeviceToHost, s),

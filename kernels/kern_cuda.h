@@ -104,7 +104,7 @@ dc_status_t dc_kern_cuda_digest128(const void *buf, size_t len, dc_digest_t *out
  * (inputs of <= 240 bytes, XXH3's short paths, are copied back whole and
  * hashed on the host).  Two passes: every 1 KiB block's stripe sums at
  * once, then one chain of scrambles through the blocks (a few integer
- * operations per KiB: about 50 GB/s per call on an H200, latency-bound;
+ * operations per KiB: latency-bound, perf/gpu_bench measures it;
  * dc_kern_cuda_digest128_dev_pieces runs many chains at once).
  * Synchronizes.
  */
