@@ -134,7 +134,13 @@ static void dc_ctx_rank_avx512(const void *base, size_t n, unsigned w, const uin
                                unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                                uint32_t *rnk, uint64_t *pop, uint64_t *ge)
 {
-    dc_ctx_rank_impl(dc_ctx_ge_avx512, base, n, w, thr, nt, pos, count, cls, rnk, pop, ge);
+    /* the default class count as a constant (the per-block level loops
+     * and the per-change class count unrolled) */
+    if (nt == DC_CTX_DEFAULT_NT)
+        dc_ctx_rank_impl(dc_ctx_ge_avx512, base, n, w, thr, DC_CTX_DEFAULT_NT, pos, count, cls, rnk, pop,
+                         ge);
+    else
+        dc_ctx_rank_impl(dc_ctx_ge_avx512, base, n, w, thr, nt, pos, count, cls, rnk, pop, ge);
 }
 
 static unsigned dc_ctx_merge_slabs_avx512(const void *base, size_t n, unsigned w,
