@@ -67,6 +67,10 @@ typedef struct dc_ctx_scan_ops {
 extern const dc_ctx_scan_ops_t dc_ctx_scan_scalar;
 #if defined(__x86_64__)
 extern const dc_ctx_scan_ops_t dc_ctx_scan_avx2;
+#if !DC_KERN_EMU_AVX512
+/* (ctx_scan_avx512.c; the emulated build's avx512 row uses the AVX2 one) */
+extern const dc_ctx_scan_ops_t dc_ctx_scan_avx512;
+#endif
 #endif
 
 /** The reference loop (also the vector tables' tail). */

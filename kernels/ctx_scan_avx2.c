@@ -71,7 +71,8 @@ static inline void dc_ge_block16(const uint8_t *p, const __m256i *tv, unsigned n
  * byte once, then one byte compare per 32 elements and threshold (tb:
  * the threshold bucket - 1, both sides biased by 0x80 for a signed
  * compare) */
-static inline void dc_ge_block16b(const uint8_t *p, const __m256i *tb, unsigned nt, uint64_t *ge)
+static inline __attribute__((always_inline)) void dc_ge_block16b(const uint8_t *p, const __m256i *tb,
+                                                                 unsigned nt, uint64_t *ge)
 {
     const __m256i lo = _mm256_set1_epi16(0xff), bias = _mm256_set1_epi8((char)0x80);
     __m256i v0 = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)p), 7), lo);
@@ -146,8 +147,18 @@ static void dc_ctx_ge_avx2(const void *base, size_t n, unsigned w, const uint64_
             tb[j] = _mm256_set1_epi8((char)(((thr[j] >> 7) - 1) ^ 0x80));
         }
         if (by7) {
-            for (size_t k = 0; k < full; k++)
-                dc_ge_block16b(b + k * 128, tb, nt, ge + k * nt);
+            if (nt == DC_CTX_DEFAULT_NT) {
+                /* the codec's default: the thresholds held in registers
+                 * (three, DC_CTX_DEFAULT_NT) */
+                _Static_assert(DC_CTX_DEFAULT_NT == 3, "t3 holds three thresholds");
+                const __m256i t3[DC_CTX_DEFAULT_NT] = {tb[0], tb[1], tb[2]};
+                for (size_t k = 0; k < full; k++)
+                    dc_ge_block16b(b + k * 128, t3, DC_CTX_DEFAULT_NT,
+                                   ge + k * DC_CTX_DEFAULT_NT);
+            } else {
+                for (size_t k = 0; k < full; k++)
+                    dc_ge_block16b(b + k * 128, tb, nt, ge + k * nt);
+            }
             if (n % 64)
                 dc_ctx_ge_scalar(b + full * 128, n % 64, w, thr, nt, ge + full * nt);
             return;
@@ -176,7 +187,13 @@ static void dc_ctx_rank_avx2(const void *base, size_t n, unsigned w, const uint6
                              unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                              uint32_t *rnk, uint64_t *pop, uint64_t *ge)
 {
-    dc_ctx_rank_impl(dc_ctx_ge_avx2, base, n, w, thr, nt, pos, count, cls, rnk, pop, ge);
+    /* the default class count as a constant (the per-block level loops
+     * and the per-change class count unrolled) */
+    if (nt == DC_CTX_DEFAULT_NT)
+        dc_ctx_rank_impl(dc_ctx_ge_avx2, base, n, w, thr, DC_CTX_DEFAULT_NT, pos, count, cls, rnk, pop,
+                         ge);
+    else
+        dc_ctx_rank_impl(dc_ctx_ge_avx2, base, n, w, thr, nt, pos, count, cls, rnk, pop, ge);
 }
 
 static unsigned dc_ctx_merge_slabs_avx2(const void *base, size_t n, unsigned w, const uint64_t *thr,

@@ -145,7 +145,7 @@ static inline size_t dc_ctx_find_block(const uint32_t *pre, const uint32_t *pre8
  * by a block search and a select per change rather than by the deposit of
  * every block (a few operations per block): at 1% changed, most classes
  * have a few changes per slab; at 8%, dozens. */
-#define DC_CTX_DEPOSIT_MIN 4
+#define DC_CTX_DEPOSIT_MIN 2
 
 /* The positions e0 + 64 q + i of the set bits i of chg[q] for the blocks
  * q named by the set bits of nz (every block whose chg is not zero), in
@@ -184,6 +184,31 @@ static inline __attribute__((always_inline)) size_t dc_ctx_positions(const uint6
         kk += pc;
     }
     return kk;
+}
+
+/* The base words of the slab's positions sp[0..cnt) to ob: one loop per
+ * element width (a switch per word costs as much as the copy) */
+static inline __attribute__((always_inline)) void
+dc_ctx_gather_bw(const uint8_t *b, unsigned w, const uint32_t *sp, size_t cnt, uint8_t *ob)
+{
+    switch (w) {
+    case 1:
+        for (size_t i = 0; i < cnt; i++)
+            ob[i] = b[sp[i]];
+        break;
+    case 2:
+        for (size_t i = 0; i < cnt; i++)
+            memcpy(ob + 2 * i, b + 2 * (size_t)sp[i], 2);
+        break;
+    case 4:
+        for (size_t i = 0; i < cnt; i++)
+            memcpy(ob + 4 * i, b + 4 * (size_t)sp[i], 4);
+        break;
+    default:
+        for (size_t i = 0; i < cnt; i++)
+            memcpy(ob + 8 * i, b + 8 * (size_t)sp[i], 8);
+        break;
+    }
 }
 
 /* One slab's classes: pre[c][q] the elements of class c in the slab
@@ -362,24 +387,8 @@ dc_ctx_merge_impl(dc_ctx_ge_fn ge_masks, dc_ctx_deposit_fn dep, const void *base
         size_t k0 = k;
         k += dc_ctx_positions(chg, nz, (uint32_t)e0, sp);
         memcpy(pos + k0, sp, (k - k0) * sizeof(pos[0]));
-        if (bw) {
-            uint8_t *ob = bw;
-            for (size_t i = k0; i < k; i++)
-                switch (w) {
-                case 1:
-                    ob[i] = b[pos[i]];
-                    break;
-                case 2:
-                    memcpy(ob + 2 * i, b + 2 * (size_t)pos[i], 2);
-                    break;
-                case 4:
-                    memcpy(ob + 4 * i, b + 4 * (size_t)pos[i], 4);
-                    break;
-                default:
-                    memcpy(ob + 8 * i, b + 8 * (size_t)pos[i], 8);
-                    break;
-                }
-        }
+        if (bw)
+            dc_ctx_gather_bw(b, w, sp, k - k0, (uint8_t *)bw + k0 * w);
         if (fn)
             fn(arg, e0, e0 + ne, k0, k);
     }

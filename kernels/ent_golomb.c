@@ -444,6 +444,86 @@ void dc_golomb_build_g2(dc_golomb_dec_t *d)
     d->glook = twos * 8 >= (1u << DC_GT_BITS) ? 3 : 4;
 }
 
+/*
+ * The decoder without its table (streams of fewer than 4096 codes, or codes
+ * longer than DC_GT_BITS: most of a ctx chunk's per-class rank streams),
+ * for b >= 2: one code per iteration from one big-endian load, its quotient
+ * by a count of leading zeros and its remainder in truncated binary
+ * without a branch.  The remainder is always < m here (b - 1 bits give
+ * less than cut < m; b bits at least 2 cut give at most 2^b - 1 - cut =
+ * m - 1), so the careful path's "bad remainder" cannot happen.  Stops at a
+ * code that does not fit the 57+ bits of the load or within 8 bytes of
+ * the end (dc_golomb_dec_run then takes one code the careful way), at
+ * upto, or at a position past the chunk (*st: the careful path's error).
+ * Compiled twice: portable, and with LZCNT / BMI2 (lzcnt, shlx / shrx).
+ */
+static inline __attribute__((always_inline)) size_t
+dc_golomb_lz_loop(const uint8_t **pp, const uint8_t *end, unsigned *pbc, uint64_t *pnext,
+                  uint64_t n, uint64_t m, uint64_t cut, unsigned b, uint32_t *pos, size_t k,
+                  size_t upto, dc_status_t *st)
+{
+    const uint8_t *p = *pp;
+    unsigned bc = *pbc;
+    uint64_t next = *pnext;
+    /* a code fits the load when lz + 1 + b <= 64 - bc; an all-zero window
+     * (lz 64) never fits, and clz(win | 1) = 63 for it refuses it as well
+     * (b >= 2) without a test for zero */
+    const unsigned lim = 63 - b, sl = 64 - b;
+    uint32_t *o = pos + k, *const oe = pos + upto;
+    while (o < oe && end - p >= 8) {
+        /* a code moves p by at most 8 bytes (bc + its bits <= 64): this
+         * many codes keep 8 bytes readable at p without a check each */
+        size_t safe = (size_t)(end - p - 8) / 8 + 1;
+        uint32_t *oe2 = (size_t)(oe - o) < safe ? oe : o + safe;
+        do {
+            uint64_t win = __builtin_bswap64(dc_load_le64(p)) << bc;
+            unsigned lz = (unsigned)__builtin_clzll(win | 1);
+            if (lz + bc > lim)
+                goto stop;
+            /* the b bits after the one; truncated binary: their top b - 1
+             * bits when below cut, else all b of them less cut */
+            uint64_t v = ((win << lz) << 1) >> sl;
+            uint64_t short_r = v >> 1;
+            unsigned is_long = short_r >= cut;
+            uint64_t rem = is_long ? v - cut : short_r;
+            uint64_t ps = next + (uint64_t)lz * m + rem;
+            if (DC_UNLIKELY(ps >= n)) {
+                *st = dc_error(DC_ERR_FORMAT, "positions: position %llu past chunk of %llu",
+                               (unsigned long long)ps, (unsigned long long)n);
+                goto stop;
+            }
+            *o++ = (uint32_t)ps;
+            next = ps + 1;
+            bc += lz + b + is_long;
+            p += bc >> 3;
+            bc &= 7;
+        } while (o < oe2);
+    }
+stop:
+    *pp = p;
+    *pbc = bc;
+    *pnext = next;
+    return (size_t)(o - pos);
+}
+
+static size_t dc_golomb_lz_base(const uint8_t **pp, const uint8_t *end, unsigned *pbc,
+                                uint64_t *pnext, uint64_t n, uint64_t m, uint64_t cut, unsigned b,
+                                uint32_t *pos, size_t k, size_t upto, dc_status_t *st)
+{
+    return dc_golomb_lz_loop(pp, end, pbc, pnext, n, m, cut, b, pos, k, upto, st);
+}
+
+#if defined(__x86_64__)
+/* every CPU with BMI2 has LZCNT (Haswell, Zen) */
+__attribute__((target("bmi2,lzcnt"))) static size_t
+dc_golomb_lz_bmi2(const uint8_t **pp, const uint8_t *end, unsigned *pbc, uint64_t *pnext,
+                  uint64_t n, uint64_t m, uint64_t cut, unsigned b, uint32_t *pos, size_t k,
+                  size_t upto, dc_status_t *st)
+{
+    return dc_golomb_lz_loop(pp, end, pbc, pnext, n, m, cut, b, pos, k, upto, st);
+}
+#endif
+
 dc_status_t dc_golomb_dec_run(dc_golomb_dec_t *d, uint32_t *pos, size_t upto)
 {
     /*
@@ -465,7 +545,28 @@ dc_status_t dc_golomb_dec_run(dc_golomb_dec_t *d, uint32_t *pos, size_t upto)
     if (upto > d->count)
         upto = d->count;
     dc_status_t st = DC_OK;
+    /* without the table (b >= 2): dc_golomb_lz_loop, each code it leaves
+     * (too long for one load, or in the last bytes) taken below */
+    typedef size_t (*dc_golomb_lz_fn)(const uint8_t **, const uint8_t *, unsigned *, uint64_t *,
+                                      uint64_t, uint64_t, uint64_t, unsigned, uint32_t *, size_t,
+                                      size_t, dc_status_t *);
+    dc_golomb_lz_fn lz_loop = NULL;
+    if (!d->use_tab && b >= 2 && k < upto) {
+#if defined(__x86_64__)
+        if (dc_ent_isa() >= DC_ENT_ISA_AVX2)
+            lz_loop = dc_golomb_lz_bmi2;
+        else
+#endif
+            lz_loop = dc_golomb_lz_base;
+    }
     while (k < upto) {
+        if (lz_loop) {
+            k = lz_loop(&p, end, &bc, &next, n, m, cut, b, pos, k, upto, &st);
+            if (st != DC_OK)
+                goto out;
+            if (k >= upto)
+                break;
+        }
         if (end - p < 8)
             goto careful;
         uint64_t cont = __builtin_bswap64(dc_load_le64(p));

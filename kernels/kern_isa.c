@@ -113,8 +113,12 @@ static const dc_kern_isa_desc_t g_isas[] = {
     {"scalar", DC_KERN_SCALAR, &dc_kern_ops_scalar, &dc_digest_ops_base, &dc_ctx_scan_scalar},
 #if defined(__x86_64__)
     {"avx2", DC_KERN_AVX2, &dc_kern_ops_avx2, &dc_digest_ops_avx2, &dc_ctx_scan_avx2},
+#if DC_KERN_EMU_AVX512
     {"avx512", DC_KERN_AVX512, &dc_kern_ops_avx512, &dc_digest_ops_avx512,
      &dc_ctx_scan_avx2 /* the AVX2 scan: 64 elements a step already */},
+#else
+    {"avx512", DC_KERN_AVX512, &dc_kern_ops_avx512, &dc_digest_ops_avx512, &dc_ctx_scan_avx512},
+#endif
 #endif
 };
 

@@ -536,6 +536,159 @@ Test(entropy, golomb_matches_bitwise_reference)
     free(out);
 }
 
+/* A bit-at-a-time Golomb decoder with the verdicts of the decoder's careful
+ * path (dc_gd_careful, dc_golomb_dec_finish): 0 and the positions, or -1. */
+static int golomb_ref_decode(const uint8_t *src, size_t len, size_t count, uint64_t n,
+                             uint32_t *out)
+{
+    const uint8_t *p = src;
+    uint64_t m;
+    if (dc_ent_get_varint(&p, src + len, &m) != DC_OK || m < 1 || m > (1ull << 32) || count > n)
+        return -1;
+    unsigned b = 0;
+    while ((1ull << b) < m)
+        b++;
+    const uint64_t cut = (1ull << b) - m, nbits = (uint64_t)(src + len - p) * 8;
+    uint64_t bit = 0, next = 0;
+#define GETBIT() ((p[bit >> 3] >> (7 - (bit & 7))) & 1u)
+    for (size_t k = 0; k < count; k++) {
+        uint64_t q = 0;
+        for (;;) {
+            if (bit >= nbits)
+                return -1;
+            if (GETBIT()) {
+                bit++;
+                break;
+            }
+            bit++;
+            if (++q > n)
+                return -1;
+        }
+        uint64_t rem = 0;
+        if (b) {
+            if (nbits - bit < b - 1)
+                return -1;
+            for (unsigned j = 0; j + 1 < b; j++, bit++)
+                rem = rem << 1 | GETBIT();
+            if (rem >= cut) {
+                if (bit >= nbits)
+                    return -1;
+                rem = (rem << 1 | GETBIT()) - cut;
+                bit++;
+                if (rem >= m)
+                    return -1;
+            }
+        }
+        uint64_t g = q * m + rem, ps = next + g;
+        if (g > n || ps >= n)
+            return -1;
+        out[k] = (uint32_t)ps;
+        next = ps + 1;
+    }
+    /* trailing: fewer than 8 bits left, all of them zero */
+    if (nbits - bit >= 8)
+        return -1;
+    for (; bit < nbits; bit++)
+        if (GETBIT())
+            return -1;
+#undef GETBIT
+    return 0;
+}
+
+/* The decoder's table-less loop (streams of < 4096 codes, codes longer
+ * than the 12-bit table): every m from 1 to 2^31, quotients of 0 to past
+ * one load, streams shorter than one load; decoded whole and in steps of
+ * 1..7 codes (dc_ent_sparse_run resumes it so); truncated and bit-flipped
+ * streams get the verdict of a bit-at-a-time decoder, under every ISA. */
+Test(entropy, golomb_tableless_decoder_matches_reference)
+{
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    const char *was = dc_kern_isa();
+    const size_t maxc = 4000;
+    uint32_t *pos = malloc(maxc * 4), *out = malloc(maxc * 4), *rout = malloc(maxc * 4);
+    dc_golomb_dec_t *d = malloc(sizeof(*d));
+    cr_assert(pos && out && rout && d);
+    size_t cases = 0;
+    for (int ii = 0; ii < 3; ii++) {
+        if (!dc_kern_isa_supported(isas[ii]))
+            continue;
+        cr_assert_eq(dc_kern_set_isa(isas[ii]), DC_OK);
+        for (unsigned sh = 0; sh < 40; sh++) {
+            /* k changes spread over n: mean gap (and so m) from 1 to ~2^31 */
+            size_t k = sh < 4 ? sh : 3 + (rnd() % (sh < 20 ? 40 : maxc - 3));
+            uint64_t n = (sh % 8 == 7) ? (1ull << 32) : (uint64_t)k << (sh % 31);
+            if (n < k + 1)
+                n = k + 1;
+            if (n > (1ull << 32))
+                n = 1ull << 32;
+            /* sorted distinct positions: uniform, or clustered with a few
+             * huge gaps (long quotients beside short codes) */
+            uint64_t at = 0;
+            for (size_t i = 0; i < k; i++) {
+                uint64_t room = n - at - (k - i); /* keep k - i - 1 more < n */
+                uint64_t g = room / (k - i) * 2;
+                if (sh % 3 == 1)
+                    g = rnd() % 7 == 0 ? room / 2 : (room > 64 ? 3 : 0);
+                g = g ? rnd() % (g + 1) : 0;
+                if (g > room)
+                    g = room;
+                pos[i] = (uint32_t)(at + g);
+                at += g + 1;
+            }
+            size_t cap = DC_MIN(dc_ent_pos_bound(k, n), (size_t)1 << 24);
+            uint8_t *buf = malloc(cap), *bad = malloc(cap + 1);
+            size_t len;
+            cr_assert_eq(dc_ent_pos_encode(pos, k, n, buf, cap, &len), DC_OK, "shape %u", sh);
+            cr_assert_eq(golomb_ref_decode(buf, len, k, n, rout), 0, "shape %u", sh);
+            cr_assert_eq(memcmp(rout, pos, k * 4), 0, "shape %u: reference", sh);
+            cr_assert_eq(dc_ent_pos_decode(buf, len, k, n, out), DC_OK, "%s shape %u: %s",
+                         isas[ii], sh, dc_last_error());
+            cr_assert_eq(memcmp(out, pos, k * 4), 0, "%s shape %u", isas[ii], sh);
+            /* in steps */
+            cr_assert_eq(dc_golomb_dec_init(d, buf, len, k, n), DC_OK);
+            memset(out, 0, k * 4);
+            for (size_t up = 0; up < k;) {
+                up = DC_MIN(k, up + 1 + rnd() % 7);
+                cr_assert_eq(dc_golomb_dec_run(d, out, up), DC_OK, "%s shape %u", isas[ii], sh);
+            }
+            cr_assert_eq(dc_golomb_dec_finish(d), DC_OK);
+            cr_assert_eq(memcmp(out, pos, k * 4), 0, "%s shape %u steps", isas[ii], sh);
+            /* hostile: every truncation of a short stream (some of a long
+             * one), bit flips, one count too many, an n too small */
+            for (size_t t = 0; t < 200; t++) {
+                size_t bl = len;
+                memcpy(bad, buf, len);
+                size_t kk = k;
+                uint64_t nn = n;
+                if (t < 100)
+                    bl = len < 100 ? DC_MIN(t, len) : rnd() % len;
+                else if (t < 190)
+                    bad[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+                else if (t < 195)
+                    kk = k + 1;
+                else if (k)
+                    nn = t == 195 ? pos[k - 1] : pos[rnd() % k]; /* one past the chunk */
+                int rv = golomb_ref_decode(bad, bl, kk, nn, rout);
+                dc_status_t st = dc_ent_pos_decode(bad, bl, kk, nn, out);
+                cr_assert_eq(st, rv == 0 ? DC_OK : DC_ERR_FORMAT, "%s shape %u case %zu",
+                             isas[ii], sh, t);
+                if (rv == 0)
+                    cr_assert_eq(memcmp(out, rout, kk * 4), 0, "%s shape %u case %zu", isas[ii],
+                                 sh, t);
+                cases++;
+            }
+            free(buf);
+            free(bad);
+        }
+    }
+    cr_assert_gt(cases, 0);
+    cr_assert_eq(dc_kern_set_isa(was), DC_OK);
+    free(pos);
+    free(out);
+    free(rout);
+    free(d);
+}
+
 /* Apply decoded lists the way a device receiver does (engine/devpath.c),
  * with the CPU kernels. */
 static void apply_lists(uint8_t *dst, size_t n, unsigned w, unsigned kind, const uint32_t *pos,
