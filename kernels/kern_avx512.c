@@ -167,7 +167,13 @@ avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w, uint32_t
     for (size_t g = 0; g < groups; g++, vbase = _mm512_add_epi32(vbase, step)) {
         const uint8_t *ga = pa + g * gbytes, *gb = pb + g * gbytes;
         __m512i x[8];
-        uint64_t mu[8], M = 0;
+        /* the group's change mask only; each vector's share is taken back
+         * out of it below.  (A per-vector mask array here was miscompiled
+         * by GCC 12 at -O3, or -O2 with -fpeel-loops, in the hashing w = 8
+         * instance: garbage bits in one entry, wrong counts in release
+         * builds; tests/kernels/test_digest.c caught it in a release
+         * build.) */
+        uint64_t M = 0;
         /* No "skip clean group" branch: at 1-5% changed BF16 it would be
          * taken at random, and the misses cost more than the compresses
          * of an empty mask. */
@@ -176,9 +182,9 @@ avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w, uint32_t
             _mm_prefetch((const char *)gb + DC_DIFF_PF + 64 * u, _MM_HINT_T0);
             __m512i va = _mm512_loadu_si512(ga + 64 * u);
             __m512i vb = _mm512_loadu_si512(gb + 64 * u);
-            mu[u] = cmpneq_w(va, vb, w);
+            const uint64_t mu = cmpneq_w(va, vb, w);
             x[u] = _mm512_xor_si512(va, vb);
-            M |= w == 1 ? mu[u] : mu[u] << (u * epv);
+            M |= w == 1 ? mu : mu << (u * epv);
             if (hash) {
                 __m512i key = _mm512_loadu_si512(secret + 8 * ((g % gpb) * w + u));
                 if (ha) {
@@ -214,8 +220,9 @@ avx512_diff_w(const void *a, const void *b, size_t n, const unsigned w, uint32_t
         }
         size_t kv = k;
         for (unsigned u = 0; u < w; u++) {
-            put_vals(px + w * kv, x[u], mu[u], w);
-            kv += (size_t)__builtin_popcountll(mu[u]);
+            const uint64_t mu = w == 1 ? M : (M >> (u * epv)) & ((1ull << epv) - 1);
+            put_vals(px + w * kv, x[u], mu, w);
+            kv += (size_t)__builtin_popcountll(mu);
         }
         __m512i ci = _mm512_maskz_compress_epi8((__mmask64)M, iota8);
         unsigned c = (unsigned)__builtin_popcountll(M);
