@@ -104,7 +104,7 @@ done
 
 isas="scalar"
 grep -qw avx2 /proc/cpuinfo && isas="$isas avx2"
-grep -qw avx512vbmi2 /proc/cpuinfo && isas="$isas avx512"
+# no avx512: a MemorySanitizer build does not run it (kernels/kern_isa.c)
 passed=0 failed=0 skipped=0
 log="$dir/msan.log"
 : >"$log"
