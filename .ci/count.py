@@ -4,7 +4,9 @@ meson test logs of the given build directories (their testlog.json, or
 BUILD/meson-logs/NAME.json for an argument BUILD:NAME, e.g. a sweep run's
 --logbase), or in a file whose last line is 'N passed, N failed, N skipped'
 (an argument ending in .txt, e.g. scripts/msan.sh's count.txt); print one
-line per argument and the closing 'N passed, N failed, N skipped' line."""
+line per argument, then each failing test case by name (the CI log's tail
+is often all that is kept), and the closing 'N passed, N failed, N skipped'
+line."""
 import glob
 import json
 import os
@@ -12,6 +14,7 @@ import re
 import sys
 
 total = {"passed": 0, "failed": 0, "skipped": 0}
+failures = []  # "where: test: the failing line", printed before the closing count
 for d in sys.argv[1:]:
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     if d.endswith(".txt"):
@@ -26,6 +29,14 @@ for d in sys.argv[1:]:
         else:
             print(f"{d}: no closing count")
             counts["failed"] += 1
+            failures.append(f"{d}: no closing count")
+        if counts["failed"]:
+            try:
+                for l in open(d).read().splitlines():
+                    if l.startswith("not ok") or re.search(r"\bFAIL\b", l):
+                        failures.append(f"{d}: {l.strip()[:200]}")
+            except OSError:
+                pass
         print(f"{d}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
         for k in total:
             total[k] += counts[k]
@@ -38,6 +49,7 @@ for d in sys.argv[1:]:
     except OSError:
         print(f"{d}: no test log {log}")
         counts["failed"] += 1
+        failures.append(f"{d}: no test log {log}")
         lines = []
     tests = [json.loads(line) for line in lines]
     first_path = f"{d}/meson-logs/testlog-first.json"
@@ -55,8 +67,10 @@ for d in sys.argv[1:]:
                 retried.add(key)
         print(f"{d}: run again after a timeout: {' '.join(sorted(retried))}")
         tests = list(by_name.values())
+    where = d if log == "testlog" else f"{d}:{log}"
     for t in tests:
         out = t.get("stdout") or ""
+        tname = t["name"].split(" / ")[-1]
         tap = [l for l in out.splitlines() if re.match(r"^(not )?ok\b", l)]
         if t.get("protocol") == "tap" or tap:
             for l in tap:
@@ -64,17 +78,25 @@ for d in sys.argv[1:]:
                     counts["skipped"] += 1
                 elif l.startswith("not ok"):
                     counts["failed"] += 1
+                    failures.append(f"{where}: {tname}: {l[:200]}")
                 else:
                     counts["passed"] += 1
             if t["result"] not in ("OK", "SKIP", "EXPECTEDFAIL") and not any(l.startswith("not ok") for l in tap):
                 counts["failed"] += 1  # crashed or timed out without a failing line
+                failures.append(f"{where}: {tname}: {t['result']} (no failing TAP line)")
         else:
             r = t["result"]
             key = "passed" if r in ("OK", "EXPECTEDFAIL") else "skipped" if r == "SKIP" else "failed"
             counts[key] += 1
+            if key == "failed":
+                failures.append(f"{where}: {tname}: {r}")
     name = d if log == "testlog" else f"{d}:{log}"
     print(f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     for k in total:
         total[k] += counts[k]
+if failures:
+    print("failed:")
+    for f in failures:
+        print(f"  {f}")
 print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
 sys.exit(1 if total["failed"] or total["passed"] == 0 else 0)
