@@ -5,11 +5,12 @@
  * since w divides 16) and units into tiles of TILE_UNITS.  A 256-thread
  * block owns one tile and walks it in ROUNDS rounds; in round j thread t
  * owns unit tile*TILE_UNITS + j*256 + t, so loads are coalesced and the
- * order (round, thread, element) is the element order.  Pass 1 counts the
- * changed elements per tile, pass 2 scans the tile counts (one block), pass
- * 3 recomputes each tile's changes and, with a block-wide exclusive scan per
- * round, writes positions and XOR words to their final slots.  The output
- * is exactly dc_kern_diff()'s.
+ * order (round, thread, element) is the element order.  One pass: a
+ * block takes the next tile, counts its changes per round (block-wide
+ * exclusive scans), learns the count before it by decoupled look-back
+ * (k_diff1) and writes positions and XOR words to their final slots, so
+ * each input byte is read once (the first version counted, scanned and
+ * re-read every tile: twice).  The output is exactly dc_kern_diff()'s.
  *
  * CUDA errors are translated to dc_status_t at this boundary.
  *
@@ -182,32 +183,41 @@ __device__ __forceinline__ unsigned long long block_exscan(unsigned long long v,
 /*  diff / count                                                            */
 /* ------------------------------------------------------------------------ */
 
+/* Count: each block sums its tiles' changed elements and adds the sum to
+ * *total.  A thread loads all ROUNDS of its units before it compares any
+ * (eight 16-byte loads of each input in flight per thread). */
 template <int W>
-__global__ void k_tile_count(const uint8_t *a, const uint8_t *b, size_t n, size_t units,
-                             size_t tiles, bool aligned, unsigned long long *tile_counts)
+__global__ void k_count(const uint8_t *a, const uint8_t *b, size_t n, size_t units, size_t tiles,
+                        bool aligned, unsigned long long *total)
 {
     const size_t bytes = n * W;
+    unsigned long long c = 0;
     for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        unsigned long long c = 0;
-#pragma unroll 2
+        unit16 ua[ROUNDS], ub[ROUNDS];
+#pragma unroll
         for (int r = 0; r < ROUNDS; r++) {
             size_t u = tile * TILE_UNITS + (size_t)r * BLOCK + threadIdx.x;
-            if (u >= units)
-                break;
-            unit16 ua, ub;
-            load_unit(a, u, bytes, aligned, ua);
-            load_unit(b, u, bytes, aligned, ub);
-            ua.v.x ^= ub.v.x;
-            ua.v.y ^= ub.v.y;
-            ua.v.z ^= ub.v.z;
-            ua.v.w ^= ub.v.w;
-            c += __popc(unit_mask<W>(ua, u, n));
+            if (u < units) {
+                load_unit(a, u, bytes, aligned, ua[r]);
+                load_unit(b, u, bytes, aligned, ub[r]);
+            }
         }
-        unsigned long long total;
-        block_exscan(c, &total);
-        if (threadIdx.x == 0)
-            tile_counts[tile] = total;
+#pragma unroll
+        for (int r = 0; r < ROUNDS; r++) {
+            size_t u = tile * TILE_UNITS + (size_t)r * BLOCK + threadIdx.x;
+            if (u < units) {
+                ua[r].v.x ^= ub[r].v.x;
+                ua[r].v.y ^= ub[r].v.y;
+                ua[r].v.z ^= ub[r].v.z;
+                ua[r].v.w ^= ub[r].v.w;
+                c += __popc(unit_mask<W>(ua[r], u, n));
+            }
+        }
     }
+    unsigned long long sum;
+    block_exscan(c, &sum);
+    if (threadIdx.x == 0 && sum)
+        atomicAdd(total, sum);
 }
 
 /* Exclusive scan of tile_counts into tile_offs (one block; each thread
@@ -238,75 +248,160 @@ __global__ void k_scan_tiles(const unsigned long long *tile_counts, size_t tiles
         *sum = carry;
 }
 
+/* Element e of a 16-byte unit (w = W), as an integer (little-endian). */
 template <int W>
-__device__ __forceinline__ void store_elem(uint8_t *dst, size_t k, const uint8_t *src,
+__device__ __forceinline__ unsigned long long unit_elem(const uint4 &v, int e)
+{
+    const int byte = e * W, word = byte >> 2;
+    const unsigned lo = word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w;
+    if (W == 8) {
+        const unsigned hi = word == 0 ? v.y : v.w;
+        return (unsigned long long)lo | ((unsigned long long)hi << 32);
+    }
+    if (W == 4)
+        return lo;
+    return (lo >> ((byte & 3) * 8)) & (W == 2 ? 0xFFFFu : 0xFFu);
+}
+
+template <int W>
+__device__ __forceinline__ void store_word(uint8_t *dst, size_t k, unsigned long long v,
                                            bool aligned)
 {
     if (aligned) {
         if (W == 1)
-            dst[k] = src[0];
+            dst[k] = (uint8_t)v;
         else if (W == 2)
-            reinterpret_cast<uint16_t *>(dst)[k] = (uint16_t)(src[0] | (src[1] << 8));
-        else if (W == 4) {
-            uint32_t v;
-            memcpy(&v, src, 4);
-            reinterpret_cast<uint32_t *>(dst)[k] = v;
-        } else {
-            unsigned long long v;
-            memcpy(&v, src, 8);
+            reinterpret_cast<uint16_t *>(dst)[k] = (uint16_t)v;
+        else if (W == 4)
+            reinterpret_cast<uint32_t *>(dst)[k] = (uint32_t)v;
+        else
             reinterpret_cast<unsigned long long *>(dst)[k] = v;
-        }
     } else {
 #pragma unroll
         for (int i = 0; i < W; i++)
-            dst[k * W + i] = src[i];
+            dst[k * W + i] = (uint8_t)(v >> (8 * i));
     }
 }
 
+/* Tile states of the one-pass diff: flag in the top two bits, a count
+ * below (one 64-bit word, so flag and count are published together). */
+#define TS_AGG (1ull << 62) /* this tile's own count */
+#define TS_INC (2ull << 62) /* the count of this tile and all before it */
+#define TS_VAL ((1ull << 62) - 1)
+
+/* The diff in one pass over a and b (each byte read once): a block takes
+ * the next tile in order (a counter, so every tile before it is held by a
+ * block that runs), loads its ROUNDS units of both inputs, counts the
+ * changes per round (block-wide scans), then finds how many changes the
+ * tiles before it hold by decoupled look-back (Merrill and Garland,
+ * "Single-pass Parallel Prefix Scan with Decoupled Look-back", 2016: the
+ * tile publishes its own count at once and its running total as soon as
+ * the tiles before it are summed; one warp reads 32 tiles' states at a
+ * time and adds the published counts back to the nearest running total),
+ * and writes positions and XOR words to
+ * their final slots.  state: tiles + 1 words, zeroed; the last one is the
+ * tile counter.  The total is the last tile's running total. */
 template <int W>
-__global__ void k_compact(const uint8_t *a, const uint8_t *b, size_t n, size_t units,
-                          size_t tiles, bool aligned, const unsigned long long *tile_counts,
-                          const unsigned long long *tile_offs, uint32_t *pos, uint8_t *xorw,
-                          bool xorw_aligned, size_t cap)
+__global__ void k_diff1(const uint8_t *a, const uint8_t *b, size_t n, size_t units, size_t tiles,
+                        bool aligned, unsigned long long *state, uint32_t *pos, uint8_t *xorw,
+                        bool xorw_aligned, size_t cap)
 {
     constexpr int EPU = 16 / W;
     const size_t bytes = n * W;
-    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        /* uniform per block: whole block skips together */
-        if (tile_counts[tile] == 0 || tile_offs[tile] >= cap)
-            continue;
-        unsigned long long k0 = tile_offs[tile];
+    __shared__ unsigned long long s_tile, s_excl;
+    for (;;) {
+        if (threadIdx.x == 0)
+            s_tile = atomicAdd(&state[tiles], 1ull);
+        __syncthreads();
+        const size_t tile = (size_t)s_tile;
+        if (tile >= tiles)
+            break; /* uniform */
+        unit16 ua[ROUNDS], ub[ROUNDS];
+#pragma unroll
         for (int r = 0; r < ROUNDS; r++) {
-            size_t tile_first = tile * TILE_UNITS + (size_t)r * BLOCK;
-            if (tile_first >= units)
-                break; /* uniform */
-            size_t u = tile_first + threadIdx.x;
-            unit16 ua, ub;
-            uint32_t m = 0;
+            size_t u = tile * TILE_UNITS + (size_t)r * BLOCK + threadIdx.x;
             if (u < units) {
-                load_unit(a, u, bytes, aligned, ua);
-                load_unit(b, u, bytes, aligned, ub);
-                ua.v.x ^= ub.v.x;
-                ua.v.y ^= ub.v.y;
-                ua.v.z ^= ub.v.z;
-                ua.v.w ^= ub.v.w;
-                m = unit_mask<W>(ua, u, n);
+                load_unit(a, u, bytes, aligned, ua[r]);
+                load_unit(b, u, bytes, aligned, ub[r]);
             }
-            unsigned long long total;
-            unsigned long long k = k0 + block_exscan((unsigned long long)__popc(m), &total);
-            while (m) {
-                int e = __ffs(m) - 1;
-                m &= m - 1;
-                if (k < cap) {
-                    pos[k] = (uint32_t)(u * EPU + e);
-                    store_elem<W>(xorw, k, &ua.b[e * W], xorw_aligned);
-                }
-                k++;
-            }
-            k0 += total;
-            if (k0 >= cap)
-                break; /* uniform */
         }
+        uint32_t m[ROUNDS];
+        unsigned long long off[ROUNDS], tile_total = 0;
+#pragma unroll
+        for (int r = 0; r < ROUNDS; r++) {
+            size_t u = tile * TILE_UNITS + (size_t)r * BLOCK + threadIdx.x;
+            m[r] = 0;
+            if (u < units) {
+                ua[r].v.x ^= ub[r].v.x;
+                ua[r].v.y ^= ub[r].v.y;
+                ua[r].v.z ^= ub[r].v.z;
+                ua[r].v.w ^= ub[r].v.w;
+                m[r] = unit_mask<W>(ua[r], u, n);
+            }
+            unsigned long long rt;
+            off[r] = tile_total + block_exscan((unsigned long long)__popc(m[r]), &rt);
+            tile_total += rt;
+        }
+        if (threadIdx.x < 32) {
+            /* the look-back, one warp: lane l reads the state of tile
+             * p - l; a window with a tile not yet published is read again;
+             * else the lanes up to the nearest running total add up */
+            const int lane = threadIdx.x;
+            unsigned long long excl = 0;
+            if (tile == 0) {
+                if (lane == 0)
+                    atomicExch(&state[0], TS_INC | tile_total);
+            } else {
+                if (lane == 0)
+                    atomicExch(&state[tile], TS_AGG | tile_total);
+                long long p = (long long)tile - 1;
+                for (;;) {
+                    const long long q = p - lane;
+                    /* past tile 0 (which holds a running total) reads as 0 */
+                    const unsigned long long sv =
+                        q >= 0 ? *(volatile unsigned long long *)&state[q] : TS_INC;
+                    if (__ballot_sync(0xffffffffu, (sv & ~TS_VAL) == 0))
+                        continue;
+                    const unsigned inc = __ballot_sync(0xffffffffu, (sv & ~TS_VAL) == TS_INC);
+                    const int stop = inc ? __ffs(inc) - 1 : 31;
+                    unsigned long long v = lane <= stop ? sv & TS_VAL : 0;
+#pragma unroll
+                    for (int d = 1; d < 32; d <<= 1) {
+                        unsigned long long y = __shfl_up_sync(0xffffffffu, v, d);
+                        if (lane >= d)
+                            v += y;
+                    }
+                    excl += __shfl_sync(0xffffffffu, v, 31);
+                    if (inc)
+                        break;
+                    p -= 32;
+                }
+                if (lane == 0)
+                    atomicExch(&state[tile], TS_INC | (excl + tile_total));
+            }
+            if (lane == 0)
+                s_excl = excl;
+        }
+        __syncthreads();
+        const unsigned long long excl = s_excl;
+        if (tile_total > 0 && excl < cap) {
+#pragma unroll
+            for (int r = 0; r < ROUNDS; r++) {
+                size_t u = tile * TILE_UNITS + (size_t)r * BLOCK + threadIdx.x;
+                unsigned long long k = excl + off[r];
+                uint32_t mm = m[r];
+                while (mm) {
+                    int e = __ffs(mm) - 1;
+                    mm &= mm - 1;
+                    if (k < cap) {
+                        pos[k] = (uint32_t)(u * EPU + e);
+                        store_word<W>(xorw, k, unit_elem<W>(ua[r].v, e), xorw_aligned);
+                    }
+                    k++;
+                }
+            }
+        }
+        __syncthreads(); /* s_tile and s_excl are rewritten next round */
     }
 }
 
@@ -320,29 +415,31 @@ static dc_status_t diff_passes(const void *a, const void *b, size_t n, uint32_t 
     const size_t tiles = (units + TILE_UNITS - 1) / TILE_UNITS;
     const bool aligned = (((uintptr_t)a | (uintptr_t)b) & 15) == 0;
     const bool xa = ((uintptr_t)xorw & (W - 1)) == 0;
+    const size_t words = compact ? tiles + 1 : 1;
     unsigned long long *scratch = NULL, host_sum = 0;
-    const unsigned grid = grid_for(tiles, 1);
 
-    CU_TRY(cudaMallocAsync((void **)&scratch, (2 * tiles + 1) * sizeof(*scratch), s),
-           "diff scratch");
-    DC_LAUNCH(k_tile_count<W>, grid, BLOCK, s)((const uint8_t *)a, (const uint8_t *)b, n, units,
-                                          tiles, aligned, scratch);
-    CU_TRY(cudaGetLastError(), "diff count kernel");
-    DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(scratch, tiles, scratch + tiles, scratch + 2 * tiles);
-    CU_TRY(cudaGetLastError(), "diff scan kernel");
-    if (compact && cap > 0) {
-        DC_LAUNCH(k_compact<W>, grid, BLOCK, s)((const uint8_t *)a, (const uint8_t *)b, n, units,
-                                           tiles, aligned, scratch, scratch + tiles, pos,
-                                           (uint8_t *)xorw, xa, cap);
-        CU_TRY(cudaGetLastError(), "diff compact kernel");
+    CU_TRY(cudaMallocAsync((void **)&scratch, words * sizeof(*scratch), s), "diff scratch");
+    CU_TRY(cudaMemsetAsync(scratch, 0, words * sizeof(*scratch), s), "diff scratch clear");
+    if (compact) {
+        DC_LAUNCH(k_diff1<W>, grid_for(tiles, 1), BLOCK, s)(
+            (const uint8_t *)a, (const uint8_t *)b, n, units, tiles, aligned, scratch, pos,
+            (uint8_t *)xorw, xa, cap);
+        CU_TRY(cudaGetLastError(), "diff kernel");
+        CU_TRY(cudaMemcpyAsync(&host_sum, scratch + tiles - 1, sizeof(host_sum),
+                               cudaMemcpyDeviceToHost, s),
+               "diff count copy");
+    } else {
+        /* enough blocks to fill the GPU; each sums a stride of tiles */
+        DC_LAUNCH(k_count<W>, grid_for(tiles, 4), BLOCK, s)(
+            (const uint8_t *)a, (const uint8_t *)b, n, units, tiles, aligned, scratch);
+        CU_TRY(cudaGetLastError(), "count kernel");
+        CU_TRY(cudaMemcpyAsync(&host_sum, scratch, sizeof(host_sum), cudaMemcpyDeviceToHost, s),
+               "count copy");
     }
-    CU_TRY(cudaMemcpyAsync(&host_sum, scratch + 2 * tiles, sizeof(host_sum),
-                           cudaMemcpyDeviceToHost, s),
-           "diff count copy");
     CU_TRY(cudaFreeAsync(scratch, s), "diff scratch free");
     scratch = NULL;
     CU_TRY(cudaStreamSynchronize(s), "diff");
-    *count = (size_t)host_sum;
+    *count = (size_t)(compact ? host_sum & TS_VAL : host_sum);
 out:
     if (scratch != NULL) {
         cudaFreeAsync(scratch, s);

@@ -45,6 +45,14 @@ template <typename T> T __shfl_up_sync(unsigned, T v, int d) {
     g_warp_bars[w]->arrive_and_wait();
     return r;
 }
+template <typename T> T __shfl_sync(unsigned, T v, int src) {
+    unsigned t = threadIdx.x, w = t / 32;
+    g_shfl[t] = (unsigned long long)v;
+    g_warp_bars[w]->arrive_and_wait();
+    T r = (T)g_shfl[w * 32 + (unsigned)src];
+    g_warp_bars[w]->arrive_and_wait();
+    return r;
+}
 // the warp's predicates as a mask (lane k's in bit k)
 inline unsigned __ballot_sync(unsigned, int pred) {
     unsigned t = threadIdx.x, w = t / 32, n = std::min(32u, blockDim.x - w * 32);
@@ -66,6 +74,10 @@ inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
 
 inline unsigned atomicXor(unsigned *p, unsigned v) {
     std::lock_guard<std::mutex> l(g_atomic_mu); unsigned o = *p; *p = o ^ v; return o; }
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    std::lock_guard<std::mutex> l(g_atomic_mu); unsigned long long o = *p; *p = o + v; return o; }
+inline unsigned long long atomicExch(unsigned long long *p, unsigned long long v) {
+    std::lock_guard<std::mutex> l(g_atomic_mu); unsigned long long o = *p; *p = v; return o; }
 
 // the arena's gate (cuda_emu_rt.cc): open around emulated device work
 void dc_emu_dev_enter(const char *what);
