@@ -16,6 +16,8 @@ struct dc_devsend {
     uint32_t *h_pos, *h_rnk;
     uint8_t *h_xor, *h_bw, *h_cls;
     size_t count;
+    int want_lists; /* the caller reads the positions (dc_devsend_lists) */
+    int have_pos;   /* h_pos holds this chunk's positions */
     uint64_t h2d, d2h;
 };
 
@@ -120,10 +122,10 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
                         n, bytes);
     if (count > 0 &&
         ((st = dc_kern_cuda_gather(base_dev, w, d->d_pos, count, d->d_bw, NULL)) != DC_OK ||
-         (st = dc_ds_d2h(d, d->h_pos, d->d_pos, count * 4)) != DC_OK ||
          (st = dc_ds_d2h(d, d->h_xor, d->d_xor, count * w)) != DC_OK ||
          (st = dc_ds_d2h(d, d->h_bw, d->d_bw, count * w)) != DC_OK))
         return st;
+    d->have_pos = 0;
     dc_codec_lists_t L = {.n = n, .w = w, .count = count, .pos = d->h_pos, .xorv = d->h_xor,
                           .bw = d->h_bw, .K = 1, .cls = d->h_cls, .rnk = d->h_rnk};
     if (ctx && count > 0 && count < n) {
@@ -142,6 +144,15 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
             d->d2h += L.K * sizeof(uint64_t);
         }
     }
+    /* the positions themselves: the codec's when it has one class (the
+     * ranks are the positions then), else only a caller's that reads them */
+    if (count > 0 && (L.K == 1 || d->want_lists)) {
+        if ((st = dc_ds_d2h(d, d->h_pos, d->d_pos, count * 4)) != DC_OK)
+            return st;
+        d->have_pos = 1;
+    }
+    if (!d->have_pos)
+        L.pos = NULL;
     if ((st = dc_codec_encode_lists(codec, &L, dst, cap, len, enc, NULL)) != DC_OK)
         return st;
     d->count = count;
@@ -157,10 +168,15 @@ uint8_t *dc_devsend_gather_buf(dc_devsend_t *d)
     return d->d_next;
 }
 
+void dc_devsend_want_lists(dc_devsend_t *d, int want)
+{
+    d->want_lists = want;
+}
+
 void dc_devsend_lists(const dc_devsend_t *d, const uint32_t **pos, const uint8_t **xorv,
                       size_t *count)
 {
-    *pos = d->h_pos;
+    *pos = d->have_pos || d->count == 0 ? d->h_pos : NULL;
     *xorv = d->h_xor;
     *count = d->count;
 }

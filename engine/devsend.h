@@ -61,8 +61,15 @@ uint8_t *dc_devsend_gather_buf(dc_devsend_t *d);
  *  classes and ranks too). */
 size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx);
 
+/** Whether the caller reads the positions after each encode (default
+ *  no: with the ctx model's classes the codec needs only the classes and
+ *  ranks, and the positions, 4 B per change, stay on the device). */
+void dc_devsend_want_lists(dc_devsend_t *d, int want);
+
 /** The last encode's changes on the host: positions and XOR words (what
- *  a host baseline needs to become the target: engine/shard.c). */
+ *  a host baseline needs to become the target: engine/shard.c).  The
+ *  positions are NULL unless dc_devsend_want_lists() asked for them or the
+ *  codec used them. */
 void dc_devsend_lists(const dc_devsend_t *d, const uint32_t **pos, const uint8_t **xorv,
                       size_t *count);
 

@@ -316,6 +316,8 @@ static void *dc_enc_thread(void *arg)
         dc_devsend_create(mc, n->mem.dbase == NULL, &ds) != DC_OK)
         DC_LOG_WARN("sender %u: encoder %d: staging: no device scratch for the device encode "
                     "(%s)", n->me, a->idx, dc_last_error());
+    if (ds) /* a host baseline is patched with each chunk's positions */
+        dc_devsend_want_lists(ds, n->mem.patch != NULL);
     for (;;) {
         pthread_mutex_lock(&n->mu);
         dc_work_t w;
