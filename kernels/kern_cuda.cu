@@ -814,19 +814,19 @@ __global__ void k_xxh3_block_sums(const uint8_t *p, size_t total, size_t piece, 
 }
 
 /* Pass 2, one block of XXH_CHAIN_THREADS threads per piece (blockIdx.x):
- * all of them copy the next XXH_CHAIN_TILE blocks' sums into shared
- * memory (coalesced, many loads in flight), then threads 0-7 take
- * accumulator t through them (scrambled after each block but the piece's
- * last: a chain of a few integer operations per block, now fed from
- * shared memory instead of waiting on each load); then the last stripe and
- * the 128-bit merge; out[2q] = low64, out[2q + 1] = high64. */
+ * threads 0-7 take accumulator t through the piece's blocks (scrambled
+ * after each block but the piece's last: a chain of a few integer
+ * operations per block) from tiles of the blocks' sums in shared memory,
+ * which warps 1-7 fill, coalesced, one tile ahead (two buffers: the chain
+ * never waits on a load but the first); then the last stripe and the
+ * 128-bit merge; out[2q] = low64, out[2q + 1] = high64. */
 #define XXH_CHAIN_THREADS 256
-#define XXH_CHAIN_TILE 512 /* blocks per tile: 32 KiB of sums in shared memory */
+#define XXH_CHAIN_TILE 256 /* blocks per tile: 2 x 16 KiB of sums in shared memory */
 __global__ void k_xxh3_128_chain(const uint8_t *p, size_t total, size_t piece, size_t nbp,
                                  const unsigned long long *sums, unsigned long long *out)
 {
     __shared__ unsigned long long acc[8];
-    __shared__ unsigned long long tile[XXH_CHAIN_TILE * 8];
+    __shared__ unsigned long long tile[2][XXH_CHAIN_TILE * 8];
     const int t = (int)threadIdx.x;
     const size_t q = blockIdx.x, len = xxh_piece_len(total, piece, q), nb = (len - 1) / 1024;
     const uint8_t *in = p + q * piece;
@@ -836,16 +836,31 @@ __global__ void k_xxh3_128_chain(const uint8_t *p, size_t total, size_t piece, s
     const unsigned long long sec = t < 8 ? xxh_sec64(192 - 64 + 8 * t) : 0;
     unsigned long long a = t < 8 ? init[t] : 0;
     /* the blocks before the last: scrambled after each */
-    for (size_t b0 = 0; b0 < nb; b0 += XXH_CHAIN_TILE) {
-        const size_t cnt = nb - b0 < XXH_CHAIN_TILE ? nb - b0 : XXH_CHAIN_TILE;
+    const size_t ntiles = (nb + XXH_CHAIN_TILE - 1) / XXH_CHAIN_TILE;
+    if (ntiles > 0) {
+        const size_t cnt = nb < XXH_CHAIN_TILE ? nb : XXH_CHAIN_TILE;
         for (size_t j = (size_t)t; j < cnt * 8; j += blockDim.x)
-            tile[j] = sums[b0 * 8 + j];
-        __syncthreads();
-        if (t < 8)
+            tile[0][j] = sums[j];
+    }
+    __syncthreads();
+    for (size_t ti = 0; ti < ntiles; ti++) {
+        const size_t b0 = ti * XXH_CHAIN_TILE;
+        if (t < 8) {
+            const size_t cnt = nb - b0 < XXH_CHAIN_TILE ? nb - b0 : XXH_CHAIN_TILE;
+            const unsigned long long *cur = tile[ti & 1];
+#pragma unroll 8
             for (size_t k = 0; k < cnt; k++) {
-                a += tile[k * 8 + t];
+                a += cur[k * 8 + t];
                 a = ((a ^ (a >> 47)) ^ sec) * XXH_P32_1;
             }
+        } else if (t >= 32 && ti + 1 < ntiles) {
+            /* the next tile, by the warps that do not chain */
+            const size_t b1 = b0 + XXH_CHAIN_TILE;
+            const size_t cnt = nb - b1 < XXH_CHAIN_TILE ? nb - b1 : XXH_CHAIN_TILE;
+            unsigned long long *nxt = tile[(ti + 1) & 1];
+            for (size_t j = (size_t)t - 32; j < cnt * 8; j += blockDim.x - 32)
+                nxt[j] = sums[b1 * 8 + j];
+        }
         __syncthreads();
     }
     if (t < 8) {

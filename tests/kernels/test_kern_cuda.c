@@ -274,8 +274,9 @@ Test(kern_cuda, digest_dev_matches_cpu)
     need_gpu();
     static const size_t LENS[] = {0, 1, 3, 16, 17, 128, 129, 240, 241, 255, 256, 1023, 1024,
                                   1025, 1088, 1089, 2047, 2048, 2049, 4096, 4097, 5120, 5121,
-                                  65536 + 13, 300007, 512 * 1024 + 1,
-                                  (1u << 20) + 4099 /* tiles of the chain's shared memory */};
+                                  65536 + 13, 300007, 256 * 1024 + 64, 512 * 1024 + 1,
+                                  (1u << 20) + 4099 /* tiles of the chain's shared memory */,
+                                  (768u << 10) + 1 /* exactly three tiles of 256 blocks */};
     static const size_t OFFS[] = {0, 3, 8};
     for (size_t li = 0; li < DC_ARRAY_SIZE(LENS); li++)
         for (size_t oi = 0; oi < DC_ARRAY_SIZE(OFFS); oi++) {
