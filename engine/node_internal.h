@@ -265,6 +265,7 @@ typedef struct dc_node_mem {
     uint8_t *dbase;         /* device sender, device_baseline=device: the copy in
                                device memory (same offsets) */
     int dev_encode;         /* device sender encodes on the device (engine/devsend.c) */
+    int base_pinned;        /* base is page-locked (streamed to the device by DMA) */
     dc_mem_patch_t *patch;  /* dev_encode with a host baseline: per chunk, this
                                version's changes (NULL data: none kept, copy back) */
     uint64_t dev_chunks, staged; /* chunks encoded on the device, staged */

@@ -125,6 +125,19 @@ dc_status_t dc_mem_baseline(dc_node_t *n)
             return dc_error(DC_ERR_NOMEM,
                             "sender: no memory for its baseline copy (%llu bytes)",
                             (unsigned long long)total);
+        if (n->mem.dev_encode && total > 0) {
+            /* streamed to the device chunk by chunk: page-locked, the
+             * copies run by DMA at the link's speed */
+            if (dc_kern_cuda_host_register(n->mem.base, total) == DC_OK) {
+                n->mem.base_pinned = 1;
+                DC_LOG_INFO("sender %u: baseline copy in host memory page-locked (%llu bytes)",
+                            n->me, (unsigned long long)total);
+            } else {
+                DC_LOG_WARN("sender %u: baseline copy in host memory not page-locked (%s): "
+                            "streamed to the device from pageable memory, slower",
+                            n->me, dc_last_error());
+            }
+        }
     }
     dc_place_t p;
     st = dc_mem_place(n, &p, n->cfg->segs, n->cfg->nsegs);
@@ -281,6 +294,8 @@ void dc_mem_free(dc_node_t *n)
     dc_mem_patch_clear(n);
     free(n->mem.patch);
     dc_kern_cuda_free(n->mem.dbase);
+    if (n->mem.base_pinned)
+        dc_kern_cuda_host_unregister(n->mem.base);
     free(n->mem.base);
     free(n->mem.off);
     free(n->mem.own);

@@ -965,6 +965,22 @@ static void kcu_free(void *dptr)
         cudaFree(dptr);
 }
 
+static dc_status_t kcu_host_register(void *p, size_t bytes)
+{
+    dc_status_t st = DC_OK;
+    if (p == NULL || bytes == 0)
+        return dc_error(DC_ERR_INVALID, "cuda: nothing to page-lock");
+    CU_TRY(cudaHostRegister(p, bytes, cudaHostRegisterDefault), "page-lock host memory");
+out:
+    return st;
+}
+
+static void kcu_host_unregister(void *p)
+{
+    if (p != NULL && cudaHostUnregister(p) != cudaSuccess)
+        cudaGetLastError();
+}
+
 static dc_status_t kcu_h2d(void *dst, const void *src, size_t bytes)
 {
     dc_status_t st = DC_OK;
@@ -2833,4 +2849,6 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     kcu_d2d, kcu_ctx_sample, kcu_ctx_rank,
     /* batched device digests */
     kcu_digest128_dev_pieces,
+    /* pinned host memory */
+    kcu_host_register, kcu_host_unregister,
 };

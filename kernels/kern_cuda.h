@@ -301,4 +301,14 @@ dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const 
                                   unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                                   uint32_t *rnk, uint64_t *pop, void *stream);
 
+/**
+ * Page-lock host memory [p, p + bytes) (cudaHostRegister) so that copies
+ * from it to the device run at the link's speed by DMA instead of through
+ * the driver's pageable staging; dc_kern_cuda_host_unregister(p) before it
+ * is freed.  An error (no device, too much memory to lock) leaves it
+ * pageable: copies still work, slower.
+ */
+dc_status_t dc_kern_cuda_host_register(void *p, size_t bytes);
+void dc_kern_cuda_host_unregister(void *p);
+
 #endif /* DC_KERN_CUDA_H */

@@ -138,6 +138,15 @@ static dc_status_t none_digest128_dev_pieces(const void *buf, size_t len, size_t
     return no_cuda();
 }
 
+static dc_status_t none_host_register(void *p, size_t bytes)
+{
+    return no_cuda();
+}
+
+static void none_host_unregister(void *p)
+{
+}
+
 const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     "none", none_available, none_why, none_props, none_malloc, none_free, none_h2d,
     none_d2h, none_memset, none_sync, none_count_changed, none_diff, none_gather,
@@ -148,4 +157,6 @@ const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     none_d2d, none_ctx_sample, none_ctx_rank,
     /* batched device digests */
     none_digest128_dev_pieces,
+    /* pinned host memory */
+    none_host_register, none_host_unregister,
 };

@@ -175,6 +175,16 @@ dc_status_t dc_kern_cuda_digest128_dev_pieces(const void *buf, size_t len, size_
     return dc_kern_cuda_ops()->digest128_dev_pieces(buf, len, piece, outs, stream);
 }
 
+dc_status_t dc_kern_cuda_host_register(void *p, size_t bytes)
+{
+    return dc_kern_cuda_ops()->host_register(p, bytes);
+}
+
+void dc_kern_cuda_host_unregister(void *p)
+{
+    dc_kern_cuda_ops()->host_unregister(p);
+}
+
 dc_status_t dc_kern_cuda_crc32c(const void *buf, size_t len, uint32_t crc, uint32_t *out,
                                 void *stream)
 {

@@ -67,6 +67,9 @@ typedef struct dc_kern_cuda_ops {
     /* batched device digests */
     dc_status_t (*digest128_dev_pieces)(const void *buf, size_t len, size_t piece,
                                         dc_digest_t *outs, void *stream);
+    /* pinned host memory (a device sender's host baseline) */
+    dc_status_t (*host_register)(void *p, size_t bytes);
+    void (*host_unregister)(void *p);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

@@ -28,7 +28,8 @@ size_t g_live;
 std::recursive_mutex g_gate;      /* held while the arena is open */
 int g_depth;                      /* nesting of dc_emu_dev_enter */
 const char *g_what = "";
-std::atomic<uint64_t> g_h2d, g_d2h, g_launches;
+std::atomic<uint64_t> g_h2d, g_d2h, g_launches, g_h2d_locked;
+std::map<uintptr_t, size_t> g_locked; /* page-locked host ranges: start -> length */
 struct sigaction g_old_segv;
 
 /* per-thread counters: a receiver thread's own PCIe bytes */
@@ -199,6 +200,39 @@ cudaError_t cudaFree(void *p)
     return cudaSuccess;
 }
 
+/* [p, p + n) inside one page-locked range */
+static bool locked(const void *p, size_t n)
+{
+    std::lock_guard<std::recursive_mutex> l(g_gate);
+    uintptr_t a = (uintptr_t)p;
+    auto it = g_locked.upper_bound(a);
+    if (it == g_locked.begin())
+        return false;
+    --it;
+    return a >= it->first && a + n <= it->first + it->second;
+}
+
+cudaError_t cudaHostRegister(void *p, size_t n, unsigned)
+{
+    if (p == nullptr || n == 0 || in_arena(p, n))
+        return cudaErrorInvalidValue;
+    std::lock_guard<std::recursive_mutex> l(g_gate);
+    uintptr_t a = (uintptr_t)p;
+    auto it = g_locked.lower_bound(a);
+    if (it != g_locked.end() && it->first < a + n)
+        return cudaErrorInvalidValue; /* overlaps one registered after it */
+    if (it != g_locked.begin() && (--it, it->first + it->second > a))
+        return cudaErrorInvalidValue; /* overlaps one registered before it */
+    g_locked[a] = n;
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *p)
+{
+    std::lock_guard<std::recursive_mutex> l(g_gate);
+    return g_locked.erase((uintptr_t)p) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
 {
     if (n == 0)
@@ -216,6 +250,8 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
     pcie_slot *sl = my_slot();
     if (k == cudaMemcpyHostToDevice) {
         g_h2d += n;
+        if (locked(s, n))
+            g_h2d_locked += n;
         if (sl)
             sl->h2d += n;
     } else if (k == cudaMemcpyDeviceToHost) {
@@ -310,5 +346,19 @@ size_t dc_emu_live_bytes(void)
 uint64_t dc_emu_launches(void)
 {
     return g_launches;
+}
+
+size_t dc_emu_locked_bytes(void)
+{
+    std::lock_guard<std::recursive_mutex> l(g_gate);
+    size_t t = 0;
+    for (auto &r : g_locked)
+        t += r.second;
+    return t;
+}
+
+uint64_t dc_emu_h2d_locked(void)
+{
+    return g_h2d_locked;
 }
 }

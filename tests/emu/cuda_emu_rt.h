@@ -45,6 +45,10 @@ int dc_emu_is_device(const void *p);
 size_t dc_emu_live_bytes(void);
 /** Kernel launches since install (a test can check that work ran there). */
 uint64_t dc_emu_launches(void);
+/** Host bytes page-locked now (cudaHostRegister), and the bytes copied to
+ *  the device from page-locked ranges (not reset). */
+size_t dc_emu_locked_bytes(void);
+uint64_t dc_emu_h2d_locked(void);
 
 #ifdef __cplusplus
 }

@@ -273,7 +273,7 @@ static void refit(const char *baseline, const char *model)
     uint64_t prev[2];
     pcie_all(&prev[0], &prev[1]);
     thread_bytes(pthread_self(), me_last, &h, &d);
-    uint64_t snd_total = 0, pay_total = 0;
+    uint64_t snd_total = 0, pay_total = 0, locked0 = g_real ? 0 : dc_emu_h2d_locked();
     for (int v = 1; v <= 2; v++) {
         devw_load_split(&tr, v, 1);
         dc_refit_version_stats_t vs = {.size = sizeof(vs)};
@@ -313,16 +313,29 @@ static void refit(const char *baseline, const char *model)
                       (unsigned long long)sdn);
         cr_assert_gt(sdn, 2 * sl, "the sender moved no lists: not encoded on the device?");
         cr_assert_lt(sdn, 2 * sl + mb / 4, "the device sender copied chunks to the host");
-        if (strcmp(baseline, "host") == 0)
+        if (strcmp(baseline, "host") == 0) {
             /* the dense chunk's baseline went up before its diff showed it dense */
             cr_assert_eq(sh, mb, "the baseline stream is not the sender's chunks once (H2D "
                          "%llu)", (unsigned long long)sh);
-        else
+            if (!g_real) {
+                /* ... from the page-locked baseline copy, all of it */
+                uint64_t lk = dc_emu_h2d_locked();
+                cr_assert_eq(lk - locked0, sh, "%llu of the %llu baseline stream bytes came "
+                             "from page-locked memory", (unsigned long long)(lk - locked0),
+                             (unsigned long long)sh);
+                locked0 = lk;
+                cr_assert_geq(dc_emu_locked_bytes(), mb, "the baseline copy is not page-locked");
+            }
+        } else {
             cr_assert_lt(sh, mb / 4, "a device baseline sender copied chunks to the device");
+        }
         snd_total += sh + sdn;
         pay_total += vs.payload_bytes / 2;
     }
     cr_assert_eq(dc_refit_sender_close(s), DC_OK, "%s", dc_last_error());
+    if (!g_real)
+        cr_assert_eq(dc_emu_locked_bytes(), 0, "%zu host bytes still page-locked after close",
+                     dc_emu_locked_bytes());
     pthread_join(rx.th, NULL);
     cr_assert_eq(rx.st, DC_OK, "device receiver: %s", rx.why);
     int rc = job_wait(&J, 2, 30);

@@ -178,6 +178,12 @@ inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cu
 inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
 inline cudaError_t cudaMallocHost(void **p, size_t n) { *p = aligned_alloc(256, (n + 255) / 256 * 256); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
 inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+#define cudaHostRegisterDefault 0
+// page-locking is recorded (tests/emu/cuda_emu_rt.cc): copies from a
+// registered range are counted apart; device memory or a range already
+// registered is refused, as the driver refuses it
+cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags);
+cudaError_t cudaHostUnregister(void *p);
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k);
 inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) { return cudaMemcpy(d, s, n, k); }
 cudaError_t cudaMemset(void *d, int v, size_t n);

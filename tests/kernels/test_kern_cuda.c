@@ -429,6 +429,35 @@ Test(kern_cuda, available_never_crashes)
 /* The reason a user reads when device memory is refused: the CUDA error,
  * the runtime built in and the driver's CUDA version (or that there is no
  * driver); empty when a device is usable. */
+/* Page-locking host memory (a device sender's host baseline): a locked
+ * buffer copies to the device byte for byte; locking it twice, locking
+ * device memory and unlocking what was never locked are refused. */
+Test(kern_cuda, host_register_copies_and_refuses_misuse)
+{
+    need_gpu();
+    const size_t bytes = (1u << 20) + 4096;
+    uint8_t *h = malloc(bytes), *back = malloc(bytes);
+    cr_assert(h && back);
+    fill_random(h, bytes);
+    cr_assert_eq(dc_kern_cuda_host_register(h, bytes), DC_OK, "%s", dc_last_error());
+    cr_assert_neq(dc_kern_cuda_host_register(h + 4096, 4096), DC_OK,
+                  "a range inside a locked one was locked again");
+    void *d;
+    cr_assert_eq(dc_kern_cuda_malloc(&d, bytes), DC_OK);
+    cr_assert_eq(dc_kern_cuda_h2d(d, h, bytes), DC_OK);
+    cr_assert_eq(dc_kern_cuda_d2h(back, d, bytes), DC_OK);
+    cr_assert(memcmp(back, h, bytes) == 0, "copy from page-locked memory differs");
+    cr_assert_neq(dc_kern_cuda_host_register(d, bytes), DC_OK, "device memory was page-locked");
+    dc_kern_cuda_host_unregister(h);
+    cr_assert_eq(dc_kern_cuda_host_register(h, bytes), DC_OK, "not unlocked: %s",
+                 dc_last_error());
+    dc_kern_cuda_host_unregister(h);
+    dc_kern_cuda_host_unregister(back); /* never locked: ignored */
+    dc_kern_cuda_free(d);
+    free(h);
+    free(back);
+}
+
 Test(kern_cuda, why_names_the_cause)
 {
     const char *why = dc_kern_cuda_why();
