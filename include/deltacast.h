@@ -852,8 +852,19 @@ typedef struct dc_refit_node_opts {
     uint64_t chunk_size;        /**< 0: config chunk_size; must match the root's */
     /* (added in 0.2: callers built against 0.1 pass the smaller size) */
     uint32_t memory;            /**< where segments point: DC_REFIT_MEM_HOST, or
-                                     DC_REFIT_MEM_CUDA (device memory of a GPU;
-                                     chunks cross PCIe around the CPU codec) */
+                                     DC_REFIT_MEM_CUDA (device memory of a GPU:
+                                     a receiver decodes and applies frames on
+                                     the device, a sender diffs and models its
+                                     chunks there and entropy-codes the lists
+                                     on the host; what cannot go that way is
+                                     staged through the host, logged; config
+                                     device_encode, device_baseline).  Device
+                                     work runs on CUDA's legacy default stream
+                                     and is finished when a call returns:
+                                     work on these buffers on other streams
+                                     must be finished (synchronize them, e.g.
+                                     torch.cuda.synchronize()) before a push
+                                     reads them or a receiver writes them */
     const char *transport;      /**< this node's transport inside its region:
                                      "auto", "rdma", "ucx" or "tcp" (between
                                      regions: always tcp); NULL or "": config
