@@ -707,6 +707,7 @@ class Sender(_Closing):
             raise ValueError("sender is closed")
         if segments is None:
             _check_in_place(self)  # a from_state_dict() sender's tensors
+            _sync_cuda(self)
         keep = []
         arr, n = None, 0
         if segments is not None:
@@ -1126,6 +1127,18 @@ def _check_in_place(h) -> None:
             raise ValueError(f"deltacast: tensor '{name}' moved since the handle opened (its "
                              "memory was replaced, e.g. by param.data = ...): update tensors in "
                              "place (copy_(), an optimizer step), or open a new handle")
+
+
+def _sync_cuda(h) -> None:
+    """A state-dict handle over CUDA tensors: finish the work queued on
+    their devices (an optimizer step on a side stream) before the engine,
+    on CUDA's legacy default stream, reads them."""
+    devs = {str(t.device) for _, t, _, _ in getattr(h, "_sd_views", ())
+            if getattr(getattr(t, "device", None), "type", None) == "cuda"}
+    if devs:
+        import torch
+        for d in sorted(devs):
+            torch.cuda.synchronize(d)
 
 
 def _sender_from_state_dict(cls, sd, topo, state_dir, *, rank: int = 0, order: str = "name",

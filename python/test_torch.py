@@ -229,6 +229,36 @@ class Checks(unittest.TestCase):
         self.assertEqual(memory, "cuda")
         self.assertEqual(segments, [("b.gpu", 0, (g.data_ptr(), 32))])
 
+    def test_push_synchronizes_cuda_devices(self):
+        """A from_state_dict sender's push() waits for the work queued on
+        its CUDA tensors' devices, once per device, and never for CPU
+        tensors (torch.cuda.synchronize recorded: this torch is CPU-only)."""
+        class Dev:
+            def __init__(self, s):
+                self.type, self._s = s.split(":")[0], s
+
+            def __str__(self):
+                return self._s
+
+        class T:
+            def __init__(self, d):
+                self.device = Dev(d)
+
+        h = type("H", (), {})()
+        h._sd_views = [("a", T("cuda:1"), 0, 4), ("b", T("cuda:0"), 0, 4),
+                       ("c", T("cuda:1"), 0, 4), ("d", torch.zeros(2), 0, 8)]
+        seen, real = [], torch.cuda.synchronize
+        torch.cuda.synchronize = seen.append
+        try:
+            dc._sync_cuda(h)
+            self.assertEqual(seen, ["cuda:0", "cuda:1"])
+            seen.clear()
+            h._sd_views = [("d", torch.zeros(2), 0, 8)]
+            dc._sync_cuda(h)
+            self.assertEqual(seen, [])
+        finally:
+            torch.cuda.synchronize = real
+
     def test_order_and_fingerprint(self):
         a = {"z": torch.zeros(2), "a": torch.zeros(3, dtype=torch.bfloat16)}
         b = {"a": torch.ones(3, dtype=torch.bfloat16), "z": np.ones(2, dtype=np.float32)}
