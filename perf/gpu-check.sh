@@ -16,9 +16,13 @@
 # also per 512 KiB piece, the device XXH3-128 digest included).
 #
 #   perf/gpu-check.sh [--build-dir DIR] [--arch sm_XX] [--mib M] [--bw GBS]
-#                     [--params P] [--prebuilt DIR]
+#                     [--params P] [--big-params P] [--prebuilt DIR]
 #
 # --params: the device refit's model size (default 1e7 parameters).
+# --big-params P: after every other step, one more refit at P parameters
+#   (emu_refit's default-model variant alone: staging and device apply side
+#   by side, byte-exact, with repair and abort), e.g. 1e8 or 1e9 (a 2 GB
+#   BF16 model: minutes, most of it the CPU's generation and encode).
 # --prebuilt DIR: run the programs perf/gpu-pack.sh packed into DIR (built
 #   with CUDA on another machine, with their libraries: for a GPU machine
 #   without this project's build dependencies) instead of building; the
@@ -37,6 +41,7 @@ arch=""
 mib=1024
 bw=""
 params=1e7
+big=""
 prebuilt=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -45,8 +50,9 @@ while [ $# -gt 0 ]; do
     --mib) mib=$2; shift 2 ;;
     --bw) bw=$2; shift 2 ;;
     --params) params=$2; shift 2 ;;
+    --big-params) big=$2; shift 2 ;;
     --prebuilt) prebuilt=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -151,6 +157,12 @@ step "a device sender's encode against the CPU encoder (emu_sender for real)" \
 step "a device sender's refit (emu_sender_refit for real, $params params)" \
     'emu_sender_refit:' "$gpu" env DELTACAST_TEST_PARAMS="$params" \
     "$build/tests/emu_test_emu_sender_refit" --verbose --jobs=1
+if [ -n "$big" ]; then
+    step "device apply vs staging at $big params (emu_refit, the default model, on the GPU)" \
+        'emu_refit:' "$gpu" env DELTACAST_TEST_PARAMS="$big" \
+        "$build/tests/emu_test_emu_refit" --verbose --jobs=1 \
+        --filter 'emu_refit/ctx_device_receivers_exact_with_repair_and_abort'
+fi
 unset DELTACAST_TEST_REAL_CUDA
 
 if [ -n "$failed" ]; then

@@ -7,7 +7,8 @@
  * node 3 a receiver process on a file.  Node 1 stages every chunk through
  * the host (today's path: the baseline), node 2 applies on the device
  * (engine/devpath.c).  Per version the test prints the bytes each device
- * receiver moved across the emulated PCIe and checks every receiver
+ * receiver moved across the emulated PCIe and the two nodes' apply times
+ * (the root's stats file; on a GPU, gpu-check's figures) and checks every receiver
  * byte-exact; then a repair (node 2's device bytes damaged: the digest
  * computed on the device catches it, an overwrite fixes it) and an abort
  * (node 3 killed: the device receivers undo the version on the device and
@@ -15,10 +16,33 @@
  */
 #include "emu_refit_util.h"
 
+#include <jansson.h>
+
 /* The figures, in the test log (cr_log_warn would make the run exit 1). */
 #define report(...) (fprintf(stderr, "emu_refit: " __VA_ARGS__), fputc('\n', stderr))
 
 TestSuite(emu_refit, .init = setup);
+
+/* The root's stats file (stats_path): each receiver's time applying the
+ * last version's frames (their digests included), as its DONE reported. */
+static void apply_seconds(const char *path, double out[4])
+{
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert(root, "stats %s: %s", path, err.text);
+    json_t *vs = json_object_get(root, "versions");
+    cr_assert(json_is_array(vs) && json_array_size(vs) > 0, "stats: no versions");
+    json_t *links = json_object_get(json_array_get(vs, json_array_size(vs) - 1), "links");
+    for (int i = 0; i < 4; i++)
+        out[i] = -1.0;
+    for (size_t k = 0; k < json_array_size(links); k++) {
+        json_t *lk = json_array_get(links, k);
+        json_int_t node = json_integer_value(json_object_get(lk, "node"));
+        if (node > 0 && node < 4)
+            out[node] = json_number_value(json_object_get(lk, "apply_seconds"));
+    }
+    json_decref(root);
+}
 
 /* model: the codec model's name (order0: xor-sparse chunks), or NULL for
  * the default (ctx-sparse chunks); gaps: the trainer (this process) codes
@@ -62,6 +86,9 @@ static void refit_case(const char *model, int gaps)
     dc_refit_node_opts_t scfg = cfg;
     scfg.segments = tr.segs;
     scfg.n_segments = tr.ns;
+    char stats[300];
+    snprintf(stats, sizeof(stats), "%s/stats.json", J.dir);
+    scfg.stats_path = stats;
     dc_refit_sender_t *s = NULL;
     cr_assert_eq(dc_refit_sender_open(&scfg, &s), DC_OK, "%s", dc_last_error());
     devrx_t rx[2]; /* nodes 1 (staging) and 2 (device apply) */
@@ -109,6 +136,15 @@ static void refit_case(const char *model, int gaps)
                (unsigned long long)(t1.dev_dense - t0.dev_dense),
                (unsigned long long)(t1.dev_put_sparse - t0.dev_put_sparse),
                (unsigned long long)(t1.host_zstd - t0.host_zstd));
+        double ap[4];
+        apply_seconds(stats, ap);
+        cr_assert(ap[1] >= 0 && ap[2] >= 0, "v%d: the stats hold no apply time of nodes 1, 2", v);
+        report("emu refit v%d: apply time (frames applied and their digests, as each node's "
+               "DONE reports it), side by side: node 1 staging %.3f s (its copies across PCIe "
+               "included), node 2 device apply %.3f s: staging / device = %.2f%s; push to "
+               "commit %.3f s",
+               v, ap[1], ap[2], ap[2] > 0 ? ap[1] / ap[2] : 0.0,
+               g_real ? "" : " (emulated kernels: slow by design)", vs.seconds);
         if (gaps)
             cr_assert_gt(t1.dev_gaps, t0.dev_gaps, "v%d: no gaps stream decoded on the device",
                          v);
