@@ -98,6 +98,32 @@ static dc_status_t dc_mem_keep(dc_node_t *n, const dc_place_t *p, uint32_t c)
     return dc_place_read_dev(p, c, n->mem.dbase + n->mem.off[c]);
 }
 
+/* A device sender's baseline copy in host memory, streamed to the device
+ * chunk by chunk: page-locked (config device_baseline_lock), so the copies
+ * run by DMA at the link's speed; a failure to lock is warned, the stream
+ * then runs from pageable memory. */
+static dc_status_t dc_mem_lock_base(dc_node_t *n, uint64_t total)
+{
+    int lock = 1;
+    dc_status_t st = dc_config_get_bool("device_baseline_lock", &lock);
+    if (st != DC_OK) {
+        dc_error_prefix("sender %u", n->me);
+        return st;
+    }
+    if (!lock) {
+        DC_LOG_INFO("sender %u: baseline copy in host memory pageable (device_baseline_lock=0)",
+                    n->me);
+    } else if (dc_kern_cuda_host_register(n->mem.base, total) == DC_OK) {
+        n->mem.base_pinned = 1;
+        DC_LOG_INFO("sender %u: baseline copy in host memory page-locked (%llu bytes)", n->me,
+                    (unsigned long long)total);
+    } else {
+        DC_LOG_WARN("sender %u: baseline copy in host memory not page-locked (%s): streamed "
+                    "to the device from pageable memory, slower", n->me, dc_last_error());
+    }
+    return DC_OK;
+}
+
 /* Memory sender, once the chunk map is known: our own copy of the
  * baseline (cfg->segs: the committed version) for the chunks we send;
  * then the caller may change its memory (source->ready). */
@@ -125,19 +151,8 @@ dc_status_t dc_mem_baseline(dc_node_t *n)
             return dc_error(DC_ERR_NOMEM,
                             "sender: no memory for its baseline copy (%llu bytes)",
                             (unsigned long long)total);
-        if (n->mem.dev_encode && total > 0) {
-            /* streamed to the device chunk by chunk: page-locked, the
-             * copies run by DMA at the link's speed */
-            if (dc_kern_cuda_host_register(n->mem.base, total) == DC_OK) {
-                n->mem.base_pinned = 1;
-                DC_LOG_INFO("sender %u: baseline copy in host memory page-locked (%llu bytes)",
-                            n->me, (unsigned long long)total);
-            } else {
-                DC_LOG_WARN("sender %u: baseline copy in host memory not page-locked (%s): "
-                            "streamed to the device from pageable memory, slower",
-                            n->me, dc_last_error());
-            }
-        }
+        if (n->mem.dev_encode && total > 0 && (st = dc_mem_lock_base(n, total)) != DC_OK)
+            return st;
     }
     dc_place_t p;
     st = dc_mem_place(n, &p, n->cfg->segs, n->cfg->nsegs);

@@ -972,6 +972,8 @@ static dc_status_t kcu_host_register(void *p, size_t bytes)
         return dc_error(DC_ERR_INVALID, "cuda: nothing to page-lock");
     CU_TRY(cudaHostRegister(p, bytes, cudaHostRegisterDefault), "page-lock host memory");
 out:
+    if (st != DC_OK)
+        cudaGetLastError(); /* the caller carries on: no stale error for its next launch */
     return st;
 }
 

@@ -121,6 +121,11 @@ static const dc_config_entry_t dc_config_entries[] = {
      "the GPU chunk by chunk: the baseline stream; updated from the change lists) or auto "
      "(device when the device encode is on and the device memory allows, else host)", E,
      "auto|device|host", "engine/shard.c, per sender"},
+    {"device_baseline_lock", "1",
+     "a sender with weights in GPU memory whose baseline copy is in host memory: page-lock "
+     "it (1: the baseline stream runs by DMA at the link's speed) or not (0: pageable, "
+     "slower copies, when locking the model's size of host memory is not wanted; locking "
+     "tens of GB takes seconds at open)", B, NULL, "engine/shard.c, per sender"},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };
 

@@ -214,10 +214,12 @@ static bool locked(const void *p, size_t n)
 
 cudaError_t cudaHostRegister(void *p, size_t n, unsigned)
 {
-    if (p == nullptr || n == 0 || in_arena(p, n))
-        return cudaErrorInvalidValue;
     std::lock_guard<std::recursive_mutex> l(g_gate);
     uintptr_t a = (uintptr_t)p;
+    /* any byte of the device arena (reserved whole) refuses it */
+    if (p == nullptr || n == 0 ||
+        (g_base && a < (uintptr_t)g_base + ARENA && a + n > (uintptr_t)g_base))
+        return cudaErrorInvalidValue;
     auto it = g_locked.lower_bound(a);
     if (it != g_locked.end() && it->first < a + n)
         return cudaErrorInvalidValue; /* overlaps one registered after it */

@@ -214,7 +214,8 @@ static uint64_t make_dense_chunk(int v)
     return cl;
 }
 
-static void refit(const char *baseline, const char *model)
+/* lock: config device_baseline_lock (a host baseline page-locked or not) */
+static void refit(const char *baseline, const char *model, int lock)
 {
     const char *params = getenv("DELTACAST_TEST_PARAMS");
     job_init(&J, 1, 2, params && *params ? params : "1e5", 2, "optimizer");
@@ -224,6 +225,7 @@ static void refit(const char *baseline, const char *model)
     setenv("DELTACAST_TRANSPORT", "tcp", 1);
     setenv("DELTACAST_CODEC_MODEL", model, 1);
     setenv("DELTACAST_DEVICE_BASELINE", baseline, 1);
+    setenv("DELTACAST_DEVICE_BASELINE_LOCK", lock ? "1" : "0", 1);
     devw_t tr;
     memset(&tr, 0, sizeof(tr));
     uint64_t dl = make_dense_chunk(2);
@@ -318,13 +320,19 @@ static void refit(const char *baseline, const char *model)
             cr_assert_eq(sh, mb, "the baseline stream is not the sender's chunks once (H2D "
                          "%llu)", (unsigned long long)sh);
             if (!g_real) {
-                /* ... from the page-locked baseline copy, all of it */
+                /* ... from the page-locked baseline copy, all of it (none
+                 * with device_baseline_lock=0) */
                 uint64_t lk = dc_emu_h2d_locked();
-                cr_assert_eq(lk - locked0, sh, "%llu of the %llu baseline stream bytes came "
-                             "from page-locked memory", (unsigned long long)(lk - locked0),
-                             (unsigned long long)sh);
+                cr_assert_eq(lk - locked0, lock ? sh : 0, "%llu of the %llu baseline stream "
+                             "bytes came from page-locked memory (lock %d)",
+                             (unsigned long long)(lk - locked0), (unsigned long long)sh, lock);
                 locked0 = lk;
-                cr_assert_geq(dc_emu_locked_bytes(), mb, "the baseline copy is not page-locked");
+                if (lock)
+                    cr_assert_geq(dc_emu_locked_bytes(), mb, "the baseline copy is not "
+                                  "page-locked");
+                else
+                    cr_assert_eq(dc_emu_locked_bytes(), 0, "page-locked though "
+                                 "device_baseline_lock=0");
             }
         } else {
             cr_assert_lt(sh, mb / 4, "a device baseline sender copied chunks to the device");
@@ -353,10 +361,15 @@ static void refit(const char *baseline, const char *model)
 
 Test(emu_sender_refit, device_sender_device_baseline_ctx, .timeout = 240)
 {
-    refit("device", "ctx");
+    refit("device", "ctx", 1);
 }
 
 Test(emu_sender_refit, device_sender_host_baseline_order0, .timeout = 240)
 {
-    refit("host", "order0");
+    refit("host", "order0", 1);
+}
+
+Test(emu_sender_refit, device_sender_host_baseline_unlocked, .timeout = 240)
+{
+    refit("host", "ctx", 0);
 }

@@ -426,9 +426,6 @@ Test(kern_cuda, available_never_crashes)
         cr_assert_eq(a, 0);
 }
 
-/* The reason a user reads when device memory is refused: the CUDA error,
- * the runtime built in and the driver's CUDA version (or that there is no
- * driver); empty when a device is usable. */
 /* Page-locking host memory (a device sender's host baseline): a locked
  * buffer copies to the device byte for byte; locking it twice, locking
  * device memory and unlocking what was never locked are refused. */
@@ -458,6 +455,9 @@ Test(kern_cuda, host_register_copies_and_refuses_misuse)
     free(back);
 }
 
+/* The reason a user reads when device memory is refused: the CUDA error,
+ * the runtime built in and the driver's CUDA version (or that there is no
+ * driver); empty when a device is usable. */
 Test(kern_cuda, why_names_the_cause)
 {
     const char *why = dc_kern_cuda_why();
