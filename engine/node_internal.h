@@ -180,6 +180,9 @@ typedef struct dc_node_rx {
     int commit_failed;      /* a local commit failed: reported at BYE */
     int fail_sent;          /* a FAIL went up: the node stops once the root's
                                ABORT or BYE shows it arrived (fail_heard) */
+    dc_status_t fail_st;    /* the first FAIL's status and text: what the node
+                               returns, whatever its closing connections say */
+    char fail_why[DC_FAIL_TEXT_MAX + 1];
     int fail_heard;
     int serving;            /* dc_rx_run reached its loop */
     dc_nbuf_t *early;       /* it failed before joining (early.c): this FAIL

@@ -250,6 +250,10 @@ static void dc_rx_fail(dc_node_t *n, uint32_t code, uint64_t v)
     char why[DC_FAIL_TEXT_MAX + 1];
     snprintf(why, sizeof(why), "%s", dc_last_error());
     DC_LOG_ERROR("node %u: %s", n->me, why);
+    if (!n->rx.fail_why[0]) {
+        n->rx.fail_st = st;
+        snprintf(n->rx.fail_why, sizeof(n->rx.fail_why), "%s", why);
+    }
     n->result = st;
     n->finished = 1;
     const dc_layout_t *l = n->layout;
@@ -1034,6 +1038,10 @@ dc_status_t dc_rx_run(dc_node_t *n)
                 n->committed_ckpt, "serving");
     n->rx.serving = 1;
     dc_node_serve(n, 20, cfg->sink ? dc_rx_each : NULL);
+    if (n->finished && n->result == n->rx.fail_st && n->rx.fail_why[0])
+        /* the failure this node reported, not what its connections said
+         * while the root ended the job (e.g. "closed by the peer") */
+        return dc_error(n->rx.fail_st, "%s", n->rx.fail_why);
     return n->finished ? n->result : DC_OK;
 }
 
