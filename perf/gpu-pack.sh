@@ -27,10 +27,13 @@ done
 out=$1
 grep -q "DC_HAVE_CUDA 1" "$build/dc_config.h" 2>/dev/null ||
     { echo "gpu-pack: $build has no CUDA kernels built in (meson configure -Dcuda=enabled)" >&2; exit 1; }
+# what gpu-check.sh --prebuilt runs (the emu tests it runs with the GPU's
+# runtime; the emulated-only ones, arena, kern_cuda and values, stay here:
+# each program carries the library and CUDA's static runtime, ~3 MB)
 progs="tests/kernels_test_kern_cuda tests/kernels_test_kern_cuda_values tests/verbs_test_gpumem
        tests/engine_test_api tests/kernels/gpu_bench cli/deltacast"
-for t in "$build"/tests/emu_test_emu_*; do
-    [ -f "$t" ] && [ -x "$t" ] && progs="$progs tests/$(basename "$t")"
+for t in refit ctx dense refit_kinds sender sender_refit; do
+    progs="$progs tests/emu_test_emu_$t"
 done
 rm -rf "$out"
 mkdir -p "$out/tests/kernels" "$out/cli" "$out/lib"
@@ -47,3 +50,6 @@ sort -u "$out/libs.txt" | while read -r l; do
 done
 rm -f "$out/libs.txt"
 echo "gpu-pack: $(ls "$out/lib" | wc -l) libraries, $(du -sh "$out" | cut -f1) in $out"
+kib=$(du -sk "$out" | cut -f1)
+[ "$kib" -le $((60 * 1024)) ] ||
+    echo "gpu-pack: warning: $out is $((kib / 1024)) MiB; the device tool carries 64 MiB in all" >&2
