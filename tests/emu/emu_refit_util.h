@@ -1,7 +1,7 @@
 /*
  * emu_refit_util.h - what the emulated-runtime refit tests (test_emu_refit.c,
- * test_emu_refit_kinds.c) share: the job, the real-or-emulated CUDA runtime
- * choice (DELTACAST_TEST_REAL_CUDA=1 on a GPU), the trainer's weights in
+ * test_emu_refit_kinds.c) share beside emu_job.h (the job, the runtime
+ * choice, versions by tensor name): the trainer's weights in
  * host pieces, device receivers on threads of this process with their PCIe
  * byte counts and byte-exact checks.  Included once per test program.
  */
@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 
 #include "cuda_emu_rt.h"
+#include "emu_job.h"
 #include "engine/refit_util.h"
 
 #include "deltacast.h"
@@ -24,45 +25,12 @@
 
 #include <pthread.h>
 
-static job_t J;
-
-
-/* DELTACAST_TEST_REAL_CUDA=1 (perf/gpu-check.sh): the same test on the
- * GPU's runtime when one is usable; bytes are counted by the library's
- * dc_kern_cuda_h2d / d2h either way. */
-static int g_real;
-static void setup(void)
-{
-    const char *r = getenv("DELTACAST_TEST_REAL_CUDA");
-    g_real = r && strcmp(r, "1") == 0 && dc_kern_cuda_available();
-    if (!g_real)
-        dc_emu_install();
-}
-
 /* The trainer's weights (host), each tensor in two pieces. */
 typedef struct trainer {
     size_t nt, ns;
     dc_refit_tensor_t *tens;
     dc_refit_segment_t *segs;
 } trainer_t;
-
-static dc_st_file_t *open_version(int v)
-{
-    char p[256];
-    snprintf(p, sizeof(p), "%s/ver/v%d.safetensors", J.dir, v);
-    dc_st_file_t *f;
-    cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK, "%s", dc_last_error());
-    return f;
-}
-
-static const dc_st_tensor_t *tensor_named(const dc_st_file_t *f, const char *name)
-{
-    for (size_t i = 0; i < dc_st_count(f); i++)
-        if (strcmp(dc_st_tensor(f, i)->name, name) == 0)
-            return dc_st_tensor(f, i);
-    cr_assert_fail("no tensor '%s'", name);
-    return NULL;
-}
 
 static void trainer_load(trainer_t *tr, int v)
 {

@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 
 #include "cuda_emu_rt.h"
+#include "emu_job.h"
 #include "engine/refit_util.h"
 
 #include "deltacast.h"
@@ -28,37 +29,9 @@
 #include <pthread.h>
 #include <unistd.h>
 
-static job_t J;
-
 #define report(...) (fprintf(stderr, "emu_sender_refit: " __VA_ARGS__), fputc('\n', stderr))
 
-static int g_real;
-static void setup(void)
-{
-    const char *r = getenv("DELTACAST_TEST_REAL_CUDA");
-    g_real = r && strcmp(r, "1") == 0 && dc_kern_cuda_available();
-    if (!g_real)
-        dc_emu_install();
-}
 TestSuite(emu_sender_refit, .init = setup);
-
-static dc_st_file_t *open_version(int v)
-{
-    char p[256];
-    snprintf(p, sizeof(p), "%s/ver/v%d.safetensors", J.dir, v);
-    dc_st_file_t *f;
-    cr_assert_eq(dc_st_open(p, DC_ST_READ, &f), DC_OK, "%s", dc_last_error());
-    return f;
-}
-
-static const dc_st_tensor_t *tensor_named(const dc_st_file_t *f, const char *name)
-{
-    for (size_t i = 0; i < dc_st_count(f); i++)
-        if (strcmp(dc_st_tensor(f, i)->name, name) == 0)
-            return dc_st_tensor(f, i);
-    cr_assert_fail("no tensor '%s'", name);
-    return NULL;
-}
 
 /* Weights in device memory, one arena segment per tensor; split: the
  * largest tensor in two segments, so that the chunk holding the cut spans
