@@ -3,6 +3,7 @@
 #include "engine/devsend.h"
 
 #include "kernels/kern_cuda.h"
+#include "kernels/listpack.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,10 @@ struct dc_devsend {
     size_t max_bytes, max_count;
     /* device */
     uint32_t *d_pos, *d_rnk;
-    uint8_t *d_xor, *d_bw, *d_cls, *d_base, *d_next;
+    uint8_t *d_xor, *d_bw, *d_cls, *d_base, *d_next, *d_pk;
     /* host */
     uint32_t *h_pos, *h_rnk;
-    uint8_t *h_xor, *h_bw, *h_cls;
+    uint8_t *h_xor, *h_bw, *h_pk;
     size_t count;
     int want_lists; /* the caller reads the positions (dc_devsend_lists) */
     int have_pos;   /* h_pos holds this chunk's positions */
@@ -32,11 +33,12 @@ void dc_devsend_free(dc_devsend_t *d)
     dc_kern_cuda_free(d->d_cls);
     dc_kern_cuda_free(d->d_base);
     dc_kern_cuda_free(d->d_next);
+    dc_kern_cuda_free(d->d_pk);
     free(d->h_pos);
     free(d->h_rnk);
     free(d->h_xor);
     free(d->h_bw);
-    free(d->h_cls);
+    free(d->h_pk);
     free(d);
 }
 
@@ -55,6 +57,7 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
         (st = dc_kern_cuda_malloc((void **)&d->d_xor, mw)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_bw, mw)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_cls, mc)) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_pk, dc_listpack_bound(mc))) != DC_OK ||
         (base_stream && (st = dc_kern_cuda_malloc((void **)&d->d_base, max_bytes)) != DC_OK)) {
         dc_error_prefix("device sender: scratch for %zu-byte chunks", max_bytes);
         dc_devsend_free(d);
@@ -64,8 +67,8 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
     d->h_rnk = malloc(mc * 4);
     d->h_xor = malloc(mw);
     d->h_bw = malloc(mw);
-    d->h_cls = malloc(mc);
-    if (!d->h_pos || !d->h_rnk || !d->h_xor || !d->h_bw || !d->h_cls) {
+    d->h_pk = malloc(dc_listpack_bound(mc));
+    if (!d->h_pos || !d->h_rnk || !d->h_xor || !d->h_bw || !d->h_pk) {
         dc_devsend_free(d);
         return dc_error(DC_ERR_NOMEM, "device sender: host scratch for %zu-byte chunks",
                         max_bytes);
@@ -83,6 +86,30 @@ static dc_status_t dc_ds_d2h(dc_devsend_t *d, void *dst, const void *src, size_t
 {
     d->d2h += bytes;
     return dc_kern_cuda_d2h(dst, src, bytes);
+}
+
+/* count ranks of classes cls (device; NULL: one increasing list, K 1) to
+ * the host as out[0..count), grouped by class, ccnt[c] per class: packed
+ * on the device (kernels/listpack.h), about a byte a change across PCIe
+ * instead of 4 (rank) + 1 (class) */
+static dc_status_t dc_ds_ranks(dc_devsend_t *d, const uint8_t *cls, const uint32_t *rnk,
+                               size_t count, unsigned K, uint32_t *out, uint64_t *ccnt)
+{
+    size_t len = 0;
+    dc_status_t st = dc_kern_cuda_pack_ranks(cls, rnk, count, K, d->d_pk, &len, ccnt, NULL);
+    if (st != DC_OK)
+        return st;
+    d->d2h += (size_t)K * sizeof(uint64_t) + sizeof(uint64_t); /* the counts, the length */
+    if (len > dc_listpack_bound(count))
+        return dc_error(DC_ERR_IO, "device sender: %zu packed bytes for %zu ranks", len, count);
+    if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, len)) != DC_OK)
+        return st;
+    if (dc_listunpack(d->h_pk, len, ccnt, K, out, count) != DC_OK) {
+        /* the device's own output: a fault of the GPU or of this code */
+        dc_error_prefix("device sender: the device's packed ranks");
+        return DC_ERR_IO;
+    }
+    return DC_OK;
 }
 
 dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *base_dev,
@@ -127,7 +154,7 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
         return st;
     d->have_pos = 0;
     dc_codec_lists_t L = {.n = n, .w = w, .count = count, .pos = d->h_pos, .xorv = d->h_xor,
-                          .bw = d->h_bw, .K = 1, .cls = d->h_cls, .rnk = d->h_rnk};
+                          .bw = d->h_bw, .K = 1, .cls = NULL, .rnk = d->h_rnk};
     if (ctx && count > 0 && count < n) {
         uint32_t hist[256];
         uint64_t thrm[DC_CODEC_MAX_CLASSES];
@@ -136,10 +163,11 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
         d->d2h += sizeof(hist);
         L.K = dc_codec_lists_classes(codec, hist, n, w, d->h_bw, count, L.thr, thrm);
         if (L.K > 1) {
+            /* the ranks grouped by class, as the codec takes them */
             if ((st = dc_kern_cuda_ctx_rank(base_dev, n, w, thrm, L.K - 1, d->d_pos, count,
                                             d->d_cls, d->d_rnk, L.pop, NULL)) != DC_OK ||
-                (st = dc_ds_d2h(d, d->h_cls, d->d_cls, count)) != DC_OK ||
-                (st = dc_ds_d2h(d, d->h_rnk, d->d_rnk, count * 4)) != DC_OK)
+                (st = dc_ds_ranks(d, d->d_cls, d->d_rnk, count, L.K, d->h_rnk, L.ccnt)) !=
+                    DC_OK)
                 return st;
             d->d2h += L.K * sizeof(uint64_t);
         }
@@ -147,7 +175,8 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
     /* the positions themselves: the codec's when it has one class (the
      * ranks are the positions then), else only a caller's that reads them */
     if (count > 0 && (L.K == 1 || d->want_lists)) {
-        if ((st = dc_ds_d2h(d, d->h_pos, d->d_pos, count * 4)) != DC_OK)
+        uint64_t one;
+        if ((st = dc_ds_ranks(d, NULL, d->d_pos, count, 1, d->h_pos, &one)) != DC_OK)
             return st;
         d->have_pos = 1;
     }

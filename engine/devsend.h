@@ -14,9 +14,12 @@
  *                   histogram (dc_kern_cuda_ctx_sample, 1 KiB back) and,
  *                   once the host has picked the classes, each change's
  *                   class and rank (dc_kern_cuda_ctx_rank);
- *   across PCIe     count x (4 + 2w) bytes of lists (positions, XOR words,
- *                   base words), + count x 5 (classes, ranks) for the ctx
- *                   model: never the chunk;
+ *   across PCIe     count x 2w bytes of lists (XOR words, base words), the
+ *                   positions (one class, or when asked) and the ctx
+ *                   model's ranks packed on the device as varint gaps,
+ *                   grouped by class (dc_kern_cuda_pack_ranks,
+ *                   kernels/listpack.h: about a byte a change instead of 4
+ *                   and 5): never the chunk;
  *   on the host     dc_codec_encode_lists: the entropy coding, a payload
  *                   byte-identical to dc_codec_encode_digest()'s.
  *
@@ -57,8 +60,9 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
  *  segments, gathered device to device (layout.h dc_place_read_dev). */
 uint8_t *dc_devsend_gather_buf(dc_devsend_t *d);
 
-/** Bytes of the lists for count changes of w bytes (ctx: the ctx model's
- *  classes and ranks too). */
+/** Bytes of the lists for count changes of w bytes unpacked (ctx: the
+ *  ctx model's classes and ranks too): the most that crosses, and what
+ *  must be smaller than the chunk for the device to encode it. */
 size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx);
 
 /** Whether the caller reads the positions after each encode (default

@@ -414,7 +414,7 @@ dc_status_t dc_codec_encode_lists(dc_codec_t *c, const dc_codec_lists_t *L, uint
         size_t clen;
         unsigned vm;
         s = dc_ctx_encode_ranked(c->ctx, c->ent, c->layout, n, w, L->pos, L->xorv, L->bw, count,
-                                 L->K, L->thr, L->cls, L->rnk, L->pop, dst, cap, &clen, &vm,
+                                 L->K, L->thr, L->cls, L->rnk, L->ccnt, L->pop, dst, cap, &clen, &vm,
                                  &s0);
         if (s != DC_OK)
             return s;

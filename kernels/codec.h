@@ -143,7 +143,9 @@ unsigned dc_codec_model(const dc_codec_t *c);
  * (increasing, < n), their XOR words xorv and their base words bw; for the
  * ctx model also K and thr (dc_codec_lists_classes()) and, when K > 1,
  * each change's class cls[k] and rank rnk[k] and the classes' populations
- * pop[] (ctx.h).  The payload is byte-identical to
+ * pop[] (ctx.h); or, cls NULL, the ranks rnk grouped by class (class 0's
+ * first, each class's in element order: kernels/listpack.h) and ccnt[c]
+ * the changes of class c (pos is then unread).  The payload is byte-identical to
  * dc_codec_encode_digest()'s for the same chunk.  The dense kinds need the
  * whole chunk: count > n / 4, or a sparse payload larger than the chunk, is
  * DC_ERR_UNSUPPORTED (encode that chunk with dc_codec_encode_digest()).
@@ -159,6 +161,7 @@ typedef struct dc_codec_lists {
     const uint8_t *cls;
     const uint32_t *rnk;
     uint64_t pop[DC_CODEC_MAX_CLASSES];
+    uint64_t ccnt[DC_CODEC_MAX_CLASSES]; /* cls NULL: changes per class */
 } dc_codec_lists_t;
 
 /**

@@ -435,7 +435,7 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
                                  x->ge);
     }
     return dc_ctx_encode_ranked(x, ent, layout, n, w, pos, xorv, x->bw, count, K, thr, x->cls,
-                                x->rnk, pop, dst, cap, len, vm, st);
+                                x->rnk, NULL, pop, dst, cap, len, vm, st);
 }
 
 void dc_ctx_thr_mag(const unsigned *thr, unsigned K, unsigned w, uint64_t *thrm)
@@ -447,9 +447,9 @@ void dc_ctx_thr_mag(const unsigned *thr, unsigned K, unsigned w, uint64_t *thrm)
 dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout, size_t n,
                                  unsigned w, const uint32_t *pos, const void *xorv,
                                  const void *bw, size_t count, unsigned K, const unsigned *thr,
-                                 const uint8_t *cls, const uint32_t *rnk, const uint64_t *cpop,
-                                 uint8_t *dst, size_t cap, size_t *len, unsigned *vm,
-                                 dc_chunk_stats_t *st)
+                                 const uint8_t *cls, const uint32_t *rnk, const uint64_t *ccnt,
+                                 const uint64_t *cpop, uint8_t *dst, size_t cap, size_t *len,
+                                 unsigned *vm, dc_chunk_stats_t *st)
 {
     if (n * w > x->max_bytes || count > n || K < 1 || K > DC_CTX_MAX_CLASSES)
         return dc_error(DC_ERR_INVALID, "ctx: chunk of %zu x %u bytes (%u classes) exceeds "
@@ -462,7 +462,23 @@ dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned la
     uint64_t pop[DC_CTX_MAX_CLASSES];
     size_t cnt[DC_CTX_MAX_CLASSES] = {0}, off[DC_CTX_MAX_CLASSES + 1];
     const uint32_t *ranks = pos;
-    if (K > 1) {
+    if (K > 1 && !cls) {
+        /* grouped already (listpack.h) */
+        uint64_t sum = 0;
+        off[0] = 0;
+        for (unsigned c = 0; c < K; c++) {
+            if (ccnt[c] > count - sum)
+                return dc_error(DC_ERR_INVALID, "ctx: class counts past %zu changes", count);
+            sum += ccnt[c];
+            cnt[c] = (size_t)ccnt[c];
+            off[c + 1] = off[c] + cnt[c];
+            pop[c] = cpop[c];
+        }
+        if (sum != count)
+            return dc_error(DC_ERR_INVALID, "ctx: class counts sum to %llu of %zu changes",
+                            (unsigned long long)sum, count);
+        ranks = rnk;
+    } else if (K > 1) {
         for (size_t k = 0; k < count; k++) {
             if (cls[k] >= K)
                 return dc_error(DC_ERR_INVALID, "ctx: change %zu in class %u of %u", k, cls[k],

@@ -104,7 +104,9 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
  *     and rank rnk[k] (its index among the chunk's elements of its class),
  *     pop[c] the population of class c: what ctx_scan.h's rank computes.
  *  3. dc_ctx_encode_ranked: the payload from the lists (cls, rnk, pop
- *     unread when K == 1).
+ *     unread when K == 1).  With cls NULL and K > 1, rnk holds the ranks
+ *     already grouped by class (class 0's first, each class's in element
+ *     order: kernels/listpack.h) and ccnt[c] the changes of class c.
  */
 size_t dc_ctx_sampled(size_t n);
 unsigned dc_ctx_model_hist(const uint32_t *hist, size_t n, unsigned w, const uint8_t *bw,
@@ -113,9 +115,9 @@ void dc_ctx_thr_mag(const unsigned *thr, unsigned K, unsigned w, uint64_t *thrm)
 dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout, size_t n,
                                  unsigned w, const uint32_t *pos, const void *xorv,
                                  const void *bw, size_t count, unsigned K, const unsigned *thr,
-                                 const uint8_t *cls, const uint32_t *rnk, const uint64_t *pop,
-                                 uint8_t *dst, size_t cap, size_t *len, unsigned *vm,
-                                 dc_chunk_stats_t *st);
+                                 const uint8_t *cls, const uint32_t *rnk, const uint64_t *ccnt,
+                                 const uint64_t *pop, uint8_t *dst, size_t cap, size_t *len,
+                                 unsigned *vm, dc_chunk_stats_t *st);
 
 /**
  * Decode a DC_ENC_CTX payload against the baseline `base` (n elements of w

@@ -2835,6 +2835,191 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------------------ */
+/*  The rank lists packed for PCIe (kernels/listpack.h): the changes grouped */
+/*  by class, each class's ranks as LEB128 varints of their gaps.  Pass 1   */
+/*  counts classes per tile, a scan per class places every rank in its      */
+/*  class's run (pass 2), then the varints' lengths per tile, their scan,   */
+/*  and the writes (passes 3, 4).                                            */
+/* ------------------------------------------------------------------------ */
+
+#define LP_ITEMS 8
+#define LP_TILE (BLOCK * LP_ITEMS)
+
+__device__ __forceinline__ unsigned lp_class(const uint8_t *cls, size_t k)
+{
+    return cls ? cls[k] : 0u;
+}
+
+/* Pass 1: changes per class and tile (counts[c * tiles + tile]). */
+__global__ void k_lp_count(const uint8_t *cls, size_t count, size_t tiles, unsigned K,
+                           unsigned long long *counts)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        unsigned cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
+        for (int j = 0; j < LP_ITEMS; j++)
+            if (k0 + j < count)
+                cnt[lp_class(cls, k0 + j) & 7]++;
+        for (unsigned c = 0; c < K; c++) {
+            unsigned long long total;
+            block_exscan(cnt[c], &total);
+            if (threadIdx.x == 0)
+                counts[c * tiles + tile] = total;
+        }
+    }
+}
+
+/* where class c's run starts: the changes of the classes before it */
+__device__ __forceinline__ unsigned long long lp_class_start(const unsigned long long *sums,
+                                                             unsigned c)
+{
+    unsigned long long s = 0;
+    for (unsigned i = 0; i < c; i++)
+        s += sums[i];
+    return s;
+}
+
+/* Pass 2: every rank to its place in its class's run (offs: the tiles'
+ * exclusive counts per class; sums: the classes' totals). */
+__global__ void k_lp_place(const uint8_t *cls, const uint32_t *rnk, size_t count, size_t tiles,
+                           unsigned K, const unsigned long long *offs,
+                           const unsigned long long *sums, uint32_t *idx)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        unsigned cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
+        for (int j = 0; j < LP_ITEMS; j++)
+            if (k0 + j < count)
+                cnt[lp_class(cls, k0 + j) & 7]++;
+        unsigned long long at[8];
+        for (unsigned c = 0; c < K; c++) {
+            unsigned long long total;
+            at[c] = lp_class_start(sums, c) + offs[c * tiles + tile] +
+                    block_exscan(cnt[c], &total);
+        }
+        for (int j = 0; j < LP_ITEMS; j++)
+            if (k0 + j < count) {
+                unsigned c = lp_class(cls, k0 + j) & 7;
+                idx[at[c]++] = rnk[k0 + j];
+            }
+    }
+}
+
+/* the gap coded for grouped rank i: the rank itself at the start of a
+ * class's run, else rank - previous - 1 (mod 2^32, as listpack.c) */
+__device__ __forceinline__ uint32_t lp_gap(const uint32_t *idx, size_t i,
+                                           const unsigned long long *sums, unsigned K)
+{
+    unsigned long long s = 0;
+    for (unsigned c = 0; c < K; c++) {
+        if (i == s)
+            return idx[i];
+        s += sums[c];
+    }
+    return idx[i] - idx[i - 1] - 1u;
+}
+
+__device__ __forceinline__ unsigned lp_len(uint32_t v)
+{
+    return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
+}
+
+/* Pass 3 (write == false): the varints' bytes per tile into tlen.  Pass 4
+ * (write == true): each thread writes its varints from its tile's offset
+ * (toffs) on. */
+__global__ void k_lp_varints(const uint32_t *idx, size_t count, size_t tiles, unsigned K,
+                             const unsigned long long *sums, unsigned long long *tlen,
+                             const unsigned long long *toffs, uint8_t *out, bool write)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
+        uint32_t g[LP_ITEMS];
+        unsigned long long mine = 0;
+        for (int j = 0; j < LP_ITEMS; j++) {
+            g[j] = k0 + j < count ? lp_gap(idx, k0 + j, sums, K) : 0u;
+            if (k0 + j < count)
+                mine += lp_len(g[j]);
+        }
+        unsigned long long total, before = block_exscan(mine, &total);
+        if (!write) {
+            if (threadIdx.x == 0)
+                tlen[tile] = total;
+            continue;
+        }
+        size_t o = (size_t)(toffs[tile] + before);
+        for (int j = 0; j < LP_ITEMS && k0 + j < count; j++) {
+            uint32_t v = g[j];
+            while (v >= 0x80u) {
+                out[o++] = (uint8_t)(v | 0x80u);
+                v >>= 7;
+            }
+            out[o++] = (uint8_t)v;
+        }
+    }
+}
+
+static dc_status_t kcu_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                  unsigned K, uint8_t *out, size_t *len, uint64_t *ccnt,
+                                  void *stream)
+{
+    dc_status_t st = DC_OK;
+    unsigned long long *scr = NULL;
+    uint32_t *idx = NULL;
+    cudaStream_t s = S(stream);
+    if (K < 1 || K > 8 || (!cls && K != 1))
+        return dc_error(DC_ERR_INVALID, "cuda pack ranks: %u classes%s", K,
+                        cls ? "" : " without a class list");
+    if (count > 0 && ((uintptr_t)rnk & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda pack ranks: ranks array is not 4-byte aligned");
+    const size_t tiles = count ? (count + LP_TILE - 1) / LP_TILE : 1;
+    /* counts, offs (K x tiles each), sums (K), tlen, toffs (tiles each),
+     * the bytes (1) */
+    const size_t words = 2 * K * tiles + K + 2 * tiles + 1;
+    CU_TRY(cudaMallocAsync((void **)&scr, words * sizeof(*scr), s), "pack ranks scratch");
+    CU_TRY(cudaMemsetAsync(scr, 0, words * sizeof(*scr), s), "pack ranks zero");
+    if (count > 0) {
+        unsigned long long *counts = scr, *offs = scr + K * tiles, *sums = scr + 2 * K * tiles,
+                           *tlen = sums + K, *toffs = tlen + tiles, *bytes = toffs + tiles;
+        const unsigned g = grid_for(tiles, 1);
+        CU_TRY(cudaMallocAsync((void **)&idx, count * sizeof(*idx), s), "pack ranks grouping");
+        DC_LAUNCH(k_lp_count, g, BLOCK, s)(cls, count, tiles, K, counts);
+        for (unsigned c = 0; c < K; c++)
+            DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(counts + c * tiles, tiles, offs + c * tiles,
+                                                 sums + c);
+        DC_LAUNCH(k_lp_place, g, BLOCK, s)(cls, rnk, count, tiles, K, offs, sums, idx);
+        DC_LAUNCH(k_lp_varints, g, BLOCK, s)(idx, count, tiles, K, sums, tlen,
+                                             (const unsigned long long *)NULL,
+                                             (uint8_t *)NULL, false);
+        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tlen, tiles, toffs, bytes);
+        DC_LAUNCH(k_lp_varints, g, BLOCK, s)(idx, count, tiles, K, sums,
+                                             (unsigned long long *)NULL, toffs, out, true);
+        CU_TRY(cudaGetLastError(), "pack ranks kernels");
+    }
+    {
+        /* the classes' counts and the packed length, in one copy */
+        unsigned long long res[9];
+        const unsigned long long *sums = scr + 2 * K * tiles;
+        CU_TRY(cudaMemcpyAsync(res, sums, K * sizeof(*scr), cudaMemcpyDeviceToHost, s),
+               "pack ranks counts copy");
+        CU_TRY(cudaMemcpyAsync(res + 8, scr + words - 1, sizeof(*scr), cudaMemcpyDeviceToHost,
+                               s),
+               "pack ranks length copy");
+        CU_TRY(cudaStreamSynchronize(s), "pack ranks");
+        for (unsigned c = 0; c < K; c++)
+            ccnt[c] = res[c];
+        *len = (size_t)res[8];
+    }
+out:
+    if (idx != NULL)
+        cudaFreeAsync(idx, s);
+    if (scr != NULL) {
+        cudaFreeAsync(scr, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
 /* ======================== end of the device sender ======================== */
 
 #ifndef DC_KCU_OPS_NAME
@@ -2853,4 +3038,6 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     kcu_digest128_dev_pieces,
     /* pinned host memory */
     kcu_host_register, kcu_host_unregister,
+    /* packed rank lists */
+    kcu_pack_ranks,
 };

@@ -302,6 +302,19 @@ dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const 
                                   uint32_t *rnk, uint64_t *pop, void *stream);
 
 /**
+ * Pack the count ranks rnk[k] (device) of classes cls[k] (device, < K;
+ * NULL: one class, K = 1) as kernels/listpack.h says, byte-identical to
+ * dc_listpack(), into out (device, dc_listpack_bound(count) bytes); *len
+ * (host) the packed bytes and ccnt[0..K) (host) the changes per class.
+ * The changes are grouped by class on the device (a count per class and
+ * tile, a scan per class, a placement), then the varints' lengths are
+ * scanned and written.  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                    unsigned K, uint8_t *out, size_t *len, uint64_t *ccnt,
+                                    void *stream);
+
+/**
  * Page-lock host memory [p, p + bytes) (cudaHostRegister) so that copies
  * from it to the device run at the link's speed by DMA instead of through
  * the driver's pageable staging; dc_kern_cuda_host_unregister(p) before it

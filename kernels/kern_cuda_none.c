@@ -147,6 +147,13 @@ static void none_host_unregister(void *p)
 {
 }
 
+static dc_status_t none_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                   unsigned K, uint8_t *out, size_t *len, uint64_t *ccnt,
+                                   void *stream)
+{
+    return no_cuda();
+}
+
 const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     "none", none_available, none_why, none_props, none_malloc, none_free, none_h2d,
     none_d2h, none_memset, none_sync, none_count_changed, none_diff, none_gather,
@@ -159,4 +166,6 @@ const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     none_digest128_dev_pieces,
     /* pinned host memory */
     none_host_register, none_host_unregister,
+    /* packed rank lists */
+    none_pack_ranks,
 };

@@ -241,6 +241,13 @@ dc_status_t dc_kern_cuda_ctx_sample(const void *base, size_t n, unsigned w, uint
     return dc_kern_cuda_ops()->ctx_sample(base, n, w, hist, stream);
 }
 
+dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                    unsigned K, uint8_t *out, size_t *len, uint64_t *ccnt,
+                                    void *stream)
+{
+    return dc_kern_cuda_ops()->pack_ranks(cls, rnk, count, K, out, len, ccnt, stream);
+}
+
 dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,
                                   unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                                   uint32_t *rnk, uint64_t *pop, void *stream)

@@ -70,6 +70,9 @@ typedef struct dc_kern_cuda_ops {
     /* pinned host memory (a device sender's host baseline) */
     dc_status_t (*host_register)(void *p, size_t bytes);
     void (*host_unregister)(void *p);
+    /* packed rank lists (a device sender's, kernels/listpack.h) */
+    dc_status_t (*pack_ranks)(const uint8_t *cls, const uint32_t *rnk, size_t count, unsigned K,
+                              uint8_t *out, size_t *len, uint64_t *ccnt, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

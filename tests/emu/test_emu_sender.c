@@ -16,6 +16,7 @@
 #include "kernels/kern_cuda.h"
 #include "kernels/kern_cuda_ops.h"
 #include "kernels/kern_isa.h"
+#include "kernels/listpack.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -162,13 +163,24 @@ static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t
         if (classes)
             ctx_classes_seen++;
         /* what crossed: the baseline stream (host baseline) and lists,
-         * never the next chunk; with classes and nobody reading them, not
-         * the positions either (4 B per change) */
-        size_t expect = classes && !host_base ? lists - 4 * cs.changed : lists;
+         * never the next chunk: the XOR and base words (2w B a change),
+         * the ranks and (when read: one class, or a host baseline to
+         * patch) the positions packed as varint gaps (kernels/
+         * listpack.h: under 2^21 here, so at most 3 B a change, where
+         * unpacked they are 5 and 4); with classes and nobody reading
+         * them, not the positions at all */
+        int pos_read = !classes || host_base;
+        size_t expect = cs.changed * (2 * (size_t)w + (classes ? 3 : 0) + (pos_read ? 3 : 0));
+        cr_assert_lt(n, (size_t)1 << 21);
+        cr_assert_leq(expect, lists);
         cr_assert_eq(up, host_base ? bytes : 0, "H2D %llu", (unsigned long long)up);
         cr_assert_eq(h1 - h0, up);
-        cr_assert_leq(down, expect + 1024 + 16 + 8 + 8 * 8, "D2H %llu of a %zu-byte chunk",
-                      (unsigned long long)down, bytes);
+        /* + the sample histogram, the digest, the count, the populations,
+         * each packing's class counts and length */
+        cr_assert_leq(down, expect + 1024 + 16 + 8 + 8 * 8 + 2 * (8 * 8 + 8),
+                      "D2H %llu of a %zu-byte chunk, %zu changes of %u bytes%s%s",
+                      (unsigned long long)down, bytes, cs.changed, w,
+                      classes ? ", ranks" : "", pos_read ? ", positions" : "");
         const uint32_t *pos;
         const uint8_t *xv;
         size_t cnt;
@@ -320,4 +332,59 @@ Test(emu_sender, sample_histogram_and_ranks_match_the_cpu, .timeout = 280)
             free(next);
         }
     }
+}
+
+/* The rank lists packed on the device (dc_kern_cuda_pack_ranks) against
+ * the CPU reference (kernels/listpack.h): 1 to 8 classes and one list of
+ * positions (no classes), counts across the 2048-change tiles, gaps of
+ * every varint length; byte-identical, and the counts per class. */
+Test(emu_sender, packed_rank_lists_match_the_cpu, .timeout = 280)
+{
+    static const size_t counts[] = {0, 1, 2047, 2048, 2049, 9000};
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+        for (unsigned K = 0; K <= 8; K += (K < 2 ? 1 : 3)) {
+            /* K 0: positions, one list without classes */
+            size_t count = counts[ci];
+            unsigned nk = K ? K : 1;
+            uint8_t *cls = malloc(count + 1), *ref = malloc(5 * count + 1),
+                    *got = malloc(5 * count + 1);
+            uint32_t *rnk = malloc(4 * count + 4), next[8] = {0};
+            cr_assert(cls && ref && got && rnk);
+            for (size_t k = 0; k < count; k++) {
+                unsigned c = (unsigned)(rnd() % nk);
+                cls[k] = (uint8_t)c;
+                /* mostly small gaps, some of every varint length */
+                uint64_t r = rnd();
+                uint32_t gap = (uint32_t)(r % 64 == 0 ? (rnd() % (1u << (7 * (1 + r % 4)))) : r % 90);
+                next[c] += gap;
+                rnk[k] = next[c]++;
+            }
+            size_t lref = 0, lgot = 0;
+            uint64_t cref[8], cgot[8];
+            const uint8_t *hc = K ? cls : NULL;
+            cr_assert_eq(dc_listpack(hc, rnk, count, nk, ref, 5 * count + 1, &lref, cref), DC_OK,
+                         "%s", dc_last_error());
+            void *dc = to_dev(cls, count + 1), *dr = to_dev(rnk, 4 * count + 4), *dout = NULL;
+            cr_assert_eq(dc_kern_cuda_malloc(&dout, 5 * count + 1), DC_OK);
+            cr_assert_eq(dc_kern_cuda_pack_ranks(K ? dc : NULL, dr, count, nk, dout, &lgot, cgot,
+                                                 NULL),
+                         DC_OK, "%s", dc_last_error());
+            cr_assert_eq(lgot, lref, "count %zu K %u: %zu packed bytes, CPU %zu", count, K, lgot,
+                         lref);
+            cr_assert(memcmp(cgot, cref, nk * 8) == 0, "count %zu K %u: class counts", count, K);
+            cr_assert_eq(dc_kern_cuda_d2h(got, dout, lgot), DC_OK);
+            cr_assert(memcmp(got, ref, lref) == 0, "count %zu K %u: packed bytes differ", count,
+                      K);
+            dc_kern_cuda_free(dc);
+            dc_kern_cuda_free(dr);
+            dc_kern_cuda_free(dout);
+            free(cls);
+            free(ref);
+            free(got);
+            free(rnk);
+        }
+    /* a class list without its classes is refused */
+    uint64_t cc[8];
+    size_t l;
+    cr_assert_eq(dc_kern_cuda_pack_ranks(NULL, NULL, 0, 3, NULL, &l, cc, NULL), DC_ERR_INVALID);
 }

@@ -1,0 +1,51 @@
+/*
+ * listpack.h - a device sender's rank lists across PCIe, packed (engine-
+ * and test-facing; the device side is kern_cuda.h dc_kern_cuda_pack_ranks).
+ *
+ * The ctx encoder (ctx.h) codes each class's changed elements as ranks
+ * within the class.  A device sender computes them on the GPU; unpacked
+ * they are 5 bytes a change (class u8, rank u32) across PCIe, more than
+ * the whole payload.  Packed, they are the changes grouped by class (class
+ * 0's first), each class's ranks in element order as LEB128 varints of
+ * their gaps: the first rank itself, then rank - previous - 1 (mod 2^32:
+ * at most 5 bytes each).  At 1% changed that is about one byte a change,
+ * and the encoder takes them grouped as they are (dc_codec_lists_t rnk
+ * with cls NULL).  The same packing with one class carries increasing
+ * positions.
+ *
+ * Not a wire format: it never leaves the process.  The unpacker still
+ * checks every byte (the device's output is read, not trusted).
+ */
+#ifndef DC_KERNELS_LISTPACK_H
+#define DC_KERNELS_LISTPACK_H
+
+#include "util/dc_util.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Largest packed size of count ranks. */
+static inline size_t dc_listpack_bound(size_t count)
+{
+    return count * 5;
+}
+
+/**
+ * The CPU reference: pack the count ranks rnk[k] of classes cls[k] (< K;
+ * cls NULL: all class 0, K must be 1) into out (cap >= dc_listpack_bound)
+ * as above; *len the bytes written, ccnt[0..K) the changes per class.
+ * DC_ERR_INVALID for a class >= K.
+ */
+dc_status_t dc_listpack(const uint8_t *cls, const uint32_t *rnk, size_t count, unsigned K,
+                        uint8_t *out, size_t cap, size_t *len, uint64_t *ccnt);
+
+/**
+ * Unpack len bytes of src, ccnt[0..K) ranks per class, into idx[0..count)
+ * (grouped by class, each class increasing).  DC_ERR_FORMAT when the
+ * bytes do not hold exactly that: counts that do not sum to count, a
+ * truncated or overlong varint, a rank past 2^32 - 1, bytes left over.
+ */
+dc_status_t dc_listunpack(const uint8_t *src, size_t len, const uint64_t *ccnt, unsigned K,
+                          uint32_t *idx, size_t count);
+
+#endif /* DC_KERNELS_LISTPACK_H */

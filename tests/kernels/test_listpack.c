@@ -1,0 +1,122 @@
+/*
+ * test_listpack.c - a device sender's packed rank lists (kernels/
+ * listpack.h), on the CPU: random class lists of 1..8 classes round-trip
+ * through dc_listpack and dc_listunpack into ranks grouped by class; the
+ * packed bytes are the LEB128 gaps the header describes (checked against
+ * an independent encoding of a hand-made list); hostile bytes (truncated,
+ * overlong, past 32 bits, left over, counts that do not sum) are
+ * DC_ERR_FORMAT and never write past the output.
+ */
+#include <criterion/criterion.h>
+
+#include "kernels/listpack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define XORSHIFT_SEED 0x5D1F00D5CA7B1E55ull
+#include "xorshift.h"
+
+/* ranks as the ctx encoder makes them: each class's increasing */
+static void make_lists(size_t count, unsigned K, uint8_t *cls, uint32_t *rnk, unsigned spread)
+{
+    uint32_t next[8] = {0};
+    for (size_t k = 0; k < count; k++) {
+        unsigned c = (unsigned)(rnd() % K);
+        cls[k] = (uint8_t)c;
+        next[c] += (uint32_t)(rnd() % spread);
+        rnk[k] = next[c]++;
+    }
+}
+
+Test(listpack, round_trips_grouped_by_class)
+{
+    static const size_t counts[] = {0, 1, 2, 127, 2048, 2049, 30000};
+    static const unsigned spreads[] = {1, 100, 20000, 140000};
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+        for (unsigned K = 1; K <= 8; K++)
+            for (size_t si = 0; si < 4; si++) {
+                size_t count = counts[ci];
+                uint8_t *cls = malloc(count + 1), *buf = malloc(dc_listpack_bound(count) + 1);
+                uint32_t *rnk = malloc(count * 4 + 4), *got = malloc(count * 4 + 4);
+                cr_assert(cls && buf && rnk && got);
+                make_lists(count, K, cls, rnk, spreads[si]);
+                size_t len = 0;
+                uint64_t ccnt[8];
+                cr_assert_eq(dc_listpack(K == 1 && si % 2 ? NULL : cls, rnk, count, K, buf,
+                                         dc_listpack_bound(count), &len, ccnt),
+                             DC_OK, "%s", dc_last_error());
+                cr_assert_leq(len, dc_listpack_bound(count));
+                if (spreads[si] <= 100)
+                    cr_assert_leq(len, count * 2, "%zu bytes for %zu close ranks", len, count);
+                cr_assert_eq(dc_listunpack(buf, len, ccnt, K, got, count), DC_OK, "%s",
+                             dc_last_error());
+                /* grouped by class, each class in element order */
+                size_t o = 0;
+                for (unsigned c = 0; c < K; c++)
+                    for (size_t k = 0; k < count; k++)
+                        if (cls[k] == c) {
+                            cr_assert_eq(got[o], rnk[k], "count %zu K %u: rank %zu", count, K,
+                                         o);
+                            o++;
+                        }
+                cr_assert_eq(o, count);
+                free(cls);
+                free(buf);
+                free(rnk);
+                free(got);
+            }
+}
+
+Test(listpack, bytes_are_leb128_gaps)
+{
+    /* class 1: ranks 5, 6, 200; class 0: 0, 130; class 2: 2^32 - 1 */
+    const uint8_t cls[] = {1, 0, 1, 0, 1, 2};
+    const uint32_t rnk[] = {5, 0, 6, 130, 200, 0xffffffffu};
+    const uint8_t want[] = {0x00, 0x81, 0x01,             /* class 0: 0, 129 */
+                            0x05, 0x00, 0xc1, 0x01,       /* class 1: 5, 0, 193 */
+                            0xff, 0xff, 0xff, 0xff, 0x0f}; /* class 2 */
+    uint8_t buf[64];
+    size_t len = 0;
+    uint64_t ccnt[3];
+    cr_assert_eq(dc_listpack(cls, rnk, 6, 3, buf, sizeof(buf), &len, ccnt), DC_OK);
+    cr_assert_eq(len, sizeof(want));
+    cr_assert(memcmp(buf, want, len) == 0);
+    cr_assert(ccnt[0] == 2 && ccnt[1] == 3 && ccnt[2] == 1);
+    /* a class past K, and a list of one class without K = 1 */
+    cr_assert_eq(dc_listpack(cls, rnk, 6, 2, buf, sizeof(buf), &len, ccnt), DC_ERR_INVALID);
+    cr_assert_eq(dc_listpack(NULL, rnk, 6, 2, buf, sizeof(buf), &len, ccnt), DC_ERR_INVALID);
+}
+
+Test(listpack, hostile_bytes_are_format_errors)
+{
+    const uint8_t good[] = {0x00, 0x81, 0x01, 0x05};
+    uint64_t cc[2] = {2, 1};
+    uint32_t out[8];
+    cr_assert_eq(dc_listunpack(good, 4, cc, 2, out, 3), DC_OK);
+    cr_assert(out[0] == 0 && out[1] == 130 && out[2] == 5);
+    struct {
+        const char *what;
+        uint8_t b[8];
+        size_t len;
+        uint64_t cc[2];
+        size_t count;
+    } bad[] = {
+        {"truncated varint", {0x00, 0x81}, 2, {2, 0}, 2},
+        {"no bytes", {0}, 0, {1, 0}, 1},
+        {"bytes left over", {0x00, 0x01, 0x02}, 3, {2, 0}, 2},
+        {"gap past 32 bits", {0xff, 0xff, 0xff, 0xff, 0x10}, 5, {1, 0}, 1},
+        {"six-byte varint", {0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, 6, {1, 0}, 1},
+        {"rank past 2^32 - 1", {0xff, 0xff, 0xff, 0xff, 0x0f, 0x00}, 6, {2, 0}, 2},
+        {"counts past the output", {0x00, 0x00}, 2, {2, 1}, 2},
+        {"counts short of the output", {0x00}, 1, {1, 0}, 2},
+        {"count past 2^64 in a sum", {0x00}, 1, {UINT64_MAX, 2}, 1},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(out, 0xA5, sizeof(out));
+        cr_assert_eq(dc_listunpack(bad[i].b, bad[i].len, bad[i].cc, 2, out, bad[i].count),
+                     DC_ERR_FORMAT, "%s: not refused", bad[i].what);
+        for (size_t k = bad[i].count; k < 8; k++)
+            cr_assert_eq(out[k], 0xA5A5A5A5u, "%s: wrote past the output", bad[i].what);
+    }
+}
