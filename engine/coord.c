@@ -1098,6 +1098,12 @@ dc_status_t dc_coord_run(dc_node_t *n)
         dc_vstats_t vs;
         memset(&vs, 0, sizeof(vs));
         st = dc_coord_version(n, v, &vs);
+        if (st == DC_OK) {
+            /* the stats first: a pushing trainer that reads them once its
+             * push returns (dc_mem_done wakes it) finds this version */
+            json_array_append_new(versions, dc_coord_version_json(n, &vs));
+            dc_coord_write_stats(n, versions);
+        }
         if (n->cfg->source) {
             if (st == DC_ERR_NOT_FOUND && n->mem.end) {
                 st = DC_OK;
@@ -1110,8 +1116,6 @@ dc_status_t dc_coord_run(dc_node_t *n)
                 fputc('\n', stderr);
             goto out;
         }
-        json_array_append_new(versions, dc_coord_version_json(n, &vs));
-        dc_coord_write_stats(n, versions);
         if (n->cfg->on_version) {
             dc_node_vsum_t sum = {.version = vs.version, .payload_bytes = vs.payload_bytes,
                                   .repair_bytes = vs.repair_bytes,
