@@ -2,6 +2,7 @@
  * entropy coding of the lists on the host (devsend.h). */
 #include "engine/devsend.h"
 
+#include "kernels/entropy.h"
 #include "kernels/kern_cuda.h"
 #include "kernels/listpack.h"
 
@@ -12,13 +13,18 @@ struct dc_devsend {
     size_t max_bytes, max_count;
     /* device */
     uint32_t *d_pos, *d_rnk;
-    uint8_t *d_xor, *d_bw, *d_cls, *d_base, *d_next, *d_pk;
+    uint8_t *d_xor, *d_bw, *d_cls, *d_base, *d_next, *d_pk, *d_steps, *d_new;
     /* host */
-    uint32_t *h_pos, *h_rnk;
-    uint8_t *h_xor, *h_bw, *h_pk;
-    size_t count;
+    uint32_t *h_pos, *h_rnk, *h_cnt;
+    uint8_t *h_xor, *h_bw, *h_pk, *h_steps;
+    uint32_t *h_hist;  /* 2^16 counters, zero between uses (the fallback) */
+    uint16_t *h_order; /* the symbols in the order they first appear */
+    size_t count, w;
+    size_t cur; /* the changes of the chunk being encoded (dc_ds_words) */
     int want_lists; /* the caller reads the positions (dc_devsend_lists) */
     int have_pos;   /* h_pos holds this chunk's positions */
+    int have_xor;   /* h_xor holds this chunk's XOR words */
+    int have_steps; /* h_steps holds its step words */
     uint64_t h2d, d2h;
 };
 
@@ -34,6 +40,12 @@ void dc_devsend_free(dc_devsend_t *d)
     dc_kern_cuda_free(d->d_base);
     dc_kern_cuda_free(d->d_next);
     dc_kern_cuda_free(d->d_pk);
+    dc_kern_cuda_free(d->d_steps);
+    dc_kern_cuda_free(d->d_new);
+    free(d->h_cnt);
+    free(d->h_steps);
+    free(d->h_hist);
+    free(d->h_order);
     free(d->h_pos);
     free(d->h_rnk);
     free(d->h_xor);
@@ -58,6 +70,8 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
         (st = dc_kern_cuda_malloc((void **)&d->d_bw, mw)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_cls, mc)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_pk, dc_listpack_bound(mc))) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_steps, mw)) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_new, mw)) != DC_OK ||
         (base_stream && (st = dc_kern_cuda_malloc((void **)&d->d_base, max_bytes)) != DC_OK)) {
         dc_error_prefix("device sender: scratch for %zu-byte chunks", max_bytes);
         dc_devsend_free(d);
@@ -68,7 +82,12 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
     d->h_xor = malloc(mw);
     d->h_bw = malloc(mw);
     d->h_pk = malloc(dc_listpack_bound(mc));
-    if (!d->h_pos || !d->h_rnk || !d->h_xor || !d->h_bw || !d->h_pk) {
+    d->h_cnt = malloc(mc * 4);
+    d->h_steps = malloc(mw);
+    d->h_hist = calloc(65536, sizeof(*d->h_hist));
+    d->h_order = malloc(65536 * sizeof(*d->h_order));
+    if (!d->h_pos || !d->h_rnk || !d->h_xor || !d->h_bw || !d->h_pk || !d->h_cnt ||
+        !d->h_steps || !d->h_hist || !d->h_order) {
         dc_devsend_free(d);
         return dc_error(DC_ERR_NOMEM, "device sender: host scratch for %zu-byte chunks",
                         max_bytes);
@@ -86,6 +105,30 @@ static dc_status_t dc_ds_d2h(dc_devsend_t *d, void *dst, const void *src, size_t
 {
     d->d2h += bytes;
     return dc_kern_cuda_d2h(dst, src, bytes);
+}
+
+/* count words of w bytes from dev to host: packed on the device as
+ * varints (XOR and step words are mostly small integers: about a byte
+ * each) when that is smaller, else as they are */
+static dc_status_t dc_ds_words_d2h(dc_devsend_t *d, uint8_t *host, const uint8_t *dev,
+                                   size_t count, unsigned w)
+{
+    size_t len = 0;
+    dc_status_t st;
+    if (w > 4 || count == 0)
+        return dc_ds_d2h(d, host, dev, count * w);
+    if ((st = dc_kern_cuda_pack_words(dev, count, w, d->d_pk, &len, NULL)) != DC_OK)
+        return st;
+    d->d2h += sizeof(uint64_t); /* the length */
+    if (len >= count * w)
+        return dc_ds_d2h(d, host, dev, count * w);
+    if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, len)) != DC_OK)
+        return st;
+    if (dc_listunpack_words(d->h_pk, len, count, w, host) != DC_OK) {
+        dc_error_prefix("device sender: the device's packed words");
+        return DC_ERR_IO;
+    }
+    return DC_OK;
 }
 
 /* count ranks of classes cls (device; NULL: one increasing list, K 1) to
@@ -109,6 +152,78 @@ static dc_status_t dc_ds_ranks(dc_devsend_t *d, const uint8_t *cls, const uint32
         dc_error_prefix("device sender: the device's packed ranks");
         return DC_ERR_IO;
     }
+    return DC_OK;
+}
+
+/* The values on demand (codec.h dc_codec_vals_t): the words of a mode to
+ * the host when the coder picks it. */
+static dc_status_t dc_ds_words(void *arg, unsigned mode, const void **p)
+{
+    dc_devsend_t *d = arg;
+    dc_status_t st = DC_OK;
+    if (mode == 0) {
+        if (!d->have_xor &&
+            (st = dc_ds_words_d2h(d, d->h_xor, d->d_xor, d->cur, d->w)) == DC_OK)
+            d->have_xor = 1;
+        *p = d->h_xor;
+    } else if (mode == 1) {
+        if (!d->have_steps &&
+            (st = dc_ds_words_d2h(d, d->h_steps, d->d_steps, d->cur, d->w)) == DC_OK)
+            d->have_steps = 1;
+        *p = d->h_steps;
+    } else {
+        /* new words: rare (neither XOR words nor steps compress); into the
+         * base words' buffer, which this path never fills */
+        st = dc_ds_words_d2h(d, d->h_bw, d->d_new, d->cur, d->w);
+        *p = d->h_bw;
+    }
+    return st;
+}
+
+/* The order-0 entropy (bits) of the count words of w <= 2 bytes at dev,
+ * as dc_ent_words_entropy_bits computes it: from the device's histogram
+ * (its counts in the order the words first appear) when that is smaller
+ * than the words; else from the words at host (*got: they are there
+ * already; else fetched, and *got = 1). */
+static dc_status_t dc_ds_entropy(dc_devsend_t *d, const uint8_t *dev, uint8_t *host, size_t count,
+                                 unsigned w, double *bits, int *got)
+{
+    dc_status_t st;
+    if (!*got) {
+        size_t hlen = 0, nsym = 0;
+        if ((st = dc_kern_cuda_word_hist(dev, count, w, d->d_pk, &hlen, NULL)) != DC_OK)
+            return st;
+        d->d2h += sizeof(uint64_t); /* the histogram's length */
+        if (hlen > dc_listpack_bound(count))
+            return dc_error(DC_ERR_IO, "device sender: a word histogram of %zu bytes for %zu "
+                            "words", hlen, count);
+        if (hlen < count * w) {
+            if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, hlen)) != DC_OK)
+                return st;
+            if (dc_listunpack_counts(d->h_pk, hlen, count, d->h_cnt, &nsym) != DC_OK) {
+                dc_error_prefix("device sender: the device's word histogram");
+                return DC_ERR_IO;
+            }
+            *bits = dc_ent_counts_entropy_bits(d->h_cnt, nsym, count);
+            return DC_OK;
+        }
+        /* nearly every word distinct: the words are the smaller copy */
+        if ((st = dc_ds_words_d2h(d, host, dev, count, w)) != DC_OK)
+            return st;
+        *got = 1;
+    }
+    /* their histogram here, in the order they first appear */
+    size_t m = 0;
+    for (size_t k = 0; k < count; k++) {
+        unsigned c = w == 1 ? host[k] : (unsigned)host[2 * k] | (unsigned)host[2 * k + 1] << 8;
+        if (d->h_hist[c]++ == 0)
+            d->h_order[m++] = (uint16_t)c;
+    }
+    for (size_t j = 0; j < m; j++) {
+        d->h_cnt[j] = d->h_hist[d->h_order[j]];
+        d->h_hist[d->h_order[j]] = 0;
+    }
+    *bits = dc_ent_counts_entropy_bits(d->h_cnt, m, count);
     return DC_OK;
 }
 
@@ -147,12 +262,48 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
         return dc_error(DC_ERR_UNSUPPORTED, "lists of %zu bytes (%zu of %zu elements changed) "
                                             "not smaller than the %zu-byte chunk", lists, count,
                         n, bytes);
+    d->have_pos = d->have_xor = d->have_steps = 0;
+    d->w = w;
+    d->cur = count;
+    /* the ctx model's narrow values on demand: the words' entropies and
+     * the bucket histogram instead of the XOR and base words, the chosen
+     * mode's words after (dc_ds_words) */
+    int vals = ctx && w <= 2 && count > 0;
+    uint32_t bhist[256];
+    dc_codec_vals_t V = {.words = dc_ds_words, .arg = d};
     if (count > 0 &&
-        ((st = dc_kern_cuda_gather(base_dev, w, d->d_pos, count, d->d_bw, NULL)) != DC_OK ||
-         (st = dc_ds_d2h(d, d->h_xor, d->d_xor, count * w)) != DC_OK ||
-         (st = dc_ds_d2h(d, d->h_bw, d->d_bw, count * w)) != DC_OK))
+        (st = dc_kern_cuda_gather(base_dev, w, d->d_pos, count, d->d_bw, NULL)) != DC_OK)
         return st;
-    d->have_pos = 0;
+    if (vals) {
+        /* the base words' buckets: their histogram (1 KiB), or for fewer
+         * changes the buckets themselves (a byte each; into d_cls, which
+         * the ranks fill only later) */
+        int few = count < sizeof(bhist);
+        if ((st = dc_kern_cuda_ctx_values(d->d_bw, d->d_xor, count, w, d->d_steps, d->d_new,
+                                          d->d_cls, few ? NULL : bhist, NULL)) != DC_OK)
+            return st;
+        if (few) {
+            if ((st = dc_ds_d2h(d, d->h_pk, d->d_cls, count)) != DC_OK)
+                return st;
+            memset(bhist, 0, sizeof(bhist));
+            for (size_t k = 0; k < count; k++)
+                bhist[d->h_pk[k]]++;
+        } else {
+            d->d2h += sizeof(bhist);
+        }
+        /* a host baseline's patch reads the XOR words */
+        if (d->want_lists) {
+            if ((st = dc_ds_words_d2h(d, d->h_xor, d->d_xor, count, w)) != DC_OK)
+                return st;
+            d->have_xor = 1;
+        }
+    } else if (count > 0 &&
+               ((st = dc_ds_words_d2h(d, d->h_xor, d->d_xor, count, w)) != DC_OK ||
+                (st = dc_ds_d2h(d, d->h_bw, d->d_bw, count * w)) != DC_OK)) {
+        return st;
+    } else {
+        d->have_xor = 1;
+    }
     dc_codec_lists_t L = {.n = n, .w = w, .count = count, .pos = d->h_pos, .xorv = d->h_xor,
                           .bw = d->h_bw, .K = 1, .cls = NULL, .rnk = d->h_rnk};
     if (ctx && count > 0 && count < n) {
@@ -161,7 +312,8 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
         if ((st = dc_kern_cuda_ctx_sample(base_dev, n, w, hist, NULL)) != DC_OK)
             return st;
         d->d2h += sizeof(hist);
-        L.K = dc_codec_lists_classes(codec, hist, n, w, d->h_bw, count, L.thr, thrm);
+        L.K = dc_codec_lists_classes(codec, hist, n, w, vals ? NULL : d->h_bw,
+                                     vals ? bhist : NULL, count, L.thr, thrm);
         if (L.K > 1) {
             /* the ranks grouped by class, as the codec takes them */
             if ((st = dc_kern_cuda_ctx_rank(base_dev, n, w, thrm, L.K - 1, d->d_pos, count,
@@ -182,6 +334,19 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
     }
     if (!d->have_pos)
         L.pos = NULL;
+    if (vals) {
+        int got;
+        got = d->have_xor;
+        if ((st = dc_ds_entropy(d, d->d_xor, d->h_xor, count, w, &V.hx, &got)) != DC_OK)
+            return st;
+        d->have_xor = got;
+        got = 0;
+        if ((st = dc_ds_entropy(d, d->d_steps, d->h_steps, count, w, &V.hs, &got)) != DC_OK)
+            return st;
+        d->have_steps = got;
+        L.vals = &V;
+        L.xorv = L.bw = NULL;
+    }
     if ((st = dc_codec_encode_lists(codec, &L, dst, cap, len, enc, NULL)) != DC_OK)
         return st;
     d->count = count;
@@ -206,7 +371,7 @@ void dc_devsend_lists(const dc_devsend_t *d, const uint32_t **pos, const uint8_t
                       size_t *count)
 {
     *pos = d->have_pos || d->count == 0 ? d->h_pos : NULL;
-    *xorv = d->h_xor;
+    *xorv = d->have_xor || d->count == 0 ? d->h_xor : NULL;
     *count = d->count;
 }
 

@@ -14,12 +14,21 @@
  *                   histogram (dc_kern_cuda_ctx_sample, 1 KiB back) and,
  *                   once the host has picked the classes, each change's
  *                   class and rank (dc_kern_cuda_ctx_rank);
- *   across PCIe     count x 2w bytes of lists (XOR words, base words), the
- *                   positions (one class, or when asked) and the ctx
- *                   model's ranks packed on the device as varint gaps,
- *                   grouped by class (dc_kern_cuda_pack_ranks,
- *                   kernels/listpack.h: about a byte a change instead of 4
- *                   and 5): never the chunk;
+ *   across PCIe     never the chunk; the lists, packed on the device
+ *                   (kernels/listpack.h): the ctx model's ranks grouped by
+ *                   class and the positions (one class, or when asked) as
+ *                   varint gaps (dc_kern_cuda_pack_ranks: about a byte a
+ *                   change instead of 5 and 4); for the ctx model's 1- and
+ *                   2-byte words the values on demand (codec.h
+ *                   dc_codec_vals_t): the base words' bucket histogram,
+ *                   the XOR and step words' histograms
+ *                   (dc_kern_cuda_ctx_values, dc_kern_cuda_word_hist:
+ *                   varint counts, from which the host computes the
+ *                   entropies the CPU coder picks the values mode by),
+ *                   then only the chosen mode's words; otherwise the XOR
+ *                   and base words.  XOR, step and new words go as varints
+ *                   when smaller (dc_kern_cuda_pack_words: small integers,
+ *                   about a byte each);
  *   on the host     dc_codec_encode_lists: the entropy coding, a payload
  *                   byte-identical to dc_codec_encode_digest()'s.
  *
@@ -61,19 +70,21 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
 uint8_t *dc_devsend_gather_buf(dc_devsend_t *d);
 
 /** Bytes of the lists for count changes of w bytes unpacked (ctx: the
- *  ctx model's classes and ranks too): the most that crosses, and what
- *  must be smaller than the chunk for the device to encode it. */
+ *  ctx model's classes and ranks too): what must be smaller than the
+ *  chunk for the device to encode it (what crosses is about 1.5-2x the
+ *  payload on 1%-changed BF16 chunks: devsend.c). */
 size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx);
 
-/** Whether the caller reads the positions after each encode (default
- *  no: with the ctx model's classes the codec needs only the classes and
- *  ranks, and the positions, 4 B per change, stay on the device). */
+/** Whether the caller reads the positions and XOR words after each
+ *  encode (default no: with the ctx model's classes the codec needs only
+ *  the ranks and the chosen values, and the positions and XOR words stay
+ *  on the device). */
 void dc_devsend_want_lists(dc_devsend_t *d, int want);
 
 /** The last encode's changes on the host: positions and XOR words (what
- *  a host baseline needs to become the target: engine/shard.c).  The
- *  positions are NULL unless dc_devsend_want_lists() asked for them or the
- *  codec used them. */
+ *  a host baseline needs to become the target: engine/shard.c).  Each is
+ *  NULL unless dc_devsend_want_lists() asked for them or the codec used
+ *  them. */
 void dc_devsend_lists(const dc_devsend_t *d, const uint32_t **pos, const uint8_t **xorv,
                       size_t *count);
 

@@ -386,11 +386,12 @@ unsigned dc_codec_model(const dc_codec_t *c)
 }
 
 unsigned dc_codec_lists_classes(dc_codec_t *c, const uint32_t *hist, size_t n, unsigned w,
-                                const void *bw, size_t count, unsigned *thr, uint64_t *thrm)
+                                const void *bw, const uint32_t *bhist, size_t count,
+                                unsigned *thr, uint64_t *thrm)
 {
     if (c->model != DC_CODEC_MODEL_CTX || count > n / 4)
         return 1;
-    unsigned K = dc_ctx_model_hist(hist, n, w, bw, count, thr);
+    unsigned K = dc_ctx_model_hist(hist, n, w, bw, bhist, count, thr);
     dc_ctx_thr_mag(thr, K, w, thrm);
     return K;
 }
@@ -414,8 +415,8 @@ dc_status_t dc_codec_encode_lists(dc_codec_t *c, const dc_codec_lists_t *L, uint
         size_t clen;
         unsigned vm;
         s = dc_ctx_encode_ranked(c->ctx, c->ent, c->layout, n, w, L->pos, L->xorv, L->bw, count,
-                                 L->K, L->thr, L->cls, L->rnk, L->ccnt, L->pop, dst, cap, &clen, &vm,
-                                 &s0);
+                                 L->K, L->thr, L->cls, L->rnk, L->ccnt, L->pop, L->vals, dst, cap,
+                                 &clen, &vm, &s0);
         if (s != DC_OK)
             return s;
         if (clen > bytes + 16)
@@ -427,6 +428,8 @@ dc_status_t dc_codec_encode_lists(dc_codec_t *c, const dc_codec_lists_t *L, uint
             *st = s0;
         return DC_OK;
     }
+    if (L->vals)
+        return dc_error(DC_ERR_INVALID, "codec: values on demand are the ctx model's");
     int dense = 0;
     s = dc_encode_sparse0(c, n, w, L->pos, L->xorv, count, NULL, L->bw, dst, cap, len, enc, &s0,
                           st, &dense);

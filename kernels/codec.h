@@ -150,6 +150,20 @@ unsigned dc_codec_model(const dc_codec_t *c);
  * whole chunk: count > n / 4, or a sparse payload larger than the chunk, is
  * DC_ERR_UNSUPPORTED (encode that chunk with dc_codec_encode_digest()).
  */
+/**
+ * A device sender's values on demand (dc_codec_lists_t vals; the ctx
+ * model, w <= 2, count > 0): instead of the XOR and base words, the
+ * order-0 entropies (bits, as dc_ent_words_entropy_bits computes them) of
+ * the XOR words (hx) and of the step words (hs), and words(arg, mode,
+ * &p): the count words of values mode `mode` (0 XOR, 1 steps, 2 new
+ * words; kernels/ctx.h) at *p, fetched when the coder picks that mode.
+ */
+typedef struct dc_codec_vals {
+    double hx, hs;
+    dc_status_t (*words)(void *arg, unsigned mode, const void **p);
+    void *arg;
+} dc_codec_vals_t;
+
 typedef struct dc_codec_lists {
     size_t n;
     unsigned w;
@@ -162,6 +176,7 @@ typedef struct dc_codec_lists {
     const uint32_t *rnk;
     uint64_t pop[DC_CODEC_MAX_CLASSES];
     uint64_t ccnt[DC_CODEC_MAX_CLASSES]; /* cls NULL: changes per class */
+    const dc_codec_vals_t *vals; /* non-NULL: xorv and bw unread (above) */
 } dc_codec_lists_t;
 
 /**
@@ -169,10 +184,12 @@ typedef struct dc_codec_lists {
  * model or a dense chunk), thr[0..K-2] the threshold buckets and thrm the
  * magnitudes they stand for, from hist[256] (the histogram of the sampled
  * base elements' magnitude buckets, ctx.h dc_ctx_model_hist) and the base
- * words bw of the count changes.
+ * words bw of the count changes, or (bw NULL) the histogram bhist[256] of
+ * their magnitude buckets.
  */
 unsigned dc_codec_lists_classes(dc_codec_t *c, const uint32_t *hist, size_t n, unsigned w,
-                                const void *bw, size_t count, unsigned *thr, uint64_t *thrm);
+                                const void *bw, const uint32_t *bhist, size_t count,
+                                unsigned *thr, uint64_t *thrm);
 dc_status_t dc_codec_encode_lists(dc_codec_t *c, const dc_codec_lists_t *L, uint8_t *dst,
                                   size_t cap, size_t *len, uint16_t *enc, dc_chunk_stats_t *st);
 

@@ -175,11 +175,11 @@ static unsigned dc_ctx_model(const uint8_t *base, size_t n, unsigned w, const ui
     }
     for (unsigned b = 0; b < 256; b++)
         hist[b] = N2[0][b] + N2[1][b];
-    return dc_ctx_model_hist(hist, n, w, bw, count, thr);
+    return dc_ctx_model_hist(hist, n, w, bw, NULL, count, thr);
 }
 
 unsigned dc_ctx_model_hist(const uint32_t *hist, size_t n, unsigned w, const uint8_t *bw,
-                           size_t count, unsigned *thr)
+                           const uint32_t *bhist, size_t count, unsigned *thr)
 {
     if (count == 0 || count == n)
         return 1;
@@ -187,11 +187,13 @@ unsigned dc_ctx_model_hist(const uint32_t *hist, size_t n, unsigned w, const uin
     uint32_t C2[2][256] = {{0}};
     double N[257], C[257];
     double scale = (double)n / (double)dc_ctx_sampled(n);
-    for (size_t k = 0; k < count; k++)
-        C2[k & 1][dc_ctx_bucket(bw + k * w, w)]++;
+    if (bw)
+        for (size_t k = 0; k < count; k++)
+            C2[k & 1][dc_ctx_bucket(bw + k * w, w)]++;
     for (unsigned b = 0; b < B; b++) {
         N[b] = (double)hist[b];
-        C[b] = (double)C2[0][b] + C2[1][b];
+        /* the same integer either way: a sum of counts */
+        C[b] = bw ? (double)C2[0][b] + C2[1][b] : (double)bhist[b];
     }
     /* prefix sums */
     double PN[257], PC[257];
@@ -355,14 +357,15 @@ static void dc_ctx_words(dc_ctx_t *x, const void *xorv, size_t count, unsigned w
     }
 }
 
-/* Encode x->words (mode 1 or 2) and keep them in v when smaller. */
-static dc_status_t dc_ctx_try_words(dc_ctx_t *x, dc_ent_scratch_t *ent, size_t count, unsigned w,
-                                    unsigned mode, dc_ctx_vals_t *v)
+/* Encode words (x->words or a device sender's; mode 1 or 2) and keep
+ * them in v when smaller. */
+static dc_status_t dc_ctx_try_words(dc_ctx_t *x, dc_ent_scratch_t *ent, const void *words,
+                                    size_t count, unsigned w, unsigned mode, dc_ctx_vals_t *v)
 {
     size_t len;
     unsigned m;
     double h;
-    dc_status_t s = dc_ent_val_encode_h(ent, x->words, count, w, v->zstd_ok, x->vtmp,
+    dc_status_t s = dc_ent_val_encode_h(ent, words, count, w, v->zstd_ok, x->vtmp,
                                         x->vtmp_cap, &len, &m, &h);
     if (s != DC_OK)
         return s;
@@ -381,7 +384,7 @@ static dc_status_t dc_ctx_try_values(dc_ctx_t *x, dc_ent_scratch_t *ent, const v
                                      size_t count, unsigned w, unsigned mode, dc_ctx_vals_t *v)
 {
     dc_ctx_words(x, xorv, count, w, mode);
-    return dc_ctx_try_words(x, ent, count, w, mode, v);
+    return dc_ctx_try_words(x, ent, x->words, count, w, mode, v);
 }
 
 /*
@@ -399,7 +402,7 @@ static dc_status_t dc_ctx_values_narrow(dc_ctx_t *x, dc_ent_scratch_t *ent, cons
     double hs = dc_ent_words_entropy_bits(ent, x->words, count, w);
     if (hs < *hx) {
         v->len = SIZE_MAX;
-        if ((s = dc_ctx_try_words(x, ent, count, w, 1, v)) != DC_OK)
+        if ((s = dc_ctx_try_words(x, ent, x->words, count, w, 1, v)) != DC_OK)
             return s;
     } else {
         s = dc_ent_val_encode_h(ent, xorv, count, w, v->zstd_ok, v->dst, v->cap, &v->len,
@@ -409,6 +412,34 @@ static dc_status_t dc_ctx_values_narrow(dc_ctx_t *x, dc_ent_scratch_t *ent, cons
     }
     if (v->len > count * w / 2)
         return dc_ctx_try_values(x, ent, xorv, count, w, 2, v);
+    return DC_OK;
+}
+
+/* dc_ctx_values_narrow's choices with a device sender's values (codec.h
+ * dc_codec_vals_t): its entropies, and only the chosen words fetched. */
+static dc_status_t dc_ctx_values_src(dc_ctx_t *x, dc_ent_scratch_t *ent,
+                                     const dc_codec_vals_t *vs, size_t count, unsigned w,
+                                     dc_ctx_vals_t *v, double *hx)
+{
+    const void *words;
+    dc_status_t s;
+    *hx = vs->hx;
+    if (vs->hs < vs->hx) {
+        v->len = SIZE_MAX;
+        if ((s = vs->words(vs->arg, 1, &words)) != DC_OK ||
+            (s = dc_ctx_try_words(x, ent, words, count, w, 1, v)) != DC_OK)
+            return s;
+    } else {
+        if ((s = vs->words(vs->arg, 0, &words)) != DC_OK ||
+            (s = dc_ent_val_encode_h(ent, words, count, w, v->zstd_ok, v->dst, v->cap, &v->len,
+                                     &v->method, &v->h)) != DC_OK)
+            return s;
+    }
+    if (v->len > count * w / 2) {
+        if ((s = vs->words(vs->arg, 2, &words)) != DC_OK)
+            return s;
+        return dc_ctx_try_words(x, ent, words, count, w, 2, v);
+    }
     return DC_OK;
 }
 
@@ -435,7 +466,7 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
                                  x->ge);
     }
     return dc_ctx_encode_ranked(x, ent, layout, n, w, pos, xorv, x->bw, count, K, thr, x->cls,
-                                x->rnk, NULL, pop, dst, cap, len, vm, st);
+                                x->rnk, NULL, pop, NULL, dst, cap, len, vm, st);
 }
 
 void dc_ctx_thr_mag(const unsigned *thr, unsigned K, unsigned w, uint64_t *thrm)
@@ -448,15 +479,18 @@ dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned la
                                  unsigned w, const uint32_t *pos, const void *xorv,
                                  const void *bw, size_t count, unsigned K, const unsigned *thr,
                                  const uint8_t *cls, const uint32_t *rnk, const uint64_t *ccnt,
-                                 const uint64_t *cpop, uint8_t *dst, size_t cap, size_t *len,
-                                 unsigned *vm, dc_chunk_stats_t *st)
+                                 const uint64_t *cpop, const dc_codec_vals_t *vs, uint8_t *dst,
+                                 size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st)
 {
     if (n * w > x->max_bytes || count > n || K < 1 || K > DC_CTX_MAX_CLASSES)
         return dc_error(DC_ERR_INVALID, "ctx: chunk of %zu x %u bytes (%u classes) exceeds "
                                         "context", n, w, K);
     if (cap < dc_ctx_bound(count, n, w))
         return dc_error(DC_ERR_BUSY, "ctx: output capacity %zu too small", cap);
-    if (bw != x->bw)
+    if (vs && (w > 2 || count == 0))
+        return dc_error(DC_ERR_INVALID, "ctx: values on demand for %zu changes of %u bytes",
+                        count, w);
+    if (!vs && bw != x->bw)
         memcpy(x->bw, bw, count * w); /* the values' candidates read x->bw */
     unsigned nt = K - 1;
     uint64_t pop[DC_CTX_MAX_CLASSES];
@@ -534,7 +568,10 @@ dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned la
     dc_ctx_vals_t v = {.zstd_ok = count * w >= 2048, .dst = dst + o, .cap = cap - o};
     dc_status_t s;
     double hx;
-    if (w <= 2 && count > 0) {
+    if (vs) {
+        if ((s = dc_ctx_values_src(x, ent, vs, count, w, &v, &hx)) != DC_OK)
+            return s;
+    } else if (w <= 2 && count > 0) {
         if ((s = dc_ctx_values_narrow(x, ent, xorv, count, w, &v, &hx)) != DC_OK)
             return s;
     } else {

@@ -97,8 +97,9 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
  *     of the sampled base elements (the first 64 elements of every stride
  *     elements, stride 4096 for n >= 65536, 1024 for n >= 16384, else 64;
  *     dc_ctx_sampled(n) of them) and the base words bw of the count
- *     changed elements.  Returns K (1..DC_CTX_MAX_CLASSES); thr[0..K-2]
- *     the threshold buckets.
+ *     changed elements (or, bw NULL, bhist[256]: the histogram of their
+ *     buckets).  Returns K (1..DC_CTX_MAX_CLASSES); thr[0..K-2] the
+ *     threshold buckets.
  *  2. (K > 1) per change its class cls[k] (how many of the magnitude
  *     thresholds dc_ctx_thr_mag gives its base word's magnitude reaches)
  *     and rank rnk[k] (its index among the chunk's elements of its class),
@@ -107,17 +108,19 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
  *     unread when K == 1).  With cls NULL and K > 1, rnk holds the ranks
  *     already grouped by class (class 0's first, each class's in element
  *     order: kernels/listpack.h) and ccnt[c] the changes of class c.
+ *     With vs (w <= 2, count > 0; codec.h dc_codec_vals_t) the values
+ *     come from vs: xorv and bw are unread.
  */
 size_t dc_ctx_sampled(size_t n);
 unsigned dc_ctx_model_hist(const uint32_t *hist, size_t n, unsigned w, const uint8_t *bw,
-                           size_t count, unsigned *thr);
+                           const uint32_t *bhist, size_t count, unsigned *thr);
 void dc_ctx_thr_mag(const unsigned *thr, unsigned K, unsigned w, uint64_t *thrm);
 dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout, size_t n,
                                  unsigned w, const uint32_t *pos, const void *xorv,
                                  const void *bw, size_t count, unsigned K, const unsigned *thr,
                                  const uint8_t *cls, const uint32_t *rnk, const uint64_t *ccnt,
-                                 const uint64_t *pop, uint8_t *dst, size_t cap, size_t *len,
-                                 unsigned *vm, dc_chunk_stats_t *st);
+                                 const uint64_t *pop, const dc_codec_vals_t *vs, uint8_t *dst,
+                                 size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st);
 
 /**
  * Decode a DC_ENC_CTX payload against the baseline `base` (n elements of w

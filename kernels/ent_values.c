@@ -16,6 +16,17 @@ static double dc_hist_entropy_bits(const dc_ent_scratch_t *s, size_t nsym, size_
     return bits;
 }
 
+double dc_ent_counts_entropy_bits(const uint32_t *cnt, size_t nsym, size_t count)
+{
+    /* dc_hist_entropy_bits's sum, term for term */
+    double bits = 0.0;
+    for (size_t k = 0; k < nsym; k++) {
+        double h = cnt[k];
+        bits -= h * log2(h / (double)count);
+    }
+    return bits;
+}
+
 /* --- values ---------------------------------------------------------------- */
 
 size_t dc_ent_val_bound(size_t count, unsigned w)

@@ -194,6 +194,12 @@ size_t dc_ent_val_bound(size_t count, unsigned w);
 double dc_ent_words_entropy_bits(dc_ent_scratch_t *s, const void *vals, size_t count,
                                  unsigned w);
 
+/** The same figure for words of w <= 2 from their histogram: cnt[0..nsym)
+ *  each distinct word's count in the order the words first appear (as
+ *  dc_kern_cuda_word_hist gives it); bit-identical to
+ *  dc_ent_words_entropy_bits of the words themselves. */
+double dc_ent_counts_entropy_bits(const uint32_t *cnt, size_t nsym, size_t count);
+
 /**
  * Encode count words of width w, choosing the smallest method.
  * `allow_zstd` = 0 skips the zstd candidate (speed); zstd is also skipped

@@ -2930,14 +2930,14 @@ __device__ __forceinline__ unsigned lp_len(uint32_t v)
  * (toffs) on. */
 __global__ void k_lp_varints(const uint32_t *idx, size_t count, size_t tiles, unsigned K,
                              const unsigned long long *sums, unsigned long long *tlen,
-                             const unsigned long long *toffs, uint8_t *out, bool write)
+                             const unsigned long long *toffs, uint8_t *out, bool write, bool raw)
 {
     for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
         uint32_t g[LP_ITEMS];
         unsigned long long mine = 0;
         for (int j = 0; j < LP_ITEMS; j++) {
-            g[j] = k0 + j < count ? lp_gap(idx, k0 + j, sums, K) : 0u;
+            g[j] = k0 + j >= count ? 0u : raw ? idx[k0 + j] : lp_gap(idx, k0 + j, sums, K);
             if (k0 + j < count)
                 mine += lp_len(g[j]);
         }
@@ -2990,10 +2990,11 @@ static dc_status_t kcu_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_
         DC_LAUNCH(k_lp_place, g, BLOCK, s)(cls, rnk, count, tiles, K, offs, sums, idx);
         DC_LAUNCH(k_lp_varints, g, BLOCK, s)(idx, count, tiles, K, sums, tlen,
                                              (const unsigned long long *)NULL,
-                                             (uint8_t *)NULL, false);
+                                             (uint8_t *)NULL, false, false);
         DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tlen, tiles, toffs, bytes);
         DC_LAUNCH(k_lp_varints, g, BLOCK, s)(idx, count, tiles, K, sums,
-                                             (unsigned long long *)NULL, toffs, out, true);
+                                             (unsigned long long *)NULL, toffs, out, true,
+                                             false);
         CU_TRY(cudaGetLastError(), "pack ranks kernels");
     }
     {
@@ -3013,6 +3014,268 @@ static dc_status_t kcu_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_
 out:
     if (idx != NULL)
         cudaFreeAsync(idx, s);
+    if (scr != NULL) {
+        cudaFreeAsync(scr, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
+/* w-byte words (w <= 4) widened for the varint passes */
+template <int W>
+__global__ void k_pw_widen(const uint8_t *v, size_t count, uint32_t *idx)
+{
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < count;
+         k += (size_t)gridDim.x * blockDim.x)
+        idx[k] = (uint32_t)ctx_ld<W>(v, k, false);
+}
+
+static dc_status_t kcu_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
+                                  size_t *len, void *stream)
+{
+    dc_status_t st = DC_OK;
+    unsigned long long *scr = NULL;
+    uint32_t *idx = NULL;
+    cudaStream_t s = S(stream);
+    const uint8_t *v = (const uint8_t *)words;
+    unsigned long long total = 0;
+    if (w != 1 && w != 2 && w != 4)
+        return dc_error(DC_ERR_INVALID, "cuda pack words: element width %u is not 1, 2 or 4", w);
+    const size_t tiles = count ? (count + LP_TILE - 1) / LP_TILE : 1;
+    CU_TRY(cudaMallocAsync((void **)&scr, (2 * tiles + 1) * sizeof(*scr), s),
+           "pack words scratch");
+    CU_TRY(cudaMemsetAsync(scr, 0, (2 * tiles + 1) * sizeof(*scr), s), "pack words zero");
+    if (count > 0) {
+        unsigned long long *tlen = scr, *toffs = scr + tiles, *bytes = scr + 2 * tiles;
+        const unsigned g = grid_for(count, BLOCK), gt = grid_for(tiles, 1);
+        CU_TRY(cudaMallocAsync((void **)&idx, count * sizeof(*idx), s), "pack words widening");
+        switch (w) {
+        case 1: DC_LAUNCH(k_pw_widen<1>, g, BLOCK, s)(v, count, idx); break;
+        case 2: DC_LAUNCH(k_pw_widen<2>, g, BLOCK, s)(v, count, idx); break;
+        default: DC_LAUNCH(k_pw_widen<4>, g, BLOCK, s)(v, count, idx); break;
+        }
+        DC_LAUNCH(k_lp_varints, gt, BLOCK, s)(idx, count, tiles, 1u,
+                                              (const unsigned long long *)NULL, tlen,
+                                              (const unsigned long long *)NULL,
+                                              (uint8_t *)NULL, false, true);
+        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tlen, tiles, toffs, bytes);
+        DC_LAUNCH(k_lp_varints, gt, BLOCK, s)(idx, count, tiles, 1u,
+                                              (const unsigned long long *)NULL,
+                                              (unsigned long long *)NULL, toffs, out, true, true);
+        CU_TRY(cudaGetLastError(), "pack words kernels");
+        CU_TRY(cudaMemcpyAsync(&total, bytes, sizeof(total), cudaMemcpyDeviceToHost, s),
+               "pack words length copy");
+    }
+    CU_TRY(cudaStreamSynchronize(s), "pack words");
+    *len = (size_t)total;
+out:
+    if (idx != NULL)
+        cudaFreeAsync(idx, s);
+    if (scr != NULL) {
+        cudaFreeAsync(scr, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/*  The ctx values on demand (kernels/codec.h dc_codec_vals_t): the step    */
+/*  and new words from the base and XOR words, the histogram of the base    */
+/*  words' magnitude buckets, and each word list's order-0 histogram as its */
+/*  counts in the order the symbols first appear (what ent_values.c sums    */
+/*  its entropy in), so that the host picks the values mode without the    */
+/*  words.                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#ifdef DC_CUDA_EMULATION
+__device__ __forceinline__ void vh_atomic_min(unsigned *p, unsigned v)
+{
+    unsigned o = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v < o && !__atomic_compare_exchange_n(p, &o, v, true, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED)) {
+    }
+}
+#else
+__device__ __forceinline__ void vh_atomic_min(unsigned *p, unsigned v)
+{
+    atomicMin(p, v);
+}
+#endif
+
+/* ctx.c dc_ctx_step_word: zigzag(key(next) - key(base)) mod 2^(8W) */
+template <int W>
+__device__ __forceinline__ unsigned long long vh_step(unsigned long long b, unsigned long long nx)
+{
+    const unsigned bits = 8 * W;
+    const unsigned long long mask = W == 8 ? ~0ull : (1ull << bits) - 1;
+    const unsigned long long d = (ctx_key<W>(nx) - ctx_key<W>(b)) & mask;
+    const unsigned long long neg = 0 - ((d >> (bits - 1)) & 1);
+    return ((d << 1) ^ (neg & mask)) & mask;
+}
+
+template <int W>
+__global__ void k_vh_words(const uint8_t *bw, const uint8_t *xv, size_t count, uint8_t *steps,
+                           uint8_t *neww, uint8_t *bkt, unsigned *bhist)
+{
+    __shared__ unsigned sh[256];
+    for (unsigned i = threadIdx.x; i < 256; i += blockDim.x)
+        sh[i] = 0;
+    __syncthreads();
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < count;
+         k += (size_t)gridDim.x * blockDim.x) {
+        unsigned long long b = ctx_ld<W>(bw, k, false), x = ctx_ld<W>(xv, k, false);
+        ctx_st<W>(steps, k, false, vh_step<W>(b, b ^ x));
+        ctx_st<W>(neww, k, false, b ^ x);
+        const unsigned bk = (unsigned)(dcs_mag<W>(bw, k) >> dcs_shift<W>());
+        bkt[k] = (uint8_t)bk;
+        dcs_atomic_add(&sh[bk], 1u);
+    }
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < 256; i += blockDim.x)
+        if (sh[i])
+            dcs_atomic_add(&bhist[i], sh[i]);
+}
+
+/* each word's symbol counted, and the first index it appears at */
+template <int W>
+__global__ void k_wh_count(const uint8_t *v, size_t count, unsigned *hist, unsigned *first)
+{
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < count;
+         k += (size_t)gridDim.x * blockDim.x) {
+        unsigned c = (unsigned)ctx_ld<W>(v, k, false);
+        dcs_atomic_add(&hist[c], 1u);
+        vh_atomic_min(&first[c], (unsigned)k);
+    }
+}
+
+/* every symbol's count at the index it first appears at (at[]: all ones
+ * elsewhere) */
+__global__ void k_wh_mark(const unsigned *hist, const unsigned *first, unsigned nbins,
+                          unsigned *at)
+{
+    for (unsigned c = blockIdx.x * blockDim.x + threadIdx.x; c < nbins;
+         c += gridDim.x * blockDim.x)
+        if (hist[c])
+            at[first[c]] = hist[c];
+}
+
+/* the marks kept in index order as LEB128 varints of count - 1: pass 1
+ * (write false) sums their bytes per tile into tcnt, pass 2 writes them
+ * from the tiles' offsets toffs */
+__global__ void k_wh_compact(const unsigned *at, size_t count, size_t tiles,
+                             unsigned long long *tcnt, const unsigned long long *toffs,
+                             uint8_t *out, bool write)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
+        unsigned mine = 0;
+        for (int j = 0; j < LP_ITEMS; j++)
+            if (k0 + j < count && at[k0 + j] != 0xFFFFFFFFu)
+                mine += lp_len(at[k0 + j] - 1u);
+        unsigned long long total, before = block_exscan(mine, &total);
+        if (!write) {
+            if (threadIdx.x == 0)
+                tcnt[tile] = total;
+            continue;
+        }
+        size_t o = (size_t)(toffs[tile] + before);
+        for (int j = 0; j < LP_ITEMS; j++)
+            if (k0 + j < count && at[k0 + j] != 0xFFFFFFFFu) {
+                uint32_t v = at[k0 + j] - 1u;
+                while (v >= 0x80u) {
+                    out[o++] = (uint8_t)(v | 0x80u);
+                    v >>= 7;
+                }
+                out[o++] = (uint8_t)v;
+            }
+    }
+}
+
+static dc_status_t kcu_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
+                                  void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
+                                  void *stream)
+{
+    dc_status_t st = DC_OK;
+    unsigned *dh = NULL;
+    cudaStream_t s = S(stream);
+    const uint8_t *b = (const uint8_t *)bw, *x = (const uint8_t *)xorv;
+    uint8_t *ps = (uint8_t *)steps, *pn = (uint8_t *)neww;
+    const unsigned g = grid_for(count, BLOCK);
+    if (!valid_width(w))
+        return dc_error(DC_ERR_INVALID, "cuda ctx values: element width %u is not 1, 2, 4 or 8",
+                        w);
+    CU_TRY(cudaMallocAsync((void **)&dh, 256 * sizeof(unsigned), s), "ctx values scratch");
+    CU_TRY(cudaMemsetAsync(dh, 0, 256 * sizeof(unsigned), s), "ctx values zero");
+    if (count > 0) {
+        switch (w) {
+        case 1: DC_LAUNCH(k_vh_words<1>, g, BLOCK, s)(b, x, count, ps, pn, bkt, dh); break;
+        case 2: DC_LAUNCH(k_vh_words<2>, g, BLOCK, s)(b, x, count, ps, pn, bkt, dh); break;
+        case 4: DC_LAUNCH(k_vh_words<4>, g, BLOCK, s)(b, x, count, ps, pn, bkt, dh); break;
+        default: DC_LAUNCH(k_vh_words<8>, g, BLOCK, s)(b, x, count, ps, pn, bkt, dh); break;
+        }
+        CU_TRY(cudaGetLastError(), "ctx values kernel");
+    }
+    if (bhist)
+        CU_TRY(cudaMemcpyAsync(bhist, dh, 256 * sizeof(unsigned), cudaMemcpyDeviceToHost, s),
+               "ctx values bucket histogram copy");
+    CU_TRY(cudaStreamSynchronize(s), "ctx values");
+out:
+    if (dh != NULL) {
+        cudaFreeAsync(dh, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
+static dc_status_t kcu_word_hist(const void *words, size_t count, unsigned w, uint8_t *out,
+                                 size_t *len, void *stream)
+{
+    dc_status_t st = DC_OK;
+    unsigned *scr = NULL;
+    unsigned long long *tsc = NULL;
+    cudaStream_t s = S(stream);
+    const uint8_t *v = (const uint8_t *)words;
+    if (w != 1 && w != 2)
+        return dc_error(DC_ERR_INVALID, "cuda word histogram: element width %u is not 1 or 2",
+                        w);
+    if (count > 0xFFFFFFFEu)
+        return dc_error(DC_ERR_INVALID, "cuda word histogram: %zu words", count);
+    const unsigned nbins = 1u << (8 * w);
+    const size_t tiles = count ? (count + LP_TILE - 1) / LP_TILE : 1;
+    unsigned long long total = 0;
+    /* hist, first (nbins each), at (count) */
+    CU_TRY(cudaMallocAsync((void **)&scr, (2 * (size_t)nbins + count + 1) * sizeof(unsigned), s),
+           "word histogram scratch");
+    CU_TRY(cudaMallocAsync((void **)&tsc, (2 * tiles + 1) * sizeof(*tsc), s),
+           "word histogram tiles");
+    CU_TRY(cudaMemsetAsync(scr, 0, nbins * sizeof(unsigned), s), "word histogram zero");
+    CU_TRY(cudaMemsetAsync(scr + nbins, 0xFF, (nbins + count + 1) * sizeof(unsigned), s),
+           "word histogram marks");
+    CU_TRY(cudaMemsetAsync(tsc, 0, (2 * tiles + 1) * sizeof(*tsc), s), "word histogram tiles");
+    if (count > 0) {
+        unsigned *hist = scr, *first = scr + nbins, *at = scr + 2 * nbins;
+        unsigned long long *tcnt = tsc, *toffs = tsc + tiles, *sum = tsc + 2 * tiles;
+        const unsigned g = grid_for(count, BLOCK), gt = grid_for(tiles, 1);
+        if (w == 1)
+            DC_LAUNCH(k_wh_count<1>, g, BLOCK, s)(v, count, hist, first);
+        else
+            DC_LAUNCH(k_wh_count<2>, g, BLOCK, s)(v, count, hist, first);
+        DC_LAUNCH(k_wh_mark, grid_for(nbins, BLOCK), BLOCK, s)(hist, first, nbins, at);
+        DC_LAUNCH(k_wh_compact, gt, BLOCK, s)(at, count, tiles, tcnt,
+                                              (const unsigned long long *)NULL,
+                                              (uint8_t *)NULL, false);
+        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tcnt, tiles, toffs, sum);
+        DC_LAUNCH(k_wh_compact, gt, BLOCK, s)(at, count, tiles,
+                                              (unsigned long long *)NULL, toffs, out, true);
+        CU_TRY(cudaGetLastError(), "word histogram kernels");
+        CU_TRY(cudaMemcpyAsync(&total, sum, sizeof(total), cudaMemcpyDeviceToHost, s),
+               "word histogram count copy");
+    }
+    CU_TRY(cudaStreamSynchronize(s), "word histogram");
+    *len = (size_t)total;
+out:
+    if (tsc != NULL)
+        cudaFreeAsync(tsc, s);
     if (scr != NULL) {
         cudaFreeAsync(scr, s);
         cudaStreamSynchronize(s);
@@ -3040,4 +3303,6 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     kcu_host_register, kcu_host_unregister,
     /* packed rank lists */
     kcu_pack_ranks,
+    /* ctx values on demand */
+    kcu_ctx_values, kcu_word_hist, kcu_pack_words,
 };

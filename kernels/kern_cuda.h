@@ -315,6 +315,43 @@ dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, siz
                                     void *stream);
 
 /**
+ * A device sender's ctx values (kernels/codec.h dc_codec_vals_t): from the
+ * count base words bw and XOR words xorv (device, w bytes each) the step
+ * words (ctx.h values mode 1) into steps and the new words (mode 2) into
+ * neww (device), each base word's magnitude bucket (ctx.h
+ * dc_ctx_model_hist) into bkt (device, count bytes) and, when bhist is not
+ * NULL, their histogram into bhist[256] (host).  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
+                                    void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
+                                    void *stream);
+
+/**
+ * The order-0 histogram of count words of w (1 or 2) bytes (device): each
+ * distinct word's count, in the order the words first appear (the order
+ * dc_ent_words_entropy_bits sums its terms in, so that
+ * dc_ent_counts_entropy_bits of these counts is bit-identical to it), as
+ * LEB128 varints of count - 1 into out (device, 5 x count bytes), *len
+ * (host) their bytes (kernels/listpack.h dc_listunpack_counts reads them).
+ * A count and the first index per symbol (atomics), the counts placed at
+ * those indices, then kept in index order (a scan of their bytes).
+ * Synchronizes.
+ */
+dc_status_t dc_kern_cuda_word_hist(const void *words, size_t count, unsigned w, uint8_t *out,
+                                   size_t *len, void *stream);
+
+/**
+ * Pack count words of w (1, 2 or 4) bytes (device) as LEB128 varints of
+ * their values into out (device, 5 x count bytes; kernels/listpack.h
+ * dc_listpack_words is the CPU reference, dc_listunpack_words reads
+ * them), *len (host) the bytes: a device sender's step or XOR words, most
+ * of them small integers, at about a byte each across PCIe.
+ * Synchronizes.
+ */
+dc_status_t dc_kern_cuda_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
+                                    size_t *len, void *stream);
+
+/**
  * Page-lock host memory [p, p + bytes) (cudaHostRegister) so that copies
  * from it to the device run at the link's speed by DMA instead of through
  * the driver's pageable staging; dc_kern_cuda_host_unregister(p) before it

@@ -154,6 +154,25 @@ static dc_status_t none_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size
     return no_cuda();
 }
 
+static dc_status_t none_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
+                                   void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
+                                   void *stream)
+{
+    return no_cuda();
+}
+
+static dc_status_t none_word_hist(const void *words, size_t count, unsigned w, uint8_t *out,
+                                  size_t *len, void *stream)
+{
+    return no_cuda();
+}
+
+static dc_status_t none_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
+                                   size_t *len, void *stream)
+{
+    return no_cuda();
+}
+
 const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     "none", none_available, none_why, none_props, none_malloc, none_free, none_h2d,
     none_d2h, none_memset, none_sync, none_count_changed, none_diff, none_gather,
@@ -168,4 +187,6 @@ const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     none_host_register, none_host_unregister,
     /* packed rank lists */
     none_pack_ranks,
+    /* ctx values on demand */
+    none_ctx_values, none_word_hist, none_pack_words,
 };

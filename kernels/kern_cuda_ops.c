@@ -248,6 +248,25 @@ dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, siz
     return dc_kern_cuda_ops()->pack_ranks(cls, rnk, count, K, out, len, ccnt, stream);
 }
 
+dc_status_t dc_kern_cuda_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
+                                    void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
+                                    void *stream)
+{
+    return dc_kern_cuda_ops()->ctx_values(bw, xorv, count, w, steps, neww, bkt, bhist, stream);
+}
+
+dc_status_t dc_kern_cuda_word_hist(const void *words, size_t count, unsigned w, uint8_t *out,
+                                   size_t *len, void *stream)
+{
+    return dc_kern_cuda_ops()->word_hist(words, count, w, out, len, stream);
+}
+
+dc_status_t dc_kern_cuda_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
+                                    size_t *len, void *stream)
+{
+    return dc_kern_cuda_ops()->pack_words(words, count, w, out, len, stream);
+}
+
 dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,
                                   unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                                   uint32_t *rnk, uint64_t *pop, void *stream)

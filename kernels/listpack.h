@@ -48,4 +48,25 @@ dc_status_t dc_listpack(const uint8_t *cls, const uint32_t *rnk, size_t count, u
 dc_status_t dc_listunpack(const uint8_t *src, size_t len, const uint64_t *ccnt, unsigned K,
                           uint32_t *idx, size_t count);
 
+/**
+ * A word histogram's counts as dc_kern_cuda_word_hist packs them (LEB128
+ * varints of count - 1): into cnt[0..*nsym) (cnt holds count entries).
+ * DC_ERR_FORMAT unless they are whole varints of at most 32 bits whose
+ * counts sum to count exactly.
+ */
+dc_status_t dc_listunpack_counts(const uint8_t *src, size_t len, size_t count, uint32_t *cnt,
+                                 size_t *nsym);
+
+/**
+ * Words of w (1, 2 or 4) bytes as LEB128 varints of their values (little-
+ * endian words): dc_listpack_words, the CPU reference of
+ * dc_kern_cuda_pack_words, into out (cap >= dc_listpack_bound(count));
+ * dc_listunpack_words back into count words at out, DC_ERR_FORMAT unless
+ * the bytes are exactly count varints of values that fit w bytes.
+ */
+dc_status_t dc_listpack_words(const void *words, size_t count, unsigned w, uint8_t *out,
+                              size_t cap, size_t *len);
+dc_status_t dc_listunpack_words(const uint8_t *src, size_t len, size_t count, unsigned w,
+                                void *out);
+
 #endif /* DC_KERNELS_LISTPACK_H */

@@ -13,6 +13,7 @@
 #include "engine/devsend.h"
 #include "kernels/ctx.h"
 #include "kernels/digest.h"
+#include "kernels/entropy.h"
 #include "kernels/kern_cuda.h"
 #include "kernels/kern_cuda_ops.h"
 #include "kernels/kern_isa.h"
@@ -98,6 +99,34 @@ static void make_chunk(uint8_t *base, uint8_t *next, size_t n, unsigned w, doubl
 }
 
 static unsigned ctx_classes_seen; /* ctx payloads with more than one class */
+static unsigned vals_seen, vals_small; /* values on demand; with small histograms */
+
+/* Distinct XOR words (steps 0) or step words (steps 1, ctx.h values mode
+ * 1) among the changes from base to next (w <= 2). */
+static size_t distinct_words(const uint8_t *base, const uint8_t *next, size_t n, unsigned w,
+                             int steps)
+{
+    static uint8_t seen[65536];
+    memset(seen, 0, sizeof(seen));
+    size_t d = 0;
+    unsigned bits = 8 * w;
+    uint64_t mask = (1ull << bits) - 1, top = 1ull << (bits - 1);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = get_word(base + i * w, w), x = get_word(next + i * w, w);
+        if (b == x)
+            continue;
+        uint64_t v = b ^ x;
+        if (steps) {
+            /* zigzag(key(next) - key(base)), key(v) = v ^ (top bit ? all : top) */
+            uint64_t kb = b ^ ((b & top) ? mask : top), kx = x ^ ((x & top) ? mask : top);
+            uint64_t dd = (kx - kb) & mask;
+            v = ((dd << 1) ^ ((dd & top) ? mask : 0)) & mask;
+        }
+        if (!seen[v]++)
+            d++;
+    }
+    return d;
+}
 
 static void *to_dev(const void *h, size_t bytes)
 {
@@ -110,7 +139,7 @@ static void *to_dev(const void *h, size_t bytes)
 /* One chunk through the CPU encoder and the device sender; returns 1 when
  * the device sender encoded it, 0 when it handed it back (dense). */
 static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t n, unsigned w,
-                     double pct, int host_base, uint64_t *d2h_out)
+                     double pct, int host_base, uint64_t *d2h_out, size_t *payload_out)
 {
     size_t bytes = n * w, cap = dc_codec_payload_bound(bytes);
     uint8_t *base = malloc(bytes), *next = malloc(bytes), *p1 = malloc(cap), *p2 = malloc(cap);
@@ -170,14 +199,39 @@ static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t
          * unpacked they are 5 and 4); with classes and nobody reading
          * them, not the positions at all */
         int pos_read = !classes || host_base;
-        size_t expect = cs.changed * (2 * (size_t)w + (classes ? 3 : 0) + (pos_read ? 3 : 0));
+        size_t c = cs.changed;
+        size_t expect = c * (2 * (size_t)w + (classes ? 3 : 0) + (pos_read ? 3 : 0));
+        int vals = kind == DC_ENC_CTX && w <= 2 && c > 0;
+        if (vals) {
+            /* values on demand: the words of the chosen mode (and of mode
+             * 2 when the coder tried it: chosen here, or not, a bound),
+             * the XOR words for a host baseline's patch, each word list's
+             * histogram (a varint count a distinct word) or, where that is
+             * not smaller, its words */
+            unsigned mode = (p2[0] >> 3) & 3;
+            size_t hx = distinct_words(base, next, n, w, 0), hs = distinct_words(base, next, n,
+                                                                                   w, 1);
+            /* a count of at most c: vb varint bytes */
+            size_t vb = c <= 128 ? 1 : c <= 16384 ? 2 : 3;
+            size_t hbytes = (hx * vb < c * w ? hx * vb : c * w) +
+                            (hs * vb < c * w ? hs * vb : c * w);
+            expect = c * ((size_t)w * (1 + (mode == 2) + (host_base ? 1 : 0)) +
+                          (classes ? 3 : 0) + (pos_read ? 3 : 0)) +
+                     hbytes + (c < 1024 ? c : 1024) /* the buckets or their histogram */ +
+                     2 * 8 /* the symbol counts */;
+            vals_seen++;
+            if (hbytes < c * w / 2)
+                vals_small++;
+        }
         cr_assert_lt(n, (size_t)1 << 21);
-        cr_assert_leq(expect, lists);
+        if (!vals)
+            cr_assert_leq(expect, lists);
         cr_assert_eq(up, host_base ? bytes : 0, "H2D %llu", (unsigned long long)up);
         cr_assert_eq(h1 - h0, up);
         /* + the sample histogram, the digest, the count, the populations,
-         * each packing's class counts and length */
-        cr_assert_leq(down, expect + 1024 + 16 + 8 + 8 * 8 + 2 * (8 * 8 + 8),
+         * each packing's class counts and length, the packed words'
+         * lengths */
+        cr_assert_leq(down, expect + 1024 + 16 + 8 + 8 * 8 + 2 * (8 * 8 + 8) + 5 * 8,
                       "D2H %llu of a %zu-byte chunk, %zu changes of %u bytes%s%s",
                       (unsigned long long)down, bytes, cs.changed, w,
                       classes ? ", ranks" : "", pos_read ? ", positions" : "");
@@ -187,8 +241,9 @@ static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t
         dc_devsend_lists(ds, &pos, &xv, &cnt);
         if (classes && !host_base) {
             cr_assert(pos == NULL || cnt == 0, "the positions came back unasked");
-        } else {
+        } else if (host_base || xv != NULL) {
             cr_assert(pos != NULL, "no positions though %s", host_base ? "asked" : "one class");
+            cr_assert(xv != NULL, "no XOR words though asked");
             /* the lists turn the base into next (a host baseline's commit) */
             for (size_t k = 0; k < cnt; k++) {
                 uint64_t b = get_word(base + (size_t)pos[k] * w, w) ^ get_word(xv + k * w, w);
@@ -198,6 +253,8 @@ static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t
     }
     if (d2h_out)
         *d2h_out = down;
+    if (payload_out)
+        *payload_out = l1;
     dc_kern_cuda_free(db);
     dc_kern_cuda_free(dn);
     free(base);
@@ -210,9 +267,10 @@ static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t
 static void run_model(unsigned model, int host_base)
 {
     static const unsigned ws[] = {1, 2, 4, 8};
-    /* the host baseline differs only in where the base comes from: two
-     * widths (the emulated kernels are slow) */
-    size_t w0 = host_base ? 2 : 0, w1 = 4;
+    /* the host baseline differs in where the base comes from and in the
+     * XOR words its patch reads: three widths (the emulated kernels are
+     * slow) */
+    size_t w0 = host_base ? 1 : 0, w1 = 4;
     static const double pcts[] = {0, 1, 10, 30};
     static const size_t ns[] = {1000, 20000, 70000};
     size_t maxb = 70000 * 8;
@@ -227,6 +285,7 @@ static void run_model(unsigned model, int host_base)
     dc_devsend_want_lists(ds, host_base);
     unsigned encoded = 0, handed_back = 0;
     ctx_classes_seen = 0;
+    vals_seen = vals_small = 0;
     for (size_t wi = w0; wi < w1; wi++)
         for (size_t pi = 0; pi < 4; pi++) {
             /* every size for 1%, one size per width otherwise (the
@@ -234,14 +293,17 @@ static void run_model(unsigned model, int host_base)
             for (size_t ni = 0; ni < 3; ni++) {
                 if (pcts[pi] != 1 && ni != (wi + pi) % 3)
                     continue;
-                if (one_chunk(cpu, dcod, ds, ns[ni], ws[wi], pcts[pi], host_base, NULL))
+                if (one_chunk(cpu, dcod, ds, ns[ni], ws[wi], pcts[pi], host_base, NULL, NULL))
                     encoded++;
                 else
                     handed_back++;
             }
         }
-    if (model == DC_CODEC_MODEL_CTX)
+    if (model == DC_CODEC_MODEL_CTX) {
         cr_assert_gt(ctx_classes_seen, 0, "no ctx chunk had more than one class (ranks unused)");
+        cr_assert_gt(vals_small, 0, "no chunk's values went as small histograms (%u on demand)",
+                     vals_seen);
+    }
     cr_assert_gt(encoded, host_base ? 5 : 10);
     cr_assert_gt(handed_back, 0, "no 30%% chunk was handed back for staging");
     dc_devsend_free(ds);
@@ -355,7 +417,8 @@ Test(emu_sender, packed_rank_lists_match_the_cpu, .timeout = 280)
                 cls[k] = (uint8_t)c;
                 /* mostly small gaps, some of every varint length */
                 uint64_t r = rnd();
-                uint32_t gap = (uint32_t)(r % 64 == 0 ? (rnd() % (1u << (7 * (1 + r % 4)))) : r % 90);
+                uint32_t gap =
+                    (uint32_t)(r % 64 == 0 ? (rnd() % (1u << (7 * (1 + r % 4)))) : r % 90);
                 next[c] += gap;
                 rnk[k] = next[c]++;
             }
@@ -387,4 +450,183 @@ Test(emu_sender, packed_rank_lists_match_the_cpu, .timeout = 280)
     uint64_t cc[8];
     size_t l;
     cr_assert_eq(dc_kern_cuda_pack_ranks(NULL, NULL, 0, 3, NULL, &l, cc, NULL), DC_ERR_INVALID);
+}
+
+/* The values-on-demand kernels against the CPU: step and new words and
+ * the bucket histogram (dc_kern_cuda_ctx_values), and each word list's
+ * histogram in first-appearance order (dc_kern_cuda_word_hist) whose
+ * entropy is bit-identical to dc_ent_words_entropy_bits of the words. */
+Test(emu_sender, values_kernels_match_the_cpu, .timeout = 280)
+{
+    static const size_t counts[] = {1, 7, 2048, 2049, 20000};
+    dc_ent_scratch_t *ent;
+    cr_assert_eq(dc_ent_scratch_create(20000 * 8, &ent), DC_OK);
+    for (unsigned w = 1; w <= 2; w++)
+        for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+            for (int skew = 0; skew < 2; skew++) {
+                size_t count = counts[ci], bytes = count * w;
+                uint8_t *bw = malloc(bytes), *xv = malloc(bytes), *st = malloc(bytes),
+                        *nw = malloc(bytes), *ref = malloc(bytes);
+                uint32_t *cnt = malloc(count * 4), bh[256], bref[256] = {0};
+                cr_assert(bw && xv && st && nw && ref && cnt);
+                for (size_t k = 0; k < count; k++) {
+                    uint64_t b = rnd(), x = skew ? (rnd() % 5 == 0 ? rnd() : 1u << (rnd() % 3))
+                                                 : rnd();
+                    if ((x & ((1ull << (8 * w)) - 1)) == 0)
+                        x = 1;
+                    memcpy(bw + k * w, &b, w);
+                    memcpy(xv + k * w, &x, w);
+                    uint64_t m = get_word(bw + k * w, w) & ((1ull << (8 * w - 1)) - 1);
+                    bref[w == 1 ? m : m >> 7]++;
+                }
+                void *db = to_dev(bw, bytes), *dx = to_dev(xv, bytes), *ds = NULL, *dn = NULL,
+                     *dcn = NULL, *dk = NULL;
+                uint8_t *bk = malloc(count);
+                cr_assert(bk);
+                cr_assert_eq(dc_kern_cuda_malloc(&dk, count), DC_OK);
+                cr_assert_eq(dc_kern_cuda_malloc(&ds, bytes), DC_OK);
+                cr_assert_eq(dc_kern_cuda_malloc(&dn, bytes), DC_OK);
+                cr_assert_eq(dc_kern_cuda_malloc(&dcn, 5 * count), DC_OK);
+                uint8_t *pk = malloc(5 * count);
+                cr_assert(pk);
+                cr_assert_eq(dc_kern_cuda_ctx_values(db, dx, count, w, ds, dn, dk, bh, NULL),
+                             DC_OK, "%s", dc_last_error());
+                cr_assert(memcmp(bh, bref, sizeof(bref)) == 0, "w %u count %zu: buckets", w,
+                          count);
+                cr_assert_eq(dc_kern_cuda_d2h(bk, dk, count), DC_OK);
+                for (size_t k = 0; k < count; k++) {
+                    uint64_t m = get_word(bw + k * w, w) & ((1ull << (8 * w - 1)) - 1);
+                    cr_assert_eq(bk[k], w == 1 ? m : m >> 7, "w %u: bucket %zu", w, k);
+                }
+                /* without the histogram: the buckets alone */
+                cr_assert_eq(dc_kern_cuda_ctx_values(db, dx, count, w, ds, dn, dk, NULL, NULL),
+                             DC_OK, "%s", dc_last_error());
+                cr_assert_eq(dc_kern_cuda_d2h(st, ds, bytes), DC_OK);
+                cr_assert_eq(dc_kern_cuda_d2h(nw, dn, bytes), DC_OK);
+                unsigned bits = 8 * w;
+                uint64_t mask = (1ull << bits) - 1, top = 1ull << (bits - 1);
+                for (size_t k = 0; k < count; k++) {
+                    uint64_t b = get_word(bw + k * w, w), x = b ^ get_word(xv + k * w, w);
+                    uint64_t kb = b ^ ((b & top) ? mask : top), kx = x ^ ((x & top) ? mask : top);
+                    uint64_t dd = (kx - kb) & mask;
+                    uint64_t z = ((dd << 1) ^ ((dd & top) ? mask : 0)) & mask;
+                    cr_assert_eq(get_word(st + k * w, w), z, "w %u: step word %zu", w, k);
+                    cr_assert_eq(get_word(nw + k * w, w), x, "w %u: new word %zu", w, k);
+                }
+                /* the histograms of both lists, entropy bit for bit */
+                const uint8_t *lists[2] = {xv, st};
+                void *dl[2] = {dx, ds};
+                for (int l = 0; l < 2; l++) {
+                    size_t nsym = 0, hlen = 0;
+                    cr_assert_eq(dc_kern_cuda_word_hist(dl[l], count, w, dcn, &hlen, NULL), DC_OK,
+                                 "%s", dc_last_error());
+                    cr_assert(hlen >= 1 && hlen <= 5 * count);
+                    cr_assert_eq(dc_kern_cuda_d2h(pk, dcn, hlen), DC_OK);
+                    cr_assert_eq(dc_listunpack_counts(pk, hlen, count, cnt, &nsym), DC_OK, "%s",
+                                 dc_last_error());
+                    double got = dc_ent_counts_entropy_bits(cnt, nsym, count),
+                           want = dc_ent_words_entropy_bits(ent, lists[l], count, w);
+                    cr_assert(memcmp(&got, &want, sizeof(got)) == 0,
+                              "w %u count %zu list %d: entropy %.17g, CPU %.17g", w, count, l,
+                              got, want);
+                    /* the counts themselves, in first-appearance order */
+                    static uint32_t h[65536];
+                    static uint16_t order[65536];
+                    size_t m = 0;
+                    for (size_t k = 0; k < count; k++) {
+                        unsigned c = (unsigned)get_word(lists[l] + k * w, w);
+                        if (h[c]++ == 0)
+                            order[m++] = (uint16_t)c;
+                    }
+                    cr_assert_eq(nsym, m, "w %u count %zu: %zu symbols, CPU %zu", w, count, nsym,
+                                 m);
+                    for (size_t j = 0; j < m; j++) {
+                        cr_assert_eq(cnt[j], h[order[j]], "w %u count %zu: count %zu", w, count,
+                                     j);
+                        h[order[j]] = 0;
+                    }
+                }
+                dc_kern_cuda_free(db);
+                dc_kern_cuda_free(dx);
+                dc_kern_cuda_free(ds);
+                dc_kern_cuda_free(dn);
+                dc_kern_cuda_free(dcn);
+                dc_kern_cuda_free(dk);
+                free(bk);
+                free(pk);
+                free(bw);
+                free(xv);
+                free(st);
+                free(nw);
+                free(ref);
+                free(cnt);
+            }
+    dc_ent_scratch_free(ent);
+}
+
+/* Words packed as varints on the device (dc_kern_cuda_pack_words) against
+ * the CPU reference, w 1, 2, 4, small and large values, counts across the
+ * 2048-word tiles; unpacked back to the words. */
+Test(emu_sender, packed_words_match_the_cpu, .timeout = 280)
+{
+    static const size_t counts[] = {0, 1, 2047, 2049, 9000};
+    for (unsigned w = 1; w <= 4; w *= 2)
+        for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+            size_t count = counts[ci], bytes = count * w;
+            uint8_t *v = malloc(bytes + 1), *ref = malloc(5 * count + 1),
+                    *got = malloc(5 * count + 1), *back = malloc(bytes + 1);
+            cr_assert(v && ref && got && back);
+            for (size_t k = 0; k < count; k++) {
+                uint64_t r = rnd(), x = r % 4 ? r % 5 : rnd();
+                memcpy(v + k * w, &x, w);
+            }
+            size_t lref = 0, lgot = 0;
+            cr_assert_eq(dc_listpack_words(v, count, w, ref, 5 * count + 1, &lref), DC_OK);
+            void *dv = to_dev(v, bytes + 1), *dout = NULL;
+            cr_assert_eq(dc_kern_cuda_malloc(&dout, 5 * count + 1), DC_OK);
+            cr_assert_eq(dc_kern_cuda_pack_words(dv, count, w, dout, &lgot, NULL), DC_OK, "%s",
+                         dc_last_error());
+            cr_assert_eq(lgot, lref, "w %u count %zu: %zu packed bytes, CPU %zu", w, count, lgot,
+                         lref);
+            cr_assert_eq(dc_kern_cuda_d2h(got, dout, lgot), DC_OK);
+            cr_assert(memcmp(got, ref, lref) == 0, "w %u count %zu: packed bytes differ", w,
+                      count);
+            cr_assert_eq(dc_listunpack_words(got, lgot, count, w, back), DC_OK, "%s",
+                         dc_last_error());
+            cr_assert(memcmp(back, v, bytes) == 0, "w %u count %zu: words differ", w, count);
+            dc_kern_cuda_free(dv);
+            dc_kern_cuda_free(dout);
+            free(v);
+            free(ref);
+            free(got);
+            free(back);
+        }
+    size_t l;
+    cr_assert_eq(dc_kern_cuda_pack_words(NULL, 0, 8, NULL, &l, NULL), DC_ERR_INVALID);
+}
+
+/* What crosses PCIe for one chunk of the default size (4 MiB of BF16-like
+ * words, 1% changed, device baseline, the ctx model) against its payload:
+ * printed, and bounded at 2x (unpacked, the lists were 9 B a change:
+ * 5.6x this payload). */
+Test(emu_sender, d2h_of_a_4mib_chunk_against_its_payload, .timeout = 280)
+{
+    size_t n = ((size_t)1 << 21) - 1000; /* one_chunk's bounds want n < 2^21 */
+    unsigned w = 2;
+    dc_codec_t *cpu, *dcod;
+    dc_devsend_t *ds;
+    cr_assert_eq(dc_codec_create(n * w, &cpu), DC_OK);
+    cr_assert_eq(dc_codec_create(n * w, &dcod), DC_OK);
+    cr_assert_eq(dc_devsend_create(n * w, 0, &ds), DC_OK, "%s", dc_last_error());
+    uint64_t d2h = 0;
+    size_t pay = 0;
+    cr_assert(one_chunk(cpu, dcod, ds, n, w, 1.0, 0, &d2h, &pay));
+    fprintf(stderr, "emu_sender: a %zu-byte chunk, 1%% changed: D2H %llu B for a %zu-byte "
+                    "payload: %.2fx\n", n * w, (unsigned long long)d2h, pay,
+            (double)d2h / (double)pay);
+    cr_assert_lt((double)d2h, 2.0 * (double)pay, "D2H %llu B for a %zu-byte payload",
+                 (unsigned long long)d2h, pay);
+    dc_devsend_free(ds);
+    dc_codec_free(cpu);
+    dc_codec_free(dcod);
 }

@@ -120,3 +120,58 @@ Test(listpack, hostile_bytes_are_format_errors)
             cr_assert_eq(out[k], 0xA5A5A5A5u, "%s: wrote past the output", bad[i].what);
     }
 }
+
+Test(listpack, histogram_counts_unpack_and_refuse_hostile_bytes)
+{
+    /* counts 1, 130, 2^32 - 1 less 131: varints of count - 1 */
+    const uint8_t good[] = {0x00, 0x81, 0x01, 0xfb, 0xfe, 0xff, 0xff, 0x0f};
+    uint32_t cnt[4];
+    size_t nsym = 0;
+    cr_assert_eq(dc_listunpack_counts(good, sizeof(good), 0xffffffffu, cnt, &nsym), DC_OK, "%s",
+                 dc_last_error());
+    cr_assert(nsym == 3 && cnt[0] == 1 && cnt[1] == 130 && cnt[2] == 0xffffffffu - 131);
+    struct {
+        const char *what;
+        uint8_t b[8];
+        size_t len, count;
+    } bad[] = {
+        {"truncated", {0x81}, 1, 2},
+        {"sum short", {0x00, 0x00}, 2, 3},
+        {"sum past the words", {0x00, 0x05}, 2, 3},
+        {"more counts than words", {0x00, 0x00, 0x00}, 3, 2},
+        {"past 32 bits", {0xff, 0xff, 0xff, 0xff, 0x10}, 5, 0xffffffffu},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(cnt, 0xA5, sizeof(cnt));
+        cr_assert_eq(dc_listunpack_counts(bad[i].b, bad[i].len, bad[i].count, cnt, &nsym),
+                     DC_ERR_FORMAT, "%s: not refused", bad[i].what);
+        for (size_t k = bad[i].count < 4 ? bad[i].count : 4; k < 4; k++)
+            cr_assert_eq(cnt[k], 0xA5A5A5A5u, "%s: wrote past the output", bad[i].what);
+    }
+}
+
+Test(listpack, words_round_trip_and_refuse_hostile_bytes)
+{
+    for (unsigned w = 1; w <= 4; w *= 2) {
+        uint8_t v[64 * 4], back[64 * 4], buf[64 * 5];
+        for (size_t k = 0; k < 64 * w; k++)
+            v[k] = (uint8_t)(k % 7 == 0 ? rnd() : k % 3);
+        size_t len = 0;
+        cr_assert_eq(dc_listpack_words(v, 64, w, buf, sizeof(buf), &len), DC_OK);
+        cr_assert_eq(dc_listunpack_words(buf, len, 64, w, back), DC_OK, "%s", dc_last_error());
+        cr_assert(memcmp(v, back, 64 * w) == 0, "w %u", w);
+        /* one byte short, one byte over */
+        cr_assert_eq(dc_listunpack_words(buf, len - 1, 64, w, back), DC_ERR_FORMAT);
+        buf[len] = 0;
+        cr_assert_eq(dc_listunpack_words(buf, len + 1, 64, w, back), DC_ERR_FORMAT);
+    }
+    /* a value past the width: 256 as a 1-byte word, 65536 as a 2-byte one */
+    const uint8_t big1[] = {0x80, 0x02}, big2[] = {0x80, 0x80, 0x04};
+    uint8_t out[8];
+    cr_assert_eq(dc_listunpack_words(big1, 2, 1, 1, out), DC_ERR_FORMAT);
+    cr_assert_eq(dc_listunpack_words(big2, 3, 1, 2, out), DC_ERR_FORMAT);
+    cr_assert_eq(dc_listunpack_words(big2, 3, 1, 4, out), DC_OK);
+    uint32_t x;
+    memcpy(&x, out, 4);
+    cr_assert_eq(x, 65536u);
+}
