@@ -107,24 +107,25 @@ static dc_status_t dc_ds_d2h(dc_devsend_t *d, void *dst, const void *src, size_t
     return dc_kern_cuda_d2h(dst, src, bytes);
 }
 
-/* count words of w bytes from dev to host: packed on the device as
- * varints (XOR and step words are mostly small integers: about a byte
- * each) when that is smaller, else as they are */
+/* count words of w bytes from dev to host: packed on the device as byte
+ * or nibble varints (XOR and step words are mostly small integers: half a
+ * byte to a byte each) when that is smaller, else as they are */
 static dc_status_t dc_ds_words_d2h(dc_devsend_t *d, uint8_t *host, const uint8_t *dev,
                                    size_t count, unsigned w)
 {
     size_t len = 0;
+    int nib = 0;
     dc_status_t st;
     if (w > 4 || count == 0)
         return dc_ds_d2h(d, host, dev, count * w);
-    if ((st = dc_kern_cuda_pack_words(dev, count, w, d->d_pk, &len, NULL)) != DC_OK)
+    if ((st = dc_kern_cuda_pack_words(dev, count, w, d->d_pk, &len, &nib, NULL)) != DC_OK)
         return st;
-    d->d2h += sizeof(uint64_t); /* the length */
+    d->d2h += 2 * sizeof(uint64_t); /* the lengths */
     if (len >= count * w)
         return dc_ds_d2h(d, host, dev, count * w);
     if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, len)) != DC_OK)
         return st;
-    if (dc_listunpack_words(d->h_pk, len, count, w, host) != DC_OK) {
+    if (dc_listunpack_words(d->h_pk, len, count, w, nib, host) != DC_OK) {
         dc_error_prefix("device sender: the device's packed words");
         return DC_ERR_IO;
     }
@@ -133,21 +134,23 @@ static dc_status_t dc_ds_words_d2h(dc_devsend_t *d, uint8_t *host, const uint8_t
 
 /* count ranks of classes cls (device; NULL: one increasing list, K 1) to
  * the host as out[0..count), grouped by class, ccnt[c] per class: packed
- * on the device (kernels/listpack.h), about a byte a change across PCIe
- * instead of 4 (rank) + 1 (class) */
+ * on the device (kernels/listpack.h), half a byte to a byte a change
+ * across PCIe instead of 4 (rank) + 1 (class) */
 static dc_status_t dc_ds_ranks(dc_devsend_t *d, const uint8_t *cls, const uint32_t *rnk,
                                size_t count, unsigned K, uint32_t *out, uint64_t *ccnt)
 {
     size_t len = 0;
-    dc_status_t st = dc_kern_cuda_pack_ranks(cls, rnk, count, K, d->d_pk, &len, ccnt, NULL);
+    int nib = 0;
+    dc_status_t st = dc_kern_cuda_pack_ranks(cls, rnk, count, K, d->d_pk, &len, &nib, ccnt, NULL);
     if (st != DC_OK)
         return st;
-    d->d2h += (size_t)K * sizeof(uint64_t) + sizeof(uint64_t); /* the counts, the length */
+    /* the counts, the two lengths */
+    d->d2h += (size_t)K * sizeof(uint64_t) + 2 * sizeof(uint64_t);
     if (len > dc_listpack_bound(count))
         return dc_error(DC_ERR_IO, "device sender: %zu packed bytes for %zu ranks", len, count);
     if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, len)) != DC_OK)
         return st;
-    if (dc_listunpack(d->h_pk, len, ccnt, K, out, count) != DC_OK) {
+    if (dc_listunpack(d->h_pk, len, ccnt, K, nib, out, count) != DC_OK) {
         /* the device's own output: a fault of the GPU or of this code */
         dc_error_prefix("device sender: the device's packed ranks");
         return DC_ERR_IO;

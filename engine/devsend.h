@@ -17,18 +17,18 @@
  *   across PCIe     never the chunk; the lists, packed on the device
  *                   (kernels/listpack.h): the ctx model's ranks grouped by
  *                   class and the positions (one class, or when asked) as
- *                   varint gaps (dc_kern_cuda_pack_ranks: about a byte a
- *                   change instead of 5 and 4); for the ctx model's 1- and
- *                   2-byte words the values on demand (codec.h
+ *                   varint gaps (dc_kern_cuda_pack_ranks: half a byte to
+ *                   a byte a change instead of 5 and 4); for the ctx
+ *                   model's 1- and 2-byte words the values on demand (codec.h
  *                   dc_codec_vals_t): the base words' bucket histogram,
  *                   the XOR and step words' histograms
  *                   (dc_kern_cuda_ctx_values, dc_kern_cuda_word_hist:
  *                   varint counts, from which the host computes the
  *                   entropies the CPU coder picks the values mode by),
  *                   then only the chosen mode's words; otherwise the XOR
- *                   and base words.  XOR, step and new words go as varints
- *                   when smaller (dc_kern_cuda_pack_words: small integers,
- *                   about a byte each);
+ *                   and base words.  XOR, step and new words go as byte or
+ *                   nibble varints when smaller (dc_kern_cuda_pack_words:
+ *                   small integers, half a byte to a byte each);
  *   on the host     dc_codec_encode_lists: the entropy coding, a payload
  *                   byte-identical to dc_codec_encode_digest()'s.
  *
@@ -71,8 +71,8 @@ uint8_t *dc_devsend_gather_buf(dc_devsend_t *d);
 
 /** Bytes of the lists for count changes of w bytes unpacked (ctx: the
  *  ctx model's classes and ranks too): what must be smaller than the
- *  chunk for the device to encode it (what crosses is about 1.5-2x the
- *  payload on 1%-changed BF16 chunks: devsend.c). */
+ *  chunk for the device to encode it (what crosses, packed, is about
+ *  1.6x the payload on real BF16 optimizer steps: perf/devsend-bench.sh). */
 size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx);
 
 /** Whether the caller reads the positions and XOR words after each

@@ -2959,68 +2959,6 @@ __global__ void k_lp_varints(const uint32_t *idx, size_t count, size_t tiles, un
     }
 }
 
-static dc_status_t kcu_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
-                                  unsigned K, uint8_t *out, size_t *len, uint64_t *ccnt,
-                                  void *stream)
-{
-    dc_status_t st = DC_OK;
-    unsigned long long *scr = NULL;
-    uint32_t *idx = NULL;
-    cudaStream_t s = S(stream);
-    if (K < 1 || K > 8 || (!cls && K != 1))
-        return dc_error(DC_ERR_INVALID, "cuda pack ranks: %u classes%s", K,
-                        cls ? "" : " without a class list");
-    if (count > 0 && ((uintptr_t)rnk & 3) != 0)
-        return dc_error(DC_ERR_INVALID, "cuda pack ranks: ranks array is not 4-byte aligned");
-    const size_t tiles = count ? (count + LP_TILE - 1) / LP_TILE : 1;
-    /* counts, offs (K x tiles each), sums (K), tlen, toffs (tiles each),
-     * the bytes (1) */
-    const size_t words = 2 * K * tiles + K + 2 * tiles + 1;
-    CU_TRY(cudaMallocAsync((void **)&scr, words * sizeof(*scr), s), "pack ranks scratch");
-    CU_TRY(cudaMemsetAsync(scr, 0, words * sizeof(*scr), s), "pack ranks zero");
-    if (count > 0) {
-        unsigned long long *counts = scr, *offs = scr + K * tiles, *sums = scr + 2 * K * tiles,
-                           *tlen = sums + K, *toffs = tlen + tiles, *bytes = toffs + tiles;
-        const unsigned g = grid_for(tiles, 1);
-        CU_TRY(cudaMallocAsync((void **)&idx, count * sizeof(*idx), s), "pack ranks grouping");
-        DC_LAUNCH(k_lp_count, g, BLOCK, s)(cls, count, tiles, K, counts);
-        for (unsigned c = 0; c < K; c++)
-            DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(counts + c * tiles, tiles, offs + c * tiles,
-                                                 sums + c);
-        DC_LAUNCH(k_lp_place, g, BLOCK, s)(cls, rnk, count, tiles, K, offs, sums, idx);
-        DC_LAUNCH(k_lp_varints, g, BLOCK, s)(idx, count, tiles, K, sums, tlen,
-                                             (const unsigned long long *)NULL,
-                                             (uint8_t *)NULL, false, false);
-        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tlen, tiles, toffs, bytes);
-        DC_LAUNCH(k_lp_varints, g, BLOCK, s)(idx, count, tiles, K, sums,
-                                             (unsigned long long *)NULL, toffs, out, true,
-                                             false);
-        CU_TRY(cudaGetLastError(), "pack ranks kernels");
-    }
-    {
-        /* the classes' counts and the packed length, in one copy */
-        unsigned long long res[9];
-        const unsigned long long *sums = scr + 2 * K * tiles;
-        CU_TRY(cudaMemcpyAsync(res, sums, K * sizeof(*scr), cudaMemcpyDeviceToHost, s),
-               "pack ranks counts copy");
-        CU_TRY(cudaMemcpyAsync(res + 8, scr + words - 1, sizeof(*scr), cudaMemcpyDeviceToHost,
-                               s),
-               "pack ranks length copy");
-        CU_TRY(cudaStreamSynchronize(s), "pack ranks");
-        for (unsigned c = 0; c < K; c++)
-            ccnt[c] = res[c];
-        *len = (size_t)res[8];
-    }
-out:
-    if (idx != NULL)
-        cudaFreeAsync(idx, s);
-    if (scr != NULL) {
-        cudaFreeAsync(scr, s);
-        cudaStreamSynchronize(s);
-    }
-    return st;
-}
-
 /* w-byte words (w <= 4) widened for the varint passes */
 template <int W>
 __global__ void k_pw_widen(const uint8_t *v, size_t count, uint32_t *idx)
@@ -3030,44 +2968,223 @@ __global__ void k_pw_widen(const uint8_t *v, size_t count, uint32_t *idx)
         idx[k] = (uint32_t)ctx_ld<W>(v, k, false);
 }
 
-static dc_status_t kcu_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
-                                  size_t *len, void *stream)
+/* nibbles of v as a nibble varint: 3 bits a nibble, the 4th the
+ * continuation (listpack.h) */
+__device__ __forceinline__ unsigned pw_nibs(uint32_t v)
+{
+    unsigned n = 1;
+    while (v >= 8u) {
+        v >>= 3;
+        n++;
+    }
+    return n;
+}
+
+#ifdef DC_CUDA_EMULATION
+__device__ __forceinline__ void pw_or(unsigned *p, unsigned v)
+{
+    __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
+}
+#else
+__device__ __forceinline__ void pw_or(unsigned *p, unsigned v)
+{
+    atomicOr(p, v);
+}
+#endif
+
+/* Pass 1: each tile's bytes as byte varints (tb) and its nibbles as
+ * nibble varints (tn). */
+__global__ void k_pw_sizes(const uint32_t *idx, size_t count, size_t tiles,
+                           unsigned long long *tb, unsigned long long *tn)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
+        unsigned long long mb = 0, mn = 0;
+        for (int j = 0; j < LP_ITEMS; j++)
+            if (k0 + j < count) {
+                mb += lp_len(idx[k0 + j]);
+                mn += pw_nibs(idx[k0 + j]);
+            }
+        unsigned long long t1, t2;
+        block_exscan(mb, &t1);
+        block_exscan(mn, &t2);
+        if (threadIdx.x == 0) {
+            tb[tile] = t1;
+            tn[tile] = t2;
+        }
+    }
+}
+
+/* Pass 2, nibbles: each thread's nibbles from its tile's offset on (in
+ * nibbles), ORed into the zeroed words at out (two threads may share a
+ * byte) */
+__global__ void k_pw_nibbles(const uint32_t *idx, size_t count, size_t tiles,
+                             const unsigned long long *toffs, unsigned *out)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
+        unsigned long long mine = 0;
+        for (int j = 0; j < LP_ITEMS; j++)
+            if (k0 + j < count)
+                mine += pw_nibs(idx[k0 + j]);
+        unsigned long long total, o = toffs[tile] + block_exscan(mine, &total);
+        for (int j = 0; j < LP_ITEMS && k0 + j < count; j++) {
+            uint32_t v = idx[k0 + j];
+            for (;;) {
+                unsigned nib = (v & 7u) | (v >= 8u ? 8u : 0u);
+                pw_or(&out[o / 8], nib << (4 * (unsigned)(o % 8)));
+                o++;
+                if (v < 8u)
+                    break;
+                v >>= 3;
+            }
+        }
+    }
+}
+
+/* count 32-bit values at idx (device) as byte or nibble varints, whichever
+ * is fewer bytes, into out (4-byte aligned); *len the bytes, *nib which */
+static dc_status_t pw_pack_u32(const uint32_t *idx, size_t count, uint8_t *out, size_t *len,
+                               int *nib, cudaStream_t s)
 {
     dc_status_t st = DC_OK;
     unsigned long long *scr = NULL;
+    unsigned long long tot[2] = {0, 0};
+    *nib = 0;
+    *len = 0;
+    if (count == 0)
+        return DC_OK;
+    if (((uintptr_t)out & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda varints: output is not 4-byte aligned");
+    const size_t tiles = (count + LP_TILE - 1) / LP_TILE;
+    const unsigned gt = grid_for(tiles, 1);
+    /* tile bytes, tile nibbles, their offsets, the two totals */
+    CU_TRY(cudaMallocAsync((void **)&scr, (4 * tiles + 2) * sizeof(*scr), s), "varints scratch");
+    CU_TRY(cudaMemsetAsync(scr, 0, (4 * tiles + 2) * sizeof(*scr), s), "varints zero");
+    {
+        unsigned long long *tb = scr, *tn = scr + tiles, *ob = scr + 2 * tiles,
+                           *on = scr + 3 * tiles, *sums = scr + 4 * tiles;
+        DC_LAUNCH(k_pw_sizes, gt, BLOCK, s)(idx, count, tiles, tb, tn);
+        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tb, tiles, ob, sums);
+        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tn, tiles, on, sums + 1);
+        CU_TRY(cudaGetLastError(), "varints sizes");
+        CU_TRY(cudaMemcpyAsync(tot, sums, sizeof(tot), cudaMemcpyDeviceToHost, s),
+               "varints lengths copy");
+        CU_TRY(cudaStreamSynchronize(s), "varints sizes");
+        /* nibbles when they take fewer bytes */
+        const unsigned long long nb = (tot[1] + 1) / 2;
+        if (nb < tot[0]) {
+            *nib = 1;
+            CU_TRY(cudaMemsetAsync(out, 0, (size_t)((nb + 3) & ~3ull), s), "varints clear");
+            DC_LAUNCH(k_pw_nibbles, gt, BLOCK, s)(idx, count, tiles, on, (unsigned *)out);
+            tot[0] = nb;
+        } else {
+            DC_LAUNCH(k_lp_varints, gt, BLOCK, s)(idx, count, tiles, 1u,
+                                                  (const unsigned long long *)NULL,
+                                                  (unsigned long long *)NULL, ob, out, true,
+                                                  true);
+        }
+        CU_TRY(cudaGetLastError(), "varints kernels");
+        CU_TRY(cudaStreamSynchronize(s), "varints");
+        *len = (size_t)tot[0];
+    }
+out:
+    if (scr != NULL) {
+        cudaFreeAsync(scr, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
+static dc_status_t kcu_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
+                                  size_t *len, int *nibbles, void *stream)
+{
+    dc_status_t st = DC_OK;
     uint32_t *idx = NULL;
     cudaStream_t s = S(stream);
     const uint8_t *v = (const uint8_t *)words;
-    unsigned long long total = 0;
+    *nibbles = 0;
+    *len = 0;
     if (w != 1 && w != 2 && w != 4)
         return dc_error(DC_ERR_INVALID, "cuda pack words: element width %u is not 1, 2 or 4", w);
-    const size_t tiles = count ? (count + LP_TILE - 1) / LP_TILE : 1;
-    CU_TRY(cudaMallocAsync((void **)&scr, (2 * tiles + 1) * sizeof(*scr), s),
-           "pack words scratch");
-    CU_TRY(cudaMemsetAsync(scr, 0, (2 * tiles + 1) * sizeof(*scr), s), "pack words zero");
-    if (count > 0) {
-        unsigned long long *tlen = scr, *toffs = scr + tiles, *bytes = scr + 2 * tiles;
-        const unsigned g = grid_for(count, BLOCK), gt = grid_for(tiles, 1);
+    if (((uintptr_t)out & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda pack words: output is not 4-byte aligned");
+    if (count == 0)
+        return DC_OK;
+    {
+        const unsigned g = grid_for(count, BLOCK);
         CU_TRY(cudaMallocAsync((void **)&idx, count * sizeof(*idx), s), "pack words widening");
         switch (w) {
         case 1: DC_LAUNCH(k_pw_widen<1>, g, BLOCK, s)(v, count, idx); break;
         case 2: DC_LAUNCH(k_pw_widen<2>, g, BLOCK, s)(v, count, idx); break;
         default: DC_LAUNCH(k_pw_widen<4>, g, BLOCK, s)(v, count, idx); break;
         }
-        DC_LAUNCH(k_lp_varints, gt, BLOCK, s)(idx, count, tiles, 1u,
-                                              (const unsigned long long *)NULL, tlen,
-                                              (const unsigned long long *)NULL,
-                                              (uint8_t *)NULL, false, true);
-        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tlen, tiles, toffs, bytes);
-        DC_LAUNCH(k_lp_varints, gt, BLOCK, s)(idx, count, tiles, 1u,
-                                              (const unsigned long long *)NULL,
-                                              (unsigned long long *)NULL, toffs, out, true, true);
-        CU_TRY(cudaGetLastError(), "pack words kernels");
-        CU_TRY(cudaMemcpyAsync(&total, bytes, sizeof(total), cudaMemcpyDeviceToHost, s),
-               "pack words length copy");
+        CU_TRY(cudaGetLastError(), "pack words widening");
+        st = pw_pack_u32(idx, count, out, len, nibbles, s);
     }
-    CU_TRY(cudaStreamSynchronize(s), "pack words");
-    *len = (size_t)total;
+out:
+    if (idx != NULL) {
+        cudaFreeAsync(idx, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
+/* each grouped rank's gap (lp_gap) */
+__global__ void k_lp_gaps(const uint32_t *idx, size_t count, unsigned K,
+                          const unsigned long long *sums, uint32_t *gaps)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        gaps[i] = lp_gap(idx, i, sums, K);
+}
+
+static dc_status_t kcu_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                  unsigned K, uint8_t *out, size_t *len, int *nibbles,
+                                  uint64_t *ccnt, void *stream)
+{
+    dc_status_t st = DC_OK;
+    unsigned long long *scr = NULL;
+    uint32_t *idx = NULL;
+    cudaStream_t s = S(stream);
+    *nibbles = 0;
+    *len = 0;
+    if (K < 1 || K > 8 || (!cls && K != 1))
+        return dc_error(DC_ERR_INVALID, "cuda pack ranks: %u classes%s", K,
+                        cls ? "" : " without a class list");
+    if (count > 0 && ((uintptr_t)rnk & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda pack ranks: ranks array is not 4-byte aligned");
+    const size_t tiles = count ? (count + LP_TILE - 1) / LP_TILE : 1;
+    /* counts, offs (K x tiles each), sums (K) */
+    const size_t words = 2 * K * tiles + K;
+    CU_TRY(cudaMallocAsync((void **)&scr, words * sizeof(*scr), s), "pack ranks scratch");
+    CU_TRY(cudaMemsetAsync(scr, 0, words * sizeof(*scr), s), "pack ranks zero");
+    if (count > 0) {
+        unsigned long long *counts = scr, *offs = scr + K * tiles, *sums = scr + 2 * K * tiles;
+        const unsigned g = grid_for(tiles, 1);
+        /* the ranks grouped, then their gaps */
+        CU_TRY(cudaMallocAsync((void **)&idx, 2 * count * sizeof(*idx), s),
+               "pack ranks grouping");
+        DC_LAUNCH(k_lp_count, g, BLOCK, s)(cls, count, tiles, K, counts);
+        for (unsigned c = 0; c < K; c++)
+            DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(counts + c * tiles, tiles, offs + c * tiles,
+                                                 sums + c);
+        DC_LAUNCH(k_lp_place, g, BLOCK, s)(cls, rnk, count, tiles, K, offs, sums, idx);
+        DC_LAUNCH(k_lp_gaps, grid_for(count, BLOCK), BLOCK, s)(idx, count, K, sums,
+                                                                 idx + count);
+        CU_TRY(cudaGetLastError(), "pack ranks kernels");
+        if ((st = pw_pack_u32(idx + count, count, out, len, nibbles, s)) != DC_OK)
+            goto out;
+    }
+    {
+        unsigned long long res[8];
+        CU_TRY(cudaMemcpyAsync(res, scr + 2 * K * tiles, K * sizeof(*scr),
+                               cudaMemcpyDeviceToHost, s),
+               "pack ranks counts copy");
+        CU_TRY(cudaStreamSynchronize(s), "pack ranks");
+        for (unsigned c = 0; c < K; c++)
+            ccnt[c] = res[c];
+    }
 out:
     if (idx != NULL)
         cudaFreeAsync(idx, s);

@@ -304,15 +304,17 @@ dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const 
 /**
  * Pack the count ranks rnk[k] (device) of classes cls[k] (device, < K;
  * NULL: one class, K = 1) as kernels/listpack.h says, byte-identical to
- * dc_listpack(), into out (device, dc_listpack_bound(count) bytes); *len
- * (host) the packed bytes and ccnt[0..K) (host) the changes per class.
- * The changes are grouped by class on the device (a count per class and
- * tile, a scan per class, a placement), then the varints' lengths are
- * scanned and written.  Synchronizes.
+ * dc_listpack(), into out (device, 4-byte aligned, dc_listpack_bound(count)
+ * bytes): their gaps as byte varints, or as nibble varints when those are
+ * fewer bytes (*nibbles = 1: dense changes, small gaps); *len (host) the
+ * packed bytes and ccnt[0..K) (host) the changes per class.  The changes
+ * are grouped by class on the device (a count per class and tile, a scan
+ * per class, a placement), their gaps taken, then both varints' lengths
+ * are scanned and the smaller written.  Synchronizes.
  */
 dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
-                                    unsigned K, uint8_t *out, size_t *len, uint64_t *ccnt,
-                                    void *stream);
+                                    unsigned K, uint8_t *out, size_t *len, int *nibbles,
+                                    uint64_t *ccnt, void *stream);
 
 /**
  * A device sender's ctx values (kernels/codec.h dc_codec_vals_t): from the
@@ -341,15 +343,17 @@ dc_status_t dc_kern_cuda_word_hist(const void *words, size_t count, unsigned w, 
                                    size_t *len, void *stream);
 
 /**
- * Pack count words of w (1, 2 or 4) bytes (device) as LEB128 varints of
- * their values into out (device, 5 x count bytes; kernels/listpack.h
+ * Pack count words of w (1, 2 or 4) bytes (device) as varints of their
+ * values into out (device, 4-byte aligned, dc_listpack_bound(count)
+ * bytes): byte varints (LEB128), or nibble varints when those are fewer
+ * bytes (*nibbles = 1); *len (host) the bytes (kernels/listpack.h
  * dc_listpack_words is the CPU reference, dc_listunpack_words reads
- * them), *len (host) the bytes: a device sender's step or XOR words, most
- * of them small integers, at about a byte each across PCIe.
- * Synchronizes.
+ * them).  A device sender's step and XOR words are mostly small integers:
+ * half a byte to a byte each across PCIe.  Sizes of both per tile, their
+ * scans, then the writes (the nibbles ORed into words).  Synchronizes.
  */
 dc_status_t dc_kern_cuda_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
-                                    size_t *len, void *stream);
+                                    size_t *len, int *nibbles, void *stream);
 
 /**
  * Page-lock host memory [p, p + bytes) (cudaHostRegister) so that copies

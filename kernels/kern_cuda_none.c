@@ -148,8 +148,8 @@ static void none_host_unregister(void *p)
 }
 
 static dc_status_t none_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
-                                   unsigned K, uint8_t *out, size_t *len, uint64_t *ccnt,
-                                   void *stream)
+                                   unsigned K, uint8_t *out, size_t *len, int *nibbles,
+                                   uint64_t *ccnt, void *stream)
 {
     return no_cuda();
 }
@@ -168,7 +168,7 @@ static dc_status_t none_word_hist(const void *words, size_t count, unsigned w, u
 }
 
 static dc_status_t none_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
-                                   size_t *len, void *stream)
+                                   size_t *len, int *nibbles, void *stream)
 {
     return no_cuda();
 }

@@ -242,10 +242,10 @@ dc_status_t dc_kern_cuda_ctx_sample(const void *base, size_t n, unsigned w, uint
 }
 
 dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
-                                    unsigned K, uint8_t *out, size_t *len, uint64_t *ccnt,
-                                    void *stream)
+                                    unsigned K, uint8_t *out, size_t *len, int *nibbles,
+                                    uint64_t *ccnt, void *stream)
 {
-    return dc_kern_cuda_ops()->pack_ranks(cls, rnk, count, K, out, len, ccnt, stream);
+    return dc_kern_cuda_ops()->pack_ranks(cls, rnk, count, K, out, len, nibbles, ccnt, stream);
 }
 
 dc_status_t dc_kern_cuda_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
@@ -262,9 +262,9 @@ dc_status_t dc_kern_cuda_word_hist(const void *words, size_t count, unsigned w, 
 }
 
 dc_status_t dc_kern_cuda_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
-                                    size_t *len, void *stream)
+                                    size_t *len, int *nibbles, void *stream)
 {
-    return dc_kern_cuda_ops()->pack_words(words, count, w, out, len, stream);
+    return dc_kern_cuda_ops()->pack_words(words, count, w, out, len, nibbles, stream);
 }
 
 dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,

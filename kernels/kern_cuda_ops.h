@@ -72,7 +72,8 @@ typedef struct dc_kern_cuda_ops {
     void (*host_unregister)(void *p);
     /* packed rank lists (a device sender's, kernels/listpack.h) */
     dc_status_t (*pack_ranks)(const uint8_t *cls, const uint32_t *rnk, size_t count, unsigned K,
-                              uint8_t *out, size_t *len, uint64_t *ccnt, void *stream);
+                              uint8_t *out, size_t *len, int *nibbles, uint64_t *ccnt,
+                              void *stream);
     /* ctx values on demand (a device sender's, kernels/codec.h dc_codec_vals_t) */
     dc_status_t (*ctx_values)(const void *bw, const void *xorv, size_t count, unsigned w,
                               void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
@@ -80,7 +81,7 @@ typedef struct dc_kern_cuda_ops {
     dc_status_t (*word_hist)(const void *words, size_t count, unsigned w, uint8_t *out,
                              size_t *len, void *stream);
     dc_status_t (*pack_words)(const void *words, size_t count, unsigned w, uint8_t *out,
-                              size_t *len, void *stream);
+                              size_t *len, int *nibbles, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

@@ -18,6 +18,7 @@
 #include "kernels/kern_cuda_ops.h"
 #include "kernels/kern_isa.h"
 #include "kernels/listpack.h"
+#include "kernels/safetensors.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -138,13 +139,30 @@ static void *to_dev(const void *h, size_t bytes)
 
 /* One chunk through the CPU encoder and the device sender; returns 1 when
  * the device sender encoded it, 0 when it handed it back (dense). */
+static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const uint8_t *base,
+                      const uint8_t *next, size_t n, unsigned w, double pct, int host_base,
+                      uint64_t *d2h_out, size_t *payload_out);
+
 static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t n, unsigned w,
                      double pct, int host_base, uint64_t *d2h_out, size_t *payload_out)
 {
-    size_t bytes = n * w, cap = dc_codec_payload_bound(bytes);
-    uint8_t *base = malloc(bytes), *next = malloc(bytes), *p1 = malloc(cap), *p2 = malloc(cap);
-    cr_assert(base && next && p1 && p2);
+    uint8_t *base = malloc(n * w), *next = malloc(n * w);
+    cr_assert(base && next);
     make_chunk(base, next, n, w, pct);
+    int ok = chunk_pair(cpu, dcod, ds, base, next, n, w, pct, host_base, d2h_out, payload_out);
+    free(base);
+    free(next);
+    return ok;
+}
+
+/* One chunk (base -> next) through the CPU encoder and the device sender. */
+static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const uint8_t *base,
+                      const uint8_t *next, size_t n, unsigned w, double pct, int host_base,
+                      uint64_t *d2h_out, size_t *payload_out)
+{
+    size_t bytes = n * w, cap = dc_codec_payload_bound(bytes);
+    uint8_t *p1 = malloc(cap), *p2 = malloc(cap);
+    cr_assert(p1 && p2);
     size_t l1 = 0, l2 = 0;
     uint16_t e1 = 0, e2 = 0;
     dc_digest_t g1, g2;
@@ -257,8 +275,6 @@ static int one_chunk(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, size_t
         *payload_out = l1;
     dc_kern_cuda_free(db);
     dc_kern_cuda_free(dn);
-    free(base);
-    free(next);
     free(p1);
     free(p2);
     return ok;
@@ -408,8 +424,8 @@ Test(emu_sender, packed_rank_lists_match_the_cpu, .timeout = 280)
             /* K 0: positions, one list without classes */
             size_t count = counts[ci];
             unsigned nk = K ? K : 1;
-            uint8_t *cls = malloc(count + 1), *ref = malloc(5 * count + 1),
-                    *got = malloc(5 * count + 1);
+            uint8_t *cls = malloc(count + 1), *ref = malloc(dc_listpack_bound(count)),
+                    *got = malloc(dc_listpack_bound(count));
             uint32_t *rnk = malloc(4 * count + 4), next[8] = {0};
             cr_assert(cls && ref && got && rnk);
             for (size_t k = 0; k < count; k++) {
@@ -417,21 +433,31 @@ Test(emu_sender, packed_rank_lists_match_the_cpu, .timeout = 280)
                 cls[k] = (uint8_t)c;
                 /* mostly small gaps, some of every varint length */
                 uint64_t r = rnd();
-                uint32_t gap =
-                    (uint32_t)(r % 64 == 0 ? (rnd() % (1u << (7 * (1 + r % 4)))) : r % 90);
+                /* odd sizes: dense changes (gaps under 8: nibbles win) */
+                uint32_t gap = (uint32_t)(r % 64 == 0 ? (rnd() % (1u << (7 * (1 + r % 4))))
+                                          : ci % 2 ? r % 6 : r % 90);
                 next[c] += gap;
                 rnk[k] = next[c]++;
             }
-            size_t lref = 0, lgot = 0;
+            size_t lref = 0, lnib = 0, lgot = 0, cap = dc_listpack_bound(count);
             uint64_t cref[8], cgot[8];
             const uint8_t *hc = K ? cls : NULL;
-            cr_assert_eq(dc_listpack(hc, rnk, count, nk, ref, 5 * count + 1, &lref, cref), DC_OK,
-                         "%s", dc_last_error());
+            int nib = -1, want_nib = 0;
+            /* the CPU both ways; the device writes the smaller (bytes on a tie) */
+            cr_assert_eq(dc_listpack(hc, rnk, count, nk, 1, ref, cap, &lnib, cref), DC_OK, "%s",
+                         dc_last_error());
+            cr_assert_eq(dc_listpack(hc, rnk, count, nk, 0, ref, cap, &lref, cref), DC_OK, "%s",
+                         dc_last_error());
+            if (count > 0 && lnib < lref) {
+                want_nib = 1;
+                cr_assert_eq(dc_listpack(hc, rnk, count, nk, 1, ref, cap, &lref, cref), DC_OK);
+            }
             void *dc = to_dev(cls, count + 1), *dr = to_dev(rnk, 4 * count + 4), *dout = NULL;
-            cr_assert_eq(dc_kern_cuda_malloc(&dout, 5 * count + 1), DC_OK);
-            cr_assert_eq(dc_kern_cuda_pack_ranks(K ? dc : NULL, dr, count, nk, dout, &lgot, cgot,
-                                                 NULL),
+            cr_assert_eq(dc_kern_cuda_malloc(&dout, cap), DC_OK);
+            cr_assert_eq(dc_kern_cuda_pack_ranks(K ? dc : NULL, dr, count, nk, dout, &lgot, &nib,
+                                                 cgot, NULL),
                          DC_OK, "%s", dc_last_error());
+            cr_assert_eq(nib, want_nib, "count %zu K %u: nibbles %d", count, K, nib);
             cr_assert_eq(lgot, lref, "count %zu K %u: %zu packed bytes, CPU %zu", count, K, lgot,
                          lref);
             cr_assert(memcmp(cgot, cref, nk * 8) == 0, "count %zu K %u: class counts", count, K);
@@ -449,7 +475,9 @@ Test(emu_sender, packed_rank_lists_match_the_cpu, .timeout = 280)
     /* a class list without its classes is refused */
     uint64_t cc[8];
     size_t l;
-    cr_assert_eq(dc_kern_cuda_pack_ranks(NULL, NULL, 0, 3, NULL, &l, cc, NULL), DC_ERR_INVALID);
+    int nb;
+    cr_assert_eq(dc_kern_cuda_pack_ranks(NULL, NULL, 0, 3, NULL, &l, &nb, cc, NULL),
+                 DC_ERR_INVALID);
 }
 
 /* The values-on-demand kernels against the CPU: step and new words and
@@ -573,25 +601,37 @@ Test(emu_sender, packed_words_match_the_cpu, .timeout = 280)
     for (unsigned w = 1; w <= 4; w *= 2)
         for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
             size_t count = counts[ci], bytes = count * w;
-            uint8_t *v = malloc(bytes + 1), *ref = malloc(5 * count + 1),
-                    *got = malloc(5 * count + 1), *back = malloc(bytes + 1);
+            uint8_t *v = malloc(bytes + 1), *ref = malloc(dc_listpack_bound(count)),
+                    *got = malloc(dc_listpack_bound(count)), *back = malloc(bytes + 1);
             cr_assert(v && ref && got && back);
+            /* mostly small words (nibbles win) or mostly large (bytes) */
             for (size_t k = 0; k < count; k++) {
-                uint64_t r = rnd(), x = r % 4 ? r % 5 : rnd();
+                uint64_t r = rnd(), x = (r % 4 != 0) == (ci % 2 == 0) ? r % 5 : rnd();
                 memcpy(v + k * w, &x, w);
             }
-            size_t lref = 0, lgot = 0;
-            cr_assert_eq(dc_listpack_words(v, count, w, ref, 5 * count + 1, &lref), DC_OK);
-            void *dv = to_dev(v, bytes + 1), *dout = NULL;
-            cr_assert_eq(dc_kern_cuda_malloc(&dout, 5 * count + 1), DC_OK);
-            cr_assert_eq(dc_kern_cuda_pack_words(dv, count, w, dout, &lgot, NULL), DC_OK, "%s",
+            /* the CPU reference both ways; the device picks the smaller
+             * (bytes on a tie) */
+            size_t lref = 0, lnib = 0, lgot = 0, cap = dc_listpack_bound(count);
+            int nib = -1;
+            cr_assert_eq(dc_listpack_words(v, count, w, 1, ref, cap, &lnib), DC_OK, "%s",
                          dc_last_error());
+            int want_nib = 0;
+            cr_assert_eq(dc_listpack_words(v, count, w, 0, ref, cap, &lref), DC_OK);
+            if (count > 0 && lnib < lref) {
+                want_nib = 1;
+                cr_assert_eq(dc_listpack_words(v, count, w, 1, ref, cap, &lref), DC_OK);
+            }
+            void *dv = to_dev(v, bytes + 1), *dout = NULL;
+            cr_assert_eq(dc_kern_cuda_malloc(&dout, cap), DC_OK);
+            cr_assert_eq(dc_kern_cuda_pack_words(dv, count, w, dout, &lgot, &nib, NULL), DC_OK,
+                         "%s", dc_last_error());
+            cr_assert_eq(nib, want_nib, "w %u count %zu: nibbles %d", w, count, nib);
             cr_assert_eq(lgot, lref, "w %u count %zu: %zu packed bytes, CPU %zu", w, count, lgot,
                          lref);
             cr_assert_eq(dc_kern_cuda_d2h(got, dout, lgot), DC_OK);
             cr_assert(memcmp(got, ref, lref) == 0, "w %u count %zu: packed bytes differ", w,
                       count);
-            cr_assert_eq(dc_listunpack_words(got, lgot, count, w, back), DC_OK, "%s",
+            cr_assert_eq(dc_listunpack_words(got, lgot, count, w, nib, back), DC_OK, "%s",
                          dc_last_error());
             cr_assert(memcmp(back, v, bytes) == 0, "w %u count %zu: words differ", w, count);
             dc_kern_cuda_free(dv);
@@ -602,30 +642,96 @@ Test(emu_sender, packed_words_match_the_cpu, .timeout = 280)
             free(back);
         }
     size_t l;
-    cr_assert_eq(dc_kern_cuda_pack_words(NULL, 0, 8, NULL, &l, NULL), DC_ERR_INVALID);
+    int nb;
+    cr_assert_eq(dc_kern_cuda_pack_words(NULL, 0, 8, NULL, &l, &nb, NULL), DC_ERR_INVALID);
 }
 
-/* What crosses PCIe for one chunk of the default size (4 MiB of BF16-like
- * words, 1% changed, device baseline, the ctx model) against its payload:
- * printed, and bounded at 2x (unpacked, the lists were 9 B a change:
- * 5.6x this payload). */
-Test(emu_sender, d2h_of_a_4mib_chunk_against_its_payload, .timeout = 280)
+/* The BF16 tensors of a safetensors pair (DELTACAST_DEVSEND_PAIR=A,B:
+ * perf/devsend-bench.sh) as one base and one next buffer, tensors matched
+ * by name; *n their elements. */
+static void load_pair(const char *spec, uint8_t **base, uint8_t **next, size_t *n)
 {
-    size_t n = ((size_t)1 << 21) - 1000; /* one_chunk's bounds want n < 2^21 */
-    unsigned w = 2;
+    char a[4096];
+    snprintf(a, sizeof(a), "%s", spec);
+    char *b = strchr(a, ',');
+    cr_assert(b, "DELTACAST_DEVSEND_PAIR=%s: not A,B", spec);
+    *b++ = 0;
+    dc_st_file_t *fa, *fb;
+    cr_assert_eq(dc_st_open(a, DC_ST_READ, &fa), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_st_open(b, DC_ST_READ, &fb), DC_OK, "%s", dc_last_error());
+    size_t total = 0;
+    for (size_t i = 0; i < dc_st_count(fa); i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(fa, i), *u = dc_st_find(fb, t->name);
+        if (t->dtype == DC_DTYPE_BF16 && u && u->dtype == DC_DTYPE_BF16 && u->nelems == t->nelems)
+            total += t->nelems;
+    }
+    cr_assert_gt(total, 0, "%s: no BF16 tensor in both files", spec);
+    *base = malloc(total * 2);
+    *next = malloc(total * 2);
+    cr_assert(*base && *next);
+    size_t o = 0;
+    for (size_t i = 0; i < dc_st_count(fa); i++) {
+        const dc_st_tensor_t *t = dc_st_tensor(fa, i), *u = dc_st_find(fb, t->name);
+        if (t->dtype == DC_DTYPE_BF16 && u && u->dtype == DC_DTYPE_BF16 && u->nelems == t->nelems) {
+            memcpy(*base + o, dc_st_map(fa) + t->begin, t->nelems * 2);
+            memcpy(*next + o, dc_st_map(fb) + u->begin, u->nelems * 2);
+            o += t->nelems * 2;
+        }
+    }
+    *n = total;
+    dc_st_close(fa);
+    dc_st_close(fb);
+}
+
+/* What crosses PCIe for chunks of the default size (4 MiB of BF16 words,
+ * device baseline, the ctx model) against their payload: a synthetic chunk
+ * 1% changed, or (DELTACAST_DEVSEND_PAIR=A,B: perf/devsend-bench.sh) every
+ * 4 MiB of a real step pair's BF16 tensors; printed, and for the
+ * synthetic chunk bounded at 2x (unpacked, the lists were 9 B a change:
+ * 5.6x its payload). */
+Test(emu_sender, d2h_of_4mib_chunks_against_their_payload, .timeout = 600)
+{
+    const size_t cn = ((size_t)1 << 21) - 1000; /* chunk_pair's bounds want n < 2^21 */
+    const unsigned w = 2;
+    const char *pair = getenv("DELTACAST_DEVSEND_PAIR");
     dc_codec_t *cpu, *dcod;
     dc_devsend_t *ds;
-    cr_assert_eq(dc_codec_create(n * w, &cpu), DC_OK);
-    cr_assert_eq(dc_codec_create(n * w, &dcod), DC_OK);
-    cr_assert_eq(dc_devsend_create(n * w, 0, &ds), DC_OK, "%s", dc_last_error());
+    cr_assert_eq(dc_codec_create(cn * w, &cpu), DC_OK);
+    cr_assert_eq(dc_codec_create(cn * w, &dcod), DC_OK);
+    cr_assert_eq(dc_devsend_create(cn * w, 0, &ds), DC_OK, "%s", dc_last_error());
     uint64_t d2h = 0;
-    size_t pay = 0;
-    cr_assert(one_chunk(cpu, dcod, ds, n, w, 1.0, 0, &d2h, &pay));
-    fprintf(stderr, "emu_sender: a %zu-byte chunk, 1%% changed: D2H %llu B for a %zu-byte "
-                    "payload: %.2fx\n", n * w, (unsigned long long)d2h, pay,
-            (double)d2h / (double)pay);
-    cr_assert_lt((double)d2h, 2.0 * (double)pay, "D2H %llu B for a %zu-byte payload",
-                 (unsigned long long)d2h, pay);
+    size_t pay = 0, n = cn, chunks = 0, staged = 0;
+    uint8_t *base, *next;
+    if (pair && *pair) {
+        load_pair(pair, &base, &next, &n);
+    } else {
+        base = malloc(n * w);
+        next = malloc(n * w);
+        cr_assert(base && next);
+        make_chunk(base, next, n, w, 1.0);
+    }
+    for (size_t e = 0; e < n; e += cn) {
+        size_t m = n - e < cn ? n - e : cn, p = 0;
+        uint64_t d = 0;
+        if (chunk_pair(cpu, dcod, ds, base + e * w, next + e * w, m, w, 1.0, 0, &d, &p)) {
+            d2h += d;
+            pay += p;
+        } else {
+            staged++;
+        }
+        chunks++;
+    }
+    fprintf(stderr, "emu_sender: %s: %zu chunks of up to %zu bytes (%zu staged): D2H %llu B "
+                    "for %zu bytes of payload: %.2fx\n",
+            pair && *pair ? pair : "synthetic, 1% changed", chunks, cn * w, staged,
+            (unsigned long long)d2h, pay, (double)d2h / (double)(pay ? pay : 1));
+    cr_assert_gt(pay, 0, "no chunk encoded on the device");
+    /* a real pair is a measurement (perf/devsend-bench.sh), not a test */
+    if (!(pair && *pair))
+        cr_assert_lt((double)d2h, 2.0 * (double)pay, "D2H %llu B for a %zu-byte payload",
+                     (unsigned long long)d2h, pay);
+    free(base);
+    free(next);
     dc_devsend_free(ds);
     dc_codec_free(cpu);
     dc_codec_free(dcod);

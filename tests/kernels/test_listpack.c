@@ -43,13 +43,14 @@ Test(listpack, round_trips_grouped_by_class)
                 make_lists(count, K, cls, rnk, spreads[si]);
                 size_t len = 0;
                 uint64_t ccnt[8];
-                cr_assert_eq(dc_listpack(K == 1 && si % 2 ? NULL : cls, rnk, count, K, buf,
+                int nib = (int)(ci + si) % 2;
+                cr_assert_eq(dc_listpack(K == 1 && si % 2 ? NULL : cls, rnk, count, K, nib, buf,
                                          dc_listpack_bound(count), &len, ccnt),
                              DC_OK, "%s", dc_last_error());
                 cr_assert_leq(len, dc_listpack_bound(count));
                 if (spreads[si] <= 100)
                     cr_assert_leq(len, count * 2, "%zu bytes for %zu close ranks", len, count);
-                cr_assert_eq(dc_listunpack(buf, len, ccnt, K, got, count), DC_OK, "%s",
+                cr_assert_eq(dc_listunpack(buf, len, ccnt, K, nib, got, count), DC_OK, "%s",
                              dc_last_error());
                 /* grouped by class, each class in element order */
                 size_t o = 0;
@@ -79,13 +80,13 @@ Test(listpack, bytes_are_leb128_gaps)
     uint8_t buf[64];
     size_t len = 0;
     uint64_t ccnt[3];
-    cr_assert_eq(dc_listpack(cls, rnk, 6, 3, buf, sizeof(buf), &len, ccnt), DC_OK);
+    cr_assert_eq(dc_listpack(cls, rnk, 6, 3, 0, buf, sizeof(buf), &len, ccnt), DC_OK);
     cr_assert_eq(len, sizeof(want));
     cr_assert(memcmp(buf, want, len) == 0);
     cr_assert(ccnt[0] == 2 && ccnt[1] == 3 && ccnt[2] == 1);
     /* a class past K, and a list of one class without K = 1 */
-    cr_assert_eq(dc_listpack(cls, rnk, 6, 2, buf, sizeof(buf), &len, ccnt), DC_ERR_INVALID);
-    cr_assert_eq(dc_listpack(NULL, rnk, 6, 2, buf, sizeof(buf), &len, ccnt), DC_ERR_INVALID);
+    cr_assert_eq(dc_listpack(cls, rnk, 6, 2, 0, buf, sizeof(buf), &len, ccnt), DC_ERR_INVALID);
+    cr_assert_eq(dc_listpack(NULL, rnk, 6, 2, 0, buf, sizeof(buf), &len, ccnt), DC_ERR_INVALID);
 }
 
 Test(listpack, hostile_bytes_are_format_errors)
@@ -93,7 +94,7 @@ Test(listpack, hostile_bytes_are_format_errors)
     const uint8_t good[] = {0x00, 0x81, 0x01, 0x05};
     uint64_t cc[2] = {2, 1};
     uint32_t out[8];
-    cr_assert_eq(dc_listunpack(good, 4, cc, 2, out, 3), DC_OK);
+    cr_assert_eq(dc_listunpack(good, 4, cc, 2, 0, out, 3), DC_OK);
     cr_assert(out[0] == 0 && out[1] == 130 && out[2] == 5);
     struct {
         const char *what;
@@ -114,7 +115,7 @@ Test(listpack, hostile_bytes_are_format_errors)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         memset(out, 0xA5, sizeof(out));
-        cr_assert_eq(dc_listunpack(bad[i].b, bad[i].len, bad[i].cc, 2, out, bad[i].count),
+        cr_assert_eq(dc_listunpack(bad[i].b, bad[i].len, bad[i].cc, 2, 0, out, bad[i].count),
                      DC_ERR_FORMAT, "%s: not refused", bad[i].what);
         for (size_t k = bad[i].count; k < 8; k++)
             cr_assert_eq(out[k], 0xA5A5A5A5u, "%s: wrote past the output", bad[i].what);
@@ -152,26 +153,44 @@ Test(listpack, histogram_counts_unpack_and_refuse_hostile_bytes)
 
 Test(listpack, words_round_trip_and_refuse_hostile_bytes)
 {
-    for (unsigned w = 1; w <= 4; w *= 2) {
-        uint8_t v[64 * 4], back[64 * 4], buf[64 * 5];
-        for (size_t k = 0; k < 64 * w; k++)
-            v[k] = (uint8_t)(k % 7 == 0 ? rnd() : k % 3);
-        size_t len = 0;
-        cr_assert_eq(dc_listpack_words(v, 64, w, buf, sizeof(buf), &len), DC_OK);
-        cr_assert_eq(dc_listunpack_words(buf, len, 64, w, back), DC_OK, "%s", dc_last_error());
-        cr_assert(memcmp(v, back, 64 * w) == 0, "w %u", w);
-        /* one byte short, one byte over */
-        cr_assert_eq(dc_listunpack_words(buf, len - 1, 64, w, back), DC_ERR_FORMAT);
-        buf[len] = 0;
-        cr_assert_eq(dc_listunpack_words(buf, len + 1, 64, w, back), DC_ERR_FORMAT);
-    }
+    for (int nib = 0; nib < 2; nib++)
+        for (unsigned w = 1; w <= 4; w *= 2)
+            for (size_t count = 63; count <= 64; count++) {
+                uint8_t v[64 * 4], back[64 * 4], buf[64 * 6 + 8];
+                for (size_t k = 0; k < count * w; k++)
+                    v[k] = (uint8_t)(k % 7 == 0 ? rnd() : k % 3);
+                size_t len = 0;
+                cr_assert_eq(dc_listpack_words(v, count, w, nib, buf, sizeof(buf), &len), DC_OK,
+                             "%s", dc_last_error());
+                cr_assert_eq(dc_listunpack_words(buf, len, count, w, nib, back), DC_OK, "%s",
+                             dc_last_error());
+                cr_assert(memcmp(v, back, count * w) == 0, "w %u nibbles %d", w, nib);
+                /* one byte short, one byte over, a last nibble not zero */
+                cr_assert_eq(dc_listunpack_words(buf, len - 1, count, w, nib, back),
+                             DC_ERR_FORMAT);
+                buf[len] = 0;
+                cr_assert_eq(dc_listunpack_words(buf, len + 1, count, w, nib, back),
+                             DC_ERR_FORMAT);
+                if (nib && (buf[len - 1] >> 4) == 0) {
+                    buf[len - 1] |= 0x10;
+                    cr_assert_eq(dc_listunpack_words(buf, len, count, w, nib, back),
+                                 DC_ERR_FORMAT, "a stray last nibble");
+                }
+            }
     /* a value past the width: 256 as a 1-byte word, 65536 as a 2-byte one */
     const uint8_t big1[] = {0x80, 0x02}, big2[] = {0x80, 0x80, 0x04};
     uint8_t out[8];
-    cr_assert_eq(dc_listunpack_words(big1, 2, 1, 1, out), DC_ERR_FORMAT);
-    cr_assert_eq(dc_listunpack_words(big2, 3, 1, 2, out), DC_ERR_FORMAT);
-    cr_assert_eq(dc_listunpack_words(big2, 3, 1, 4, out), DC_OK);
+    cr_assert_eq(dc_listunpack_words(big1, 2, 1, 1, 0, out), DC_ERR_FORMAT);
+    cr_assert_eq(dc_listunpack_words(big2, 3, 1, 2, 0, out), DC_ERR_FORMAT);
+    cr_assert_eq(dc_listunpack_words(big2, 3, 1, 4, 0, out), DC_OK);
     uint32_t x;
     memcpy(&x, out, 4);
     cr_assert_eq(x, 65536u);
+    /* nibbles: 9 = 0b001 001 -> 0x9 (1, more), 0x1 (1): one byte 0x19 */
+    const uint8_t n9[] = {0x19};
+    cr_assert_eq(dc_listunpack_words(n9, 1, 1, 1, 1, out), DC_OK);
+    cr_assert_eq(out[0], 9);
+    /* 12 nibbles of continuation: past 32 bits */
+    const uint8_t nlong[] = {0x99, 0x99, 0x99, 0x99, 0x99, 0x99, 0x01};
+    cr_assert_eq(dc_listunpack_words(nlong, sizeof(nlong), 1, 4, 1, out), DC_ERR_FORMAT);
 }
