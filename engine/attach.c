@@ -249,8 +249,8 @@ static dc_peer_t *dc_attach_dial(dc_node_t *n, uint32_t pid)
     memset(&info, 0, sizeof(info));
     info.size = sizeof(info);
     if (dc_topo_node(n->cfg->topo, pid, &info) != DC_OK || !info.addr || !*info.addr) {
-        n->result = dc_error(DC_ERR_INVALID, "node %u: parent %u has no address", n->me, pid);
-        n->finished = 1;
+        dc_error(DC_ERR_INVALID, "node %u: parent %u has no address", n->me, pid);
+        dc_node_stop(n, DC_ERR_INVALID);
         return NULL;
     }
     dc_verbs_opts_t vo = n->net.vopts;
@@ -265,8 +265,7 @@ static dc_peer_t *dc_attach_dial(dc_node_t *n, uint32_t pid)
          * only compete; one per 5 Gbit/s where a cloud caps each flow */
         double bps = wan ? DC_MIN(me.wan_bps, info.wan_bps) : 0;
         if (dc_verbs_config_streams(bps, &vo.streams) != DC_OK) {
-            n->result = DC_ERR_INVALID;
-            n->finished = 1;
+            dc_node_stop(n, DC_ERR_INVALID);
             return NULL;
         }
     }
@@ -275,8 +274,7 @@ static dc_peer_t *dc_attach_dial(dc_node_t *n, uint32_t pid)
     char addr[300];
     if (t == n->net.t && n->net.tw) {
         if (dc_attach_lan_addr(n->net.t, info.addr, addr, sizeof(addr)) != DC_OK) {
-            n->result = dc_last_status();
-            n->finished = 1;
+            dc_node_stop(n, dc_last_status());
             return NULL;
         }
     } else {
@@ -318,8 +316,8 @@ void dc_attach_links(dc_node_t *n)
             dc_attach_dial(n, 0);
     } else {
         if (n->plan.view.n_parents == 0) {
-            n->result = dc_error(DC_ERR_INVALID, "node %u has no parent in the tree", n->me);
-            n->finished = 1;
+            dc_error(DC_ERR_INVALID, "node %u has no parent in the tree", n->me);
+            dc_node_stop(n, DC_ERR_INVALID);
             return;
         }
         for (uint32_t k = 0; k < n->plan.view.n_parents; k++)
@@ -402,9 +400,9 @@ void dc_attach_parent_lost(dc_node_t *n, dc_peer_t *p)
         if (!n->net.root_lost_ns)
             n->net.root_lost_ns = dc_now_ns();
         if (dc_now_ns() - n->net.root_lost_ns > (uint64_t)n->abort_ms * 1000000ull) {
-            n->result = dc_error(DC_ERR_RESET, "node %u: lost sender %u for %u ms", n->me, pid,
-                                 n->abort_ms);
-            n->finished = 1;
+            dc_error(DC_ERR_RESET, "node %u: lost sender %u for %u ms", n->me, pid,
+                     n->abort_ms);
+            dc_node_stop(n, DC_ERR_RESET);
         }
         return;
     }
@@ -418,17 +416,14 @@ void dc_attach_parent_lost(dc_node_t *n, dc_peer_t *p)
     dc_tree_t *nt = NULL;
     uint32_t changed = 0;
     if (dc_tree_replan(n->plan.tree, pid, &nt, &changed) != DC_OK) {
-        n->result = dc_last_status();
-        n->finished = 1;
+        dc_node_stop(n, dc_last_status());
         return;
     }
     dc_tree_free(n->plan.tree);
     n->plan.tree = nt;
     n->plan.dead[pid] = 1;
-    if (dc_attach_refresh_view(n) != DC_OK) {
-        n->result = dc_last_status();
-        n->finished = 1;
-    }
+    if (dc_attach_refresh_view(n) != DC_OK)
+        dc_node_stop(n, dc_last_status());
 }
 
 static void dc_attach_accept_on(dc_node_t *n, const dc_verbs_ops_t *t, dc_verbs_listener_t *lis)

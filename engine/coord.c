@@ -1084,7 +1084,7 @@ dc_status_t dc_coord_run(dc_node_t *n)
                 nl = w > 0 ? DC_MIN(nl + (size_t)w, sizeof(names)) : nl;
             }
         }
-        st = n->finished ? n->result
+        st = n->finished ? dc_node_outcome(n)
                          : dc_error(DC_ERR_TIMEOUT,
                                     "root: %u of %u receivers and other senders "
                                     "did not join within %llu ms:%s%s (see their logs)",

@@ -352,6 +352,31 @@ static void dc_node_poll(dc_node_t *n, int timeout_ms)
                 (unsigned long long)(dc_now_ns() - t0));
 }
 
+void dc_node_stop(dc_node_t *n, dc_status_t st)
+{
+    if (st != DC_OK && !n->stop_why[0]) {
+        n->stop_st = st;
+        if (dc_last_status() != DC_OK)
+            snprintf(n->stop_why, sizeof(n->stop_why), "%s", dc_last_error());
+        else
+            snprintf(n->stop_why, sizeof(n->stop_why), "node %u stopped: %s", n->me,
+                     dc_status_str(st));
+    }
+    n->result = st;
+    n->finished = 1;
+}
+
+dc_status_t dc_node_outcome(dc_node_t *n)
+{
+    if (!n->finished)
+        return DC_OK;
+    if (n->result != DC_OK && n->result == n->stop_st && n->stop_why[0])
+        /* the failure itself, not what the connections said while the
+         * node stopped (e.g. "closed by the peer") */
+        return dc_error(n->stop_st, "%s", n->stop_why);
+    return n->result;
+}
+
 /* One turn of the loop. */
 void dc_node_step(dc_node_t *n, int timeout_ms)
 {

@@ -180,9 +180,6 @@ typedef struct dc_node_rx {
     int commit_failed;      /* a local commit failed: reported at BYE */
     int fail_sent;          /* a FAIL went up: the node stops once the root's
                                ABORT or BYE shows it arrived (fail_heard) */
-    dc_status_t fail_st;    /* the first FAIL's status and text: what the node
-                               returns, whatever its closing connections say */
-    char fail_why[DC_FAIL_TEXT_MAX + 1];
     int fail_heard;
     int serving;            /* dc_rx_run reached its loop */
     dc_nbuf_t *early;       /* it failed before joining (early.c): this FAIL
@@ -350,6 +347,10 @@ typedef struct dc_node {
     int finished, bye;
     FILE *trace;           /* DELTACAST_ENGINE_TRACE=DIR: per-frame events */
     dc_status_t result;
+    dc_status_t stop_st;   /* the first failure's status and text (dc_node_stop):
+                              what the node returns, whatever its closing
+                              connections say after it */
+    char stop_why[DC_FAIL_TEXT_MAX + 1];
 
     dc_node_net_t net;
     dc_node_plan_t plan;
@@ -377,6 +378,14 @@ int dc_node_role_sender(const dc_node_t *n, uint32_t i);
 void dc_node_handle(dc_node_t *n, dc_peer_t *from, dc_nbuf_t *b);
 int dc_node_tx_pending(const dc_node_t *n);
 void dc_node_step(dc_node_t *n, int timeout_ms);
+/* Stop the node with st (DC_OK: a clean end): n->result and n->finished,
+ * and for the first failure its status and dc_last_error()'s text, kept
+ * for dc_node_outcome. */
+void dc_node_stop(dc_node_t *n, dc_status_t st);
+/* What a finished node returns (DC_OK while it runs): its first failure
+ * with that failure's own text (set again as the last error), else
+ * n->result. */
+dc_status_t dc_node_outcome(dc_node_t *n);
 /* n->plan's chunk -> shard / stream / source, n->enc.bcast, coord's needs. */
 dc_status_t dc_node_chunk_map(dc_node_t *n);
 int dc_node_run_until(dc_node_t *n, dc_pred_fn pred, uint64_t deadline_ns);

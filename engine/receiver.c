@@ -68,14 +68,14 @@ static void dc_rx_cancel(dc_node_t *n)
 {
     if (n->finished)
         return;
-    n->result = n->rx.cur.active
-                    ? dc_error(DC_ERR_CANCELED, "node %u: canceled by its caller: left the job "
-                               "with version %llu in flight (its journal records what was "
-                               "applied)", n->me, (unsigned long long)n->rx.cur.v)
-                    : dc_error(DC_ERR_CANCELED, "node %u: canceled by its caller: left the job",
-                               n->me);
+    if (n->rx.cur.active)
+        dc_error(DC_ERR_CANCELED, "node %u: canceled by its caller: left the job with version "
+                 "%llu in flight (its journal records what was applied)", n->me,
+                 (unsigned long long)n->rx.cur.v);
+    else
+        dc_error(DC_ERR_CANCELED, "node %u: canceled by its caller: left the job", n->me);
     DC_LOG_INFO("%s", dc_last_error());
-    n->finished = 1;
+    dc_node_stop(n, DC_ERR_CANCELED);
 }
 
 /* Tell the embedder (dc_refit_receiver_*), if any: on the node's thread. */
@@ -250,12 +250,7 @@ static void dc_rx_fail(dc_node_t *n, uint32_t code, uint64_t v)
     char why[DC_FAIL_TEXT_MAX + 1];
     snprintf(why, sizeof(why), "%s", dc_last_error());
     DC_LOG_ERROR("node %u: %s", n->me, why);
-    if (!n->rx.fail_why[0]) {
-        n->rx.fail_st = st;
-        snprintf(n->rx.fail_why, sizeof(n->rx.fail_why), "%s", why);
-    }
-    n->result = st;
-    n->finished = 1;
+    dc_node_stop(n, st);
     const dc_layout_t *l = n->layout;
     uint32_t ne = code == DC_FAIL_LAYOUT && l ? DC_MIN(l->ntensors, DC_FAIL_MAX_TENSORS) : 0;
     dc_fail_t f = {.node = n->me, .code = code, .version = v,
@@ -516,8 +511,7 @@ static void dc_rx_take(dc_node_t *n, uint32_t c, const uint8_t *body, size_t bod
                     (unsigned long long)n->rx.cur.v);
         if (dc_journal_begin(n->rx.j, c) != DC_OK) { /* bytes neither baseline nor target */
             DC_LOG_ERROR("node %u: %s", n->me, dc_last_error());
-            n->result = DC_ERR_IO;
-            n->finished = 1;
+            dc_node_stop(n, DC_ERR_IO);
             return;
         }
         state = DC_JSTATE_APPLYING;
@@ -860,11 +854,12 @@ void dc_rx_bye(dc_node_t *n, uint64_t v, dc_digest_t ckpt)
         why = "its record names other content for that version";
     if (!why)
         return;
-    n->result = dc_error(DC_ERR_VERIFY, "node %u: the job ended at version %llu, but this "
-                         "node's record names version %llu: %s",
-                         n->me, (unsigned long long)v, (unsigned long long)n->committed, why);
+    dc_error(DC_ERR_VERIFY, "node %u: the job ended at version %llu, but this node's record "
+             "names version %llu: %s", n->me, (unsigned long long)v,
+             (unsigned long long)n->committed, why);
     DC_LOG_ERROR("%s", dc_last_error());
-    n->finished = 1; /* after the BYE went on to the children (dc_node_serve drains) */
+    dc_node_stop(n, DC_ERR_VERIFY); /* after the BYE went on to the children (dc_node_serve
+                                       drains) */
 }
 
 /* HELLO for a new parent edge: committed version and journal. */
@@ -1038,11 +1033,9 @@ dc_status_t dc_rx_run(dc_node_t *n)
                 n->committed_ckpt, "serving");
     n->rx.serving = 1;
     dc_node_serve(n, 20, cfg->sink ? dc_rx_each : NULL);
-    if (n->finished && n->result == n->rx.fail_st && n->rx.fail_why[0])
-        /* the failure this node reported, not what its connections said
-         * while the root ended the job (e.g. "closed by the peer") */
-        return dc_error(n->rx.fail_st, "%s", n->rx.fail_why);
-    return n->finished ? n->result : DC_OK;
+    /* the failure this node reported, not what its connections said while
+     * the root ended the job (e.g. "closed by the peer") */
+    return dc_node_outcome(n);
 }
 
 /* At the end of the run: the version in flight's undo state, the journal,

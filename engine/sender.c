@@ -67,8 +67,7 @@ static void dc_sender_start(dc_node_t *n, const dc_begin_t *bg, dc_status_t st)
     }
     if (st != DC_OK) {
         DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
-        n->result = st;
-        n->finished = 1;
+        dc_node_stop(n, st);
         return;
     }
     n->enc.vnum = bg->version;
@@ -127,8 +126,7 @@ void dc_sender_begin(dc_node_t *n, const dc_begin_t *bgp)
     }
     if (st != DC_OK && n->cfg->source) {
         DC_LOG_ERROR("%s", dc_last_error());
-        n->result = st;
-        n->finished = 1;
+        dc_node_stop(n, st);
         return;
     }
     if (st == DC_OK && n->cfg->source) {
@@ -158,8 +156,7 @@ static void dc_sender_poll_memory(dc_node_t *n)
             dc_error(DC_ERR_CANCELED, "sender %u: closed while version %llu was begun", n->me,
                      (unsigned long long)n->mem.bg.version);
         DC_LOG_ERROR("sender %u: %s", n->me, dc_last_error());
-        n->result = dc_last_status() != DC_OK ? dc_last_status() : DC_ERR_INVALID;
-        n->finished = 1;
+        dc_node_stop(n, dc_last_status() != DC_OK ? dc_last_status() : DC_ERR_INVALID);
         return;
     }
     dc_sender_start(n, &n->mem.bg, DC_OK);
@@ -199,10 +196,8 @@ void dc_sender_end(dc_node_t *n, uint64_t v, uint8_t type)
             /* our own record of what our baseline is (a restart resumes it) */
             st = dc_node_record_commit(n, n->enc.vnum, n->enc.vbase, (dc_digest_t){0, 0});
         }
-        if (dc_mem_done(n, n->enc.vnum, st, &vs) != DC_OK && type == DC_MSG_COMMIT) {
-            n->result = dc_last_status();
-            n->finished = 1;
-        }
+        if (dc_mem_done(n, n->enc.vnum, st, &vs) != DC_OK && type == DC_MSG_COMMIT)
+            dc_node_stop(n, dc_last_status());
     }
 }
 
@@ -234,7 +229,7 @@ dc_status_t dc_sender_run(dc_node_t *n)
     if (!n->cfg->source) {
         dc_node_serve(n, 20, NULL);
         dc_enc_stop(n);
-        return n->finished ? n->result : DC_OK;
+        return dc_node_outcome(n);
     }
     /* from memory: the version we hold, the layout, the chunks we send and
      * our baseline now (the caller may change its memory once open returns) */
@@ -255,5 +250,5 @@ dc_status_t dc_sender_run(dc_node_t *n)
     }
     dc_node_serve(n, 5, dc_sender_memory_step);
     dc_enc_stop(n);
-    return n->finished ? n->result : DC_OK;
+    return dc_node_outcome(n);
 }
