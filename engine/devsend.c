@@ -282,17 +282,17 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
          * changes the buckets themselves (a byte each; into d_cls, which
          * the ranks fill only later) */
         int few = count < sizeof(bhist);
+        size_t hx = 0;
         if ((st = dc_kern_cuda_ctx_values(d->d_bw, d->d_xor, count, w, d->d_steps, d->d_new,
-                                          d->d_cls, few ? NULL : bhist, NULL)) != DC_OK)
+                                          d->d_cls, few ? NULL : bhist, &hx, NULL)) != DC_OK)
             return st;
+        d->d2h += hx;
         if (few) {
             if ((st = dc_ds_d2h(d, d->h_pk, d->d_cls, count)) != DC_OK)
                 return st;
             memset(bhist, 0, sizeof(bhist));
             for (size_t k = 0; k < count; k++)
                 bhist[d->h_pk[k]]++;
-        } else {
-            d->d2h += sizeof(bhist);
         }
         /* a host baseline's patch reads the XOR words */
         if (d->want_lists) {
@@ -312,9 +312,10 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
     if (ctx && count > 0 && count < n) {
         uint32_t hist[256];
         uint64_t thrm[DC_CODEC_MAX_CLASSES];
-        if ((st = dc_kern_cuda_ctx_sample(base_dev, n, w, hist, NULL)) != DC_OK)
+        size_t hx = 0;
+        if ((st = dc_kern_cuda_ctx_sample(base_dev, n, w, hist, &hx, NULL)) != DC_OK)
             return st;
-        d->d2h += sizeof(hist);
+        d->d2h += hx;
         L.K = dc_codec_lists_classes(codec, hist, n, w, vals ? NULL : d->h_bw,
                                      vals ? bhist : NULL, count, L.thr, thrm);
         if (L.K > 1) {

@@ -11,7 +11,7 @@
  *                   dc_kern_cuda_digest128_dev (the target digest, 16
  *                   bytes back), dc_kern_cuda_gather (the base words at the
  *                   changed positions), and for the ctx model the sample
- *                   histogram (dc_kern_cuda_ctx_sample, 1 KiB back) and,
+ *                   histogram (dc_kern_cuda_ctx_sample, packed back) and,
  *                   once the host has picked the classes, each change's
  *                   class and rank (dc_kern_cuda_ctx_rank);
  *   across PCIe     never the chunk; the lists, packed on the device
@@ -72,7 +72,8 @@ uint8_t *dc_devsend_gather_buf(dc_devsend_t *d);
 /** Bytes of the lists for count changes of w bytes unpacked (ctx: the
  *  ctx model's classes and ranks too): what must be smaller than the
  *  chunk for the device to encode it (what crosses, packed, is about
- *  1.6x the payload on real BF16 optimizer steps: perf/devsend-bench.sh). */
+ *  1.55-1.6x the payload on real BF16 optimizer steps:
+ *  perf/devsend-bench.sh). */
 size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx);
 
 /** Whether the caller reads the positions and XOR words after each

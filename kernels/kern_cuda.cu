@@ -51,6 +51,7 @@
 extern "C" {
 #include "kernels/entropy.h"
 #include "kernels/kern_cuda_ops.h"
+#include "kernels/listpack.h"
 }
 
 #define BLOCK 256
@@ -2739,8 +2740,11 @@ out:
     return st;
 }
 
+static dc_status_t hist_to_host(const unsigned *dh, uint32_t *hist, size_t *d2h,
+                                cudaStream_t s);
+
 static dc_status_t kcu_ctx_sample(const void *base, size_t n, unsigned w, uint32_t *hist,
-                                  void *stream)
+                                  size_t *d2h, void *stream)
 {
     dc_status_t st = DC_OK;
     unsigned *dh = NULL;
@@ -2763,9 +2767,8 @@ static dc_status_t kcu_ctx_sample(const void *base, size_t n, unsigned w, uint32
         }
         CU_TRY(cudaGetLastError(), "ctx sample kernel");
     }
-    CU_TRY(cudaMemcpyAsync(hist, dh, 256 * sizeof(unsigned), cudaMemcpyDeviceToHost, s),
-           "ctx sample copy");
-    CU_TRY(cudaStreamSynchronize(s), "ctx sample");
+    if ((st = hist_to_host(dh, hist, d2h, s)) != DC_OK)
+        goto out;
 out:
     if (dh != NULL) {
         cudaFreeAsync(dh, s);
@@ -3096,6 +3099,43 @@ out:
     return st;
 }
 
+/* A 256-counter histogram (device) to hist (host), packed as varints when
+ * that is smaller (most of its counters are 0: a nibble each); *d2h the
+ * bytes that crossed. */
+static dc_status_t hist_to_host(const unsigned *dh, uint32_t *hist, size_t *d2h,
+                                cudaStream_t s)
+{
+    dc_status_t st = DC_OK;
+    uint8_t *pk = NULL, hp[256 * 5 + 8];
+    size_t len = 0;
+    int nib = 0;
+    CU_TRY(cudaMallocAsync((void **)&pk, sizeof(hp), s), "histogram packing");
+    if ((st = pw_pack_u32(dh, 256, pk, &len, &nib, s)) != DC_OK)
+        goto out;
+    *d2h = 2 * sizeof(unsigned long long); /* the two lengths */
+    if (len < 256 * sizeof(unsigned)) {
+        CU_TRY(cudaMemcpyAsync(hp, pk, len, cudaMemcpyDeviceToHost, s), "histogram copy");
+        CU_TRY(cudaStreamSynchronize(s), "histogram copy");
+        *d2h += len;
+        if (dc_listunpack_words(hp, len, 256, 4, nib, hist) != DC_OK) {
+            st = dc_error(DC_ERR_IO, "cuda: a packed histogram does not unpack: %s",
+                          dc_last_error());
+            goto out;
+        }
+    } else {
+        CU_TRY(cudaMemcpyAsync(hist, dh, 256 * sizeof(unsigned), cudaMemcpyDeviceToHost, s),
+               "histogram copy");
+        CU_TRY(cudaStreamSynchronize(s), "histogram copy");
+        *d2h += 256 * sizeof(unsigned);
+    }
+out:
+    if (pk != NULL) {
+        cudaFreeAsync(pk, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
 static dc_status_t kcu_pack_words(const void *words, size_t count, unsigned w, uint8_t *out,
                                   size_t *len, int *nibbles, void *stream)
 {
@@ -3310,7 +3350,7 @@ __global__ void k_wh_compact(const unsigned *at, size_t count, size_t tiles,
 
 static dc_status_t kcu_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
                                   void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
-                                  void *stream)
+                                  size_t *d2h, void *stream)
 {
     dc_status_t st = DC_OK;
     unsigned *dh = NULL;
@@ -3332,9 +3372,9 @@ static dc_status_t kcu_ctx_values(const void *bw, const void *xorv, size_t count
         }
         CU_TRY(cudaGetLastError(), "ctx values kernel");
     }
-    if (bhist)
-        CU_TRY(cudaMemcpyAsync(bhist, dh, 256 * sizeof(unsigned), cudaMemcpyDeviceToHost, s),
-               "ctx values bucket histogram copy");
+    *d2h = 0;
+    if (bhist && (st = hist_to_host(dh, bhist, d2h, s)) != DC_OK)
+        goto out;
     CU_TRY(cudaStreamSynchronize(s), "ctx values");
 out:
     if (dh != NULL) {

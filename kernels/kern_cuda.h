@@ -282,10 +282,12 @@ dc_status_t dc_kern_cuda_d2d(void *dst, const void *src, size_t bytes);
  * dc_ctx_model_hist): hist[256] (host) gets the histogram of the magnitude
  * buckets of the sampled elements (the first 64 of every 4096 / 1024 / 64
  * elements, by n), bit-identical to what ctx.c counts on the CPU.  Only
- * the 1 KiB histogram crosses PCIe.  Synchronizes.
+ * the histogram crosses PCIe, packed as varints when smaller than its
+ * 1 KiB (most counters are 0); *d2h the bytes that crossed.
+ * Synchronizes.
  */
 dc_status_t dc_kern_cuda_ctx_sample(const void *base, size_t n, unsigned w, uint32_t *hist,
-                                    void *stream);
+                                    size_t *d2h, void *stream);
 
 /**
  * The ctx encoder's ranks on the device (kernels/ctx_scan.h rank): for
@@ -322,11 +324,12 @@ dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, siz
  * words (ctx.h values mode 1) into steps and the new words (mode 2) into
  * neww (device), each base word's magnitude bucket (ctx.h
  * dc_ctx_model_hist) into bkt (device, count bytes) and, when bhist is not
- * NULL, their histogram into bhist[256] (host).  Synchronizes.
+ * NULL, their histogram into bhist[256] (host; packed across PCIe as
+ * dc_kern_cuda_ctx_sample's); *d2h the bytes that crossed.  Synchronizes.
  */
 dc_status_t dc_kern_cuda_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
                                     void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
-                                    void *stream);
+                                    size_t *d2h, void *stream);
 
 /**
  * The order-0 histogram of count words of w (1 or 2) bytes (device): each

@@ -120,7 +120,7 @@ static dc_status_t none_d2d(void *dst, const void *src, size_t bytes)
 }
 
 static dc_status_t none_ctx_sample(const void *base, size_t n, unsigned w, uint32_t *hist,
-                                   void *stream)
+                                   size_t *d2h, void *stream)
 {
     return no_cuda();
 }
@@ -156,7 +156,7 @@ static dc_status_t none_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size
 
 static dc_status_t none_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
                                    void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
-                                   void *stream)
+                                   size_t *d2h, void *stream)
 {
     return no_cuda();
 }

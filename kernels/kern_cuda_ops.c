@@ -236,9 +236,9 @@ dc_status_t dc_kern_cuda_d2d(void *dst, const void *src, size_t bytes)
 }
 
 dc_status_t dc_kern_cuda_ctx_sample(const void *base, size_t n, unsigned w, uint32_t *hist,
-                                    void *stream)
+                                    size_t *d2h, void *stream)
 {
-    return dc_kern_cuda_ops()->ctx_sample(base, n, w, hist, stream);
+    return dc_kern_cuda_ops()->ctx_sample(base, n, w, hist, d2h, stream);
 }
 
 dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
@@ -250,9 +250,9 @@ dc_status_t dc_kern_cuda_pack_ranks(const uint8_t *cls, const uint32_t *rnk, siz
 
 dc_status_t dc_kern_cuda_ctx_values(const void *bw, const void *xorv, size_t count, unsigned w,
                                     void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
-                                    void *stream)
+                                    size_t *d2h, void *stream)
 {
-    return dc_kern_cuda_ops()->ctx_values(bw, xorv, count, w, steps, neww, bkt, bhist, stream);
+    return dc_kern_cuda_ops()->ctx_values(bw, xorv, count, w, steps, neww, bkt, bhist, d2h, stream);
 }
 
 dc_status_t dc_kern_cuda_word_hist(const void *words, size_t count, unsigned w, uint8_t *out,

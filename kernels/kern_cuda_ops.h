@@ -60,7 +60,7 @@ typedef struct dc_kern_cuda_ops {
     /* device sender (engine/devsend.c) */
     dc_status_t (*d2d)(void *dst, const void *src, size_t bytes);
     dc_status_t (*ctx_sample)(const void *base, size_t n, unsigned w, uint32_t *hist,
-                              void *stream);
+                              size_t *d2h, void *stream);
     dc_status_t (*ctx_rank)(const void *base, size_t n, unsigned w, const uint64_t *thr,
                             unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                             uint32_t *rnk, uint64_t *pop, void *stream);
@@ -77,7 +77,7 @@ typedef struct dc_kern_cuda_ops {
     /* ctx values on demand (a device sender's, kernels/codec.h dc_codec_vals_t) */
     dc_status_t (*ctx_values)(const void *bw, const void *xorv, size_t count, unsigned w,
                               void *steps, void *neww, uint8_t *bkt, uint32_t *bhist,
-                              void *stream);
+                              size_t *d2h, void *stream);
     dc_status_t (*word_hist)(const void *words, size_t count, unsigned w, uint8_t *out,
                              size_t *len, void *stream);
     dc_status_t (*pack_words)(const void *words, size_t count, unsigned w, uint8_t *out,

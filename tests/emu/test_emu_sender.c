@@ -235,7 +235,7 @@ static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const
                             (hs * vb < c * w ? hs * vb : c * w);
             expect = c * ((size_t)w * (1 + (mode == 2) + (host_base ? 1 : 0)) +
                           (classes ? 3 : 0) + (pos_read ? 3 : 0)) +
-                     hbytes + (c < 1024 ? c : 1024) /* the buckets or their histogram */ +
+                     hbytes + (c < 1024 ? c : 1024 + 16) /* the buckets or their histogram */ +
                      2 * 8 /* the symbol counts */;
             vals_seen++;
             if (hbytes < c * w / 2)
@@ -249,7 +249,7 @@ static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const
         /* + the sample histogram, the digest, the count, the populations,
          * each packing's class counts and length, the packed words'
          * lengths */
-        cr_assert_leq(down, expect + 1024 + 16 + 8 + 8 * 8 + 2 * (8 * 8 + 8) + 5 * 8,
+        cr_assert_leq(down, expect + 1024 + 2 * 16 + 16 + 8 + 8 * 8 + 2 * (8 * 8 + 16) + 5 * 16,
                       "D2H %llu of a %zu-byte chunk, %zu changes of %u bytes%s%s",
                       (unsigned long long)down, bytes, cs.changed, w,
                       classes ? ", ranks" : "", pos_read ? ", positions" : "");
@@ -357,7 +357,8 @@ Test(emu_sender, sample_histogram_and_ranks_match_the_cpu, .timeout = 280)
             void *db = to_dev(base, bytes);
             /* histogram of the sampled buckets, as ctx.c counts them */
             uint32_t hist[256], ref[256] = {0};
-            cr_assert_eq(dc_kern_cuda_ctx_sample(db, n, w, hist, NULL), DC_OK, "%s",
+            size_t hx = 0;
+            cr_assert_eq(dc_kern_cuda_ctx_sample(db, n, w, hist, &hx, NULL), DC_OK, "%s",
                          dc_last_error());
             size_t stride = n >= 65536 ? 4096 : n >= 16384 ? 1024 : 64, sampled = 0;
             unsigned sh = w == 1 ? 0 : w == 2 ? 7 : w == 4 ? 23 : 55;
@@ -370,6 +371,8 @@ Test(emu_sender, sample_histogram_and_ranks_match_the_cpu, .timeout = 280)
             cr_assert_eq(sampled, dc_ctx_sampled(n));
             cr_assert(memcmp(hist, ref, sizeof(ref)) == 0, "w %u n %zu: histograms differ", w,
                       n);
+            /* packed: these buckets fill a few dozen of the 256 counters */
+            cr_assert(hx > 16 && hx < 512, "w %u n %zu: %zu histogram bytes crossed", w, n, hx);
             /* ranks: every 3rd element changed, 1..7 thresholds */
             size_t count = (n + 2) / 3;
             uint32_t *pos = malloc(count * 4 + 4), *rnk = malloc(count * 4 + 4),
@@ -517,8 +520,10 @@ Test(emu_sender, values_kernels_match_the_cpu, .timeout = 280)
                 cr_assert_eq(dc_kern_cuda_malloc(&dcn, 5 * count), DC_OK);
                 uint8_t *pk = malloc(5 * count);
                 cr_assert(pk);
-                cr_assert_eq(dc_kern_cuda_ctx_values(db, dx, count, w, ds, dn, dk, bh, NULL),
+                size_t hx = 0;
+                cr_assert_eq(dc_kern_cuda_ctx_values(db, dx, count, w, ds, dn, dk, bh, &hx, NULL),
                              DC_OK, "%s", dc_last_error());
+                cr_assert(hx > 0 && hx <= 1024 + 16, "w %u: %zu histogram bytes", w, hx);
                 cr_assert(memcmp(bh, bref, sizeof(bref)) == 0, "w %u count %zu: buckets", w,
                           count);
                 cr_assert_eq(dc_kern_cuda_d2h(bk, dk, count), DC_OK);
@@ -527,8 +532,10 @@ Test(emu_sender, values_kernels_match_the_cpu, .timeout = 280)
                     cr_assert_eq(bk[k], w == 1 ? m : m >> 7, "w %u: bucket %zu", w, k);
                 }
                 /* without the histogram: the buckets alone */
-                cr_assert_eq(dc_kern_cuda_ctx_values(db, dx, count, w, ds, dn, dk, NULL, NULL),
+                cr_assert_eq(dc_kern_cuda_ctx_values(db, dx, count, w, ds, dn, dk, NULL, &hx,
+                                                     NULL),
                              DC_OK, "%s", dc_last_error());
+                cr_assert_eq(hx, 0, "no histogram asked, %zu bytes crossed", hx);
                 cr_assert_eq(dc_kern_cuda_d2h(st, ds, bytes), DC_OK);
                 cr_assert_eq(dc_kern_cuda_d2h(nw, dn, bytes), DC_OK);
                 unsigned bits = 8 * w;
