@@ -2923,6 +2923,17 @@ __device__ __forceinline__ uint32_t lp_gap(const uint32_t *idx, size_t i,
     return idx[i] - idx[i - 1] - 1u;
 }
 
+/* v as a LEB128 varint at out + o; returns the offset after it */
+__device__ __forceinline__ size_t lp_put(uint8_t *out, size_t o, uint32_t v)
+{
+    while (v >= 0x80u) {
+        out[o++] = (uint8_t)(v | 0x80u);
+        v >>= 7;
+    }
+    out[o++] = (uint8_t)v;
+    return o;
+}
+
 __device__ __forceinline__ unsigned lp_len(uint32_t v)
 {
     return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
@@ -2951,14 +2962,8 @@ __global__ void k_lp_varints(const uint32_t *idx, size_t count, size_t tiles, un
             continue;
         }
         size_t o = (size_t)(toffs[tile] + before);
-        for (int j = 0; j < LP_ITEMS && k0 + j < count; j++) {
-            uint32_t v = g[j];
-            while (v >= 0x80u) {
-                out[o++] = (uint8_t)(v | 0x80u);
-                v >>= 7;
-            }
-            out[o++] = (uint8_t)v;
-        }
+        for (int j = 0; j < LP_ITEMS && k0 + j < count; j++)
+            o = lp_put(out, o, g[j]);
     }
 }
 
@@ -3337,14 +3342,8 @@ __global__ void k_wh_compact(const unsigned *at, size_t count, size_t tiles,
         }
         size_t o = (size_t)(toffs[tile] + before);
         for (int j = 0; j < LP_ITEMS; j++)
-            if (k0 + j < count && at[k0 + j] != 0xFFFFFFFFu) {
-                uint32_t v = at[k0 + j] - 1u;
-                while (v >= 0x80u) {
-                    out[o++] = (uint8_t)(v | 0x80u);
-                    v >>= 7;
-                }
-                out[o++] = (uint8_t)v;
-            }
+            if (k0 + j < count && at[k0 + j] != 0xFFFFFFFFu)
+                o = lp_put(out, o, at[k0 + j] - 1u);
     }
 }
 

@@ -2,18 +2,30 @@
  * the unpacker (listpack.h). */
 #include "kernels/listpack.h"
 
+#include "kernels/entropy.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-static size_t lp_put(uint8_t *dst, uint32_t v)
+/* One varint from src (units: its bytes, or with nibbles its nibbles) at
+ * unit *u: 1 with *v, 0 when the units end first, -1 past 32 bits. */
+static int lp_get(const uint8_t *src, size_t units, size_t *u, int nibbles, uint64_t *v)
 {
-    size_t i = 0;
-    while (v >= 0x80) {
-        dst[i++] = (uint8_t)(v | 0x80);
-        v >>= 7;
+    const unsigned bits = nibbles ? 3 : 7, cont = nibbles ? 8 : 0x80;
+    unsigned sh = 0;
+    *v = 0;
+    for (;;) {
+        if (*u == units)
+            return 0;
+        unsigned b = nibbles ? (src[*u / 2] >> (4 * (*u % 2))) & 15u : src[*u];
+        (*u)++;
+        if (sh >= 32)
+            return -1;
+        *v |= (uint64_t)(b & (cont - 1)) << sh;
+        if (!(b & cont))
+            return *v > UINT32_MAX ? -1 : 1;
+        sh += bits;
     }
-    dst[i++] = (uint8_t)v;
-    return i;
 }
 
 dc_status_t dc_listpack(const uint8_t *cls, const uint32_t *rnk, size_t count, unsigned K,
@@ -86,23 +98,15 @@ dc_status_t dc_listunpack(const uint8_t *src, size_t len, const uint64_t *ccnt, 
 dc_status_t dc_listunpack_counts(const uint8_t *src, size_t len, size_t count, uint32_t *cnt,
                                  size_t *nsym)
 {
-    const uint8_t *p = src, *end = src + len;
     uint64_t sum = 0;
-    size_t m = 0;
-    while (p < end) {
-        uint64_t v = 0;
-        unsigned sh = 0;
-        for (;;) {
-            if (p == end)
-                return dc_error(DC_ERR_FORMAT, "listunpack: count %zu truncated", m);
-            uint8_t b = *p++;
-            if (sh == 28 && b > 0x0f)
-                return dc_error(DC_ERR_FORMAT, "listunpack: count %zu past 32 bits", m);
-            v |= (uint64_t)(b & 0x7f) << sh;
-            if (!(b & 0x80))
-                break;
-            sh += 7;
-        }
+    size_t m = 0, u = 0;
+    while (u < len) {
+        uint64_t v;
+        int r = lp_get(src, len, &u, 0, &v);
+        if (r == 0)
+            return dc_error(DC_ERR_FORMAT, "listunpack: count %zu truncated", m);
+        if (r < 0)
+            return dc_error(DC_ERR_FORMAT, "listunpack: count %zu past 32 bits", m);
         if (m == count || v + 1 > count - sum)
             return dc_error(DC_ERR_FORMAT, "listunpack: counts past %zu words", count);
         cnt[m++] = (uint32_t)(v + 1);
@@ -143,7 +147,7 @@ dc_status_t dc_listpack_words(const void *words, size_t count, unsigned w, int n
         uint32_t x = 0;
         memcpy(&x, v + k * w, w); /* little-endian */
         if (!nibbles) {
-            o += lp_put(out + o, x);
+            o += dc_ent_put_varint(out + o, x);
             continue;
         }
         for (;;) {
@@ -167,24 +171,15 @@ dc_status_t dc_listunpack_words(const uint8_t *src, size_t len, size_t count, un
         return dc_error(DC_ERR_INVALID, "listunpack: %u-byte words", w);
     const uint64_t lim = w == 4 ? UINT32_MAX : (1ull << (8 * w)) - 1;
     /* in units: bytes (7 bits each) or nibbles (3 bits each) */
-    const unsigned bits = nibbles ? 3 : 7, cont = nibbles ? 8 : 0x80;
     const size_t units = nibbles ? 2 * len : len;
     size_t u = 0;
     for (size_t k = 0; k < count; k++) {
-        uint64_t v = 0;
-        unsigned sh = 0;
-        for (;;) {
-            if (u == units)
-                return dc_error(DC_ERR_FORMAT, "listunpack: word %zu truncated", k);
-            unsigned b = nibbles ? (src[u / 2] >> (4 * (u % 2))) & 15u : src[u];
-            u++;
-            if (sh >= 32)
-                return dc_error(DC_ERR_FORMAT, "listunpack: word %zu past 32 bits", k);
-            v |= (uint64_t)(b & (cont - 1)) << sh;
-            if (!(b & cont))
-                break;
-            sh += bits;
-        }
+        uint64_t v;
+        int r = lp_get(src, units, &u, nibbles, &v);
+        if (r == 0)
+            return dc_error(DC_ERR_FORMAT, "listunpack: word %zu truncated", k);
+        if (r < 0)
+            return dc_error(DC_ERR_FORMAT, "listunpack: word %zu past 32 bits", k);
         if (v > lim)
             return dc_error(DC_ERR_FORMAT, "listunpack: word %zu does not fit %u bytes", k, w);
         uint32_t x = (uint32_t)v;
