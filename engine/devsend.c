@@ -11,12 +11,15 @@
 
 struct dc_devsend {
     size_t max_bytes, max_count;
+    void *stream; /* all of this sender's device work (kern_cuda.h) */
     /* device */
     uint32_t *d_pos, *d_rnk;
     uint8_t *d_xor, *d_bw, *d_cls, *d_base, *d_next, *d_pk, *d_steps, *d_new;
     /* host */
-    uint32_t *h_pos, *h_rnk, *h_cnt;
+    uint32_t *h_pos, *h_cnt;
     uint8_t *h_xor, *h_bw, *h_pk, *h_steps;
+    uint8_t *h_pg;     /* the ctx model's Golomb positions streams */
+    size_t pk_cap;     /* d_pk's and h_pg's bytes */
     uint32_t *h_hist;  /* 2^16 counters, zero between uses (the fallback) */
     uint16_t *h_order; /* the symbols in the order they first appear */
     size_t count, w;
@@ -32,6 +35,7 @@ void dc_devsend_free(dc_devsend_t *d)
 {
     if (!d)
         return;
+    dc_kern_cuda_stream_destroy(d->stream);
     dc_kern_cuda_free(d->d_pos);
     dc_kern_cuda_free(d->d_rnk);
     dc_kern_cuda_free(d->d_xor);
@@ -47,10 +51,10 @@ void dc_devsend_free(dc_devsend_t *d)
     free(d->h_hist);
     free(d->h_order);
     free(d->h_pos);
-    free(d->h_rnk);
     free(d->h_xor);
     free(d->h_bw);
     free(d->h_pk);
+    free(d->h_pg);
     free(d);
 }
 
@@ -63,13 +67,18 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
     /* at most n / 4 changes of n <= max_bytes elements; count * w <= max_bytes / 4 */
     size_t mc = max_bytes / 4 + 1, mw = max_bytes / 4 + 8;
     d->max_count = mc;
+    /* packed lists, or the Golomb streams of up to 8 classes (entropy.h
+     * dc_ent_pos_bound each) */
+    size_t gl = 8 * 32 + (mc * 34 + 7) / 8 + max_bytes / 8;
+    d->pk_cap = dc_listpack_bound(mc) > gl ? dc_listpack_bound(mc) : gl;
     dc_status_t st = DC_OK;
-    if ((st = dc_kern_cuda_malloc((void **)&d->d_pos, mc * 4)) != DC_OK ||
+    if ((st = dc_kern_cuda_stream_create(&d->stream)) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_pos, mc * 4)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_rnk, mc * 4)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_xor, mw)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_bw, mw)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_cls, mc)) != DC_OK ||
-        (st = dc_kern_cuda_malloc((void **)&d->d_pk, dc_listpack_bound(mc))) != DC_OK ||
+        (st = dc_kern_cuda_malloc((void **)&d->d_pk, d->pk_cap)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_steps, mw)) != DC_OK ||
         (st = dc_kern_cuda_malloc((void **)&d->d_new, mw)) != DC_OK ||
         (base_stream && (st = dc_kern_cuda_malloc((void **)&d->d_base, max_bytes)) != DC_OK)) {
@@ -78,15 +87,15 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
         return st;
     }
     d->h_pos = malloc(mc * 4);
-    d->h_rnk = malloc(mc * 4);
     d->h_xor = malloc(mw);
     d->h_bw = malloc(mw);
-    d->h_pk = malloc(dc_listpack_bound(mc));
+    d->h_pk = malloc(d->pk_cap);
+    d->h_pg = malloc(d->pk_cap);
     d->h_cnt = malloc(mc * 4);
     d->h_steps = malloc(mw);
     d->h_hist = calloc(65536, sizeof(*d->h_hist));
     d->h_order = malloc(65536 * sizeof(*d->h_order));
-    if (!d->h_pos || !d->h_rnk || !d->h_xor || !d->h_bw || !d->h_pk || !d->h_cnt ||
+    if (!d->h_pos || !d->h_xor || !d->h_bw || !d->h_pk || !d->h_pg || !d->h_cnt ||
         !d->h_steps || !d->h_hist || !d->h_order) {
         dc_devsend_free(d);
         return dc_error(DC_ERR_NOMEM, "device sender: host scratch for %zu-byte chunks",
@@ -104,7 +113,7 @@ size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx)
 static dc_status_t dc_ds_d2h(dc_devsend_t *d, void *dst, const void *src, size_t bytes)
 {
     d->d2h += bytes;
-    return dc_kern_cuda_d2h(dst, src, bytes);
+    return dc_kern_cuda_copy(dst, src, bytes, DC_KCU_D2H, d->stream);
 }
 
 /* count words of w bytes from dev to host: packed on the device as byte
@@ -118,7 +127,7 @@ static dc_status_t dc_ds_words_d2h(dc_devsend_t *d, uint8_t *host, const uint8_t
     dc_status_t st;
     if (w > 4 || count == 0)
         return dc_ds_d2h(d, host, dev, count * w);
-    if ((st = dc_kern_cuda_pack_words(dev, count, w, d->d_pk, &len, &nib, NULL)) != DC_OK)
+    if ((st = dc_kern_cuda_pack_words(dev, count, w, d->d_pk, &len, &nib, d->stream)) != DC_OK)
         return st;
     d->d2h += 2 * sizeof(uint64_t); /* the lengths */
     if (len >= count * w)
@@ -135,13 +144,15 @@ static dc_status_t dc_ds_words_d2h(dc_devsend_t *d, uint8_t *host, const uint8_t
 /* count ranks of classes cls (device; NULL: one increasing list, K 1) to
  * the host as out[0..count), grouped by class, ccnt[c] per class: packed
  * on the device (kernels/listpack.h), half a byte to a byte a change
- * across PCIe instead of 4 (rank) + 1 (class) */
+ * across PCIe instead of 4 (rank) + 1 (class); the positions of the
+ * order0 model and of a caller that reads them */
 static dc_status_t dc_ds_ranks(dc_devsend_t *d, const uint8_t *cls, const uint32_t *rnk,
                                size_t count, unsigned K, uint32_t *out, uint64_t *ccnt)
 {
     size_t len = 0;
     int nib = 0;
-    dc_status_t st = dc_kern_cuda_pack_ranks(cls, rnk, count, K, d->d_pk, &len, &nib, ccnt, NULL);
+    dc_status_t st = dc_kern_cuda_pack_ranks(cls, rnk, count, K, d->d_pk, &len, &nib, ccnt,
+                                             d->stream);
     if (st != DC_OK)
         return st;
     /* the counts, the two lengths */
@@ -155,6 +166,30 @@ static dc_status_t dc_ds_ranks(dc_devsend_t *d, const uint8_t *cls, const uint32
         dc_error_prefix("device sender: the device's packed ranks");
         return DC_ERR_IO;
     }
+    return DC_OK;
+}
+
+/* The ctx model's positions as the payload codes them: each class's
+ * Golomb stream made on the device (dc_kern_cuda_golomb_ranks) from the
+ * count ranks rnk of classes cls (NULL: K 1, the positions) to the host,
+ * into L's pg, pgl and ccnt: about the payload's own positions bytes
+ * across PCIe (a byte a change as packed ranks). */
+static dc_status_t dc_ds_golomb(dc_devsend_t *d, const uint8_t *cls, const uint32_t *rnk,
+                                size_t count, dc_codec_lists_t *L)
+{
+    size_t hx = 0, total = 0;
+    dc_status_t st = dc_kern_cuda_golomb_ranks(cls, rnk, count, L->K, d->d_pk, d->pk_cap, L->pgl,
+                                               L->ccnt, &hx, d->stream);
+    if (st != DC_OK)
+        return st;
+    d->d2h += hx;
+    for (unsigned c = 0; c < L->K; c++)
+        total += L->pgl[c];
+    if (total > d->pk_cap)
+        return dc_error(DC_ERR_IO, "device sender: %zu bytes of positions streams", total);
+    if ((st = dc_ds_d2h(d, d->h_pg, d->d_pk, total)) != DC_OK)
+        return st;
+    L->pg = d->h_pg;
     return DC_OK;
 }
 
@@ -194,7 +229,7 @@ static dc_status_t dc_ds_entropy(dc_devsend_t *d, const uint8_t *dev, uint8_t *h
     dc_status_t st;
     if (!*got) {
         size_t hlen = 0, nsym = 0;
-        if ((st = dc_kern_cuda_word_hist(dev, count, w, d->d_pk, &hlen, NULL)) != DC_OK)
+        if ((st = dc_kern_cuda_word_hist(dev, count, w, d->d_pk, &hlen, d->stream)) != DC_OK)
             return st;
         d->d2h += sizeof(uint64_t); /* the histogram's length */
         if (hlen > dc_listpack_bound(count))
@@ -245,15 +280,15 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
         if (!d->d_base)
             return dc_error(DC_ERR_INVALID, "device sender: no baseline stream buffer");
         /* the baseline stream: the host's base chunk to the device */
-        if ((st = dc_kern_cuda_h2d(d->d_base, base_host, bytes)) != DC_OK)
+        if ((st = dc_kern_cuda_copy(d->d_base, base_host, bytes, DC_KCU_H2D, d->stream)) != DC_OK)
             return st;
         d->h2d += bytes;
         base_dev = d->d_base;
     }
     size_t cap_sparse = n / 4, count = 0;
     if ((st = dc_kern_cuda_diff(base_dev, next_dev, n, w, d->d_pos, d->d_xor, cap_sparse, &count,
-                                NULL)) != DC_OK ||
-        (st = dc_kern_cuda_digest128_dev(next_dev, bytes, next_dg, NULL)) != DC_OK)
+                                d->stream)) != DC_OK ||
+        (st = dc_kern_cuda_digest128_dev(next_dev, bytes, next_dg, d->stream)) != DC_OK)
         return st;
     d->d2h += sizeof(uint64_t) + sizeof(*next_dg); /* the diff's count, the digest */
     if (count > cap_sparse)
@@ -275,7 +310,7 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
     uint32_t bhist[256];
     dc_codec_vals_t V = {.words = dc_ds_words, .arg = d};
     if (count > 0 &&
-        (st = dc_kern_cuda_gather(base_dev, w, d->d_pos, count, d->d_bw, NULL)) != DC_OK)
+        (st = dc_kern_cuda_gather(base_dev, w, d->d_pos, count, d->d_bw, d->stream)) != DC_OK)
         return st;
     if (vals) {
         /* the base words' buckets: their histogram (1 KiB), or for fewer
@@ -284,7 +319,8 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
         int few = count < sizeof(bhist);
         size_t hx = 0;
         if ((st = dc_kern_cuda_ctx_values(d->d_bw, d->d_xor, count, w, d->d_steps, d->d_new,
-                                          d->d_cls, few ? NULL : bhist, &hx, NULL)) != DC_OK)
+                                          d->d_cls, few ? NULL : bhist, &hx, d->stream)) !=
+            DC_OK)
             return st;
         d->d2h += hx;
         if (few) {
@@ -308,29 +344,40 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
         d->have_xor = 1;
     }
     dc_codec_lists_t L = {.n = n, .w = w, .count = count, .pos = d->h_pos, .xorv = d->h_xor,
-                          .bw = d->h_bw, .K = 1, .cls = NULL, .rnk = d->h_rnk};
+                          .bw = d->h_bw, .K = 1, .cls = NULL};
     if (ctx && count > 0 && count < n) {
         uint32_t hist[256];
         uint64_t thrm[DC_CODEC_MAX_CLASSES];
         size_t hx = 0;
-        if ((st = dc_kern_cuda_ctx_sample(base_dev, n, w, hist, &hx, NULL)) != DC_OK)
+        if ((st = dc_kern_cuda_ctx_sample(base_dev, n, w, hist, &hx, d->stream)) != DC_OK)
             return st;
         d->d2h += hx;
         L.K = dc_codec_lists_classes(codec, hist, n, w, vals ? NULL : d->h_bw,
                                      vals ? bhist : NULL, count, L.thr, thrm);
-        if (L.K > 1) {
-            /* the ranks grouped by class, as the codec takes them */
-            if ((st = dc_kern_cuda_ctx_rank(base_dev, n, w, thrm, L.K - 1, d->d_pos, count,
-                                            d->d_cls, d->d_rnk, L.pop, NULL)) != DC_OK ||
-                (st = dc_ds_ranks(d, d->d_cls, d->d_rnk, count, L.K, d->h_rnk, L.ccnt)) !=
-                    DC_OK)
-                return st;
-            d->d2h += L.K * sizeof(uint64_t);
+        if (L.K > 1 &&
+            (st = dc_kern_cuda_ctx_rank(base_dev, n, w, thrm, L.K - 1, d->d_pos, count, d->d_cls,
+                                        d->d_rnk, L.pop, d->stream)) != DC_OK)
+            return st;
+        if (L.K > 1)
+            d->d2h += L.K * sizeof(uint64_t); /* the populations */
+    }
+    if (ctx && count > 0) {
+        /* the classes' positions streams (K 1: of the positions) */
+        if ((st = dc_ds_golomb(d, L.K > 1 ? d->d_cls : NULL, L.K > 1 ? d->d_rnk : d->d_pos,
+                               count, &L)) != DC_OK)
+            return st;
+        if (L.K == 1 && d->want_lists) {
+            /* the positions for a caller that reads them: from that stream */
+            if (dc_ent_pos_decode(L.pg, L.pgl[0], count, n, d->h_pos) != DC_OK) {
+                dc_error_prefix("device sender: the device's positions stream");
+                return DC_ERR_IO;
+            }
+            d->have_pos = 1;
         }
     }
-    /* the positions themselves: the codec's when it has one class (the
-     * ranks are the positions then), else only a caller's that reads them */
-    if (count > 0 && (L.K == 1 || d->want_lists)) {
+    /* the positions themselves: the order0 model's, or a caller's that
+     * reads them when the ctx model's streams code ranks */
+    if (count > 0 && !d->have_pos && (!ctx || d->want_lists)) {
         uint64_t one;
         if ((st = dc_ds_ranks(d, NULL, d->d_pos, count, 1, d->h_pos, &one)) != DC_OK)
             return st;

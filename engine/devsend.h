@@ -14,11 +14,17 @@
  *                   histogram (dc_kern_cuda_ctx_sample, packed back) and,
  *                   once the host has picked the classes, each change's
  *                   class and rank (dc_kern_cuda_ctx_rank);
- *   across PCIe     never the chunk; the lists, packed on the device
- *                   (kernels/listpack.h): the ctx model's ranks grouped by
- *                   class and the positions (one class, or when asked) as
- *                   varint gaps (dc_kern_cuda_pack_ranks: half a byte to
- *                   a byte a change instead of 5 and 4); for the ctx
+ *   across PCIe     never the chunk; the lists, packed on the device:
+ *                   for the ctx model each class's positions in the
+ *                   payload's own form, the Golomb stream of its ranks
+ *                   (of the positions with one class), made on the device
+ *                   byte for byte as the CPU encoder writes it
+ *                   (dc_kern_cuda_golomb_ranks: about 5-6 bits a change
+ *                   at 1% changed, where rank and class unpacked are 5
+ *                   bytes); the positions, for the order0 model or a
+ *                   caller that asks (with classes), as varint gaps
+ *                   (kernels/listpack.h, dc_kern_cuda_pack_ranks: half a
+ *                   byte to a byte a change instead of 4); for the ctx
  *                   model's 1- and 2-byte words the values on demand (codec.h
  *                   dc_codec_vals_t): the base words' bucket histogram,
  *                   the XOR and step words' histograms
@@ -29,8 +35,11 @@
  *                   and base words.  XOR, step and new words go as byte or
  *                   nibble varints when smaller (dc_kern_cuda_pack_words:
  *                   small integers, half a byte to a byte each);
- *   on the host     dc_codec_encode_lists: the entropy coding, a payload
- *                   byte-identical to dc_codec_encode_digest()'s.
+ *   on the host     dc_codec_encode_lists: the entropy coding (the
+ *                   positions streams as they came, but where a class
+ *                   tries the rANS gaps coder: its ranks decoded from the
+ *                   stream), a payload byte-identical to
+ *                   dc_codec_encode_digest()'s.
  *
  * A chunk the lists cannot carry (more than n/4 changed: the dense kinds
  * need the whole chunk; a sparse payload larger than the chunk) or for
@@ -72,14 +81,14 @@ uint8_t *dc_devsend_gather_buf(dc_devsend_t *d);
 /** Bytes of the lists for count changes of w bytes unpacked (ctx: the
  *  ctx model's classes and ranks too): what must be smaller than the
  *  chunk for the device to encode it (what crosses, packed, is about
- *  1.55-1.6x the payload on real BF16 optimizer steps:
+ *  1.35x the payload on real BF16 optimizer steps:
  *  perf/devsend-bench.sh). */
 size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx);
 
 /** Whether the caller reads the positions and XOR words after each
- *  encode (default no: with the ctx model's classes the codec needs only
- *  the ranks and the chosen values, and the positions and XOR words stay
- *  on the device). */
+ *  encode (default no: the ctx model's codec needs only the positions
+ *  streams and the chosen values, and the positions and XOR words stay on
+ *  the device). */
 void dc_devsend_want_lists(dc_devsend_t *d, int want);
 
 /** The last encode's changes on the host: positions and XOR words (what

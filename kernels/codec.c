@@ -415,8 +415,8 @@ dc_status_t dc_codec_encode_lists(dc_codec_t *c, const dc_codec_lists_t *L, uint
         size_t clen;
         unsigned vm;
         s = dc_ctx_encode_ranked(c->ctx, c->ent, c->layout, n, w, L->pos, L->xorv, L->bw, count,
-                                 L->K, L->thr, L->cls, L->rnk, L->ccnt, L->pop, L->vals, dst, cap,
-                                 &clen, &vm, &s0);
+                                 L->K, L->thr, L->cls, L->rnk, L->ccnt, L->pop, L->pg, L->pgl,
+                                 L->vals, dst, cap, &clen, &vm, &s0);
         if (s != DC_OK)
             return s;
         if (clen > bytes + 16)
@@ -428,8 +428,9 @@ dc_status_t dc_codec_encode_lists(dc_codec_t *c, const dc_codec_lists_t *L, uint
             *st = s0;
         return DC_OK;
     }
-    if (L->vals)
-        return dc_error(DC_ERR_INVALID, "codec: values on demand are the ctx model's");
+    if (L->vals || L->pg)
+        return dc_error(DC_ERR_INVALID, "codec: values on demand and positions streams are "
+                                        "the ctx model's");
     int dense = 0;
     s = dc_encode_sparse0(c, n, w, L->pos, L->xorv, count, NULL, L->bw, dst, cap, len, enc, &s0,
                           st, &dense);

@@ -177,6 +177,11 @@ typedef struct dc_codec_lists {
     uint64_t pop[DC_CODEC_MAX_CLASSES];
     uint64_t ccnt[DC_CODEC_MAX_CLASSES]; /* cls NULL: changes per class */
     const dc_codec_vals_t *vals; /* non-NULL: xorv and bw unread (above) */
+    /* ctx model, cls NULL: non-NULL, each class's positions as the Golomb
+     * stream dc_ent_pos_encode writes for its ranks (in pop[c]; K 1: the
+     * positions in n), pgl[c] bytes, class 0's first; pos and rnk unread */
+    const uint8_t *pg;
+    size_t pgl[DC_CODEC_MAX_CLASSES];
 } dc_codec_lists_t;
 
 /**

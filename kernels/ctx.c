@@ -237,21 +237,31 @@ unsigned dc_ctx_model_hist(const uint32_t *hist, size_t n, unsigned w, const uin
 
 /* Positions of one class: Golomb into dst (cap bytes), or rANS gaps when
  * they apply and are at most 1/64 larger (faster to decode).  *gaps = 1
- * for gaps. */
+ * for gaps.  gs (gsl bytes; NULL: none): the class's Golomb stream made
+ * elsewhere (a device sender) instead of idx, whose ranks are decoded into
+ * dec only when the gaps coder is tried. */
 static dc_status_t dc_ctx_pos_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
-                                     const uint32_t *idx, size_t cnt, uint64_t pop, uint8_t *dst,
+                                     const uint32_t *idx, size_t cnt, uint64_t pop,
+                                     const uint8_t *gs, size_t gsl, uint32_t *dec, uint8_t *dst,
                                      size_t cap, size_t *len, int *gaps)
 {
     size_t glen = 0;
-    dc_status_t gs = DC_ERR_BUSY;
+    dc_status_t gs_st = DC_ERR_BUSY;
     *gaps = 0;
     if (dc_codec_pos_method == DC_ENT_GAPS ||
         (dc_codec_pos_method == 0 && cnt >= DC_CODEC_GAPS_MIN &&
          layout == DC_CODEC_LAYOUT_SIMD)) {
-        gs = dc_ent_gaps_encode(ent, idx, cnt, pop, x->ptmp, x->ptmp_cap, &glen);
-        if (gs != DC_OK && gs != DC_ERR_BUSY)
-            return gs;
-        if (gs == DC_OK && dc_codec_pos_method == DC_ENT_GAPS) {
+        if (gs) {
+            if (dc_ent_pos_decode(gs, gsl, cnt, pop, dec) != DC_OK) {
+                dc_error_prefix("ctx: the given positions stream of %zu ranks", cnt);
+                return DC_ERR_INVALID;
+            }
+            idx = dec;
+        }
+        gs_st = dc_ent_gaps_encode(ent, idx, cnt, pop, x->ptmp, x->ptmp_cap, &glen);
+        if (gs_st != DC_OK && gs_st != DC_ERR_BUSY)
+            return gs_st;
+        if (gs_st == DC_OK && dc_codec_pos_method == DC_ENT_GAPS) {
             if (glen > cap)
                 return dc_error(DC_ERR_BUSY, "ctx: positions past the output");
             memcpy(dst, x->ptmp, glen);
@@ -261,10 +271,17 @@ static dc_status_t dc_ctx_pos_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigne
         }
     }
     size_t plen;
-    dc_status_t s = dc_ent_pos_encode(idx, cnt, pop, dst, cap, &plen);
-    if (s != DC_OK)
-        return s;
-    if (gs == DC_OK && glen <= plen + plen / 64) {
+    if (gs) {
+        if (gsl > cap)
+            return dc_error(DC_ERR_BUSY, "ctx: positions past the output");
+        memcpy(dst, gs, gsl);
+        plen = gsl;
+    } else {
+        dc_status_t s = dc_ent_pos_encode(idx, cnt, pop, dst, cap, &plen);
+        if (s != DC_OK)
+            return s;
+    }
+    if (gs_st == DC_OK && glen <= plen + plen / 64) {
         memcpy(dst, x->ptmp, glen);
         plen = glen;
         *gaps = 1;
@@ -466,7 +483,7 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
                                  x->ge);
     }
     return dc_ctx_encode_ranked(x, ent, layout, n, w, pos, xorv, x->bw, count, K, thr, x->cls,
-                                x->rnk, NULL, pop, NULL, dst, cap, len, vm, st);
+                                x->rnk, NULL, pop, NULL, NULL, NULL, dst, cap, len, vm, st);
 }
 
 void dc_ctx_thr_mag(const unsigned *thr, unsigned K, unsigned w, uint64_t *thrm)
@@ -479,14 +496,17 @@ dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned la
                                  unsigned w, const uint32_t *pos, const void *xorv,
                                  const void *bw, size_t count, unsigned K, const unsigned *thr,
                                  const uint8_t *cls, const uint32_t *rnk, const uint64_t *ccnt,
-                                 const uint64_t *cpop, const dc_codec_vals_t *vs, uint8_t *dst,
-                                 size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st)
+                                 const uint64_t *cpop, const uint8_t *pg, const size_t *pgl,
+                                 const dc_codec_vals_t *vs, uint8_t *dst, size_t cap,
+                                 size_t *len, unsigned *vm, dc_chunk_stats_t *st)
 {
     if (n * w > x->max_bytes || count > n || K < 1 || K > DC_CTX_MAX_CLASSES)
         return dc_error(DC_ERR_INVALID, "ctx: chunk of %zu x %u bytes (%u classes) exceeds "
                                         "context", n, w, K);
     if (cap < dc_ctx_bound(count, n, w))
         return dc_error(DC_ERR_BUSY, "ctx: output capacity %zu too small", cap);
+    if (pg && (cls || (K > 1 && !ccnt)))
+        return dc_error(DC_ERR_INVALID, "ctx: positions streams without grouped class counts");
     if (vs && (w > 2 || count == 0))
         return dc_error(DC_ERR_INVALID, "ctx: values on demand for %zu changes of %u bytes",
                         count, w);
@@ -544,6 +564,7 @@ dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned la
     size_t mask_at = o++;
     unsigned gmask = 0;
     double pos_bits = 0.0;
+    size_t pgo = 0; /* class c's stream in pg */
     for (unsigned c = 0; c < K; c++) {
         pos_bits += dc_ctx_cost((double)pop[c], (double)cnt[c]);
         if (cnt[c] == 0)
@@ -551,8 +572,12 @@ dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned la
         size_t plen = 0;
         int gaps = 0;
         /* stream at o + 10, its length in front once known */
-        dc_status_t s = dc_ctx_pos_encode(x, ent, layout, ranks + off[c], cnt[c], pop[c],
-                                          dst + o + 10, cap - o - 10, &plen, &gaps);
+        const uint8_t *gs = pg ? pg + pgo : NULL;
+        size_t gsl = pg ? pgl[c] : 0;
+        pgo += gsl;
+        dc_status_t s = dc_ctx_pos_encode(x, ent, layout, pg ? NULL : ranks + off[c], cnt[c],
+                                          pop[c], gs, gsl, x->idx + off[c], dst + o + 10,
+                                          cap - o - 10, &plen, &gaps);
         if (s != DC_OK)
             return s;
         uint8_t vb[10];

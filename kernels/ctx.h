@@ -109,7 +109,11 @@ dc_status_t dc_ctx_encode(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned layout,
  *     already grouped by class (class 0's first, each class's in element
  *     order: kernels/listpack.h) and ccnt[c] the changes of class c.
  *     With vs (w <= 2, count > 0; codec.h dc_codec_vals_t) the values
- *     come from vs: xorv and bw are unread.
+ *     come from vs: xorv and bw are unread.  With pg (cls NULL; ccnt when
+ *     K > 1), each class's positions come as the Golomb stream that
+ *     dc_ent_pos_encode writes for its ranks (in pop[c]; pgl[c] bytes,
+ *     class 0's first, 0 for an empty class): pos and rnk are unread, and
+ *     a class that tries the gaps coder has its ranks decoded from it.
  */
 size_t dc_ctx_sampled(size_t n);
 unsigned dc_ctx_model_hist(const uint32_t *hist, size_t n, unsigned w, const uint8_t *bw,
@@ -119,8 +123,9 @@ dc_status_t dc_ctx_encode_ranked(dc_ctx_t *x, dc_ent_scratch_t *ent, unsigned la
                                  unsigned w, const uint32_t *pos, const void *xorv,
                                  const void *bw, size_t count, unsigned K, const unsigned *thr,
                                  const uint8_t *cls, const uint32_t *rnk, const uint64_t *ccnt,
-                                 const uint64_t *pop, const dc_codec_vals_t *vs, uint8_t *dst,
-                                 size_t cap, size_t *len, unsigned *vm, dc_chunk_stats_t *st);
+                                 const uint64_t *pop, const uint8_t *pg, const size_t *pgl,
+                                 const dc_codec_vals_t *vs, uint8_t *dst, size_t cap,
+                                 size_t *len, unsigned *vm, dc_chunk_stats_t *st);
 
 /**
  * Decode a DC_ENC_CTX payload against the baseline `base` (n elements of w

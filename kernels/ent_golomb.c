@@ -38,6 +38,11 @@ static uint64_t dc_golomb_param(size_t count, uint64_t span)
     return (uint64_t)m;
 }
 
+uint64_t dc_ent_pos_param(size_t count, uint64_t span)
+{
+    return dc_golomb_param(count, span);
+}
+
 /*
  * Golomb encoder.  The bit writer is branch-free: acc's low nb bits (nb < 8
  * between codes) are pending, MSB first; after each code the whole bytes

@@ -129,6 +129,10 @@ dc_status_t dc_ent_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v
 
 /** Upper bound of a Golomb positions stream for `count` positions in n. */
 size_t dc_ent_pos_bound(size_t count, uint64_t n);
+/** The Golomb parameter m of count positions whose last is span - 1
+ *  (what dc_ent_pos_encode writes first, as a varint): a device encoder
+ *  takes it from here so that its stream is byte-identical. */
+uint64_t dc_ent_pos_param(size_t count, uint64_t span);
 /** Encode strictly increasing positions < n.  DC_ERR_BUSY if cap is too
  *  small. */
 dc_status_t dc_ent_pos_encode(const uint32_t *pos, size_t count, uint64_t n, uint8_t *dst,

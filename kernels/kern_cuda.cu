@@ -984,11 +984,18 @@ static void kcu_host_unregister(void *p)
         cudaGetLastError();
 }
 
+/* The copies and memsets on the default stream wait for them to finish:
+ * from pageable memory cudaMemcpy returns before its DMA lands, and a
+ * memset or a device-to-device copy is asynchronous, while the device
+ * senders' work runs on their own non-blocking streams (which the default
+ * stream does not order). */
 static dc_status_t kcu_h2d(void *dst, const void *src, size_t bytes)
 {
     dc_status_t st = DC_OK;
-    if (bytes)
+    if (bytes) {
         CU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to device");
+        CU_TRY(cudaStreamSynchronize(0), "copy to device");
+    }
 out:
     return st;
 }
@@ -1005,8 +1012,42 @@ out:
 static dc_status_t kcu_memset(void *dst, int byte, size_t bytes)
 {
     dc_status_t st = DC_OK;
-    if (bytes)
+    if (bytes) {
         CU_TRY(cudaMemset(dst, byte, bytes), "memset");
+        CU_TRY(cudaStreamSynchronize(0), "memset");
+    }
+out:
+    return st;
+}
+
+static dc_status_t kcu_stream_create(void **stream)
+{
+    dc_status_t st = DC_OK;
+    cudaStream_t s = NULL;
+    *stream = NULL;
+    CU_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream create");
+    *stream = (void *)s;
+out:
+    return st;
+}
+
+static void kcu_stream_destroy(void *stream)
+{
+    if (stream)
+        cudaStreamDestroy(S(stream));
+}
+
+/* a copy in direction dir (kern_cuda.h DC_KCU_*) on stream, waited for */
+static dc_status_t kcu_copy(void *dst, const void *src, size_t bytes, int dir, void *stream)
+{
+    dc_status_t st = DC_OK;
+    const cudaMemcpyKind k = dir == DC_KCU_H2D   ? cudaMemcpyHostToDevice
+                             : dir == DC_KCU_D2H ? cudaMemcpyDeviceToHost
+                                                 : cudaMemcpyDeviceToDevice;
+    if (bytes) {
+        CU_TRY(cudaMemcpyAsync(dst, src, bytes, k, S(stream)), "copy");
+        CU_TRY(cudaStreamSynchronize(S(stream)), "copy");
+    }
 out:
     return st;
 }
@@ -1098,9 +1139,10 @@ static dc_status_t scatter(void *dst, size_t n, unsigned w, const uint32_t *pos,
     if (bad != NONE_BAD) {
         uint32_t pv[2] = {0, 0};
         size_t k = (size_t)bad;
-        CU_TRY(cudaMemcpy(pv, pos + (k > 0 ? k - 1 : 0), (k > 0 ? 2 : 1) * sizeof(uint32_t),
-                          cudaMemcpyDeviceToHost),
+        CU_TRY(cudaMemcpyAsync(pv, pos + (k > 0 ? k - 1 : 0),
+                               (k > 0 ? 2 : 1) * sizeof(uint32_t), cudaMemcpyDeviceToHost, s),
                "position copy");
+        CU_TRY(cudaStreamSynchronize(s), "position copy");
         uint32_t cur = k > 0 ? pv[1] : pv[0];
         if (cur >= n)
             st = dc_error(DC_ERR_FORMAT, "%s: position %u at index %zu is out of range (%zu "
@@ -1315,8 +1357,10 @@ static dc_status_t kcu_digest128_dev_pieces(const void *buf, size_t len, size_t 
     for (size_t q = ndev; q < npieces; q++) { /* XXH3's short paths, on the host */
         uint8_t small[XXH_MIN_LONG];
         const size_t l = q + 1 < npieces ? piece : last;
-        CU_TRY(cudaMemcpy(small, (const uint8_t *)buf + q * piece, l, cudaMemcpyDeviceToHost),
+        CU_TRY(cudaMemcpyAsync(small, (const uint8_t *)buf + q * piece, l,
+                               cudaMemcpyDeviceToHost, s),
                "digest copy");
+        CU_TRY(cudaStreamSynchronize(s), "digest copy");
         XXH128_hash_t h = XXH3_128bits(small, l);
         outs[q].lo = h.low64;
         outs[q].hi = h.high64;
@@ -2734,8 +2778,10 @@ __global__ void k_ctx_rank(const uint8_t *base, size_t n, size_t tiles, dcs_thr 
 static dc_status_t kcu_d2d(void *dst, const void *src, size_t bytes)
 {
     dc_status_t st = DC_OK;
-    if (bytes)
+    if (bytes) {
         CU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "device-to-device copy");
+        CU_TRY(cudaStreamSynchronize(0), "device-to-device copy");
+    }
 out:
     return st;
 }
@@ -3175,6 +3221,21 @@ out:
     return st;
 }
 
+/* The count ranks rnk of classes cls (NULL: all class 0) grouped by class
+ * into idx (class 0's first, each in element order); counts, offs (K x
+ * tiles) and sums (K) the zeroed scratch, sums[c] class c's changes after. */
+static void lp_group(const uint8_t *cls, const uint32_t *rnk, size_t count, unsigned K,
+                     size_t tiles, unsigned long long *counts, unsigned long long *offs,
+                     unsigned long long *sums, uint32_t *idx, cudaStream_t s)
+{
+    const unsigned g = grid_for(tiles, 1);
+    DC_LAUNCH(k_lp_count, g, BLOCK, s)(cls, count, tiles, K, counts);
+    for (unsigned c = 0; c < K; c++)
+        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(counts + c * tiles, tiles, offs + c * tiles,
+                                             sums + c);
+    DC_LAUNCH(k_lp_place, g, BLOCK, s)(cls, rnk, count, tiles, K, offs, sums, idx);
+}
+
 /* each grouped rank's gap (lp_gap) */
 __global__ void k_lp_gaps(const uint32_t *idx, size_t count, unsigned K,
                           const unsigned long long *sums, uint32_t *gaps)
@@ -3206,15 +3267,10 @@ static dc_status_t kcu_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_
     CU_TRY(cudaMemsetAsync(scr, 0, words * sizeof(*scr), s), "pack ranks zero");
     if (count > 0) {
         unsigned long long *counts = scr, *offs = scr + K * tiles, *sums = scr + 2 * K * tiles;
-        const unsigned g = grid_for(tiles, 1);
         /* the ranks grouped, then their gaps */
         CU_TRY(cudaMallocAsync((void **)&idx, 2 * count * sizeof(*idx), s),
                "pack ranks grouping");
-        DC_LAUNCH(k_lp_count, g, BLOCK, s)(cls, count, tiles, K, counts);
-        for (unsigned c = 0; c < K; c++)
-            DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(counts + c * tiles, tiles, offs + c * tiles,
-                                                 sums + c);
-        DC_LAUNCH(k_lp_place, g, BLOCK, s)(cls, rnk, count, tiles, K, offs, sums, idx);
+        lp_group(cls, rnk, count, K, tiles, counts, offs, sums, idx, s);
         DC_LAUNCH(k_lp_gaps, grid_for(count, BLOCK), BLOCK, s)(idx, count, K, sums,
                                                                  idx + count);
         CU_TRY(cudaGetLastError(), "pack ranks kernels");
@@ -3439,6 +3495,223 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------------------ */
+/*  Golomb positions on the device, byte for byte what entropy.h            */
+/*  dc_ent_pos_encode writes for each class's ranks: the ranks grouped by   */
+/*  class (lp_group); each class's count and last rank to the host, which   */
+/*  takes m from dc_ent_pos_param as the CPU encoder does; each code's bits */
+/*  per class and tile, their scans; each class's stream at its byte: m as */
+/*  a varint, then the codes (q zeros, a one, the truncated binary          */
+/*  remainder, MSB first), ORed into the zeroed output.                     */
+/* ------------------------------------------------------------------------ */
+
+struct gl_args {
+    unsigned long long start[9]; /* grouped index of class c's first rank */
+    unsigned long long at[8];    /* the output bit of class c's first code */
+    unsigned long long hdr[8];   /* the output byte of class c's m varint */
+    unsigned m[8], cut[8], b[8];
+    unsigned K;
+};
+
+__device__ __forceinline__ unsigned gl_class(const gl_args &a, size_t i)
+{
+    unsigned c = 0;
+    while (c + 1 < a.K && i >= a.start[c + 1])
+        c++;
+    return c;
+}
+
+/* grouped rank i's code: *len its bits, *v its one and remainder (the last
+ * *vb bits of it; q zeros before them) */
+__device__ __forceinline__ unsigned long long gl_code(const uint32_t *idx, size_t i,
+                                                      const gl_args &a, unsigned c,
+                                                      unsigned *v, unsigned *vb)
+{
+    uint32_t g = i == a.start[c] ? idx[i] : idx[i] - idx[i - 1] - 1u;
+    uint32_t m = a.m[c];
+    uint32_t q = m > 1 ? g / m : g, r = g - q * m;
+    unsigned lt = r < a.cut[c];
+    unsigned rb = a.b[c] - lt;
+    uint32_t rv = lt ? r : r + a.cut[c];
+    *v = (unsigned)(((unsigned long long)1 << rb) | rv);
+    *vb = rb + 1;
+    return (unsigned long long)q + 1 + rb;
+}
+
+/* one byte ORed into the output's words (little-endian) */
+__device__ __forceinline__ void gl_or_byte(unsigned *out, unsigned long long byte, unsigned v)
+{
+    pw_or(&out[byte / 4], v << (8 * (unsigned)(byte % 4)));
+}
+
+/* Pass 1 (write false): each class's code bits per tile into
+ * bits[c * tiles + tile].  Pass 2 (write true): the codes from offs (the
+ * tiles' exclusive bits per class) on, and block 0 writes the headers. */
+__global__ void k_gl_codes(const uint32_t *idx, size_t count, size_t tiles, gl_args a,
+                           unsigned long long *bits, const unsigned long long *offs,
+                           unsigned *out, bool write)
+{
+    if (write && blockIdx.x == 0 && threadIdx.x < a.K &&
+        a.start[threadIdx.x + 1] > a.start[threadIdx.x]) {
+        unsigned long long o = a.hdr[threadIdx.x];
+        uint32_t m = a.m[threadIdx.x];
+        while (m >= 0x80u) {
+            gl_or_byte(out, o++, (m & 0x7fu) | 0x80u);
+            m >>= 7;
+        }
+        gl_or_byte(out, o, m);
+    }
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
+        unsigned long long mine[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j = 0; j < LP_ITEMS && k0 + j < count; j++) {
+            unsigned c = gl_class(a, k0 + j), v, vb;
+            mine[c] += gl_code(idx, k0 + j, a, c, &v, &vb);
+        }
+        unsigned long long o[8];
+        for (unsigned c = 0; c < a.K; c++) {
+            unsigned long long total, before = block_exscan(mine[c], &total);
+            if (!write) {
+                if (threadIdx.x == 0)
+                    bits[c * tiles + tile] = total;
+                continue;
+            }
+            o[c] = a.at[c] + offs[c * tiles + tile] + before;
+        }
+        if (!write)
+            continue;
+        for (int j = 0; j < LP_ITEMS && k0 + j < count; j++) {
+            unsigned c = gl_class(a, k0 + j), v, vb;
+            unsigned long long len = gl_code(idx, k0 + j, a, c, &v, &vb);
+            /* the one and the remainder (<= 33 bits) at bit p, MSB first */
+            unsigned long long p = o[c] + (len - vb);
+            unsigned sh = (unsigned)(p % 8);
+            unsigned long long x = (unsigned long long)v << (64 - vb - sh);
+            for (unsigned t = 0; t * 8 < sh + vb; t++)
+                gl_or_byte(out, p / 8 + t, (unsigned)(x >> (56 - 8 * t)) & 0xffu);
+            o[c] += len;
+        }
+    }
+}
+
+static dc_status_t kcu_golomb_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                    unsigned K, uint8_t *out, size_t cap, size_t *clen,
+                                    uint64_t *ccnt, size_t *d2h, void *stream)
+{
+    dc_status_t st = DC_OK;
+    unsigned long long *scr = NULL;
+    uint32_t *idx = NULL;
+    cudaStream_t s = S(stream);
+    *d2h = 0;
+    if (K < 1 || K > 8 || (!cls && K != 1))
+        return dc_error(DC_ERR_INVALID, "cuda golomb ranks: %u classes%s", K,
+                        cls ? "" : " without a class list");
+    if ((count > 0 && ((uintptr_t)rnk & 3) != 0) || ((uintptr_t)out & 3) != 0)
+        return dc_error(DC_ERR_INVALID, "cuda golomb ranks: ranks or output not 4-byte aligned");
+    for (unsigned c = 0; c < K; c++)
+        ccnt[c] = clen[c] = 0;
+    if (count == 0)
+        return DC_OK;
+    {
+        const size_t tiles = (count + LP_TILE - 1) / LP_TILE;
+        const unsigned g = grid_for(tiles, 1);
+        /* counts, offs, bits, boffs (K x tiles each), sums, bsums (K) */
+        const size_t words = 4 * K * tiles + 2 * K;
+        CU_TRY(cudaMallocAsync((void **)&scr, words * sizeof(*scr), s), "golomb ranks scratch");
+        CU_TRY(cudaMemsetAsync(scr, 0, words * sizeof(*scr), s), "golomb ranks zero");
+        unsigned long long *counts = scr, *offs = scr + K * tiles, *bits = scr + 2 * K * tiles,
+                           *boffs = scr + 3 * K * tiles, *sums = scr + 4 * K * tiles,
+                           *bsums = sums + K;
+        unsigned long long cnt[8] = {count};
+        uint32_t last[8];
+        gl_args a;
+        memset(&a, 0, sizeof(a));
+        a.K = K;
+        if (cls == NULL) {
+            idx = (uint32_t *)rnk; /* one class, in order already */
+        } else {
+            /* grouped; the counts to the host, then each class's last rank */
+            CU_TRY(cudaMallocAsync((void **)&idx, count * sizeof(*idx), s),
+                   "golomb ranks grouping");
+            lp_group(cls, rnk, count, K, tiles, counts, offs, sums, idx, s);
+            CU_TRY(cudaGetLastError(), "golomb ranks grouping");
+            CU_TRY(cudaMemcpyAsync(cnt, sums, K * sizeof(*sums), cudaMemcpyDeviceToHost, s),
+                   "golomb ranks counts copy");
+            CU_TRY(cudaStreamSynchronize(s), "golomb ranks grouping");
+            *d2h += K * sizeof(*sums);
+        }
+        for (unsigned c = 0; c < K; c++) {
+            a.start[c + 1] = a.start[c] + cnt[c];
+            if (cnt[c] == 0 || a.start[c + 1] > count)
+                continue;
+            CU_TRY(cudaMemcpyAsync(&last[c], idx + a.start[c + 1] - 1, sizeof(*last),
+                                   cudaMemcpyDeviceToHost, s),
+                   "golomb ranks last copy");
+            *d2h += sizeof(*last);
+        }
+        if (a.start[K] != count) {
+            st = dc_error(DC_ERR_IO, "cuda golomb ranks: class counts sum to %llu of %zu",
+                          a.start[K], count);
+            goto out;
+        }
+        CU_TRY(cudaStreamSynchronize(s), "golomb ranks last");
+        /* m as the CPU encoder picks it (its doubles, on the host) */
+        for (unsigned c = 0; c < K; c++) {
+            uint64_t m = cnt[c] ? dc_ent_pos_param((size_t)cnt[c], (uint64_t)last[c] + 1) : 1;
+            unsigned b = 0;
+            while (b < 32 && (1ull << b) < m)
+                b++;
+            a.m[c] = (unsigned)m;
+            a.b[c] = b;
+            a.cut[c] = (unsigned)((1ull << b) - m);
+        }
+        DC_LAUNCH(k_gl_codes, g, BLOCK, s)(idx, count, tiles, a, bits, boffs, (unsigned *)out,
+                                           false);
+        for (unsigned c = 0; c < K; c++)
+            DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(bits + c * tiles, tiles, boffs + c * tiles,
+                                                 bsums + c);
+        CU_TRY(cudaGetLastError(), "golomb ranks sizes");
+        unsigned long long cb[8];
+        CU_TRY(cudaMemcpyAsync(cb, bsums, K * sizeof(*bsums), cudaMemcpyDeviceToHost, s),
+               "golomb ranks bits copy");
+        CU_TRY(cudaStreamSynchronize(s), "golomb ranks sizes");
+        *d2h += K * sizeof(*bsums);
+        /* each class's stream: m's varint, its codes' bytes */
+        size_t o = 0;
+        for (unsigned c = 0; c < K; c++) {
+            if (cnt[c] == 0)
+                continue;
+            uint8_t vb[10];
+            size_t hl = dc_ent_put_varint(vb, a.m[c]);
+            a.hdr[c] = o;
+            a.at[c] = 8ull * (o + hl);
+            clen[c] = hl + (size_t)((cb[c] + 7) / 8);
+            ccnt[c] = cnt[c];
+            o += clen[c];
+            if (o > cap) {
+                st = dc_error(DC_ERR_BUSY, "cuda golomb ranks: streams past %zu bytes", cap);
+                goto out;
+            }
+        }
+        CU_TRY(cudaMemsetAsync(out, 0, (o + 3) & ~(size_t)3, s), "golomb ranks clear");
+        DC_LAUNCH(k_gl_codes, g, BLOCK, s)(idx, count, tiles, a, bits, boffs, (unsigned *)out,
+                                           true);
+        CU_TRY(cudaGetLastError(), "golomb ranks codes");
+        CU_TRY(cudaStreamSynchronize(s), "golomb ranks codes");
+    }
+out:
+    if (idx != NULL && idx != rnk)
+        cudaFreeAsync(idx, s);
+    if (scr != NULL) {
+        cudaFreeAsync(scr, s);
+        cudaStreamSynchronize(s);
+    }
+    if (st != DC_OK)
+        for (unsigned c = 0; c < K; c++)
+            clen[c] = 0;
+    return st;
+}
+
 /* ======================== end of the device sender ======================== */
 
 #ifndef DC_KCU_OPS_NAME
@@ -3461,4 +3734,8 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     kcu_pack_ranks,
     /* ctx values on demand */
     kcu_ctx_values, kcu_word_hist, kcu_pack_words,
+    /* Golomb positions */
+    kcu_golomb_ranks,
+    /* streams */
+    kcu_stream_create, kcu_stream_destroy, kcu_copy,
 };

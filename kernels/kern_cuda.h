@@ -359,6 +359,42 @@ dc_status_t dc_kern_cuda_pack_words(const void *words, size_t count, unsigned w,
                                     size_t *len, int *nibbles, void *stream);
 
 /**
+ * A device sender's positions in the payload's own form: the count ranks
+ * rnk of classes cls (device; cls NULL: one class, K 1, rnk the increasing
+ * positions) grouped by class, and each class's Golomb positions stream,
+ * byte for byte what entropy.h dc_ent_pos_encode writes for its ranks
+ * (m from dc_ent_pos_param, taken on the host from each class's count and
+ * last rank), into out (device, 4-byte aligned, cap bytes), class 0's
+ * first: clen[c] bytes (0 for an empty class), ccnt[c] its ranks.  About
+ * the payload's positions bytes cross PCIe after (a byte a change as
+ * varints, kern_cuda_pack_ranks); *d2h the bytes read back on the way (the
+ * counts, the last ranks, the lengths).  DC_ERR_BUSY: the streams exceed
+ * cap.  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_golomb_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                      unsigned K, uint8_t *out, size_t cap, size_t *clen,
+                                      uint64_t *ccnt, size_t *d2h, void *stream);
+
+/**
+ * A stream of its own for a caller's work (cudaStreamNonBlocking: not
+ * ordered with the default stream's, so that the work of several callers
+ * overlaps on the device: each encoder thread of a device sender, its
+ * baseline stream's copies beside another's diff and packing).  Every op
+ * that takes `stream` runs there and waits for it before it returns; the
+ * ops without one (dc_kern_cuda_h2d, d2h, memset, d2d) run on the default
+ * stream and wait for it too.  NULL *stream with the error set when there
+ * is no device.
+ */
+dc_status_t dc_kern_cuda_stream_create(void **stream);
+void dc_kern_cuda_stream_destroy(void *stream);
+/** The directions of dc_kern_cuda_copy. */
+enum { DC_KCU_H2D = 1, DC_KCU_D2H = 2, DC_KCU_D2D = 3 };
+/** bytes from src to dst in direction dir (DC_KCU_*) on stream, waited
+ *  for; counted as dc_kern_cuda_h2d / d2h count theirs
+ *  (dc_kern_cuda_pcie). */
+dc_status_t dc_kern_cuda_copy(void *dst, const void *src, size_t bytes, int dir, void *stream);
+
+/**
  * Page-lock host memory [p, p + bytes) (cudaHostRegister) so that copies
  * from it to the device run at the link's speed by DMA instead of through
  * the driver's pageable staging; dc_kern_cuda_host_unregister(p) before it

@@ -173,6 +173,28 @@ static dc_status_t none_pack_words(const void *words, size_t count, unsigned w, 
     return no_cuda();
 }
 
+static dc_status_t none_golomb_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                     unsigned K, uint8_t *out, size_t cap, size_t *clen,
+                                     uint64_t *ccnt, size_t *d2h, void *stream)
+{
+    return no_cuda();
+}
+
+static dc_status_t none_stream_create(void **stream)
+{
+    *stream = NULL;
+    return no_cuda();
+}
+
+static void none_stream_destroy(void *stream)
+{
+}
+
+static dc_status_t none_copy(void *dst, const void *src, size_t bytes, int dir, void *stream)
+{
+    return no_cuda();
+}
+
 const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     "none", none_available, none_why, none_props, none_malloc, none_free, none_h2d,
     none_d2h, none_memset, none_sync, none_count_changed, none_diff, none_gather,
@@ -189,4 +211,8 @@ const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     none_pack_ranks,
     /* ctx values on demand */
     none_ctx_values, none_word_hist, none_pack_words,
+    /* Golomb positions */
+    none_golomb_ranks,
+    /* streams */
+    none_stream_create, none_stream_destroy, none_copy,
 };

@@ -267,6 +267,34 @@ dc_status_t dc_kern_cuda_pack_words(const void *words, size_t count, unsigned w,
     return dc_kern_cuda_ops()->pack_words(words, count, w, out, len, nibbles, stream);
 }
 
+dc_status_t dc_kern_cuda_golomb_ranks(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                      unsigned K, uint8_t *out, size_t cap, size_t *clen,
+                                      uint64_t *ccnt, size_t *d2h, void *stream)
+{
+    return dc_kern_cuda_ops()->golomb_ranks(cls, rnk, count, K, out, cap, clen, ccnt, d2h,
+                                            stream);
+}
+
+dc_status_t dc_kern_cuda_stream_create(void **stream)
+{
+    return dc_kern_cuda_ops()->stream_create(stream);
+}
+
+void dc_kern_cuda_stream_destroy(void *stream)
+{
+    dc_kern_cuda_ops()->stream_destroy(stream);
+}
+
+dc_status_t dc_kern_cuda_copy(void *dst, const void *src, size_t bytes, int dir, void *stream)
+{
+    if (dir != DC_KCU_H2D && dir != DC_KCU_D2H && dir != DC_KCU_D2D)
+        return dc_error(DC_ERR_INVALID, "cuda copy: direction %d", dir);
+    dc_status_t st = dc_kern_cuda_ops()->copy(dst, src, bytes, dir, stream);
+    if (st == DC_OK && dir != DC_KCU_D2D)
+        dc_kcu_count(bytes, dir == DC_KCU_H2D);
+    return st;
+}
+
 dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,
                                   unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                                   uint32_t *rnk, uint64_t *pop, void *stream)

@@ -82,6 +82,14 @@ typedef struct dc_kern_cuda_ops {
                              size_t *len, void *stream);
     dc_status_t (*pack_words)(const void *words, size_t count, unsigned w, uint8_t *out,
                               size_t *len, int *nibbles, void *stream);
+    /* Golomb positions (a device sender's) */
+    dc_status_t (*golomb_ranks)(const uint8_t *cls, const uint32_t *rnk, size_t count,
+                                unsigned K, uint8_t *out, size_t cap, size_t *clen,
+                                uint64_t *ccnt, size_t *d2h, void *stream);
+    /* streams */
+    dc_status_t (*stream_create)(void **stream);
+    void (*stream_destroy)(void *stream);
+    dc_status_t (*copy)(void *dst, const void *src, size_t bytes, int dir, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */

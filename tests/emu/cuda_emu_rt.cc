@@ -12,6 +12,8 @@
 
 #include <cstdio>
 #include <map>
+#include <mutex>
+#include <set>
 
 #include "cuda_emu_rt.h"
 
@@ -235,7 +237,7 @@ cudaError_t cudaHostUnregister(void *p)
     return g_locked.erase((uintptr_t)p) ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
+cudaError_t emu_copy(void *d, const void *s, size_t n, cudaMemcpyKind k)
 {
     if (n == 0)
         return cudaSuccess;
@@ -264,7 +266,7 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
     return cudaSuccess;
 }
 
-cudaError_t cudaMemset(void *d, int v, size_t n)
+cudaError_t emu_set(void *d, int v, size_t n)
 {
     if (n == 0)
         return cudaSuccess;
@@ -276,12 +278,48 @@ cudaError_t cudaMemset(void *d, int v, size_t n)
     return cudaSuccess;
 }
 
+/* streams: tokens handed out by cudaStreamCreateWithFlags, live until
+ * destroyed; work on any other stream but the default one aborts */
+static std::mutex g_smu;
+static std::set<void *> g_streams;
+static thread_local uint64_t t_default_ops;
+
+void emu_stream_use(void *stream)
+{
+    if (stream == nullptr) {
+        t_default_ops++;
+        return;
+    }
+    std::lock_guard<std::mutex> l(g_smu);
+    if (!g_streams.count(stream))
+        emu_die("emulated CUDA: work queued on a stream that was never created or was "
+                "destroyed\n");
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    (void)flags;
+    std::lock_guard<std::mutex> l(g_smu);
+    *s = new char;
+    g_streams.insert(*s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    std::lock_guard<std::mutex> l(g_smu);
+    if (!g_streams.erase(s))
+        return cudaErrorInvalidValue;
+    delete (char *)s;
+    return cudaSuccess;
+}
+
 /* kern_cuda.cu itself, its table renamed */
 #define DC_KCU_OPS_NAME dc_kern_cuda_emu_ops
 #define DC_KCU_OPS_LABEL "emulated"
 #undef DC_LAUNCH
 #define DC_LAUNCH(kernel, grid, block, stream) \
-    (g_launches++, emu_launch((unsigned)(grid), (unsigned)(block), kernel))
+    (emu_stream_use(stream), g_launches++, emu_launch((unsigned)(grid), (unsigned)(block), kernel))
 /* its headers first, so that only its own definitions land in the
  * namespace (their names would collide with the library's nvcc object) */
 #include <stdio.h>
@@ -343,6 +381,17 @@ size_t dc_emu_live_bytes(void)
 {
     std::lock_guard<std::recursive_mutex> l(g_gate);
     return g_live;
+}
+
+uint64_t dc_emu_default_stream_ops(void)
+{
+    return t_default_ops;
+}
+
+size_t dc_emu_live_streams(void)
+{
+    std::lock_guard<std::mutex> l(g_smu);
+    return g_streams.size();
 }
 
 uint64_t dc_emu_launches(void)

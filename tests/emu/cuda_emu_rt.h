@@ -14,7 +14,8 @@
  * (kernels/kern_cuda_ops.h), so the engine's device paths run on it.
  * Limits: the gate is process-wide (mprotect has no per-thread view), so
  * while one thread's emulated kernel runs another thread's stray access is
- * not caught; kernels run one at a time; streams are synchronous.
+ * not caught; kernels run one at a time; streams are synchronous (but
+ * each piece of work must name a live stream or the default one).
  */
 #ifndef DC_TESTS_CUDA_EMU_RT_H
 #define DC_TESTS_CUDA_EMU_RT_H
@@ -43,6 +44,11 @@ int dc_emu_pcie_of(pthread_t th, uint64_t *h2d, uint64_t *d2h);
 int dc_emu_is_device(const void *p);
 /** Bytes currently allocated in the arena. */
 size_t dc_emu_live_bytes(void);
+/** Work (launches, copies, memsets, synchronizations) this thread queued
+ *  on the default stream (not reset); work on a stream never created or
+ *  destroyed aborts.  Live streams (cudaStreamCreateWithFlags). */
+uint64_t dc_emu_default_stream_ops(void);
+size_t dc_emu_live_streams(void);
 /** Kernel launches since install (a test can check that work ran there). */
 uint64_t dc_emu_launches(void);
 /** Host bytes page-locked now (cudaHostRegister), and the bytes copied to

@@ -173,8 +173,15 @@ static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const
     uint64_t h0, d0, h1, d1, u0, w0, up, down;
     pcie_now(&u0, &w0);
     dc_devsend_pcie(ds, &h0, &d0);
+    uint64_t dflt = g_real ? 0 : dc_emu_default_stream_ops();
     dc_status_t st = dc_devsend_encode(ds, dcod, host_base ? NULL : db, host_base ? base : NULL,
                                        dn, n, w, p2, cap, &l2, &e2, &g2);
+    /* all of it on the sender's own stream (the emulated runtime aborts
+     * on a stream never created): none on the default stream, which would
+     * serialize it with every other encoder thread's */
+    cr_assert(g_real || dc_emu_default_stream_ops() == dflt,
+                 "the device sender queued work on the default stream (%llu times)",
+                 (unsigned long long)(dc_emu_default_stream_ops() - dflt));
     pcie_now(&up, &down);
     up -= u0;
     down -= w0;
@@ -210,15 +217,18 @@ static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const
         if (classes)
             ctx_classes_seen++;
         /* what crossed: the baseline stream (host baseline) and lists,
-         * never the next chunk: the XOR and base words (2w B a change),
-         * the ranks and (when read: one class, or a host baseline to
-         * patch) the positions packed as varint gaps (kernels/
-         * listpack.h: under 2^21 here, so at most 3 B a change, where
-         * unpacked they are 5 and 4); with classes and nobody reading
-         * them, not the positions at all */
-        int pos_read = !classes || host_base;
+         * never the next chunk: the XOR and base words (2w B a change);
+         * with the ctx model each class's Golomb positions stream of its
+         * ranks (of the positions with one class), at most 3 B a change
+         * here (n < 2^21: a gap's code is under 24 bits with the m the
+         * encoder picks), and the positions themselves only for a host
+         * baseline to patch, as varint gaps (kernels/listpack.h: under
+         * 3 B a change here; decoded from the stream with one class);
+         * the order0 model's positions as varint gaps */
+        int ctxk = kind == DC_ENC_CTX;
+        int pos_read = !ctxk || (host_base && classes);
         size_t c = cs.changed;
-        size_t expect = c * (2 * (size_t)w + (classes ? 3 : 0) + (pos_read ? 3 : 0));
+        size_t expect = c * (2 * (size_t)w + (ctxk ? 3 : 0) + (pos_read ? 3 : 0));
         int vals = kind == DC_ENC_CTX && w <= 2 && c > 0;
         if (vals) {
             /* values on demand: the words of the chosen mode (and of mode
@@ -234,7 +244,7 @@ static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const
             size_t hbytes = (hx * vb < c * w ? hx * vb : c * w) +
                             (hs * vb < c * w ? hs * vb : c * w);
             expect = c * ((size_t)w * (1 + (mode == 2) + (host_base ? 1 : 0)) +
-                          (classes ? 3 : 0) + (pos_read ? 3 : 0)) +
+                          (ctxk ? 3 : 0) + (pos_read ? 3 : 0)) +
                      hbytes + (c < 1024 ? c : 1024 + 16) /* the buckets or their histogram */ +
                      2 * 8 /* the symbol counts */;
             vals_seen++;
@@ -248,8 +258,9 @@ static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const
         cr_assert_eq(h1 - h0, up);
         /* + the sample histogram, the digest, the count, the populations,
          * each packing's class counts and length, the packed words'
-         * lengths */
-        cr_assert_leq(down, expect + 1024 + 2 * 16 + 16 + 8 + 8 * 8 + 2 * (8 * 8 + 16) + 5 * 16,
+         * lengths, the streams' class counts, last ranks, bits and m */
+        cr_assert_leq(down, expect + 1024 + 2 * 16 + 16 + 8 + 8 * 8 + 2 * (8 * 8 + 16) + 5 * 16 +
+                                8 * (8 + 4 + 8 + 5),
                       "D2H %llu of a %zu-byte chunk, %zu changes of %u bytes%s%s",
                       (unsigned long long)down, bytes, cs.changed, w,
                       classes ? ", ranks" : "", pos_read ? ", positions" : "");
@@ -257,10 +268,10 @@ static int chunk_pair(dc_codec_t *cpu, dc_codec_t *dcod, dc_devsend_t *ds, const
         const uint8_t *xv;
         size_t cnt;
         dc_devsend_lists(ds, &pos, &xv, &cnt);
-        if (classes && !host_base) {
+        if (ctxk && !host_base) {
             cr_assert(pos == NULL || cnt == 0, "the positions came back unasked");
         } else if (host_base || xv != NULL) {
-            cr_assert(pos != NULL, "no positions though %s", host_base ? "asked" : "one class");
+            cr_assert(pos != NULL, "no positions though %s", host_base ? "asked" : "order0");
             cr_assert(xv != NULL, "no XOR words though asked");
             /* the lists turn the base into next (a host baseline's commit) */
             for (size_t k = 0; k < cnt; k++) {
@@ -296,7 +307,10 @@ static void run_model(unsigned model, int host_base)
     cr_assert_eq(dc_codec_create(maxb, &dcod), DC_OK);
     dc_codec_set_model(cpu, model);
     dc_codec_set_model(dcod, model);
+    size_t streams = g_real ? 0 : dc_emu_live_streams();
     cr_assert_eq(dc_devsend_create(maxb, host_base, &ds), DC_OK, "%s", dc_last_error());
+    cr_assert(g_real || dc_emu_live_streams() == streams + 1,
+              "a device sender has a stream of its own");
     /* as the engine asks: a host baseline is patched with the positions */
     dc_devsend_want_lists(ds, host_base);
     unsigned encoded = 0, handed_back = 0;
@@ -323,6 +337,8 @@ static void run_model(unsigned model, int host_base)
     cr_assert_gt(encoded, host_base ? 5 : 10);
     cr_assert_gt(handed_back, 0, "no 30%% chunk was handed back for staging");
     dc_devsend_free(ds);
+    cr_assert(g_real || dc_emu_live_streams() == streams,
+              "the device sender's stream outlived it");
     dc_codec_free(cpu);
     dc_codec_free(dcod);
 }
@@ -480,6 +496,92 @@ Test(emu_sender, packed_rank_lists_match_the_cpu, .timeout = 280)
     size_t l;
     int nb;
     cr_assert_eq(dc_kern_cuda_pack_ranks(NULL, NULL, 0, 3, NULL, &l, &nb, cc, NULL),
+                 DC_ERR_INVALID);
+}
+
+/* The Golomb positions streams made on the device (dc_kern_cuda_golomb_
+ * ranks) against the CPU's encoder (entropy.h dc_ent_pos_encode of each
+ * class's ranks): 1 to 8 classes, empty classes, one list of positions (no
+ * classes), counts across the 2048-change tiles, dense classes (m 1),
+ * sparse ones, and a gap far above the class's mean (a code of thousands
+ * of zeros, past 32-bit words); byte-identical, class by class, with the
+ * counts; an output too small is DC_ERR_BUSY. */
+Test(emu_sender, golomb_streams_match_the_cpu, .timeout = 280)
+{
+    static const size_t counts[] = {1, 2, 2047, 2049, 9000};
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+        for (unsigned K = 0; K <= 8; K += (K < 2 ? 1 : 3)) {
+            size_t count = counts[ci];
+            unsigned nk = K ? K : 1;
+            uint8_t *cls = malloc(count + 1);
+            uint32_t *rnk = malloc(4 * count + 4), *grp = malloc(4 * count + 4), next[8] = {0};
+            cr_assert(cls && rnk && grp);
+            for (size_t k = 0; k < count; k++) {
+                /* class nk - 1 stays empty from 3 classes on */
+                unsigned c = (unsigned)(rnd() % (nk > 2 ? nk - 1 : nk));
+                cls[k] = (uint8_t)c;
+                uint64_t r = rnd();
+                /* class 0 dense (gaps 0 and 1), the others sparser; now
+                 * and then a far gap */
+                uint32_t gap = (uint32_t)(c == 0 ? r % 2 : r % (40u << c));
+                if (r % 997 == 0)
+                    gap = (uint32_t)(rnd() % (1u << 24));
+                next[c] += gap;
+                rnk[k] = next[c]++;
+            }
+            size_t cap = 16 * 8 + count * 34 / 8 + ((size_t)1 << 23), lref[8] = {0}, lgot[8];
+            uint8_t *ref = malloc(cap), *got = malloc(cap);
+            uint64_t cgot[8], cref[8] = {0};
+            cr_assert(ref && got);
+            /* the CPU: each class's ranks in order, then its stream */
+            size_t off = 0, g = 0;
+            for (unsigned c = 0; c < nk; c++) {
+                size_t m = 0;
+                for (size_t k = 0; k < count; k++)
+                    if (!K || cls[k] == c)
+                        grp[g + m++] = rnk[k];
+                cref[c] = m;
+                if (m) {
+                    cr_assert_eq(dc_ent_pos_encode(grp + g, m, (uint64_t)grp[g + m - 1] + 1,
+                                                   ref + off, cap - off, &lref[c]),
+                                 DC_OK, "%s", dc_last_error());
+                }
+                off += lref[c];
+                g += m;
+            }
+            void *dc = to_dev(cls, count + 1), *dr = to_dev(rnk, 4 * count + 4), *dout = NULL;
+            size_t hx = 0;
+            cr_assert_eq(dc_kern_cuda_malloc(&dout, cap), DC_OK);
+            cr_assert_eq(dc_kern_cuda_golomb_ranks(K ? dc : NULL, dr, count, nk, dout, cap, lgot,
+                                                   cgot, &hx, NULL),
+                         DC_OK, "count %zu K %u: %s", count, K, dc_last_error());
+            cr_assert(memcmp(cgot, cref, nk * 8) == 0, "count %zu K %u: class counts", count, K);
+            cr_assert(memcmp(lgot, lref, nk * sizeof(size_t)) == 0,
+                      "count %zu K %u: stream lengths (class 0: %zu, CPU %zu)", count, K, lgot[0],
+                      lref[0]);
+            cr_assert_eq(dc_kern_cuda_d2h(got, dout, off), DC_OK);
+            for (unsigned c = 0, o = 0; c < nk; o += (unsigned)lref[c], c++)
+                cr_assert(memcmp(got + o, ref + o, lref[c]) == 0,
+                          "count %zu K %u: class %u's stream differs", count, K, c);
+            cr_assert_leq(hx, nk * (8 + 4 + 8), "count %zu K %u: %zu bytes read back", count, K,
+                          hx);
+            /* an output one byte short */
+            if (off > 0)
+                cr_assert_eq(dc_kern_cuda_golomb_ranks(K ? dc : NULL, dr, count, nk, dout,
+                                                       off - 1, lgot, cgot, &hx, NULL),
+                             DC_ERR_BUSY);
+            dc_kern_cuda_free(dc);
+            dc_kern_cuda_free(dr);
+            dc_kern_cuda_free(dout);
+            free(cls);
+            free(ref);
+            free(got);
+            free(rnk);
+            free(grp);
+        }
+    uint64_t cc[8];
+    size_t l[8], hx;
+    cr_assert_eq(dc_kern_cuda_golomb_ranks(NULL, NULL, 0, 3, NULL, 0, l, cc, &hx, NULL),
                  DC_ERR_INVALID);
 }
 

@@ -147,7 +147,12 @@ template <typename K> struct emu_launcher {
     }
 };
 template <typename K> emu_launcher<K> emu_launch(unsigned g, unsigned b, K k) { return {g, b, k}; }
-#define DC_LAUNCH(kernel, grid, block, stream) emu_launch((unsigned)(grid), (unsigned)(block), kernel)
+// every piece of work names its stream: one never created (or destroyed)
+// aborts the test; work on the default stream is counted per thread
+// (tests/emu/cuda_emu_rt.cc)
+void emu_stream_use(void *stream);
+#define DC_LAUNCH(kernel, grid, block, stream) \
+    (emu_stream_use(stream), emu_launch((unsigned)(grid), (unsigned)(block), kernel))
 
 // runtime API (implemented in tests/emu/cuda_emu_rt.cc over the arena)
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
@@ -155,6 +160,9 @@ enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAl
 typedef void *cudaStream_t; typedef void *cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                       cudaMemcpyDeviceToDevice };
+#define cudaStreamNonBlocking 1u
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
 enum cudaDeviceAttr { cudaDevAttrMemoryClockRate, cudaDevAttrGlobalMemoryBusWidth };
 #define cudaEventDisableTiming 2
 struct cudaDeviceProp { char name[256]; int multiProcessorCount, major, minor; size_t totalGlobalMem; };
@@ -174,8 +182,8 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) { strcpy(p->n
 inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) { *v = a == cudaDevAttrMemoryClockRate ? 1000 : 64; return cudaSuccess; }
 cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaFree(void *p);
-inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
-inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
+inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { emu_stream_use(s); return cudaMalloc(p, n); }
+inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { emu_stream_use(s); return cudaFree(p); }
 inline cudaError_t cudaMallocHost(void **p, size_t n) { *p = aligned_alloc(256, (n + 255) / 256 * 256); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
 inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 #define cudaHostRegisterDefault 0
@@ -184,11 +192,13 @@ inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 // registered is refused, as the driver refuses it
 cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags);
 cudaError_t cudaHostUnregister(void *p);
-cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k);
-inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) { return cudaMemcpy(d, s, n, k); }
-cudaError_t cudaMemset(void *d, int v, size_t n);
-inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { return cudaMemset(d, v, n); }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t emu_copy(void *d, const void *s, size_t n, cudaMemcpyKind k);
+cudaError_t emu_set(void *d, int v, size_t n);
+inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) { emu_stream_use(nullptr); return emu_copy(d, s, n, k); }
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st) { emu_stream_use(st); return emu_copy(d, s, n, k); }
+inline cudaError_t cudaMemset(void *d, int v, size_t n) { emu_stream_use(nullptr); return emu_set(d, v, n); }
+inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) { emu_stream_use(st); return emu_set(d, v, n); }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t st) { emu_stream_use(st); return cudaSuccess; }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, int) { *e = (void *)1; return cudaSuccess; }
 inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
