@@ -20,8 +20,6 @@ struct dc_devsend {
     uint8_t *h_xor, *h_bw, *h_pk, *h_steps;
     uint8_t *h_pg;     /* the ctx model's Golomb positions streams */
     size_t pk_cap;     /* d_pk's and h_pg's bytes */
-    uint32_t *h_hist;  /* 2^16 counters, zero between uses (the fallback) */
-    uint16_t *h_order; /* the symbols in the order they first appear */
     size_t count, w;
     size_t cur; /* the changes of the chunk being encoded (dc_ds_words) */
     int want_lists; /* the caller reads the positions (dc_devsend_lists) */
@@ -48,8 +46,6 @@ void dc_devsend_free(dc_devsend_t *d)
     dc_kern_cuda_free(d->d_new);
     free(d->h_cnt);
     free(d->h_steps);
-    free(d->h_hist);
-    free(d->h_order);
     free(d->h_pos);
     free(d->h_xor);
     free(d->h_bw);
@@ -93,10 +89,8 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
     d->h_pg = malloc(d->pk_cap);
     d->h_cnt = malloc(mc * 4);
     d->h_steps = malloc(mw);
-    d->h_hist = calloc(65536, sizeof(*d->h_hist));
-    d->h_order = malloc(65536 * sizeof(*d->h_order));
     if (!d->h_pos || !d->h_xor || !d->h_bw || !d->h_pk || !d->h_pg || !d->h_cnt ||
-        !d->h_steps || !d->h_hist || !d->h_order) {
+        !d->h_steps) {
         dc_devsend_free(d);
         return dc_error(DC_ERR_NOMEM, "device sender: host scratch for %zu-byte chunks",
                         max_bytes);
@@ -222,9 +216,9 @@ static dc_status_t dc_ds_words(void *arg, unsigned mode, const void **p)
  * as dc_ent_words_entropy_bits computes it: from the device's histogram
  * (its counts in the order the words first appear) when that is smaller
  * than the words; else from the words at host (*got: they are there
- * already; else fetched, and *got = 1). */
-static dc_status_t dc_ds_entropy(dc_devsend_t *d, const uint8_t *dev, uint8_t *host, size_t count,
-                                 unsigned w, double *bits, int *got)
+ * already; else fetched, and *got = 1) with the codec's own scratch. */
+static dc_status_t dc_ds_entropy(dc_devsend_t *d, dc_codec_t *codec, const uint8_t *dev,
+                                 uint8_t *host, size_t count, unsigned w, double *bits, int *got)
 {
     dc_status_t st;
     if (!*got) {
@@ -250,18 +244,7 @@ static dc_status_t dc_ds_entropy(dc_devsend_t *d, const uint8_t *dev, uint8_t *h
             return st;
         *got = 1;
     }
-    /* their histogram here, in the order they first appear */
-    size_t m = 0;
-    for (size_t k = 0; k < count; k++) {
-        unsigned c = w == 1 ? host[k] : (unsigned)host[2 * k] | (unsigned)host[2 * k + 1] << 8;
-        if (d->h_hist[c]++ == 0)
-            d->h_order[m++] = (uint16_t)c;
-    }
-    for (size_t j = 0; j < m; j++) {
-        d->h_cnt[j] = d->h_hist[d->h_order[j]];
-        d->h_hist[d->h_order[j]] = 0;
-    }
-    *bits = dc_ent_counts_entropy_bits(d->h_cnt, m, count);
+    *bits = dc_codec_words_entropy_bits(codec, host, count, w);
     return DC_OK;
 }
 
@@ -388,11 +371,11 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
     if (vals) {
         int got;
         got = d->have_xor;
-        if ((st = dc_ds_entropy(d, d->d_xor, d->h_xor, count, w, &V.hx, &got)) != DC_OK)
+        if ((st = dc_ds_entropy(d, codec, d->d_xor, d->h_xor, count, w, &V.hx, &got)) != DC_OK)
             return st;
         d->have_xor = got;
         got = 0;
-        if ((st = dc_ds_entropy(d, d->d_steps, d->h_steps, count, w, &V.hs, &got)) != DC_OK)
+        if ((st = dc_ds_entropy(d, codec, d->d_steps, d->h_steps, count, w, &V.hs, &got)) != DC_OK)
             return st;
         d->have_steps = got;
         L.vals = &V;

@@ -385,6 +385,11 @@ unsigned dc_codec_model(const dc_codec_t *c)
     return c->model;
 }
 
+double dc_codec_words_entropy_bits(dc_codec_t *c, const void *v, size_t count, unsigned w)
+{
+    return dc_ent_words_entropy_bits(c->ent, v, count, w);
+}
+
 unsigned dc_codec_lists_classes(dc_codec_t *c, const uint32_t *hist, size_t n, unsigned w,
                                 const void *bw, const uint32_t *bhist, size_t count,
                                 unsigned *thr, uint64_t *thrm)

@@ -136,6 +136,11 @@ dc_status_t dc_codec_encode_digest(dc_codec_t *c, const void *base, const void *
 /** The context's DC_CODEC_MODEL_*. */
 unsigned dc_codec_model(const dc_codec_t *c);
 
+/** entropy.h dc_ent_words_entropy_bits of count words of w bytes, with the
+ *  context's scratch (a device sender's words where their histogram would
+ *  not be smaller). */
+double dc_codec_words_entropy_bits(dc_codec_t *c, const void *v, size_t count, unsigned w);
+
 /**
  * The sparse part of dc_codec_encode_digest() from lists, for an encoder
  * whose base and next are elsewhere (a device sender, engine/devsend.c,

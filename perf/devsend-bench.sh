@@ -1,11 +1,13 @@
 #!/bin/bash
-# devsend-bench.sh - what a device sender moves across PCIe per 4 MiB chunk
-# against the payload it sends, on real optimizer steps: the BF16 tensors
-# of step0 -> step1 of RDIR/lr1e-6 and RDIR/lr1e-5 (perf/train-steps.py's
-# output), cut into 4 MiB chunks, each encoded by the CPU and by the device
-# sender (engine/devsend.c) on the emulated CUDA runtime (tests/emu/; on a
-# GPU machine DELTACAST_TEST_REAL_CUDA=1 uses the GPU's runtime), payloads
-# byte-compared, bytes counted; then the synthetic chunk (1% changed).
+# devsend-bench.sh - what a device sender and a device receiver move across
+# PCIe per 4 MiB chunk against the payload, on real optimizer steps: the
+# BF16 tensors of step0 -> step1 of RDIR/lr1e-6 and RDIR/lr1e-5
+# (perf/train-steps.py's output), cut into 4 MiB chunks, each encoded by
+# the CPU and by the device sender (engine/devsend.c) and applied by a
+# device receiver (engine/devpath.c) on the emulated CUDA runtime
+# (tests/emu/; on a GPU machine DELTACAST_TEST_REAL_CUDA=1 uses the GPU's
+# runtime), payloads and results byte-compared, bytes counted; then the
+# synthetic chunk (1% changed).
 #
 #   perf/devsend-bench.sh [-b BUILD] [--real RDIR [--train]]
 #
@@ -14,8 +16,9 @@
 #   --train    run perf/train-steps.py --out RDIR first when RDIR holds no
 #              pair (/usr/bin/python3 with torch; a few minutes on 2 cores)
 #
-# Prints one line per pair: chunks, D2H bytes, payload bytes, their ratio
-# (the issue's target: within 1.5x of the payload).  The emulated kernels
+# Prints two lines per pair: the sender's chunks, D2H bytes, payload bytes,
+# their ratio; the receiver's H2D + D2H bytes against the same payload (the
+# issue's target for both: within 1.5x of the payload).  The emulated kernels
 # run on the CPU: a 4 MiB chunk takes ~30 s here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
