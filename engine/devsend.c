@@ -17,6 +17,12 @@ struct dc_devsend {
     uint8_t *d_xor, *d_bw, *d_cls, *d_base, *d_next, *d_pk, *d_steps, *d_new;
     /* host */
     uint32_t *h_pos, *h_cnt;
+    /* the XOR (0) and step (1) words' histogram counts, in the order the
+     * words first appear, when dc_ds_entropy fetched them (nsym[m] > 0) */
+    uint32_t *h_hc[2];
+    size_t nsym[2];
+    uint32_t *h_sym32, *h_qs; /* a histogram's symbols; the rANS table's */
+    uint16_t *h_sym;
     uint8_t *h_xor, *h_bw, *h_pk, *h_steps;
     uint8_t *h_pg;     /* the ctx model's Golomb positions streams */
     size_t pk_cap;     /* d_pk's and h_pg's bytes */
@@ -45,6 +51,11 @@ void dc_devsend_free(dc_devsend_t *d)
     dc_kern_cuda_free(d->d_steps);
     dc_kern_cuda_free(d->d_new);
     free(d->h_cnt);
+    free(d->h_hc[0]);
+    free(d->h_hc[1]);
+    free(d->h_sym32);
+    free(d->h_qs);
+    free(d->h_sym);
     free(d->h_steps);
     free(d->h_pos);
     free(d->h_xor);
@@ -88,8 +99,14 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
     d->h_pk = malloc(d->pk_cap);
     d->h_pg = malloc(d->pk_cap);
     d->h_cnt = malloc(mc * 4);
+    d->h_hc[0] = malloc(mc * 4);
+    d->h_hc[1] = malloc(mc * 4);
+    d->h_sym32 = malloc(mc * 4);
+    d->h_qs = malloc(mc * 4);
+    d->h_sym = malloc(mc * 2);
     d->h_steps = malloc(mw);
     if (!d->h_pos || !d->h_xor || !d->h_bw || !d->h_pk || !d->h_pg || !d->h_cnt ||
+        !d->h_hc[0] || !d->h_hc[1] || !d->h_sym32 || !d->h_qs || !d->h_sym ||
         !d->h_steps) {
         dc_devsend_free(d);
         return dc_error(DC_ERR_NOMEM, "device sender: host scratch for %zu-byte chunks",
@@ -212,15 +229,102 @@ static dc_status_t dc_ds_words(void *arg, unsigned mode, const void **p)
     return st;
 }
 
+/* The rANS values stream of mode's words on demand (codec.h
+ * dc_codec_vals_t rans): their histogram's counts (those dc_ds_entropy
+ * fetched; mode 2's now) and symbols to the host, which makes the table
+ * (dc_ent_rans_table) and sends each symbol's frequency back; the device
+ * codes the words (dc_kern_cuda_rans_encode) and only the coded bytes
+ * cross, about the payload's own values bytes.  DC_ERR_BUSY where the
+ * words are the better way: on the host already, a histogram not smaller
+ * than them, or an entropy that says the coder will not keep rANS. */
+static dc_status_t dc_ds_rans(void *arg, unsigned mode, struct dc_ent_scratch *ent, uint8_t *dst,
+                              size_t cap, size_t *len, double *h)
+{
+    dc_devsend_t *d = arg;
+    const size_t count = d->cur;
+    const unsigned w = d->w;
+    const uint8_t *dev = mode == 0 ? d->d_xor : mode == 1 ? d->d_steps : d->d_new;
+    if ((mode == 0 && d->have_xor) || (mode == 1 && d->have_steps) || mode > 2)
+        return DC_ERR_BUSY;
+    const uint32_t *cnt = mode < 2 ? d->h_hc[mode] : d->h_cnt;
+    size_t nsym = mode < 2 ? d->nsym[mode] : 0, plen = 0;
+    dc_status_t st;
+    if (nsym == 0) {
+        if ((st = dc_kern_cuda_word_hist(dev, count, w, d->d_pk, &plen, d->stream)) != DC_OK)
+            return st;
+        d->d2h += sizeof(uint64_t);
+        if (plen >= count * w)
+            return DC_ERR_BUSY;
+        if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, plen)) != DC_OK)
+            return st;
+        if (dc_listunpack_counts(d->h_pk, plen, count, d->h_cnt, &nsym) != DC_OK) {
+            dc_error_prefix("device sender: the device's word histogram");
+            return DC_ERR_IO;
+        }
+        cnt = d->h_cnt;
+    }
+    /* the words instead where the coder would not keep rANS (it does at
+     * most a quarter of the words: the entropy, the table, about 2 B a
+     * symbol, and the states say more) or where they cost less across
+     * PCIe (as varints, about half their bytes) than the symbols (up to
+     * 3 B each) and the stream */
+    const double hb = dc_ent_counts_entropy_bits(cnt, nsym, count) / 8.0;
+    if (hb + 2.0 * (double)nsym + (count >= 4096 ? 128.0 : 16.0) > (double)(count * w) / 4.0 ||
+        hb + 3.0 * (double)nsym > (double)(count * w) / 2.0)
+        return DC_ERR_BUSY;
+    if ((st = dc_kern_cuda_word_syms(dev, count, w, d->d_pk, &plen, d->stream)) != DC_OK)
+        return st;
+    d->d2h += sizeof(uint64_t);
+    if (plen > dc_listpack_bound(nsym))
+        return dc_error(DC_ERR_IO, "device sender: %zu bytes of symbols for %zu", plen, nsym);
+    if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, plen)) != DC_OK)
+        return st;
+    if (dc_listunpack_words(d->h_pk, plen, nsym, 4, 0, d->h_sym32) != DC_OK) {
+        dc_error_prefix("device sender: the device's histogram symbols");
+        return DC_ERR_IO;
+    }
+    for (size_t k = 0; k < nsym; k++) {
+        if (d->h_sym32[k] >> (8 * w))
+            return dc_error(DC_ERR_IO, "device sender: histogram symbol %u of %u-byte words",
+                            d->h_sym32[k], w);
+        d->h_sym[k] = (uint16_t)d->h_sym32[k];
+    }
+    size_t hl = 0, blen = 0, h2d = 0;
+    unsigned S = 0, ways = 0;
+    st = dc_ent_rans_table(ent, d->h_sym, cnt, nsym, count, w, dst, cap, &hl, &S, &ways, d->h_qs,
+                           h);
+    if (st == DC_ERR_INVALID) {
+        /* the device's histogram is not one: a fault of the GPU or this code */
+        dc_error_prefix("device sender: the device's histogram");
+        return DC_ERR_IO;
+    }
+    if (st != DC_OK)
+        return st;
+    st = dc_kern_cuda_rans_encode(dev, count, w, d->h_qs, nsym, S, ways, d->d_pk, d->pk_cap,
+                                  &blen, &h2d, d->stream);
+    d->h2d += h2d;
+    if (st != DC_OK)
+        return st;
+    d->d2h += sizeof(uint64_t) + sizeof(uint32_t); /* the stream's length, the table's check */
+    if (blen > cap - hl)
+        return dc_error(DC_ERR_BUSY, "device sender: a rANS stream past the output");
+    if ((st = dc_ds_d2h(d, dst + hl, d->d_pk, blen)) != DC_OK)
+        return st;
+    *len = hl + blen;
+    return DC_OK;
+}
+
 /* The order-0 entropy (bits) of the count words of w <= 2 bytes at dev,
  * as dc_ent_words_entropy_bits computes it: from the device's histogram
  * (its counts in the order the words first appear) when that is smaller
  * than the words; else from the words at host (*got: they are there
  * already; else fetched, and *got = 1) with the codec's own scratch. */
-static dc_status_t dc_ds_entropy(dc_devsend_t *d, dc_codec_t *codec, const uint8_t *dev,
-                                 uint8_t *host, size_t count, unsigned w, double *bits, int *got)
+static dc_status_t dc_ds_entropy(dc_devsend_t *d, dc_codec_t *codec, unsigned mode,
+                                 const uint8_t *dev, uint8_t *host, size_t count, unsigned w,
+                                 double *bits, int *got)
 {
     dc_status_t st;
+    d->nsym[mode] = 0;
     if (!*got) {
         size_t hlen = 0, nsym = 0;
         if ((st = dc_kern_cuda_word_hist(dev, count, w, d->d_pk, &hlen, d->stream)) != DC_OK)
@@ -232,11 +336,12 @@ static dc_status_t dc_ds_entropy(dc_devsend_t *d, dc_codec_t *codec, const uint8
         if (hlen < count * w) {
             if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, hlen)) != DC_OK)
                 return st;
-            if (dc_listunpack_counts(d->h_pk, hlen, count, d->h_cnt, &nsym) != DC_OK) {
+            if (dc_listunpack_counts(d->h_pk, hlen, count, d->h_hc[mode], &nsym) != DC_OK) {
                 dc_error_prefix("device sender: the device's word histogram");
                 return DC_ERR_IO;
             }
-            *bits = dc_ent_counts_entropy_bits(d->h_cnt, nsym, count);
+            d->nsym[mode] = nsym; /* for the rANS values (dc_ds_rans) */
+            *bits = dc_ent_counts_entropy_bits(d->h_hc[mode], nsym, count);
             return DC_OK;
         }
         /* nearly every word distinct: the words are the smaller copy */
@@ -291,7 +396,7 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
      * mode's words after (dc_ds_words) */
     int vals = ctx && w <= 2 && count > 0;
     uint32_t bhist[256];
-    dc_codec_vals_t V = {.words = dc_ds_words, .arg = d};
+    dc_codec_vals_t V = {.words = dc_ds_words, .rans = dc_ds_rans, .arg = d};
     if (count > 0 &&
         (st = dc_kern_cuda_gather(base_dev, w, d->d_pos, count, d->d_bw, d->stream)) != DC_OK)
         return st;
@@ -371,11 +476,11 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
     if (vals) {
         int got;
         got = d->have_xor;
-        if ((st = dc_ds_entropy(d, codec, d->d_xor, d->h_xor, count, w, &V.hx, &got)) != DC_OK)
+        if ((st = dc_ds_entropy(d, codec, 0, d->d_xor, d->h_xor, count, w, &V.hx, &got)) != DC_OK)
             return st;
         d->have_xor = got;
         got = 0;
-        if ((st = dc_ds_entropy(d, codec, d->d_steps, d->h_steps, count, w, &V.hs, &got)) != DC_OK)
+        if ((st = dc_ds_entropy(d, codec, 1, d->d_steps, d->h_steps, count, w, &V.hs, &got)) != DC_OK)
             return st;
         d->have_steps = got;
         L.vals = &V;

@@ -31,8 +31,14 @@
  *                   (dc_kern_cuda_ctx_values, dc_kern_cuda_word_hist:
  *                   varint counts, from which the host computes the
  *                   entropies the CPU coder picks the values mode by),
- *                   then only the chosen mode's words; otherwise the XOR
- *                   and base words.  XOR, step and new words go as byte or
+ *                   then the chosen mode's values: where the CPU coder
+ *                   would keep their rANS stream (at most a quarter of the
+ *                   words), the stream itself, coded on the device with
+ *                   the table the host made from the histogram
+ *                   (dc_kern_cuda_word_syms, entropy.h dc_ent_rans_table,
+ *                   dc_kern_cuda_rans_encode: the symbols' frequencies
+ *                   H2D, 4 B each), else the words; otherwise the XOR and
+ *                   base words.  XOR, step and new words go as byte or
  *                   nibble varints when smaller (dc_kern_cuda_pack_words:
  *                   small integers, half a byte to a byte each);
  *   on the host     dc_codec_encode_lists: the entropy coding (the
@@ -81,7 +87,7 @@ uint8_t *dc_devsend_gather_buf(dc_devsend_t *d);
 /** Bytes of the lists for count changes of w bytes unpacked (ctx: the
  *  ctx model's classes and ranks too): what must be smaller than the
  *  chunk for the device to encode it (what crosses, packed, is about
- *  1.35x the payload on real BF16 optimizer steps:
+ *  1.05x the payload on real BF16 optimizer steps:
  *  perf/devsend-bench.sh). */
 size_t dc_devsend_list_bytes(size_t count, unsigned w, int ctx);
 

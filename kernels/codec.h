@@ -155,6 +155,8 @@ double dc_codec_words_entropy_bits(dc_codec_t *c, const void *v, size_t count, u
  * whole chunk: count > n / 4, or a sparse payload larger than the chunk, is
  * DC_ERR_UNSUPPORTED (encode that chunk with dc_codec_encode_digest()).
  */
+struct dc_ent_scratch; /* entropy.h */
+
 /**
  * A device sender's values on demand (dc_codec_lists_t vals; the ctx
  * model, w <= 2, count > 0): instead of the XOR and base words, the
@@ -166,6 +168,13 @@ double dc_codec_words_entropy_bits(dc_codec_t *c, const void *v, size_t count, u
 typedef struct dc_codec_vals {
     double hx, hs;
     dc_status_t (*words)(void *arg, unsigned mode, const void **p);
+    /* optional: the rANS values stream of mode's words made elsewhere
+     * (entropy.h dc_ent_rans_table's table with the scratch ent, the
+     * symbols coded on the device) into dst (cap bytes), *len its bytes,
+     * *h the words' entropy as dc_ent_val_encode_h gives it;
+     * DC_ERR_BUSY: not here (the coder takes the words). */
+    dc_status_t (*rans)(void *arg, unsigned mode, struct dc_ent_scratch *ent, uint8_t *dst,
+                        size_t cap, size_t *len, double *h);
     void *arg;
 } dc_codec_vals_t;
 

@@ -374,8 +374,21 @@ static void dc_ctx_words(dc_ctx_t *x, const void *xorv, size_t count, unsigned w
     }
 }
 
-/* Encode words (x->words or a device sender's; mode 1 or 2) and keep
- * them in v when smaller. */
+/* The values stream in x->vtmp (len bytes, method m, of mode `mode`, the
+ * words' entropy h) replaces v's when smaller. */
+static void dc_ctx_keep(dc_ctx_t *x, dc_ctx_vals_t *v, size_t len, unsigned m, unsigned mode,
+                        double h)
+{
+    if (len < v->len) {
+        memcpy(v->dst, x->vtmp, len);
+        v->len = len;
+        v->method = m;
+        v->mode = mode;
+        v->h = h;
+    }
+}
+
+/* Encode words (x->words; mode 1 or 2) and keep them in v when smaller. */
 static dc_status_t dc_ctx_try_words(dc_ctx_t *x, dc_ent_scratch_t *ent, const void *words,
                                     size_t count, unsigned w, unsigned mode, dc_ctx_vals_t *v)
 {
@@ -384,16 +397,9 @@ static dc_status_t dc_ctx_try_words(dc_ctx_t *x, dc_ent_scratch_t *ent, const vo
     double h;
     dc_status_t s = dc_ent_val_encode_h(ent, words, count, w, v->zstd_ok, x->vtmp,
                                         x->vtmp_cap, &len, &m, &h);
-    if (s != DC_OK)
-        return s;
-    if (len < v->len) {
-        memcpy(v->dst, x->vtmp, len);
-        v->len = len;
-        v->method = m;
-        v->mode = mode;
-        v->h = h;
-    }
-    return DC_OK;
+    if (s == DC_OK)
+        dc_ctx_keep(x, v, len, m, mode, h);
+    return s;
 }
 
 /* Try mode 1 (steps) or 2 (new words) for the count changed words. */
@@ -432,31 +438,71 @@ static dc_status_t dc_ctx_values_narrow(dc_ctx_t *x, dc_ent_scratch_t *ent, cons
     return DC_OK;
 }
 
+/* dc_ent_val_encode_h of a device sender's words of mode `mode` (codec.h
+ * dc_codec_vals_t): their rANS stream made on the device where that is
+ * what dc_ent_val_encode_h keeps without trying the others (smaller than
+ * the words, and at most a quarter of them where zstd is allowed: planes
+ * and zstd are tried only otherwise); else the words fetched and coded
+ * here. */
+static dc_status_t dc_ctx_src_encode(const dc_codec_vals_t *vs, dc_ent_scratch_t *ent,
+                                     unsigned mode, size_t count, unsigned w, int zstd_ok,
+                                     uint8_t *dst, size_t cap, size_t *len, unsigned *method,
+                                     double *h)
+{
+    size_t raw = count * w;
+    dc_status_t s;
+    if (vs->rans && dc_ent_val_force < 0 && cap >= dc_ent_val_bound(count, w)) {
+        size_t l = 0;
+        double hb = 0.0;
+        s = vs->rans(vs->arg, mode, ent, dst, cap, &l, &hb);
+        if (s != DC_OK && s != DC_ERR_BUSY)
+            return s;
+        if (s == DC_OK && l < raw && (!zstd_ok || l <= raw / 4)) {
+            *len = l;
+            *method = DC_ENT_RANS;
+            *h = hb;
+            return DC_OK;
+        }
+    }
+    const void *words;
+    if ((s = vs->words(vs->arg, mode, &words)) != DC_OK)
+        return s;
+    return dc_ent_val_encode_h(ent, words, count, w, zstd_ok, dst, cap, len, method, h);
+}
+
+/* dc_ctx_try_words for a device sender's words of mode `mode`. */
+static dc_status_t dc_ctx_try_src(dc_ctx_t *x, dc_ent_scratch_t *ent, const dc_codec_vals_t *vs,
+                                  size_t count, unsigned w, unsigned mode, dc_ctx_vals_t *v)
+{
+    size_t len;
+    unsigned m;
+    double h;
+    dc_status_t s = dc_ctx_src_encode(vs, ent, mode, count, w, v->zstd_ok, x->vtmp, x->vtmp_cap,
+                                      &len, &m, &h);
+    if (s == DC_OK)
+        dc_ctx_keep(x, v, len, m, mode, h);
+    return s;
+}
+
 /* dc_ctx_values_narrow's choices with a device sender's values (codec.h
- * dc_codec_vals_t): its entropies, and only the chosen words fetched. */
+ * dc_codec_vals_t): its entropies, and only the chosen mode's stream or
+ * words fetched. */
 static dc_status_t dc_ctx_values_src(dc_ctx_t *x, dc_ent_scratch_t *ent,
                                      const dc_codec_vals_t *vs, size_t count, unsigned w,
                                      dc_ctx_vals_t *v, double *hx)
 {
-    const void *words;
     dc_status_t s;
     *hx = vs->hx;
     if (vs->hs < vs->hx) {
         v->len = SIZE_MAX;
-        if ((s = vs->words(vs->arg, 1, &words)) != DC_OK ||
-            (s = dc_ctx_try_words(x, ent, words, count, w, 1, v)) != DC_OK)
+        if ((s = dc_ctx_try_src(x, ent, vs, count, w, 1, v)) != DC_OK)
             return s;
-    } else {
-        if ((s = vs->words(vs->arg, 0, &words)) != DC_OK ||
-            (s = dc_ent_val_encode_h(ent, words, count, w, v->zstd_ok, v->dst, v->cap, &v->len,
-                                     &v->method, &v->h)) != DC_OK)
-            return s;
+    } else if ((s = dc_ctx_src_encode(vs, ent, 0, count, w, v->zstd_ok, v->dst, v->cap, &v->len,
+                                      &v->method, &v->h)) != DC_OK) {
+        return s;
     }
-    if (v->len > count * w / 2) {
-        if ((s = vs->words(vs->arg, 2, &words)) != DC_OK)
-            return s;
-        return dc_ctx_try_words(x, ent, words, count, w, 2, v);
-    }
+    if (v->len > count * w / 2)
+        return dc_ctx_try_src(x, ent, vs, count, w, 2, v);
     return DC_OK;
 }
 

@@ -170,11 +170,14 @@ dc_rans_put_bmi2(const struct dc_rans_esym *esym, const uint8_t *v, size_t count
 #endif
 #undef DC_RANS_PUT_DISPATCH
 
-/* dc_rans_encode with the histogram of the symbols already in s->hist /
- * s->syms (dc_hist_build); leaves it there (s->syms reordered). */
-dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
-                                unsigned stride, unsigned bits, size_t nsym, uint8_t *dst,
-                                size_t cap, size_t *out_len, dc_ent_isa_t isa)
+/* The table of a rANS stream from the histogram in s->hist / s->syms
+ * (dc_hist_build; s->syms sorted here): the scale *Sp, the quantized
+ * frequencies s->qfreq, the header and table into dst[0, *hp) (the ways'
+ * flag in dst[0]), the interleave *waysp and the encoder symbols s->esym
+ * (the 32-way layout's x_max is dc_r32_encode's). */
+static dc_status_t dc_rans_table(dc_ent_scratch_t *s, size_t count, unsigned stride,
+                                 unsigned bits, size_t nsym, uint8_t *dst, size_t cap,
+                                 size_t *hp, unsigned *Sp, unsigned *waysp)
 {
     uint32_t *hist = s->hist;
     dc_status_t st = DC_OK;
@@ -271,17 +274,77 @@ dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, size_t co
             e->bias = s->cum[c];
         }
     }
-    if (ways == 32) {
+    if (ways == 32)
         dst[0] |= DC_RANS_32_WAY;
-        st = dc_r32_encode(s, v, count, stride, bits, nsym, S, dst, h, cap, out_len, isa);
-        goto clear;
+    else
+        dst[0] |= ways == 4 ? DC_RANS_FOUR_WAY : ways == 2 ? DC_RANS_TWO_WAY : 0;
+    *hp = h;
+    *Sp = S;
+    *waysp = ways;
+clear:
+    return st;
+}
+
+dc_status_t dc_ent_rans_table(dc_ent_scratch_t *s, const uint16_t *sym, const uint32_t *cnt,
+                              size_t nsym, size_t count, unsigned w, uint8_t *dst, size_t cap,
+                              size_t *h, unsigned *S, unsigned *ways, uint32_t *qs,
+                              double *h_bits)
+{
+    if ((w != 1 && w != 2) || count == 0 || count > s->max_count || nsym == 0 ||
+        nsym > ((size_t)1 << (8 * w)))
+        return dc_error(DC_ERR_INVALID, "rans table: %zu symbols of %zu words of %u bytes",
+                        nsym, count, w);
+    /* the histogram as dc_hist_build leaves it: s->syms in the order the
+     * words first appear */
+    size_t k = 0;
+    uint64_t sum = 0;
+    for (; k < nsym; k++) {
+        uint32_t c = sym[k];
+        if (cnt[k] == 0 || (w == 1 && c > 255) || s->hist[c] != 0)
+            break;
+        s->hist[c] = cnt[k];
+        s->syms[k] = (uint16_t)c;
+        sum += cnt[k];
     }
+    dc_status_t st = DC_OK;
+    if (k < nsym || sum != count) {
+        st = dc_error(DC_ERR_INVALID, "rans table: %s", k < nsym ? "a symbol twice, out of "
+                      "range or counted 0" : "the counts do not sum to the words");
+        dc_hist_clear(s, k);
+        return st;
+    }
+    *h_bits = dc_ent_counts_entropy_bits(cnt, nsym, count);
+    /* the room dc_ent_val_encode_h's rANS attempt has: the scratch's */
+    if (cap < 32 + nsym * 6)
+        st = dc_error(DC_ERR_BUSY, "rans table: %zu bytes of output for %zu symbols", cap,
+                      nsym);
+    else
+        st = dc_rans_table(s, count, w, 8 * w, nsym, dst, s->tmp_cap, h, S, ways);
+    if (st == DC_OK)
+        for (k = 0; k < nsym; k++) /* increasing symbols now */
+            qs[k] = s->syms[k] | (s->qfreq[s->syms[k]] - 1u) << 16;
+    dc_hist_clear(s, nsym);
+    return st;
+}
+
+/* dc_rans_encode with the histogram of the symbols already in s->hist /
+ * s->syms (dc_hist_build); leaves it there (s->syms reordered). */
+dc_status_t dc_rans_encode_hist(dc_ent_scratch_t *s, const uint8_t *v, size_t count,
+                                unsigned stride, unsigned bits, size_t nsym, uint8_t *dst,
+                                size_t cap, size_t *out_len, dc_ent_isa_t isa)
+{
+    size_t h;
+    unsigned S, ways;
+    dc_status_t st = dc_rans_table(s, count, stride, bits, nsym, dst, cap, &h, &S, &ways);
+    if (st != DC_OK)
+        return st;
+    if (ways == 32)
+        return dc_r32_encode(s, v, count, stride, bits, nsym, S, dst, h, cap, out_len, isa);
     /* encode backwards; from 16 symbols on two, from 64 on four
      * interleaved states (symbol i: state i % ways) split the dependency
      * chain */
     uint8_t *lo = dst + h, *p = dst + cap;
     uint32_t x0 = DC_RANS_L, x1 = DC_RANS_L, x2 = DC_RANS_L, x3 = DC_RANS_L;
-    dst[0] |= ways == 4 ? DC_RANS_FOUR_WAY : ways == 2 ? DC_RANS_TWO_WAY : 0;
     uint32_t xs0[4] = {x0, x1, x2, x3};
     int room;
 #if defined(__x86_64__)

@@ -125,6 +125,28 @@ size_t dc_ent_put_varint(uint8_t *dst, uint64_t v);
  *  past end or is longer than 10 bytes. */
 dc_status_t dc_ent_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 
+/**
+ * The table of a rANS values stream whose symbols are coded elsewhere (a
+ * device sender: kern_cuda.h dc_kern_cuda_rans_encode), as
+ * dc_ent_val_encode_h codes count words of w <= 2 bytes with rANS: from
+ * their histogram, nsym distinct symbols sym[k] counted cnt[k] times in
+ * the order the words first appear, the header and table into dst[0, *h)
+ * (cap bytes), the scale *S and interleave *ways, and for the coder each
+ * symbol with its quantized frequency, qs[k] = symbol | (frequency - 1)
+ * << 16, in increasing symbol order; *h_bits the words' order-0 entropy
+ * as dc_ent_val_encode_h gives it.  What follows the table: the ways
+ * states (4 bytes each, little-endian, state 0 first), then the
+ * renormalization output of symbols 0 to count - 1.  DC_ERR_BUSY: the
+ * alphabet does not fit a table (dc_ent_val_encode_h codes those words
+ * otherwise), or cap is under 32 + 6 * nsym: code the words;
+ * DC_ERR_INVALID: a histogram that is not one (a symbol twice or out of
+ * range, a count 0, counts not summing to count).
+ */
+dc_status_t dc_ent_rans_table(dc_ent_scratch_t *s, const uint16_t *sym, const uint32_t *cnt,
+                              size_t nsym, size_t count, unsigned w, uint8_t *dst, size_t cap,
+                              size_t *h, unsigned *S, unsigned *ways, uint32_t *qs,
+                              double *h_bits);
+
 /* --- positions ------------------------------------------------------------ */
 
 /** Upper bound of a Golomb positions stream for `count` positions in n. */

@@ -3380,16 +3380,26 @@ __global__ void k_wh_mark(const unsigned *hist, const unsigned *first, unsigned 
 /* the marks kept in index order as LEB128 varints of count - 1: pass 1
  * (write false) sums their bytes per tile into tcnt, pass 2 writes them
  * from the tiles' offsets toffs */
+__device__ __forceinline__ uint32_t wh_value(const unsigned *at, const uint8_t *syms,
+                                             unsigned w, size_t k)
+{
+    if (!syms)
+        return at[k] - 1u;
+    return w == 1 ? syms[k] : (uint32_t)syms[2 * k] | (uint32_t)syms[2 * k + 1] << 8;
+}
+
+/* (syms: the words of w bytes; then each mark's word instead of its count:
+ * the symbols in the same order) */
 __global__ void k_wh_compact(const unsigned *at, size_t count, size_t tiles,
                              unsigned long long *tcnt, const unsigned long long *toffs,
-                             uint8_t *out, bool write)
+                             uint8_t *out, bool write, const uint8_t *syms, unsigned w)
 {
     for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
         unsigned mine = 0;
         for (int j = 0; j < LP_ITEMS; j++)
             if (k0 + j < count && at[k0 + j] != 0xFFFFFFFFu)
-                mine += lp_len(at[k0 + j] - 1u);
+                mine += lp_len(wh_value(at, syms, w, k0 + j));
         unsigned long long total, before = block_exscan(mine, &total);
         if (!write) {
             if (threadIdx.x == 0)
@@ -3399,7 +3409,7 @@ __global__ void k_wh_compact(const unsigned *at, size_t count, size_t tiles,
         size_t o = (size_t)(toffs[tile] + before);
         for (int j = 0; j < LP_ITEMS; j++)
             if (k0 + j < count && at[k0 + j] != 0xFFFFFFFFu)
-                o = lp_put(out, o, at[k0 + j] - 1u);
+                o = lp_put(out, o, wh_value(at, syms, w, k0 + j));
     }
 }
 
@@ -3439,13 +3449,29 @@ out:
     return st;
 }
 
+static dc_status_t word_hist(const void *words, size_t count, unsigned w, uint8_t *out,
+                             size_t *len, bool syms, cudaStream_t s);
+
 static dc_status_t kcu_word_hist(const void *words, size_t count, unsigned w, uint8_t *out,
                                  size_t *len, void *stream)
+{
+    return word_hist(words, count, w, out, len, false, S(stream));
+}
+
+static dc_status_t kcu_word_syms(const void *words, size_t count, unsigned w, uint8_t *out,
+                                 size_t *len, void *stream)
+{
+    return word_hist(words, count, w, out, len, true, S(stream));
+}
+
+/* the histogram's counts (syms false) or its symbols (true), in the order
+ * the words first appear, as LEB128 varints */
+static dc_status_t word_hist(const void *words, size_t count, unsigned w, uint8_t *out,
+                             size_t *len, bool syms, cudaStream_t s)
 {
     dc_status_t st = DC_OK;
     unsigned *scr = NULL;
     unsigned long long *tsc = NULL;
-    cudaStream_t s = S(stream);
     const uint8_t *v = (const uint8_t *)words;
     if (w != 1 && w != 2)
         return dc_error(DC_ERR_INVALID, "cuda word histogram: element width %u is not 1 or 2",
@@ -3475,10 +3501,11 @@ static dc_status_t kcu_word_hist(const void *words, size_t count, unsigned w, ui
         DC_LAUNCH(k_wh_mark, grid_for(nbins, BLOCK), BLOCK, s)(hist, first, nbins, at);
         DC_LAUNCH(k_wh_compact, gt, BLOCK, s)(at, count, tiles, tcnt,
                                               (const unsigned long long *)NULL,
-                                              (uint8_t *)NULL, false);
+                                              (uint8_t *)NULL, false, syms ? v : NULL, w);
         DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tcnt, tiles, toffs, sum);
         DC_LAUNCH(k_wh_compact, gt, BLOCK, s)(at, count, tiles,
-                                              (unsigned long long *)NULL, toffs, out, true);
+                                              (unsigned long long *)NULL, toffs, out, true,
+                                              syms ? v : NULL, w);
         CU_TRY(cudaGetLastError(), "word histogram kernels");
         CU_TRY(cudaMemcpyAsync(&total, sum, sizeof(total), cudaMemcpyDeviceToHost, s),
                "word histogram count copy");
@@ -3712,6 +3739,213 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------------------ */
+/*  rANS values on the device, byte for byte what ent_rans.c writes after   */
+/*  the table the host made (entropy.h dc_ent_rans_table): the encoder      */
+/*  symbols from each symbol's quantized frequency (their cumulative by a   */
+/*  block scan), then one thread a state (symbol i by state i % ways, i     */
+/*  descending, as the CPU's loops; each state's chain is independent of    */
+/*  the others'), each symbol's renormalization output recorded; a scan of  */
+/*  their lengths in symbol order places them after the final states.      */
+/*  (DC_RANS_L, DC_R32_L: ent_rans.c's initial states; the tests compare    */
+/*  every byte with the CPU's.)                                             */
+/* ------------------------------------------------------------------------ */
+
+#define RE_L (1u << 23)   /* entropy_internal.h DC_RANS_L */
+#define RE_L32 (1u << 15) /* DC_R32_L */
+
+struct re_esym {
+    uint32_t x_max, rcp_freq, bias;
+    uint32_t cmpl_freq, rcp_shift;
+};
+
+/* one block: qs[k] = symbol | (frequency - 1) << 16, increasing symbols;
+ * esym[k] as ent_rans.c's dc_rans_table / dc_r32_encode make them, lut[sym]
+ * = k */
+__global__ void k_re_table(const uint32_t *qs, size_t nsym, unsigned S, unsigned ways,
+                           re_esym *esym, uint16_t *lut)
+{
+    const uint32_t M = 1u << S;
+    unsigned long long carry = 0;
+    for (size_t base = 0; base < nsym; base += BLOCK) {
+        size_t k = base + threadIdx.x;
+        uint32_t f = k < nsym ? (qs[k] >> 16) + 1u : 0u;
+        unsigned long long total, cum = carry + block_exscan(f, &total);
+        if (k < nsym) {
+            re_esym e;
+            e.x_max = ways == 32 ? f << (31 - S) : ((RE_L >> S) << 8) * f;
+            e.cmpl_freq = M - f;
+            if (f < 2) {
+                e.rcp_freq = ~0u;
+                e.rcp_shift = 0;
+                e.bias = (uint32_t)cum + M - 1;
+            } else {
+                uint32_t shift = 0;
+                while (f > (1u << shift))
+                    shift++;
+                e.rcp_freq = (uint32_t)(((1ull << (shift + 31)) + f - 1) / f);
+                e.rcp_shift = shift - 1;
+                e.bias = (uint32_t)cum;
+            }
+            esym[k] = e;
+            lut[qs[k] & 0xffffu] = (uint16_t)k;
+        }
+        carry += total;
+    }
+}
+
+/* thread j < ways: state j's symbols, i descending; rec[i] the output of
+ * symbol i (bits 16-17 its length: 0-2 bytes; its bytes in output order
+ * in bits 0-15, the first in bits 0-7), then the final state at out + 4j */
+template <int W>
+__global__ void k_re_lanes(const uint8_t *v, size_t count, unsigned ways, const re_esym *esym,
+                           const uint16_t *lut, size_t nsym, uint32_t *rec, uint8_t *out,
+                           unsigned *bad)
+{
+    const unsigned j = threadIdx.x;
+    if (blockIdx.x != 0 || j >= ways)
+        return;
+    uint32_t x = ways == 32 ? RE_L32 : RE_L;
+    if (count > j) {
+        size_t i = count - 1 - ((count - 1 - j) % ways);
+        for (;;) {
+            unsigned k = lut[(unsigned)ctx_ld<W>(v, i, false)];
+            if (k >= nsym) { /* a word the table does not have: refused */
+                *bad = 1;
+                k = 0;
+            }
+            const re_esym e = esym[k];
+            uint32_t r;
+            if (ways == 32) {
+                /* at most one 16-bit word, little-endian */
+                unsigned nb = x >= e.x_max;
+                r = nb ? (2u << 16) | (x & 0xffffu) : 0u;
+                x >>= 16 * nb;
+            } else {
+                /* 0, 1 (the low byte) or 2 bytes (high, then low) */
+                unsigned nb = (unsigned)(x >= e.x_max) +
+                              (unsigned)((unsigned long long)x >= (unsigned long long)e.x_max << 8);
+                r = nb == 2 ? (2u << 16) | ((x >> 8) & 0xffu) | (x & 0xffu) << 8
+                    : nb == 1 ? (1u << 16) | (x & 0xffu)
+                              : 0u;
+                x >>= 8 * nb;
+            }
+            rec[i] = r;
+            uint32_t q = (uint32_t)(((unsigned long long)x * e.rcp_freq) >> 32) >> e.rcp_shift;
+            x = x + e.bias + q * e.cmpl_freq;
+            if (i < ways)
+                break;
+            i -= ways;
+        }
+    }
+    for (int b = 0; b < 4; b++)
+        out[4 * j + b] = (uint8_t)(x >> (8 * b));
+}
+
+/* pass 1 (write false): the output bytes per tile; pass 2: each symbol's
+ * bytes at base + the tile's offset + the thread's */
+__global__ void k_re_place(const uint32_t *rec, size_t count, size_t tiles,
+                           unsigned long long *tcnt, const unsigned long long *toffs,
+                           uint8_t *base, bool write)
+{
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        size_t k0 = tile * LP_TILE + (size_t)threadIdx.x * LP_ITEMS;
+        unsigned mine = 0;
+        for (int j = 0; j < LP_ITEMS && k0 + j < count; j++)
+            mine += rec[k0 + j] >> 16;
+        unsigned long long total, before = block_exscan(mine, &total);
+        if (!write) {
+            if (threadIdx.x == 0)
+                tcnt[tile] = total;
+            continue;
+        }
+        unsigned long long o = toffs[tile] + before;
+        for (int j = 0; j < LP_ITEMS && k0 + j < count; j++) {
+            uint32_t r = rec[k0 + j];
+            for (unsigned b = 0; b < (r >> 16); b++)
+                base[o++] = (uint8_t)(r >> (8 * b));
+        }
+    }
+}
+
+static dc_status_t kcu_rans_encode(const void *words, size_t count, unsigned w,
+                                   const uint32_t *qs, size_t nsym, unsigned scale, unsigned ways,
+                                   uint8_t *out, size_t cap, size_t *len, size_t *h2d,
+                                   void *stream)
+{
+    dc_status_t st = DC_OK;
+    uint8_t *scr = NULL;
+    cudaStream_t s = S(stream);
+    const uint8_t *v = (const uint8_t *)words;
+    *len = 0;
+    *h2d = 0;
+    if ((w != 1 && w != 2) || count == 0 || nsym == 0 || nsym > ((size_t)1 << (8 * w)) ||
+        scale < 1 || scale > 16 || (ways != 1 && ways != 2 && ways != 4 && ways != 32) ||
+        (ways == 32 && scale > 15))
+        return dc_error(DC_ERR_INVALID, "cuda rans encode: %zu words of %u bytes, %zu symbols, "
+                        "scale %u, %u ways", count, w, nsym, scale, ways);
+    if (cap < 4 * (size_t)ways)
+        return dc_error(DC_ERR_BUSY, "cuda rans encode: output of %zu bytes", cap);
+    {
+        const size_t tiles = (count + LP_TILE - 1) / LP_TILE;
+        /* qs (nsym), esym (nsym), lut (2^(8w)), rec (count), tiles (2 x
+         * tiles + 1), each 16-byte aligned */
+        const size_t o_es = (nsym * 4 + 15) & ~(size_t)15,
+                     o_lut = o_es + ((nsym * sizeof(re_esym) + 15) & ~(size_t)15),
+                     o_rec = o_lut + ((((size_t)2 << (8 * w)) + 15) & ~(size_t)15),
+                     o_t = o_rec + ((count * 4 + 15) & ~(size_t)15),
+                     total_b = o_t + (2 * tiles + 2) * sizeof(unsigned long long);
+        CU_TRY(cudaMallocAsync((void **)&scr, total_b, s), "rans encode scratch");
+        uint32_t *dqs = (uint32_t *)scr, *rec = (uint32_t *)(scr + o_rec);
+        re_esym *es = (re_esym *)(scr + o_es);
+        uint16_t *lut = (uint16_t *)(scr + o_lut);
+        unsigned long long *tcnt = (unsigned long long *)(scr + o_t), *toffs = tcnt + tiles,
+                           *sum = tcnt + 2 * tiles, bytes = 0;
+        unsigned *bad = (unsigned *)(sum + 1), hbad = 0;
+        CU_TRY(cudaMemcpyAsync(dqs, qs, nsym * 4, cudaMemcpyHostToDevice, s), "rans table copy");
+        *h2d = nsym * 4;
+        /* every symbol the table lacks: 0xffff (refused below) */
+        CU_TRY(cudaMemsetAsync(lut, 0xff, (size_t)2 << (8 * w), s), "rans table clear");
+        CU_TRY(cudaMemsetAsync(bad, 0, sizeof(*bad), s), "rans flag clear");
+        DC_LAUNCH(k_re_table, 1, BLOCK, s)(dqs, nsym, scale, ways, es, lut);
+        if (w == 1)
+            DC_LAUNCH(k_re_lanes<1>, 1, BLOCK, s)(v, count, ways, es, lut, nsym, rec, out, bad);
+        else
+            DC_LAUNCH(k_re_lanes<2>, 1, BLOCK, s)(v, count, ways, es, lut, nsym, rec, out, bad);
+        const unsigned gt = grid_for(tiles, 1);
+        DC_LAUNCH(k_re_place, gt, BLOCK, s)(rec, count, tiles, tcnt,
+                                            (const unsigned long long *)NULL, (uint8_t *)NULL,
+                                            false);
+        DC_LAUNCH(k_scan_tiles, 1, BLOCK, s)(tcnt, tiles, toffs, sum);
+        CU_TRY(cudaGetLastError(), "rans encode kernels");
+        CU_TRY(cudaMemcpyAsync(&bytes, sum, sizeof(bytes), cudaMemcpyDeviceToHost, s),
+               "rans encode length copy");
+        CU_TRY(cudaMemcpyAsync(&hbad, bad, sizeof(hbad), cudaMemcpyDeviceToHost, s),
+               "rans encode flag copy");
+        CU_TRY(cudaStreamSynchronize(s), "rans encode");
+        if (hbad) {
+            st = dc_error(DC_ERR_INVALID, "cuda rans encode: a word whose symbol the table "
+                          "does not have");
+            goto out;
+        }
+        if (bytes > cap - 4 * (size_t)ways) {
+            st = dc_error(DC_ERR_BUSY, "cuda rans encode: %llu bytes past the output", bytes);
+            goto out;
+        }
+        DC_LAUNCH(k_re_place, gt, BLOCK, s)(rec, count, tiles, (unsigned long long *)NULL,
+                                            toffs, out + 4 * ways, true);
+        CU_TRY(cudaGetLastError(), "rans encode placement");
+        CU_TRY(cudaStreamSynchronize(s), "rans encode placement");
+        *len = 4 * (size_t)ways + (size_t)bytes;
+    }
+out:
+    if (scr != NULL) {
+        cudaFreeAsync(scr, s);
+        cudaStreamSynchronize(s);
+    }
+    return st;
+}
+
 /* ======================== end of the device sender ======================== */
 
 #ifndef DC_KCU_OPS_NAME
@@ -3738,4 +3972,6 @@ extern "C" const dc_kern_cuda_ops_t DC_KCU_OPS_NAME = {
     kcu_golomb_ranks,
     /* streams */
     kcu_stream_create, kcu_stream_destroy, kcu_copy,
+    /* rANS values */
+    kcu_word_syms, kcu_rans_encode,
 };

@@ -395,6 +395,31 @@ enum { DC_KCU_H2D = 1, DC_KCU_D2H = 2, DC_KCU_D2D = 3 };
 dc_status_t dc_kern_cuda_copy(void *dst, const void *src, size_t bytes, int dir, void *stream);
 
 /**
+ * dc_kern_cuda_word_hist's symbols: the distinct words of the count words
+ * of w <= 2 bytes at `words` (device) in the order they first appear (the
+ * order of that histogram's counts), as LEB128 varints into out (device,
+ * at most count * 3 + 8 bytes), *len bytes.  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_word_syms(const void *words, size_t count, unsigned w, uint8_t *out,
+                                   size_t *len, void *stream);
+
+/**
+ * A device sender's rANS values: what entropy.h's coder writes after the
+ * table dc_ent_rans_table made (qs: nsym entries symbol | (frequency - 1)
+ * << 16, host memory, increasing symbols; scale S; ways 1, 2, 4 or 32) for
+ * the count words of w <= 2 bytes at `words` (device): the ways final
+ * states then the renormalization output, into out (device, cap bytes),
+ * *len bytes, byte for byte the CPU's.  *h2d: the table's bytes sent
+ * (counted as dc_kern_cuda_h2d's).  DC_ERR_BUSY: past cap;
+ * DC_ERR_INVALID: a word whose symbol qs lacks (out's bytes undefined, no
+ * read or write past the buffers).  Synchronizes.
+ */
+dc_status_t dc_kern_cuda_rans_encode(const void *words, size_t count, unsigned w,
+                                     const uint32_t *qs, size_t nsym, unsigned S, unsigned ways,
+                                     uint8_t *out, size_t cap, size_t *len, size_t *h2d,
+                                     void *stream);
+
+/**
  * Page-lock host memory [p, p + bytes) (cudaHostRegister) so that copies
  * from it to the device run at the link's speed by DMA instead of through
  * the driver's pageable staging; dc_kern_cuda_host_unregister(p) before it

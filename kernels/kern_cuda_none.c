@@ -195,6 +195,20 @@ static dc_status_t none_copy(void *dst, const void *src, size_t bytes, int dir, 
     return no_cuda();
 }
 
+static dc_status_t none_word_syms(const void *words, size_t count, unsigned w, uint8_t *out,
+                                  size_t *len, void *stream)
+{
+    return no_cuda();
+}
+
+static dc_status_t none_rans_encode(const void *words, size_t count, unsigned w,
+                                    const uint32_t *qs, size_t nsym, unsigned S, unsigned ways,
+                                    uint8_t *out, size_t cap, size_t *len, size_t *h2d,
+                                    void *stream)
+{
+    return no_cuda();
+}
+
 const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     "none", none_available, none_why, none_props, none_malloc, none_free, none_h2d,
     none_d2h, none_memset, none_sync, none_count_changed, none_diff, none_gather,
@@ -215,4 +229,6 @@ const dc_kern_cuda_ops_t dc_kern_cuda_build_ops = {
     none_golomb_ranks,
     /* streams */
     none_stream_create, none_stream_destroy, none_copy,
+    /* rANS values */
+    none_word_syms, none_rans_encode,
 };

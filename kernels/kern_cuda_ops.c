@@ -295,6 +295,24 @@ dc_status_t dc_kern_cuda_copy(void *dst, const void *src, size_t bytes, int dir,
     return st;
 }
 
+dc_status_t dc_kern_cuda_word_syms(const void *words, size_t count, unsigned w, uint8_t *out,
+                                   size_t *len, void *stream)
+{
+    return dc_kern_cuda_ops()->word_syms(words, count, w, out, len, stream);
+}
+
+dc_status_t dc_kern_cuda_rans_encode(const void *words, size_t count, unsigned w,
+                                     const uint32_t *qs, size_t nsym, unsigned S, unsigned ways,
+                                     uint8_t *out, size_t cap, size_t *len, size_t *h2d,
+                                     void *stream)
+{
+    dc_status_t st = dc_kern_cuda_ops()->rans_encode(words, count, w, qs, nsym, S, ways, out,
+                                                     cap, len, h2d, stream);
+    if (st == DC_OK)
+        dc_kcu_count(*h2d, 1);
+    return st;
+}
+
 dc_status_t dc_kern_cuda_ctx_rank(const void *base, size_t n, unsigned w, const uint64_t *thr,
                                   unsigned nt, const uint32_t *pos, size_t count, uint8_t *cls,
                                   uint32_t *rnk, uint64_t *pop, void *stream)

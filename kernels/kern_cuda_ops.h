@@ -90,6 +90,12 @@ typedef struct dc_kern_cuda_ops {
     dc_status_t (*stream_create)(void **stream);
     void (*stream_destroy)(void *stream);
     dc_status_t (*copy)(void *dst, const void *src, size_t bytes, int dir, void *stream);
+    /* rANS values (a device sender's) */
+    dc_status_t (*word_syms)(const void *words, size_t count, unsigned w, uint8_t *out,
+                             size_t *len, void *stream);
+    dc_status_t (*rans_encode)(const void *words, size_t count, unsigned w, const uint32_t *qs,
+                               size_t nsym, unsigned S, unsigned ways, uint8_t *out, size_t cap,
+                               size_t *len, size_t *h2d, void *stream);
 } dc_kern_cuda_ops_t;
 
 /** The build's own table (kern_cuda.cu or kern_cuda_none.c). */
