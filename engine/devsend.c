@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DC_DS_SYMS 65536 /* distinct words of at most 2 bytes */
+
 struct dc_devsend {
     size_t max_bytes, max_count;
     void *stream; /* all of this sender's device work (kern_cuda.h) */
@@ -18,10 +20,12 @@ struct dc_devsend {
     /* host */
     uint32_t *h_pos, *h_cnt;
     /* the XOR (0) and step (1) words' histogram counts, in the order the
-     * words first appear, when dc_ds_entropy fetched them (nsym[m] > 0) */
+     * words first appear, when dc_ds_entropy fetched them (nsym[m] > 0);
+     * a histogram's symbols and the rANS table's frequencies: at most
+     * DC_DS_SYMS each (words of w <= 2) */
     uint32_t *h_hc[2];
     size_t nsym[2];
-    uint32_t *h_sym32, *h_qs; /* a histogram's symbols; the rANS table's */
+    uint32_t *h_sym32, *h_qs;
     uint16_t *h_sym;
     uint8_t *h_xor, *h_bw, *h_pk, *h_steps;
     uint8_t *h_pg;     /* the ctx model's Golomb positions streams */
@@ -99,11 +103,11 @@ dc_status_t dc_devsend_create(size_t max_bytes, int base_stream, dc_devsend_t **
     d->h_pk = malloc(d->pk_cap);
     d->h_pg = malloc(d->pk_cap);
     d->h_cnt = malloc(mc * 4);
-    d->h_hc[0] = malloc(mc * 4);
-    d->h_hc[1] = malloc(mc * 4);
-    d->h_sym32 = malloc(mc * 4);
-    d->h_qs = malloc(mc * 4);
-    d->h_sym = malloc(mc * 2);
+    d->h_hc[0] = malloc(DC_DS_SYMS * 4);
+    d->h_hc[1] = malloc(DC_DS_SYMS * 4);
+    d->h_sym32 = malloc(DC_DS_SYMS * 4);
+    d->h_qs = malloc(DC_DS_SYMS * 4);
+    d->h_sym = malloc(DC_DS_SYMS * 2);
     d->h_steps = malloc(mw);
     if (!d->h_pos || !d->h_xor || !d->h_bw || !d->h_pk || !d->h_pg || !d->h_cnt ||
         !d->h_hc[0] || !d->h_hc[1] || !d->h_sym32 || !d->h_qs || !d->h_sym ||
@@ -261,6 +265,8 @@ static dc_status_t dc_ds_rans(void *arg, unsigned mode, struct dc_ent_scratch *e
             dc_error_prefix("device sender: the device's word histogram");
             return DC_ERR_IO;
         }
+        if (nsym > DC_DS_SYMS)
+            return dc_error(DC_ERR_IO, "device sender: %zu distinct %u-byte words", nsym, w);
         cnt = d->h_cnt;
     }
     /* the words instead where the coder would not keep rANS (it does at
@@ -336,12 +342,16 @@ static dc_status_t dc_ds_entropy(dc_devsend_t *d, dc_codec_t *codec, unsigned mo
         if (hlen < count * w) {
             if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, hlen)) != DC_OK)
                 return st;
-            if (dc_listunpack_counts(d->h_pk, hlen, count, d->h_hc[mode], &nsym) != DC_OK) {
+            if (dc_listunpack_counts(d->h_pk, hlen, count, d->h_cnt, &nsym) != DC_OK) {
                 dc_error_prefix("device sender: the device's word histogram");
                 return DC_ERR_IO;
             }
-            d->nsym[mode] = nsym; /* for the rANS values (dc_ds_rans) */
-            *bits = dc_ent_counts_entropy_bits(d->h_hc[mode], nsym, count);
+            if (nsym > DC_DS_SYMS)
+                return dc_error(DC_ERR_IO, "device sender: %zu distinct %u-byte words", nsym, w);
+            /* kept for the rANS values (dc_ds_rans) */
+            memcpy(d->h_hc[mode], d->h_cnt, nsym * sizeof(*d->h_cnt));
+            d->nsym[mode] = nsym;
+            *bits = dc_ent_counts_entropy_bits(d->h_cnt, nsym, count);
             return DC_OK;
         }
         /* nearly every word distinct: the words are the smaller copy */
