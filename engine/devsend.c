@@ -233,6 +233,34 @@ static dc_status_t dc_ds_words(void *arg, unsigned mode, const void **p)
     return st;
 }
 
+/* The histogram of the count words of w <= 2 bytes at dev: its counts in
+ * the order the words first appear into d->h_cnt, *nsym of them, packed
+ * on the device (dc_kern_cuda_word_hist); DC_ERR_BUSY (only the length
+ * read) where that is not smaller than the words themselves. */
+static dc_status_t dc_ds_hist(dc_devsend_t *d, const uint8_t *dev, size_t count, unsigned w,
+                              size_t *nsym)
+{
+    size_t hlen = 0;
+    dc_status_t st = dc_kern_cuda_word_hist(dev, count, w, d->d_pk, &hlen, d->stream);
+    if (st != DC_OK)
+        return st;
+    d->d2h += sizeof(uint64_t); /* the histogram's length */
+    if (hlen > dc_listpack_bound(count))
+        return dc_error(DC_ERR_IO, "device sender: a word histogram of %zu bytes for %zu words",
+                        hlen, count);
+    if (hlen >= count * w)
+        return DC_ERR_BUSY;
+    if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, hlen)) != DC_OK)
+        return st;
+    if (dc_listunpack_counts(d->h_pk, hlen, count, d->h_cnt, nsym) != DC_OK) {
+        dc_error_prefix("device sender: the device's word histogram");
+        return DC_ERR_IO;
+    }
+    if (*nsym > DC_DS_SYMS)
+        return dc_error(DC_ERR_IO, "device sender: %zu distinct %u-byte words", *nsym, w);
+    return DC_OK;
+}
+
 /* The rANS values stream of mode's words on demand (codec.h
  * dc_codec_vals_t rans): their histogram's counts (those dc_ds_entropy
  * fetched; mode 2's now) and symbols to the host, which makes the table
@@ -254,19 +282,8 @@ static dc_status_t dc_ds_rans(void *arg, unsigned mode, struct dc_ent_scratch *e
     size_t nsym = mode < 2 ? d->nsym[mode] : 0, plen = 0;
     dc_status_t st;
     if (nsym == 0) {
-        if ((st = dc_kern_cuda_word_hist(dev, count, w, d->d_pk, &plen, d->stream)) != DC_OK)
+        if ((st = dc_ds_hist(d, dev, count, w, &nsym)) != DC_OK)
             return st;
-        d->d2h += sizeof(uint64_t);
-        if (plen >= count * w)
-            return DC_ERR_BUSY;
-        if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, plen)) != DC_OK)
-            return st;
-        if (dc_listunpack_counts(d->h_pk, plen, count, d->h_cnt, &nsym) != DC_OK) {
-            dc_error_prefix("device sender: the device's word histogram");
-            return DC_ERR_IO;
-        }
-        if (nsym > DC_DS_SYMS)
-            return dc_error(DC_ERR_IO, "device sender: %zu distinct %u-byte words", nsym, w);
         cnt = d->h_cnt;
     }
     /* the words instead where the coder would not keep rANS (it does at
@@ -332,22 +349,11 @@ static dc_status_t dc_ds_entropy(dc_devsend_t *d, dc_codec_t *codec, unsigned mo
     dc_status_t st;
     d->nsym[mode] = 0;
     if (!*got) {
-        size_t hlen = 0, nsym = 0;
-        if ((st = dc_kern_cuda_word_hist(dev, count, w, d->d_pk, &hlen, d->stream)) != DC_OK)
+        size_t nsym = 0;
+        st = dc_ds_hist(d, dev, count, w, &nsym);
+        if (st != DC_OK && st != DC_ERR_BUSY)
             return st;
-        d->d2h += sizeof(uint64_t); /* the histogram's length */
-        if (hlen > dc_listpack_bound(count))
-            return dc_error(DC_ERR_IO, "device sender: a word histogram of %zu bytes for %zu "
-                            "words", hlen, count);
-        if (hlen < count * w) {
-            if ((st = dc_ds_d2h(d, d->h_pk, d->d_pk, hlen)) != DC_OK)
-                return st;
-            if (dc_listunpack_counts(d->h_pk, hlen, count, d->h_cnt, &nsym) != DC_OK) {
-                dc_error_prefix("device sender: the device's word histogram");
-                return DC_ERR_IO;
-            }
-            if (nsym > DC_DS_SYMS)
-                return dc_error(DC_ERR_IO, "device sender: %zu distinct %u-byte words", nsym, w);
+        if (st == DC_OK) {
             /* kept for the rANS values (dc_ds_rans) */
             memcpy(d->h_hc[mode], d->h_cnt, nsym * sizeof(*d->h_cnt));
             d->nsym[mode] = nsym;
