@@ -82,7 +82,11 @@ else
 fi
 
 # a pair: sender + receivers on loopback, each receiver's weights == the sender's
-PORT=$((20000 + RANDOM % 20000))
+# below the kernel's ephemeral range: a port in it can be some connection's
+# local port at the moment a sender binds it (EADDRINUSE, seen in CI)
+eph=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$eph" -gt 12000 ] 2>/dev/null || eph=32768
+PORT=$((10000 + RANDOM % (eph - 11000)))
 pair() { # NAME N RECEIVER SENDER_CMD... (N receivers, ports from $PORT; RECEIVER
          # is split into words: "python3 rollout.py")
   local name=$1 n=$2 recv=$3
