@@ -3884,6 +3884,22 @@ static dc_status_t kcu_rans_encode(const void *words, size_t count, unsigned w,
         (ways == 32 && scale > 15))
         return dc_error(DC_ERR_INVALID, "cuda rans encode: %zu words of %u bytes, %zu symbols, "
                         "scale %u, %u ways", count, w, nsym, scale, ways);
+    {
+        /* the table: increasing symbols of w bytes whose frequencies sum to
+         * 2^scale (what dc_ent_rans_table makes; anything else would index
+         * past the device's lookup or code a stream no decoder reads) */
+        uint64_t fsum = 0;
+        for (size_t k = 0; k < nsym; k++) {
+            uint32_t sym = qs[k] & 0xffffu;
+            if (sym >> (8 * w) != 0 || (k > 0 && sym <= (qs[k - 1] & 0xffffu)))
+                return dc_error(DC_ERR_INVALID, "cuda rans encode: table entry %zu (symbol "
+                                "%#x) is not an increasing %u-byte symbol", k, sym, w);
+            fsum += (qs[k] >> 16) + 1u;
+        }
+        if (fsum != (uint64_t)1 << scale)
+            return dc_error(DC_ERR_INVALID, "cuda rans encode: the table's frequencies sum to "
+                            "%llu, not 2^%u", (unsigned long long)fsum, scale);
+    }
     if (cap < 4 * (size_t)ways)
         return dc_error(DC_ERR_BUSY, "cuda rans encode: output of %zu bytes", cap);
     {

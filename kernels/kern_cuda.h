@@ -411,8 +411,10 @@ dc_status_t dc_kern_cuda_word_syms(const void *words, size_t count, unsigned w, 
  * states then the renormalization output, into out (device, cap bytes),
  * *len bytes, byte for byte the CPU's.  *h2d: the table's bytes sent
  * (counted as dc_kern_cuda_h2d's).  DC_ERR_BUSY: past cap;
- * DC_ERR_INVALID: a word whose symbol qs lacks (out's bytes undefined, no
- * read or write past the buffers).  Synchronizes.
+ * DC_ERR_INVALID: a table whose symbols do not increase or do not fit w
+ * bytes, or whose frequencies do not sum to 2^S (checked on the host, before
+ * any device work), or a word whose symbol qs lacks (out's bytes undefined,
+ * no read or write past the buffers).  Synchronizes.
  */
 dc_status_t dc_kern_cuda_rans_encode(const void *words, size_t count, unsigned w,
                                      const uint32_t *qs, size_t nsym, unsigned S, unsigned ways,

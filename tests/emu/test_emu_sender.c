@@ -691,12 +691,41 @@ Test(emu_sender, rans_values_match_the_cpu, .timeout = 280)
                         cr_assert(memcmp(got, cpu, lcpu) == 0,
                                   "w %u count %zu ways %u flat %d: streams differ", w, count, wy,
                                   flat);
-                        /* a table that lacks a symbol of the words */
-                        if (nsym > 1)
+                        if (nsym > 1) {
+                            /* a table that lacks a symbol of the words (its
+                             * frequency given to the next: a valid table) */
+                            uint32_t q1 = qs[1];
+                            qs[1] += ((qs[0] >> 16) + 1) << 16;
                             cr_assert_eq(dc_kern_cuda_rans_encode(dv, count, w, qs + 1, nsym - 1,
                                                                   S, wy, dout, cap + 4 * 32, &ld,
                                                                   &h2d, NULL),
                                          DC_ERR_INVALID);
+                            cr_assert(strstr(dc_last_error(), "does not have") != NULL, "%s",
+                                      dc_last_error());
+                            qs[1] = q1;
+                            /* tables that are not one: refused before the device
+                             * (frequencies past 2^S; the last symbol not above
+                             * the others; past a byte, or for 2-byte words a
+                             * repeat) */
+                            for (int b = 0; b < 3; b++) {
+                                uint32_t *e = b == 0 ? &qs[0] : &qs[nsym - 1], keep = *e;
+                                if (b == 0)
+                                    *e += 1u << 16;
+                                else if (b == 1)
+                                    *e = (keep & ~0xffffu) | (qs[0] & 0xffffu);
+                                else
+                                    *e = (keep & ~0xffffu) |
+                                         (w == 1 ? 0x100u : qs[nsym - 2] & 0xffffu);
+                                cr_assert_eq(dc_kern_cuda_rans_encode(dv, count, w, qs, nsym, S,
+                                                                      wy, dout, cap + 4 * 32,
+                                                                      &ld, &h2d, NULL),
+                                             DC_ERR_INVALID, "bad table %d", b);
+                                cr_assert(strstr(dc_last_error(), b == 0 ? "sum to"
+                                                                         : "table entry"),
+                                          "%s", dc_last_error());
+                                *e = keep;
+                            }
+                        }
                     }
                     dc_ent_rans_ways = 0;
                     /* a histogram that is not one */
