@@ -87,9 +87,18 @@ static inline int job_port_free(int port)
 
 static inline int job_pick_ports(int n)
 {
+    /* below the kernel's ephemeral range: a port in it can become some
+     * connection's local port between this check and the node's bind */
+    int eph = 32768;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d", &eph) != 1 || eph < 12000 + n)
+            eph = 32768;
+        fclose(f);
+    }
     srand((unsigned)(getpid() ^ time(NULL)));
     for (int tries = 0; tries < 200; tries++) {
-        int base = 20000 + (rand() % 4000) * 10;
+        int base = 10000 + (rand() % ((eph - 10000 - n) / 10)) * 10;
         int ok = 1;
         for (int i = 0; i < n && ok; i++)
             ok = job_port_free(base + i);
