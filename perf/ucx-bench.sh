@@ -61,7 +61,7 @@ die() { echo "ucx-bench: $*" >&2; exit 1; }
 command -v ucx_perftest >/dev/null || die "ucx_perftest not found (apt-get install ucx-utils)"
 command -v python3 >/dev/null || die "python3 is needed to read the JSON report"
 [ -x "$BIN" ] || die "$BIN not found (build first, or set DELTACAST_BIN)"
-if ! "$BIN" perf link --help 2>&1 | grep -q -- '--warmup'; then
+if ! grep -q -- '--warmup' <<<"$("$BIN" perf link --help 2>&1)"; then
     die "'$BIN perf link' has no --warmup option (an older build: rebuild)"
 fi
 
