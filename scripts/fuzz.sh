@@ -70,8 +70,10 @@ if [ -n "$need" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 fi
 command -v clang >/dev/null || fail_all "fuzz.sh: clang is not installed (libFuzzer comes with it)"
 if [ ! -f "$dir/build.ninja" ]; then
-  CC=clang meson setup "$dir" -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dcuda=disabled -Dc_args=-fsanitize=fuzzer-no-link >"$dir.setup.log" 2>&1 ||
+  # (C++: the emulated CUDA runtime of fuzz_devctx, instrumented as well)
+  CC=clang CXX=clang++ meson setup "$dir" -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dcuda=disabled -Dc_args=-fsanitize=fuzzer-no-link -Dcpp_args=-fsanitize=fuzzer-no-link \
+    >"$dir.setup.log" 2>&1 ||
     { tail -20 "$dir.setup.log"; fail_all "fuzz.sh: meson setup $dir failed (log: $dir.setup.log)"; }
 fi
 bins=()
