@@ -86,6 +86,16 @@ static inline cudaStream_t S(void *stream)
     return (cudaStream_t)stream;
 }
 
+/* An op's scratch (p: device memory from cudaMallocAsync on s, or NULL)
+ * freed on s, and s drained: the op returns with nothing of it in flight. */
+static void free_wait(void *p, cudaStream_t s)
+{
+    if (p != NULL) {
+        cudaFreeAsync(p, s);
+        cudaStreamSynchronize(s);
+    }
+}
+
 static bool valid_width(unsigned w)
 {
     return w == 1 || w == 2 || w == 4 || w == 8;
@@ -442,10 +452,7 @@ static dc_status_t diff_passes(const void *a, const void *b, size_t n, uint32_t 
     CU_TRY(cudaStreamSynchronize(s), "diff");
     *count = (size_t)(compact ? host_sum & TS_VAL : host_sum);
 out:
-    if (scratch != NULL) {
-        cudaFreeAsync(scratch, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(scratch, s);
     return st;
 }
 
@@ -1301,10 +1308,7 @@ static dc_status_t kcu_crc32c(const void *buf, size_t len, uint32_t crc,
     CU_TRY(cudaStreamSynchronize(s), "crc32c");
     *out = ~host;
 out:
-    if (dres != NULL) {
-        cudaFreeAsync(dres, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(dres, s);
     return st;
 }
 
@@ -1367,10 +1371,7 @@ static dc_status_t kcu_digest128_dev_pieces(const void *buf, size_t len, size_t 
     }
 out:
     free(host);
-    if (dres != NULL) {
-        cudaFreeAsync(dres, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(dres, s);
     return st;
 }
 
@@ -2816,10 +2817,7 @@ static dc_status_t kcu_ctx_sample(const void *base, size_t n, unsigned w, uint32
     if ((st = hist_to_host(dh, hist, d2h, s)) != DC_OK)
         goto out;
 out:
-    if (dh != NULL) {
-        cudaFreeAsync(dh, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(dh, s);
     return st;
 }
 
@@ -2877,10 +2875,7 @@ static dc_status_t kcu_ctx_rank(const void *base, size_t n, unsigned w, const ui
            "ctx rank populations copy");
     CU_TRY(cudaStreamSynchronize(s), "ctx rank");
 out:
-    if (scr != NULL) {
-        cudaFreeAsync(scr, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(scr, s);
     return st;
 }
 
@@ -3143,10 +3138,7 @@ static dc_status_t pw_pack_u32(const uint32_t *idx, size_t count, uint8_t *out, 
         *len = (size_t)tot[0];
     }
 out:
-    if (scr != NULL) {
-        cudaFreeAsync(scr, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(scr, s);
     return st;
 }
 
@@ -3180,10 +3172,7 @@ static dc_status_t hist_to_host(const unsigned *dh, uint32_t *hist, size_t *d2h,
         *d2h += 256 * sizeof(unsigned);
     }
 out:
-    if (pk != NULL) {
-        cudaFreeAsync(pk, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(pk, s);
     return st;
 }
 
@@ -3214,10 +3203,7 @@ static dc_status_t kcu_pack_words(const void *words, size_t count, unsigned w, u
         st = pw_pack_u32(idx, count, out, len, nibbles, s);
     }
 out:
-    if (idx != NULL) {
-        cudaFreeAsync(idx, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(idx, s);
     return st;
 }
 
@@ -3289,10 +3275,7 @@ static dc_status_t kcu_pack_ranks(const uint8_t *cls, const uint32_t *rnk, size_
 out:
     if (idx != NULL)
         cudaFreeAsync(idx, s);
-    if (scr != NULL) {
-        cudaFreeAsync(scr, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(scr, s);
     return st;
 }
 
@@ -3442,10 +3425,7 @@ static dc_status_t kcu_ctx_values(const void *bw, const void *xorv, size_t count
         goto out;
     CU_TRY(cudaStreamSynchronize(s), "ctx values");
 out:
-    if (dh != NULL) {
-        cudaFreeAsync(dh, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(dh, s);
     return st;
 }
 
@@ -3515,10 +3495,7 @@ static dc_status_t word_hist(const void *words, size_t count, unsigned w, uint8_
 out:
     if (tsc != NULL)
         cudaFreeAsync(tsc, s);
-    if (scr != NULL) {
-        cudaFreeAsync(scr, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(scr, s);
     return st;
 }
 
@@ -3729,10 +3706,7 @@ static dc_status_t kcu_golomb_ranks(const uint8_t *cls, const uint32_t *rnk, siz
 out:
     if (idx != NULL && idx != rnk)
         cudaFreeAsync(idx, s);
-    if (scr != NULL) {
-        cudaFreeAsync(scr, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(scr, s);
     if (st != DC_OK)
         for (unsigned c = 0; c < K; c++)
             clen[c] = 0;
@@ -3955,10 +3929,7 @@ static dc_status_t kcu_rans_encode(const void *words, size_t count, unsigned w,
         *len = 4 * (size_t)ways + (size_t)bytes;
     }
 out:
-    if (scr != NULL) {
-        cudaFreeAsync(scr, s);
-        cudaStreamSynchronize(s);
-    }
+    free_wait(scr, s);
     return st;
 }
 
