@@ -19,6 +19,7 @@
 #include "kernels/kern_cuda.h"
 
 #include "cuda_emu_rt.h"
+#include "emu_ctx_change.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +57,6 @@ static void st(uint8_t *p, unsigned w, uint64_t v)
     for (unsigned b = 0; b < w; b++)
         p[b] = (uint8_t)(v >> (8 * b));
 }
-
-enum { PAT_XOR, PAT_STEP, PAT_NEW };
 
 typedef struct {
     size_t n;
@@ -109,25 +108,9 @@ static void make_case(case_t *t, size_t n, unsigned w, unsigned permille, int pa
             p = 900;
         if (rnd() % 1000 >= p)
             continue;
-        uint64_t x;
-        if (pat == PAT_XOR) {
-            x = 1ull << (rnd() % 3);
-        } else if (pat == PAT_STEP) {
-            int64_t d = (int64_t)(rnd() % 5) - 2;
-            if (d == 0)
-                d = 1;
-            uint64_t k = (dc_ctx_key(b, w) + (uint64_t)d) & mask;
-            x = dc_ctx_unkey(k, w) ^ b;
-        } else {
-            /* new words from a few constants (weights reset or pruned):
-             * their XOR words are as random as the base */
-            static const uint64_t consts[4] = {0, 0x3c, 0x7f01, 0x1234567};
-            x = b ^ (consts[rnd() % 4] & mask);
-        }
-        if ((x & mask) == 0)
-            x = 1;
+        uint64_t x = emu_ctx_change(b, w, pat, rnd);
         t->pos[t->count] = (uint32_t)i;
-        st(t->xorv + t->count * w, w, x & mask);
+        st(t->xorv + t->count * w, w, x);
         t->count++;
     }
     cr_assert_eq(dc_ctx_create(n * w, &t->cx), DC_OK);
@@ -235,7 +218,7 @@ Test(emu_ctx, random_chunks_every_width_classes_mode)
     unsigned seen_mode[3] = {0}, seen_k[9] = {0}, seen_golomb = 0;
     for (unsigned wi = 0; wi < 4; wi++) {
         for (unsigned kmax = 1; kmax <= 8; kmax++) {
-            for (int pat = PAT_XOR; pat <= PAT_NEW; pat++) {
+            for (int pat = EMU_PAT_XOR; pat <= EMU_PAT_NEW; pat++) {
                 case_t t;
                 unsigned w = ws[wi];
                 size_t n = 6000 + (size_t)(rnd() % 4000);
@@ -275,7 +258,7 @@ Test(emu_ctx, gaps_positions_and_larger_chunks)
         for (unsigned wi = 0; wi < 2; wi++) {
             case_t t;
             unsigned w = wi ? 4 : 2;
-            make_case(&t, 40000 + (size_t)(rnd() % 5000), w, 30, PAT_STEP, 4,
+            make_case(&t, 40000 + (size_t)(rnd() % 5000), w, 30, EMU_PAT_STEP, 4,
                       posm ? DC_ENT_GAPS : DC_ENT_GOLOMB);
             unsigned K, mode, gm;
             header_of(&t, &K, &mode, &gm);
@@ -335,11 +318,11 @@ static void hostile(unsigned w, unsigned kmax, int pat, unsigned posm, unsigned 
 
 Test(emu_ctx, hostile_payloads_get_the_cpu_verdict)
 {
-    hostile(2, 4, PAT_STEP, 0, 200);
-    hostile(4, 8, PAT_XOR, 0, 120);
-    hostile(1, 3, PAT_NEW, 0, 100);
-    hostile(8, 2, PAT_STEP, 0, 100);
-    hostile(2, 4, PAT_STEP, DC_ENT_GAPS, 100); /* gaps classes: decoded on the host */
+    hostile(2, 4, EMU_PAT_STEP, 0, 200);
+    hostile(4, 8, EMU_PAT_XOR, 0, 120);
+    hostile(1, 3, EMU_PAT_NEW, 0, 100);
+    hostile(8, 2, EMU_PAT_STEP, 0, 100);
+    hostile(2, 4, EMU_PAT_STEP, DC_ENT_GAPS, 100); /* gaps classes: decoded on the host */
 }
 
 Test(emu_ctx, rank_past_population_is_refused_untouched)
@@ -348,7 +331,7 @@ Test(emu_ctx, rank_past_population_is_refused_untouched)
      * than the class holds: Golomb accepts the ranks (< n), the class's
      * population check must refuse them, as the CPU's merge does */
     case_t t;
-    make_case(&t, 4000, 2, 60, PAT_XOR, 4, 0);
+    make_case(&t, 4000, 2, 60, EMU_PAT_XOR, 4, 0);
     unsigned K, mode, gm;
     header_of(&t, &K, &mode, &gm);
     cr_assert(K >= 2);

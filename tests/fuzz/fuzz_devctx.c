@@ -38,6 +38,7 @@
 #include "kernels/kern_cuda.h"
 
 #include "cuda_emu_rt.h"
+#include "emu_ctx_change.h"
 
 #define NMAX 6000u
 
@@ -166,9 +167,9 @@ static size_t mutate(uint8_t *b, size_t len, size_t cap)
 }
 
 /* A seed: n words of width w, about permille/1000 of them changed (small
- * magnitudes more often: several classes), values by pattern (0: XOR of a
- * low bit, 1: steps of the key, 2: new words from a few constants), at
- * most kmax classes, positions method posm (0: the coder's choice). */
+ * magnitudes more often: several classes), values by pattern (EMU_PAT_*:
+ * emu_ctx_change.h), at most kmax classes, positions method posm (0: the
+ * coder's choice). */
 static uint8_t *seed(size_t n, unsigned w, unsigned permille, int pat, unsigned kmax,
                      unsigned posm, size_t *seed_len)
 {
@@ -178,7 +179,6 @@ static uint8_t *seed(size_t n, unsigned w, unsigned permille, int pat, unsigned 
     CHECK(pos && xv);
     size_t count = 0;
     unsigned bits = 8 * w;
-    uint64_t mask = w == 8 ? ~0ull : (1ull << bits) - 1;
     for (size_t i = 0; i < n; i++) {
         uint64_t b = 0;
         memcpy(&b, base + i * w, w);
@@ -186,19 +186,7 @@ static uint8_t *seed(size_t n, unsigned w, unsigned permille, int pat, unsigned 
         unsigned pr = (permille / 4) << ((127 - top) * 6 / 128);
         if (rng() % 1000 >= (pr > 900 ? 900 : pr))
             continue;
-        uint64_t x;
-        if (pat == 0) {
-            x = 1ull << (rng() % 3);
-        } else if (pat == 1) {
-            int64_t d = (int64_t)(rng() % 5) - 2;
-            uint64_t k = (dc_ctx_key(b, w) + (uint64_t)(d ? d : 1)) & mask;
-            x = dc_ctx_unkey(k, w) ^ b;
-        } else {
-            static const uint64_t consts[4] = {0, 0x3c, 0x7f01, 0x1234567};
-            x = b ^ (consts[rng() % 4] & mask);
-        }
-        if ((x & mask) == 0)
-            x = 1;
+        uint64_t x = emu_ctx_change(b, w, pat, rng);
         pos[count] = (uint32_t)i;
         memcpy(xv + count * w, &x, w);
         count++;
@@ -233,7 +221,7 @@ int main(int argc, char **argv)
             write_dir = argv[i] + 15;
     size_t ns = 0;
     for (unsigned wi = 0; wi < 4; wi++)
-        for (int pat = 0; pat < 3; pat++)
+        for (int pat = EMU_PAT_XOR; pat <= EMU_PAT_NEW; pat++)
             for (unsigned posm = 0; posm <= DC_ENT_GAPS; posm += DC_ENT_GAPS) {
                 unsigned w = 1u << wi, kmax = 1 + (unsigned)(rng() % 8);
                 size_t n = 2000 + (size_t)(rng() % 4000), len;
