@@ -496,7 +496,8 @@ dc_status_t dc_devsend_encode(dc_devsend_t *d, dc_codec_t *codec, const void *ba
             return st;
         d->have_xor = got;
         got = 0;
-        if ((st = dc_ds_entropy(d, codec, 1, d->d_steps, d->h_steps, count, w, &V.hs, &got)) != DC_OK)
+        st = dc_ds_entropy(d, codec, 1, d->d_steps, d->h_steps, count, w, &V.hs, &got);
+        if (st != DC_OK)
             return st;
         d->have_steps = got;
         L.vals = &V;
